@@ -1,0 +1,68 @@
+"""Time, injected: every component asks a `Clock`, so tests and notebooks can freeze it.
+
+Times are plain float seconds on the clock's own scale (a lesson can write
+`lease.expires_at + 1`). Nothing in the kit reads the wall clock except `SystemClock`.
+"""
+from __future__ import annotations
+
+import time
+from typing import Protocol, runtime_checkable
+
+from shopops_lab.errors import BadArgumentError
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Anything with a `now()` returning seconds as a float."""
+
+    def now(self) -> float: ...
+
+
+class SystemClock:
+    """The real wall clock, for running the engine outside a lesson."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def __repr__(self) -> str:
+        return "SystemClock()"
+
+
+class FakeClock:
+    """A clock that moves only when told, so every run of a lesson sees the same times."""
+
+    __slots__ = ("_now",)
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = _seconds("start", start)
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> float:
+        """Move forward by `seconds` (never backwards) and return the new time."""
+        seconds = _seconds("seconds", seconds)
+        if seconds < 0:
+            raise BadArgumentError(field="seconds", problem=f"is negative ({seconds})",
+                                   fix="a FakeClock only moves forward; pass a value >= 0")
+        self._now += seconds
+        return self._now
+
+    def set(self, when: float) -> float:
+        """Jump to the absolute time `when`, which may not be in the past."""
+        when = _seconds("when", when)
+        if when < self._now:
+            raise BadArgumentError(field="when", problem=f"is {when}, before the clock's {self._now}",
+                                   fix="a FakeClock only moves forward; pass a time >= now()")
+        self._now = when
+        return self._now
+
+    def __repr__(self) -> str:
+        return f"FakeClock(now={self._now:g})"
+
+
+def _seconds(name: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise BadArgumentError(field=name, problem=f"is {value!r}, not a number of seconds",
+                               fix=f"pass {name} as an int or float")
+    return float(value)

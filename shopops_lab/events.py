@@ -1,0 +1,141 @@
+"""The append-only event log: the one record that metrics, the checker and the pictures read.
+
+Every component that changes something a learner might ask about (the queue, the channel
+adapters, the simulator's workers) appends here. Events are frozen; `seq` orders them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class EventKind(StrEnum):
+    # the queue
+    ENQUEUED = "enqueued"
+    LEASED = "leased"
+    HEARTBEAT = "heartbeat"
+    EXPIRED = "expired"
+    ACKED = "acked"
+    NACKED = "nacked"
+    DEAD_LETTERED = "dead_lettered"
+    REPLAYED = "replayed"
+    STALE_REJECTED = "stale_rejected"
+    # side effects, as the channel adapters see them
+    CONTACT_SENT = "contact_sent"
+    CONTACT_DEDUPED = "contact_deduped"
+    EFFECT_UNKNOWN = "effect_unknown"
+    EFFECT_FAILED = "effect_failed"
+    # workers and stores, as the simulator sees them
+    HANDLER_STARTED = "handler_started"
+    HANDLER_FAILED = "handler_failed"
+    WORKER_CRASHED = "worker_crashed"
+    WORKER_PAUSED = "worker_paused"
+    WORKER_RESUMED = "worker_resumed"
+    ACK_LOST = "ack_lost"
+    CHECKPOINT_WRITTEN = "checkpoint_written"
+    STALE_WRITE_ACCEPTED = "stale_write_accepted"
+    GATEWAY_CALL = "gateway_call"
+    THROTTLED = "throttled"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Event:
+    """One thing that happened, at `time` on the clock, numbered by `seq` (0, 1, 2, ...)."""
+
+    seq: int
+    time: float
+    kind: EventKind
+    item_id: str | None = None
+    case_id: str | None = None
+    worker_id: str | None = None
+    token: int | None = None
+    attempt: int | None = None
+    info: Mapping[str, Any] = field(default=_EMPTY, compare=False, hash=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A plain, JSON-ready dict (kind as its string, info copied)."""
+        row = {name: getattr(self, name) for name in _FIELDS}
+        row["kind"] = self.kind.value
+        row["info"] = dict(self.info)
+        return row
+
+    def __str__(self) -> str:
+        parts = [f"#{self.seq}", f"t={self.time:g}", self.kind.value]
+        for name in ("item_id", "case_id", "worker_id", "token", "attempt"):
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(f"{name.removesuffix('_id')}={value}")
+        parts.extend(f"{k}={v}" for k, v in sorted(self.info.items()))
+        return " ".join(parts)
+
+
+_FIELDS = ("seq", "time", "kind", "item_id", "case_id", "worker_id", "token", "attempt", "info")
+
+
+class EventLog:
+    """An append-only list of `Event`s with a few read helpers. Never edited in place."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self) -> None:
+        self._events: list[Event] = []
+
+    def append(self, kind: EventKind, time: float, *, item_id: str | None = None,
+               case_id: str | None = None, worker_id: str | None = None,
+               token: int | None = None, attempt: int | None = None,
+               **info: Any) -> Event:
+        event = Event(seq=len(self._events), time=time, kind=kind, item_id=item_id,
+                      case_id=case_id, worker_id=worker_id, token=token, attempt=attempt,
+                      info=MappingProxyType(info) if info else _EMPTY)
+        self._events.append(event)
+        return event
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(self._events)
+
+    def __getitem__(self, index: int) -> Event:
+        return self._events[index]
+
+    @property
+    def last(self) -> Event | None:
+        return self._events[-1] if self._events else None
+
+    def where(self, kind: EventKind | str | tuple[EventKind | str, ...] | None = None, *,
+              item_id: str | None = None, case_id: str | None = None,
+              worker_id: str | None = None) -> list[Event]:
+        """The events matching every filter given, in log order."""
+        kinds = None if kind is None else {EventKind(k) for k in (kind if isinstance(kind, tuple) else (kind,))}
+        return [e for e in self._events
+                if (kinds is None or e.kind in kinds)
+                and (item_id is None or e.item_id == item_id)
+                and (case_id is None or e.case_id == case_id)
+                and (worker_id is None or e.worker_id == worker_id)]
+
+    def to_dicts(self) -> list[dict[str, Any]]:
+        return [e.as_dict() for e in self._events]
+
+    @classmethod
+    def from_dicts(cls, rows: list[Mapping[str, Any]]) -> "EventLog":
+        """Rebuild a log (e.g. from `--json` output) so the checker can read it again."""
+        log = cls()
+        for row in rows:
+            fields = {k: row.get(k) for k in ("item_id", "case_id", "worker_id", "token", "attempt")}
+            log.append(EventKind(row["kind"]), float(row["time"]), **fields, **dict(row.get("info") or {}))
+        return log
+
+    def show(self, limit: int = 20) -> str:
+        """The last `limit` events, one per line, for printing in a notebook."""
+        lines = [str(e) for e in self._events[-limit:]]
+        if len(self._events) > limit:
+            lines.insert(0, f"... {len(self._events) - limit} earlier events")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"EventLog({len(self._events)} events)"
