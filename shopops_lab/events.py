@@ -54,7 +54,7 @@ class Event:
     worker_id: str | None = None
     token: int | None = None
     attempt: int | None = None
-    info: Mapping[str, Any] = field(default=_EMPTY, compare=False, hash=False)
+    info: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False, hash=False)
 
     def as_dict(self) -> dict[str, Any]:
         """A plain, JSON-ready dict (kind as its string, info copied)."""
@@ -77,49 +77,69 @@ _FIELDS = ("seq", "time", "kind", "item_id", "case_id", "worker_id", "token", "a
 
 
 class EventLog:
-    """An append-only list of `Event`s with a few read helpers. Never edited in place."""
+    """An append-only list of `Event`s with a few read helpers. Never edited in place.
 
-    __slots__ = ("_events",)
+    Appending is on every hot path of the queue and the simulator, so a row is kept
+    as a plain tuple and becomes an `Event` only when somebody reads it.
+    """
+
+    __slots__ = ("_rows", "_events")
 
     def __init__(self) -> None:
-        self._events: list[Event] = []
+        self._rows: list[tuple] = []
+        self._events: list[Event] = []  # rows already turned into Events, a prefix of _rows
 
-    def append(self, kind: EventKind, time: float, *, item_id: str | None = None,
+    def append(self, kind: EventKind, time: float, /, *, item_id: str | None = None,
                case_id: str | None = None, worker_id: str | None = None,
                token: int | None = None, attempt: int | None = None,
-               **info: Any) -> Event:
-        event = Event(seq=len(self._events), time=time, kind=kind, item_id=item_id,
-                      case_id=case_id, worker_id=worker_id, token=token, attempt=attempt,
-                      info=MappingProxyType(info) if info else _EMPTY)
-        self._events.append(event)
-        return event
+               **info: Any) -> int:
+        """Record one event; returns its `seq`."""
+        rows = self._rows
+        rows.append((time, kind, item_id, case_id, worker_id, token, attempt, info))
+        return len(rows) - 1
+
+    def _materialize(self, upto: int) -> None:
+        events, rows = self._events, self._rows
+        for seq in range(len(events), upto):
+            time, kind, item_id, case_id, worker_id, token, attempt, info = rows[seq]
+            events.append(Event(seq=seq, time=time, kind=kind, item_id=item_id, case_id=case_id,
+                                worker_id=worker_id, token=token, attempt=attempt,
+                                info=MappingProxyType(info) if info else _EMPTY))
+
+    @property
+    def events(self) -> list[Event]:
+        """Every event so far, in order (a new list; the log itself is not exposed)."""
+        self._materialize(len(self._rows))
+        return list(self._events)
 
     def __len__(self) -> int:
-        return len(self._events)
+        return len(self._rows)
 
     def __iter__(self) -> Iterator[Event]:
-        return iter(self._events)
+        self._materialize(len(self._rows))
+        return iter(self._events[:])
 
     def __getitem__(self, index: int) -> Event:
+        self._materialize(len(self._rows))
         return self._events[index]
 
     @property
     def last(self) -> Event | None:
-        return self._events[-1] if self._events else None
+        return self[-1] if self._rows else None
 
     def where(self, kind: EventKind | str | tuple[EventKind | str, ...] | None = None, *,
               item_id: str | None = None, case_id: str | None = None,
               worker_id: str | None = None) -> list[Event]:
         """The events matching every filter given, in log order."""
         kinds = None if kind is None else {EventKind(k) for k in (kind if isinstance(kind, tuple) else (kind,))}
-        return [e for e in self._events
+        return [e for e in self
                 if (kinds is None or e.kind in kinds)
                 and (item_id is None or e.item_id == item_id)
                 and (case_id is None or e.case_id == case_id)
                 and (worker_id is None or e.worker_id == worker_id)]
 
     def to_dicts(self) -> list[dict[str, Any]]:
-        return [e.as_dict() for e in self._events]
+        return [e.as_dict() for e in self]
 
     @classmethod
     def from_dicts(cls, rows: list[Mapping[str, Any]]) -> "EventLog":
@@ -132,10 +152,11 @@ class EventLog:
 
     def show(self, limit: int = 20) -> str:
         """The last `limit` events, one per line, for printing in a notebook."""
-        lines = [str(e) for e in self._events[-limit:]]
-        if len(self._events) > limit:
-            lines.insert(0, f"... {len(self._events) - limit} earlier events")
+        events = self.events
+        lines = [str(e) for e in events[-limit:]]
+        if len(events) > limit:
+            lines.insert(0, f"... {len(events) - limit} earlier events")
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return f"EventLog({len(self._events)} events)"
+        return f"EventLog({len(self._rows)} events)"

@@ -1,0 +1,38 @@
+"""Payloads are small JSON documents: checked and copied once, so no caller can change
+a queued message behind the queue's back."""
+from __future__ import annotations
+
+from typing import Any
+
+from shopops_lab.errors import BadArgumentError
+
+_SCALARS = (str, int, float, bool, type(None))
+_FAST = frozenset({str, int, bool, type(None)})
+
+
+def json_copy(value: Any, field: str = "payload") -> Any:
+    """A deep copy of `value` made of dict/list/str/int/float/bool/None, or BadArgumentError
+    naming the path of the first part that JSON cannot carry."""
+    if isinstance(value, _SCALARS):
+        if isinstance(value, float) and value != value:
+            raise _not_json(field, "NaN")
+        return value
+    if type(value) is dict and all(type(k) is str and type(v) in _FAST for k, v in value.items()):
+        return dict(value)  # the common case: a flat dict of strings and numbers
+    if isinstance(value, dict):
+        copy = {}
+        for key, inner in value.items():
+            if not isinstance(key, str):
+                raise BadArgumentError(field=f"{field} key {key!r}", problem="is not a string",
+                                       fix="JSON object keys must be strings")
+            copy[key] = json_copy(inner, f"{field}[{key!r}]")
+        return copy
+    if isinstance(value, (list, tuple)):
+        return [json_copy(inner, f"{field}[{i}]") for i, inner in enumerate(value)]
+    raise _not_json(field, type(value).__name__)
+
+
+def _not_json(field: str, what: str) -> BadArgumentError:
+    return BadArgumentError(field=field, problem=f"holds a {what}, which is not JSON-serialisable",
+                            fix="keep payloads small and plain (dict, list, str, number, bool, None); "
+                                "store big artifacts elsewhere and put their id in the payload")

@@ -1,0 +1,449 @@
+"""An in-memory work queue with per-case leases, expiry, fencing tokens and a DLQ.
+
+The shape follows real queues: a claimed item is invisible until its lease expires
+(SQS's visibility timeout), the claim count decides when an item is dead-lettered
+(SQS's maxReceiveCount), and a dead item can be replayed (redrive). Two rules make
+it a *case* queue: at most one live lease per `case_id`, and items of one case are
+served first-in first-out, while other cases keep flowing.
+
+Lookups are O(log n): cases that can be served sit in a heap keyed by their head
+item's (priority, arrival), and leases sit in a heap keyed by expiry, so neither
+`acquire` nor expiry scans the queue.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
+from typing import Any, Callable, Mapping
+
+from shopops_lab.clock import Clock, FakeClock
+from shopops_lab.errors import (BadArgumentError, LeaseExpiredError, LeaseSettledError,
+                                NotInDLQError, StaleTokenError, UnknownItemError,
+                                UnknownLeaseError)
+from shopops_lab.events import EventKind, EventLog
+from shopops_lab.payloads import json_copy
+from shopops_lab.states import ItemState, check_transition
+
+__all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority"]
+
+
+class Priority(IntEnum):
+    """Lower is served first. Approval resumes (a human already said yes and the
+    customer is waiting) go before ordinary work, and bulk outreach goes last, so
+    it is the first thing to wait when the system is saturated."""
+
+    APPROVAL = 0
+    NORMAL = 1
+    BULK = 2
+
+
+class Outcome(StrEnum):
+    """What `process_one` did with one delivery."""
+
+    OK = "ok"            # the handler returned and the ack was accepted
+    RETRIED = "retried"  # the handler raised; the item is ready again
+    DEAD = "dead"        # the handler raised on the last allowed attempt; the item is in the DLQ
+    EMPTY = "empty"      # nothing could be acquired
+    LOST = "lost"        # the lease expired or was taken over while the handler ran
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Lease:
+    """A claim on one item, as granted. `token` fences every write made under it;
+    heartbeats move the store's deadline, not this snapshot's `expires_at`."""
+
+    item_id: str
+    case_id: str
+    tenant_id: str
+    kind: str
+    worker_id: str
+    token: int
+    attempt: int
+    leased_at: float
+    expires_at: float
+    payload: Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Item:
+    """A snapshot of one queued item and where it stands."""
+
+    id: str
+    case_id: str
+    tenant_id: str
+    kind: str
+    payload: Mapping[str, Any]
+    priority: int
+    state: ItemState
+    attempts: int
+    token: int
+    worker_id: str | None
+    lease_expires_at: float | None
+    enqueued_at: float
+    last_error: str | None
+    dead_at: float | None
+    replays: int
+
+
+class _Record:
+    """The queue's own mutable row for an item; callers only ever see `Item` snapshots."""
+
+    __slots__ = ("id", "seq", "case_id", "tenant_id", "kind", "payload", "priority", "state",
+                 "attempts", "token", "worker_id", "expires_at", "lease_seconds", "enqueued_at",
+                 "last_error", "dead_at", "replays", "ended_by")
+
+    def snapshot(self) -> Item:
+        leased = self.state is ItemState.LEASED
+        return Item(id=self.id, case_id=self.case_id, tenant_id=self.tenant_id, kind=self.kind,
+                    payload=json_copy(self.payload), priority=self.priority, state=self.state,
+                    attempts=self.attempts, token=self.token,
+                    worker_id=self.worker_id if leased else None,
+                    lease_expires_at=self.expires_at if leased else None,
+                    enqueued_at=self.enqueued_at, last_error=self.last_error,
+                    dead_at=self.dead_at, replays=self.replays)
+
+
+class _Case:
+    __slots__ = ("ready", "leased")
+
+    def __init__(self) -> None:
+        self.ready: deque[_Record] = deque()
+        self.leased: _Record | None = None
+
+
+class InMemoryQueue:
+    """Per-case leased work queue. See the module docstring for the rules."""
+
+    def __init__(self, lease_seconds: float = 30, max_attempts: int = 5,
+                 clock: Clock | None = None, *, log: EventLog | None = None) -> None:
+        self.lease_seconds = _positive_seconds("lease_seconds", lease_seconds)
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise BadArgumentError(field="max_attempts", problem=f"is {max_attempts!r}",
+                                   fix="pass a whole number >= 1 (how many deliveries before the DLQ)")
+        if clock is not None and not callable(getattr(clock, "now", None)):
+            raise BadArgumentError(field="clock", problem=f"is {clock!r}, which has no now()",
+                                   fix="pass FakeClock() or SystemClock() from shopops_lab")
+        self.max_attempts = max_attempts
+        self.clock: Clock = clock if clock is not None else FakeClock()
+        self.log = log if log is not None else EventLog()
+        self._records: dict[str, _Record] = {}
+        self._cases: dict[str, _Case] = {}
+        self._available: list[tuple[int, int, str]] = []          # (priority, seq, case_id)
+        self._expiry: list[tuple[float, int, int, str]] = []      # (expires_at, seq, token, item_id)
+        self._dead: dict[str, _Record] = {}
+        self._counts = {state: 0 for state in ItemState}
+        self._last_time = float("-inf")
+
+    # ------------------------------------------------------------------ producing
+    def enqueue(self, *, case_id: str | None = None, tenant_id: str = "default",
+                kind: str = "task", payload: Mapping[str, Any] | None = None,
+                priority: int = Priority.NORMAL, now: float | None = None) -> str:
+        """Add one item for `case_id` and return its id (`item-0001`, ...)."""
+        _name("case_id", case_id, "the case this work belongs to, e.g. case_id='O-1001'")
+        _name("tenant_id", tenant_id, "the store the case belongs to, e.g. tenant_id='store_northline'")
+        _name("kind", kind, "what the item asks for, e.g. kind='contact_send'")
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise BadArgumentError(field="priority", problem=f"is {priority!r}",
+                                   fix="pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
+        body = json_copy({} if payload is None else payload)
+        if not isinstance(body, dict):
+            raise BadArgumentError(field="payload", problem=f"is a {type(payload).__name__}",
+                                   fix="pass a dict, e.g. payload={'idem_key': 'O-1001:email:3'}")
+        t = self._time(now)
+        rec = _Record()
+        rec.seq = len(self._records) + 1
+        rec.id = f"item-{rec.seq:04d}"
+        rec.case_id, rec.tenant_id, rec.kind, rec.payload = case_id, tenant_id, kind, body
+        rec.priority = Priority(priority) if priority in Priority._value2member_map_ else priority
+        rec.state, rec.attempts, rec.token, rec.worker_id = ItemState.READY, 0, 0, None
+        rec.expires_at, rec.lease_seconds, rec.enqueued_at = None, self.lease_seconds, t
+        rec.last_error, rec.dead_at, rec.replays, rec.ended_by = None, None, 0, None
+        self._records[rec.id] = rec
+        self._counts[ItemState.READY] += 1
+        self._make_ready(rec, front=False)
+        self.log.append(EventKind.ENQUEUED, t, item_id=rec.id, case_id=case_id,
+                        tenant_id=tenant_id, kind=kind, priority=int(priority))
+        return rec.id
+
+    # ------------------------------------------------------------------ consuming
+    def acquire(self, worker_id: str, *, now: float | None = None,
+                lease_seconds: float | None = None, max_priority: int | None = None) -> Lease | None:
+        """Lease the next item of a case nobody holds, or None.
+
+        `max_priority` serves only items at least that urgent (used to shed bulk work
+        under backpressure); `lease_seconds` overrides the queue's lease for this claim.
+        """
+        _name("worker_id", worker_id, "name the worker, e.g. 'W1'")
+        seconds = self.lease_seconds if lease_seconds is None else _positive_seconds("lease_seconds", lease_seconds)
+        t = self._time(now)
+        self._expire(t)
+        if not self._available:
+            return None
+        if max_priority is not None and self._available[0][0] > max_priority:
+            return None
+        _, _, case_id = heapq.heappop(self._available)
+        case = self._cases[case_id]
+        rec = case.ready.popleft()
+        self._move(rec, ItemState.LEASED)
+        case.leased = rec
+        rec.attempts += 1
+        rec.token += 1
+        rec.worker_id = worker_id
+        rec.lease_seconds = seconds
+        rec.expires_at = t + seconds
+        rec.ended_by = None
+        heapq.heappush(self._expiry, (rec.expires_at, rec.seq, rec.token, rec.id))
+        self.log.append(EventKind.LEASED, t, item_id=rec.id, case_id=rec.case_id,
+                        worker_id=worker_id, token=rec.token, attempt=rec.attempts,
+                        expires_at=rec.expires_at)
+        return Lease(item_id=rec.id, case_id=rec.case_id, tenant_id=rec.tenant_id, kind=rec.kind,
+                     worker_id=worker_id, token=rec.token, attempt=rec.attempts, leased_at=t,
+                     expires_at=rec.expires_at, payload=json_copy(rec.payload))
+
+    def heartbeat(self, lease: Lease, *, now: float | None = None) -> bool:
+        """Extend a live lease to now + its lease time. False once the lease is lost
+        (expired, settled, or claimed by someone newer): stop side effects then."""
+        t = self._time(now)
+        self._expire(t)
+        try:
+            rec = self._live(lease, "heartbeat", t)
+        except (StaleTokenError, LeaseExpiredError, LeaseSettledError):
+            return False
+        rec.expires_at = t + rec.lease_seconds
+        heapq.heappush(self._expiry, (rec.expires_at, rec.seq, rec.token, rec.id))
+        self.log.append(EventKind.HEARTBEAT, t, item_id=rec.id, case_id=rec.case_id,
+                        worker_id=lease.worker_id, token=lease.token, attempt=rec.attempts,
+                        expires_at=rec.expires_at)
+        return True
+
+    def ack(self, lease: Lease, *, now: float | None = None) -> None:
+        """Mark the item done. Raises StaleTokenError if a newer claim exists, and
+        LeaseExpiredError / LeaseSettledError if this lease is over."""
+        t = self._time(now)
+        self._expire(t)
+        rec = self._live(lease, "ack", t)
+        self._move(rec, ItemState.DONE)
+        rec.ended_by = "acked"
+        self._release(rec)
+        self.log.append(EventKind.ACKED, t, item_id=rec.id, case_id=rec.case_id,
+                        worker_id=lease.worker_id, token=lease.token, attempt=rec.attempts)
+
+    def nack(self, lease: Lease, error: object = None, *, now: float | None = None) -> ItemState:
+        """Give the item back after a failure. It is ready again, or dead if this was its
+        last allowed attempt. Returns the item's new state."""
+        t = self._time(now)
+        self._expire(t)
+        rec = self._live(lease, "nack", t)
+        rec.ended_by = "nacked"
+        rec.last_error = _describe(error)
+        self.log.append(EventKind.NACKED, t, item_id=rec.id, case_id=rec.case_id,
+                        worker_id=lease.worker_id, token=lease.token, attempt=rec.attempts,
+                        error=rec.last_error)
+        return self._end_attempt(rec, t)
+
+    def process_one(self, worker_id: str, handler: Callable[[Lease], Any], *,
+                    now: float | None = None) -> Outcome:
+        """Acquire, run `handler(lease)`, then ack; nack if it raises. The handler must be
+        safe to run twice: an expired lease means the same item comes back."""
+        lease = self.acquire(worker_id, now=now)
+        if lease is None:
+            return Outcome.EMPTY
+        try:
+            handler(lease)
+        except Exception as exc:  # the handler's failure is data for the nack
+            try:
+                state = self.nack(lease, error=exc, now=now)
+            except (StaleTokenError, LeaseExpiredError):
+                return Outcome.LOST
+            return Outcome.DEAD if state is ItemState.DEAD else Outcome.RETRIED
+        try:
+            self.ack(lease, now=now)
+        except (StaleTokenError, LeaseExpiredError):
+            return Outcome.LOST
+        return Outcome.OK
+
+    def _expire_leases(self, now: float | None = None) -> list[str]:
+        """Return every lease whose deadline has passed to the queue (or the DLQ if it
+        was the last attempt). The queue also does this on each call; lessons call it
+        directly to force an expiry. Returns the expired item ids."""
+        return self._expire(self._time(now))
+
+    # ------------------------------------------------------------------ the DLQ
+    def dlq_items(self) -> list[Item]:
+        """Dead items, oldest death first, with their last error and attempt count."""
+        return [rec.snapshot() for rec in self._dead.values()]
+
+    def replay_dlq(self, item_id: str, *, now: float | None = None) -> None:
+        """Send a dead item back to ready with its attempts reset (after a fix)."""
+        rec = self._records.get(item_id)
+        if rec is None:
+            raise UnknownItemError(item_id=item_id)
+        if rec.state is not ItemState.DEAD:
+            raise NotInDLQError(item_id=item_id, state=rec.state.value)
+        t = self._time(now)
+        self._move(rec, ItemState.READY)
+        del self._dead[item_id]
+        rec.attempts = 0
+        rec.replays += 1
+        self._make_ready(rec, front=False)
+        self.log.append(EventKind.REPLAYED, t, item_id=rec.id, case_id=rec.case_id,
+                        replays=rec.replays, last_error=rec.last_error)
+
+    # ------------------------------------------------------------------ reading
+    def item(self, item_id: str) -> Item:
+        rec = self._records.get(item_id)
+        if rec is None:
+            raise UnknownItemError(item_id=item_id)
+        return rec.snapshot()
+
+    def items(self, state: ItemState | str | None = None) -> list[Item]:
+        """Snapshots in enqueue order, optionally only those in `state`."""
+        wanted = None if state is None else ItemState(state)
+        return [r.snapshot() for r in self._records.values() if wanted is None or r.state is wanted]
+
+    def leases(self) -> list[Item]:
+        """Items currently leased, in enqueue order."""
+        return self.items(ItemState.LEASED)
+
+    def counts(self) -> dict[ItemState, int]:
+        """How many items are in each state (every state present, zeros included)."""
+        return dict(self._counts)
+
+    @property
+    def depth(self) -> int:
+        """Items waiting to be acquired."""
+        return self._counts[ItemState.READY]
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{s.value}={n}" for s, n in self._counts.items())
+        return (f"InMemoryQueue(lease_seconds={self.lease_seconds:g}, "
+                f"max_attempts={self.max_attempts}, {counts})")
+
+    # ------------------------------------------------------------------ internals
+    def _time(self, now: float | None) -> float:
+        """The time of this call. Time never runs backwards inside the queue: a clock
+        reading behind a `now=` already used counts as that time (so forcing an expiry
+        with `now=` works with a frozen clock), and an explicit `now=` in the past is refused."""
+        if now is None:
+            t = max(float(self.clock.now()), self._last_time)
+        elif isinstance(now, bool) or not isinstance(now, (int, float)) or now != now:
+            raise BadArgumentError(field="now", problem=f"is {now!r}", fix="pass seconds as a number, or leave it out")
+        elif now < self._last_time:
+            raise BadArgumentError(field="now", problem=f"is {now:g}, earlier than t={self._last_time:g} already seen",
+                                   fix="time only moves forward; pass a later now= or advance the clock")
+        else:
+            t = float(now)
+        self._last_time = t
+        return t
+
+    def _move(self, rec: _Record, target: ItemState) -> None:
+        check_transition(f"item {rec.id}", rec.state, target)
+        self._counts[rec.state] -= 1
+        self._counts[target] += 1
+        rec.state = target
+
+    def _make_ready(self, rec: _Record, *, front: bool) -> None:
+        """Queue `rec` in its case and offer the case if it just became servable."""
+        case = self._cases.get(rec.case_id)
+        if case is None:
+            case = self._cases[rec.case_id] = _Case()
+        was_empty = not case.ready
+        if front:
+            case.ready.appendleft(rec)
+        else:
+            case.ready.append(rec)
+        if case.leased is None and (was_empty or front):
+            head = case.ready[0]
+            heapq.heappush(self._available, (head.priority, head.seq, rec.case_id))
+
+    def _release(self, rec: _Record) -> None:
+        """The case's lease is over: offer its next item, if any."""
+        case = self._cases[rec.case_id]
+        case.leased = None
+        if case.ready:
+            head = case.ready[0]
+            heapq.heappush(self._available, (head.priority, head.seq, rec.case_id))
+
+    def _end_attempt(self, rec: _Record, t: float) -> ItemState:
+        """After a failed or expired attempt: back to the front of its case, or dead."""
+        case = self._cases[rec.case_id]
+        case.leased = None
+        if rec.attempts >= self.max_attempts:
+            self._move(rec, ItemState.DEAD)
+            rec.dead_at = t
+            self._dead[rec.id] = rec
+            if case.ready:
+                head = case.ready[0]
+                heapq.heappush(self._available, (head.priority, head.seq, rec.case_id))
+            self.log.append(EventKind.DEAD_LETTERED, t, item_id=rec.id, case_id=rec.case_id,
+                            worker_id=rec.worker_id, token=rec.token, attempt=rec.attempts,
+                            error=rec.last_error, enqueued_at=rec.enqueued_at)
+            return ItemState.DEAD
+        self._move(rec, ItemState.READY)
+        self._make_ready(rec, front=True)
+        return ItemState.READY
+
+    def _expire(self, t: float) -> list[str]:
+        expired = []
+        heap = self._expiry
+        while heap and heap[0][0] <= t:
+            expires_at, _, token, item_id = heapq.heappop(heap)
+            rec = self._records[item_id]
+            if rec.state is not ItemState.LEASED or rec.token != token or rec.expires_at != expires_at:
+                continue  # settled, re-leased or extended since: an old entry
+            rec.ended_by = "expired"
+            rec.last_error = f"lease expired at t={expires_at:g} (worker {rec.worker_id}, attempt {rec.attempts})"
+            self.log.append(EventKind.EXPIRED, t, item_id=rec.id, case_id=rec.case_id,
+                            worker_id=rec.worker_id, token=rec.token, attempt=rec.attempts,
+                            expires_at=expires_at)
+            self._end_attempt(rec, t)
+            expired.append(item_id)
+        return expired
+
+    def _live(self, lease: Lease, op: str, t: float) -> _Record:
+        """The record `lease` still owns, or the precise reason it does not."""
+        if not isinstance(lease, Lease):
+            raise BadArgumentError(field="lease", problem=f"is a {type(lease).__name__}",
+                                   fix="pass the Lease object that acquire() returned")
+        rec = self._records.get(lease.item_id)
+        if rec is None:
+            raise UnknownLeaseError(reason=f"no item {lease.item_id} in this queue")
+        if lease.case_id != rec.case_id or lease.token > rec.token or lease.token < 1:
+            raise UnknownLeaseError(reason=f"item {lease.item_id} never granted token {lease.token} "
+                                           f"for case {lease.case_id}")
+        if lease.token < rec.token:
+            self.log.append(EventKind.STALE_REJECTED, t, item_id=rec.id, case_id=rec.case_id,
+                            worker_id=lease.worker_id, token=lease.token, op=op, current=rec.token)
+            raise StaleTokenError(what=f"item {rec.id}", token=lease.token, current=rec.token)
+        if rec.state is not ItemState.LEASED:
+            if rec.ended_by == "expired":
+                raise LeaseExpiredError(item_id=rec.id, token=lease.token, expires_at=rec.expires_at)
+            raise LeaseSettledError(item_id=rec.id, token=lease.token, how=rec.ended_by)
+        return rec
+
+
+def _name(field: str, value: object, fix: str) -> None:
+    if value is None:
+        raise BadArgumentError(field=field, problem="is missing", fix=f"pass {fix}")
+    if not isinstance(value, str) or not value.strip():
+        raise BadArgumentError(field=field, problem=f"is {value!r}, not a non-empty string", fix=f"pass {fix}")
+
+
+def _positive_seconds(field: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+        raise BadArgumentError(field=field, problem=f"is {value!r}",
+                               fix="pass a positive, finite number of seconds, e.g. 30")
+    return float(value)
+
+
+def _describe(error: object) -> str | None:
+    if error is None:
+        return None
+    if isinstance(error, BaseException):
+        return f"{type(error).__name__}: {error}"
+    return str(error)
