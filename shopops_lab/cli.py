@@ -1,0 +1,102 @@
+"""`shopops-lab` command line: one argparse parser, subcommands added by registration.
+
+To add a subcommand, decorate its run function in this module:
+
+    @register("simulate", "run a scenario and print its event log", add_arguments=_sim_args)
+    def _simulate(args: argparse.Namespace) -> int:
+        from shopops_lab.sim import run   # import inside, so `--help` stays fast and one
+        return run(args.scenario)         # broken module cannot break `doctor`
+
+`main()` never needs editing: it builds the parser from COMMANDS. A ShopOpsError raised by
+a command becomes `error: <message>` on stderr and exit status 2, without a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from shopops_lab import __version__
+from shopops_lab.errors import ShopOpsError
+
+AddArguments = Callable[[argparse.ArgumentParser], None]
+Run = Callable[[argparse.Namespace], int]
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: its name, one-line help, how to declare its options, and what it does."""
+
+    name: str
+    help: str
+    add_arguments: AddArguments
+    run: Run
+
+
+COMMANDS: list[Command] = []
+
+
+def _no_arguments(parser: argparse.ArgumentParser) -> None:
+    """Default for commands without options."""
+
+
+def register(name: str, help: str, add_arguments: AddArguments = _no_arguments) -> Callable[[Run], Run]:
+    """Decorator adding a subcommand; names are unique so a typo cannot shadow another."""
+
+    def decorate(run: Run) -> Run:
+        if any(command.name == name for command in COMMANDS):
+            raise ValueError(f"subcommand {name!r} is already registered")
+        COMMANDS.append(Command(name, help, add_arguments, run))
+        return run
+
+    return decorate
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full parser, rebuilt from COMMANDS on each call so tests see late registrations."""
+    parser = argparse.ArgumentParser(
+        prog="shopops-lab",
+        description="ShopOps Lab: a Jupyter course on distributed agent execution.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    for command in COMMANDS:
+        sub = subparsers.add_parser(command.name, help=command.help, description=command.help)
+        command.add_arguments(sub)
+        sub.set_defaults(_run=command.run)
+    return parser
+
+
+def _exit_status(code: object) -> int:
+    """argparse exits via SystemExit; turn its code into the int main() promises."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv` (default: sys.argv[1:]), run the chosen subcommand, return its status."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors: argparse already printed
+        return _exit_status(exc.code)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except ShopOpsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+@register("doctor", "check this machine can run the course; print fixes")
+def _doctor(args: argparse.Namespace) -> int:
+    from shopops_lab import doctor
+
+    return doctor.main(sys.stdout)

@@ -1,0 +1,347 @@
+"""`shopops-lab doctor`: check that this machine can run the course, and say how to fix it.
+
+Every check is a pure function of injectable lookups (`which=`, `version_of=`, ...), so
+the tests can simulate a missing `dot` or package, or another OS, without touching the
+machine. Only `run_checks()` with no arguments looks at the real system.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+MIN_PYTHON = (3, 11)
+
+# (distribution, import name, version range). Mirrors requirements.txt; a test keeps the
+# two in step, so a learner is never told "ok" about a version the kit does not support.
+REQUIRED_PACKAGES: tuple[tuple[str, str, str], ...] = (
+    ("jupyterlab", "jupyterlab", ">=4.2,<5"),
+    ("ipywidgets", "ipywidgets", ">=8.1,<9"),
+    ("ipykernel", "ipykernel", ">=6.29,<8"),
+    ("nbformat", "nbformat", ">=5.10,<6"),
+    ("nbclient", "nbclient", ">=0.10,<0.12"),
+    ("matplotlib", "matplotlib", ">=3.8,<4"),
+    ("graphviz", "graphviz", ">=0.21,<0.22"),
+    ("jsonschema", "jsonschema", ">=4.21,<5"),
+    ("pytest", "pytest", ">=9,<10"),
+    ("nbval", "nbval", ">=0.11,<0.12"),
+    ("hypothesis", "hypothesis", ">=6.100,<7"),
+)
+
+DOT_NOTE = (
+    "the notebooks still work without it: they show the DOT source and "
+    "pre-rendered layouts instead of live diagrams"
+)
+
+VersionOf = Callable[[str], str | None]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the doctor's report: what was checked, whether it passed, and the fix.
+
+    `required=False` marks advice that does not change the exit status.
+    """
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str
+    required: bool = True
+
+    def line(self) -> str:
+        """Render as the one line a learner reads, e.g. `ok   dot 12.2.1`."""
+        if self.ok:
+            return f"ok   {self.name} {self.detail}".rstrip()
+        label = "MISSING" if self.required else "WARN"
+        text = f"{label} {self.name}"
+        if self.fix:
+            text += f" — run: {self.fix}"
+        if self.detail:
+            text += f" ({self.detail})"
+        return text
+
+
+# --- real lookups (the defaults) -------------------------------------------------------
+
+
+def installed_version(distribution: str) -> str | None:
+    """Version of an installed distribution, or None: metadata, not import, so it is fast."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def module_importable(module: str) -> bool:
+    """True if `import module` would find something, without running the module's code."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def run_command(argv: Sequence[str]) -> str:
+    """Run a short probe like `dot -V`; return its combined output or raise on failure."""
+    done = subprocess.run(
+        list(argv), capture_output=True, text=True, timeout=20, check=True
+    )
+    return (done.stderr or "") + (done.stdout or "")
+
+
+def read_os_release(paths: Iterable[str] = ("/etc/os-release", "/usr/lib/os-release")) -> dict[str, str]:
+    """Parse os-release (KEY=value lines) so the fix can name the distro's package manager."""
+    for path in paths:
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        return parse_os_release(text)
+    return {}
+
+
+def parse_os_release(text: str) -> dict[str, str]:
+    """KEY=value pairs with shell quotes stripped; comments and junk lines ignored."""
+    fields: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        fields[key.strip()] = value.strip().strip("'\"")
+    return fields
+
+
+def find_kernel_specs() -> dict[str, str]:
+    """Kernel names Jupyter can launch, mapped to their directories."""
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    return dict(KernelSpecManager().find_kernel_specs())
+
+
+def python_command() -> str:
+    """How to name this interpreter in a fix: the venv's path when in one, else `python`."""
+    if sys.prefix == sys.base_prefix:
+        return "python"
+    exe = Path(sys.executable)
+    try:
+        return str(exe.relative_to(Path.cwd()))
+    except ValueError:
+        return str(exe)
+
+
+# --- pure logic ------------------------------------------------------------------------
+
+
+def graphviz_install_command(system: str, os_release: Mapping[str, str]) -> str:
+    """The one command that installs Graphviz here, or "" when we cannot name one."""
+    if system == "Darwin":
+        return "brew install graphviz"
+    if system == "Windows":
+        return "winget install graphviz"
+    if system != "Linux":
+        return ""
+    ids = {os_release.get("ID", "").lower(), *os_release.get("ID_LIKE", "").lower().split()}
+    if ids & {"debian", "ubuntu"}:
+        return "sudo apt-get install graphviz"
+    if ids & {"fedora", "rhel", "centos"}:
+        return "sudo dnf install graphviz"
+    if ids & {"arch"}:
+        return "sudo pacman -S graphviz"
+    if ids & {"opensuse", "suse", "opensuse-leap", "opensuse-tumbleweed"}:
+        return "sudo zypper install graphviz"
+    if ids & {"alpine"}:
+        return "sudo apk add graphviz"
+    return ""
+
+
+def version_in_range(version: str, spec: str) -> bool | None:
+    """True/False if `version` satisfies `spec`; None when `packaging` is not there to judge."""
+    try:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion, Version
+    except ImportError:
+        return None
+    try:
+        return Version(version) in SpecifierSet(spec)
+    except (InvalidSpecifier, InvalidVersion):
+        return None
+
+
+def check_python(version_info: Sequence[int] = tuple(sys.version_info[:3])) -> Finding:
+    """The kit uses 3.11+ syntax and stdlib; older interpreters fail in confusing ways."""
+    shown = ".".join(str(part) for part in version_info[:3])
+    if tuple(version_info[:2]) >= MIN_PYTHON:
+        return Finding("python", True, shown, "")
+    return Finding(
+        "python",
+        False,
+        f"{shown} is too old; install Python 3.11+ (https://www.python.org/downloads/) first",
+        "make clean setup",
+    )
+
+
+def check_packages(
+    *,
+    version_of: VersionOf = installed_version,
+    importable: Callable[[str], bool] = module_importable,
+    python: str = "python",
+) -> list[Finding]:
+    """Each package the notebooks or tests import, present and in the supported range."""
+    fix = f"{python} -m pip install -r requirements.txt"
+    findings = []
+    for dist, module, spec in REQUIRED_PACKAGES:
+        version = version_of(dist)
+        if version is None or not importable(module):
+            detail = "not installed" if version is None else f"{version} installed but `import {module}` fails"
+            findings.append(Finding(dist, False, detail, fix))
+        elif version_in_range(version, spec) is False:
+            findings.append(Finding(dist, False, f"{version} installed; the kit needs {spec}", fix))
+        else:
+            findings.append(Finding(dist, True, version, ""))
+    return findings
+
+
+def check_kit(*, version_of: VersionOf = installed_version, python: str = "python") -> Finding:
+    """Notebooks run with notebooks/ as cwd, so they import the kit only if it is installed."""
+    version = version_of("shopops-lab")
+    if version is None:
+        return Finding(
+            "shopops-lab", False, "the kit itself is not installed in this environment",
+            f"{python} -m pip install -e .",
+        )
+    return Finding("shopops-lab", True, version, "")
+
+
+def check_dot(
+    *,
+    which: Callable[[str], str | None] = shutil.which,
+    run: Callable[[Sequence[str]], str] = run_command,
+    system: str = "",
+    os_release: Mapping[str, str] | None = None,
+) -> Finding:
+    """Graphviz's `dot` renders the state-machine diagrams; the python package alone cannot."""
+    install = graphviz_install_command(system, os_release or {})
+    if not install:
+        note = f"install Graphviz from https://graphviz.org/download/; {DOT_NOTE}"
+    else:
+        note = DOT_NOTE
+    path = which("dot")
+    if path is None:
+        return Finding("dot", False, f"not on PATH; {note}", install)
+    try:
+        output = run([path, "-V"])
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Finding("dot", False, f"{path} is there but `dot -V` failed ({exc}); {note}", install)
+    match = re.search(r"version\s+(\S+)", output)
+    return Finding("dot", True, match.group(1) if match else output.strip() or path, "")
+
+
+def check_widgets_frontend(
+    *, version_of: VersionOf = installed_version, python: str = "python"
+) -> list[Finding]:
+    """Sliders render only if the browser side of ipywidgets is installed too.
+
+    JupyterLab 4 loads it from the `jupyterlab_widgets` prebuilt extension; the
+    classic Notebook (<7) uses `widgetsnbextension`, so that one is advice only.
+    """
+    fix = f"{python} -m pip install -r requirements.txt"
+    findings = []
+    lab = version_of("jupyterlab_widgets")
+    if lab is None:
+        findings.append(Finding(
+            "jupyterlab_widgets", False,
+            "not installed; without it JupyterLab 4 shows widgets as plain text", fix,
+        ))
+    else:
+        findings.append(Finding("jupyterlab_widgets", True, lab, ""))
+    classic = version_of("widgetsnbextension")
+    if classic is None:
+        findings.append(Finding(
+            "widgetsnbextension", False,
+            "not installed; only the classic Notebook (<7) needs it", fix, required=False,
+        ))
+    else:
+        findings.append(Finding("widgetsnbextension", True, classic, "", required=False))
+    return findings
+
+
+def check_kernelspec(
+    *, kernel_specs: Callable[[], Mapping[str, str]] = find_kernel_specs, python: str = "python"
+) -> Finding:
+    """The notebooks ask for the `python3` kernel; without it JupyterLab cannot run a cell."""
+    fix = f"{python} -m ipykernel install --user"
+    try:
+        specs = kernel_specs()
+    except Exception as exc:  # a broken jupyter_client install must not crash the doctor
+        return Finding("kernel python3", False, f"cannot list kernels ({type(exc).__name__}: {exc})", fix)
+    if "python3" in specs:
+        return Finding("kernel python3", True, str(specs["python3"]), "")
+    found = ", ".join(sorted(specs)) or "none"
+    return Finding("kernel python3", False, f"not found (kernels: {found})", fix)
+
+
+def run_checks(
+    *,
+    which: Callable[[str], str | None] | None = None,
+    version_of: VersionOf | None = None,
+    importable: Callable[[str], bool] | None = None,
+    run: Callable[[Sequence[str]], str] | None = None,
+    system: str | None = None,
+    os_release: Mapping[str, str] | None = None,
+    kernel_specs: Callable[[], Mapping[str, str]] | None = None,
+    version_info: Sequence[int] | None = None,
+    python: str | None = None,
+) -> list[Finding]:
+    """All findings in report order; any lookup left as None uses the real machine."""
+    version_of = version_of or installed_version
+    python = python or python_command()
+    system = platform.system() if system is None else system
+    if os_release is None:
+        os_release = read_os_release() if system == "Linux" else {}
+    return [
+        check_python(tuple(sys.version_info[:3]) if version_info is None else version_info),
+        *check_packages(
+            version_of=version_of, importable=importable or module_importable, python=python
+        ),
+        check_kit(version_of=version_of, python=python),
+        check_dot(which=which or shutil.which, run=run or run_command, system=system, os_release=os_release),
+        *check_widgets_frontend(version_of=version_of, python=python),
+        check_kernelspec(kernel_specs=kernel_specs or find_kernel_specs, python=python),
+    ]
+
+
+def exit_code(findings: Iterable[Finding]) -> int:
+    """0 when every required finding is ok, else 1: what `make doctor` and CI look at."""
+    return 0 if all(f.ok for f in findings if f.required) else 1
+
+
+def summary(findings: Sequence[Finding]) -> str:
+    """The closing line: either "ready" or how many things to fix."""
+    failed = [f for f in findings if f.required and not f.ok]
+    warned = [f for f in findings if not f.required and not f.ok]
+    extra = f" ({len(warned)} optional warning{'s' if len(warned) != 1 else ''})" if warned else ""
+    if not failed:
+        return f"All required checks passed{extra}. Start the course with: make lab"
+    return (
+        f"{len(failed)} of {len(findings)} checks need attention{extra}: run the commands above, "
+        "then `shopops-lab doctor` again."
+    )
+
+
+def main(out: TextIO | None = None, **lookups: Any) -> int:
+    """Print the report and return the exit status; `lookups` go to run_checks()."""
+    out = out or sys.stdout
+    findings = run_checks(**lookups)
+    for finding in findings:
+        print(finding.line(), file=out)
+    print(summary(findings), file=out)
+    return exit_code(findings)

@@ -1,0 +1,61 @@
+"""How long a model call takes: a log-normal fitted to a median and a 99th percentile,
+cut off at a hard timeout. Heavy tails are the point: a TTL sized for the median
+expires under the tail, which is why lab 03 exists."""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from statistics import NormalDist
+
+from shopops_lab.errors import BadArgumentError
+
+_Z99 = NormalDist().inv_cdf(0.99)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LatencyModel:
+    """Model-call latency in seconds: median `p50`, 99th percentile `p99`, never above `max`."""
+
+    p50: float = 8.0
+    p99: float = 90.0
+    max: float = 120.0
+
+    def __post_init__(self) -> None:
+        for field in ("p50", "p99", "max"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise BadArgumentError(field=field, problem=f"is {value!r}",
+                                       fix="pass a positive number of seconds")
+        if not self.p50 < self.p99 <= self.max:
+            raise BadArgumentError(field="p99", problem=f"is {self.p99:g} with p50={self.p50:g} and max={self.max:g}",
+                                   fix="keep p50 < p99 <= max")
+
+    @property
+    def sigma(self) -> float:
+        return math.log(self.p99 / self.p50) / _Z99
+
+    def sample(self, rng: random.Random) -> float:
+        """One call's latency, drawn from `rng` (the run's only source of randomness)."""
+        return min(self.max, rng.lognormvariate(math.log(self.p50), self.sigma))
+
+    def quantile(self, q: float) -> float:
+        """The latency below which a fraction `q` of calls finish (capped at `max`)."""
+        if not 0 < q < 1:
+            raise BadArgumentError(field="q", problem=f"is {q!r}", fix="pass a fraction between 0 and 1, e.g. 0.95")
+        return min(self.max, self.p50 * math.exp(self.sigma * NormalDist().inv_cdf(q)))
+
+    def exceed_probability(self, seconds: float) -> float:
+        """The chance that one call takes longer than `seconds`."""
+        if seconds >= self.max:
+            return 0.0
+        if seconds <= 0:
+            return 1.0
+        return 1.0 - NormalDist(math.log(self.p50), self.sigma).cdf(math.log(seconds))
+
+    def scaled(self, factor: float) -> "LatencyModel":
+        """The same shape, `factor` times slower (a saturated gateway); the cap stays."""
+        if not factor > 0:
+            raise BadArgumentError(field="factor", problem=f"is {factor!r}", fix="pass a positive number")
+        p50 = min(self.p50 * factor, self.max * 0.5)
+        return LatencyModel(p50=p50, p99=max(min(self.p99 * factor, self.max), p50 * 1.01), max=self.max)
