@@ -2,7 +2,7 @@
 
 Every check is a pure function of injectable lookups (`which=`, `version_of=`, ...), so
 the tests can simulate a missing `dot` or package, or another OS, without touching the
-machine. Only `run_checks()` with no arguments looks at the real system.
+machine. Left at their defaults, the lookups read the real machine.
 """
 from __future__ import annotations
 

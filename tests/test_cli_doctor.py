@@ -1,0 +1,296 @@
+"""The CLI and `doctor`: a learner's first contact with the kit, so its messages are tested.
+
+Doctor lookups are injected (fake `which`, package versions, OS), so these tests pass the
+same on a laptop without Graphviz as on CI with it. No sleeping, no network.
+"""
+from __future__ import annotations
+
+import functools
+import io
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shopops_lab import cli, doctor
+from shopops_lab.errors import ShopOpsError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GOOD_VERSIONS = {
+    "jupyterlab": "4.2.5",
+    "ipywidgets": "8.1.5",
+    "ipykernel": "6.29.5",
+    "nbformat": "5.10.4",
+    "nbclient": "0.10.2",
+    "matplotlib": "3.9.2",
+    "graphviz": "0.21",
+    "jsonschema": "4.23.0",
+    "pytest": "9.0.1",
+    "nbval": "0.11.0",
+    "hypothesis": "6.112.0",
+    "shopops-lab": "0.1.0",
+    "jupyterlab_widgets": "3.0.13",
+    "widgetsnbextension": "4.0.13",
+}
+
+
+def lookups(*, missing: tuple[str, ...] = (), versions: dict[str, str] | None = None, **overrides):
+    """A fully healthy simulated machine, with `missing` distributions removed."""
+    table = {**GOOD_VERSIONS, **(versions or {})}
+    fake = dict(
+        which=lambda name: "/usr/bin/dot" if name == "dot" else None,
+        run=lambda argv: "dot - graphviz version 12.2.1 (20241206.2353)\n",
+        version_of=lambda dist: None if dist in missing else table.get(dist),
+        importable=lambda module: True,
+        system="Linux",
+        os_release={"ID": "debian", "VERSION_ID": "12"},
+        kernel_specs=lambda: {"python3": "/venv/share/jupyter/kernels/python3"},
+        version_info=(3, 12, 4),
+        python="python",
+    )
+    fake.update(overrides)
+    return fake
+
+
+def run_doctor(**fake) -> tuple[int, str]:
+    out = io.StringIO()
+    code = doctor.main(out, **fake)
+    return code, out.getvalue()
+
+
+# --- CLI ---------------------------------------------------------------------------------
+
+
+def test_module_help_lists_doctor_in_a_subprocess():
+    done = subprocess.run(
+        [sys.executable, "-m", "shopops_lab", "--help"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage: shopops-lab" in done.stdout
+    assert re.search(r"^\s+doctor\s", done.stdout, re.MULTILINE)
+
+
+def test_main_help_lists_doctor(capsys):
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^\s+doctor\s", out, re.MULTILINE)
+
+
+def test_unknown_subcommand_exits_nonzero_with_usage(capsys):
+    assert cli.main(["frobnicate"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: shopops-lab")
+    assert "invalid choice: 'frobnicate'" in err
+
+
+def test_unknown_subcommand_in_a_subprocess():
+    done = subprocess.run(
+        [sys.executable, "-m", "shopops_lab", "frobnicate"],
+        capture_output=True, text=True, cwd=ROOT, timeout=60,
+    )
+    assert done.returncode != 0
+    assert "usage:" in done.stderr
+
+
+def test_no_subcommand_prints_help_and_fails(capsys):
+    assert cli.main([]) == 2
+    assert "doctor" in capsys.readouterr().err
+
+
+def test_shopops_error_becomes_one_line_and_exit_2(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "COMMANDS", list(cli.COMMANDS))
+
+    @cli.register("explode", "raise a kit error")
+    def _explode(args):
+        raise ShopOpsError(detail="the queue is on fire")
+
+    assert cli.main(["explode"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == "error: ShopOps Lab: the queue is on fire\n"
+    assert "Traceback" not in captured.err
+
+
+def test_registered_command_gets_its_arguments(monkeypatch, capsys):
+    monkeypatch.setattr(cli, "COMMANDS", list(cli.COMMANDS))
+
+    def add(parser):
+        parser.add_argument("--seed", type=int, required=True)
+
+    @cli.register("echo-seed", "print the seed", add_arguments=add)
+    def _echo(args):
+        print(args.seed)
+        return 3
+
+    assert cli.main(["echo-seed", "--seed", "7"]) == 3
+    assert capsys.readouterr().out == "7\n"
+
+
+def test_register_refuses_a_duplicate_name(monkeypatch):
+    monkeypatch.setattr(cli, "COMMANDS", list(cli.COMMANDS))
+    with pytest.raises(ValueError, match="doctor"):
+        cli.register("doctor", "again")(lambda args: 0)
+
+
+def test_cli_doctor_healthy_machine_exits_0(monkeypatch, capsys):
+    monkeypatch.setattr(doctor, "run_checks", functools.partial(doctor.run_checks, **lookups()))
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "ok   dot 12.2.1" in out
+    assert out.splitlines()[-1].startswith("All required checks passed")
+
+
+def test_cli_doctor_on_this_machine_reports_every_check(capsys):
+    code = cli.main(["doctor"])
+    lines = capsys.readouterr().out.splitlines()
+    assert code in (0, 1)
+    names = {line.split()[1] for line in lines[:-1]}
+    assert {"python", "jupyterlab", "nbval", "dot", "jupyterlab_widgets", "kernel"} <= names
+
+
+# --- doctor ------------------------------------------------------------------------------
+
+
+def test_everything_present_exits_0():
+    code, out = run_doctor(**lookups())
+    assert code == 0
+    assert "ok   python 3.12.4" in out
+    assert "ok   nbval 0.11.0" in out
+    assert "ok   dot 12.2.1" in out
+    assert "ok   kernel python3 /venv/share/jupyter/kernels/python3" in out
+    assert "MISSING" not in out
+
+
+@pytest.mark.parametrize(
+    ("system", "os_release", "command"),
+    [
+        ("Linux", {"ID": "debian"}, "sudo apt-get install graphviz"),
+        ("Darwin", {}, "brew install graphviz"),
+    ],
+)
+def test_missing_dot_exits_1_with_the_os_install_command(system, os_release, command):
+    code, out = run_doctor(**lookups(which=lambda name: None, system=system, os_release=os_release))
+    assert code == 1
+    assert f"MISSING dot — run: {command} (" in out
+    assert "notebooks still work without it" in out
+    assert "1 of" in out.splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    ("system", "os_release", "command"),
+    [
+        ("Linux", {"ID": "ubuntu", "ID_LIKE": "debian"}, "sudo apt-get install graphviz"),
+        ("Linux", {"ID": "pop", "ID_LIKE": "ubuntu debian"}, "sudo apt-get install graphviz"),
+        ("Linux", {"ID": "fedora"}, "sudo dnf install graphviz"),
+        ("Linux", {"ID": "rocky", "ID_LIKE": "rhel centos fedora"}, "sudo dnf install graphviz"),
+        ("Darwin", {}, "brew install graphviz"),
+        ("Windows", {}, "winget install graphviz"),
+        ("Linux", {"ID": "mystery"}, ""),
+        ("SunOS", {}, ""),
+    ],
+)
+def test_graphviz_install_command(system, os_release, command):
+    assert doctor.graphviz_install_command(system, os_release) == command
+
+
+def test_missing_dot_on_unknown_os_points_to_graphviz_download():
+    finding = doctor.check_dot(which=lambda name: None, system="Linux", os_release={"ID": "mystery"})
+    assert not finding.ok
+    assert "— run:" not in finding.line()
+    assert "https://graphviz.org/download/" in finding.line()
+
+
+def test_dot_that_cannot_run_is_reported():
+    def broken(argv):
+        raise subprocess.CalledProcessError(127, argv)
+
+    finding = doctor.check_dot(which=lambda name: "/opt/dot", run=broken, system="Darwin")
+    assert not finding.ok
+    assert finding.fix == "brew install graphviz"
+    assert "/opt/dot" in finding.detail
+
+
+def test_missing_package_names_the_requirements_fix():
+    code, out = run_doctor(**lookups(missing=("nbval",)))
+    assert code == 1
+    assert "MISSING nbval — run: python -m pip install -r requirements.txt (not installed)" in out
+
+
+def test_package_outside_the_supported_range_is_reported():
+    code, out = run_doctor(**lookups(versions={"jupyterlab": "3.6.7"}))
+    assert code == 1
+    assert "MISSING jupyterlab — run: python -m pip install -r requirements.txt" in out
+    assert "3.6.7 installed; the kit needs >=4.2,<5" in out
+
+
+def test_installed_but_not_importable_package_is_reported():
+    findings = doctor.check_packages(
+        version_of=GOOD_VERSIONS.get, importable=lambda module: module != "matplotlib"
+    )
+    bad = [f for f in findings if not f.ok]
+    assert [f.name for f in bad] == ["matplotlib"]
+    assert "import matplotlib" in bad[0].detail
+
+
+def test_missing_kit_suggests_editable_install():
+    code, out = run_doctor(**lookups(missing=("shopops-lab",)))
+    assert code == 1
+    assert "MISSING shopops-lab — run: python -m pip install -e ." in out
+
+
+def test_missing_jupyterlab_widgets_fails_but_widgetsnbextension_only_warns():
+    code, out = run_doctor(**lookups(missing=("widgetsnbextension",)))
+    assert code == 0
+    assert "WARN widgetsnbextension" in out
+    assert "1 optional warning" in out.splitlines()[-1]
+    code, out = run_doctor(**lookups(missing=("jupyterlab_widgets",)))
+    assert code == 1
+    assert "MISSING jupyterlab_widgets — run: python -m pip install -r requirements.txt" in out
+
+
+def test_missing_kernelspec_suggests_ipykernel_install():
+    code, out = run_doctor(**lookups(kernel_specs=lambda: {"ir": "/k/ir"}))
+    assert code == 1
+    assert "MISSING kernel python3 — run: python -m ipykernel install --user (not found (kernels: ir))" in out
+
+
+def test_broken_kernelspec_lookup_does_not_crash_the_doctor():
+    def boom():
+        raise ImportError("no jupyter_client")
+
+    finding = doctor.check_kernelspec(kernel_specs=boom)
+    assert not finding.ok
+    assert finding.fix == "python -m ipykernel install --user"
+
+
+def test_old_python_is_reported():
+    code, out = run_doctor(**lookups(version_info=(3, 10, 14)))
+    assert code == 1
+    assert "MISSING python — run: make clean setup (3.10.14 is too old" in out
+
+
+def test_findings_are_frozen():
+    finding = doctor.Finding("dot", True, "12.2.1", "")
+    with pytest.raises(AttributeError):
+        finding.ok = False  # type: ignore[misc]
+
+
+def test_parse_os_release_strips_quotes_and_comments():
+    text = '# comment\nNAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nPRETTY_NAME=\'Ubuntu 24.04\'\njunk\n'
+    assert doctor.parse_os_release(text) == {
+        "NAME": "Ubuntu", "ID": "ubuntu", "ID_LIKE": "debian", "PRETTY_NAME": "Ubuntu 24.04",
+    }
+
+
+def test_required_packages_mirror_requirements_txt():
+    specs = {}
+    for raw in (ROOT / "requirements.txt").read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if not line or line.startswith("-"):
+            continue
+        name, spec = re.match(r"([A-Za-z0-9_.\-]+)\s*(.*)", line).groups()
+        specs[name.lower()] = spec.replace(" ", "")
+    assert specs == {dist: spec for dist, _module, spec in doctor.REQUIRED_PACKAGES}
