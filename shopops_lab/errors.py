@@ -58,3 +58,35 @@ class WorkflowVersionError(ShopOpsError):
 
 class LeaseLostError(ShopOpsError):
     """Worker {worker_id} lost its lease on {item_id} (token {token}); stop side effects now."""
+
+
+class UnknownJobError(ShopOpsError):
+    """No job {job_id} in this store. Fix: pass an id returned by submit() or listed by jobs()."""
+
+
+class JobLeasedError(ShopOpsError):
+    """Job {job_id} is leased to worker {owner} (token {token}) until t={expires_at:g}. Wait for the lease to expire or for its owner to finish; do not start the same work twice."""
+
+
+class JobNotRunningError(ShopOpsError):
+    """Job {job_id} is {state}, not running: {action} needs a running job that you have claimed."""
+
+
+class VersionConflictError(ShopOpsError):
+    """Job {job_id} is at version {current}, not the version {expected} you read. Someone changed it since; get() the job again and decide from what it says now."""
+
+
+class SimulatedCrash(ShopOpsError):
+    """Simulated crash at {point}: the worker stopped here and lost everything it had not written to a store. Restart by running it again with the same stores."""
+
+
+class EffectFailedError(ShopOpsError):
+    """The {step} effect of {job_id} came back {status} (operation {op_id}), so the step is not confirmed. The next run must find out what happened before it tries again."""
+
+
+class BudgetExhaustedError(ShopOpsError):
+    """Budget {budget!r} has {remaining} left, not enough for {wanted}. The checkpoint carries budgets across restarts, so a resumed run cannot start over with a fresh one."""
+
+
+class UnknownScenarioError(ShopOpsError):
+    """No simulation scenario named {name!r}. Known scenarios: {known}. Fix: pass one of those names, or a Scenario object."""

@@ -1,0 +1,691 @@
+"""Checkpoints and receipts: resume a workflow without repeating what the customer saw.
+
+A checkpoint records decisions, not conversation: the workflow version it was written
+under, the steps confirmed so far, the artifact each one produced, the receipts of side
+effects, intents recorded just before a side effect, what is left of each budget, and
+approval references. It lives in a `CheckpointStore`, outside the worker, so it survives
+the worker's crash; every write carries a fencing token.
+
+Two runners for the same workflow (fetch, summarize, publish) show the window that a
+plain checkpoint leaves open:
+
+* `NaiveCheckpointRunner` does a step and then checkpoints it. A crash after the
+  publish went out but before the checkpoint was written makes the restart publish again.
+* `ReceiptRunner` writes an *intent* (the operation id) before the side effect and a
+  *receipt* after it. On restart, an intent without a receipt is an open question, and
+  it asks the provider (`lookup(op_id)`) instead of guessing. The same question is asked
+  when a reply is lost (SendStatus.UNKNOWN).
+
+A runner is any callable `run(job_id, env)`; `Env` bundles everything it may touch and
+is where crashes are injected, so a runner needs no crash code of its own (see
+`shopops_lab.crash.explore`, which crashes a runner at every point it passes).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping
+
+from shopops_lab.clock import Clock, FakeClock
+from shopops_lab.effects import ChannelAdapter, EmailAdapter, Fault, SendResult, SendStatus
+from shopops_lab.errors import (BadArgumentError, BudgetExhaustedError, EffectFailedError,
+                                SimulatedCrash, StaleTokenError, WorkflowVersionError)
+from shopops_lab.events import EventKind, EventLog
+
+__all__ = ["Checkpoint", "CheckpointStore", "CrashPoint", "Env", "NaiveCheckpointRunner",
+           "PUBLISH_WORKFLOW", "PointKind", "Receipt", "ReceiptRunner", "Step", "Workflow"]
+
+
+# ---------------------------------------------------------------------- the plan
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Step:
+    """One step of a workflow. `effect=True` means the customer can see it happen
+    (a message goes out), so it must never run twice; other steps make artifacts."""
+
+    id: str
+    effect: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", self.id):
+            raise BadArgumentError(field="Step.id", problem=f"is {self.id!r}",
+                                   fix="use letters, digits, '_' or '-', e.g. Step(id='publish')")
+        if not isinstance(self.effect, bool):
+            raise BadArgumentError(field="Step.effect", problem=f"is {self.effect!r}",
+                                   fix="pass True for a customer-visible side effect, else False")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Workflow:
+    """A versioned plan. The version is part of every operation id, so a checkpoint
+    written under one plan is never silently resumed under another."""
+
+    version: str
+    steps: tuple[Step, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.version, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", self.version):
+            raise BadArgumentError(field="Workflow.version", problem=f"is {self.version!r}",
+                                   fix="pass a short label such as 'v1'")
+        steps = tuple(self.steps) if isinstance(self.steps, (list, tuple)) else None
+        if not steps or not all(isinstance(s, Step) for s in steps):
+            raise BadArgumentError(field="Workflow.steps", problem=f"is {self.steps!r}",
+                                   fix="pass a non-empty list of Step(id=..., effect=...)")
+        ids = [s.id for s in steps]
+        if len(set(ids)) != len(ids):
+            raise BadArgumentError(field="Workflow.steps", problem=f"repeats a step id ({', '.join(ids)})",
+                                   fix="give every step its own id")
+        object.__setattr__(self, "steps", steps)
+
+    @property
+    def step_ids(self) -> tuple[str, ...]:
+        return tuple(s.id for s in self.steps)
+
+    def step(self, step_id: str) -> Step:
+        for s in self.steps:
+            if s.id == step_id:
+                return s
+        raise BadArgumentError(field="step_id", problem=f"is {step_id!r}, not a step of workflow {self.version}",
+                               fix=f"use one of {', '.join(self.step_ids)}")
+
+    def __str__(self) -> str:
+        return f"{self.version} ({', '.join(s.id + ('*' if s.effect else '') for s in self.steps)})"
+
+
+PUBLISH_WORKFLOW = Workflow(version="v1", steps=(Step(id="fetch"), Step(id="summarize"),
+                                                 Step(id="publish", effect=True)))
+
+
+# ---------------------------------------------------------------------- the record
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Receipt:
+    """Proof that a side effect happened: the provider's id for it. `via` says how we
+    learned it: from the send's reply, or by looking the operation up afterwards."""
+
+    op_id: str
+    step: str
+    message_id: str
+    via: str = "reply"
+
+    def __post_init__(self) -> None:
+        for name in ("op_id", "step", "message_id"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise BadArgumentError(field=f"Receipt.{name}", problem=f"is {getattr(self, name)!r}",
+                                       fix="pass a non-empty string")
+        if self.via not in ("reply", "lookup"):
+            raise BadArgumentError(field="Receipt.via", problem=f"is {self.via!r}",
+                                   fix="pass 'reply' or 'lookup'")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Checkpoint:
+    """What a resumed worker needs to go on without repeating irreversible work.
+    Immutable: the `confirm`/`intend`/`receive`/`spend`/`approve` methods return a new one."""
+
+    workflow_version: str
+    completed: tuple[str, ...] = ()
+    artifacts: Mapping[str, str] = field(default_factory=dict)       # step -> artifact id
+    receipts: Mapping[str, Receipt] = field(default_factory=dict)    # op id -> receipt
+    intents: Mapping[str, str] = field(default_factory=dict)         # op id -> step
+    budgets: Mapping[str, int] = field(default_factory=dict)         # name -> what is left
+    approval_refs: tuple[str, ...] = ()
+    token: int = 0                                                   # the token that wrote it
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.workflow_version, str) or not self.workflow_version:
+            raise BadArgumentError(field="workflow_version", problem=f"is {self.workflow_version!r}",
+                                   fix="pass the workflow's version, e.g. 'v1'")
+        completed = _strings("completed", self.completed)
+        if len(set(completed)) != len(completed):
+            raise BadArgumentError(field="completed", problem=f"repeats a step ({', '.join(completed)})",
+                                   fix="confirm each step once")
+        object.__setattr__(self, "completed", completed)
+        object.__setattr__(self, "approval_refs", _strings("approval_refs", self.approval_refs))
+        object.__setattr__(self, "artifacts", _mapping("artifacts", self.artifacts, str))
+        object.__setattr__(self, "intents", _mapping("intents", self.intents, str))
+        object.__setattr__(self, "receipts", _mapping("receipts", self.receipts, Receipt))
+        object.__setattr__(self, "budgets", _mapping("budgets", self.budgets, int))
+        for op_id, receipt in self.receipts.items():
+            if receipt.op_id != op_id:
+                raise BadArgumentError(field=f"receipts[{op_id!r}]", problem=f"holds the receipt of {receipt.op_id!r}",
+                                       fix="key each receipt by its own op_id")
+        for name, left in self.budgets.items():
+            if isinstance(left, bool) or left < 0:
+                raise BadArgumentError(field=f"budgets[{name!r}]", problem=f"is {left!r}",
+                                       fix="pass a whole number >= 0")
+        if isinstance(self.token, bool) or not isinstance(self.token, int) or self.token < 0:
+            raise BadArgumentError(field="token", problem=f"is {self.token!r}", fix="pass a whole number >= 0")
+
+    @classmethod
+    def start(cls, workflow_version: str, *, budgets: Mapping[str, int] | None = None) -> "Checkpoint":
+        """The checkpoint of a job nothing has happened to yet."""
+        return cls(workflow_version=workflow_version, budgets=dict(budgets or {}))
+
+    def confirm(self, step: str, artifact: str) -> "Checkpoint":
+        """`step` is done and produced `artifact` (an artifact id, or a message id for an effect)."""
+        if step in self.completed:
+            raise BadArgumentError(field="step", problem=f"{step!r} is already confirmed",
+                                   fix="skip confirmed steps and reuse their artifacts")
+        return replace(self, completed=self.completed + (step,), artifacts={**self.artifacts, step: artifact})
+
+    def intend(self, op_id: str, step: str) -> "Checkpoint":
+        """About to perform operation `op_id` for `step`: written before the side effect."""
+        return replace(self, intents={**self.intents, op_id: step})
+
+    def receive(self, receipt: Receipt) -> "Checkpoint":
+        """The side effect happened; here is the provider's proof."""
+        return replace(self, receipts={**self.receipts, receipt.op_id: receipt})
+
+    def spend(self, budget: str, amount: int = 1) -> "Checkpoint":
+        """Take `amount` from `budget`; BudgetExhaustedError if not enough is left."""
+        if budget not in self.budgets:
+            raise BadArgumentError(field="budget", problem=f"is {budget!r}, which this checkpoint does not track",
+                                   fix=f"use one of {sorted(self.budgets)} or start the checkpoint with it")
+        left = self.budgets[budget]
+        if left < amount:
+            raise BudgetExhaustedError(budget=budget, remaining=left, wanted=amount)
+        return replace(self, budgets={**self.budgets, budget: left - amount})
+
+    def approve(self, approval_ref: str) -> "Checkpoint":
+        """Remember a person's approval (of the artifacts as they are now)."""
+        return replace(self, approval_refs=self.approval_refs + (approval_ref,))
+
+    def op_for(self, step: str) -> str | None:
+        """The operation id already chosen for `step` (by a receipt or an intent), if any.
+        Reusing it keeps an in-flight operation's identity across restarts and migrations."""
+        for op_id, receipt in self.receipts.items():
+            if receipt.step == step:
+                return op_id
+        for op_id, intended in self.intents.items():
+            if intended == step:
+                return op_id
+        return None
+
+    def __repr__(self) -> str:
+        return (f"Checkpoint(workflow_version={self.workflow_version!r}, completed={self.completed!r}, "
+                f"artifacts={dict(self.artifacts)!r}, receipts={dict(self.receipts)!r}, "
+                f"intents={dict(self.intents)!r}, budgets={dict(self.budgets)!r}, "
+                f"approval_refs={self.approval_refs!r}, token={self.token})")
+
+
+class CheckpointStore:
+    """The durable home of checkpoints (a dict standing in for a database table).
+
+    It is also the fencing authority: `claim` issues each new owner of a job a token one
+    above the last, and `save` refuses a token older than the newest issued. A runner's
+    memory does not survive a crash; what is here does.
+    """
+
+    def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None,
+                 on_save: Callable[[str, Checkpoint | None, Checkpoint], None] | None = None) -> None:
+        self.clock: Clock = clock if clock is not None else FakeClock()
+        self.log = log if log is not None else EventLog()
+        self._on_save = on_save
+        self._history: dict[str, list[Checkpoint]] = {}
+        self._tokens: dict[str, int] = {}
+
+    def claim(self, job_id: str, *, now: float | None = None) -> int:
+        """A new owner for `job_id`: its token, larger than every earlier one."""
+        _job_id(job_id)
+        token = self._tokens.get(job_id, 0) + 1
+        self._tokens[job_id] = token
+        self.log.append(EventKind.JOB_CLAIMED, self._now(now), item_id=job_id, token=token)
+        return token
+
+    def token(self, job_id: str) -> int:
+        """The newest token issued for `job_id` (0 before the first claim)."""
+        return self._tokens.get(_job_id(job_id), 0)
+
+    def verify(self, job_id: str, token: int, *, op: str = "write", now: float | None = None) -> None:
+        """Raise StaleTokenError (and log it) unless `token` is the newest issued."""
+        current = self.token(job_id)
+        if isinstance(token, bool) or not isinstance(token, int) or not 1 <= token <= current:
+            raise BadArgumentError(field="token", problem=f"is {token!r}, which was never issued for {job_id}",
+                                   fix="pass the token that claim() returned")
+        if token < current:
+            self.log.append(EventKind.STALE_REJECTED, self._now(now), item_id=job_id, token=token,
+                            op=op, current=current)
+            raise StaleTokenError(what=f"the checkpoint of {job_id}", token=token, current=current)
+
+    def load(self, job_id: str) -> Checkpoint | None:
+        """The latest checkpoint of `job_id`, or None if nothing was saved yet."""
+        history = self._history.get(_job_id(job_id))
+        return history[-1] if history else None
+
+    def save(self, job_id: str, checkpoint: Checkpoint, *, token: int, now: float | None = None) -> Checkpoint:
+        """Write `checkpoint` under `token`; a stale token writes nothing. Returns what was stored."""
+        if not isinstance(checkpoint, Checkpoint):
+            raise BadArgumentError(field="checkpoint", problem=f"is a {type(checkpoint).__name__}",
+                                   fix="pass a Checkpoint, e.g. Checkpoint.start('v1').confirm('fetch', 'source-v1')")
+        self.verify(job_id, token, op="save", now=now)
+        before = self.load(job_id)
+        stored = replace(checkpoint, token=token)
+        self._history.setdefault(job_id, []).append(stored)
+        self.log.append(EventKind.CHECKPOINT_WRITTEN, self._now(now), item_id=job_id, token=token,
+                        completed=",".join(stored.completed))
+        if self._on_save is not None:
+            self._on_save(job_id, before, stored)
+        return stored
+
+    def migrate(self, job_id: str, to_version: str, fn: Callable[[Checkpoint], Checkpoint], *,
+                now: float | None = None) -> Checkpoint:
+        """Move `job_id`'s checkpoint to workflow `to_version` through `fn`, explicitly.
+        The migration takes ownership (a new token), so a worker still running the old
+        plan can no longer write."""
+        current = self.load(job_id)
+        if current is None:
+            raise BadArgumentError(field="job_id", problem=f"{job_id!r} has no checkpoint to migrate",
+                                   fix="migrate a job that has run under the old version")
+        if not isinstance(to_version, str) or not to_version:
+            raise BadArgumentError(field="to_version", problem=f"is {to_version!r}", fix="pass the new version, e.g. 'v2'")
+        if not callable(fn):
+            raise BadArgumentError(field="fn", problem=f"is {fn!r}",
+                                   fix="pass a function Checkpoint -> Checkpoint, e.g. lambda cp: cp")
+        migrated = fn(current)
+        if not isinstance(migrated, Checkpoint):
+            raise BadArgumentError(field="fn", problem=f"returned a {type(migrated).__name__}",
+                                   fix="return a Checkpoint (the old one, or one made from it)")
+        token = self.claim(job_id)
+        stored = replace(migrated, workflow_version=to_version, token=token)
+        self._history[job_id].append(stored)
+        self.log.append(EventKind.CHECKPOINT_WRITTEN, self._now(now), item_id=job_id, token=token,
+                        completed=",".join(stored.completed), migrated_from=current.workflow_version,
+                        migrated_to=to_version)
+        return stored
+
+    def history(self, job_id: str) -> tuple[Checkpoint, ...]:
+        """Every checkpoint ever stored for `job_id`, oldest first."""
+        return tuple(self._history.get(_job_id(job_id), ()))
+
+    def jobs(self) -> list[str]:
+        return sorted(self._history)
+
+    def _now(self, now: float | None) -> float:
+        return float(self.clock.now()) if now is None else float(now)
+
+    def __repr__(self) -> str:
+        return f"CheckpointStore({len(self._history)} jobs)"
+
+
+# ---------------------------------------------------------------------- crash points
+class PointKind(StrEnum):
+    BEFORE_EFFECT = "before_effect"        # the step's action is about to run
+    AFTER_EFFECT = "after_effect"          # the action ran; nothing about it is checkpointed yet
+    AFTER_INTENT = "after_intent"          # a checkpoint with a new intent was written
+    AFTER_RECEIPT = "after_receipt"        # a checkpoint with a new receipt was written
+    AFTER_CHECKPOINT = "after_checkpoint"  # a checkpoint confirming the step was written
+    AFTER_SAVE = "after_save"              # any other checkpoint write
+    BEFORE_ACK = "before_ack"              # all done, the delivery not yet acknowledged
+    AFTER_ACK = "after_ack"                # acknowledged
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CrashPoint:
+    """A named place to stop a runner: `after_effect(publish)`. `nth` picks a later
+    occurrence when a runner passes the same place more than once in one run."""
+
+    kind: PointKind
+    step: str | None = None
+    nth: int = 1
+
+    def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "kind", PointKind(self.kind))
+        except ValueError:
+            raise BadArgumentError(field="kind", problem=f"is {self.kind!r}",
+                                   fix=f"use one of {', '.join(k.value for k in PointKind)}") from None
+        if isinstance(self.nth, bool) or not isinstance(self.nth, int) or self.nth < 1:
+            raise BadArgumentError(field="nth", problem=f"is {self.nth!r}", fix="pass a whole number >= 1")
+
+    @classmethod
+    def before_effect(cls, step: str) -> "CrashPoint":
+        return cls(kind=PointKind.BEFORE_EFFECT, step=step)
+
+    @classmethod
+    def after_effect(cls, step: str) -> "CrashPoint":
+        return cls(kind=PointKind.AFTER_EFFECT, step=step)
+
+    @classmethod
+    def after_intent(cls, step: str) -> "CrashPoint":
+        return cls(kind=PointKind.AFTER_INTENT, step=step)
+
+    @classmethod
+    def after_receipt(cls, step: str) -> "CrashPoint":
+        return cls(kind=PointKind.AFTER_RECEIPT, step=step)
+
+    @classmethod
+    def after_checkpoint(cls, step: str) -> "CrashPoint":
+        return cls(kind=PointKind.AFTER_CHECKPOINT, step=step)
+
+    @classmethod
+    def before_ack(cls) -> "CrashPoint":
+        return cls(kind=PointKind.BEFORE_ACK)
+
+    @classmethod
+    def after_ack(cls) -> "CrashPoint":
+        return cls(kind=PointKind.AFTER_ACK)
+
+    @classmethod
+    def parse(cls, text: str) -> "CrashPoint":
+        """The inverse of str(): 'after_effect(publish)', 'before_ack', 'after_save#2'."""
+        match = re.fullmatch(r"(\w+)(?:\(([\w-]+)\))?(?:#(\d+))?", text.strip()) if isinstance(text, str) else None
+        if match is None:
+            raise BadArgumentError(field="text", problem=f"is {text!r}",
+                                   fix="write a point like 'after_effect(publish)' or 'before_ack'")
+        kind, step, nth = match.groups()
+        return cls(kind=kind, step=step, nth=int(nth or 1))
+
+    def __str__(self) -> str:
+        text = self.kind.value if self.step is None else f"{self.kind.value}({self.step})"
+        return text if self.nth == 1 else f"{text}#{self.nth}"
+
+
+# ---------------------------------------------------------------------- the runner's world
+_ARTIFACT_NAMES = {"fetch": "source", "summarize": "summary"}
+
+
+class Env:
+    """Everything a runner may touch, bundled so a crash can be injected at any boundary
+    and a restart (calling the runner again with the same Env) sees exactly what survived.
+
+    A runner is a callable `run(job_id, env)` that uses only:
+
+    * `env.claim(job_id) -> token` first, once per run (a restart is a new owner);
+    * `env.resume(job_id) -> Checkpoint` (the stored one, or a fresh one; refuses a
+      checkpoint of another workflow version) and `env.checkpoints.save(job_id, cp, token=)`;
+    * `env.make(job_id, step_id) -> artifact` for a step without customer-visible effect
+      (each real run makes a new version: summary-v1, summary-v2, ...);
+    * `env.send(job_id, step_id, op_id, body=) -> SendResult` for a customer-visible step,
+      with `op_id` as the idempotency key (`env.op_id(job_id, step_id)` makes a stable one),
+      and `env.lookup(op_id) -> SendResult` to ask whether an operation was delivered;
+    * `env.ack(job_id, token=, result=)` at the end, the delivery's acknowledgement.
+
+    Crash points sit inside these calls (before/after each make and send, after each
+    checkpoint write, around the ack), so the runner needs no crash code. Do not catch
+    `SimulatedCrash`: a crashed worker does not get to run its except blocks.
+    """
+
+    def __init__(self, workflow: Workflow = PUBLISH_WORKFLOW, *, adapter: ChannelAdapter | None = None,
+                 clock: Clock | None = None, log: EventLog | None = None,
+                 budgets: Mapping[str, int] | None = None, faults: Iterable[Fault | str] = ()) -> None:
+        if not isinstance(workflow, Workflow):
+            raise BadArgumentError(field="workflow", problem=f"is a {type(workflow).__name__}",
+                                   fix="pass a Workflow(version=..., steps=[Step(...), ...])")
+        self.workflow = workflow
+        self.clock: Clock = clock if clock is not None else FakeClock()
+        self.log = log if log is not None else EventLog()
+        self.adapter = adapter if adapter is not None else EmailAdapter(clock=self.clock, log=self.log)
+        self.faults = _faults(faults)  # injected into the provider: they hit its first deliveries
+        for fault in self.faults:
+            self.adapter.provider.inject(fault)
+        self.budgets = dict(budgets or {})
+        self.checkpoints = CheckpointStore(clock=self.clock, log=self.log, on_save=self._saved)
+        self.trace: list[str] = []
+        self.effects: list[str] = []           # steps whose action really happened, in order
+        self.acks: list[tuple[str, int, Any]] = []
+        self.reached: list[CrashPoint] = []    # crash points passed since the last arm()
+        self.crashed_at: CrashPoint | None = None
+        self.blind_resends: list[str] = []     # op ids sent again while the first outcome was not a known failure
+        self.regenerated: list[str] = []       # steps made again after they were confirmed
+        self._armed: CrashPoint | None = None
+        self._passes: dict[tuple[PointKind, str | None], int] = {}
+        self._made: dict[tuple[str, str], int] = {}
+        self._deliveries: dict[tuple[str, str], list[str]] = {}
+        self._known: dict[str, SendStatus] = {}
+
+    # ------------------------------------------------------------------ the explorer's side
+    def arm(self, point: CrashPoint | str | None) -> None:
+        """Crash at `point` the next time a runner passes it (None: run without a crash).
+        Restarts the count of points passed."""
+        self._armed = CrashPoint.parse(point) if isinstance(point, str) else point
+        if self._armed is not None and not isinstance(self._armed, CrashPoint):
+            raise BadArgumentError(field="crash_at", problem=f"is a {type(point).__name__}",
+                                   fix="pass a CrashPoint, e.g. CrashPoint.after_effect('publish'), or None")
+        self._passes.clear()
+        self.reached.clear()
+
+    def note(self, line: str) -> None:
+        """Add a line to the trace (runners may explain themselves here)."""
+        self.trace.append(line)
+
+    def deliveries(self, job_id: str, step_id: str) -> list[str]:
+        """Message ids that really reached the customer for this job's step."""
+        return list(self._deliveries.get((job_id, step_id), ()))
+
+    # ------------------------------------------------------------------ the runner's side
+    def claim(self, job_id: str) -> int:
+        token = self.checkpoints.claim(job_id)
+        self.note(f"claim {job_id} -> token {token}")
+        return token
+
+    def resume(self, job_id: str) -> Checkpoint:
+        """The stored checkpoint, or a fresh one. A checkpoint of another workflow version
+        is refused (WorkflowVersionError) until someone migrates it explicitly."""
+        checkpoint = self.checkpoints.load(job_id)
+        if checkpoint is None:
+            return Checkpoint.start(self.workflow.version, budgets=self.budgets)
+        if checkpoint.workflow_version != self.workflow.version:
+            self.note(f"refuse: checkpoint is {checkpoint.workflow_version}, workflow is {self.workflow.version}")
+            raise WorkflowVersionError(stored=checkpoint.workflow_version, current=self.workflow.version)
+        return checkpoint
+
+    def op_id(self, job_id: str, step_id: str) -> str:
+        """A stable operation id: the same job, step and plan give the same id on every run."""
+        return f"{job_id}:{self.workflow.step(step_id).id}:{self.workflow.version}"
+
+    def make(self, job_id: str, step_id: str) -> str:
+        """Run a step that makes an artifact. Every real run makes a new version."""
+        step = self._step(step_id, effect=False)
+        self._pass(PointKind.BEFORE_EFFECT, step.id)
+        stored = self.checkpoints.load(job_id)
+        if stored is not None and step.id in stored.completed:
+            self.regenerated.append(step.id)
+        n = self._made[(job_id, step.id)] = self._made.get((job_id, step.id), 0) + 1
+        artifact = f"{_ARTIFACT_NAMES.get(step.id, step.id)}-v{n}"
+        self.effects.append(step.id)
+        self.log.append(EventKind.STEP_RAN, self.clock.now(), case_id=job_id, step=step.id, artifact=artifact)
+        self.note(f"make {step.id} -> {artifact}")
+        self._pass(PointKind.AFTER_EFFECT, step.id)
+        return artifact
+
+    def send(self, job_id: str, step_id: str, op_id: str, *, body: str = "") -> SendResult:
+        """Perform a customer-visible step through the adapter, `op_id` as idempotency key."""
+        step = self._step(step_id, effect=True)
+        if op_id in self._known and self._known[op_id] is not SendStatus.FAILED:
+            self.blind_resends.append(op_id)
+            self.note(f"resend {op_id} without a lookup (last known: {self._known[op_id].value})")
+        self._pass(PointKind.BEFORE_EFFECT, step.id)
+        before = len(self.adapter.ledger)
+        result = self.adapter.send(op_id, case_id=job_id, body=body)
+        new = [c.message_id for c in self.adapter.ledger.contacts()[before:]]
+        if new:
+            self._deliveries.setdefault((job_id, step.id), []).extend(new)
+            self.effects.append(step.id)
+        self._known[op_id] = result.status
+        self.note(f"send {step.id} {op_id} -> {_result(result)}")
+        self._pass(PointKind.AFTER_EFFECT, step.id)
+        return result
+
+    def lookup(self, op_id: str) -> SendResult:
+        """Ask the provider whether `op_id` was delivered (ok with its message id, or failed)."""
+        result = self.adapter.lookup(op_id)
+        self._known[op_id] = result.status
+        self.log.append(EventKind.EFFECT_RECONCILED, self.clock.now(), op_id=op_id, status=result.status.value,
+                        message_id=result.message_id)
+        self.note(f"lookup {op_id} -> {_result(result)}")
+        return result
+
+    def ack(self, job_id: str, *, token: int, result: Any = None) -> None:
+        """Acknowledge the delivery: the job is done. Fenced like a checkpoint write."""
+        self._pass(PointKind.BEFORE_ACK, None)
+        self.checkpoints.verify(job_id, token, op="ack")
+        self.acks.append((job_id, token, result))
+        self.note(f"ack {job_id} token {token}: {result}")
+        self._pass(PointKind.AFTER_ACK, None)
+
+    # ------------------------------------------------------------------ internals
+    def _step(self, step_id: str, *, effect: bool) -> Step:
+        step = self.workflow.step(step_id)
+        if step.effect != effect:
+            use = "env.send(job_id, step_id, op_id, body=...)" if step.effect else "env.make(job_id, step_id)"
+            raise BadArgumentError(field="step_id", problem=f"{step_id!r} is {'a' if step.effect else 'not a'} "
+                                   "customer-visible step", fix=f"use {use}")
+        return step
+
+    def _saved(self, job_id: str, before: Checkpoint | None, after: Checkpoint) -> None:
+        """After every checkpoint write: trace it and offer the matching crash point."""
+        old_done = before.completed if before else ()
+        new_done = [s for s in after.completed if s not in old_done]
+        new_receipts = [r for op, r in after.receipts.items() if not before or op not in before.receipts]
+        new_intents = [(op, s) for op, s in after.intents.items() if not before or op not in before.intents]
+        parts = [f"checkpoint token {after.token}: completed [{', '.join(after.completed)}]"]
+        for op, step in new_intents:
+            parts.append(f"+intent {op}")
+            self.log.append(EventKind.INTENT_RECORDED, self.clock.now(), case_id=job_id, op_id=op, step=step)
+        for receipt in new_receipts:
+            parts.append(f"+receipt {receipt.message_id} via {receipt.via}")
+            self.log.append(EventKind.RECEIPT_RECORDED, self.clock.now(), case_id=job_id,
+                            op_id=receipt.op_id, message_id=receipt.message_id, via=receipt.via)
+        self.note(" ".join(parts))
+        if new_done:
+            self._pass(PointKind.AFTER_CHECKPOINT, new_done[-1])
+        elif new_receipts:
+            self._pass(PointKind.AFTER_RECEIPT, new_receipts[-1].step)
+        elif new_intents:
+            self._pass(PointKind.AFTER_INTENT, new_intents[-1][1])
+        else:
+            self._pass(PointKind.AFTER_SAVE, None)
+
+    def _pass(self, kind: PointKind, step: str | None) -> None:
+        n = self._passes[(kind, step)] = self._passes.get((kind, step), 0) + 1
+        point = CrashPoint(kind=kind, step=step, nth=n)
+        self.reached.append(point)
+        if point == self._armed:
+            self._armed = None
+            self.crashed_at = point
+            self.note(f"CRASH at {point}")
+            self.log.append(EventKind.WORKER_CRASHED, self.clock.now(), point=str(point))
+            raise SimulatedCrash(point=str(point))
+
+    def __repr__(self) -> str:
+        return (f"Env(workflow={self.workflow}, {len(self.adapter.ledger)} contacts, "
+                f"{len(self.checkpoints.jobs())} checkpointed jobs)")
+
+
+def _result(result: SendResult) -> str:
+    if result.message_id is None:
+        return result.status.value
+    return f"{result.status.value} {result.message_id}" + (" (deduped)" if result.deduped else "")
+
+
+# ---------------------------------------------------------------------- two runners
+class _Runner:
+    """The loop both runners share: claim, resume, skip confirmed steps, run the rest, ack.
+    Subclasses differ only in how they perform a customer-visible step."""
+
+    def run(self, job_id: str, env: Env, crash_at: CrashPoint | str | None = None) -> str:
+        """Run (or resume) `job_id` to the end and return the last step's artifact (for
+        publish: its message id). `crash_at` arms a crash in `env` first."""
+        if crash_at is not None:
+            env.arm(crash_at)
+        token = env.claim(job_id)
+        checkpoint = env.resume(job_id)
+        for step in env.workflow.steps:
+            if step.id in checkpoint.completed:
+                env.note(f"skip {step.id}: confirmed as {checkpoint.artifacts[step.id]}")
+                continue
+            if step.effect:
+                checkpoint = self._perform(job_id, env, step, checkpoint, token)
+            else:
+                if "tool_calls" in checkpoint.budgets:  # spent before the call, so a crash loop runs dry
+                    checkpoint = env.checkpoints.save(job_id, checkpoint.spend("tool_calls"), token=token)
+                artifact = env.make(job_id, step.id)
+                checkpoint = env.checkpoints.save(job_id, checkpoint.confirm(step.id, artifact), token=token)
+        result = checkpoint.artifacts[env.workflow.steps[-1].id]
+        env.ack(job_id, token=token, result=result)
+        return result
+
+    __call__ = run
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def _body(env: Env, checkpoint: Checkpoint, step: Step) -> str:
+    """What a customer-visible step sends: the artifact of the step before it."""
+    index = env.workflow.steps.index(step)
+    return checkpoint.artifacts.get(env.workflow.steps[index - 1].id, "") if index else ""
+
+
+class NaiveCheckpointRunner(_Runner):
+    """The lesson's loop: do the step, then checkpoint it. Each attempt sends with a key
+    of its own (made from its token), as a worker does when its key names the attempt
+    rather than the operation. A crash after the send but before the checkpoint write
+    makes the next run send again, and the customer hears twice."""
+
+    def _perform(self, job_id: str, env: Env, step: Step, checkpoint: Checkpoint, token: int) -> Checkpoint:
+        key = f"{job_id}:{step.id}:try-{token}"
+        result = env.send(job_id, step.id, key, body=_body(env, checkpoint, step))
+        if result.status is not SendStatus.OK:
+            raise EffectFailedError(step=step.id, job_id=job_id, status=result.status.value, op_id=key)
+        return env.checkpoints.save(job_id, checkpoint.confirm(step.id, result.message_id), token=token)
+
+
+class ReceiptRunner(_Runner):
+    """Intent before the side effect, receipt after; an intent without a receipt is
+    reconciled with `lookup(op_id)` before anything is sent again.
+
+    The same reconciliation answers a lost reply (SendStatus.UNKNOWN). A definite
+    failure leaves the intent in place and raises EffectFailedError: the next run looks
+    the operation up, finds it undelivered, and sends it under the same id."""
+
+    def _perform(self, job_id: str, env: Env, step: Step, checkpoint: Checkpoint, token: int) -> Checkpoint:
+        op_id = checkpoint.op_for(step.id) or env.op_id(job_id, step.id)
+        receipt = checkpoint.receipts.get(op_id)
+        if receipt is None:
+            result, via = None, "reply"
+            if op_id in checkpoint.intents:
+                result, via = env.lookup(op_id), "lookup"  # did the earlier attempt get through?
+                if result.status is not SendStatus.OK:
+                    result, via = None, "reply"
+            else:
+                checkpoint = env.checkpoints.save(job_id, checkpoint.intend(op_id, step.id), token=token)
+            if result is None:
+                result = env.send(job_id, step.id, op_id, body=_body(env, checkpoint, step))
+            if result.status is SendStatus.UNKNOWN:
+                result, via = env.lookup(op_id), "lookup"
+            if result.status is not SendStatus.OK:
+                raise EffectFailedError(step=step.id, job_id=job_id, status=result.status.value, op_id=op_id)
+            receipt = Receipt(op_id=op_id, step=step.id, message_id=result.message_id, via=via)
+            checkpoint = checkpoint.receive(receipt)
+        return env.checkpoints.save(job_id, checkpoint.confirm(step.id, receipt.message_id), token=token)
+
+
+# ---------------------------------------------------------------------- helpers
+def _faults(faults: Iterable[Fault | str]) -> tuple[Fault, ...]:
+    try:
+        return tuple(Fault(f) for f in faults)
+    except (TypeError, ValueError):
+        raise BadArgumentError(field="faults", problem=f"is {faults!r}",
+                               fix=f"pass a list of {', '.join(f.value for f in Fault)}, e.g. [Fault.DROP_REPLY]") from None
+
+
+def _job_id(job_id: object) -> str:
+    if not isinstance(job_id, str) or not job_id:
+        raise BadArgumentError(field="job_id", problem=f"is {job_id!r}", fix="pass the job's id, e.g. 'O-1001'")
+    return job_id
+
+
+def _strings(name: str, value: object) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise BadArgumentError(field=name, problem=f"is {value!r}", fix="pass a tuple of non-empty strings")
+    return tuple(value)
+
+
+def _mapping(name: str, value: object, kind: type) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k and isinstance(v, kind)
+                                                 for k, v in value.items()):
+        raise BadArgumentError(field=name, problem=f"is {value!r}",
+                               fix=f"pass a dict of non-empty strings to {kind.__name__} values")
+    return MappingProxyType(dict(value))

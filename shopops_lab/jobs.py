@@ -1,0 +1,290 @@
+"""Durable job records: the job outlives the request that submitted it.
+
+Submitting creates a record with a stable id and returns at once; the work happens
+later, under a claim. Three rules keep the record trustworthy:
+
+* submission is idempotent: the same request key with the same params is the same
+  job, so a client that retries after a dropped connection does not start new work;
+* every change moves along `JOB_TRANSITIONS` (kept as data, like `states.TRANSITIONS`)
+  and bumps the record's `version`;
+* every write a worker makes carries the fencing token of its claim, and the store
+  refuses an older token. A lease decides who may *claim*; the token decides whose
+  *writes* count. A paused worker whose lease ran out is not stopped by its own clock,
+  it is stopped here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from shopops_lab.clock import Clock, FakeClock
+from shopops_lab.errors import (BadArgumentError, IdempotencyConflictError, JobLeasedError,
+                                JobNotRunningError, StaleTokenError, TransitionError,
+                                UnknownJobError, VersionConflictError)
+from shopops_lab.events import EventKind, EventLog
+from shopops_lab.payloads import json_copy
+
+__all__ = ["Claim", "JOB_TRANSITIONS", "Job", "JobState", "JobStore"]
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING_FOR_APPROVAL = "waiting_for_approval"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+# (from, to) -> the label a diagram puts on that edge.
+JOB_TRANSITIONS: Mapping[tuple[JobState, JobState], str] = MappingProxyType({
+    (JobState.QUEUED, JobState.RUNNING): "claim",
+    (JobState.RUNNING, JobState.RUNNING): "claim again (lease expired, or same worker)",
+    (JobState.RUNNING, JobState.WAITING_FOR_APPROVAL): "wait for approval",
+    (JobState.WAITING_FOR_APPROVAL, JobState.QUEUED): "approve",
+    (JobState.RUNNING, JobState.SUCCEEDED): "complete",
+    (JobState.RUNNING, JobState.FAILED): "fail",
+    (JobState.QUEUED, JobState.CANCELLED): "cancel",
+    (JobState.RUNNING, JobState.CANCELLED): "cancel",
+    (JobState.WAITING_FOR_APPROVAL, JobState.CANCELLED): "cancel",
+})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Job:
+    """A snapshot of one job record. `version` counts changes to the record;
+    `last_step` is the last step a worker confirmed; `token` is the newest claim's."""
+
+    id: str
+    request_key: str
+    params: Mapping[str, Any]
+    state: JobState
+    version: int
+    last_step: str | None
+    token: int
+    owner: str | None
+    lease_expires_at: float | None
+    result: Any
+    error: str | None
+    approval_ref: str | None
+    submitted_at: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Claim:
+    """What a worker gets from `claim`: the token to put on every write, and where to resume."""
+
+    job_id: str
+    worker_id: str
+    token: int
+    claimed_at: float
+    expires_at: float
+    last_step: str | None
+    version: int
+
+
+class JobStore:
+    """The authoritative job records (in memory). See the module docstring for the rules."""
+
+    def __init__(self, clock: Clock | None = None, log: EventLog | None = None) -> None:
+        if clock is not None and not callable(getattr(clock, "now", None)):
+            raise BadArgumentError(field="clock", problem=f"is {clock!r}, which has no now()",
+                                   fix="pass FakeClock() or SystemClock() from shopops_lab")
+        self.clock: Clock = clock if clock is not None else FakeClock()
+        self.log = log if log is not None else EventLog()
+        self._jobs: dict[str, Job] = {}
+        self._by_key: dict[str, str] = {}
+        self._holders: dict[str, dict[int, str]] = {}  # job id -> token -> worker that held it
+
+    # ------------------------------------------------------------------ submitting
+    def submit(self, request_key: str, params: Mapping[str, Any] | None = None, *,
+               now: float | None = None) -> Job:
+        """Record a job, or return the one this request key already made. The same key
+        with different params is a client bug, refused with IdempotencyConflictError."""
+        _name("request_key", request_key, "a key the client reuses on every retry, e.g. 'O-1001:refund'")
+        body = json_copy({} if params is None else params, "params")
+        if not isinstance(body, dict):
+            raise BadArgumentError(field="params", problem=f"is a {type(params).__name__}",
+                                   fix="pass a dict, e.g. params={'case_id': 'O-1001'}")
+        existing = self._by_key.get(request_key)
+        if existing is not None:
+            job = self._jobs[existing]
+            if job.params != body:
+                field = _first_difference(job.params, body)
+                raise IdempotencyConflictError(
+                    key=request_key, field=field,
+                    difference=f"params[{field!r}] was {job.params.get(field, '<absent>')!r}, "
+                               f"now {body.get(field, '<absent>')!r}")
+            return job
+        t = self._time(now)
+        job_id = f"job-{len(self._jobs) + 1:04d}"
+        job = Job(id=job_id, request_key=request_key, params=MappingProxyType(body),
+                  state=JobState.QUEUED, version=1, last_step=None, token=0, owner=None,
+                  lease_expires_at=None, result=None, error=None, approval_ref=None,
+                  submitted_at=t)
+        self._jobs[job_id] = job
+        self._by_key[request_key] = job_id
+        self._holders[job_id] = {}
+        self.log.append(EventKind.JOB_SUBMITTED, t, item_id=job_id, request_key=request_key)
+        return job
+
+    # ------------------------------------------------------------------ claiming
+    def claim(self, job_id: str, worker_id: str, *, lease_seconds: float,
+              now: float | None = None) -> Claim:
+        """Take ownership until now + `lease_seconds`, with a token one above the last.
+        A live lease held by another worker is refused (JobLeasedError); an expired one
+        is taken over, and from then on the old holder's writes are stale."""
+        job = self._get(job_id)
+        _name("worker_id", worker_id, "name the worker, e.g. 'A'")
+        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) \
+                or not 0 < lease_seconds < math.inf:
+            raise BadArgumentError(field="lease_seconds", problem=f"is {lease_seconds!r}",
+                                   fix="pass a positive, finite number of seconds, e.g. 30")
+        t = self._time(now)
+        if job.state is JobState.RUNNING and job.owner != worker_id and t < job.lease_expires_at:
+            raise JobLeasedError(job_id=job_id, owner=job.owner, token=job.token,
+                                 expires_at=job.lease_expires_at)
+        self._check(job, JobState.RUNNING)
+        token = job.token + 1
+        self._holders[job_id][token] = worker_id
+        job = self._save(job, state=JobState.RUNNING, token=token, owner=worker_id,
+                         lease_expires_at=t + lease_seconds)
+        self.log.append(EventKind.JOB_CLAIMED, t, item_id=job_id, worker_id=worker_id, token=token,
+                        expires_at=job.lease_expires_at, version=job.version)
+        return Claim(job_id=job_id, worker_id=worker_id, token=token, claimed_at=t,
+                     expires_at=job.lease_expires_at, last_step=job.last_step, version=job.version)
+
+    # ------------------------------------------------------------------ fenced writes
+    def confirm_step(self, job_id: str, step_id: str, *, token: int,
+                     expected_version: int | None = None, now: float | None = None) -> Job:
+        """Record `step_id` as the last confirmed step. With `expected_version`, also
+        refuse (VersionConflictError) if the record changed since the caller read it."""
+        _name("step_id", step_id, "the id of the step you finished, e.g. 'summarize'")
+        job, t = self._fenced(job_id, token, "confirm_step", now)
+        if expected_version is not None:
+            if isinstance(expected_version, bool) or not isinstance(expected_version, int):
+                raise BadArgumentError(field="expected_version", problem=f"is {expected_version!r}",
+                                       fix="pass the version from the Job or Claim you read, or leave it out")
+            if expected_version != job.version:
+                raise VersionConflictError(job_id=job_id, expected=expected_version, current=job.version)
+        self._running(job, "confirm_step")
+        job = self._save(job, last_step=step_id)
+        self.log.append(EventKind.JOB_STEP_CONFIRMED, t, item_id=job_id, worker_id=job.owner,
+                        token=token, step=step_id, version=job.version)
+        return job
+
+    def complete(self, job_id: str, *, token: int, result: Any = None, now: float | None = None) -> Job:
+        """Finish the job with `result` (JSON). Rejected if a newer claim exists, even
+        when the result is right: ownership, not correctness, decides."""
+        body = json_copy(result, "result")
+        job, t = self._fenced(job_id, token, "complete", now)
+        return self._move(job, JobState.SUCCEEDED, t, token=token, result=body, owner=None,
+                          lease_expires_at=None)
+
+    def fail(self, job_id: str, *, token: int, error: str, now: float | None = None) -> Job:
+        """End the job as failed, saying why."""
+        _name("error", error, "say what went wrong, e.g. error='provider refused the message'")
+        job, t = self._fenced(job_id, token, "fail", now)
+        return self._move(job, JobState.FAILED, t, token=token, error=error, owner=None,
+                          lease_expires_at=None)
+
+    def wait_for_approval(self, job_id: str, *, token: int, now: float | None = None) -> Job:
+        """Park the job until a person approves; the worker lets go of it meanwhile."""
+        job, t = self._fenced(job_id, token, "wait_for_approval", now)
+        return self._move(job, JobState.WAITING_FOR_APPROVAL, t, token=token, owner=None,
+                          lease_expires_at=None)
+
+    # ------------------------------------------------------------------ people's actions
+    def approve(self, job_id: str, approval_ref: str, *, now: float | None = None) -> Job:
+        """A person approved: the job is queued again, carrying the approval's reference."""
+        _name("approval_ref", approval_ref, "the approval's id, e.g. 'appr-0007'")
+        job = self._get(job_id)
+        return self._move(job, JobState.QUEUED, self._time(now), approval_ref=approval_ref)
+
+    def cancel(self, job_id: str, *, reason: str = "cancelled", now: float | None = None) -> Job:
+        """Stop the job. A worker still running it finds out on its next write."""
+        _name("reason", reason, "say why, e.g. reason='customer withdrew the request'")
+        job = self._get(job_id)
+        return self._move(job, JobState.CANCELLED, self._time(now), error=reason, owner=None,
+                          lease_expires_at=None)
+
+    # ------------------------------------------------------------------ reading
+    def get(self, job_id: str) -> Job:
+        return self._get(job_id)
+
+    def jobs(self, state: JobState | str | None = None) -> list[Job]:
+        """Every job in submission order, optionally only those in `state`."""
+        wanted = None if state is None else JobState(state)
+        return [job for job in self._jobs.values() if wanted is None or job.state is wanted]
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __repr__(self) -> str:
+        counts = {s: 0 for s in JobState}
+        for job in self._jobs.values():
+            counts[job.state] += 1
+        return "JobStore(" + ", ".join(f"{s.value}={n}" for s, n in counts.items()) + ")"
+
+    # ------------------------------------------------------------------ internals
+    def _get(self, job_id: str) -> Job:
+        job = self._jobs.get(job_id) if isinstance(job_id, str) else None
+        if job is None:
+            raise UnknownJobError(job_id=job_id)
+        return job
+
+    def _fenced(self, job_id: str, token: int, op: str, now: float | None) -> tuple[Job, float]:
+        """The job, if `token` is its current one. An older token is logged and refused."""
+        job = self._get(job_id)
+        if isinstance(token, bool) or not isinstance(token, int) or not 1 <= token <= job.token:
+            raise BadArgumentError(field="token", problem=f"is {token!r}, which job {job_id} never issued",
+                                   fix="pass the token from the Claim that claim() returned")
+        t = self._time(now)
+        if token < job.token:
+            self.log.append(EventKind.STALE_REJECTED, t, item_id=job_id,
+                            worker_id=self._holders[job_id].get(token), token=token,
+                            op=op, current=job.token)
+            raise StaleTokenError(what=f"job {job_id}", token=token, current=job.token)
+        return job, t
+
+    def _running(self, job: Job, action: str) -> None:
+        if job.state is not JobState.RUNNING:
+            raise JobNotRunningError(job_id=job.id, state=job.state.value, action=action)
+
+    def _check(self, job: Job, target: JobState) -> None:
+        if (job.state, target) not in JOB_TRANSITIONS:
+            raise TransitionError(what=f"job {job.id}", source=job.state.value, target=target.value)
+
+    def _move(self, job: Job, target: JobState, t: float, *, token: int | None = None,
+              **changes: Any) -> Job:
+        self._check(job, target)
+        source = job.state
+        job = self._save(job, state=target, **changes)
+        self.log.append(EventKind.JOB_STATE_CHANGED, t, item_id=job.id, token=token,
+                        source=source.value, target=target.value, version=job.version)
+        return job
+
+    def _save(self, job: Job, **changes: Any) -> Job:
+        job = replace(job, version=job.version + 1, **changes)
+        self._jobs[job.id] = job
+        return job
+
+    def _time(self, now: float | None) -> float:
+        if now is None:
+            return float(self.clock.now())
+        if isinstance(now, bool) or not isinstance(now, (int, float)) or now != now:
+            raise BadArgumentError(field="now", problem=f"is {now!r}", fix="pass seconds as a number, or leave it out")
+        return float(now)
+
+
+def _name(field: str, value: object, fix: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise BadArgumentError(field=field, problem=f"is {value!r}, not a non-empty string", fix=f"pass {fix}")
+
+
+def _first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    return next(key for key in sorted(set(old) | set(new))
+                if key not in old or key not in new or old[key] != new[key])

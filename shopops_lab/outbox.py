@@ -1,0 +1,222 @@
+"""The outbox: a state change and the message announcing it, committed together.
+
+Writing a row and then publishing to a broker leaves a window: crash between the two
+and the row says "refunded" while nobody is ever told. The outbox closes it by
+recording the outgoing message in the same local transaction as the state change; a
+separate `Dispatcher` later publishes what is pending and marks it sent.
+
+That only moves the duplicate problem. The dispatcher can publish and then crash
+before marking the message sent, so the next dispatch publishes it again. The
+receiving side must therefore dedupe on the message id (`IdempotentConsumer`);
+`NaiveConsumer` applies every delivery, to show the difference.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from shopops_lab.clock import Clock, FakeClock
+from shopops_lab.errors import BadArgumentError, SimulatedCrash
+from shopops_lab.events import EventKind, EventLog
+from shopops_lab.payloads import json_copy
+
+__all__ = ["Broker", "Delivery", "Dispatcher", "IdempotentConsumer", "NaiveConsumer", "OutboxMessage",
+           "OutboxStore"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OutboxMessage:
+    """A message waiting in (or sent from) the outbox. `sent_at` is None until marked."""
+
+    id: str
+    topic: str
+    payload: Mapping[str, Any]
+    created_at: float
+    sent_at: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Delivery:
+    """One copy of a message as the broker handed it out. `seq` numbers the copies;
+    `message_id` is the outbox's id, the same on every copy of one message."""
+
+    seq: int
+    message_id: str
+    topic: str
+    payload: Mapping[str, Any]
+
+
+class OutboxStore:
+    """A local database with two tables: `rows` (the application's state, by id) and
+    the outbox. `commit` writes to both or to neither."""
+
+    def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None) -> None:
+        self.clock: Clock = clock if clock is not None else FakeClock()
+        self.log = log if log is not None else EventLog()
+        self._rows: dict[str, dict[str, Any]] = {}
+        self._messages: dict[str, OutboxMessage] = {}
+
+    def commit(self, state_change: Mapping[str, Any], message: Mapping[str, Any], *,
+               now: float | None = None) -> str:
+        """Apply `state_change` ({"id": row id, field: value, ...}) and record `message`
+        ({"topic": ..., "payload": {...}}) as one transaction; returns the message id
+        (`out-0001`). Both are checked before anything is written."""
+        change = json_copy(state_change, "state_change")
+        if not isinstance(change, dict) or not isinstance(change.get("id"), str) or not change["id"]:
+            raise BadArgumentError(field="state_change", problem=f"is {state_change!r}",
+                                   fix="pass a dict with the row's 'id', e.g. {'id': 'O-1001', 'status': 'refunded'}")
+        body = json_copy(message, "message")
+        if not isinstance(body, dict) or not isinstance(body.get("topic"), str) or not body["topic"]:
+            raise BadArgumentError(field="message", problem=f"is {message!r}",
+                                   fix="pass a dict with a 'topic', e.g. {'topic': 'refund.issued', 'payload': {...}}")
+        payload = body.get("payload", {})
+        if not isinstance(payload, dict) or set(body) - {"topic", "payload"}:
+            raise BadArgumentError(field="message", problem=f"has keys {sorted(body)} and payload {payload!r}",
+                                   fix="pass only 'topic' and a dict 'payload'")
+        t = float(self.clock.now()) if now is None else float(now)
+        # everything is valid: the transaction cannot fail halfway from here
+        row_id = change.pop("id")
+        self._rows.setdefault(row_id, {}).update(change)
+        message_id = f"out-{len(self._messages) + 1:04d}"
+        self._messages[message_id] = OutboxMessage(id=message_id, topic=body["topic"],
+                                                   payload=MappingProxyType(payload), created_at=t)
+        self.log.append(EventKind.OUTBOX_COMMITTED, t, item_id=message_id, case_id=row_id,
+                        topic=body["topic"])
+        return message_id
+
+    def pending(self) -> list[OutboxMessage]:
+        """Messages not yet marked sent, oldest first."""
+        return [m for m in self._messages.values() if m.sent_at is None]
+
+    def mark_sent(self, message_id: str, *, now: float | None = None) -> OutboxMessage:
+        message = self._messages.get(message_id) if isinstance(message_id, str) else None
+        if message is None:
+            raise BadArgumentError(field="message_id", problem=f"is {message_id!r}, not in this outbox",
+                                   fix="pass an id returned by commit() or listed by pending()")
+        if message.sent_at is None:
+            t = float(self.clock.now()) if now is None else float(now)
+            message = self._messages[message_id] = replace(message, sent_at=t)
+            self.log.append(EventKind.OUTBOX_MARKED_SENT, t, item_id=message_id)
+        return message
+
+    def messages(self) -> list[OutboxMessage]:
+        return list(self._messages.values())
+
+    def row(self, row_id: str) -> dict[str, Any] | None:
+        """A copy of one row of application state, or None."""
+        row = self._rows.get(row_id)
+        return None if row is None else dict(row)
+
+    def rows(self) -> dict[str, dict[str, Any]]:
+        return {row_id: dict(row) for row_id, row in sorted(self._rows.items())}
+
+    def __repr__(self) -> str:
+        return f"OutboxStore({len(self._rows)} rows, {len(self.pending())} pending of {len(self._messages)} messages)"
+
+
+class Broker:
+    """An in-memory broker: every publish is one more delivery, duplicates included."""
+
+    def __init__(self) -> None:
+        self.deliveries: list[Delivery] = []
+
+    def publish(self, message: OutboxMessage) -> Delivery:
+        delivery = Delivery(seq=len(self.deliveries) + 1, message_id=message.id, topic=message.topic,
+                            payload=message.payload)
+        self.deliveries.append(delivery)
+        return delivery
+
+    def __repr__(self) -> str:
+        return f"Broker({len(self.deliveries)} deliveries)"
+
+
+class Dispatcher:
+    """Publishes pending outbox messages, then marks each one sent."""
+
+    def __init__(self, outbox: OutboxStore, broker: Broker) -> None:
+        self.outbox = outbox
+        self.broker = broker
+
+    def dispatch_once(self, *, crash_after_publish: bool = False, now: float | None = None) -> list[str]:
+        """Publish every pending message and mark it sent; returns the ids published.
+        With `crash_after_publish`, stop (SimulatedCrash) right after the first publish,
+        before its mark: the message stays pending and the next dispatch publishes it again."""
+        published = []
+        for message in self.outbox.pending():
+            self.broker.publish(message)
+            published.append(message.id)
+            t = float(self.outbox.clock.now()) if now is None else float(now)
+            self.outbox.log.append(EventKind.OUTBOX_PUBLISHED, t, item_id=message.id, topic=message.topic)
+            if crash_after_publish:
+                self.outbox.log.append(EventKind.WORKER_CRASHED, t, item_id=message.id,
+                                       point="after_publish")
+                raise SimulatedCrash(point=f"dispatcher after publishing {message.id}")
+            self.outbox.mark_sent(message.id, now=now)
+        return published
+
+    def __repr__(self) -> str:
+        return f"Dispatcher({len(self.outbox.pending())} pending)"
+
+
+class _Consumer:
+    """Reads the broker from its own position (an offset), like a consumer group."""
+
+    def __init__(self, effect: Callable[[Delivery], Any] | None = None, *, log: EventLog | None = None,
+                 clock: Clock | None = None) -> None:
+        if effect is not None and not callable(effect):
+            raise BadArgumentError(field="effect", problem=f"is {effect!r}",
+                                   fix="pass a function that takes a Delivery, or leave it out")
+        self.effect = effect
+        self.log = log if log is not None else EventLog()
+        self.clock: Clock = clock if clock is not None else FakeClock()
+        self.applied: list[str] = []   # message ids, once per application of the effect
+        self.position = 0
+
+    def consume(self, broker: Broker) -> int:
+        """Handle every delivery not seen yet; returns how many were applied."""
+        applied = 0
+        while self.position < len(broker.deliveries):
+            delivery = broker.deliveries[self.position]
+            self.position += 1
+            applied += self.handle(delivery)
+        return applied
+
+    def _apply(self, delivery: Delivery) -> None:
+        if self.effect is not None:
+            self.effect(delivery)
+        self.applied.append(delivery.message_id)
+        self.log.append(EventKind.MESSAGE_APPLIED, self.clock.now(), item_id=delivery.message_id,
+                        delivery=delivery.seq)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self.applied)} applied)"
+
+
+class IdempotentConsumer(_Consumer):
+    """Applies each message once: a durable set of processed message ids turns a
+    duplicate delivery into a no-op. (In a real system the id is recorded in the same
+    transaction as the effect.)"""
+
+    def __init__(self, effect: Callable[[Delivery], Any] | None = None, *, log: EventLog | None = None,
+                 clock: Clock | None = None) -> None:
+        super().__init__(effect, log=log, clock=clock)
+        self.processed: set[str] = set()
+
+    def handle(self, delivery: Delivery) -> bool:
+        """Apply `delivery` unless its message id was processed before; True if applied."""
+        if delivery.message_id in self.processed:
+            self.log.append(EventKind.MESSAGE_DEDUPED, self.clock.now(), item_id=delivery.message_id,
+                            delivery=delivery.seq)
+            return False
+        self._apply(delivery)
+        self.processed.add(delivery.message_id)
+        return True
+
+
+class NaiveConsumer(_Consumer):
+    """Applies every delivery, duplicates included. For contrast only."""
+
+    def handle(self, delivery: Delivery) -> bool:
+        self._apply(delivery)
+        return True
