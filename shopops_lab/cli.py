@@ -100,3 +100,17 @@ def _doctor(args: argparse.Namespace) -> int:
     from shopops_lab import doctor
 
     return doctor.main(sys.stdout)
+
+
+def _build_arguments(parser: argparse.ArgumentParser) -> None:
+    from shopops_lab.course.command import add_arguments
+
+    add_arguments(parser)
+
+
+@register("build-notebooks", "write the student notebooks in notebooks/ from the masters in solutions/",
+          add_arguments=_build_arguments)
+def _build_notebooks(args: argparse.Namespace) -> int:
+    from shopops_lab.course.command import run
+
+    return run(args)
