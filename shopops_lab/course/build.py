@@ -1,0 +1,368 @@
+"""Generate the student notebooks in notebooks/ from the masters in solutions/.
+
+The master is the single source: answers, hidden tests and nbgrader metadata live there,
+and the student copy is derived the way nbgrader's generate_assignment derives its
+release (same stubs, same indentation rule), plus what the kit needs on top: locked
+cells, and a `raises-exception` tag on every cell that cannot run before the student
+answers, so nbval can run the pristine student notebook in CI.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from shopops_lab.course import source as src
+from shopops_lab.course.errors import CourseToolsMissingError, NotebookExecutionError, NotebookInvalidError
+from shopops_lab.course.metadata import RAISES_EXCEPTION, Problem, validate_notebook
+from shopops_lab.errors import BadArgumentError
+
+try:
+    import nbformat
+    from nbformat import NotebookNode
+except ImportError as exc:  # the engine installs without the notebook extra
+    raise CourseToolsMissingError(package="nbformat") from exc
+
+MASTER_NAME = re.compile(r"^\d{2}_.+\.ipynb$")
+CELL_TIMEOUT = 120
+KERNEL = "python3"
+
+
+@dataclass(frozen=True)
+class NotebookResult:
+    """What the build did, or would do, to one notebook; `line()` is the CLI's summary."""
+
+    path: str
+    state: str  # "up to date" | "written" | "executed" | "stale" | "missing" | "extra"
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state in ("up to date", "written", "executed")
+
+    def line(self) -> str:
+        return f"{self.path}: {self.state}" + (f": {self.detail}" if self.detail else "")
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """All notebooks of one build, in order; `ok` is False when --check found drift or a
+    student notebook has no master."""
+
+    results: tuple[NotebookResult, ...]
+    check: bool
+    execute: bool
+
+    @property
+    def ok(self) -> bool:
+        return all(result.ok for result in self.results)
+
+    def lines(self) -> list[str]:
+        return [result.line() for result in self.results]
+
+
+def _text(cell: NotebookNode) -> str:
+    value = cell.get("source", "")
+    return "".join(value) if isinstance(value, list) else value
+
+
+def _is_answer(cell: NotebookNode) -> bool:
+    return cell.get("metadata", {}).get("nbgrader", {}).get("solution") is True
+
+
+def _is_test(cell: NotebookNode) -> bool:
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.cell_type == "code" and meta.get("grade") is True and meta.get("solution") is not True
+
+
+def _needs_answer(cell: NotebookNode) -> bool:
+    kit = cell.get("metadata", {}).get("shopops_lab", {})
+    return isinstance(kit, dict) and kit.get("needs_answer") is True
+
+
+def answer_dependent_cells(master: NotebookNode) -> set[int]:
+    """Indices of code cells that cannot run while the answers are stubs: answer cells,
+    graded test cells, cells marked needs_answer, and cells naming anything an answer (or
+    such a cell, transitively) binds. A later clean rebinding of a name clears it again."""
+    tainted: set[str] = set()
+    dependent: set[int] = set()
+    for index, cell in enumerate(master.cells):
+        if cell.cell_type != "code":
+            continue
+        tree = src.parse_python(_text(cell))
+        bound = src.defined_names(tree)
+        if _is_answer(cell) or _is_test(cell) or _needs_answer(cell) or src.referenced_names(tree) & tainted:
+            dependent.add(index)
+            tainted |= bound
+        else:
+            tainted -= bound
+    return dependent
+
+
+def _check_master(master: NotebookNode, name: str) -> None:
+    problems = validate_notebook(master, name, role="master")
+    if problems:
+        raise NotebookInvalidError(notebook=name, count=len(problems), details="\n".join(map(str, problems)), problems=tuple(problems))
+
+
+def build_student(master: NotebookNode, *, name: str = "master notebook") -> NotebookNode:
+    """The student copy of a valid master: answers stubbed, hidden tests removed, outputs
+    cleared, cells locked, dependent cells tagged. Cell ids and metadata carry over, so
+    the result is a pure function of the master. Raises NotebookInvalidError first if the
+    master breaks any rule of `validate_notebook`."""
+    _check_master(master, name)
+    dependent = answer_dependent_cells(master)
+    student = copy.deepcopy(master)
+    student.metadata.pop("celltoolbar", None)  # nbgrader drops it from releases too
+    for index, cell in enumerate(student.cells):
+        text = _text(cell)
+        answer = _is_answer(cell)
+        if answer:
+            stub = src.CODE_STUB if cell.cell_type == "code" else src.TEXT_STUB
+            text, replaced = src.replace_regions(text, src.BEGIN_SOLUTION, src.END_SOLUTION, stub)
+            if not replaced:
+                text = "\n".join(stub)
+        text, _ = src.replace_regions(text, src.BEGIN_HIDDEN, src.END_HIDDEN, ())
+        cell.source = text
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)
+        cell.metadata["editable"] = answer
+        cell.metadata["deletable"] = False
+        tags = [tag for tag in cell.metadata.get("tags", []) if tag != RAISES_EXCEPTION]
+        if index in dependent:
+            tags.append(RAISES_EXCEPTION)
+        if tags:
+            cell.metadata["tags"] = tags
+        else:
+            cell.metadata.pop("tags", None)
+    return student
+
+
+def _cell_label(cell: NotebookNode) -> str:
+    grade_id = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    return f"grade_id {grade_id}" if grade_id else f"id {cell.get('id', '?')}"
+
+
+def execute_notebook(nb: NotebookNode, name: str, *, master: bool) -> NotebookNode:
+    """Run `nb` top to bottom in a fresh kernel (python3, PYTHONHASHSEED=0, cwd an empty
+    temp dir, 120 s per cell) and return it with outputs. Errors are allowed only in cells
+    tagged raises-exception; any stderr output fails (nbgrader scores a test cell that
+    writes to stderr as 0), and so does a displayed value in a master's test cell (nbgrader
+    would read it as partial credit). Metadata is restored afterwards, so executing never
+    changes what --check compares."""
+    try:
+        from jupyter_client.manager import AsyncKernelManager
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionError
+    except ImportError as exc:
+        raise CourseToolsMissingError(package="nbclient") from exc
+
+    ran = copy.deepcopy(nb)
+    saved_metadata = copy.deepcopy(nb.metadata)
+    saved_cells = [copy.deepcopy(cell.metadata) for cell in nb.cells]
+    current = {"index": None}
+
+    def on_cell_start(cell: NotebookNode, cell_index: int) -> None:
+        current["index"] = cell_index
+
+    with tempfile.TemporaryDirectory(prefix="shopops-lab-run-") as scratch:
+        # The kernel's cwd is an empty folder of its own; its IPC sockets sit beside it
+        # (no TCP ports, and no ipykernel warning about unencrypted TCP on every run).
+        workdir = os.path.join(scratch, "cwd")
+        os.mkdir(workdir)
+        manager = AsyncKernelManager(kernel_name=KERNEL, transport="ipc", ip=os.path.join(scratch, "kernel"))
+        client = NotebookClient(
+            ran,
+            km=manager,
+            timeout=CELL_TIMEOUT,
+            kernel_name=KERNEL,
+            allow_errors=False,
+            record_timing=False,
+            extra_arguments=["--HistoryManager.hist_file=:memory:"],
+            resources={"metadata": {"path": workdir}},
+            on_cell_start=on_cell_start,
+        )
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        try:
+            client.execute(cwd=workdir, env=env)
+        except CellExecutionError as exc:
+            index = current["index"]
+            cell = ran.cells[index] if index is not None else {}
+            raise NotebookExecutionError(
+                notebook=name, cell=index, grade_id=_cell_label(cell) if cell else "?",
+                problem=f"raised {exc.ename}: {exc.evalue}" + ("" if master else " in a cell without the raises-exception tag"),
+                fix="make the master run cleanly top to bottom" if master else "mark the cell needs_answer (cells.code(..., needs_answer=True)) if it needs an answer, or make it independent of the answers",
+            ) from exc
+        except Exception as exc:  # timeouts, dead kernels, missing kernelspec
+            index = current["index"]
+            raise NotebookExecutionError(
+                notebook=name, cell="-" if index is None else index, grade_id=_cell_label(ran.cells[index]) if index is not None else "kernel start",
+                problem=f"{type(exc).__name__}: {exc}".rstrip(),
+                fix=f"keep each cell under {CELL_TIMEOUT} s and check that the {KERNEL!r} kernel starts (shopops-lab doctor)",
+            ) from exc
+    for index, cell in enumerate(ran.cells):
+        if cell.cell_type != "code":
+            continue
+        for output in cell.outputs:
+            if output.get("output_type") == "stream" and output.get("name") == "stderr":
+                raise NotebookExecutionError(
+                    notebook=name, cell=index, grade_id=_cell_label(cell),
+                    problem=f"wrote to stderr: {output.get('text', '').strip()[:200]!r}",
+                    fix="remove the cause (a warning, a logging call, a print to sys.stderr); nbgrader scores a test cell with stderr output as 0",
+                )
+            if master and _is_test(cell) and output.get("output_type") == "execute_result":
+                raise NotebookExecutionError(
+                    notebook=name, cell=index, grade_id=_cell_label(cell),
+                    problem="a test cell displayed a value, which nbgrader reads as partial credit",
+                    fix="end the test with an assert, or assign the value (_ = check())",
+                )
+    ran.metadata = saved_metadata
+    for cell, metadata in zip(ran.cells, saved_cells):
+        cell.metadata = metadata
+    return ran
+
+
+def _serialize(nb: NotebookNode) -> str:
+    return nbformat.writes(nb) + "\n"  # nbformat.write ends files with a newline too
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write via a temp file in the same directory and os.replace, so a crash or an error
+    mid-write leaves the old file, never half a notebook."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _differences(expected: NotebookNode, actual: NotebookNode) -> list[str]:
+    """What --check compares: nbformat version, notebook metadata, and per cell its type,
+    id, source and metadata. Outputs and execution counts are ignored."""
+    found: list[str] = []
+    if (expected.nbformat, expected.nbformat_minor) != (actual.get("nbformat"), actual.get("nbformat_minor")):
+        found.append(f"nbformat {actual.get('nbformat')}.{actual.get('nbformat_minor')} (expected {expected.nbformat}.{expected.nbformat_minor})")
+    if expected.metadata != actual.get("metadata", {}):
+        keys = sorted(k for k in set(expected.metadata) | set(actual.metadata) if expected.metadata.get(k) != actual.metadata.get(k))
+        found.append(f"notebook metadata differs ({', '.join(keys)})")
+    if len(expected.cells) != len(actual.cells):
+        found.append(f"{len(actual.cells)} cells, the master gives {len(expected.cells)}")
+    for index, (want, have) in enumerate(zip(expected.cells, actual.cells)):
+        for part in ("cell_type", "id", "source", "metadata"):
+            mine = _text(want) if part == "source" else want.get(part)
+            theirs = _text(have) if part == "source" else have.get(part)
+            if mine != theirs:
+                label = "type" if part == "cell_type" else part
+                if part == "metadata":
+                    keys = sorted(k for k in set(mine or {}) | set(theirs or {}) if (mine or {}).get(k) != (theirs or {}).get(k))
+                    label += f" ({', '.join(keys)})"
+                found.append(f"cell {index} {label} differs")
+    return found
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _masters(solutions: Path) -> list[Path]:
+    return sorted(p for p in solutions.glob("*.ipynb") if MASTER_NAME.match(p.name))
+
+
+def _read(path: Path) -> NotebookNode:
+    try:
+        return nbformat.read(path, as_version=4)
+    except Exception as exc:  # bad JSON, unknown nbformat
+        problem = Problem(_display(path), None, "file", f"cannot be read as a notebook ({type(exc).__name__}: {exc})", "restore it from git or rebuild it")
+        raise NotebookInvalidError(notebook=problem.notebook, count=1, details=str(problem), problems=(problem,)) from exc
+
+
+def _planned(solutions: Path, labs: frozenset[str] | None = None) -> Iterator[tuple[Path, NotebookNode, NotebookNode]]:
+    """(master path, master, student) for every master (or those of `labs`), all validated before any is built."""
+    loaded = [(path, _read(path)) for path in _masters(solutions) if labs is None or path.name[:2] in labs]
+    problems: list[Problem] = []
+    for path, master in loaded:
+        problems.extend(validate_notebook(master, _display(path), role="master"))
+    if problems:
+        names = ", ".join(dict.fromkeys(p.notebook for p in problems))
+        raise NotebookInvalidError(notebook=names, count=len(problems), details="\n".join(map(str, problems)), problems=tuple(problems))
+    for path, master in loaded:
+        yield path, master, build_student(master, name=_display(path))
+
+
+def build_notebooks(solutions_dir: str | os.PathLike[str], notebooks_dir: str | os.PathLike[str], *, check: bool = False, execute: bool = False, labs: Iterable[str] | None = None) -> BuildReport:
+    """Build (or with check=True only compare) the student notebook of every NN_*.ipynb
+    master, or only those whose number is in `labs`. Everything is validated, built and,
+    with execute=True, run before the first file is written, so a failing build changes
+    nothing on disk."""
+    chosen = None if labs is None else frozenset(labs)
+    if chosen is not None and not all(isinstance(lab, str) and len(lab) == 2 and lab.isdigit() for lab in chosen):
+        raise BadArgumentError(field="--lab", problem=f"{sorted(chosen)} are not all two-digit lab numbers", fix="pass e.g. --lab 01 --lab 05")
+    if check and execute:
+        raise BadArgumentError(field="--check/--execute", problem="cannot be combined: --check writes nothing and ignores outputs", fix="run one, then the other")
+    solutions, notebooks = Path(solutions_dir), Path(notebooks_dir)
+    if not solutions.is_dir():
+        raise BadArgumentError(field="--solutions", problem=f"{solutions} is not a directory", fix="run from the repository root or pass --solutions DIR")
+    if notebooks.exists() and not notebooks.is_dir():
+        raise BadArgumentError(field="--notebooks", problem=f"{notebooks} is not a directory", fix="pass --notebooks DIR")
+    if notebooks.resolve() == solutions.resolve():
+        raise BadArgumentError(field="--notebooks", problem="is the solutions folder; student copies would overwrite the masters", fix="pass two different folders")
+    planned = list(_planned(solutions, chosen))
+    if execute:
+        planned = [
+            (path, execute_notebook(master, _display(path), master=True), execute_notebook(student, _display(notebooks / path.name), master=False))
+            for path, master, student in planned
+        ]
+    results: list[NotebookResult] = []
+    for path, master, student in planned:
+        target = notebooks / path.name
+        shown = _display(target)
+        if execute:
+            write_atomic(path, _serialize(master))
+            results.append(NotebookResult(_display(path), "executed"))
+        if check:
+            if not target.exists():
+                results.append(NotebookResult(shown, "missing", "run shopops-lab build-notebooks"))
+                continue
+            try:
+                existing = nbformat.read(target, as_version=4)
+            except Exception as exc:
+                results.append(NotebookResult(shown, "stale", f"unreadable ({type(exc).__name__})"))
+                continue
+            found = _differences(student, existing)
+            if found:
+                more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+                results.append(NotebookResult(shown, "stale", found[0] + more))
+            else:
+                results.append(NotebookResult(shown, "up to date"))
+            continue
+        text = _serialize(student)
+        if target.exists() and target.read_text(encoding="utf-8") == text:
+            results.append(NotebookResult(shown, "up to date"))
+        else:
+            write_atomic(target, text)
+            results.append(NotebookResult(shown, "written"))
+    built = {path.name for path, _, _ in planned}
+    if notebooks.is_dir():
+        for extra in _masters(notebooks):
+            if extra.name not in built and (chosen is None or extra.name[:2] in chosen):
+                results.append(NotebookResult(_display(extra), "extra", f"no master {_display(solutions / extra.name)}; delete it or add the master"))
+    return BuildReport(tuple(results), check=check, execute=execute)

@@ -1,0 +1,18 @@
+"""Errors of the course wing. Like every ShopOpsError, each docstring is the message
+template, so the author reads which notebook, which cell and what to change."""
+from __future__ import annotations
+
+from shopops_lab.errors import ShopOpsError
+
+
+class NotebookInvalidError(ShopOpsError):
+    """{notebook}: {count} problem(s); nothing was written.
+{details}"""
+
+
+class NotebookExecutionError(ShopOpsError):
+    """{notebook} cell {cell} ({grade_id}): {problem}. Fix: {fix}."""
+
+
+class CourseToolsMissingError(ShopOpsError):
+    """Building notebooks needs the Python package {package}, which is not installed. Fix: pip install 'shopops-lab[notebooks]' (or pip install -r requirements.txt)."""
