@@ -7,18 +7,23 @@ from typing import Any
 from shopops_lab.errors import BadArgumentError
 
 _SCALARS = (str, int, float, bool, type(None))
-_FAST = frozenset({str, int, bool, type(None)})
+_FAST = frozenset({str, int, bool, type(None)})  # float is left out: it may be NaN
+_KEY = frozenset({str})
 
 
 def json_copy(value: Any, field: str = "payload") -> Any:
     """A deep copy of `value` made of dict/list/str/int/float/bool/None, or BadArgumentError
     naming the path of the first part that JSON cannot carry."""
+    if type(value) is dict:
+        # The common case, on every enqueue and acquire: a flat dict of strings and numbers,
+        # checked with C-level loops over the types of its keys and values.
+        copy = dict(value)
+        if _FAST.issuperset(map(type, copy.values())) and _KEY.issuperset(map(type, copy)):
+            return copy
     if isinstance(value, _SCALARS):
         if isinstance(value, float) and value != value:
             raise _not_json(field, "NaN")
         return value
-    if type(value) is dict and all(type(k) is str and type(v) in _FAST for k, v in value.items()):
-        return dict(value)  # the common case: a flat dict of strings and numbers
     if isinstance(value, dict):
         copy = {}
         for key, inner in value.items():

@@ -358,7 +358,7 @@ def test_lab_filter_builds_only_the_named_labs(tmp_path):
     for master in sorted(FIXTURES.glob("0*.ipynb")):
         shutil.copy(master, solutions / master.name)
     report = build_notebooks(solutions, tmp_path / "notebooks", labs=["02"])
-    assert [r.notebook.rsplit("/", 1)[-1] for r in report.results] == ["02_second.ipynb"]
+    assert [r.path.rsplit("/", 1)[-1] for r in report.results] == ["02_second.ipynb"]
     assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == ["02_second.ipynb"]
     with pytest.raises(BadArgumentError, match="--lab"):
         build_notebooks(solutions, tmp_path / "notebooks", labs=["2"])

@@ -24,7 +24,7 @@ from shopops_lab.errors import (BadArgumentError, LeaseExpiredError, LeaseSettle
                                 UnknownLeaseError)
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import json_copy
-from shopops_lab.states import ItemState, check_transition
+from shopops_lab.states import TRANSITIONS, ItemState, check_transition
 
 __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority"]
 
@@ -37,6 +37,9 @@ class Priority(IntEnum):
     APPROVAL = 0
     NORMAL = 1
     BULK = 2
+
+
+_PRIORITIES = {int(p): p for p in Priority}  # an int -> its Priority name, without an Enum call
 
 
 class Outcome(StrEnum):
@@ -156,7 +159,7 @@ class InMemoryQueue:
         rec.seq = len(self._records) + 1
         rec.id = f"item-{rec.seq:04d}"
         rec.case_id, rec.tenant_id, rec.kind, rec.payload = case_id, tenant_id, kind, body
-        rec.priority = Priority(priority) if priority in Priority._value2member_map_ else priority
+        rec.priority = _PRIORITIES.get(priority, priority)
         rec.state, rec.attempts, rec.token, rec.worker_id = ItemState.READY, 0, 0, None
         rec.expires_at, rec.lease_seconds, rec.enqueued_at = None, self.lease_seconds, t
         rec.last_error, rec.dead_at, rec.replays, rec.ended_by = None, None, 0, None
@@ -177,6 +180,9 @@ class InMemoryQueue:
         """
         _name("worker_id", worker_id, "name the worker, e.g. 'W1'")
         seconds = self.lease_seconds if lease_seconds is None else _positive_seconds("lease_seconds", lease_seconds)
+        if max_priority is not None and (isinstance(max_priority, bool) or not isinstance(max_priority, int)):
+            raise BadArgumentError(field="max_priority", problem=f"is {max_priority!r}",
+                                   fix="pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out")
         t = self._time(now)
         self._expire(t)
         if not self._available:
@@ -205,10 +211,11 @@ class InMemoryQueue:
     def heartbeat(self, lease: Lease, *, now: float | None = None) -> bool:
         """Extend a live lease to now + its lease time. False once the lease is lost
         (expired, settled, or claimed by someone newer): stop side effects then."""
+        rec = self._granted(lease)
         t = self._time(now)
         self._expire(t)
         try:
-            rec = self._live(lease, "heartbeat", t)
+            self._live(lease, rec, "heartbeat", t)
         except (StaleTokenError, LeaseExpiredError, LeaseSettledError):
             return False
         rec.expires_at = t + rec.lease_seconds
@@ -221,9 +228,10 @@ class InMemoryQueue:
     def ack(self, lease: Lease, *, now: float | None = None) -> None:
         """Mark the item done. Raises StaleTokenError if a newer claim exists, and
         LeaseExpiredError / LeaseSettledError if this lease is over."""
+        rec = self._granted(lease)
         t = self._time(now)
         self._expire(t)
-        rec = self._live(lease, "ack", t)
+        self._live(lease, rec, "ack", t)
         self._move(rec, ItemState.DONE)
         rec.ended_by = "acked"
         self._release(rec)
@@ -233,9 +241,10 @@ class InMemoryQueue:
     def nack(self, lease: Lease, error: object = None, *, now: float | None = None) -> ItemState:
         """Give the item back after a failure. It is ready again, or dead if this was its
         last allowed attempt. Returns the item's new state."""
+        rec = self._granted(lease)
         t = self._time(now)
         self._expire(t)
-        rec = self._live(lease, "nack", t)
+        self._live(lease, rec, "nack", t)
         rec.ended_by = "nacked"
         rec.last_error = _describe(error)
         self.log.append(EventKind.NACKED, t, item_id=rec.id, case_id=rec.case_id,
@@ -254,12 +263,12 @@ class InMemoryQueue:
             handler(lease)
         except Exception as exc:  # the handler's failure is data for the nack
             try:
-                state = self.nack(lease, error=exc, now=now)
+                state = self.nack(lease, error=exc, now=self._after(now))
             except (StaleTokenError, LeaseExpiredError):
                 return Outcome.LOST
             return Outcome.DEAD if state is ItemState.DEAD else Outcome.RETRIED
         try:
-            self.ack(lease, now=now)
+            self.ack(lease, now=self._after(now))
         except (StaleTokenError, LeaseExpiredError):
             return Outcome.LOST
         return Outcome.OK
@@ -277,7 +286,7 @@ class InMemoryQueue:
 
     def replay_dlq(self, item_id: str, *, now: float | None = None) -> None:
         """Send a dead item back to ready with its attempts reset (after a fix)."""
-        rec = self._records.get(item_id)
+        rec = self._records.get(item_id) if isinstance(item_id, str) else None
         if rec is None:
             raise UnknownItemError(item_id=item_id)
         if rec.state is not ItemState.DEAD:
@@ -293,14 +302,20 @@ class InMemoryQueue:
 
     # ------------------------------------------------------------------ reading
     def item(self, item_id: str) -> Item:
-        rec = self._records.get(item_id)
+        rec = self._records.get(item_id) if isinstance(item_id, str) else None
         if rec is None:
             raise UnknownItemError(item_id=item_id)
         return rec.snapshot()
 
     def items(self, state: ItemState | str | None = None) -> list[Item]:
         """Snapshots in enqueue order, optionally only those in `state`."""
-        wanted = None if state is None else ItemState(state)
+        if state is None:
+            wanted = None
+        elif state in _STATES:
+            wanted = ItemState(state)
+        else:
+            raise BadArgumentError(field="state", problem=f"is {state!r}",
+                                   fix=f"pass one of {', '.join(_STATES)}, or leave it out for every item")
         return [r.snapshot() for r in self._records.values() if wanted is None or r.state is wanted]
 
     def leases(self) -> list[Item]:
@@ -330,7 +345,9 @@ class InMemoryQueue:
         reading behind a `now=` already used counts as that time (so forcing an expiry
         with `now=` works with a frozen clock), and an explicit `now=` in the past is refused."""
         if now is None:
-            t = max(float(self.clock.now()), self._last_time)
+            t = float(self.clock.now())
+            if t < self._last_time:
+                t = self._last_time
         elif isinstance(now, bool) or not isinstance(now, (int, float)) or now != now:
             raise BadArgumentError(field="now", problem=f"is {now!r}", fix="pass seconds as a number, or leave it out")
         elif now < self._last_time:
@@ -341,8 +358,14 @@ class InMemoryQueue:
         self._last_time = t
         return t
 
+    def _after(self, now: float | None) -> float | None:
+        """The time to settle a delivery that started at `now=`: no earlier than anything
+        the handler made the queue see meanwhile (a heartbeat with a later `now=`)."""
+        return None if now is None else max(now, self._last_time)
+
     def _move(self, rec: _Record, target: ItemState) -> None:
-        check_transition(f"item {rec.id}", rec.state, target)
+        if (rec.state, target) not in _EDGES:
+            check_transition(f"item {rec.id}", rec.state, target)  # raises TransitionError
         self._counts[rec.state] -= 1
         self._counts[target] += 1
         rec.state = target
@@ -405,17 +428,24 @@ class InMemoryQueue:
             expired.append(item_id)
         return expired
 
-    def _live(self, lease: Lease, op: str, t: float) -> _Record:
-        """The record `lease` still owns, or the precise reason it does not."""
+    def _granted(self, lease: Lease) -> _Record:
+        """The record behind a lease this queue really granted. Checked before the call's
+        time is taken, so a wrong argument changes nothing (not even expiries)."""
         if not isinstance(lease, Lease):
             raise BadArgumentError(field="lease", problem=f"is a {type(lease).__name__}",
                                    fix="pass the Lease object that acquire() returned")
-        rec = self._records.get(lease.item_id)
+        rec = self._records.get(lease.item_id) if isinstance(lease.item_id, str) else None
         if rec is None:
             raise UnknownLeaseError(reason=f"no item {lease.item_id} in this queue")
-        if lease.case_id != rec.case_id or lease.token > rec.token or lease.token < 1:
+        token = lease.token
+        if (lease.case_id != rec.case_id or isinstance(token, bool) or not isinstance(token, int)
+                or token > rec.token or token < 1):
             raise UnknownLeaseError(reason=f"item {lease.item_id} never granted token {lease.token} "
                                            f"for case {lease.case_id}")
+        return rec
+
+    def _live(self, lease: Lease, rec: _Record, op: str, t: float) -> None:
+        """Pass if `lease` still owns `rec` at `t`; otherwise raise the precise reason."""
         if lease.token < rec.token:
             self.log.append(EventKind.STALE_REJECTED, t, item_id=rec.id, case_id=rec.case_id,
                             worker_id=lease.worker_id, token=lease.token, op=op, current=rec.token)
@@ -424,7 +454,10 @@ class InMemoryQueue:
             if rec.ended_by == "expired":
                 raise LeaseExpiredError(item_id=rec.id, token=lease.token, expires_at=rec.expires_at)
             raise LeaseSettledError(item_id=rec.id, token=lease.token, how=rec.ended_by)
-        return rec
+
+
+_STATES = tuple(state.value for state in ItemState)
+_EDGES = frozenset(TRANSITIONS)  # the table's edges, for a quick membership test on every move
 
 
 def _name(field: str, value: object, fix: str) -> None:
