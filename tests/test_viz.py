@@ -1,0 +1,440 @@
+"""The pictures: state machine (builtin, Graphviz and fallback), timeline, plots."""
+from __future__ import annotations
+
+import os
+import re
+import stat
+import warnings
+
+import pytest
+
+from shopops_lab.clock import FakeClock
+from shopops_lab.effects import NaiveEmailAdapter
+from shopops_lab.errors import BadArgumentError, StaleTokenError
+from shopops_lab.events import EventKind, EventLog
+from shopops_lab.states import TRANSITIONS, ItemState
+from shopops_lab.viz import dot as dotmod
+from shopops_lab.viz import plots
+from shopops_lab.viz.dot import INSTALL_HINT, NO_DOT_ENV, Diagram, dot_available, render
+from shopops_lab.viz.state_machine import last_transition, lease_dot, lease_svg, state_machine
+from shopops_lab.viz.timeline import build_timeline, natural_key, timeline
+from shopops_lab.worker.queue import InMemoryQueue
+
+EDGES = [((None, ItemState.READY), "enqueue"), *TRANSITIONS.items()]
+
+
+def edge_class(source, target):
+    return f"edge {'start' if source is None else source.value}-{target.value}"
+
+
+def highlighted(svg):
+    """The class names of the highlighted edge groups in a builtin SVG."""
+    return re.findall(r'<g class="(edge [a-z]+-[a-z]+) highlight">', svg)
+
+
+@pytest.fixture(autouse=True)
+def _dot_allowed(monkeypatch):
+    monkeypatch.delenv(NO_DOT_ENV, raising=False)
+
+
+@pytest.fixture
+def queue():
+    return InMemoryQueue(lease_seconds=30, max_attempts=2, clock=FakeClock())
+
+
+# ---------------------------------------------------------------- state machine: content
+def test_dot_source_has_every_transition_with_its_label_and_the_entry_point():
+    source = lease_dot()
+    for (src, dst), label in EDGES:
+        name = "start" if src is None else src.value
+        assert f'{name} -> {dst.value} [label="{label}"];' in source
+    assert source.count(" -> ") == len(TRANSITIONS) + 1
+
+
+def test_builtin_svg_draws_every_transition_with_its_label():
+    svg = lease_svg()
+    for (src, dst), label in EDGES:
+        group = re.search(rf'<g class="{edge_class(src, dst)}">(.*?)</g>', svg, re.S)
+        assert group, f"no edge {src}->{dst}"
+        assert f">{label}</text>" in group.group(1)
+    for state in ItemState:
+        assert f'<g class="state {state.value}">' in svg
+    assert highlighted(svg) == []
+
+
+def test_counts_from_the_queue_appear_in_every_node(queue):
+    for case in ("O-1001", "A-1002", "O-1003"):
+        queue.enqueue(case_id=case)
+    lease = queue.acquire("W1")
+    queue.ack(lease)
+    queue.acquire("W2")
+    diagram = state_machine(queue)
+    counts = dict(re.findall(r'<g class="state (\w+)">.*?class="count">(\d+)</text>', diagram.svg, re.S))
+    assert counts == {"ready": "1", "leased": "1", "done": "1", "dead": "0"}
+    assert 'ready [label="ready\\n1"' in diagram.source
+    assert 'done [label="done\\n1"' in diagram.source
+
+
+@pytest.mark.parametrize("steps, expected", [
+    ("enqueue", "edge start-ready"),
+    ("acquire", "edge ready-leased"),
+    ("ack", "edge leased-done"),
+    ("nack", "edge leased-ready"),
+    ("expire", "edge leased-ready"),
+    ("dead", "edge leased-dead"),
+    ("replay", "edge dead-ready"),
+    ("heartbeat", "edge ready-leased"),  # a heartbeat moves nothing: acquire stays lit
+])
+def test_the_last_transition_of_the_queue_is_highlighted(queue, steps, expected):
+    queue.enqueue(case_id="O-1001")
+    if steps != "enqueue":
+        lease = queue.acquire("W1")
+        if steps == "ack":
+            queue.ack(lease)
+        elif steps == "nack":
+            queue.nack(lease, "boom")
+        elif steps == "expire":
+            queue._expire_leases(now=lease.expires_at + 1)
+        elif steps == "heartbeat":
+            queue.heartbeat(lease)
+        elif steps in ("dead", "replay"):
+            queue.nack(lease, "boom")
+            queue.nack(queue.acquire("W2"), "boom again")
+            if steps == "replay":
+                queue.replay_dlq(lease.item_id)
+    diagram = state_machine(queue)
+    assert highlighted(diagram.svg) == [expected]
+    src, dst = expected.split()[1].split("-")
+    lit = [line for line in diagram.source.splitlines() if "penwidth" in line]
+    assert len(lit) == 1 and lit[0].strip().startswith(f"{src} -> {dst} ")
+
+
+def test_no_transition_yet_means_no_highlight(queue):
+    assert last_transition(queue.log) is None
+    assert highlighted(state_machine(queue).svg) == []
+
+
+def test_highlight_can_be_chosen_by_label_or_pair_and_bad_ones_are_named():
+    assert highlighted(state_machine(highlight="max attempts").svg) == ["edge leased-dead"]
+    assert highlighted(state_machine(highlight=("dead", "ready")).svg) == ["edge dead-ready"]
+    assert highlighted(state_machine(highlight="enqueue").svg) == ["edge start-ready"]
+    with pytest.raises(BadArgumentError, match="highlight .*'acquire'"):
+        state_machine(highlight=("done", "ready"))
+    with pytest.raises(BadArgumentError, match="queue"):
+        state_machine(queue="not a queue")
+    with pytest.raises(BadArgumentError, match="engine"):
+        state_machine(engine="neato")
+
+
+# ---------------------------------------------------------------- state machine: determinism
+def test_builtin_picture_is_identical_twice_and_has_no_ids_or_comments(queue):
+    queue.enqueue(case_id="O-1001")
+    queue.acquire("W1")
+    first, second = state_machine(queue), state_machine(queue)
+    assert first.svg == second.svg and first.source == second.source
+    assert first.engine == "builtin"
+    assert "<!--" not in first.svg and " id=" not in first.svg
+    assert repr(first) == "<Diagram 'lease state machine': SVG drawn by builtin>"
+    assert first._repr_svg_() == first.svg and first._repr_html_() is None
+
+
+def test_default_picture_does_not_depend_on_graphviz(monkeypatch, queue):
+    queue.enqueue(case_id="O-1001")
+    with_dot = state_machine(queue).svg
+    monkeypatch.setenv(NO_DOT_ENV, "1")
+    assert state_machine(queue).svg == with_dot
+
+
+# ---------------------------------------------------------------- Graphviz and the fallbacks
+def needs_dot():
+    if not dot_available():
+        pytest.skip("Graphviz `dot` is not installed: run `sudo apt-get install graphviz` "
+                    "(or `brew install graphviz`) to test the Graphviz path")
+
+
+def test_graphviz_renders_every_label_deterministically_without_version_comment(queue):
+    needs_dot()
+    queue.enqueue(case_id="O-1001")
+    lease = queue.acquire("W1")
+    queue._expire_leases(now=lease.expires_at)
+    first, second = state_machine(queue, engine="auto"), state_machine(queue, engine="auto")
+    assert first.engine == "dot"
+    assert first.svg == second.svg
+    assert "<!--" not in first.svg and "Generated by" not in first.svg and "<?xml" not in first.svg
+    assert first.svg.lstrip().startswith("<svg")
+    for _, label in EDGES:
+        assert f">{label}</text>" in first.svg
+    ids = re.findall(r' id="([^"]+)"', first.svg)
+    assert ids and all(re.fullmatch(r"(graph|node|edge)\d+", i) for i in ids)
+    assert "#d62728" in first.svg  # the highlighted edge
+
+
+def test_forced_fallback_shows_the_builtin_picture_or_the_dot_source(monkeypatch, queue):
+    queue.enqueue(case_id="O-1001")
+    builtin = state_machine(queue)
+    assert state_machine(queue, engine="fallback").svg == builtin.svg
+    monkeypatch.setenv(NO_DOT_ENV, "1")
+    assert not dot_available()
+    auto = state_machine(queue, engine="auto")
+    assert auto.engine == "builtin" and auto.svg == builtin.svg
+    bare = render("digraph { a -> b }")
+    assert bare.engine == "source" and bare.svg is None and bare._repr_svg_() is None
+    page = bare._repr_html_()
+    assert "<pre>digraph { a -&gt; b }</pre>" in page
+    assert "sudo apt-get install graphviz" in page and "brew install graphviz" in page
+    assert "this page shows the DOT source" in INSTALL_HINT
+
+
+def test_missing_dot_on_the_path_falls_back(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert not dot_available()
+    diagram = render("digraph { a -> b }", fallback_svg="<svg/>")
+    assert diagram.engine == "builtin" and diagram.svg == "<svg/>"
+
+
+def test_a_failing_dot_falls_back_quietly(monkeypatch, tmp_path, capfd):
+    fake = tmp_path / "dot"
+    fake.write_text("#!/bin/sh\necho 'dot: something broke' >&2\nexit 3\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(tmp_path) + os.pathsep + os.environ.get("PATH", ""))
+    diagram = render("digraph { a -> b }")
+    assert diagram.engine == "source" and "exit status 3" in diagram.note
+    assert capfd.readouterr().err == ""
+
+
+def test_render_checks_its_arguments():
+    with pytest.raises(BadArgumentError, match="source"):
+        render("  ")
+    with pytest.raises(BadArgumentError, match="engine"):
+        render("digraph {}", engine="dot!")
+
+
+def test_clean_svg_strips_prologue_and_comments():
+    raw = ('<?xml version="1.0"?>\n<!DOCTYPE svg PUBLIC "x" "y">\n<!-- Generated by graphviz version 9 -->\n'
+           '<svg><!-- a --><g/></svg>\n')
+    assert dotmod.clean_svg(raw) == "<svg><g/></svg>\n"
+
+
+# ---------------------------------------------------------------- timeline
+def crash_and_redelivery_log():
+    """W1 takes O-1001, emails, crashes; W10 gets it after expiry and emails again
+    (a naive adapter: duplicate); W2 handles A-1002 and pauses; W1 comes back stale."""
+    clock = FakeClock()
+    q = InMemoryQueue(lease_seconds=30, clock=clock)
+    email = NaiveEmailAdapter(log=q.log, clock=clock)
+    q.enqueue(case_id="O-1001")
+    q.enqueue(case_id="A-1002")
+    stale = q.acquire("W1")
+    clock.set(1)
+    other = q.acquire("W2")
+    clock.set(4)
+    q.ack(other)
+    q.log.append(EventKind.WORKER_PAUSED, 4.0, worker_id="W2")
+    clock.set(5)
+    email.send("O-1001:email:3", case_id="O-1001", worker_id="W1")
+    q.log.append(EventKind.WORKER_CRASHED, 6.0, worker_id="W1")
+    q.log.append(EventKind.WORKER_RESUMED, 8.0, worker_id="W2")
+    clock.set(31)
+    again = q.acquire("W10")
+    clock.set(33)
+    email.send("O-1001:email:3", case_id="O-1001", worker_id="W10")
+    clock.set(35)
+    q.ack(again)
+    q.log.append(EventKind.WORKER_RESUMED, 40.0, worker_id="W1")
+    clock.set(41)
+    with pytest.raises(StaleTokenError):
+        q.ack(stale)
+    return q.log
+
+
+def test_timeline_reads_lanes_leases_links_bands_and_contacts():
+    data = build_timeline(crash_and_redelivery_log())
+    assert data.lanes == ("W1", "W2", "W10")
+    assert [(s.worker_id, s.case_id, s.outcome, s.start, s.end) for s in data.leases] == [
+        ("W1", "O-1001", "expired", 0.0, 30.0),   # ends at its deadline, not when noticed
+        ("W2", "A-1002", "acked", 1.0, 4.0),
+        ("W10", "O-1001", "acked", 31.0, 35.0),
+    ]
+    assert [(link.item_id, link.source, link.target) for link in data.links] == [("item-0001", 0, 2)]
+    assert [(b.worker_id, b.kind, b.start, b.end, b.open) for b in data.bands] == [
+        ("W2", "pause", 4.0, 8.0, False), ("W1", "crash", 6.0, 40.0, False)]
+    assert [(c.worker_id, c.duplicate) for c in data.contacts] == [("W1", False), ("W10", True)]
+    assert [(r.worker_id, r.token) for r in data.rejections] == [("W1", 1)]
+    assert data.note == "" and data.total_leases == 3
+
+
+def test_timeline_svg_draws_them_in_natural_lane_order():
+    svg = timeline(crash_and_redelivery_log()).svg
+    lanes = re.findall(r'class="lane">(W\d+)</text>', svg)
+    assert lanes == ["W1", "W2", "W10"]
+    assert svg.count('<g class="lease expired">') == 1 and svg.count('<g class="lease acked">') == 2
+    assert svg.count('<g class="link">') == 1
+    assert svg.count('<g class="band crash">') == 1 and svg.count('<g class="band pause">') == 1
+    assert svg.count('<g class="contact duplicate">') == 1 and svg.count('<g class="contact sent">') == 1
+    assert svg.count('<g class="rejection">') == 1
+    assert "time (s)" in svg and "showing" not in svg
+
+
+def test_timeline_filters_by_case_worker_and_time():
+    log = crash_and_redelivery_log()
+    only_a = build_timeline(log, cases=["A-1002"])
+    assert only_a.lanes == ("W2",) and [s.case_id for s in only_a.leases] == ["A-1002"] and not only_a.links
+    only_w10 = build_timeline(log, workers=["W10"])
+    assert only_w10.lanes == ("W10",) and len(only_w10.leases) == 1 and not only_w10.bands
+    early = build_timeline(log, until=20)
+    assert [(s.worker_id, s.outcome, s.end) for s in early.leases] == [("W1", "open", 20.0), ("W2", "acked", 4.0)]
+    assert not early.links and [b.open for b in early.bands] == [False, True]
+    assert early.contacts[0].duplicate is False and len(early.contacts) == 1
+
+
+def test_a_duplicated_delivery_is_a_second_bar_and_the_loser_is_marked_lost():
+    log = EventLog()
+    held = dict(item_id="item-0001", case_id="O-1001", token=1, attempt=1)
+    log.append(EventKind.LEASED, 0.0, worker_id="W1", **held)
+    log.append(EventKind.DELIVERED_TWICE, 1.0, worker_id="W2", first_worker="W1", **held)
+    log.append(EventKind.ACKED, 3.0, worker_id="W2", **held)
+    log.append(EventKind.LEASE_LOST, 4.0, worker_id="W1", op="ack", reason="settled", **held)
+    data = build_timeline(log)
+    assert [(s.worker_id, s.outcome, s.copy, s.end) for s in data.leases] == [
+        ("W1", "lost", False, 4.0), ("W2", "acked", True, 3.0)]
+    assert data.links == ()
+    svg = timeline(log).svg
+    assert '<g class="lease lost">' in svg and '<g class="lease acked copy">' in svg
+
+
+def test_a_cut_window_ends_where_the_first_left_out_lease_begins():
+    log = EventLog()
+    for i in range(3):
+        log.append(EventKind.LEASED, float(i), item_id=f"item-{i}", case_id=f"O-{i}", worker_id=f"W{i + 1}",
+                   token=1, attempt=1)
+    log.append(EventKind.ACKED, 5.0, item_id="item-0", case_id="O-0", worker_id="W1", token=1, attempt=1)
+    data = build_timeline(log, max_leases=2)
+    assert [(s.worker_id, s.outcome, s.end) for s in data.leases] == [("W1", "open", 2.0), ("W2", "open", 2.0)]
+    assert data.lanes == ("W1", "W2") and data.end == 2.0
+    assert data.note.startswith("showing 2 of 3 leases and 2 of 3 workers;")
+
+
+def big_log(leases, workers):
+    log = EventLog()
+    for i in range(leases):
+        t = float(i)
+        item = f"item-{i:05d}"
+        log.append(EventKind.LEASED, t, item_id=item, case_id=f"O-{i}", worker_id=f"W{i % workers + 1}",
+                   token=1, attempt=1, expires_at=t + 30)
+        log.append(EventKind.ACKED, t + 0.5, item_id=item, case_id=f"O-{i}", worker_id=f"W{i % workers + 1}",
+                   token=1, attempt=1)
+    return log
+
+
+def test_a_large_log_is_cut_to_a_window_with_a_note():
+    diagram = timeline(big_log(2000, 1))
+    assert diagram.note == ("showing 60 of 2,000 leases; pass cases=[...], workers=[...] "
+                            "or until=... to zoom")
+    assert diagram.svg.count('<g class="lease acked">') == 60
+    assert diagram.note in diagram.svg and diagram.note in repr(diagram)
+    many = build_timeline(big_log(100, 15))
+    assert many.lanes == tuple(f"W{i}" for i in range(1, 13))
+    assert many.note.startswith("showing 60 of 100 leases and 12 of 15 workers;")
+    assert len(many.leases) == 60
+
+
+def test_timeline_is_deterministic_and_checks_its_arguments():
+    log = crash_and_redelivery_log()
+    assert timeline(log).svg == timeline(log).svg
+    assert timeline(log, axis="seq").svg != timeline(log).svg
+    assert "event number in the log" in timeline(log, axis="seq").svg
+    assert " at 0x" not in repr(timeline(log)) and " id=" not in timeline(log).svg
+    assert "no leases to show yet" in timeline(EventLog()).svg
+    with pytest.raises(BadArgumentError, match="cases"):
+        timeline(log, cases="O-1001")
+    with pytest.raises(BadArgumentError, match="axis"):
+        timeline(log, axis="wall")
+    with pytest.raises(BadArgumentError, match="log"):
+        timeline([1, 2, 3])
+    assert sorted(["W10", "W2", "W1", "worker"], key=natural_key) == ["W1", "W2", "W10", "worker"]
+
+
+# ---------------------------------------------------------------- plots
+def plot_log():
+    """12 items over 60 s, one gateway call each (a spike from t=20 to t=30), one DLQ."""
+    log = EventLog()
+    for i in range(12):
+        log.append(EventKind.ENQUEUED, 0.0, item_id=f"item-{i:04d}", case_id=f"O-{i}")
+    for i in range(12):
+        t = float(i * 5)
+        item = dict(item_id=f"item-{i:04d}", case_id=f"O-{i}", worker_id="W1", token=1)
+        if t == 20:
+            log.append(EventKind.FAULT_INJECTED, t, fault="gateway_spike", source="explicit")
+        log.append(EventKind.LEASED, t, **item, attempt=1)
+        log.append(EventKind.GATEWAY_CALL, t, worker_id="W1", seconds=10.0 if 20 <= t < 30 else 1.0 + i / 10)
+        if i == 11:
+            log.append(EventKind.NACKED, t + 1, **item, attempt=1)
+            log.append(EventKind.DEAD_LETTERED, t + 1, **item, attempt=1)
+        else:
+            log.append(EventKind.ACKED, t + 1, **item, attempt=1)
+        if t == 25:
+            log.append(EventKind.FAULT_INJECTED, t + 5, fault="gateway_spike", phase="over", factor=4.0)
+    return log
+
+
+def test_p95_and_fault_periods_are_read_from_the_log():
+    log = plot_log()
+    # buckets (t - 10, t], sampled the way metrics.series samples
+    assert plots.p95_series(log, bucket=10)[:5] == [(0.0, 1.0, 1), (10.0, 1.2, 2), (20.0, 10.0, 2),
+                                                    (30.0, 10.0, 2), (40.0, 1.8, 2)]
+    assert plots.fault_periods(log) == [(20.0, 30.0, "gateway spike")]
+    unfinished = EventLog()
+    unfinished.append(EventKind.FAULT_INJECTED, 5.0, fault="gateway_spike")
+    unfinished.append(EventKind.FAULT_INJECTED, 6.0, fault="kill_worker", worker_id="W2")  # instants,
+    unfinished.append(EventKind.FAULT_INJECTED, 7.0, fault="poison", point="enqueue")        # not periods
+    unfinished.append(EventKind.ENQUEUED, 9.0, item_id="item-0001")
+    assert plots.fault_periods(unfinished) == [(5.0, 9.0, "gateway spike")]
+
+
+def test_plots_return_figures_with_their_lines_labels_and_fault_shading():
+    log = plot_log()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        depth = plots.depth_plot(log).axes[0]
+        latency = plots.latency_plot(log, bucket=10, budget=5).axes[0]
+        through = plots.throughput_plot(log, bucket=10, faults=[(0, 5, "chaos")]).axes[0]
+        attempts = plots.attempts_plot(log).axes[0]
+        board = plots.dashboard(log, bucket=10)
+    assert len(depth.lines) == 2 and (depth.get_xlabel(), depth.get_ylabel()) == ("time (s)", "items")
+    assert [line.get_label() for line in depth.lines] == ["ready (depth)", "leased (in flight)"]
+    assert max(depth.lines[0].get_ydata()) == 11 and depth.lines[0].get_ydata()[-1] == 0  # 12 in, 1 leased at t=0
+    assert len(latency.lines) == 2 and latency.get_ylabel() == "p95 latency (s)"
+    assert len(latency.patches) == 1 and latency.texts[0].get_text() == "gateway spike"
+    assert len(through.lines) == 1 and through.get_ylabel() == "acks per 10 s"
+    assert sum(through.lines[0].get_ydata()) == 11 and through.texts[0].get_text() == "chaos"
+    assert [bar.get_height() for bar in attempts.patches] == [12]  # every item delivered once
+    assert attempts.get_ylabel() == "items"
+    assert [ax.get_title() for ax in board.axes] == ["queue depth", "gateway p95 latency", "throughput",
+                                                     "attempts histogram"]
+
+
+def test_plots_render_the_same_png_bytes_twice():
+    log = plot_log()
+    first = plots.png_bytes(plots.dashboard(log, budget=5))
+    second = plots.png_bytes(plots.dashboard(log, budget=5))
+    assert first == second and first.startswith(b"\x89PNG")
+    assert b"Matplotlib" not in first
+    figure = plots.depth_plot(log)
+    assert figure._repr_png_() == plots.png_bytes(figure)
+    assert repr(figure) == "<PlotFigure 7x3 in, 1 axes>"
+
+
+def test_empty_logs_plot_no_data_and_bad_arguments_are_named():
+    for make in (plots.depth_plot, plots.latency_plot, plots.throughput_plot, plots.attempts_plot):
+        assert make(EventLog()).axes[0].texts[0].get_text() == "no data yet"
+    with pytest.raises(BadArgumentError, match="faults"):
+        plots.depth_plot(plot_log(), faults=[(5, 1, "backwards")])
+    with pytest.raises(BadArgumentError, match="bucket"):
+        plots.throughput_plot(plot_log(), bucket=0)
+    with pytest.raises(BadArgumentError, match="log"):
+        plots.depth_plot("log")
+
+
+def test_diagram_repr_says_what_it_shows():
+    assert repr(Diagram(title="x", svg=None, source="digraph {}", engine="source", note="n")) == (
+        "<Diagram 'x': no picture, DOT source only; n>")
