@@ -28,6 +28,9 @@ from shopops_lab.states import TRANSITIONS, ItemState, check_transition
 
 __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority"]
 
+# Looked up once: reading a member off an Enum class costs a descriptor call, on every hot path.
+_READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
+
 
 class Priority(IntEnum):
     """Lower is served first. Approval resumes (a human already said yes and the
@@ -98,7 +101,7 @@ class _Record:
                  "last_error", "dead_at", "replays", "ended_by")
 
     def snapshot(self) -> Item:
-        leased = self.state is ItemState.LEASED
+        leased = self.state is _LEASED
         return Item(id=self.id, case_id=self.case_id, tenant_id=self.tenant_id, kind=self.kind,
                     payload=json_copy(self.payload), priority=self.priority, state=self.state,
                     attempts=self.attempts, token=self.token,
@@ -160,11 +163,11 @@ class InMemoryQueue:
         rec.id = f"item-{rec.seq:04d}"
         rec.case_id, rec.tenant_id, rec.kind, rec.payload = case_id, tenant_id, kind, body
         rec.priority = _PRIORITIES.get(priority, priority)
-        rec.state, rec.attempts, rec.token, rec.worker_id = ItemState.READY, 0, 0, None
+        rec.state, rec.attempts, rec.token, rec.worker_id = _READY, 0, 0, None
         rec.expires_at, rec.lease_seconds, rec.enqueued_at = None, self.lease_seconds, t
         rec.last_error, rec.dead_at, rec.replays, rec.ended_by = None, None, 0, None
         self._records[rec.id] = rec
-        self._counts[ItemState.READY] += 1
+        self._counts[_READY] += 1
         self._make_ready(rec, front=False)
         self.log.append(EventKind.ENQUEUED, t, item_id=rec.id, case_id=case_id,
                         tenant_id=tenant_id, kind=kind, priority=int(priority))
@@ -192,7 +195,7 @@ class InMemoryQueue:
         _, _, case_id = heapq.heappop(self._available)
         case = self._cases[case_id]
         rec = case.ready.popleft()
-        self._move(rec, ItemState.LEASED)
+        self._move(rec, _LEASED)
         case.leased = rec
         rec.attempts += 1
         rec.token += 1
@@ -232,7 +235,7 @@ class InMemoryQueue:
         t = self._time(now)
         self._expire(t)
         self._live(lease, rec, "ack", t)
-        self._move(rec, ItemState.DONE)
+        self._move(rec, _DONE)
         rec.ended_by = "acked"
         self._release(rec)
         self.log.append(EventKind.ACKED, t, item_id=rec.id, case_id=rec.case_id,
@@ -263,12 +266,12 @@ class InMemoryQueue:
             handler(lease)
         except Exception as exc:  # the handler's failure is data for the nack
             try:
-                state = self.nack(lease, error=exc, now=self._after(now))
+                state = self.nack(lease, error=exc, now=self._settle_time(now))
             except (StaleTokenError, LeaseExpiredError):
                 return Outcome.LOST
-            return Outcome.DEAD if state is ItemState.DEAD else Outcome.RETRIED
+            return Outcome.DEAD if state is _DEAD else Outcome.RETRIED
         try:
-            self.ack(lease, now=self._after(now))
+            self.ack(lease, now=self._settle_time(now))
         except (StaleTokenError, LeaseExpiredError):
             return Outcome.LOST
         return Outcome.OK
@@ -289,10 +292,10 @@ class InMemoryQueue:
         rec = self._records.get(item_id) if isinstance(item_id, str) else None
         if rec is None:
             raise UnknownItemError(item_id=item_id)
-        if rec.state is not ItemState.DEAD:
+        if rec.state is not _DEAD:
             raise NotInDLQError(item_id=item_id, state=rec.state.value)
         t = self._time(now)
-        self._move(rec, ItemState.READY)
+        self._move(rec, _READY)
         del self._dead[item_id]
         rec.attempts = 0
         rec.replays += 1
@@ -320,7 +323,7 @@ class InMemoryQueue:
 
     def leases(self) -> list[Item]:
         """Items currently leased, in enqueue order."""
-        return self.items(ItemState.LEASED)
+        return self.items(_LEASED)
 
     def counts(self) -> dict[ItemState, int]:
         """How many items are in each state (every state present, zeros included)."""
@@ -329,7 +332,7 @@ class InMemoryQueue:
     @property
     def depth(self) -> int:
         """Items waiting to be acquired."""
-        return self._counts[ItemState.READY]
+        return self._counts[_READY]
 
     def __len__(self) -> int:
         return len(self._records)
@@ -358,7 +361,7 @@ class InMemoryQueue:
         self._last_time = t
         return t
 
-    def _after(self, now: float | None) -> float | None:
+    def _settle_time(self, now: float | None) -> float | None:
         """The time to settle a delivery that started at `now=`: no earlier than anything
         the handler made the queue see meanwhile (a heartbeat with a later `now=`)."""
         return None if now is None else max(now, self._last_time)
@@ -397,7 +400,7 @@ class InMemoryQueue:
         case = self._cases[rec.case_id]
         case.leased = None
         if rec.attempts >= self.max_attempts:
-            self._move(rec, ItemState.DEAD)
+            self._move(rec, _DEAD)
             rec.dead_at = t
             self._dead[rec.id] = rec
             if case.ready:
@@ -406,10 +409,10 @@ class InMemoryQueue:
             self.log.append(EventKind.DEAD_LETTERED, t, item_id=rec.id, case_id=rec.case_id,
                             worker_id=rec.worker_id, token=rec.token, attempt=rec.attempts,
                             error=rec.last_error, enqueued_at=rec.enqueued_at)
-            return ItemState.DEAD
-        self._move(rec, ItemState.READY)
+            return _DEAD
+        self._move(rec, _READY)
         self._make_ready(rec, front=True)
-        return ItemState.READY
+        return _READY
 
     def _expire(self, t: float) -> list[str]:
         expired = []
@@ -417,7 +420,7 @@ class InMemoryQueue:
         while heap and heap[0][0] <= t:
             expires_at, _, token, item_id = heapq.heappop(heap)
             rec = self._records[item_id]
-            if rec.state is not ItemState.LEASED or rec.token != token or rec.expires_at != expires_at:
+            if rec.state is not _LEASED or rec.token != token or rec.expires_at != expires_at:
                 continue  # settled, re-leased or extended since: an old entry
             rec.ended_by = "expired"
             rec.last_error = f"lease expired at t={expires_at:g} (worker {rec.worker_id}, attempt {rec.attempts})"
@@ -450,7 +453,7 @@ class InMemoryQueue:
             self.log.append(EventKind.STALE_REJECTED, t, item_id=rec.id, case_id=rec.case_id,
                             worker_id=lease.worker_id, token=lease.token, op=op, current=rec.token)
             raise StaleTokenError(what=f"item {rec.id}", token=lease.token, current=rec.token)
-        if rec.state is not ItemState.LEASED:
+        if rec.state is not _LEASED:
             if rec.ended_by == "expired":
                 raise LeaseExpiredError(item_id=rec.id, token=lease.token, expires_at=rec.expires_at)
             raise LeaseSettledError(item_id=rec.id, token=lease.token, how=rec.ended_by)

@@ -1,0 +1,225 @@
+"""The foundation: the fake clock, the error classes' messages, the state table and the event log."""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import math
+import string
+
+import pytest
+
+from shopops_lab import errors
+from shopops_lab.clock import Clock, FakeClock, SystemClock
+from shopops_lab.errors import BadArgumentError, ShopOpsError, StaleTokenError, TransitionError
+from shopops_lab.events import Event, EventKind, EventLog
+from shopops_lab.states import TRANSITIONS, ItemState, check_transition
+
+# --------------------------------------------------------------------------- clock
+
+
+def test_fake_clock_moves_only_when_told():
+    clock = FakeClock()
+    assert clock.now() == 0.0 and clock.now() == 0.0
+    assert clock.advance(2.5) == 2.5 == clock.now()
+    assert clock.advance(0) == 2.5
+    assert clock.set(10) == 10.0 == clock.now()
+    assert clock.set(10) == 10.0
+    assert FakeClock(start=100).now() == 100.0
+    assert repr(clock) == "FakeClock(now=10)"
+
+
+@pytest.mark.parametrize("move, field, message", [
+    (lambda c: c.advance(-1), "seconds",
+     "seconds is negative (-1.0). Fix: a FakeClock only moves forward; pass a value >= 0."),
+    (lambda c: c.set(4), "when",
+     "when is 4.0, before the clock's 5.0. Fix: a FakeClock only moves forward; pass a time >= now()."),
+    (lambda c: c.advance("1"), "seconds",
+     "seconds is '1', not a number of seconds. Fix: pass seconds as an int or float."),
+    (lambda c: c.advance(math.nan), "seconds", None),
+    (lambda c: c.advance(True), "seconds", None),
+    (lambda c: c.set(None), "when", None),
+])
+def test_fake_clock_never_goes_back_and_names_the_bad_field(move, field, message):
+    clock = FakeClock(5)
+    with pytest.raises(BadArgumentError) as err:
+        move(clock)
+    assert err.value.field == field
+    assert str(err.value).startswith(f"{field} is")
+    if message is not None:
+        assert str(err.value) == message
+    assert clock.now() == 5.0
+
+
+def test_fake_clock_start_must_be_a_number():
+    with pytest.raises(BadArgumentError) as err:
+        FakeClock("noon")  # type: ignore[arg-type]
+    assert err.value.field == "start"
+
+
+def test_both_clocks_satisfy_the_clock_protocol():
+    assert isinstance(FakeClock(), Clock) and isinstance(SystemClock(), Clock)
+    assert isinstance(SystemClock().now(), float)
+    assert repr(SystemClock()) == "SystemClock()"
+    assert not isinstance(object(), Clock)
+
+
+# --------------------------------------------------------------------------- errors
+
+def every_error_class() -> list[type[ShopOpsError]]:
+    found, todo = [], [ShopOpsError]
+    while todo:
+        cls = todo.pop()
+        found.append(cls)
+        todo.extend(cls.__subclasses__())
+    return sorted({c for c in found if c.__module__ == errors.__name__}, key=lambda c: c.__name__)
+
+
+def template_fields(cls: type[ShopOpsError]) -> list[str]:
+    return sorted({name for _, name, _, _ in string.Formatter().parse(cls.__doc__) if name})
+
+
+def test_every_error_class_in_the_module_is_a_shopops_error():
+    defined = [obj for _, obj in inspect.getmembers(errors, inspect.isclass) if obj.__module__ == errors.__name__]
+    assert sorted(defined, key=lambda c: c.__name__) == every_error_class()
+
+
+@pytest.mark.parametrize("cls", every_error_class(), ids=lambda c: c.__name__)
+def test_each_error_formats_its_docstring_from_its_fields(cls):
+    fields = {name: 7 for name in template_fields(cls)}  # 7 suits every format spec (:g, !r, plain)
+    assert fields, f"{cls.__name__} has no fields in its message"
+    err = cls(**fields)
+    message = str(err)
+    assert message == cls.__doc__.format(**fields)
+    assert "{" not in message and "}" not in message
+    assert err.fields == fields
+    assert all(getattr(err, name) == 7 for name in fields)
+    assert isinstance(err, ShopOpsError) and isinstance(err, Exception)
+
+
+def test_error_messages_read_as_sentences_with_the_values_in_place():
+    assert str(StaleTokenError(what="item item-0001", token=4, current=5)) == (
+        "Stale fencing token for item item-0001: this write carries token 4, but the store's current "
+        "token is 5. Another worker claimed it after you; stop and do not write.")
+    bad = BadArgumentError(field="lease_seconds", problem="is -1", fix="pass a positive number of seconds")
+    assert str(bad) == "lease_seconds is -1. Fix: pass a positive number of seconds."
+    assert isinstance(bad, ValueError)  # callers catching ValueError still catch it
+    assert str(errors.LeaseExpiredError(item_id="item-0001", token=1, expires_at=30.0)).startswith(
+        "The lease on item item-0001 (token 1) expired at t=30;")
+
+
+# --------------------------------------------------------------------------- states
+
+def test_the_transition_table_is_the_chapters_state_diagram():
+    assert dict(TRANSITIONS) == {
+        (ItemState.READY, ItemState.LEASED): "acquire",
+        (ItemState.LEASED, ItemState.DONE): "ack",
+        (ItemState.LEASED, ItemState.READY): "expiry / nack",
+        (ItemState.LEASED, ItemState.DEAD): "max attempts",
+        (ItemState.DEAD, ItemState.READY): "replay",
+    }
+    with pytest.raises(TypeError):
+        TRANSITIONS[(ItemState.DONE, ItemState.READY)] = "undo"  # type: ignore[index]
+
+
+def test_check_transition_allows_exactly_the_table():
+    for source in ItemState:
+        for target in ItemState:
+            if (source, target) in TRANSITIONS:
+                check_transition("item-0001", source, target)
+            else:
+                with pytest.raises(TransitionError, match=f"item-0001 cannot move from {source} to {target}"):
+                    check_transition("item-0001", source, target)
+
+
+# --------------------------------------------------------------------------- events
+
+def sample_log() -> EventLog:
+    log = EventLog()
+    log.append(EventKind.ENQUEUED, 0, item_id="item-0001", case_id="O-1001", tenant_id="store_northline")
+    log.append(EventKind.LEASED, 1.5, item_id="item-0001", case_id="O-1001", worker_id="W1",
+               token=1, attempt=1, expires_at=31.5)
+    log.append(EventKind.CONTACT_SENT, 2, case_id="O-1001", worker_id="W1", message_id="msg-0001")
+    log.append(EventKind.ACKED, 3, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, attempt=1)
+    return log
+
+
+def test_append_returns_consecutive_seqs_and_events_carry_them():
+    log = EventLog()
+    assert [log.append(EventKind.ENQUEUED, t, item_id=f"item-{t}") for t in range(3)] == [0, 1, 2]
+    assert [e.seq for e in log] == [0, 1, 2] and len(log) == 3
+    assert log[1] == Event(seq=1, time=1, kind=EventKind.ENQUEUED, item_id="item-1")
+    assert log.last.seq == 2 and EventLog().last is None
+    assert repr(log) == "EventLog(3 events)"
+
+
+def test_events_appended_after_a_read_show_up_in_the_next_read():
+    log = sample_log()
+    assert len(log.events) == 4
+    log.append(EventKind.EXPIRED, 40, item_id="item-0002")
+    assert [e.kind for e in log][-1] is EventKind.EXPIRED and log.last.seq == 4
+
+
+def test_events_are_frozen_and_their_info_read_only():
+    event = sample_log()[1]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.time = 99  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        event.info["expires_at"] = 0  # type: ignore[index]
+
+
+def test_the_events_list_is_a_copy():
+    log = sample_log()
+    log.events.clear()
+    assert len(log.events) == 4
+
+
+def test_event_str_is_deterministic_and_skips_what_is_missing():
+    log = sample_log()
+    assert [str(e) for e in log] == [
+        "#0 t=0 enqueued item=item-0001 case=O-1001 tenant_id=store_northline",
+        "#1 t=1.5 leased item=item-0001 case=O-1001 worker=W1 token=1 attempt=1 expires_at=31.5",
+        "#2 t=2 contact_sent case=O-1001 worker=W1 message_id=msg-0001",
+        "#3 t=3 acked item=item-0001 case=O-1001 worker=W1 token=1 attempt=1",
+    ]
+    info_order = EventLog()
+    info_order.append(EventKind.NACKED, 1, zeta=1, alpha=2, mid=3)
+    assert str(info_order[0]) == "#0 t=1 nacked alpha=2 mid=3 zeta=1"
+
+
+def test_where_filters_by_kind_item_case_and_worker():
+    log = sample_log()
+    assert [e.seq for e in log.where(EventKind.LEASED)] == [1]
+    assert [e.seq for e in log.where("acked")] == [3]
+    assert [e.seq for e in log.where((EventKind.LEASED, "acked"))] == [1, 3]
+    assert [e.seq for e in log.where(item_id="item-0001")] == [0, 1, 3]
+    assert [e.seq for e in log.where(case_id="O-1001", worker_id="W1")] == [1, 2, 3]
+    assert [e.seq for e in log.where(EventKind.LEASED, worker_id="W2")] == []
+    assert [e.seq for e in log.where()] == [0, 1, 2, 3]
+
+
+def test_to_dicts_is_json_ready_and_from_dicts_round_trips():
+    log = sample_log()
+    rows = log.to_dicts()
+    assert rows[1] == {"seq": 1, "time": 1.5, "kind": "leased", "item_id": "item-0001", "case_id": "O-1001",
+                       "worker_id": "W1", "token": 1, "attempt": 1, "info": {"expires_at": 31.5}}
+    rebuilt = EventLog.from_dicts(json.loads(json.dumps(rows)))
+    assert rebuilt.to_dicts() == rows
+    assert [str(e) for e in rebuilt] == [str(e) for e in log]
+    assert all(isinstance(e.kind, EventKind) for e in rebuilt)
+
+
+def test_rows_gives_the_same_events_as_bare_tuples_in_order():
+    log = sample_log()
+    rows = list(log.rows())
+    assert [(r[0], r[1], r[2]) for r in rows] == [(e.time, e.kind, e.item_id) for e in log]
+    assert rows[1] == (1.5, EventKind.LEASED, "item-0001", "O-1001", "W1", 1, 1, {"expires_at": 31.5})
+
+
+def test_show_prints_the_last_events_and_how_many_came_before():
+    log = sample_log()
+    assert log.show(limit=2) == (
+        "... 2 earlier events\n"
+        "#2 t=2 contact_sent case=O-1001 worker=W1 message_id=msg-0001\n"
+        "#3 t=3 acked item=item-0001 case=O-1001 worker=W1 token=1 attempt=1")
+    assert log.show().count("\n") == 3
