@@ -11,6 +11,11 @@ _FAST = frozenset({str, int, bool, type(None)})  # float is left out: it may be 
 _KEY = frozenset({str})
 
 
+def is_flat(value: dict) -> bool:
+    """True when every value is a string, int, bool or None: `dict(value)` is then a deep copy."""
+    return _FAST.issuperset(map(type, value.values()))
+
+
 def json_copy(value: Any, field: str = "payload") -> Any:
     """A deep copy of `value` made of dict/list/str/int/float/bool/None, or BadArgumentError
     naming the path of the first part that JSON cannot carry."""

@@ -113,8 +113,9 @@ def test_lease_is_a_frozen_record():
     q, _ = make()
     q.enqueue(case_id="O-1001")
     lease = q.acquire("W1")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         lease.token = 99  # type: ignore[misc]
+    assert lease.token == 1
 
 
 def test_acquire_lease_seconds_overrides_the_queue_default_for_that_claim_and_its_heartbeats():
@@ -840,7 +841,7 @@ def test_a_fabricated_lease_is_unknown_and_changes_nothing(op, change, reason):
     q, lease = with_overdue_lease()
     before = state_of(q)
     with pytest.raises(UnknownLeaseError, match=reason):
-        getattr(q, op)(dataclasses.replace(lease, **change), now=50)
+        getattr(q, op)(lease._replace(**change), now=50)
     assert state_of(q) == before
     q.ack(lease, now=9)
 

@@ -16,14 +16,14 @@ import heapq
 from collections import deque
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from shopops_lab.clock import Clock, FakeClock
 from shopops_lab.errors import (BadArgumentError, LeaseExpiredError, LeaseSettledError,
                                 NotInDLQError, StaleTokenError, UnknownItemError,
                                 UnknownLeaseError)
 from shopops_lab.events import EventKind, EventLog
-from shopops_lab.payloads import json_copy
+from shopops_lab.payloads import is_flat, json_copy
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
 
 __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority"]
@@ -55,10 +55,12 @@ class Outcome(StrEnum):
     LOST = "lost"        # the lease expired or was taken over while the handler ran
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Lease:
+class Lease(NamedTuple):
     """A claim on one item, as granted. `token` fences every write made under it;
-    heartbeats move the store's deadline, not this snapshot's `expires_at`."""
+    heartbeats move the store's deadline, not this snapshot's `expires_at`.
+
+    Immutable like the kit's dataclasses, but a NamedTuple: one is made on every
+    acquire, and building it costs a fifth of a frozen dataclass's."""
 
     item_id: str
     case_id: str
@@ -96,7 +98,7 @@ class Item:
 class _Record:
     """The queue's own mutable row for an item; callers only ever see `Item` snapshots."""
 
-    __slots__ = ("id", "seq", "case_id", "tenant_id", "kind", "payload", "priority", "state",
+    __slots__ = ("flat", "id", "seq", "case_id", "tenant_id", "kind", "payload", "priority", "state",
                  "attempts", "token", "worker_id", "expires_at", "lease_seconds", "enqueued_at",
                  "last_error", "dead_at", "replays", "ended_by")
 
@@ -147,9 +149,11 @@ class InMemoryQueue:
                 kind: str = "task", payload: Mapping[str, Any] | None = None,
                 priority: int = Priority.NORMAL, now: float | None = None) -> str:
         """Add one item for `case_id` and return its id (`item-0001`, ...)."""
-        _name("case_id", case_id, "the case this work belongs to, e.g. case_id='O-1001'")
-        _name("tenant_id", tenant_id, "the store the case belongs to, e.g. tenant_id='store_northline'")
-        _name("kind", kind, "what the item asks for, e.g. kind='contact_send'")
+        if not (type(case_id) is str and type(tenant_id) is str and type(kind) is str
+                and case_id.strip() and tenant_id.strip() and kind.strip()):
+            _name("case_id", case_id, "the case this work belongs to, e.g. case_id='O-1001'")
+            _name("tenant_id", tenant_id, "the store the case belongs to, e.g. tenant_id='store_northline'")
+            _name("kind", kind, "what the item asks for, e.g. kind='contact_send'")
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise BadArgumentError(field="priority", problem=f"is {priority!r}",
                                    fix="pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
@@ -162,6 +166,7 @@ class InMemoryQueue:
         rec.seq = len(self._records) + 1
         rec.id = f"item-{rec.seq:04d}"
         rec.case_id, rec.tenant_id, rec.kind, rec.payload = case_id, tenant_id, kind, body
+        rec.flat = is_flat(body)
         rec.priority = _PRIORITIES.get(priority, priority)
         rec.state, rec.attempts, rec.token, rec.worker_id = _READY, 0, 0, None
         rec.expires_at, rec.lease_seconds, rec.enqueued_at = None, self.lease_seconds, t
@@ -181,7 +186,8 @@ class InMemoryQueue:
         `max_priority` serves only items at least that urgent (used to shed bulk work
         under backpressure); `lease_seconds` overrides the queue's lease for this claim.
         """
-        _name("worker_id", worker_id, "name the worker, e.g. 'W1'")
+        if type(worker_id) is not str or not worker_id.strip():
+            _name("worker_id", worker_id, "name the worker, e.g. 'W1'")
         seconds = self.lease_seconds if lease_seconds is None else _positive_seconds("lease_seconds", lease_seconds)
         if max_priority is not None and (isinstance(max_priority, bool) or not isinstance(max_priority, int)):
             raise BadArgumentError(field="max_priority", problem=f"is {max_priority!r}",
@@ -207,9 +213,9 @@ class InMemoryQueue:
         self.log.append(EventKind.LEASED, t, item_id=rec.id, case_id=rec.case_id,
                         worker_id=worker_id, token=rec.token, attempt=rec.attempts,
                         expires_at=rec.expires_at)
-        return Lease(item_id=rec.id, case_id=rec.case_id, tenant_id=rec.tenant_id, kind=rec.kind,
-                     worker_id=worker_id, token=rec.token, attempt=rec.attempts, leased_at=t,
-                     expires_at=rec.expires_at, payload=json_copy(rec.payload))
+        payload = rec.payload
+        return Lease(rec.id, rec.case_id, rec.tenant_id, rec.kind, worker_id, rec.token, rec.attempts, t,
+                     rec.expires_at, dict(payload) if rec.flat else json_copy(payload))
 
     def heartbeat(self, lease: Lease, *, now: float | None = None) -> bool:
         """Extend a live lease to now + its lease time. False once the lease is lost
