@@ -1,0 +1,223 @@
+"""Lab 06: a consumer that applies each outbox message once, however often it arrives.
+
+The learner writes `handle(delivery, processed, apply)`. Each seeded scenario commits
+refunds through an outbox, lets the dispatcher crash after publishing (so a message is
+published twice), has the broker redeliver a copy (a consumer that died before its
+ack), and makes the payments API fail once, so the failed delivery must come back and
+be applied then. Jordan's case O-1001 has two separate refunds of the same amount: two
+messages with the same payload, which only their message ids tell apart.
+
+`replay(handle, seed)` returns the whole story of one scenario as text, for a learner
+who wants to see what their function did delivery by delivery.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer
+from shopops_lab.clock import FakeClock
+from shopops_lab.errors import SimulatedCrash
+from shopops_lab.events import EventLog
+from shopops_lab.outbox import Broker, Delivery, Dispatcher, OutboxStore
+
+SEEDS = (1, 2, 3, 4, 5)
+FAILURE = "payments API timed out"
+
+
+@dataclass
+class _Story:
+    """What happened in one scenario: a line per delivery, the first problem, the counts."""
+
+    seed: int
+    lines: list[str] = field(default_factory=list)
+    problem: str | None = None
+    applied: dict[str, list[int]] = field(default_factory=dict)   # message id -> delivery seqs that applied it
+    messages: dict[str, str] = field(default_factory=dict)        # message id -> "O-1001 12.5"
+    processed: set = field(default_factory=set)
+
+    def fail(self, text: str) -> None:
+        if self.problem is None:
+            self.problem = text
+            self.lines.append(f"   ^ {text}")
+
+
+def _outbox(rng: random.Random, story: _Story) -> tuple[Broker, dict[int, str]]:
+    """Commit the refunds, dispatch with crashes; returns the broker and why each copy exists."""
+    clock = FakeClock()
+    log = EventLog()
+    outbox, broker = OutboxStore(clock=clock, log=log), Broker()
+    dispatcher = Dispatcher(outbox, broker)
+    cases = [f"O-{1001 + n}" for n in range(rng.randint(3, 5))]
+    for n, case in enumerate(cases):
+        amount = rng.choice((12.5, 20.0, 35.0))
+        for _ in range(2 if n == 0 else 1):  # O-1001: two mugs returned, two refunds of one size
+            message_id = outbox.commit({"id": case, "status": "refund_approved"},
+                                       {"topic": "refund.issued", "payload": {"case_id": case, "amount": amount}})
+            story.messages[message_id] = f"{amount:.2f} for {case}"
+    origin: dict[int, str] = {}
+    first: dict[str, int] = {}  # message id -> the delivery that published it first
+    crashed = False
+    while outbox.pending():
+        clock.advance(1)
+        crash = not crashed or rng.random() < 0.3
+        before = len(broker.deliveries)
+        try:
+            dispatcher.dispatch_once(crash_after_publish=crash)
+        except SimulatedCrash:
+            crashed = True
+            story.lines.append(f"dispatcher published {broker.deliveries[-1].message_id} as "
+                               f"#{broker.deliveries[-1].seq} and crashed before marking it sent")
+        else:
+            published = ", ".join(f"{d.message_id} as #{d.seq}" for d in broker.deliveries[before:])
+            story.lines.append(f"dispatcher published {published} and marked them sent")
+        for delivery in broker.deliveries[before:]:
+            if delivery.message_id in first:
+                origin[delivery.seq] = (f"the dispatcher crashed after publishing #{first[delivery.message_id]}, "
+                                        "before marking it sent, so it published the message again")
+            else:
+                first[delivery.message_id] = delivery.seq
+    return broker, origin
+
+
+def _copy(broker: Broker, delivery: Delivery) -> Delivery:
+    """The broker hands the same message out again (same message id, new delivery number)."""
+    again = Delivery(seq=len(broker.deliveries) + 1, message_id=delivery.message_id, topic=delivery.topic,
+                     payload=delivery.payload)
+    broker.deliveries.append(again)
+    return again
+
+
+def _play(handle, seed: int) -> _Story:
+    """Run one scenario to the end with the learner's `handle`, noting the first problem."""
+    rng = random.Random(seed)
+    story = _Story(seed=seed)
+    broker, origin = _outbox(rng, story)
+    ids = sorted(story.messages)
+    failing = rng.choice(ids[1:])                       # its first apply fails
+    echoed = rng.choice(broker.deliveries).seq          # the broker delivers this one once more
+    failed_once: set[str] = set()
+    call = {"raised": False}
+
+    def apply(delivery: Delivery) -> None:
+        if not isinstance(delivery, Delivery):
+            raise TypeError(f"apply() takes the delivery itself, not {type(delivery).__name__}")
+        if delivery.message_id == failing and failing not in failed_once:
+            failed_once.add(failing)
+            call["raised"] = True
+            raise ConnectionError(FAILURE)
+        story.applied.setdefault(delivery.message_id, []).append(delivery.seq)
+
+    index = 0
+    while index < len(broker.deliveries):
+        delivery = broker.deliveries[index]
+        index += 1
+        mid, seq = delivery.message_id, delivery.seq
+        name = f"#{seq} {mid} (refund {story.messages[mid]})"
+        done_before = list(story.applied.get(mid, ()))
+        call["raised"] = False
+        try:
+            returned = call_answer(handle, delivery, story.processed, apply)
+        except NotAttempted:
+            raise
+        except Exception as exc:
+            if call["raised"]:
+                again = _copy(broker, delivery)
+                origin[again.seq] = f"its apply failed on #{seq} ({FAILURE}), so #{seq} was never acknowledged"
+                story.lines.append(f"{name}: apply failed ({FAILURE}); handle raised {type(exc).__name__}: "
+                                   f"not acknowledged, the broker delivers it again as #{again.seq}")
+            else:
+                story.lines.append(f"{name}: handle raised {type(exc).__name__}: {exc}")
+                story.fail(f"handle raised {type(exc).__name__}: {exc} on delivery #{seq} of {mid} (seed {seed}), "
+                           "though apply did not fail there.")
+            continue
+        applied_now = len(story.applied.get(mid, [])) > len(done_before)
+        apply_failed = call["raised"]
+        story.lines.append(f"{name}: handle returned {returned!r}"
+                           + (" - refund applied" if applied_now else "")
+                           + (f" - apply failed ({FAILURE}) and the error was swallowed" if apply_failed else ""))
+        if apply_failed:
+            story.fail(f"on delivery #{seq} of {mid}, apply raised ConnectionError ({FAILURE}) but handle returned "
+                       f"{returned!r}, so the consumer acknowledges the delivery and the refund never happens "
+                       f"(seed {seed}). Let the error propagate: an unacknowledged delivery comes back.")
+        elif applied_now and done_before:
+            why = origin.get(seq, "the broker delivered it again")
+            story.fail(f"{mid} (refund {story.messages[mid]}) was applied twice, by delivery #{done_before[0]} and "
+                       f"again by #{seq} (seed {seed}). #{seq} is a copy of the same message: {why}.")
+        elif not applied_now and not done_before and not apply_failed:
+            if mid in failed_once:
+                reason = (f"its first apply failed ({FAILURE}), and a message whose apply failed has not been "
+                          "processed yet")
+            else:
+                twins = [m for m, text in story.messages.items() if text == story.messages[mid] and m != mid
+                         and story.applied.get(m)]
+                reason = (f"only {twins[0]}, a different message with the same case and amount, had been "
+                          "applied" if twins else "nothing had applied it before")
+            story.fail(f"delivery #{seq} of {mid} (refund {story.messages[mid]}) was skipped although {mid} had "
+                       f"never been applied (seed {seed}): {reason}.")
+        elif bool(returned) != applied_now:
+            story.fail(f"handle returned {returned!r} for delivery #{seq} of {mid}, which it "
+                       f"{'applied' if applied_now else 'skipped'}: return True when you apply a message and "
+                       "False when you skip a duplicate.")
+        if seq == echoed:
+            again = _copy(broker, delivery)
+            origin[again.seq] = f"the consumer that took #{seq} died before acknowledging it"
+            story.lines.append(f"   (the consumer died before acknowledging #{seq}: the broker delivers "
+                               f"{mid} again as #{again.seq})")
+    for mid in ids:
+        seqs = story.applied.get(mid, [])
+        if not seqs:
+            story.fail(f"{mid} (refund {story.messages[mid]}) was never applied (seed {seed}).")
+        elif len(seqs) > 1:
+            by = (f"all by delivery #{seqs[0]}" if len(set(seqs)) == 1
+                  else "by deliveries " + ", ".join(f"#{n}" for n in seqs))
+            story.fail(f"{mid} (refund {story.messages[mid]}) was applied {len(seqs)} times, {by} (seed {seed}): "
+                       "call apply once per message.")
+    missing = sorted(set(ids) - story.processed)
+    if not story.problem and missing:
+        story.fail(f"after every delivery, processed does not hold {', '.join(missing)} (it holds "
+                   f"{sorted(story.processed, key=str)!r}): record the id of every message you apply in the "
+                   "processed set you are given; it is the durable record a restarted consumer reads.")
+    counts = ", ".join(f"{mid} x{len(story.applied.get(mid, []))}" for mid in ids)
+    story.lines.append(f"refunds applied per message: {counts}")
+    return story
+
+
+def replay(handle, seed: int) -> str:
+    """The story of scenario `seed` with your `handle`, delivery by delivery."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError("seed must be a whole number, e.g. replay(handle, seed=3)")
+    try:
+        story = _play(handle, seed)
+    except NotAttempted:
+        return "handle still raises NotImplementedError: write it first."
+    verdict = f"problem: {story.problem}" if story.problem else "every message applied exactly once."
+    return "\n".join([f"scenario seed {seed}", *story.lines, verdict])
+
+
+def _run(handle) -> str:
+    if handle is None:
+        raise NotAttempted()
+    if not callable(handle):
+        raise Wrong(f"pass your function itself, handle, not {type(handle).__name__} {handle!r}.")
+    copies = 0
+    for seed in SEEDS:
+        story = _play(handle, seed)
+        if story.problem:
+            raise Wrong(f"{story.problem} Replay it: print(lab06.replay(handle, seed={seed}))", story.lines)
+        copies += sum(len(seqs) for seqs in story.applied.values())
+    return (f"in {len(SEEDS)} seeded scenarios (dispatcher crashes, broker redeliveries, a failed payment "
+            f"call, two refunds with the same payload) every one of {copies} refunds was applied exactly once.")
+
+
+exercise = Exercise(
+    id="06.1", title="an idempotent consumer", run=_run,
+    hints=("Two deliveries of one message carry the same message id; two different messages never do, "
+           "even when their payloads are equal. What must a consumer remember, and when is a message "
+           "really done?",
+           "delivery.message_id is the outbox's id (out-0001); delivery.seq numbers the copies. processed is a "
+           "set that outlives the consumer: `in` to ask, .add() to record. apply(delivery) performs the "
+           "refund and raises if the payments API fails.",
+           "Shape: already in processed? return False. Otherwise apply(delivery) first, and only when it "
+           "returned, add the message id to processed and return True. Do not catch the error from apply."),
+)
