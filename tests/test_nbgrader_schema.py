@@ -207,6 +207,8 @@ def test_trailing_value_in_test_cell() -> None:
     # print() displays nothing, and an assignment displays nothing
     assert problems_after(lambda nb: setattr(nb.cells[3], "source", "assert restock(2, 3) == 5\nprint('ok')")) == []
     assert problems_after(lambda nb: setattr(nb.cells[3], "source", "_ = restock(1, 1)")) == []
+    # the kit's Exercise.grade() returns None, so it may end a graded cell
+    assert problems_after(lambda nb: setattr(nb.cells[3], "source", "lab01.exercise.grade(restock)")) == []
 
 
 def test_kit_cell_metadata() -> None:

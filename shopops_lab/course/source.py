@@ -228,11 +228,13 @@ def referenced_names(tree: ast.Module) -> set[str]:
 
 
 SILENT_CALLS = frozenset({"print", "display"})  # they return None: nothing is displayed
+# The kit's Exercise.grade/check/hint return None too, so `lab01.exercise.grade(answer)` may end a cell.
+SILENT_METHODS = frozenset({"grade", "check", "hint"})
 
 
 def trailing_expression(tree: ast.Module) -> ast.expr | None:
     """The cell's last statement if it is a bare expression that may display a value,
-    i.e. anything but print(...)/display(...). nbgrader reads a test cell's displayed value
+    i.e. anything but print(...)/display(...)/<exercise>.grade(...). nbgrader reads a test cell's displayed value
     as partial credit (utils.determine_grade): 0 scores nothing, more than the cell's
     points crashes autograde, so a stray trailing value silently changes the score."""
     if not tree.body:
@@ -242,5 +244,7 @@ def trailing_expression(tree: ast.Module) -> ast.expr | None:
         return None
     value = last.value
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in SILENT_CALLS:
+        return None
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in SILENT_METHODS:
         return None
     return value
