@@ -30,6 +30,7 @@ __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority"]
 
 # Looked up once: reading a member off an Enum class costs a descriptor call, on every hot path.
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
+_ENQUEUED, _LEASED_EVENT, _ACKED = EventKind.ENQUEUED, EventKind.LEASED, EventKind.ACKED
 
 
 class Priority(IntEnum):
@@ -136,6 +137,7 @@ class InMemoryQueue:
         self.max_attempts = max_attempts
         self.clock: Clock = clock if clock is not None else FakeClock()
         self.log = log if log is not None else EventLog()
+        self._record = self.log.appender()  # hot events skip append()'s keyword handling
         self._records: dict[str, _Record] = {}
         self._cases: dict[str, _Case] = {}
         self._available: list[tuple[int, int, str]] = []          # (priority, seq, case_id)
@@ -174,8 +176,8 @@ class InMemoryQueue:
         self._records[rec.id] = rec
         self._counts[_READY] += 1
         self._make_ready(rec, front=False)
-        self.log.append(EventKind.ENQUEUED, t, item_id=rec.id, case_id=case_id,
-                        tenant_id=tenant_id, kind=kind, priority=int(priority))
+        self._record((t, _ENQUEUED, rec.id, case_id, None, None, None,
+                      {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)}))
         return rec.id
 
     # ------------------------------------------------------------------ consuming
@@ -210,9 +212,8 @@ class InMemoryQueue:
         rec.expires_at = t + seconds
         rec.ended_by = None
         heapq.heappush(self._expiry, (rec.expires_at, rec.seq, rec.token, rec.id))
-        self.log.append(EventKind.LEASED, t, item_id=rec.id, case_id=rec.case_id,
-                        worker_id=worker_id, token=rec.token, attempt=rec.attempts,
-                        expires_at=rec.expires_at)
+        self._record((t, _LEASED_EVENT, rec.id, rec.case_id, worker_id, rec.token, rec.attempts,
+                      {"expires_at": rec.expires_at}))
         payload = rec.payload
         return Lease(rec.id, rec.case_id, rec.tenant_id, rec.kind, worker_id, rec.token, rec.attempts, t,
                      rec.expires_at, dict(payload) if rec.flat else json_copy(payload))
@@ -244,8 +245,7 @@ class InMemoryQueue:
         self._move(rec, _DONE)
         rec.ended_by = "acked"
         self._release(rec)
-        self.log.append(EventKind.ACKED, t, item_id=rec.id, case_id=rec.case_id,
-                        worker_id=lease.worker_id, token=lease.token, attempt=rec.attempts)
+        self._record((t, _ACKED, rec.id, rec.case_id, lease.worker_id, lease.token, rec.attempts, {}))
 
     def nack(self, lease: Lease, error: object = None, *, now: float | None = None) -> ItemState:
         """Give the item back after a failure. It is ready again, or dead if this was its
