@@ -217,7 +217,7 @@ class _Pass:
             EventKind.DEAD_LETTERED: self._dead_lettered, EventKind.REPLAYED: self._replayed,
             EventKind.CONTACT_SENT: self._contact_sent, EventKind.CHECKPOINT_WRITTEN: self._checkpoint,
             EventKind.STALE_WRITE_ACCEPTED: self._stale_write_accepted,
-            EventKind.DELIVERED_TWICE: self._delivered_twice,
+            EventKind.DELIVERED_TWICE: self._delivered_twice, EventKind.JOB_CLAIMED: self._claimed,
         }
 
     def run(self, events: list[Event]) -> None:
@@ -273,6 +273,18 @@ class _Pass:
             self.lease_by[(case, event.worker_id)] = event
         if not item.approval and item.enqueued is not None:
             self.plain.append(event)
+
+    def _claimed(self, event: Event) -> None:
+        """A store's claim (the job store, lab 04's result store): it grants a token that
+        fences later writes, but it is not a queue lease, so it never overlaps one."""
+        item = self._item(event)
+        if item is None:
+            return
+        if event.token is not None and event.token > item.max_token:
+            item.max_token = event.token
+        item.leases.append(event)
+        if item.case_id is not None and event.worker_id is not None:
+            self.lease_by[(item.case_id, event.worker_id)] = event
 
     def _heartbeat(self, event: Event) -> None:
         item = self.items.get(event.item_id)
@@ -560,6 +572,8 @@ class _Pass:
                   case_id=case, item_id=item_id)
 
     def _judge_storm(self, item: _Item, *, ended_by: Event | None) -> None:
+        if item.enqueued is None:
+            return  # a store's record (claimed, never queued): its claims are not redeliveries
         leases = item.leases[item.since:]
         limit = self.max_attempts or item.limit or DEFAULT_MAX_ATTEMPTS
         if len(leases) <= limit:

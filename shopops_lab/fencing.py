@@ -32,7 +32,7 @@ class NaiveResultStore:
         _text("worker_id", worker_id)
         token = self._tokens.get(job_id, 0) + 1
         self._tokens[job_id] = token
-        self.log.append(EventKind.LEASED, self._now(now), item_id=job_id, case_id=job_id,
+        self.log.append(EventKind.JOB_CLAIMED, self._now(now), item_id=job_id, case_id=job_id,
                         worker_id=worker_id, token=token, store="results")
         return token
 

@@ -630,3 +630,23 @@ def test_a_large_log_is_checked_in_one_pass():
     assert result.event_count == 20_001
     assert result.names() == ["double_contact"]
     assert result.anomalies[0].workers == ("W1", "W9")
+
+
+def test_a_result_stores_claims_are_token_grants_not_queue_leases():
+    """Lab 04's story on the naive result store: many claims on one record, then a stale
+    write. Claims fence writes but are not leases: only stale_write_accepted is named."""
+    from shopops_lab.fencing import NaiveResultStore
+
+    clock = FakeClock()
+    store = NaiveResultStore(clock=clock)
+    for worker in ("W1", "W2", "W3", "W4", "W5"):
+        store.claim("O-1001", worker)
+    old = store.claim("O-1001", "W1")
+    clock.advance(11)
+    new = store.claim("O-1001", "W7")
+    store.complete("O-1001", {"r": "voucher"}, token=new, worker_id="W7")
+    store.complete("O-1001", {"r": "refund"}, token=old, worker_id="W1")
+    result = check(store.log)
+    assert result.names() == ["stale_write_accepted"]
+    (anomaly,) = result.of("stale_write_accepted")
+    assert anomaly.tokens == (old, new) and anomaly.workers == ("W1", "W7")
