@@ -114,3 +114,17 @@ def _build_notebooks(args: argparse.Namespace) -> int:
     from shopops_lab.course.command import run
 
     return run(args)
+
+
+def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
+    from shopops_lab.sim.cli import add_arguments
+
+    add_arguments(parser)
+
+
+@register("simulate", "play a scenario on the virtual clock; prints the seed, the checker's verdict and a replay line",
+          add_arguments=_simulate_arguments)
+def _simulate(args: argparse.Namespace) -> int:
+    from shopops_lab.sim.cli import run
+
+    return run(args)

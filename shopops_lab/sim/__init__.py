@@ -1,0 +1,17 @@
+"""The burst-day simulator: a pool of workers, a queue, a model gateway and a channel
+adapter on one virtual clock, with named faults, in one thread (so it runs in the browser).
+
+    from shopops_lab.sim import run
+    report = run("burst_day", seed=7, adapter="naive")
+    print(report)          # counts, the checker's verdict, and the line that replays it
+
+Modules: `engine` (the event heap and `Simulation`), `workers` (the worker loop),
+`faults` (named faults and rates), `scenarios` (the registry), `report` (the summary).
+"""
+from shopops_lab.sim.engine import ADAPTERS, Simulation, Snapshot, Step, run
+from shopops_lab.sim.faults import Fault, FaultKind, FaultRates, Point
+from shopops_lab.sim.report import Report
+from shopops_lab.sim.scenarios import SCENARIOS, Scenario, get_scenario
+
+__all__ = ["ADAPTERS", "SCENARIOS", "Fault", "FaultKind", "FaultRates", "Point", "Report", "Scenario",
+           "Simulation", "Snapshot", "Step", "get_scenario", "run"]
