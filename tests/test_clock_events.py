@@ -223,3 +223,15 @@ def test_show_prints_the_last_events_and_how_many_came_before():
         "#2 t=2 contact_sent case=O-1001 worker=W1 message_id=msg-0001\n"
         "#3 t=3 acked item=item-0001 case=O-1001 worker=W1 token=1 attempt=1")
     assert log.show().count("\n") == 3
+
+
+def test_the_package_exports_its_names_without_loading_the_notebook_stack():
+    """`import shopops_lab` stays pure Python (it must load in Pyodide quickly); viz and widgets are opt-in."""
+    import subprocess
+    import sys
+
+    code = ("import sys, shopops_lab; missing = [n for n in shopops_lab.__all__ if not hasattr(shopops_lab, n)]; "
+            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "{'matplotlib', 'ipywidgets', 'nbformat', 'graphviz', 'IPython'}); print(missing, heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[] []"

@@ -17,7 +17,8 @@ def _run(enqueue_first_case) -> str:
         raise Wrong(f"the queue holds {len(items)} items after your function ran; put exactly one on it.")
     item = items[0]
     if item.id != item_id:
-        raise Wrong("the id you returned is not the id of the item on the queue.")
+        what = "the case id" if item_id == item.case_id else "not the id of the item on the queue"
+        raise Wrong(f"you returned {item_id!r}, {what}; return the item id that queue.enqueue(...) gives back.")
     wanted = {"case_id": "O-1001", "tenant_id": "store_northline", "kind": "contact_send"}
     for field, value in wanted.items():
         if getattr(item, field) != value:

@@ -1,30 +1,50 @@
-"""Lab 01: a handler that survives redelivery without emailing the customer twice."""
+"""Lab 01: a handler that survives redelivery without emailing the customer twice,
+and a knowledge check on what an expired lease does (and does not) stop."""
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 
 from shopops_lab.checks.base import Exercise, Wrong, call_answer
 from shopops_lab.clock import FakeClock
-from shopops_lab.effects import EmailAdapter
+from shopops_lab.effects import Contact, EmailAdapter
 from shopops_lab.events import EventLog
 from shopops_lab.worker.queue import InMemoryQueue
 
 SEEDS = (1, 2, 3, 5, 8)
 
+# How a first delivery ends, as the seed decides. A worker that dies "before_send" never
+# reached the adapter; one that dies "after_send" emailed the customer, then lost its ack.
+CLEAN, AFTER_SEND, BEFORE_SEND = "clean", "after_send", "before_send"
+
 
 class _ScenarioAdapter(EmailAdapter):
-    """The real idempotent adapter, crediting each send to the worker running the handler."""
+    """The real idempotent adapter, crediting each send to the worker and item being
+    handled, so a wrong answer can be explained item by item."""
 
     worker_id: str | None = None
+    item_id: str | None = None
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.calls: dict[str, int] = {}               # item id -> send() calls made for it
+        self.emails: dict[str, list[Contact]] = {}    # item id -> messages that reached the customer
 
     def send(self, idem_key, *, case_id, to="customer", body="", worker_id=None, now=None):
-        return super().send(idem_key, case_id=case_id, to=to, body=body,
-                            worker_id=worker_id or self.worker_id, now=now)
+        before = len(self.ledger)
+        result = super().send(idem_key, case_id=case_id, to=to, body=body,
+                              worker_id=worker_id or self.worker_id, now=now)
+        if self.item_id is not None:
+            self.calls[self.item_id] = self.calls.get(self.item_id, 0) + 1
+            self.emails.setdefault(self.item_id, []).extend(self.ledger.contacts()[before:])
+        return result
 
 
-def forced_expiry(handler, seed: int) -> tuple[InMemoryQueue, EmailAdapter, list[str]]:
-    """Several cases; each first delivery runs the handler and then its worker dies before
-    the ack, or not, as the seed decides. Returns the queue, the adapter and the cases that crashed."""
+def forced_expiry(handler, seed: int) -> tuple[InMemoryQueue, _ScenarioAdapter, list[str]]:
+    """Several customers, one of them owed two different emails. Each first delivery ends
+    cleanly, or its worker dies after the handler sent (before the ack), or dies before the
+    handler ran, as the seed decides; then every lease runs out and fresh workers redeliver.
+    Returns the queue, the adapter and the cases whose first delivery crashed."""
     rng = random.Random(seed)
     clock, log = FakeClock(), EventLog()
     queue = InMemoryQueue(lease_seconds=30, max_attempts=5, clock=clock, log=log)
@@ -34,44 +54,74 @@ def forced_expiry(handler, seed: int) -> tuple[InMemoryQueue, EmailAdapter, list
         queue.enqueue(case_id=case, tenant_id="store_northline", kind="contact_send",
                       payload={"idem_key": f"{case}:email:3", "to": f"customer-{n + 1}@example.com",
                                "template": "delay_apology"})
-    crashed = [case for case in cases if rng.random() < 0.7] or cases[:1]
+    twice = rng.choice(cases)  # this customer is also owed a refund confirmation: a second intent
+    queue.enqueue(case_id=twice, tenant_id="store_northline", kind="contact_send",
+                  payload={"idem_key": f"{twice}:email:4", "to": f"customer-{cases.index(twice) + 1}@example.com",
+                           "template": "refund_confirmation"})
+    endings = {case: rng.choice((CLEAN, AFTER_SEND, AFTER_SEND, BEFORE_SEND)) for case in cases}
+    if not {AFTER_SEND, BEFORE_SEND} <= set(endings.values()):  # every run shows both kinds of crash
+        endings[cases[0]], endings[cases[-1]] = AFTER_SEND, BEFORE_SEND
     workers = iter(f"W{n}" for n in range(1, 100))
-    for _ in cases:
-        lease = queue.acquire(next(workers))
-        adapter.worker_id = lease.worker_id
-        call_answer(handler, lease, adapter)
-        if lease.case_id not in crashed:
+    crashed: list[str] = []
+    while (lease := queue.acquire(next(workers))) is not None:
+        ending = endings[lease.case_id]
+        if ending != BEFORE_SEND:
+            _run_handler(handler, lease, adapter)
+        if ending == CLEAN:
             queue.ack(lease)
+        else:
+            crashed.append(lease.case_id)
     clock.advance(31)
     queue._expire_leases()
     while (lease := queue.acquire(next(workers))) is not None:
-        adapter.worker_id = lease.worker_id
-        call_answer(handler, lease, adapter)
+        _run_handler(handler, lease, adapter)
         queue.ack(lease)
     return queue, adapter, crashed
+
+
+def _run_handler(handler, lease, adapter: _ScenarioAdapter) -> None:
+    adapter.worker_id, adapter.item_id = lease.worker_id, lease.item_id
+    call_answer(handler, lease, adapter)
+
+
+def _deliveries(queue: InMemoryQueue, item_id: str) -> str:
+    leases = queue.log.where("leased", item_id=item_id)
+    return " and ".join(f"{e.worker_id} at t={e.time:g}" for e in leases)
 
 
 def _run(handler) -> str:
     for seed in SEEDS:
         queue, adapter, crashed = forced_expiry(handler, seed)
-        address = {item.case_id: item.payload["to"] for item in queue.items()}
-        for case in sorted(address):
-            contacts = adapter.ledger.contacts(case)
-            if not contacts:
-                raise Wrong(f"case {case} never got its email (seed {seed}): the handler must send through the adapter.")
-            if len(contacts) > 1:
-                first, second = contacts[0], contacts[1]
+        items = queue.items()
+        for item in items:
+            key, to = item.payload["idem_key"], item.payload["to"]
+            what = f"case {item.case_id}'s email {key} ({item.payload['template']})"
+            emails = adapter.emails.get(item.id, [])
+            if not emails:
+                if adapter.calls.get(item.id):
+                    raise Wrong(
+                        f"{what} never reached {to} (seed {seed}): the handler did call send(), but with a key "
+                        "the adapter had already seen, so it returned an earlier message instead. The key must "
+                        "name this one email, not just the case or the customer.")
                 raise Wrong(
-                    f"case {case} was emailed {len(contacts)} times (seed {seed}): {first.message_id} at "
-                    f"t={first.time:g} by {first.worker_id} and {second.message_id} at t={second.time:g} by {second.worker_id}. "
-                    "Both deliveries of the same work must look like one send to the provider.",
-                    [f"{c.message_id} to {c.to}, key {c.idem_key}" for c in contacts])
-            if contacts[0].to != address[case]:
-                raise Wrong(f"case {case}'s email went to {contacts[0].to}, not to the address in its payload.")
-        if any(len(adapter.ledger.contacts(c)) != 1 for c in crashed):
-            raise Wrong(f"a crashed case did not end with exactly one email (seed {seed}).")
-    return (f"in {len(SEEDS)} seeded runs every crashed case was delivered twice and every customer got exactly "
-            "one email.")
+                    f"{what} never reached {to} (seed {seed}): it was delivered to {_deliveries(queue, item.id)}, "
+                    "and no delivery sent it. Send on every delivery, redeliveries included, and let the "
+                    "adapter's key decide whether the customer already has it.")
+            if len(emails) > 1:
+                first, second = emails[0], emails[1]
+                raise Wrong(
+                    f"{what} reached the customer {len(emails)} times (seed {seed}): {first.message_id} at "
+                    f"t={first.time:g} by {first.worker_id} and {second.message_id} at t={second.time:g} by "
+                    f"{second.worker_id}. Both deliveries of the same work must look like one send to the provider.",
+                    [f"{c.message_id} to {c.to}, key {c.idem_key}, by {c.worker_id}" for c in emails])
+            email = emails[0]
+            if email.to != to:
+                raise Wrong(f"{what} went to {email.to!r}, not to the address in the item's payload ({to}).")
+            if email.case_id != item.case_id:
+                raise Wrong(f"{what} was filed under case_id {email.case_id!r}: pass the case of the lease "
+                            "being handled, so the ledger and the checker can find it.")
+    return (f"in {len(SEEDS)} seeded runs some workers died after sending and some before; every crashed case "
+            "was delivered again, and every email reached its customer exactly once.")
 
 
 exercise = Exercise(
@@ -79,7 +129,54 @@ exercise = Exercise(
     hints=("A redelivery runs your handler again with the same item. What stays the same between the two "
            "deliveries, and what changes (worker, token, attempt)?",
            "The adapter's send(idem_key, ...) returns the first message id when it sees a key again. The "
-           "payload already carries a key made for this email.",
+           "payload already carries a key made for this email, and the customer's address.",
            "Shape: adapter.send(<the payload's idem_key>, case_id=<the lease's case>, to=<the payload's address>, "
-           "body=...). Do not build the key from the token or the attempt."),
+           "body=...). Do not build the key from the token or the attempt, and always send: never skip a "
+           "redelivery."),
+)
+
+
+# ---------------------------------------------------------------------------- knowledge check
+
+NEXT_OPTIONS = {
+    "redelivered": "another worker acquires the same item and runs the handler again",
+    "late_ack_refused": "W1 finishes and acks, and the queue refuses the ack",
+    "w1_still_sends": "W1, still running, sends Jordan's email after its lease has run out",
+    "w1_stopped": "the queue stops W1's code the moment the lease runs out",
+    "case_blocked": "no other worker can get case O-1001 until W1 acks",
+    "straight_to_dlq": "the item goes straight to the dead-letter queue",
+}
+_CAN_HAPPEN = frozenset({"redelivered", "late_ack_refused", "w1_still_sends"})
+_WHY_NOT = {
+    "w1_stopped": "a lease is a record in the queue, not a signal to the worker: nothing interrupts W1's code.",
+    "case_blocked": "the lease is over, so the case is free: that is the whole point of a lease that expires.",
+    "straight_to_dlq": "this was attempt 1 of 5: an item reaches the DLQ only after its last allowed attempt.",
+}
+
+
+def _knowledge(what_can_happen_next) -> str:
+    chosen = call_answer(what_can_happen_next)
+    if isinstance(chosen, str) or not isinstance(chosen, Iterable):
+        raise Wrong(f"the function returned {chosen!r}; return a set of labels, e.g. {{'label_one', 'label_two'}}.")
+    chosen = list(chosen)
+    unknown = sorted({str(c) for c in chosen if c not in NEXT_OPTIONS})
+    if unknown:
+        raise Wrong(f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not among the labels; "
+                    f"choose from {', '.join(sorted(NEXT_OPTIONS))}.")
+    picked = set(chosen)
+    impossible = sorted(picked - _CAN_HAPPEN)
+    if impossible:
+        raise Wrong(f"{impossible[0]!r} cannot happen: {_WHY_NOT[impossible[0]]}")
+    missing = len(_CAN_HAPPEN - picked)
+    if missing:
+        raise Wrong(f"everything you chose can happen, but {missing} more option{' can' if missing == 1 else 's can'} "
+                    "too. Look again at W1: what is it doing while the queue hands its item to W7?")
+    return "redelivery, a refused late ack, and a stale worker that still acts: an expired lease stops none of them."
+
+
+knowledge = Exercise(
+    id="01.2", title="what an expired lease leads to", run=_knowledge,
+    hints=("Keep two things apart: what the queue records, and what W1's code is doing on its own machine.",
+           "The queue can refuse W1's later calls (ack, heartbeat) but cannot reach into W1's process.",
+           "Three of the six options can happen."),
 )
