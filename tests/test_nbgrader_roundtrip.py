@@ -38,9 +38,9 @@ from shopops_lab.course.build import build_student
 NBGRADER_VERSION = "0.9.6"
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "course" / "solutions"
-# The masters to round-trip. To use the course's own labs instead:
-#   ROUNDTRIP_MASTERS = (*sorted(ROOT.glob("solutions/01_*.ipynb")), *sorted(ROOT.glob("solutions/02_*.ipynb")))
-ROUNDTRIP_MASTERS: tuple[Path, ...] = (FIXTURES / "01_demo.ipynb", FIXTURES / "02_second.ipynb")
+# The masters to round-trip: two of the course's own labs (a function answer, a class answer).
+ROUNDTRIP_MASTERS: tuple[Path, ...] = (ROOT / "solutions" / "01_leases_and_redelivery.ipynb",
+                                       ROOT / "solutions" / "04_fencing_tokens.ipynb")
 ASSIGNMENT = "roundtrip"
 STUDENTS = ("master", "release", "kit")
 NAMES = [path.stem for path in ROUNDTRIP_MASTERS]
