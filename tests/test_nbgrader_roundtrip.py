@@ -37,7 +37,6 @@ from shopops_lab.course.build import build_student
 
 NBGRADER_VERSION = "0.9.6"
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = ROOT / "tests" / "fixtures" / "course" / "solutions"
 # The masters to round-trip: two of the course's own labs (a function answer, a class answer).
 ROUNDTRIP_MASTERS: tuple[Path, ...] = (ROOT / "solutions" / "01_leases_and_redelivery.ipynb",
                                        ROOT / "solutions" / "04_fencing_tokens.ipynb")
