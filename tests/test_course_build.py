@@ -362,3 +362,34 @@ def test_lab_filter_builds_only_the_named_labs(tmp_path):
     assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == ["02_second.ipynb"]
     with pytest.raises(BadArgumentError, match="--lab"):
         build_notebooks(solutions, tmp_path / "notebooks", labs=["2"])
+
+
+def test_stored_outputs_keep_a_widgets_static_copy_but_not_its_random_view():
+    from shopops_lab.course.build import WIDGET_VIEW, normalise_outputs
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("quiz")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        WIDGET_VIEW: {"model_id": "5f1c", "version_major": 2, "version_minor": 0},
+        "text/html": "<p>Which control rejects it?</p>", "text/plain": "Quiz: Which control rejects it?"})]
+    lonely = nbformat.v4.new_code_cell("raw")
+    lonely.outputs = [nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": "9a"}})]
+    nb.cells = [cell, lonely]
+    normalise_outputs(nb)
+    assert sorted(cell.outputs[0]["data"]) == ["text/html", "text/plain"]
+    assert list(lonely.outputs[0]["data"]) == [WIDGET_VIEW]  # nothing else to show: left alone
+
+
+def test_prints_split_by_timing_are_stored_as_one_output():
+    from shopops_lab.course.build import normalise_outputs
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("print('a'); print('b')")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="a"),
+                    nbformat.v4.new_output("stream", name="stdout", text="\nb\n"),
+                    nbformat.v4.new_output("display_data", data={"text/plain": "x"}),
+                    nbformat.v4.new_output("stream", name="stdout", text="c\n")]
+    nb.cells = [cell]
+    normalise_outputs(nb)
+    assert [(o["output_type"], o.get("text")) for o in cell.outputs] == [
+        ("stream", "a\nb\n"), ("display_data", None), ("stream", "c\n")]

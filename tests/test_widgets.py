@@ -269,18 +269,39 @@ def test_quiz_widget_checks_the_selected_option():
     assert result.value.startswith("<p>✅ Correct.")
 
 
-def test_without_ipywidgets_each_widget_shows_static_html(monkeypatch):
+def published(monkeypatch, *, widgets: bool) -> list[dict]:
+    """Display each widget and return the mime bundles it published."""
+    import IPython.display
+
     from shopops_lab.widgets import _ui
-    shown = []
-    monkeypatch.setattr(_ui, "ipywidgets", lambda: None)
-    monkeypatch.setattr(_ui, "show", shown.append)
+    bundles: list[dict] = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: bundles.append(obj))
+    if not widgets:
+        monkeypatch.setattr(_ui, "ipywidgets", lambda: None)
     playground = QueuePlayground()
     playground.model.enqueue("O-1001")
     for thing in (playground, TtlExplorer(runs=50), make_quiz()):
-        assert thing.widget() is None
+        assert (thing.widget() is None) is (not widgets)
         thing._ipython_display_()
-    pages = [obj._repr_html_() for obj in shown]
+    return bundles
+
+
+def test_without_ipywidgets_each_widget_shows_static_html(monkeypatch):
+    bundles = published(monkeypatch, widgets=False)
+    pages = [bundle["text/html"] for bundle in bundles]
     assert all("need ipywidgets" in page for page in pages)
+    assert all("application/vnd.jupyter.widget-view+json" not in bundle for bundle in bundles)
     assert "<td>item-0001</td>" in pages[0] and "playground.model.acquire('W1')" in pages[0]
     assert "spurious expiry" in pages[1]
     assert "quiz.answer(n)" in pages[2] and "The store comparing tokens" in pages[2]
+
+
+def test_a_live_widget_carries_a_static_copy_and_a_stable_text(monkeypatch):
+    """Saved notebooks keep no widget state: the live view travels with HTML and text that
+    read well unrun and are the same on every run (nbval compares them, not the model id)."""
+    first, second = published(monkeypatch, widgets=True), published(monkeypatch, widgets=True)
+    for one, two in zip(first, second):
+        assert "application/vnd.jupyter.widget-view+json" in one
+        assert one["text/plain"] == two["text/plain"] and one["text/html"] == two["text/html"]
+        assert "run this cell" in one["text/html"] and "need ipywidgets" not in one["text/html"]
+    assert first[2]["text/plain"].startswith("Quiz: ")

@@ -191,7 +191,7 @@ def execute_notebook(nb: NotebookNode, name: str, *, master: bool) -> NotebookNo
         )
         env = dict(os.environ, PYTHONHASHSEED="0")
         try:
-            client.execute(cwd=workdir, env=env)
+            client.execute(cwd=workdir, env=env, cleanup_kc=True)  # we made the manager, so nbclient would leave the kernel running
         except CellExecutionError as exc:
             index = current["index"]
             cell = ran.cells[index] if index is not None else {}
@@ -226,7 +226,34 @@ def execute_notebook(nb: NotebookNode, name: str, *, master: bool) -> NotebookNo
     ran.metadata = saved_metadata
     for cell, metadata in zip(ran.cells, saved_cells):
         cell.metadata = metadata
-    return ran
+    return normalise_outputs(ran)
+
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def normalise_outputs(nb: NotebookNode) -> NotebookNode:
+    """Make stored outputs the same on every build, so a rebuild rewrites nothing:
+    - consecutive prints to one stream become one output (the kernel splits them by timing);
+    - live-widget views are dropped: a saved notebook keeps no widget state, so the view
+      would open as "model not found", and its model id is random; the HTML and text that
+      travel with it stay."""
+    for cell in nb.cells:
+        if "outputs" not in cell:
+            continue
+        merged: list = []
+        for output in cell.outputs:
+            data = output.get("data")
+            if data and WIDGET_VIEW in data and len(data) > 1:
+                del data[WIDGET_VIEW]
+            previous = merged[-1] if merged else None
+            if (output.get("output_type") == "stream" and previous is not None
+                    and previous.get("output_type") == "stream" and previous.get("name") == output.get("name")):
+                previous["text"] = previous["text"] + output["text"]
+            else:
+                merged.append(output)
+        cell.outputs = merged
+    return nb
 
 
 def _serialize(nb: NotebookNode) -> str:

@@ -386,8 +386,7 @@ class QueuePlayground:
         return self._box
 
     def display(self) -> None:
-        box = self.widget()
-        _ui.show(box if box is not None else _Static(self.model))
+        _ui.show(self.widget(), _Static(self.model).html, "QueuePlayground: the buttons drive a real InMemoryQueue")
 
     def _ipython_display_(self) -> None:
         self.display()
@@ -402,6 +401,9 @@ class _Static:
     def __init__(self, model: PlaygroundModel) -> None:
         self.model = model
 
-    def _repr_html_(self) -> str:
-        return (f"<p><em>{html.escape(_ui.NO_WIDGETS)} For example: "
+    def html(self, note: str = _ui.NO_WIDGETS) -> str:
+        return (f"<p><em>{html.escape(note)} By hand, for example: "
                 f"<code>playground.model.acquire('W1')</code>.</em></p>{self.model.state()._repr_html_()}")
+
+    def _repr_html_(self) -> str:
+        return self.html()

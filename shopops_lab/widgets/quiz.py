@@ -99,8 +99,7 @@ class Quiz:
         return self._box
 
     def display(self) -> None:
-        box = self.widget()
-        _ui.show(box if box is not None else _Text(self))
+        _ui.show(self.widget(), _Text(self).html, f"Quiz: {self.question}")
 
     def _ipython_display_(self) -> None:
         self.display()
@@ -113,10 +112,13 @@ class _Text:
     def __init__(self, quiz: Quiz) -> None:
         self.quiz = quiz
 
-    def _repr_html_(self) -> str:
+    def html(self, note: str = _ui.NO_WIDGETS) -> str:
         items = "".join(f"<li>{html.escape(o)}</li>" for o in self.quiz.options)
         return (f"<p><b>{html.escape(self.quiz.question)}</b></p><ol start=\"0\">{items}</ol>"
-                f"<p><em>Answer with <code>quiz.answer(n)</code>. {html.escape(_ui.NO_WIDGETS)}</em></p>")
+                f"<p><em>Answer with <code>quiz.answer(n)</code>. {html.escape(note)}</em></p>")
+
+    def _repr_html_(self) -> str:
+        return self.html()
 
 
 def _listlike(value: object) -> bool:

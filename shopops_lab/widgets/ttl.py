@@ -255,8 +255,9 @@ class TtlExplorer:
         return self._box
 
     def display(self) -> None:
-        box = self.widget()
-        _ui.show(box if box is not None else _Html(f"<p><em>{html.escape(_ui.NO_WIDGETS)}</em></p>" + self.html()))
+        _ui.show(self.widget(), lambda note: f"<p><em>{html.escape(note)}</em></p>" + self.html(),
+                 f"TtlExplorer: ttl={self.report.ttl:g} s, heartbeat={self.report.heartbeat_interval}, "
+                 f"tolerance={self.report.missed_tolerance}")
 
     def _ipython_display_(self) -> None:
         self.display()
@@ -264,13 +265,6 @@ class TtlExplorer:
     def __repr__(self) -> str:
         return f"TtlExplorer(ttl={self.report.ttl:g}, heartbeat_interval={self.report.heartbeat_interval})"
 
-
-class _Html:
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def _repr_html_(self) -> str:
-        return self.text
 
 
 # ---------------------------------------------------------------------------- internals
