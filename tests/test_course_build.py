@@ -393,3 +393,15 @@ def test_prints_split_by_timing_are_stored_as_one_output():
     normalise_outputs(nb)
     assert [(o["output_type"], o.get("text")) for o in cell.outputs] == [
         ("stream", "a\nb\n"), ("display_data", None), ("stream", "c\n")]
+
+
+def test_expected_errors_keep_their_message_but_not_the_machines_paths():
+    from shopops_lab.course.build import normalise_outputs
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("lab01.exercise.grade(answer)")
+    cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="not attempted",
+                                           traceback=["File /home/me/kit/checks/base.py:92", "AssertionError"])]
+    nb.cells = [cell]
+    normalise_outputs(nb)
+    assert cell.outputs[0]["traceback"] == ["AssertionError: not attempted"]

@@ -237,7 +237,9 @@ def normalise_outputs(nb: NotebookNode) -> NotebookNode:
     - consecutive prints to one stream become one output (the kernel splits them by timing);
     - live-widget views are dropped: a saved notebook keeps no widget state, so the view
       would open as "model not found", and its model id is random; the HTML and text that
-      travel with it stay."""
+      travel with it stay;
+    - an expected error (a student's unanswered exercise) keeps its one-line message, not the
+      traceback, whose frames name files on the machine that built it."""
     for cell in nb.cells:
         if "outputs" not in cell:
             continue
@@ -246,6 +248,8 @@ def normalise_outputs(nb: NotebookNode) -> NotebookNode:
             data = output.get("data")
             if data and WIDGET_VIEW in data and len(data) > 1:
                 del data[WIDGET_VIEW]
+            if output.get("output_type") == "error":
+                output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
             previous = merged[-1] if merged else None
             if (output.get("output_type") == "stream" and previous is not None
                     and previous.get("output_type") == "stream" and previous.get("name") == output.get("name")):
