@@ -5,7 +5,6 @@ Time is always a FakeClock or an explicit `now=`; nothing here sleeps.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pytest

@@ -15,7 +15,6 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from shopops_lab.course import source as src
 from shopops_lab.course.errors import CourseToolsMissingError, NotebookExecutionError, NotebookInvalidError

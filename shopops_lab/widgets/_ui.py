@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Callable
+from typing import Any, Callable
 
 
 def ipywidgets() -> ModuleType | None:
@@ -34,3 +34,35 @@ def show(widget: object | None, static_html: Callable[[str], str], label: str) -
 NO_WIDGETS = ("Sliders and buttons need ipywidgets (`pip install ipywidgets`); "
               "everything below still works by calling the methods directly.")
 RUN_ME = "A saved copy: run this cell to get the buttons and sliders."
+
+
+class LiveWidget:
+    """What every kit widget shares: its ipywidgets box is built once, on first display,
+    and travels with a static HTML copy (`static_html(note)`) and a one-line `label()`.
+    Subclasses say how to build the box (`build(w)`, given the ipywidgets module)."""
+
+    _box: Any = None
+
+    def build(self, w: ModuleType) -> Any:
+        raise TypeError(f"{type(self).__name__} must define build(w)")
+
+    def static_html(self, note: str) -> str:
+        raise TypeError(f"{type(self).__name__} must define static_html(note)")
+
+    def label(self) -> str:
+        return type(self).__name__
+
+    def widget(self) -> Any:
+        """The ipywidgets box (built once), or None without ipywidgets."""
+        w = ipywidgets()
+        if w is None:
+            return None
+        if self._box is None:
+            self._box = self.build(w)
+        return self._box
+
+    def display(self) -> None:
+        show(self.widget(), self.static_html, self.label())
+
+    def _ipython_display_(self) -> None:
+        self.display()

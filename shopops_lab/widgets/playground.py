@@ -331,20 +331,13 @@ class PlaygroundModel:
         return f"PlaygroundModel(t={self.clock.now():g}, step {self._cursor} of {len(self._steps)})"
 
 
-class QueuePlayground:
+class QueuePlayground(_ui.LiveWidget):
     """Buttons over a `PlaygroundModel`. The cell's last expression shows it."""
 
     def __init__(self, model: PlaygroundModel | None = None) -> None:
         self.model = model if model is not None else PlaygroundModel()
-        self._box: Any = None
 
-    def widget(self) -> Any:
-        """The ipywidgets box (built once), or None without ipywidgets."""
-        w = _ui.ipywidgets()
-        if w is None:
-            return None
-        if self._box is not None:
-            return self._box
+    def build(self, w: Any) -> Any:
         model = self.model
         message, picture = w.HTML(), w.HTML()
         case = w.Dropdown(options=CASES, value=CASES[0], description="case")
@@ -382,28 +375,14 @@ class QueuePlayground:
             message, picture,
         ]
         refresh()
-        self._box = w.VBox(rows)
-        return self._box
+        return w.VBox(rows)
 
-    def display(self) -> None:
-        _ui.show(self.widget(), _Static(self.model).html, "QueuePlayground: the buttons drive a real InMemoryQueue")
-
-    def _ipython_display_(self) -> None:
-        self.display()
-
-    def __repr__(self) -> str:
-        return f"QueuePlayground({self.model!r})"
-
-
-class _Static:
-    """What shows without ipywidgets: the current state and how to drive it by hand."""
-
-    def __init__(self, model: PlaygroundModel) -> None:
-        self.model = model
-
-    def html(self, note: str = _ui.NO_WIDGETS) -> str:
+    def static_html(self, note: str = _ui.NO_WIDGETS) -> str:
         return (f"<p><em>{html.escape(note)} By hand, for example: "
                 f"<code>playground.model.acquire('W1')</code>.</em></p>{self.model.state()._repr_html_()}")
 
-    def _repr_html_(self) -> str:
-        return self.html()
+    def label(self) -> str:
+        return "QueuePlayground: the buttons drive a real InMemoryQueue"
+
+    def __repr__(self) -> str:
+        return f"QueuePlayground({self.model!r})"

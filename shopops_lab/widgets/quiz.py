@@ -28,7 +28,7 @@ class Feedback:
         return self.message
 
 
-class Quiz:
+class Quiz(_ui.LiveWidget):
     """A multiple-choice question. `answer_index` and `explanations` follow `options`
     as written; `options` on the object is the order shown (shuffled only if seeded)."""
 
@@ -57,7 +57,6 @@ class Quiz:
         self.explanations = tuple(explanations[i] for i in order)
         self.answer_index = order.index(answer_index)
         self.hint = hint
-        self._box: Any = None
 
     def answer(self, index: int) -> Feedback:
         """Feedback for picking option `index` (in the order shown)."""
@@ -75,12 +74,7 @@ class Quiz:
         """The question and numbered options as plain text."""
         return "\n".join([self.question, *(f"  {i}. {o}" for i, o in enumerate(self.options))])
 
-    def widget(self) -> Any:
-        w = _ui.ipywidgets()
-        if w is None:
-            return None
-        if self._box is not None:
-            return self._box
+    def build(self, w: Any) -> Any:
         choices = w.RadioButtons(options=[(o, i) for i, o in enumerate(self.options)], value=None,
                                  layout=w.Layout(width="max-content"))
         check = w.Button(description="Check")
@@ -95,30 +89,19 @@ class Quiz:
             result.value = f"<p>{mark} {html.escape(feedback.message)}</p>"
 
         check.on_click(clicked)
-        self._box = w.VBox([w.HTML(f"<p><b>{html.escape(self.question)}</b></p>"), choices, check, result])
-        return self._box
+        return w.VBox([w.HTML(f"<p><b>{html.escape(self.question)}</b></p>"), choices, check, result])
 
-    def display(self) -> None:
-        _ui.show(self.widget(), _Text(self).html, f"Quiz: {self.question}")
+    def static_html(self, note: str = _ui.NO_WIDGETS) -> str:
+        items = "".join(f"<li>{html.escape(o)}</li>" for o in self.options)
+        return (f"<p><b>{html.escape(self.question)}</b></p><ol start=\"0\">{items}</ol>"
+                f"<p><em>Answer with <code>quiz.answer(n)</code>. {html.escape(note)}</em></p>")
 
-    def _ipython_display_(self) -> None:
-        self.display()
+    def label(self) -> str:
+        return f"Quiz: {self.question}"
 
     def __repr__(self) -> str:
         return f"Quiz({self.question!r}, {len(self.options)} options)"
 
-
-class _Text:
-    def __init__(self, quiz: Quiz) -> None:
-        self.quiz = quiz
-
-    def html(self, note: str = _ui.NO_WIDGETS) -> str:
-        items = "".join(f"<li>{html.escape(o)}</li>" for o in self.quiz.options)
-        return (f"<p><b>{html.escape(self.quiz.question)}</b></p><ol start=\"0\">{items}</ol>"
-                f"<p><em>Answer with <code>quiz.answer(n)</code>. {html.escape(note)}</em></p>")
-
-    def _repr_html_(self) -> str:
-        return self.html()
 
 
 def _listlike(value: object) -> bool:

@@ -191,7 +191,7 @@ def policy_svg(latency: LatencyModel, ttl: float, heartbeat_interval: float | No
     return _svg.document(width, 122, body, label="lease policy")
 
 
-class TtlExplorer:
+class TtlExplorer(_ui.LiveWidget):
     """Sliders over `evaluate_policy`: move them and watch the numbers and the verdict."""
 
     def __init__(self, latency: LatencyModel | None = None, *, ttl: float = 60,
@@ -201,7 +201,6 @@ class TtlExplorer:
         self.report = evaluate_policy(self.latency, ttl, heartbeat_interval, missed_tolerance,
                                       runs=runs, seed=seed)
         self.runs, self.seed = runs, seed
-        self._box: Any = None
 
     def update(self, *, p50: float, p99: float, max_latency: float, ttl: float,
                heartbeat_interval: float | None, missed_tolerance: int) -> TtlReport:
@@ -220,12 +219,7 @@ class TtlExplorer:
         return (policy_svg(self.latency, self.report.ttl, self.report.heartbeat_interval)
                 + f"<pre>{html.escape(str(self.report))}</pre>" + verdict)
 
-    def widget(self) -> Any:
-        w = _ui.ipywidgets()
-        if w is None:
-            return None
-        if self._box is not None:
-            return self._box
+    def build(self, w: Any) -> Any:
         r = self.report
         sliders = {
             "p50": w.FloatSlider(value=r.latency.p50, min=0.5, max=60, step=0.5, description="p50 (s)"),
@@ -251,16 +245,14 @@ class TtlExplorer:
         for s in sliders.values():
             s.observe(changed, names="value")
         note = w.HTML("<small>heartbeat 0 = no heartbeats</small>")
-        self._box = w.VBox([*sliders.values(), note, out])
-        return self._box
+        return w.VBox([*sliders.values(), note, out])
 
-    def display(self) -> None:
-        _ui.show(self.widget(), lambda note: f"<p><em>{html.escape(note)}</em></p>" + self.html(),
-                 f"TtlExplorer: ttl={self.report.ttl:g} s, heartbeat={self.report.heartbeat_interval}, "
-                 f"tolerance={self.report.missed_tolerance}")
+    def static_html(self, note: str = _ui.NO_WIDGETS) -> str:
+        return f"<p><em>{html.escape(note)}</em></p>" + self.html()
 
-    def _ipython_display_(self) -> None:
-        self.display()
+    def label(self) -> str:
+        return (f"TtlExplorer: ttl={self.report.ttl:g} s, heartbeat={self.report.heartbeat_interval}, "
+                f"tolerance={self.report.missed_tolerance}")
 
     def __repr__(self) -> str:
         return f"TtlExplorer(ttl={self.report.ttl:g}, heartbeat_interval={self.report.heartbeat_interval})"
