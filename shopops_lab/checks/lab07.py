@@ -1,0 +1,398 @@
+"""Lab 07: a backpressure policy for burst day, judged by running the day.
+
+The learner writes `my_policy(signals)`, returning `acquire(...)` or `wait(...)`. The
+check plays `burst_day` (3,000 items, its chaos and its gateway spike) on three seeds
+and holds the policy to four promises, each measured from the run's event log:
+
+- work gets done: every item done or dead-lettered, the last one within `finish_by`;
+- approvals keep flowing: 95 of 100 approval resumes done within `approval_p95` seconds
+  of arriving, and no `approval_starved` anomaly;
+- the gateway does not melt: at most `timeouts` model calls time out;
+- no customer is contacted twice, and the checker finds nothing else.
+
+There is no single right policy, only these limits. `trial(policy, seed=...)` runs one day
+and shows every measurement against its limit, so a learner can try ideas before the
+check. A failure names the limit, the numbers, the seed and the line that replays it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from shopops_lab.backpressure import Decision, Signals, describe_policy
+from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer
+from shopops_lab.errors import ShopOpsError
+from shopops_lab.events import EventKind
+from shopops_lab.metrics import percentile
+from shopops_lab.sim import Simulation
+from shopops_lab.sim.scenarios import APPROVAL, BULK, INTAKE
+
+__all__ = ["CONTRACT", "ITEMS", "LIMITS", "PIECES", "SEEDS", "Limits", "Trial", "exercise", "knowledge", "trial"]
+
+SCENARIO = "burst_day"
+ITEMS = 3000                 # a shorter burst than the story's 10,000, so the check takes about a second
+SEEDS = (3, 5, 8)
+CHUNK = 300.0                # simulated seconds between looks at the wake-up count
+MAX_STEPS = 200_000          # a sound day of 3,000 items takes about 12,000 worker wake-ups
+_KIND_NAMES = {INTAKE: "intake", BULK: "bulk outreach", APPROVAL: "approvals"}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limits:
+    """What ShopOps promises on burst day (the exercise's grading limits)."""
+
+    approval_p95: float = 90.0     # seconds from an approval's arrival to done, for 95 of 100 of them
+    timeouts: int = 15             # model calls that may time out in one day (0.5% of 3,000 items)
+    finish_by: float = 5400.0      # every item done or dead-lettered by then (90 minutes)
+
+    def __str__(self) -> str:
+        return (f"every item done or dead-lettered by t={self.finish_by:,.0f} s; approvals: p95 from arrival "
+                f"to done <= {self.approval_p95:g} s and none starved; at most {self.timeouts} model calls "
+                "timed out; no customer contacted twice")
+
+
+LIMITS = Limits()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Trial:
+    """One burst day under one policy, measured. Build it with `trial(policy, seed=...)`;
+    `problems()` lists the limits it breaks, `str()` shows every measurement."""
+
+    seed: int
+    items: int
+    policy: str
+    capacity: int | None                       # calls the gateway serves at full speed
+    end: float                                 # when the run stopped (the day's end if work was left)
+    stopped: bool                              # cut short: the workers woke up too often
+    steps: int                                 # worker wake-ups and other events handled
+    kinds: dict[str, tuple[int, int]]          # kind -> (settled: done or dead-lettered, total)
+    done: int
+    dead_lettered: int
+    finished_at: float | None                  # when the last item was settled; None if some never were
+    approvals: int                             # approval resumes done
+    approval_p95: float | None                 # seconds from arrival to done, nearest rank
+    slowest: tuple[str, float] | None          # (case, seconds) of the slowest approval
+    bulk_while_overdue: int                    # bulk items finished while an approval was past its budget
+    calls: int
+    timeouts: int
+    gateway_p95: float | None
+    max_in_flight: int
+    mean_in_flight: float                      # call-seconds per second until the last item settled
+    double_contacts: int
+    anomalies: dict[str, int] = field(default_factory=dict)   # checker anomaly name -> count
+    first_anomaly: dict[str, str] = field(default_factory=dict)   # name -> its first message
+    replay: str = ""
+    limits: Limits = LIMITS
+
+    @property
+    def unfinished(self) -> int:
+        return sum(total - settled for settled, total in self.kinds.values())
+
+    def problems(self) -> list[str]:
+        """Every limit this day breaks, one sentence each (empty when all hold)."""
+        lim, found = self.limits, []
+        if self.stopped:
+            found.append(f"the workers kept waking up without getting work done: the run was stopped at "
+                         f"t={self.end:,.0f} s after {self.steps:,} wake-ups (a sound day of {self.items:,} items "
+                         f"needs about {self.items * 4:,}), with {self.unfinished:,} items unfinished")
+        elif self.unfinished:
+            short = [f"{_KIND_NAMES.get(kind, kind)} {settled:,} of {total:,} ({_pct(settled, total)})"
+                     for kind, (settled, total) in sorted(self.kinds.items()) if settled < total]
+            found.append(f"work left undone: by the end of the day (t={self.end:,.0f} s) {self.unfinished:,} of "
+                         f"{self.items:,} items were never finished, done so far: {', '.join(short)}; "
+                         "shedding is for while the gateway is full, not for good")
+        if self.approval_p95 is not None and self.approval_p95 > lim.approval_p95:
+            case, seconds = self.slowest or ("?", 0.0)
+            found.append(f"approvals starved: their p95 from arrival to done was {self.approval_p95:,.0f} s, over "
+                         f"the {lim.approval_p95:g} s budget (the slowest, case {case}, took {seconds:,.0f} s), "
+                         f"while {self.bulk_while_overdue:,} bulk outreach items were finished during those "
+                         "overdue waits")
+        if self.anomalies.get("approval_starved"):
+            found.append(f"the checker found {self.anomalies['approval_starved']} starved approval(s): "
+                         f"{self.first_anomaly['approval_starved']}")
+        if self.timeouts > lim.timeouts:
+            gateway = "" if self.capacity is None else f" on a gateway that serves {self.capacity} at full speed"
+            found.append(f"the gateway melted: {self.timeouts} model calls timed out (limit {lim.timeouts}), "
+                         f"its p95 reached {_s(self.gateway_p95)}, with up to {self.max_in_flight} calls in "
+                         f"flight{gateway}; every timeout held a worker for the whole timeout and then sent "
+                         "its item round again")
+        if (not self.stopped and not self.unfinished and self.finished_at is not None
+                and self.finished_at > lim.finish_by):
+            room = "" if self.capacity is None else f" although the gateway serves {self.capacity} at full speed"
+            found.append(f"too slow: the last item was settled at t={self.finished_at:,.0f} s "
+                         f"({_clock(self.finished_at)}), past the limit of t={lim.finish_by:,.0f} s "
+                         f"({_clock(lim.finish_by)}); on average only {self.mean_in_flight:.1f} model calls were "
+                         f"in flight{room}: work was held back that the gateway had room for")
+        if self.double_contacts or self.anomalies.get("double_contact"):
+            found.append(f"customers were contacted twice ({self.double_contacts} case(s)): "
+                         f"{self.first_anomaly.get('double_contact', '')}".rstrip(": "))
+        others = sorted(set(self.anomalies) - {"approval_starved", "double_contact", "lost_item"})
+        for name in others:
+            found.append(f"the checker found {name} x{self.anomalies[name]}: {self.first_anomaly[name]}")
+        return found
+
+    def lines(self) -> list[str]:
+        """The measurements, one per promise, marked with whether the limit holds."""
+        lim = self.limits
+        settled = self.items - self.unfinished
+        if self.stopped:
+            work = f"stopped at t={self.end:,.0f} s after {self.steps:,} wake-ups; {settled:,} of {self.items:,} settled"
+        elif self.unfinished:
+            work = f"{settled:,} of {self.items:,} settled by the end of the day (t={self.end:,.0f} s)"
+        else:
+            work = (f"all {self.items:,} settled ({self.done:,} done, {self.dead_lettered} dead-lettered), "
+                    f"the last at t={self.finished_at:,.0f} s (limit {lim.finish_by:,.0f} s)")
+        work_ok = (not self.stopped and not self.unfinished and self.finished_at is not None
+                   and self.finished_at <= lim.finish_by)
+        waiting = self.kinds.get(APPROVAL, (0, 0))
+        approvals_ok = ((self.approval_p95 is None or self.approval_p95 <= lim.approval_p95)
+                        and not self.anomalies.get("approval_starved") and waiting[0] == waiting[1])
+        dead, left = waiting[0] - self.approvals, waiting[1] - waiting[0]
+        approvals = (f"{self.approvals} done" + (f", {dead} dead-lettered" if dead else "")
+                     + (f", {left} unfinished" if left else "")
+                     + f", p95 {_s(self.approval_p95)} from arrival to done (limit {lim.approval_p95:g} s)")
+        if self.anomalies.get("approval_starved"):
+            approvals += f", {self.anomalies['approval_starved']} starved"
+        cap = "" if self.capacity is None else f", it serves {self.capacity} at full speed"
+        gateway = (f"{self.timeouts} of {self.calls:,} calls timed out (limit {lim.timeouts}), p95 "
+                   f"{_s(self.gateway_p95)}, up to {self.max_in_flight} in flight{cap}")
+        others = {k: v for k, v in self.anomalies.items() if k not in ("approval_starved", "lost_item")}
+        customers = (f"{self.double_contacts} double contacts" + (
+            "; checker: " + ", ".join(f"{k} x{v}" for k, v in sorted(others.items())) if others else ""))
+        customers_ok = not self.double_contacts and not others
+        return [f"{_mark(work_ok)} work:      {work}",
+                f"{_mark(approvals_ok)} approvals: {approvals}",
+                f"{_mark(self.timeouts <= lim.timeouts)} gateway:   {gateway}",
+                f"{_mark(customers_ok)} customers: {customers}"]
+
+    def __str__(self) -> str:
+        head = f"burst day, seed {self.seed}, {self.items:,} items, policy {self.policy}"
+        return "\n".join([head, *(f"  {line}" for line in self.lines()), f"  replay: {self.replay}"])
+
+
+def trial(policy: Any, *, seed: int = SEEDS[0], items: int = ITEMS, limits: Limits = LIMITS) -> Trial:
+    """Play burst day (`items` items, with its chaos) under `policy` and measure it
+    against `limits`. A run whose workers wake up more than MAX_STEPS times is cut short."""
+    sim = Simulation(SCENARIO, seed=seed, items=items, policy=policy)
+    t, stopped = 0.0, False
+    while not sim.done:
+        t += CHUNK
+        sim.run_until(t)
+        if sim.steps > MAX_STEPS and not sim.done:
+            stopped = True
+            break
+    report = sim.report()
+    return _measure(sim, report, stopped, limits)
+
+
+def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits) -> Trial:
+    kind_of: dict[str, str] = {}
+    arrived: dict[str, float] = {}              # approval item -> arrival time
+    case_of: dict[str, str] = {}
+    settled_at: dict[str, float] = {}
+    approval_done: dict[str, float] = {}
+    bulk_acks: list[float] = []
+    calls = timeouts = max_in_flight = 0
+    call_seconds = 0.0
+    latencies: list[float] = []
+    for time, kind, item_id, case_id, _worker, _token, _attempt, info in report.log.rows():
+        if kind is EventKind.ENQUEUED:
+            kind_of[item_id] = info.get("kind", "")
+            if info.get("kind") == APPROVAL:
+                arrived[item_id] = time
+                case_of[item_id] = case_id
+        elif kind is EventKind.ACKED or kind is EventKind.DEAD_LETTERED:
+            settled_at.setdefault(item_id, time)
+            if kind is EventKind.ACKED:
+                if item_id in arrived:
+                    approval_done.setdefault(item_id, time)
+                elif kind_of.get(item_id) == BULK:
+                    bulk_acks.append(time)
+        elif kind is EventKind.GATEWAY_CALL:
+            calls += 1
+            seconds = float(info.get("seconds", 0.0))
+            call_seconds += seconds
+            latencies.append(seconds)
+            timeouts += bool(info.get("timed_out"))
+            max_in_flight = max(max_in_flight, int(info.get("in_flight", 0)) + 1)   # counted before this one left
+    kinds: dict[str, tuple[int, int]] = {}
+    for item_id, kind in kind_of.items():
+        settled, total = kinds.get(kind, (0, 0))
+        kinds[kind] = (settled + (item_id in settled_at), total + 1)
+    unfinished = len(kind_of) - len(settled_at)
+    finished_at = max(settled_at.values()) if settled_at and not unfinished else None
+    waits = sorted((done - arrived[item], item) for item, done in approval_done.items())
+    approval_p95 = percentile([w for w, _ in waits], 95) if waits else None
+    slowest = (case_of[waits[-1][1]], waits[-1][0]) if waits else None
+    overdue = [(arrived[item] + limits.approval_p95, approval_done.get(item, sim.now))
+               for item in arrived if approval_done.get(item, sim.now) - arrived[item] > limits.approval_p95]
+    bulk_while_overdue = sum(1 for t in bulk_acks if any(start < t <= end for start, end in overdue))
+    anomalies: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for anomaly in report.anomalies:
+        name = anomaly.name.value
+        anomalies[name] = anomalies.get(name, 0) + 1
+        first.setdefault(name, anomaly.message)
+    span = finished_at if finished_at else sim.now
+    return Trial(
+        seed=sim.seed, items=sim.items, policy=describe_policy(sim.policy),
+        capacity=sim.scenario.gateway_capacity, end=round(sim.now, 3), stopped=stopped, steps=sim.steps,
+        kinds=kinds, done=report.done, dead_lettered=report.dead_lettered, finished_at=finished_at,
+        approvals=len(waits), approval_p95=approval_p95, slowest=slowest, bulk_while_overdue=bulk_while_overdue,
+        calls=calls, timeouts=timeouts, gateway_p95=percentile(sorted(latencies), 95) if latencies else None,
+        max_in_flight=max_in_flight, mean_in_flight=call_seconds / span if span else 0.0,
+        double_contacts=report.double_contacts, anomalies=anomalies, first_anomaly=first,
+        replay=report.python_replay.split("; ", 1)[-1], limits=limits)
+
+
+# ------------------------------------------------------------------ exercise 7.1
+_PROBE = Signals(gateway_p95=0.0, depth=ITEMS, in_flight=0, now=0.0)
+
+
+def _probe(policy: Any) -> None:
+    """Call the policy once, the way a worker would at t=0, so a stub or a wrong return
+    shows up before a whole day is simulated."""
+    if policy is None:
+        raise NotAttempted()
+    if not callable(policy):
+        raise Wrong(f"the check got {_describe(policy)}; pass the policy function itself, "
+                    "e.g. check(my_policy), not check(my_policy(...)).")
+    try:
+        decision = call_answer(policy, _PROBE)
+    except NotAttempted:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the learner's code: report it, whatever it is
+        raise Wrong(f"your policy raised {type(exc).__name__}: {exc} when a worker asked it at t=0 with {_PROBE}.") from None
+    if type(decision) is not Decision:
+        raise Wrong(f"your policy returned {_describe(decision)} for {_PROBE}; return a decision: acquire(), "
+                    "acquire(max_priority=...) or wait(seconds), from shopops_lab.backpressure.")
+
+
+def _run(policy: Any) -> str:
+    _probe(policy)
+    trials = []
+    for seed in SEEDS:
+        try:
+            day = trial(policy, seed=seed)
+        except NotImplementedError:
+            raise NotAttempted() from None
+        except ShopOpsError as err:
+            raise Wrong(f"during burst day (seed {seed}) your policy was refused: {err}") from None
+        found = day.problems()
+        if found:
+            others = [f"also: {problem}" for problem in found[1:]]
+            raise Wrong(f"{found[0]} (seed {seed}, {day.items:,} items).",
+                        [*others, "what the run measured:", *(f"  {line}" for line in day.lines()),
+                         f"see it again: print(lab07.trial({day.policy}, seed={seed}))",
+                         f"replay the whole run: {day.replay}"])
+        trials.append(day)
+    worst_approval = max((d.approval_p95 or 0.0) for d in trials)
+    return (f"in {len(trials)} burst days ({ITEMS:,} items, seeds {', '.join(map(str, SEEDS))}, with chaos and "
+            f"the gateway spike) approvals took at most {worst_approval:.0f} s (p95, limit "
+            f"{LIMITS.approval_p95:g} s), at most {max(d.timeouts for d in trials)} calls timed out "
+            f"(limit {LIMITS.timeouts}), every item was settled by t={max(d.finished_at for d in trials):,.0f} s "
+            f"(limit {LIMITS.finish_by:,.0f} s), and no customer was contacted twice.")
+
+
+exercise = Exercise(
+    id="07.1", title="a backpressure policy for burst day", run=_run,
+    hints=(("Look at the gateway, not the queue: past the number of calls it serves at full speed, another "
+            "call buys no throughput, only slower calls and timeouts. Which signal says that is happening "
+            "now, rather than after the fact?"),
+           ("signals.in_flight counts the model calls running right now; signals.gateway_p95 describes the "
+            "last 50 calls that finished, so it lags. acquire(max_priority=Priority.APPROVAL) takes approval "
+            "resumes only, acquire() takes anything, wait(seconds) takes nothing. lab07.trial(my_policy) shows "
+            "every measurement for one day."),
+           ("Shape: one if. When the gateway is already busy with as many calls as it serves at full speed, a "
+            "worker may take only work that must not wait; otherwise it takes anything.")),
+)
+
+
+# ------------------------------------------------------------------ exercise 7.2: the contract
+PIECES = {
+    "at_least_once_delivery": "the queue hands an item out again until it is acked or dead-lettered",
+    "idempotency_keys": "every customer-facing effect carries a key; a repeat returns the first result",
+    "fencing_tokens": "every claim gets a larger token; the store refuses writes made under an older one",
+    "checkpoints": "confirmed steps and receipts are written down, so a redelivery resumes instead of redoing",
+    "exactly_once_delivery": "the broker hands each item to exactly one worker, exactly once",
+    "retry_until_success": "a failing item is retried until it succeeds, however long that takes",
+    "long_leases": "leases long enough that no worker ever loses one while it is still working",
+}
+CONTRACT = frozenset({"at_least_once_delivery", "idempotency_keys", "fencing_tokens", "checkpoints"})
+
+_WHY_NOT = {
+    "exactly_once_delivery": ("no broker can promise it across crash domains: to the queue, a worker that "
+                              "died after the send and before the ack looks exactly like one that died "
+                              "before sending, so the item must be handed out again, and the send may repeat."),
+    "retry_until_success": ("a poison payload fails the same way every time; retrying it for ever is a retry "
+                            "storm. It goes to the dead-letter queue after max_attempts (lab 02)."),
+    "long_leases": ("a long lease only delays the redelivery after a crash, and a frozen worker can outlive "
+                    "any lease (lab 03); it makes duplicates rarer, never impossible."),
+}
+_MISSING = {
+    "at_least_once_delivery": "without it, the case held by a worker that died is simply lost (lab 01)",
+    "idempotency_keys": "without it, every redelivery after a send is a second email to the customer (lab 01)",
+    "fencing_tokens": ("without it, a worker that wakes up stale overwrites its successor's record (lab 04)"),
+    "checkpoints": ("without it, a redelivered case redoes steps that were already confirmed, and an "
+                    "effect with an unknown outcome is repeated instead of looked up (lab 05)"),
+}
+
+
+def _contract(the_contract: Any) -> str:
+    picked = call_answer(the_contract)
+    if isinstance(picked, str) or not isinstance(picked, (set, frozenset, list, tuple)):
+        raise Wrong(f"the_contract() returned {_describe(picked)}; return a set of labels from lab07.PIECES, "
+                    "e.g. {'label_one', 'label_two'}.")
+    unknown = sorted(str(p) for p in picked if p not in PIECES)
+    if unknown:
+        raise Wrong(f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not among the labels; "
+                    f"use the keys of lab07.PIECES: {', '.join(PIECES)}.")
+    chosen = set(picked)
+    extra = sorted(chosen - CONTRACT)
+    if extra:
+        raise Wrong(f"{extra[0]!r} is not part of the contract: {_WHY_NOT[extra[0]]}")
+    missing = sorted(CONTRACT - chosen)
+    if missing:
+        if len(missing) == 1:
+            raise Wrong(f"1 piece is missing: {_MISSING[missing[0]]}.")
+        raise Wrong(f"{len(missing)} pieces are missing. One of them: {_MISSING[missing[0]]}.")
+    return ("at-least-once delivery brings every case back after a crash, and idempotency keys, fencing tokens "
+            "and checkpoints make the repeat harmless: that is the contract, since exactly-once is not on offer.")
+
+
+knowledge = Exercise(
+    id="07.2", title="the contract that survives a crash", run=_contract,
+    hints=(("Go through the labs: what did each one add so that a worker could die anywhere, at any moment, "
+            "without losing a case or contacting a customer twice?"),
+           ("One piece makes sure nothing is lost; the others make a repeat harmless, each for a different kind "
+            "of repeat: a send, a stale write, a step already done. Leave out whatever promises that repeats "
+            "never happen.")),
+)
+
+
+def _describe(value: Any) -> str:
+    """A value for a message, without the memory address a default repr would show."""
+    if value is None or isinstance(value, (str, int, float, bool, Decision)):
+        text = repr(value)
+        return text if len(text) <= 80 else text[:77] + "..."
+    name = getattr(value, "__name__", None)
+    kind = type(value).__name__
+    return f"the {kind} {name}" if isinstance(name, str) else f"a {kind}"
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "-"
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:,.0f} s"
+
+
+def _clock(seconds: float) -> str:
+    minutes = round(seconds / 60)
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+def _mark(ok: bool) -> str:
+    return "✓" if ok else "✗"

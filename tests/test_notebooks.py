@@ -1,0 +1,61 @@
+"""Course-wide promises about the stored notebooks (nbval checks that the outputs are current;
+these check what the outputs and sources say)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LABS = ("00_start_here", "01_leases_and_redelivery", "02_poison_messages_and_the_dlq",
+        "03_heartbeats_and_ttl_design", "04_fencing_tokens", "05_checkpoints_and_receipts",
+        "06_outbox", "07_burst_day")
+NOTEBOOKS = [ROOT / folder / f"{lab}.ipynb" for folder in ("solutions", "notebooks") for lab in LABS]
+MACHINE_PATH = re.compile(r"/(tmp|root|home|work|Users)/[A-Za-z0-9_.-]+")
+ADDRESS = re.compile(r"0x[0-9a-f]{8,}")
+
+
+def outputs_text(cell) -> str:
+    parts = []
+    for output in cell.get("outputs", ()):
+        parts.append(output.get("text", ""))
+        parts.extend(str(value) for value in output.get("data", {}).values())
+        parts.extend(output.get("traceback", ()))
+    return "".join(parts)
+
+
+def test_every_lab_exists_as_master_and_student():
+    missing = [str(path.relative_to(ROOT)) for path in NOTEBOOKS if not path.exists()]
+    assert missing == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_stored_outputs_are_clean_and_reproducible(path):
+    nb = nbformat.read(path, as_version=4)
+    assert nb.metadata.kernelspec.name == "python3"
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        assert all(o.get("name") != "stderr" for o in cell.outputs), f"cell {index} wrote to stderr"
+        text = outputs_text(cell) + cell.source
+        assert not MACHINE_PATH.search(text), f"cell {index} shows a machine path"
+        assert not ADDRESS.search(text), f"cell {index} shows a memory address"
+        assert "sys.path" not in cell.source, f"cell {index} edits sys.path"
+        assert "open(" not in cell.source, f"cell {index} reads a file beside the notebook"
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_checks_say_correct_in_masters_and_not_attempted_in_students(lab):
+    """The stored output of every learner check: nbval proves it is current."""
+    seen = 0
+    for folder, word in (("solutions", "correct."), ("notebooks", "not attempted.")):
+        nb = nbformat.read(ROOT / folder / f"{lab}.ipynb", as_version=4)
+        for cell in nb.cells:
+            demo = "def " in cell.source  # lab 00 shows the verdicts on stand-ins it defines itself
+            if cell.cell_type == "code" and not demo and re.search(r"\b(exercise|knowledge|warmup)\.check\(", cell.source):
+                verdicts = re.findall(r"(?:✅|❌|⏳) Exercise [^:]+: (correct\.|incorrect\.|not attempted\.)", outputs_text(cell))
+                assert verdicts and set(verdicts) == {word}, (folder, cell.source, verdicts)
+                seen += 1
+    assert seen >= 2, f"{lab}: no learner check found in both versions"
