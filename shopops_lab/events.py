@@ -84,13 +84,18 @@ class Event:
         return row
 
     def __str__(self) -> str:
-        parts = [f"#{self.seq}", f"t={self.time:g}", self.kind.value]
+        parts = [f"#{self.seq}", f"t={_number(self.time)}", self.kind.value]
         for name in ("item_id", "case_id", "worker_id", "token", "attempt"):
             value = getattr(self, name)
             if value is not None:
                 parts.append(f"{name.removesuffix('_id')}={value}")
-        parts.extend(f"{k}={v}" for k, v in sorted(self.info.items()))
+        parts.extend(f"{k}={_number(v)}" for k, v in sorted(self.info.items()))
         return " ".join(parts)
+
+
+def _number(value: Any) -> Any:
+    """Floats as a person writes them: 168.747, not 168.74699999999999; 30, not 30.0."""
+    return format(value, ".10g") if isinstance(value, float) else value
 
 
 _FIELDS = ("seq", "time", "kind", "item_id", "case_id", "worker_id", "token", "attempt", "info")

@@ -216,11 +216,11 @@ def two_leases_log() -> EventLog:
     log = EventLog()
     log.append(K.ENQUEUED, 0, item_id="item-0001", case_id="O-1001", kind="contact_send", priority=1)
     log.append(K.ENQUEUED, 0, item_id="item-0002", case_id="O-1001", kind="refund", priority=1)
-    log.append(K.LEASED, 1, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, attempt=1, expires_at=31.0)
+    log.append(K.LEASED, 1, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, attempt=1, expires_at=31)
     log.append(K.HEARTBEAT, 20, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, attempt=1,
-               expires_at=50.0)
+               expires_at=50)
     log.append(K.LEASED, 40, item_id="item-0002", case_id="O-1001", worker_id="W7", token=1, attempt=1,
-               expires_at=70.0)
+               expires_at=70)
     log.append(K.ACKED, 45, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, attempt=1)
     log.append(K.ACKED, 46, item_id="item-0002", case_id="O-1001", worker_id="W7", token=1, attempt=1)
     return log
@@ -250,10 +250,10 @@ def test_a_lease_that_ended_or_ran_out_is_not_live(end):
     log = EventLog()
     log.append(K.ENQUEUED, 0, item_id="item-0001", case_id="O-1001", priority=1)
     log.append(K.ENQUEUED, 0, item_id="item-0002", case_id="O-1001", priority=1)
-    log.append(K.LEASED, 1, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, expires_at=31.0)
+    log.append(K.LEASED, 1, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, expires_at=31)
     if end is not None:
         log.append(end[0], end[1], item_id="item-0001", case_id="O-1001", worker_id="W1", token=1)
-    log.append(K.LEASED, 40, item_id="item-0002", case_id="O-1001", worker_id="W7", token=1, expires_at=70.0)
+    log.append(K.LEASED, 40, item_id="item-0002", case_id="O-1001", worker_id="W7", token=1, expires_at=70)
 
     assert AnomalyName.TWO_LIVE_LEASES not in check(log, final=False).names()
 
@@ -272,9 +272,9 @@ def stale_ack_log() -> EventLog:
     t=10, W7 is granted token 5 at t=11, and W1's ack with token 4 is accepted at t=12."""
     log = EventLog()
     log.append(K.ENQUEUED, 0, item_id="item-0001", case_id="O-1001", priority=1)
-    log.append(K.LEASED, 0, item_id="item-0001", case_id="O-1001", worker_id="W1", token=4, attempt=1, expires_at=10.0)
+    log.append(K.LEASED, 0, item_id="item-0001", case_id="O-1001", worker_id="W1", token=4, attempt=1, expires_at=10)
     log.append(K.EXPIRED, 11, item_id="item-0001", case_id="O-1001", worker_id="W1", token=4, attempt=1)
-    log.append(K.LEASED, 11, item_id="item-0001", case_id="O-1001", worker_id="W7", token=5, attempt=2, expires_at=41.0)
+    log.append(K.LEASED, 11, item_id="item-0001", case_id="O-1001", worker_id="W7", token=5, attempt=2, expires_at=41)
     log.append(K.ACKED, 12, item_id="item-0001", case_id="O-1001", worker_id="W1", token=4, attempt=2)
     log.append(K.ACKED, 20, item_id="item-0001", case_id="O-1001", worker_id="W7", token=5, attempt=2)
     return log
@@ -506,9 +506,9 @@ invalid: 1 anomaly (double_contact) in 7 events
 double_contact: case O-1001 was emailed twice for intent O-1001:email:3 — msg-0001 at t=12 by W1 (token 1) \
 and msg-0002 at t=43 by W7 (token 2). Every send after the first reached the customer again: send with the \
 idempotency key through an adapter that returns the first message id on a repeat.
-  #1 t=2 leased item=item-0001 case=O-1001 worker=W1 token=1 attempt=1 expires_at=32.0
+  #1 t=2 leased item=item-0001 case=O-1001 worker=W1 token=1 attempt=1 expires_at=32
   #2 t=12 contact_sent case=O-1001 worker=W1 channel=email idem_key=O-1001:email:3 message_id=msg-0001 to=jordan
-  #4 t=37 leased item=item-0001 case=O-1001 worker=W7 token=2 attempt=2 expires_at=67.0
+  #4 t=37 leased item=item-0001 case=O-1001 worker=W7 token=2 attempt=2 expires_at=67
   #5 t=43 contact_sent case=O-1001 worker=W7 channel=email idem_key=O-1001:email:3 message_id=msg-0002 to=jordan"""
 
 

@@ -649,14 +649,14 @@ def test_the_log_tells_one_items_whole_story():
     q.ack(q.acquire("W8"))            # t=20, token 3
     assert [str(e) for e in q.log] == [
         "#0 t=0 enqueued item=item-0001 case=O-1001 kind=contact_send priority=1 tenant_id=store_northline",
-        "#1 t=0 leased item=item-0001 case=O-1001 worker=W1 token=1 attempt=1 expires_at=10.0",
-        "#2 t=4 heartbeat item=item-0001 case=O-1001 worker=W1 token=1 attempt=1 expires_at=14.0",
-        "#3 t=15 expired item=item-0001 case=O-1001 worker=W1 token=1 attempt=1 expires_at=14.0",
-        "#4 t=15 leased item=item-0001 case=O-1001 worker=W7 token=2 attempt=2 expires_at=25.0",
+        "#1 t=0 leased item=item-0001 case=O-1001 worker=W1 token=1 attempt=1 expires_at=10",
+        "#2 t=4 heartbeat item=item-0001 case=O-1001 worker=W1 token=1 attempt=1 expires_at=14",
+        "#3 t=15 expired item=item-0001 case=O-1001 worker=W1 token=1 attempt=1 expires_at=14",
+        "#4 t=15 leased item=item-0001 case=O-1001 worker=W7 token=2 attempt=2 expires_at=25",
         "#5 t=16 nacked item=item-0001 case=O-1001 worker=W7 token=2 attempt=2 error=bad schema",
-        "#6 t=16 dead_lettered item=item-0001 case=O-1001 worker=W7 token=2 attempt=2 enqueued_at=0.0 error=bad schema",
+        "#6 t=16 dead_lettered item=item-0001 case=O-1001 worker=W7 token=2 attempt=2 enqueued_at=0 error=bad schema",
         "#7 t=20 replayed item=item-0001 case=O-1001 last_error=bad schema replays=1",
-        "#8 t=20 leased item=item-0001 case=O-1001 worker=W8 token=3 attempt=1 expires_at=30.0",
+        "#8 t=20 leased item=item-0001 case=O-1001 worker=W8 token=3 attempt=1 expires_at=30",
         "#9 t=20 acked item=item-0001 case=O-1001 worker=W8 token=3 attempt=1",
     ]
 
