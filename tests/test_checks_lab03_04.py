@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_answers import answers
 
 from shopops_lab.checks import lab03, lab04
 from shopops_lab.checks.base import Verdict
@@ -241,15 +242,6 @@ def test_lab04_the_store_token_check_is_the_control():
 
 # --------------------------------------------------------------------------- the notebooks
 
-def _answers(nb: nbformat.NotebookNode) -> dict:
-    """Run the notebook's first code cell (imports and set-up) and its answer cells; return the names."""
-    namespace: dict = {}
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    exec(compile(code[0].source, "<set-up>", "exec"), namespace)  # noqa: S102 - our own notebook
-    for cell in code:
-        if cell.metadata["nbgrader"]["solution"]:
-            exec(compile(cell.source, "<answer>", "exec"), namespace)  # noqa: S102
-    return namespace
 
 
 @pytest.mark.parametrize("path, checks", [
@@ -260,7 +252,7 @@ def test_master_answers_pass_and_student_stubs_are_not_attempted(path, checks, c
     master = nbformat.read(path, as_version=4)
     graded = [c.source for c in master.cells if c.metadata["nbgrader"]["grade"] and c.cell_type == "code"]
     assert len(graded) == len(checks)
-    solved, pristine = _answers(master), _answers(build_student(master))
+    solved, pristine = answers(master), answers(build_student(master))
     capsys.readouterr()  # the set-up cell prints its settings
     for exercise, name in checks:
         assert any(f"grade({name})" in g for g in graded)

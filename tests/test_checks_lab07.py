@@ -15,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from notebook_answers import answers
 
 from shopops_lab.backpressure import BackpressurePolicy, NoBackpressure, acquire, wait
 from shopops_lab.checks import lab07
@@ -219,15 +220,6 @@ def test_the_contract_rejects_wrong_shapes_and_unknown_labels():
 
 # --------------------------------------------------------------------------- the notebooks
 
-def _answers(nb: nbformat.NotebookNode) -> dict:
-    """Run the notebook's set-up cell (the first code cell) and its answer cells; return the names."""
-    namespace: dict = {}
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    exec(compile(code[0].source, "<set-up>", "exec"), namespace)  # noqa: S102 - our own notebook
-    for cell in code:
-        if cell.metadata["nbgrader"]["solution"]:
-            exec(compile(cell.source, "<answer>", "exec"), namespace)  # noqa: S102
-    return namespace
 
 
 def test_master_answers_pass_and_student_stubs_are_not_attempted(capsys):
@@ -235,7 +227,7 @@ def test_master_answers_pass_and_student_stubs_are_not_attempted(capsys):
     graded = [c.source for c in master.cells if c.metadata["nbgrader"]["grade"] and c.cell_type == "code"]
     checks = [(lab07.exercise, "my_policy"), (lab07.knowledge, "the_contract")]
     assert len(graded) == len(checks)
-    solved, pristine = _answers(master), _answers(build_student(master))
+    solved, pristine = answers(master), answers(build_student(master))
     capsys.readouterr()  # the set-up cell prints its settings
     for exercise, name in checks:
         assert any(f"grade({name})" in g for g in graded)

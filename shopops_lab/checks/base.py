@@ -78,7 +78,8 @@ class Exercise:
             message = self.run(*answer)
         except NotAttempted:
             return Result(exercise=name, verdict=Verdict.NOT_ATTEMPTED,
-                          message="Replace `raise NotImplementedError()` with your code, run that cell, then run this one again.")
+                          message="Write your answer where the cell says `# YOUR CODE HERE` (delete the line below it "
+                                  "that raises NotImplementedError), run that cell, then run this one again.")
         except Wrong as wrong:
             return Result(exercise=name, verdict=Verdict.INCORRECT, message=str(wrong), evidence=wrong.evidence)
         except Exception as exc:  # the learner's code crashed: show that, not a traceback
