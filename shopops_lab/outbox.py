@@ -2,7 +2,7 @@
 
 Writing a row and then publishing to a broker leaves a window: crash between the two
 and the row says "refunded" while nobody is ever told. The outbox closes it by
-recording the outgoing message in the same local transaction as the state change; a
+recording the outgoing message in one local transaction together with the state change; a
 separate `Dispatcher` later publishes what is pending and marks it sent.
 
 That only moves the duplicate problem. The dispatcher can publish and then crash

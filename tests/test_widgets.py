@@ -12,7 +12,7 @@ from shopops_lab.widgets import (Feedback, PlaygroundModel, QueuePlayground, Qui
                                  evaluate_policy, grade_policy)
 from shopops_lab.widgets.ttl import policy_svg
 
-MODEL = LatencyModel(p50=8, p99=90, max=120)  # lab 03: a worker that may call a 120 s model
+MODEL = LatencyModel(p50=8, p99=90, max=120)  # lab 03: model calls of up to 120 s
 
 
 def test_importing_the_widgets_does_not_import_ipywidgets():
@@ -219,7 +219,7 @@ def test_ttl_explorer_sliders_update_the_report():
 
 # ---------------------------------------------------------------- knowledge checks
 def make_quiz(**kwargs):
-    return Quiz("A stale worker has token 4; the store is on token 5. What rejects its write?",
+    return Quiz("W1 still holds token 4 but the store has issued 5. What refuses W1's write?",
                 ["The worker's own lease timer", "The store comparing tokens", "The queue's retry count"], 1,
                 ["It cannot: the worker was paused and does not know.", "Yes: the authoritative store checks.",
                  "Retries count deliveries, not ownership."], **kwargs)
