@@ -102,6 +102,11 @@ class Provider:
 
     def inject(self, fault: Fault | str, times: int = 1) -> None:
         """Make the next `times` deliveries suffer `fault`."""
+        if fault not in Fault._value2member_map_ and not isinstance(fault, Fault):
+            raise BadArgumentError(field="fault", problem=f"is {fault!r}",
+                                   fix=f"pass one of {', '.join(f.value for f in Fault)}")
+        if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+            raise BadArgumentError(field="times", problem=f"is {times!r}", fix="pass a whole number >= 1")
         self._faults.extend([Fault(fault)] * times)
 
     def deliver(self, op_id: str, *, case_id: str, to: str, idem_key: str, dedupe: bool,

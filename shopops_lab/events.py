@@ -10,6 +10,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping
 
+from shopops_lab.errors import BadArgumentError
+
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -93,6 +95,14 @@ class Event:
         return " ".join(parts)
 
 
+def _kind(kind: EventKind | str) -> EventKind:
+    try:
+        return EventKind(kind)
+    except ValueError:
+        raise BadArgumentError(field="kind", problem=f"is {kind!r}, not an event kind",
+                               fix="pass an EventKind, e.g. EventKind.LEASED or 'leased'") from None
+
+
 def _number(value: Any) -> Any:
     """Floats as a person writes them: 168.747, not 168.74699999999999; 30, not 30.0."""
     return format(value, ".10g") if isinstance(value, float) else value
@@ -168,7 +178,7 @@ class EventLog:
               item_id: str | None = None, case_id: str | None = None,
               worker_id: str | None = None) -> list[Event]:
         """The events matching every filter given, in log order."""
-        kinds = None if kind is None else {EventKind(k) for k in (kind if isinstance(kind, tuple) else (kind,))}
+        kinds = None if kind is None else {_kind(k) for k in (kind if isinstance(kind, tuple) else (kind,))}
         return [e for e in self
                 if (kinds is None or e.kind in kinds)
                 and (item_id is None or e.item_id == item_id)

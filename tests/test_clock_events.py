@@ -235,3 +235,10 @@ def test_the_package_exports_its_names_without_loading_the_notebook_stack():
             "{'matplotlib', 'ipywidgets', 'nbformat', 'graphviz', 'IPython'}); print(missing, heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[] []"
+
+
+def test_where_names_an_unknown_kind():
+    log = EventLog()
+    with pytest.raises(BadArgumentError) as raised:
+        log.where("leasd")
+    assert raised.value.field == "kind" and "EventKind.LEASED" in str(raised.value)

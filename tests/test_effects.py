@@ -153,3 +153,13 @@ def test_bad_send_arguments_name_the_field_and_send_nothing(adapter_class, kwarg
     assert err.value.field == field and str(err.value).startswith(f"{field} is ")
     assert len(adapter.ledger) == 0 and len(log) == 0
     assert adapter.send(KEY, case_id="O-1001").message_id == "msg-0001"  # nothing was used up
+
+
+@pytest.mark.parametrize("fault, times, field", [("explode", 1, "fault"), ("fail", 0, "times"), ("fail", True, "times")])
+def test_inject_names_a_bad_fault_or_count(fault, times, field):
+    provider = Provider()
+    with pytest.raises(BadArgumentError) as raised:
+        provider.inject(fault, times)
+    assert raised.value.field == field
+    adapter = EmailAdapter(provider=provider)
+    assert adapter.send("O-1:email:1", case_id="O-1").status is SendStatus.OK  # nothing was queued

@@ -882,3 +882,13 @@ def test_payload_tuples_are_stored_as_json_lists():
     q, _ = make()
     item_id = q.enqueue(case_id="O-1001", payload={"pair": (1, 2)})
     assert q.item(item_id).payload == {"pair": [1, 2]}
+
+
+def test_a_replayed_item_is_no_longer_dead():
+    q, _ = make()
+    item_id = q.enqueue(case_id="O-1001")
+    for _ in range(q.max_attempts):
+        q.nack(q.acquire("W1"), error="bad schema")
+    assert q.item(item_id).dead_at is not None
+    q.replay_dlq(item_id)
+    assert q.item(item_id).dead_at is None and q.item(item_id).replays == 1

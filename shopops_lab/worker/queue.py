@@ -305,6 +305,7 @@ class InMemoryQueue:
         del self._dead[item_id]
         rec.attempts = 0
         rec.replays += 1
+        rec.dead_at = None
         self._make_ready(rec, front=False)
         self.log.append(EventKind.REPLAYED, t, item_id=rec.id, case_id=rec.case_id,
                         replays=rec.replays, last_error=rec.last_error)
