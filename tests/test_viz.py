@@ -438,3 +438,22 @@ def test_empty_logs_plot_no_data_and_bad_arguments_are_named():
 def test_diagram_repr_says_what_it_shows():
     assert repr(Diagram(title="x", svg=None, source="digraph {}", engine="source", note="n")) == (
         "<Diagram 'x': no picture, DOT source only; n>")
+
+
+def test_the_crash_map_marks_the_naive_runners_window_and_draws_the_same_every_time():
+    from shopops_lab.checkpoint import NaiveCheckpointRunner, ReceiptRunner
+    from shopops_lab.crash import explore
+    from shopops_lab.viz import crash_map
+
+    naive, receipts = explore(NaiveCheckpointRunner()), explore(ReceiptRunner())
+    picture = crash_map(naive, receipts)
+    svg = picture.svg
+    assert svg == crash_map(explore(NaiveCheckpointRunner()), explore(ReceiptRunner())).svg
+    assert "NaiveCheckpointRunner" in svg and "ReceiptRunner" in svg
+    assert svg.count("restart breaks effect_exactly_once") == 1          # only the naive window
+    assert svg.count('fill="#f8c9c9"') == 1
+    assert "write intent" in svg and "send email" in svg and "id=" not in svg
+    boxes = sum(len([r for r in report.results if r.point is not None]) for report in (naive, receipts))
+    assert svg.count("<rect ") == boxes
+    with pytest.raises(BadArgumentError, match="reports"):
+        crash_map()
