@@ -391,32 +391,32 @@ class InMemoryQueue:
         else:
             case.ready.append(rec)
         if case.leased is None and (was_empty or front):
-            head = case.ready[0]
-            heapq.heappush(self._available, (head.priority, head.seq, rec.case_id))
+            self._offer(rec.case_id, case)
+
+    def _offer(self, case_id: str, case: _Case) -> None:
+        """Put a servable case in the heap, keyed by its head item."""
+        head = case.ready[0]
+        heapq.heappush(self._available, (head.priority, head.seq, case_id))
 
     def _release(self, rec: _Record) -> None:
         """The case's lease is over: offer its next item, if any."""
         case = self._cases[rec.case_id]
         case.leased = None
         if case.ready:
-            head = case.ready[0]
-            heapq.heappush(self._available, (head.priority, head.seq, rec.case_id))
+            self._offer(rec.case_id, case)
 
     def _end_attempt(self, rec: _Record, t: float) -> ItemState:
         """After a failed or expired attempt: back to the front of its case, or dead."""
-        case = self._cases[rec.case_id]
-        case.leased = None
         if rec.attempts >= self.max_attempts:
             self._move(rec, _DEAD)
             rec.dead_at = t
             self._dead[rec.id] = rec
-            if case.ready:
-                head = case.ready[0]
-                heapq.heappush(self._available, (head.priority, head.seq, rec.case_id))
+            self._release(rec)
             self.log.append(EventKind.DEAD_LETTERED, t, item_id=rec.id, case_id=rec.case_id,
                             worker_id=rec.worker_id, token=rec.token, attempt=rec.attempts,
                             error=rec.last_error, enqueued_at=rec.enqueued_at)
             return _DEAD
+        self._cases[rec.case_id].leased = None
         self._move(rec, _READY)
         self._make_ready(rec, front=True)
         return _READY
