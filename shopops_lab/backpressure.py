@@ -42,6 +42,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.latency import LatencyModel
@@ -70,11 +71,11 @@ class Gateway:
         if not isinstance(latency, LatencyModel):
             raise BadArgumentError(field="latency", problem=f"is a {type(latency).__name__}",
                                    fix="pass a LatencyModel(p50=..., p99=..., max=...)")
-        _whole("window", window, 1, "pass how many recent calls the p95 covers, e.g. 50")
+        arguments.whole("window", window, 1, "pass how many recent calls the p95 covers, e.g. 50")
         if capacity is not None:
-            _whole("capacity", capacity, 1, "pass how many calls the gateway serves at full speed, or None")
+            arguments.whole("capacity", capacity, 1, "pass how many calls the gateway serves at full speed, or None")
         if max_age is not None:
-            _seconds("max_age", max_age)
+            arguments.seconds("max_age", max_age)
         self.base = latency
         self.latency = latency
         self.window = window
@@ -261,9 +262,9 @@ class BackpressurePolicy:
 
     def __post_init__(self) -> None:
         for field in ("p95_budget", "p95_hard", "min_delay"):
-            _seconds(field, getattr(self, field))
+            arguments.seconds(field, getattr(self, field))
         if self.stop_p95 is not None:
-            _seconds("stop_p95", self.stop_p95)
+            arguments.seconds("stop_p95", self.stop_p95)
         if self.p95_hard < self.p95_budget:
             raise BadArgumentError(field="p95_hard", problem=f"is {self.p95_hard:g}, below p95_budget={self.p95_budget:g}",
                                    fix="keep p95_budget <= p95_hard (bulk is shed before intake)")
@@ -271,8 +272,8 @@ class BackpressurePolicy:
             raise BadArgumentError(field="stop_p95", problem=f"is {self.stop_p95:g}, below p95_hard={self.p95_hard:g}",
                                    fix="keep p95_hard <= stop_p95 (approvals are held back last)")
         if self.max_in_flight is not None:
-            _whole("max_in_flight", self.max_in_flight, 1, "pass a whole number of calls >= 1, or None")
-        _whole("soft_depth", self.soft_depth, 0, "pass a whole number of waiting items >= 0")
+            arguments.whole("max_in_flight", self.max_in_flight, 1, "pass a whole number of calls >= 1, or None")
+        arguments.whole("soft_depth", self.soft_depth, 0, "pass a whole number of waiting items >= 0")
 
     def decide(self, *, gateway_p95: float, depth: int, in_flight: int, now: float) -> Decision:
         if depth <= self.soft_depth:
@@ -337,13 +338,3 @@ def describe_policy(policy: Any) -> str:
         return repr(policy)
     name = getattr(policy, "__qualname__", None) or getattr(policy, "__name__", None)
     return name if isinstance(name, str) else f"{type(policy).__name__}()"
-
-
-def _whole(field: str, value: object, least: int, fix: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
-
-
-def _seconds(field: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix="pass a positive, finite number of seconds")

@@ -14,18 +14,25 @@ later, under a claim. Three rules keep the record trustworthy:
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from shopops_lab import arguments
 from shopops_lab.clock import Clock, FakeClock
-from shopops_lab.errors import (BadArgumentError, IdempotencyConflictError, JobLeasedError,
-                                JobNotRunningError, StaleTokenError, TransitionError,
-                                UnknownJobError, VersionConflictError)
+from shopops_lab.errors import (
+    BadArgumentError,
+    IdempotencyConflictError,
+    JobLeasedError,
+    JobNotRunningError,
+    StaleTokenError,
+    UnknownJobError,
+    VersionConflictError,
+)
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import json_copy
+from shopops_lab.states import check_transition
 
 __all__ = ["Claim", "JOB_TRANSITIONS", "Job", "JobState", "JobStore"]
 
@@ -104,7 +111,7 @@ class JobStore:
                now: float | None = None) -> Job:
         """Record a job, or return the one this request key already made. The same key
         with different params is a client bug, refused with IdempotencyConflictError."""
-        _name("request_key", request_key, "a key the client reuses on every retry, e.g. 'O-1001:refund'")
+        arguments.text("request_key", request_key, "a key the client reuses on every retry, e.g. 'O-1001:refund'")
         body = json_copy({} if params is None else params, "params")
         if not isinstance(body, dict):
             raise BadArgumentError(field="params", problem=f"is a {type(params).__name__}",
@@ -138,11 +145,8 @@ class JobStore:
         A live lease held by another worker is refused (JobLeasedError); an expired one
         is taken over, and from then on the old holder's writes are stale."""
         job = self._get(job_id)
-        _name("worker_id", worker_id, "name the worker, e.g. 'A'")
-        if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) \
-                or not 0 < lease_seconds < math.inf:
-            raise BadArgumentError(field="lease_seconds", problem=f"is {lease_seconds!r}",
-                                   fix="pass a positive, finite number of seconds, e.g. 30")
+        arguments.text("worker_id", worker_id, "name the worker, e.g. 'A'")
+        arguments.seconds("lease_seconds", lease_seconds, "pass a positive, finite number of seconds, e.g. 30")
         t = self._time(now)
         if job.state is JobState.RUNNING and job.owner != worker_id and t < job.lease_expires_at:
             raise JobLeasedError(job_id=job_id, owner=job.owner, token=job.token,
@@ -162,7 +166,7 @@ class JobStore:
                      expected_version: int | None = None, now: float | None = None) -> Job:
         """Record `step_id` as the last confirmed step. With `expected_version`, also
         refuse (VersionConflictError) if the record changed since the caller read it."""
-        _name("step_id", step_id, "the id of the step you finished, e.g. 'summarize'")
+        arguments.text("step_id", step_id, "the id of the step you finished, e.g. 'summarize'")
         job, t = self._fenced(job_id, token, "confirm_step", now)
         if expected_version is not None:
             if isinstance(expected_version, bool) or not isinstance(expected_version, int):
@@ -186,7 +190,7 @@ class JobStore:
 
     def fail(self, job_id: str, *, token: int, error: str, now: float | None = None) -> Job:
         """End the job as failed, saying why."""
-        _name("error", error, "say what went wrong, e.g. error='provider refused the message'")
+        arguments.text("error", error, "say what went wrong, e.g. error='provider refused the message'")
         job, t = self._fenced(job_id, token, "fail", now)
         return self._move(job, JobState.FAILED, t, token=token, error=error, owner=None,
                           lease_expires_at=None)
@@ -200,13 +204,13 @@ class JobStore:
     # ------------------------------------------------------------------ people's actions
     def approve(self, job_id: str, approval_ref: str, *, now: float | None = None) -> Job:
         """A person approved: the job is queued again, carrying the approval's reference."""
-        _name("approval_ref", approval_ref, "the approval's id, e.g. 'appr-0007'")
+        arguments.text("approval_ref", approval_ref, "the approval's id, e.g. 'appr-0007'")
         job = self._get(job_id)
         return self._move(job, JobState.QUEUED, self._time(now), approval_ref=approval_ref)
 
     def cancel(self, job_id: str, *, reason: str = "cancelled", now: float | None = None) -> Job:
         """Stop the job. A worker still running it finds out on its next write."""
-        _name("reason", reason, "say why, e.g. reason='customer withdrew the request'")
+        arguments.text("reason", reason, "say why, e.g. reason='customer withdrew the request'")
         job = self._get(job_id)
         return self._move(job, JobState.CANCELLED, self._time(now), error=reason, owner=None,
                           lease_expires_at=None)
@@ -255,8 +259,7 @@ class JobStore:
             raise JobNotRunningError(job_id=job.id, state=job.state.value, action=action)
 
     def _check(self, job: Job, target: JobState) -> None:
-        if (job.state, target) not in JOB_TRANSITIONS:
-            raise TransitionError(what=f"job {job.id}", source=job.state.value, target=target.value)
+        check_transition(f"job {job.id}", job.state, target, JOB_TRANSITIONS)
 
     def _move(self, job: Job, target: JobState, t: float, *, token: int | None = None,
               **changes: Any) -> Job:
@@ -278,11 +281,6 @@ class JobStore:
         if isinstance(now, bool) or not isinstance(now, (int, float)) or now != now:
             raise BadArgumentError(field="now", problem=f"is {now!r}", fix="pass seconds as a number, or leave it out")
         return float(now)
-
-
-def _name(field: str, value: object, fix: str) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise BadArgumentError(field=field, problem=f"is {value!r}, not a non-empty string", fix=f"pass {fix}")
 
 
 def _first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:

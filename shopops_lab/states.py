@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from types import MappingProxyType
+from typing import Mapping
 
 from shopops_lab.errors import TransitionError
 
@@ -24,7 +25,9 @@ TRANSITIONS = MappingProxyType({
 })
 
 
-def check_transition(what: str, source: ItemState, target: ItemState) -> None:
-    """Raise `TransitionError` unless (source, target) is an edge of `TRANSITIONS`."""
-    if (source, target) not in TRANSITIONS:
+def check_transition(what: str, source: StrEnum, target: StrEnum,
+                     table: Mapping[tuple, str] = TRANSITIONS) -> None:
+    """Raise `TransitionError` unless (source, target) is an edge of `table` (default: the
+    lease table; the job store passes its own)."""
+    if (source, target) not in table:
         raise TransitionError(what=what, source=source.value, target=target.value)

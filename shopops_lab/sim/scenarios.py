@@ -21,6 +21,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.backpressure import BackpressurePolicy
 from shopops_lab.errors import BadArgumentError, UnknownScenarioError
 from shopops_lab.latency import LatencyModel
@@ -74,17 +75,17 @@ class Scenario:
         if not isinstance(self.name, str) or not self.name.strip():
             raise BadArgumentError(field="name", problem=f"is {self.name!r}", fix="name the scenario, e.g. 'burst_day'")
         for name in ("items", "workers", "max_attempts"):
-            _count(name, getattr(self, name))
+            arguments.whole(name, getattr(self, name))
         shares = (self.approvals, self.bulk)
         if (any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in shares)
                 or sum(shares) > 1):
             raise BadArgumentError(field="approvals", problem=f"is {self.approvals!r} with bulk={self.bulk!r}",
                                    fix="use shares between 0 and 1 that add up to at most 1")
         for name in ("lease_seconds", "idle_poll", "idle_poll_max", "parse_seconds", "approval_wait_budget", "horizon"):
-            _positive(name, getattr(self, name))
+            arguments.seconds(name, getattr(self, name))
         for name in ("heartbeat_every", "pause_seconds"):
             if getattr(self, name) is not None:
-                _positive(name, getattr(self, name))
+                arguments.seconds(name, getattr(self, name))
         if not (isinstance(self.approval_spread, (int, float)) and 0 <= self.approval_spread < math.inf):
             raise BadArgumentError(field="approval_spread", problem=f"is {self.approval_spread!r}",
                                    fix="pass seconds >= 0 over which approvals arrive")
@@ -95,7 +96,7 @@ class Scenario:
             raise BadArgumentError(field="idle_poll_max", problem=f"is {self.idle_poll_max!r}, below idle_poll={self.idle_poll!r}",
                                    fix="keep idle_poll <= idle_poll_max")
         if self.gateway_capacity is not None:
-            _count("gateway_capacity", self.gateway_capacity)
+            arguments.whole("gateway_capacity", self.gateway_capacity)
         if not isinstance(self.faults, tuple) or not all(isinstance(f, Fault) for f in self.faults):
             raise BadArgumentError(field="faults", problem=f"is {self.faults!r}", fix="pass a tuple of Fault(...)")
         if not isinstance(self.rates, FaultRates):
@@ -137,16 +138,6 @@ def get_scenario(scenario: str | Scenario) -> Scenario:
     if found is None:
         raise UnknownScenarioError(name=scenario, known=", ".join(sorted(SCENARIOS)))
     return found
-
-
-def _count(field: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix="pass a whole number >= 1")
-
-
-def _positive(field: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix="pass a positive, finite number of seconds")
 
 
 SCENARIOS: dict[str, Scenario] = {

@@ -35,6 +35,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.latency import LatencyModel
 from shopops_lab.viz import _svg
@@ -86,12 +87,12 @@ def evaluate_policy(latency: LatencyModel, ttl: float, heartbeat_interval: float
     if not isinstance(latency, LatencyModel):
         raise BadArgumentError(field="latency", problem=f"is a {type(latency).__name__}",
                                fix="pass a LatencyModel, e.g. LatencyModel(p50=8, p99=90, max=120)")
-    ttl = _seconds("ttl", ttl)
-    h = None if heartbeat_interval is None else _seconds(
-        "heartbeat_interval", heartbeat_interval, fix="pass seconds between heartbeats, or None for no heartbeats")
-    _whole("missed_tolerance", missed_tolerance, 0)
-    _whole("runs", runs, 1)
-    _whole("workers", workers, 1)
+    ttl = arguments.seconds("ttl", ttl, "pass a positive number of seconds")
+    h = None if heartbeat_interval is None else arguments.seconds(
+        "heartbeat_interval", heartbeat_interval, "pass seconds between heartbeats, or None for no heartbeats")
+    arguments.whole("missed_tolerance", missed_tolerance, 0)
+    arguments.whole("runs", runs, 1)
+    arguments.whole("workers", workers, 1)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise BadArgumentError(field="seed", problem=f"is {seed!r}", fix="pass a whole number, e.g. seed=0")
     p = miss_probability
@@ -287,14 +288,3 @@ def _absorbs(ttl: float, h: float | None) -> int | None:
     while k > 0 and not (k + 1) * h < ttl:
         k -= 1
     return k
-
-
-def _seconds(field: str, value: object, *, fix: str = "pass a positive number of seconds") -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
-    return float(value)
-
-
-def _whole(field: str, value: object, least: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=f"pass a whole number >= {least}")

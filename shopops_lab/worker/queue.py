@@ -18,10 +18,17 @@ from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any, Callable, Mapping, NamedTuple
 
+from shopops_lab import arguments
 from shopops_lab.clock import Clock, FakeClock
-from shopops_lab.errors import (BadArgumentError, LeaseExpiredError, LeaseSettledError,
-                                NotInDLQError, StaleTokenError, UnknownItemError,
-                                UnknownLeaseError)
+from shopops_lab.errors import (
+    BadArgumentError,
+    LeaseExpiredError,
+    LeaseSettledError,
+    NotInDLQError,
+    StaleTokenError,
+    UnknownItemError,
+    UnknownLeaseError,
+)
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import is_flat, json_copy
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
@@ -127,10 +134,8 @@ class InMemoryQueue:
 
     def __init__(self, lease_seconds: float = 30, max_attempts: int = 5,
                  clock: Clock | None = None, *, log: EventLog | None = None) -> None:
-        self.lease_seconds = _positive_seconds("lease_seconds", lease_seconds)
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
-            raise BadArgumentError(field="max_attempts", problem=f"is {max_attempts!r}",
-                                   fix="pass a whole number >= 1 (how many deliveries before the DLQ)")
+        self.lease_seconds = arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
+        arguments.whole("max_attempts", max_attempts, 1, "pass a whole number >= 1 (how many deliveries before the DLQ)")
         if clock is not None and not callable(getattr(clock, "now", None)):
             raise BadArgumentError(field="clock", problem=f"is {clock!r}, which has no now()",
                                    fix="pass FakeClock() or SystemClock() from shopops_lab")
@@ -153,9 +158,9 @@ class InMemoryQueue:
         """Add one item for `case_id` and return its id (`item-0001`, ...)."""
         if not (type(case_id) is str and type(tenant_id) is str and type(kind) is str
                 and case_id.strip() and tenant_id.strip() and kind.strip()):
-            _name("case_id", case_id, "the case this work belongs to, e.g. case_id='O-1001'")
-            _name("tenant_id", tenant_id, "the store the case belongs to, e.g. tenant_id='store_northline'")
-            _name("kind", kind, "what the item asks for, e.g. kind='contact_send'")
+            arguments.text("case_id", case_id, "the case this work belongs to, e.g. case_id='O-1001'")
+            arguments.text("tenant_id", tenant_id, "the store the case belongs to, e.g. tenant_id='store_northline'")
+            arguments.text("kind", kind, "what the item asks for, e.g. kind='contact_send'")
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise BadArgumentError(field="priority", problem=f"is {priority!r}",
                                    fix="pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
@@ -189,8 +194,8 @@ class InMemoryQueue:
         under backpressure); `lease_seconds` overrides the queue's lease for this claim.
         """
         if type(worker_id) is not str or not worker_id.strip():
-            _name("worker_id", worker_id, "name the worker, e.g. 'W1'")
-        seconds = self.lease_seconds if lease_seconds is None else _positive_seconds("lease_seconds", lease_seconds)
+            arguments.text("worker_id", worker_id, "name the worker, e.g. 'W1'")
+        seconds = self.lease_seconds if lease_seconds is None else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
         if max_priority is not None and (isinstance(max_priority, bool) or not isinstance(max_priority, int)):
             raise BadArgumentError(field="max_priority", problem=f"is {max_priority!r}",
                                    fix="pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out")
@@ -467,21 +472,10 @@ class InMemoryQueue:
 
 
 _STATES = tuple(state.value for state in ItemState)
-_EDGES = frozenset(TRANSITIONS)  # the table's edges, for a quick membership test on every move
+_EDGES = frozenset(TRANSITIONS)
+_SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"  # the table's edges, for a quick membership test on every move
 
 
-def _name(field: str, value: object, fix: str) -> None:
-    if value is None:
-        raise BadArgumentError(field=field, problem="is missing", fix=f"pass {fix}")
-    if not isinstance(value, str) or not value.strip():
-        raise BadArgumentError(field=field, problem=f"is {value!r}, not a non-empty string", fix=f"pass {fix}")
-
-
-def _positive_seconds(field: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
-        raise BadArgumentError(field=field, problem=f"is {value!r}",
-                               fix="pass a positive, finite number of seconds, e.g. 30")
-    return float(value)
 
 
 def _describe(error: object) -> str | None:
