@@ -46,6 +46,7 @@ from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.latency import LatencyModel
+from shopops_lab.metrics import percentile
 from shopops_lab.worker.queue import Priority
 
 __all__ = ["BackpressurePolicy", "Decision", "Gateway", "NoBackpressure", "Policy", "Signals",
@@ -139,7 +140,7 @@ class Gateway:
             while recent and recent[0][0] < horizon:
                 self._forget()
         ordered = self._ordered
-        return ordered[math.ceil(0.95 * len(ordered)) - 1] if ordered else 0.0
+        return percentile(ordered, 95) if ordered else 0.0
 
     def _forget(self) -> None:
         """Drop the oldest recorded call from the window."""

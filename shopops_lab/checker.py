@@ -10,7 +10,6 @@ is empty, or not final while items are still in flight).
 """
 from __future__ import annotations
 
-import gc
 import math
 from collections import deque
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from enum import StrEnum
 from typing import Any, Callable, Iterable
 
 from shopops_lab.errors import BadArgumentError
-from shopops_lab.events import Event, EventKind, EventLog
+from shopops_lab.events import Event, EventKind, EventLog, collector_paused
 from shopops_lab.states import ItemState
 
 __all__ = ["DEFAULT_APPROVAL_WAIT_BUDGET", "DEFAULT_MAX_ATTEMPTS", "Anomaly", "AnomalyName",
@@ -139,18 +138,11 @@ def check(log: EventLog, *, max_attempts: int | None = None,
         return CheckResult(valid=None,
                            summary="the log is empty: nothing has happened yet, so there is nothing to judge")
     budget = DEFAULT_APPROVAL_WAIT_BUDGET if approval_wait_budget is None else float(approval_wait_budget)
-    # A million-event log means a million small records and no reference cycles: pausing the
-    # cyclic collector keeps it from rescanning the whole log over and over (about 2x faster).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         events = log.events
         judge = _Pass(max_attempts, budget)
         judge.run(events)
         anomalies = judge.finish(final)
-    finally:
-        if collecting:
-            gc.enable()
     return _verdict(judge, anomalies, len(events))
 
 

@@ -5,6 +5,8 @@ adapters, the simulator's workers) appends here. Events are frozen; `seq` orders
 """
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -207,3 +209,20 @@ class EventLog:
 
     def __repr__(self) -> str:
         return f"EventLog({len(self._rows)} events)"
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a long log is written or read, and
+    restore it after. A big run keeps hundreds of thousands of rows alive and makes no
+    reference cycles of note; each full collection would walk every row again, so the
+    collector's share grows faster than the run (a 100,000-item day took 14x a 10,000-item
+    one instead of 10x; the checker's pass ran about 2x slower). Nothing leaks: garbage is
+    freed by reference counting, and any cycles are collected once the collector is back."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -13,21 +13,31 @@ replays from the seed up to the saved step, which is exact because the run is de
 """
 from __future__ import annotations
 
-import gc
 import heapq
 import math
 import random
 from collections import deque
-from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
-from shopops_lab.backpressure import Decision, Gateway, NoBackpressure, Signals, as_policy
+from shopops_lab.backpressure import (
+    Decision,
+    Gateway,
+    NoBackpressure,
+    Signals,
+    as_policy,
+)
 from shopops_lab.clock import FakeClock
-from shopops_lab.effects import EmailAdapter, Fault as ProviderFault, NaiveEmailAdapter
-from shopops_lab.errors import BadArgumentError, LeaseExpiredError, LeaseSettledError, StaleTokenError
-from shopops_lab.events import Event, EventKind, EventLog
+from shopops_lab.effects import EmailAdapter, NaiveEmailAdapter
+from shopops_lab.effects import Fault as ProviderFault
+from shopops_lab.errors import (
+    BadArgumentError,
+    LeaseExpiredError,
+    LeaseSettledError,
+    StaleTokenError,
+)
+from shopops_lab.events import Event, EventKind, EventLog, collector_paused
 from shopops_lab.sim.faults import Fault, FaultKind, FaultPlan, FaultRates, Point
 from shopops_lab.sim.report import Report, build_report
 from shopops_lab.sim.scenarios import KINDS, Scenario, get_scenario, plan_arrivals
@@ -119,7 +129,7 @@ class Simulation:
             if fault.worker is not None and fault.worker not in ids:
                 raise BadArgumentError(field=f"faults[{i}].worker", problem=f"is {fault.worker!r}",
                                        fix=f"name one of this run's workers, W1 to W{self.worker_count}")
-        with _collector_paused():
+        with collector_paused():
             self._start()
 
     # ------------------------------------------------------------------ building
@@ -180,7 +190,7 @@ class Simulation:
             if isinstance(t, bool) or not isinstance(t, (int, float)) or t != t:
                 raise BadArgumentError(field="t", problem=f"is {t!r}", fix="pass a simulated time in seconds")
             horizon = min(horizon, t)
-        with _collector_paused():
+        with collector_paused():
             return self._advance(None, horizon)
 
     def finish(self) -> Simulation:
@@ -213,14 +223,14 @@ class Simulation:
         if not isinstance(snap, Snapshot) or (snap.scenario, snap.seed) != (self.scenario.name, self.seed):
             raise BadArgumentError(field="snap", problem="is not a snapshot of this simulation",
                                    fix="pass a Snapshot taken from this Simulation with snapshot()")
-        with _collector_paused():
+        with collector_paused():
             if snap.steps < self.steps:
                 self._start()
             self._advance(snap.steps - self.steps, self.horizon)
 
     def report(self) -> Report:
         """The run so far (or, once `done`, the whole run) judged and summarised."""
-        with _collector_paused():
+        with collector_paused():
             return build_report(self)
 
     # ------------------------------------------------------------------ event actions
@@ -443,22 +453,6 @@ class Simulation:
         return (f"Simulation({self.scenario.name!r}, seed={self.seed}, items={self.items}, "
                 f"workers={self.worker_count}, adapter={self.adapter_name!r}, {state}, steps={self.steps})")
 
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while a run or its report is built, and
-    restore it after. A big run keeps hundreds of thousands of log rows alive; each full
-    collection would walk all of them again, so the collector's share grows faster than the
-    run (a 100,000-item day took 14x a 10,000-item one instead of 10x). Nothing is leaked:
-    the engine's garbage is freed by reference counting, and the simulation's own cycle
-    (workers and their generators) is collected as usual once the collector is back."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def run(scenario: str | Scenario = "burst_day", *, seed: int = 0, items: int | None = None,

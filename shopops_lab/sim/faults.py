@@ -84,8 +84,10 @@ _POINTS: dict[FaultKind, tuple[Point, ...]] = {
 }
 _DEFAULT_POINT = {FaultKind.KILL_WORKER: Point.AFTER_SEND, FaultKind.PAUSE_WORKER: Point.BEFORE_SEND}
 _LASTING = (FaultKind.KILL_WORKER, FaultKind.PAUSE_WORKER, FaultKind.GATEWAY_SPIKE)   # these take a duration
-_WORKER_TARGETED = (FaultKind.KILL_WORKER, FaultKind.PAUSE_WORKER, FaultKind.LOSE_ACK,
-                    FaultKind.DROP_REPLY, FaultKind.DELIVER_TWICE)
+# drawn once per delivery, in this order (the order fixes the random draws)
+_PER_DELIVERY = (FaultKind.KILL_WORKER, FaultKind.PAUSE_WORKER, FaultKind.LOSE_ACK,
+                 FaultKind.DROP_REPLY, FaultKind.DELIVER_TWICE)
+_WORKER_TARGETED = _PER_DELIVERY
 _ITEM_TARGETED = _WORKER_TARGETED + (FaultKind.POISON,)
 
 
@@ -204,7 +206,7 @@ class FaultRates:
 
     @property
     def per_delivery(self) -> float:
-        return self.kill_worker + self.pause_worker + self.lose_ack + self.drop_reply + self.deliver_twice
+        return sum(getattr(self, kind.value) for kind in _PER_DELIVERY)
 
 
 class FaultPlan:
@@ -220,8 +222,7 @@ class FaultPlan:
         self.rates = rates
         self._rng = rng
         cumulative, total = [], 0.0
-        for kind in (FaultKind.KILL_WORKER, FaultKind.PAUSE_WORKER, FaultKind.LOSE_ACK,
-                     FaultKind.DROP_REPLY, FaultKind.DELIVER_TWICE):
+        for kind in _PER_DELIVERY:
             chance = getattr(rates, kind.value)
             if chance:
                 total += chance

@@ -101,7 +101,7 @@ def build_report(sim: Simulation) -> Report:
         scenario=sim.scenario.name, seed=sim.seed, adapter=sim.adapter_name,
         policy=describe_policy(sim.policy), items=sim.items, done=done, dead_lettered=dead,
         lost=sim.items - done - dead, contacts=len(sim.adapter.ledger),
-        double_contacts=_double_contacts(sim), redeliveries=metrics["redeliveries"],
+        double_contacts=len(sim.adapter.ledger.duplicates()), redeliveries=metrics["redeliveries"],
         sim_time=round(sim.now, 3), final=final, metrics=MappingProxyType(metrics),
         valid=None if check is None else check.valid,
         anomalies=() if check is None else tuple(check.anomalies),
@@ -109,14 +109,6 @@ def build_report(sim: Simulation) -> Report:
         replay=_cli_replay(sim), python_replay=_python_replay(sim), log=sim.log, check=check,
         queue=queue)
 
-
-def _double_contacts(sim: Simulation) -> int:
-    """How many (case, intent) pairs reached the customer more than once."""
-    seen: dict[tuple[str, str], int] = {}
-    for contact in sim.adapter.ledger.contacts():
-        key = (contact.case_id, contact.idem_key)
-        seen[key] = seen.get(key, 0) + 1
-    return sum(1 for n in seen.values() if n > 1)
 
 
 def _judge(sim: Simulation, final: bool) -> Any:
