@@ -243,7 +243,6 @@ def test_lab04_the_store_token_check_is_the_control():
 # --------------------------------------------------------------------------- the notebooks
 
 
-
 @pytest.mark.parametrize("path, checks", [
     (LAB03, [(lab03.exercise, "choose_policy")]),
     (LAB04, [(lab04.exercise, "FencedResultStore"), (lab04.knowledge, "rejecting_control")]),

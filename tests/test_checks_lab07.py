@@ -221,7 +221,6 @@ def test_the_contract_rejects_wrong_shapes_and_unknown_labels():
 # --------------------------------------------------------------------------- the notebooks
 
 
-
 def test_master_answers_pass_and_student_stubs_are_not_attempted(capsys):
     master = nbformat.read(LAB07, as_version=4)
     graded = [c.source for c in master.cells if c.metadata["nbgrader"]["grade"] and c.cell_type == "code"]

@@ -454,7 +454,6 @@ class Simulation:
                 f"workers={self.worker_count}, adapter={self.adapter_name!r}, {state}, steps={self.steps})")
 
 
-
 def run(scenario: str | Scenario = "burst_day", *, seed: int = 0, items: int | None = None,
         workers: int | None = None, adapter: str = "idempotent", policy: Any = None,
         faults: Iterable[Fault] | None = None) -> Report:
@@ -462,4 +461,3 @@ def run(scenario: str | Scenario = "burst_day", *, seed: int = 0, items: int | N
     the seed and a one-line replay)."""
     return Simulation(scenario, seed=seed, items=items, workers=workers, adapter=adapter,
                       policy=policy, faults=faults).finish().report()
-

@@ -110,7 +110,6 @@ def build_report(sim: Simulation) -> Report:
         queue=queue)
 
 
-
 def _judge(sim: Simulation, final: bool) -> Any:
     """The checker's verdict on the log, or None if the checker is not installed."""
     try:

@@ -176,4 +176,3 @@ def _reason(refused: Exception) -> str:
     if isinstance(refused, LeaseExpiredError):
         return "the lease expired"
     return f"the item was already {refused.how}"
-

@@ -103,6 +103,5 @@ class Quiz(_ui.LiveWidget):
         return f"Quiz({self.question!r}, {len(self.options)} options)"
 
 
-
 def _listlike(value: object) -> bool:
     return isinstance(value, Sequence) and not isinstance(value, str)

@@ -259,7 +259,6 @@ class TtlExplorer(_ui.LiveWidget):
         return f"TtlExplorer(ttl={self.report.ttl:g}, heartbeat_interval={self.report.heartbeat_interval})"
 
 
-
 # ---------------------------------------------------------------------------- internals
 def _heartbeats(call: float, ttl: float, h: float | None, p: float,
                 rng: random.Random) -> tuple[list[float], float | None]:

@@ -476,8 +476,6 @@ _EDGES = frozenset(TRANSITIONS)
 _SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"  # the table's edges, for a quick membership test on every move
 
 
-
-
 def _describe(error: object) -> str | None:
     if error is None:
         return None
