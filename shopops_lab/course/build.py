@@ -10,15 +10,25 @@ from __future__ import annotations
 
 import copy
 import os
-import re
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from shopops_lab.course import source as src
-from shopops_lab.course.errors import CourseToolsMissingError, NotebookExecutionError, NotebookInvalidError
-from shopops_lab.course.metadata import RAISES_EXCEPTION, Problem, validate_notebook
+from shopops_lab.course.errors import (
+    CourseToolsMissingError,
+    NotebookExecutionError,
+    NotebookInvalidError,
+)
+from shopops_lab.course.metadata import (
+    NOTEBOOK_NAME,
+    RAISES_EXCEPTION,
+    Problem,
+    cell_text,
+    is_test_cell,
+    validate_notebook,
+)
 from shopops_lab.errors import BadArgumentError
 
 try:
@@ -27,7 +37,7 @@ try:
 except ImportError as exc:  # the engine installs without the notebook extra
     raise CourseToolsMissingError(package="nbformat") from exc
 
-MASTER_NAME = re.compile(r"^\d{2}_.+\.ipynb$")
+MASTER_NAME = NOTEBOOK_NAME  # NN_anything.ipynb
 CELL_TIMEOUT = 120
 KERNEL = "python3"
 
@@ -65,18 +75,8 @@ class BuildReport:
         return [result.line() for result in self.results]
 
 
-def _text(cell: NotebookNode) -> str:
-    value = cell.get("source", "")
-    return "".join(value) if isinstance(value, list) else value
-
-
 def _is_answer(cell: NotebookNode) -> bool:
     return cell.get("metadata", {}).get("nbgrader", {}).get("solution") is True
-
-
-def _is_test(cell: NotebookNode) -> bool:
-    meta = cell.get("metadata", {}).get("nbgrader", {})
-    return cell.cell_type == "code" and meta.get("grade") is True and meta.get("solution") is not True
 
 
 def _needs_answer(cell: NotebookNode) -> bool:
@@ -93,9 +93,9 @@ def answer_dependent_cells(master: NotebookNode) -> set[int]:
     for index, cell in enumerate(master.cells):
         if cell.cell_type != "code":
             continue
-        tree = src.parse_python(_text(cell))
+        tree = src.parse_python(cell_text(cell))
         bound = src.defined_names(tree)
-        if _is_answer(cell) or _is_test(cell) or _needs_answer(cell) or src.referenced_names(tree) & tainted:
+        if _is_answer(cell) or is_test_cell(cell) or _needs_answer(cell) or src.referenced_names(tree) & tainted:
             dependent.add(index)
             tainted |= bound
         else:
@@ -106,7 +106,7 @@ def answer_dependent_cells(master: NotebookNode) -> set[int]:
 def _check_master(master: NotebookNode, name: str) -> None:
     problems = validate_notebook(master, name, role="master")
     if problems:
-        raise NotebookInvalidError(notebook=name, count=len(problems), details="\n".join(map(str, problems)), problems=tuple(problems))
+        raise NotebookInvalidError.of(name, problems)
 
 
 def build_student(master: NotebookNode, *, name: str = "master notebook") -> NotebookNode:
@@ -115,11 +115,16 @@ def build_student(master: NotebookNode, *, name: str = "master notebook") -> Not
     the result is a pure function of the master. Raises NotebookInvalidError first if the
     master breaks any rule of `validate_notebook`."""
     _check_master(master, name)
+    return _student(master)
+
+
+def _student(master: NotebookNode) -> NotebookNode:
+    """`build_student` for a master already validated."""
     dependent = answer_dependent_cells(master)
     student = copy.deepcopy(master)
     student.metadata.pop("celltoolbar", None)  # nbgrader drops it from releases too
     for index, cell in enumerate(student.cells):
-        text = _text(cell)
+        text = cell_text(cell)
         answer = _is_answer(cell)
         if answer:
             stub = src.CODE_STUB if cell.cell_type == "code" else src.TEXT_STUB
@@ -216,7 +221,7 @@ def execute_notebook(nb: NotebookNode, name: str, *, master: bool) -> NotebookNo
                     problem=f"wrote to stderr: {output.get('text', '').strip()[:200]!r}",
                     fix="remove the cause (a warning, a logging call, a print to sys.stderr); nbgrader scores a test cell with stderr output as 0",
                 )
-            if master and _is_test(cell) and output.get("output_type") == "execute_result":
+            if master and is_test_cell(cell) and output.get("output_type") == "execute_result":
                 raise NotebookExecutionError(
                     notebook=name, cell=index, grade_id=_cell_label(cell),
                     problem="a test cell displayed a value, which nbgrader reads as partial credit",
@@ -295,8 +300,8 @@ def _differences(expected: NotebookNode, actual: NotebookNode) -> list[str]:
         found.append(f"{len(actual.cells)} cells, the master gives {len(expected.cells)}")
     for index, (want, have) in enumerate(zip(expected.cells, actual.cells)):
         for part in ("cell_type", "id", "source", "metadata"):
-            mine = _text(want) if part == "source" else want.get(part)
-            theirs = _text(have) if part == "source" else have.get(part)
+            mine = cell_text(want) if part == "source" else want.get(part)
+            theirs = cell_text(have) if part == "source" else have.get(part)
             if mine != theirs:
                 label = "type" if part == "cell_type" else part
                 if part == "metadata":
@@ -322,7 +327,7 @@ def _read(path: Path) -> NotebookNode:
         return nbformat.read(path, as_version=4)
     except Exception as exc:  # bad JSON, unknown nbformat
         problem = Problem(_display(path), None, "file", f"cannot be read as a notebook ({type(exc).__name__}: {exc})", "restore it from git or rebuild it")
-        raise NotebookInvalidError(notebook=problem.notebook, count=1, details=str(problem), problems=(problem,)) from exc
+        raise NotebookInvalidError.of(problem.notebook, [problem]) from exc
 
 
 def _planned(solutions: Path, labs: frozenset[str] | None = None) -> Iterator[tuple[Path, NotebookNode, NotebookNode]]:
@@ -333,9 +338,9 @@ def _planned(solutions: Path, labs: frozenset[str] | None = None) -> Iterator[tu
         problems.extend(validate_notebook(master, _display(path), role="master"))
     if problems:
         names = ", ".join(dict.fromkeys(p.notebook for p in problems))
-        raise NotebookInvalidError(notebook=names, count=len(problems), details="\n".join(map(str, problems)), problems=tuple(problems))
+        raise NotebookInvalidError.of(names, problems)
     for path, master in loaded:
-        yield path, master, build_student(master, name=_display(path))
+        yield path, master, _student(master)  # validated above, all of them before any is built
 
 
 def build_notebooks(solutions_dir: str | os.PathLike[str], notebooks_dir: str | os.PathLike[str], *, check: bool = False, execute: bool = False, labs: Iterable[str] | None = None) -> BuildReport:

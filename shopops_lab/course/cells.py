@@ -30,7 +30,6 @@ from nbformat import NotebookNode
 from shopops_lab.errors import BadArgumentError
 
 GRADE_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-_LAB = re.compile(r"^\d{2}$")
 
 
 def _clean(source: str) -> str:
@@ -120,9 +119,9 @@ test.__test__ = False  # a helper, not a pytest test, even if someone imports it
 def notebook(cells: Sequence[NotebookNode], lab: str, version: str, title: str) -> NotebookNode:
     """A master notebook: kernel python3, metadata.shopops_lab, grade_ids cell-<lab>-<n> where unset, cell id = grade_id; refuses invalid ones."""
     from shopops_lab.course.errors import NotebookInvalidError
-    from shopops_lab.course.metadata import validate_notebook
+    from shopops_lab.course.metadata import LAB_ID, validate_notebook
 
-    if not (isinstance(lab, str) and _LAB.match(lab)):
+    if not (isinstance(lab, str) and LAB_ID.match(lab)):
         raise BadArgumentError(field="lab", problem=f"{lab!r} is not a two-digit lab id", fix="pass lab=\"01\" (it matches the file name's NN_ prefix)")
     if not (isinstance(version, str) and version.strip()):
         raise BadArgumentError(field="version", problem=f"{version!r} is not a non-empty string", fix="pass version=\"1\"")
@@ -143,5 +142,5 @@ def notebook(cells: Sequence[NotebookNode], lab: str, version: str, title: str) 
         nb.cells.append(cell)
     problems = validate_notebook(nb, f"lab {lab}")
     if problems:
-        raise NotebookInvalidError(notebook=f"lab {lab}", count=len(problems), details="\n".join(str(p) for p in problems), problems=tuple(problems))
+        raise NotebookInvalidError.of(f"lab {lab}", problems)
     return nb

@@ -2,12 +2,20 @@
 template, so the author reads which notebook, which cell and what to change."""
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from shopops_lab.errors import ShopOpsError
 
 
 class NotebookInvalidError(ShopOpsError):
     """{notebook}: {count} problem(s); nothing was written.
 {details}"""
+
+    @classmethod
+    def of(cls, notebook: str, problems: Iterable[object]) -> "NotebookInvalidError":
+        """The error for `problems` found in `notebook` (count and details derived from them)."""
+        found = tuple(problems)
+        return cls(notebook=notebook, count=len(found), details="\n".join(map(str, found)), problems=found)
 
 
 class NotebookExecutionError(ShopOpsError):

@@ -126,6 +126,18 @@ def _flag(meta: dict[str, Any], key: str) -> bool:
     return meta.get(key) is True
 
 
+def cell_text(cell: Any) -> str:
+    """A cell's source as one string (notebooks may store it as a list of lines)."""
+    text = cell.get("source", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
+def is_test_cell(cell: Any) -> bool:
+    """An autograded test cell: code, graded, not an answer."""
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    return cell.get("cell_type") == "code" and _flag(meta, "grade") and not _flag(meta, "solution")
+
+
 def _cell_rules(cell: Any, meta: dict[str, Any], role: Role) -> Iterator[tuple[str, str, str]]:
     """nbgrader's cross-field rules (v3.py validate_cell, the create-assignment editor) and
     the kit's: what each kind of cell must look like."""
@@ -176,11 +188,9 @@ def _kit_cell_rules(cell: Any) -> Iterator[tuple[str, str, str]]:
 
 def _source_rules(cell: Any, meta: dict[str, Any], role: Role) -> Iterator[tuple[str, str, str]]:
     """Reserved words, marker pairing, and (for code) that the cell is Python nbgrader can score."""
-    text = cell.get("source", "")
-    if isinstance(text, list):
-        text = "".join(text)
+    text = cell_text(cell)
     solution = _flag(meta, "solution")
-    test = cell.get("cell_type") == "code" and _flag(meta, "grade") and not solution
+    test = is_test_cell(cell)
     if role == "student":
         for number, line in enumerate(text.split("\n"), start=1):
             word = src.reserved_word_in(line)
