@@ -6,25 +6,67 @@ same kind of `EventLog`, which `check` and `queue_metrics` read. The pictures an
 widgets live in `shopops_lab.viz` and `shopops_lab.widgets` (they need matplotlib and
 ipywidgets, so importing this package does not load them).
 """
-from shopops_lab.backpressure import (BackpressurePolicy, Decision, Gateway, NoBackpressure, Signals,
-                                      acquire, wait)
+from shopops_lab.backpressure import (
+                                      BackpressurePolicy,
+                                      Decision,
+                                      Gateway,
+                                      NoBackpressure,
+                                      Signals,
+                                      acquire,
+                                      wait,
+)
 from shopops_lab.checker import Anomaly, AnomalyName, CheckResult, check
-from shopops_lab.checkpoint import (PUBLISH_WORKFLOW, Checkpoint, CheckpointStore, CrashPoint, Env,
-                                    NaiveCheckpointRunner, Receipt, ReceiptRunner, Step, Workflow)
+from shopops_lab.checkpoint import (
+                                      PUBLISH_WORKFLOW,
+                                      Checkpoint,
+                                      CheckpointStore,
+                                      CrashPoint,
+                                      Env,
+                                      NaiveCheckpointRunner,
+                                      Receipt,
+                                      ReceiptRunner,
+                                      Step,
+                                      Workflow,
+)
 from shopops_lab.clock import Clock, FakeClock, SystemClock
 from shopops_lab.crash import ExplorationReport, explore
-from shopops_lab.effects import (ContactLedger, EmailAdapter, NaiveEmailAdapter, NaiveSmsAdapter, Provider,
-                                 SendResult, SendStatus, SmsAdapter)
-from shopops_lab.errors import (BadArgumentError, IdempotencyConflictError, LeaseExpiredError, LeaseLostError,
-                                LeaseSettledError, NotInDLQError, ShopOpsError, SimulatedCrash,
-                                StaleTokenError, TransitionError, UnknownItemError, UnknownLeaseError,
-                                WorkflowVersionError)
+from shopops_lab.effects import (
+                                      ContactLedger,
+                                      EmailAdapter,
+                                      NaiveEmailAdapter,
+                                      NaiveSmsAdapter,
+                                      Provider,
+                                      SendResult,
+                                      SendStatus,
+                                      SmsAdapter,
+)
+from shopops_lab.errors import (
+                                      BadArgumentError,
+                                      IdempotencyConflictError,
+                                      LeaseExpiredError,
+                                      LeaseLostError,
+                                      LeaseSettledError,
+                                      NotInDLQError,
+                                      ShopOpsError,
+                                      SimulatedCrash,
+                                      StaleTokenError,
+                                      TransitionError,
+                                      UnknownItemError,
+                                      UnknownLeaseError,
+                                      WorkflowVersionError,
+)
 from shopops_lab.events import Event, EventKind, EventLog
 from shopops_lab.fencing import NaiveResultStore
 from shopops_lab.jobs import JOB_TRANSITIONS, Job, JobState, JobStore
 from shopops_lab.latency import LatencyModel
 from shopops_lab.metrics import QueueMetrics, queue_metrics, series
-from shopops_lab.outbox import Broker, Dispatcher, IdempotentConsumer, NaiveConsumer, OutboxStore
+from shopops_lab.outbox import (
+                                      Broker,
+                                      Dispatcher,
+                                      IdempotentConsumer,
+                                      NaiveConsumer,
+                                      OutboxStore,
+)
 from shopops_lab.states import TRANSITIONS, ItemState
 from shopops_lab.worker.queue import InMemoryQueue, Item, Lease, Outcome, Priority
 

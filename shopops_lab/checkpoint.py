@@ -29,9 +29,21 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
 from shopops_lab.clock import Clock, FakeClock
-from shopops_lab.effects import ChannelAdapter, EmailAdapter, Fault, SendResult, SendStatus
-from shopops_lab.errors import (BadArgumentError, BudgetExhaustedError, EffectFailedError,
-                                SimulatedCrash, StaleTokenError, WorkflowVersionError)
+from shopops_lab.effects import (
+    ChannelAdapter,
+    EmailAdapter,
+    Fault,
+    SendResult,
+    SendStatus,
+)
+from shopops_lab.errors import (
+    BadArgumentError,
+    BudgetExhaustedError,
+    EffectFailedError,
+    SimulatedCrash,
+    StaleTokenError,
+    WorkflowVersionError,
+)
 from shopops_lab.events import EventKind, EventLog
 
 __all__ = ["Checkpoint", "CheckpointStore", "CrashPoint", "Env", "NaiveCheckpointRunner",

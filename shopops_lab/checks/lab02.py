@@ -119,7 +119,6 @@ exercise = Exercise(
 
 # ---------------------------------------------------------------------------- knowledge check
 
-DELIVERY_OUTCOMES = ("ok", "fail", "crash")
 _FIXED = ((["ok"], 3), (["fail", "ok"], 3), (["crash", "crash"], 3), (["fail", "fail", "fail"], 3),
           (["crash", "fail", "crash"], 3), (["fail", "crash", "ok"], 3), (["crash", "ok"], 2),
           (["crash", "crash", "ok"], 2), (["fail"] * 6, 5), (["crash"] * 5 + ["ok"], 5), ([], 3),

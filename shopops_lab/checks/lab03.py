@@ -8,11 +8,10 @@ seeds, and a failure names the limit, the measured number and which way to move.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from shopops_lab import arguments
 from shopops_lab.checks.base import Exercise, Wrong, call_answer
-from shopops_lab.errors import BadArgumentError
 from shopops_lab.latency import LatencyModel
 from shopops_lab.widgets.ttl import TtlReport, evaluate_policy, grade_policy
 
@@ -53,17 +52,12 @@ class HeartbeatPolicy:
     missed_tolerance: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.ttl, bool) or not isinstance(self.ttl, (int, float)) or not 0 < self.ttl < math.inf:
-            raise BadArgumentError(field="ttl", problem=f"is {self.ttl!r}",
-                                   fix="pass the lease time in seconds, a positive number, e.g. ttl=30")
-        h = self.heartbeat_interval
-        if h is not None and (isinstance(h, bool) or not isinstance(h, (int, float)) or not 0 < h < math.inf):
-            raise BadArgumentError(field="heartbeat_interval", problem=f"is {h!r}",
-                                   fix="pass the seconds between heartbeats, a positive number, or None for no heartbeats")
-        k = self.missed_tolerance
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise BadArgumentError(field="missed_tolerance", problem=f"is {k!r}",
-                                   fix="pass a whole number >= 0: how many heartbeats in a row may be lost")
+        arguments.seconds("ttl", self.ttl, "pass the lease time in seconds, a positive number, e.g. ttl=30")
+        if self.heartbeat_interval is not None:
+            arguments.seconds("heartbeat_interval", self.heartbeat_interval,
+                              "pass the seconds between heartbeats, a positive number, or None for no heartbeats")
+        arguments.whole("missed_tolerance", self.missed_tolerance, 0,
+                        "pass a whole number >= 0: how many heartbeats in a row may be lost")
 
     def evaluate(self, latency: LatencyModel = MODEL, *, seed: int = 0, runs: int = RUNS,
                  miss_probability: float = MISS_PROBABILITY) -> TtlReport:

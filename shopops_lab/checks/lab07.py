@@ -23,7 +23,7 @@ from shopops_lab.backpressure import Decision, Signals, describe_policy
 from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer
 from shopops_lab.errors import ShopOpsError
 from shopops_lab.events import EventKind
-from shopops_lab.metrics import percentile
+from shopops_lab.metrics import Summary, percentile
 from shopops_lab.sim import Simulation
 from shopops_lab.sim.scenarios import APPROVAL, BULK, INTAKE
 
@@ -240,7 +240,7 @@ def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits) -> Tri
         capacity=sim.scenario.gateway_capacity, end=round(sim.now, 3), stopped=stopped, steps=sim.steps,
         kinds=kinds, done=report.done, dead_lettered=report.dead_lettered, finished_at=finished_at,
         approvals=len(waits), approval_p95=approval_p95, slowest=slowest, bulk_while_overdue=bulk_while_overdue,
-        calls=calls, timeouts=timeouts, gateway_p95=percentile(sorted(latencies), 95) if latencies else None,
+        calls=calls, timeouts=timeouts, gateway_p95=Summary.of(latencies).p95,
         max_in_flight=max_in_flight, mean_in_flight=call_seconds / span if span else 0.0,
         double_contacts=report.double_contacts, anomalies=anomalies, first_anomaly=first,
         replay=report.python_replay.split("; ", 1)[-1], limits=limits)

@@ -8,7 +8,12 @@ drawing a diagram never pays for loading matplotlib.
 """
 from shopops_lab.viz.crash_map import crash_map
 from shopops_lab.viz.dot import Diagram, dot_available, render
-from shopops_lab.viz.state_machine import last_transition, lease_dot, lease_svg, state_machine
+from shopops_lab.viz.state_machine import (
+           last_transition,
+           lease_dot,
+           lease_svg,
+           state_machine,
+)
 from shopops_lab.viz.timeline import Timeline, build_timeline, timeline
 
 __all__ = ["Diagram", "Timeline", "build_timeline", "crash_map", "dot_available", "last_transition", "lease_dot",

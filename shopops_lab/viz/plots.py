@@ -52,8 +52,8 @@ def p95_series(log: EventLog, bucket: float | None = None) -> list[tuple[float, 
     """(t, p95 latency, calls) for each bucket (t - bucket, t] holding GATEWAY_CALL events,
     the way `metrics.series` samples; p95 is nearest-rank (`metrics.percentile`)."""
     rows = _rows(log)
-    calls = [(row[0], float(_latency(row[7]))) for row in rows
-             if row[1] is EventKind.GATEWAY_CALL and _latency(row[7]) is not None]
+    calls = [(row[0], float(seconds)) for row in rows
+             if row[1] is EventKind.GATEWAY_CALL and (seconds := _latency(row[7])) is not None]
     if not calls:
         return []
     size = _bucket(bucket, rows)
@@ -202,7 +202,7 @@ def _draw_throughput(ax: Any, log: EventLog, bucket: float | None, faults: list[
 
 
 def _draw_attempts(ax: Any, log: EventLog) -> None:
-    histogram = metrics.queue_metrics(log).attempts if _rows(log) else {}
+    histogram = metrics.queue_metrics(log).attempts
     ax.set_title("attempts histogram")
     ax.set_xlabel("deliveries per item (0: not yet leased)")
     ax.set_ylabel("items")

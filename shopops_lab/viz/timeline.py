@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import Event, EventKind, EventLog
 from shopops_lab.viz import _svg
@@ -143,9 +144,8 @@ def build_timeline(log: EventLog | Iterable[Event], *, cases: Iterable[str] | No
     events = _events(log)
     case_set = _names("cases", cases)
     worker_set = _names("workers", workers)
-    for field, value in (("max_leases", max_leases), ("max_workers", max_workers)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise BadArgumentError(field=field, problem=f"is {value!r}", fix="pass a whole number >= 1")
+    arguments.whole("max_leases", max_leases)
+    arguments.whole("max_workers", max_workers)
     if until is not None:
         if isinstance(until, bool) or not isinstance(until, (int, float)) or until != until:
             raise BadArgumentError(field="until", problem=f"is {until!r}",

@@ -14,13 +14,18 @@ can watch the queue refuse its late ack.
 from __future__ import annotations
 
 import html
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.clock import FakeClock
-from shopops_lab.errors import (BadArgumentError, LeaseExpiredError, LeaseSettledError, ShopOpsError,
-                                StaleTokenError)
+from shopops_lab.errors import (
+    BadArgumentError,
+    LeaseExpiredError,
+    LeaseSettledError,
+    ShopOpsError,
+    StaleTokenError,
+)
 from shopops_lab.events import EventKind
 from shopops_lab.states import ItemState
 from shopops_lab.viz.dot import Diagram
@@ -119,10 +124,8 @@ class PlaygroundModel:
         return self._record(Step(action="crash", arg=self._worker(worker)))
 
     def advance(self, seconds: float) -> str:
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
-            raise BadArgumentError(field="seconds", problem=f"is {seconds!r}",
-                                   fix="pass a positive number of seconds, e.g. 10")
-        return self._record(Step(action="advance", arg=float(seconds)))
+        seconds = arguments.seconds("seconds", seconds, "pass a positive number of seconds, e.g. 10")
+        return self._record(Step(action="advance", arg=seconds))
 
     def replay(self, item_id: str | None = None) -> str:
         """Send a dead item (the oldest, if none is named) back to ready."""
