@@ -295,12 +295,9 @@ class Simulation:
                 w.loop.close()
             self.crash(w, fault)
         else:
-            seconds = self.scenario.pause_length if fault.duration is None else fault.duration
-            lease = w.lease
+            seconds = self.pause_seconds(fault)
             w.paused_until = max(w.paused_until, self.now + seconds)
-            self.log.append(EventKind.WORKER_PAUSED, self.now, worker_id=w.id, seconds=seconds,
-                            item_id=lease.item_id if lease else None, case_id=lease.case_id if lease else None,
-                            token=lease.token if lease else None)
+            self.log.append(EventKind.WORKER_PAUSED, self.now, worker_id=w.id, seconds=seconds, **w.holding())
             self._push(w.paused_until, Rank.FAULT, self._thaw, (w, w.paused_until))
         return "fault"
 
@@ -314,10 +311,7 @@ class Simulation:
         w, until = pause
         if not w.up or w.paused_until != until:
             return None  # died meanwhile, or a later pause extended the freeze
-        lease = w.lease
-        self.log.append(EventKind.WORKER_RESUMED, self.now, worker_id=w.id,
-                        item_id=lease.item_id if lease else None, case_id=lease.case_id if lease else None,
-                        token=lease.token if lease else None)
+        self.log.append(EventKind.WORKER_RESUMED, self.now, worker_id=w.id, **w.holding())
         return w.id
 
     def _restart(self, w: Worker, seq: int) -> str:
@@ -429,12 +423,13 @@ class Simulation:
                         worker_id=w.id, token=lease.token, attempt=lease.attempt, op=op, reason=reason)
         w.lease = None
 
+    def pause_seconds(self, fault: Fault) -> float:
+        """How long a pause fault freezes its worker: its own duration, else the scenario's."""
+        return self.scenario.pause_length if fault.duration is None else fault.duration
+
     def crash(self, w: Worker, fault: Fault) -> None:
         """The worker dies now, with whatever it held; a supervisor may restart it later."""
-        lease = w.lease
-        self.log.append(EventKind.WORKER_CRASHED, self.now, worker_id=w.id,
-                        item_id=lease.item_id if lease else None, case_id=lease.case_id if lease else None,
-                        token=lease.token if lease else None)
+        self.log.append(EventKind.WORKER_CRASHED, self.now, worker_id=w.id, **w.holding())
         w.up, w.loop, w.wake_seq, w.lease, w.fault = False, None, -1, None, None
         delay = self.scenario.restart_after if fault.duration is None else fault.duration
         if not math.isinf(delay):

@@ -41,6 +41,13 @@ class Worker:
         self.held = False           # held back by the policy at its last poll
         self.up = True
 
+    def holding(self) -> dict[str, object]:
+        """What the worker holds, as the item_id / case_id / token fields of an event."""
+        lease = self.lease
+        if lease is None:
+            return {"item_id": None, "case_id": None, "token": None}
+        return {"item_id": lease.item_id, "case_id": lease.case_id, "token": lease.token}
+
     def __repr__(self) -> str:
         doing = "down" if not self.up else f"holding {self.lease.item_id}" if self.lease else "idle"
         return f"Worker({self.id}, {doing})"
@@ -160,13 +167,11 @@ def interrupt(sim: Simulation, w: Worker, fault: Fault) -> Steps:
     if fault.kind is FaultKind.KILL_WORKER:
         sim.crash(w, fault)
         return True
-    seconds = sim.scenario.pause_length if fault.duration is None else fault.duration
-    lease = w.lease
-    sim.log.append(EventKind.WORKER_PAUSED, sim.now, item_id=lease.item_id, case_id=lease.case_id,
-                   worker_id=w.id, token=lease.token, seconds=seconds)
+    seconds = sim.pause_seconds(fault)
+    held = w.holding()
+    sim.log.append(EventKind.WORKER_PAUSED, sim.now, worker_id=w.id, seconds=seconds, **held)
     yield seconds
-    sim.log.append(EventKind.WORKER_RESUMED, sim.now, item_id=lease.item_id, case_id=lease.case_id,
-                   worker_id=w.id, token=lease.token)
+    sim.log.append(EventKind.WORKER_RESUMED, sim.now, worker_id=w.id, **held)
     return False
 
 
