@@ -1,7 +1,7 @@
 """Lab 00 warm-up: put the first case on the queue."""
 from __future__ import annotations
 
-from shopops_lab.checks.base import Exercise, Wrong, call_answer
+from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe
 from shopops_lab.clock import FakeClock
 from shopops_lab.states import ItemState
 from shopops_lab.worker.queue import InMemoryQueue
@@ -11,7 +11,7 @@ def _run(enqueue_first_case) -> str:
     queue = InMemoryQueue(lease_seconds=30, max_attempts=5, clock=FakeClock())
     item_id = call_answer(enqueue_first_case, queue)
     if not isinstance(item_id, str):
-        raise Wrong(f"the function returned {item_id!r}; return what queue.enqueue(...) gives back (the item id).")
+        raise Wrong(f"the function returned {describe(item_id)}; return what queue.enqueue(...) gives back (the item id).")
     items = queue.items()
     if len(items) != 1:
         raise Wrong(f"the queue holds {len(items)} items after your function ran; put exactly one on it.")
@@ -29,7 +29,7 @@ def _run(enqueue_first_case) -> str:
 
 
 warmup = Exercise(
-    id="00.1", title="enqueue the first case", run=_run,
+    id="00.1", title="enqueue the first case", answer="enqueue_first_case", run=_run,
     hints=("The queue object has a method that adds work; it takes keyword arguments only.",
            "Look at `help(queue.enqueue)`: it needs case_id, tenant_id and kind.",
            "One line: return queue.enqueue(case_id=..., tenant_id=..., kind=...) with the values from the story."),
