@@ -9,6 +9,7 @@ from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import Contact, EmailAdapter
 from shopops_lab.events import EventLog
+from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import InMemoryQueue, Item
 
 SEEDS = (1, 2, 3, 5, 8)
@@ -198,4 +199,24 @@ knowledge = Exercise(
     hints=("Keep two things apart: what the queue records, and what W1's code is doing on its own machine.",
            "The queue can refuse W1's later calls (ack, heartbeat) but cannot reach into W1's process.",
            "Three of the six options can happen."),
+)
+
+
+# ------------------------------------------------------------------ quizzes
+# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
+
+SAME_KEY_QUIZ = Quiz(
+    "W1 emailed Jordan with key O-1001:email:3 and crashed. W7 now sends with the same key through "
+    "the idempotent adapter. What does W7's send return?",
+    ["A new message id: the email goes out again.",
+     "The first message id, and Jordan receives nothing new.",
+     "An error, because the key was already used.",
+     "Nothing yet: the adapter waits until W1 acks."],
+    answer_index=1,
+    explanations=[
+        "That is the naive adapter's behaviour, the double contact you watched above.",
+        "The adapter recognises the key and returns msg-0001. W7 can carry on as if it had sent the email itself.",
+        "An error would leave W7 unsure whether Jordan was emailed. Returning the first result answers that question.",
+        "W1 is dead and will never ack; the adapter does not know about leases at all, only keys.",
+    ],
 )

@@ -6,6 +6,7 @@ import random
 from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe
 from shopops_lab.clock import FakeClock
 from shopops_lab.states import ItemState
+from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import InMemoryQueue, Outcome
 
 SEEDS = (1, 2, 3, 4)
@@ -257,4 +258,24 @@ knowledge = Exercise(
            "dead, the queue delivers it no more, so later entries do not matter.",
            "Shape: count deliveries as you walk the list; 'ok' means done; reaching max_attempts without an "
            "'ok' means dead; running out of entries first means ready."),
+)
+
+
+# ------------------------------------------------------------------ quizzes
+# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
+
+AUTO_REPLAY_QUIZ = Quiz(
+    "To save the on-call engineer's time, someone proposes a job that replays the whole DLQ every "
+    "5 minutes. What happens to a payload that no handler can read yet?",
+    ["The retries fix it eventually.",
+     "It fails max_attempts times every 5 minutes, for ever, and nobody is told.",
+     "It is handled once and acked.",
+     "The queue refuses to replay an item twice."],
+    answer_index=1,
+    explanations=[
+        "Retries help with bad luck, not bad data: the same payload fails the same way every time.",
+        "Automatic replay turns the DLQ back into a retry storm, just slower, and hides the problem that needs a person.",
+        "Nothing about the payload or the handler changed, so nothing about the outcome changes.",
+        "The queue replays an item as often as it is told to (watch the replays count); the judgement has to be human.",
+    ],
 )

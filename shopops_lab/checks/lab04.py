@@ -7,6 +7,7 @@ from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer, 
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import StaleTokenError
 from shopops_lab.fencing import NaiveResultStore
+from shopops_lab.widgets.quiz import Quiz
 
 SEEDS = (1, 2, 3, 4, 5)
 
@@ -195,4 +196,24 @@ knowledge = Exercise(
     hints=("Ask of each control: where does it run, and does it run at the moment the stale write arrives?",
            "A paused worker checks nothing while it is paused, and a check inside the worker cannot help once it "
            "has woken up and decided to write: look for a check made by whoever receives the write."),
+)
+
+
+# ------------------------------------------------------------------ quizzes
+# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
+
+PAYMENT_GUARD_QUIZ = Quiz(
+    "The result store now refuses W1's token 4. Still stale, W1 asks the payment provider to refund "
+    "Jordan's 40 EUR. What prevents a refund on top of W7's voucher?",
+    ["The result store's token check.",
+     "The queue, because it refused W1's ack.",
+     "Only a guard on the payment call itself: an idempotency key for this refund, a token the provider "
+     "checks, or a go-between that checks W1's token before calling the provider.",
+     "W1's lease expiry at t=10."],
+    2,
+    ["The store checks writes to the store. The payment call never passes through it.",
+     "The ack comes after the work; by then the refund has been requested.",
+     "A token protects only what compares it. Anything else needs an idempotency key or a fencing check of its own, "
+     "or must be reached through something that checks the token.",
+     "The expiry let W7 in; it did nothing to stop W1, which never noticed it."],
 )

@@ -26,6 +26,7 @@ from shopops_lab.clock import FakeClock
 from shopops_lab.errors import SimulatedCrash
 from shopops_lab.events import EventLog
 from shopops_lab.outbox import Broker, Delivery, Dispatcher, OutboxStore
+from shopops_lab.widgets.quiz import Quiz
 
 SEEDS = (1, 2, 3, 4, 5)
 FAILURE = "payments API timed out"
@@ -218,3 +219,34 @@ exercise = Exercise(
            "Shape: already in processed? return False. Otherwise apply(delivery) first, and only when it "
            "returned, add the message id to processed and return True. Do not catch the error from apply."),
 )
+
+
+# ------------------------------------------------------------------ quizzes
+# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
+
+CONFIRM_QUIZ = Quiz(
+    "The broker confirmed out-0001 to the dispatcher. What does that confirm prove?",
+    ["That the payments service applied the refund.",
+     "That the broker has stored the message; nothing yet about the consumer.",
+     "That out-0001 will be delivered exactly once.",
+     "That the outbox entry is marked sent."],
+    1,
+    ["That would be the consumer's business, after the second boundary; the confirm comes from the broker.",
+     "A publisher confirm covers one hand-over: publisher to broker.",
+     "Brokers deliver at least once: a consumer crash before its ack means another delivery.",
+     "Marking sent is the dispatcher's own write after the confirm; a crash can fall in between."],
+    hint="Which two parties does the publisher confirm connect?")
+
+ORDER_QUIZ = Quiz(
+    "A consumer records out-0003 as processed, then calls the payments API, which times out. "
+    "The broker delivers out-0003 again. What happens?",
+    ["The refund is applied on the redelivery, as it should be.",
+     "Jordan is refunded twice.",
+     "The redelivery is skipped as a duplicate, so the refund never happens.",
+     "The broker notices the timeout and cancels the message."],
+    2,
+    ["Not with this order: the id is already in processed, so the copy looks done.",
+     "The first call failed, so there was no first refund.",
+     "Recording before the effect turns a failure into a silent loss. Record after, or in one transaction.",
+     "The broker knows nothing about the payments API; it only sees acks."],
+    hint="Where is the id written relative to the effect?")

@@ -35,10 +35,11 @@ from shopops_lab.metrics import Summary, percentile
 from shopops_lab.sim import Simulation
 from shopops_lab.sim.faults import Fault, FaultKind
 from shopops_lab.sim.scenarios import APPROVAL, BULK, INTAKE, Scenario, get_scenario
+from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import Priority
 
-__all__ = ["CONTRACT", "ITEMS", "LIMITS", "PIECES", "SEEDS", "Limits", "Trial", "burst_day", "exercise", "knowledge",
-           "trial"]
+__all__ = ["CONTRACT", "DOUBLE_POOL_QUIZ", "ITEMS", "LIMITS", "PIECES", "SEEDS", "Limits", "Trial",
+           "burst_day", "exercise", "knowledge", "trial"]
 
 SCENARIO = "burst_day"
 ITEMS = 3000                 # a shorter burst than the story's 10,000, so the check takes about a second
@@ -508,3 +509,25 @@ def _clock(seconds: float) -> str:
 
 def _mark(ok: bool) -> str:
     return "✓" if ok else "✗"
+
+
+# ------------------------------------------------------------------ quizzes
+# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
+
+DOUBLE_POOL_QUIZ = Quiz(
+    "Burst day, no backpressure. To finish sooner, someone doubles the pool from 20 to 40 workers. The "
+    "gateway still serves 10 calls at full speed. What happens?",
+    ["The day finishes about twice as fast: twice the workers, twice the throughput.",
+     "About the same throughput; every call gets slower, more calls time out, and approvals take longer.",
+     "Nothing changes: the queue only hands out as many items as the gateway can take.",
+     "Throughput doubles during the spike only, when the extra workers absorb the slow calls."],
+    1,
+    ["Throughput is set by the gateway: capacity / latency. More callers make each call slower, not more "
+     "calls finish.",
+     "Forty calls share hardware for ten, so each takes four times as long: the same throughput, four times "
+     "the latency, a fatter tail past the timeout, and every timeout is work done twice. A real gateway "
+     "can even lose throughput, as retries pile onto abandoned calls.",
+     "The queue hands an item to every worker that asks; it knows nothing about the gateway. Only a "
+     "policy that reads the gateway's signals can hold workers back.",
+     "During the spike every call is slower still; extra callers make it worse, not better."],
+)
