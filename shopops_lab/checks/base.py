@@ -94,7 +94,8 @@ def describe(value: Any) -> str:
     name = getattr(value, "__name__", None)
     if isinstance(name, str):
         return f"the {type(value).__name__} {name}"
-    return f"a {type(value).__name__} object"
+    kind = type(value).__name__
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} object"
 
 
 def error_text(exc: BaseException) -> str:

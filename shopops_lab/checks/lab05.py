@@ -46,7 +46,7 @@ WHY = {
     "returns_message_id": "The exercise asks run to return the message id of the email the customer received.",
     "explorer": "The explorer could not crash your run as planned.",
 }
-NEVER_SENT = "The restart treated the email as sent without any proof that it was."
+NEVER_SENT = "Your run treated the email as sent without any proof that it was."
 FIRST = ("explorer", "completed")  # a run that cannot finish (or be crashed) is told before anything else
 
 

@@ -159,7 +159,8 @@ def _play(handle, seed: int) -> _Story:
                 twins = [m for m, text in story.messages.items() if text == story.messages[mid] and m != mid
                          and story.applied.get(m)]
                 reason = (f"only {twins[0]}, a different message with the same case and amount, had been "
-                          "applied" if twins else "nothing had applied it before")
+                          "applied" if twins else "nothing had applied it before in this scenario, which starts "
+                          "with an empty processed set")
             story.fail(f"delivery #{seq} of {mid} (refund {story.messages[mid]}) was skipped although {mid} had "
                        f"never been applied (seed {seed}): {reason}.")
         elif bool(returned) != applied_now:

@@ -43,7 +43,7 @@ __all__ = ["CONTRACT", "DOUBLE_POOL_QUIZ", "ITEMS", "LIMITS", "PIECES", "SEEDS",
 
 SCENARIO = "burst_day"
 ITEMS = 3000                 # a shorter burst than the story's 10,000, so the check takes about a second
-SEEDS = (3, 5, 8)
+SEEDS = (3, 4, 8)
 CHUNK = 300.0                # simulated seconds between looks at the wake-up count
 MAX_STEPS = 200_000          # a sound day of 3,000 items takes about 12,000 worker wake-ups
 _KIND_NAMES = {INTAKE: "intake", BULK: "bulk outreach", APPROVAL: "approvals"}
@@ -72,7 +72,7 @@ def burst_day(seed: int) -> Scenario:
     days differ and a policy must read its signals, not the clock."""
     rng = random.Random(f"gateway spike {seed}")
     spike = Fault("gateway_spike", at=float(rng.randrange(0, 2700, 60)), duration=float(rng.randrange(420, 1500, 60)),
-                  factor=rng.choice((2.5, 3.0, 3.5, 4.0, 4.5, 5.0)))
+                  factor=round(rng.uniform(2.5, 5.0), 1))
     base = get_scenario(SCENARIO)
     return dataclasses.replace(base, faults=tuple(f for f in base.faults if f.kind is not FaultKind.GATEWAY_SPIKE) + (spike,))
 
