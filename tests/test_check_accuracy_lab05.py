@@ -85,36 +85,30 @@ def asks_on_the_next_run(job_id, env):
 
 # ---------------------------------------------------------------------------- wrong, as learners write them
 
-def one_key_per_attempt(job_id, env):
-    """The lesson's loop: do the step, then checkpoint it; the key names the attempt."""
+def _step_then_checkpoint(job_id, env, key):
+    """The lesson's naive loop: do each step, then checkpoint it; `key(token, step)` names the send."""
     token = env.claim(job_id)
     cp = env.resume(job_id)
     for step in env.workflow.steps:
         if step.id in cp.completed:
             continue
         if step.effect:
-            artifact = env.send(job_id, step.id, f"{job_id}:{step.id}:{token}", body="summary").message_id
+            artifact = env.send(job_id, step.id, key(token, step), body="summary").message_id
         else:
             artifact = env.make(job_id, step.id)
         cp = env.checkpoints.save(job_id, cp.confirm(step.id, artifact), token=token)
     env.ack(job_id, token=token, result=cp.artifacts["publish"])
     return cp.artifacts["publish"]
+
+
+def one_key_per_attempt(job_id, env):
+    """The key names the attempt, so every restart is a new email."""
+    return _step_then_checkpoint(job_id, env, lambda token, step: f"{job_id}:{step.id}:{token}")
 
 
 def stable_key_resend(job_id, env):
     """A stable key, so the provider dedupes, but no intent and no lookup."""
-    token = env.claim(job_id)
-    cp = env.resume(job_id)
-    for step in env.workflow.steps:
-        if step.id in cp.completed:
-            continue
-        if step.effect:
-            artifact = env.send(job_id, step.id, env.op_id(job_id, step.id), body="summary").message_id
-        else:
-            artifact = env.make(job_id, step.id)
-        cp = env.checkpoints.save(job_id, cp.confirm(step.id, artifact), token=token)
-    env.ack(job_id, token=token, result=cp.artifacts["publish"])
-    return cp.artifacts["publish"]
+    return _step_then_checkpoint(job_id, env, lambda token, step: env.op_id(job_id, step.id))
 
 
 def _receipted(job_id, env, *, trust_intent=False, resend_after_failed_lookup=True, resume=None,
