@@ -9,7 +9,9 @@ What a check promises: it never raises, whatever the learner's code does (an err
 `sys.exit()`, a `BaseException` of its own), except `KeyboardInterrupt`, which is the
 learner pressing *stop* and is let through so the kernel stops as asked. "Not attempted"
 means the exercise's stub itself raised `NotImplementedError`; the same error raised from
-deeper code is the learner's code failing, and is reported as such.
+deeper code is the learner's code failing, and is reported as such. A cell that shows the
+learner's answer at work asks `Exercise.answered()` first, which prints one friendly line
+instead of a traceback while the stub is untouched.
 """
 from __future__ import annotations
 
@@ -137,9 +139,10 @@ class Exercise:
         except KeyboardInterrupt:
             raise
         except SystemExit as exc:
+            code = "" if exc.code is None else repr(exc.code)
             return Result(exercise=self.name, verdict=Verdict.INCORRECT,
-                          message=f"your code called sys.exit({'' if exc.code is None else repr(exc.code)}){_where(exc)}, "
-                                  "which would end the whole worker process. Return, or raise an error, instead.")
+                          message=f"your code called sys.exit({code}){_where(exc)}, which would end the whole worker "
+                                  "process. Return, or raise an error, instead.")
         except BaseException as exc:  # noqa: BLE001 - the learner's code crashed: show that, not a traceback
             return Result(exercise=self.name, verdict=Verdict.INCORRECT,
                           message=f"your code raised {error_text(exc)}{_where(exc)}")

@@ -12,7 +12,8 @@ def _run(enqueue_first_case) -> str:
     queue = InMemoryQueue(lease_seconds=30, max_attempts=5, clock=FakeClock())
     item_id = call_answer(enqueue_first_case, queue)
     if not isinstance(item_id, str):
-        raise Wrong(f"the function returned {describe(item_id)}; return what queue.enqueue(...) gives back (the item id).")
+        raise Wrong(f"the function returned {describe(item_id)}; return what queue.enqueue(...) gives back "
+                    "(the item id).")
     items = queue.items()
     if len(items) != 1:
         raise Wrong(f"the queue holds {len(items)} items after your function ran; put exactly one on it.")
@@ -49,7 +50,8 @@ LEASE_RUNS_OUT_QUIZ = Quiz(
     answer_index=1,
     explanations=[
         "The queue never saw the email. Only an ack tells it the work is finished.",
-        "A lease that runs out gives the work back. That is how no case gets lost, and also why the same work can run twice.",
+        "A lease that runs out gives the work back. That is how no case gets lost, and also why the same work "
+        "can run twice.",
         "Deleting would lose Jordan's case. The point of a lease is that the work outlives the worker.",
         "The queue cannot know whether W1 will ever come back; waiting for it could stall the case forever.",
     ],

@@ -56,9 +56,9 @@ def forced_expiry(handler, seed: int) -> tuple[InMemoryQueue, _ScenarioAdapter, 
     emails = [(case, {"idem_key": f"{case}:email:3", "to": f"customer-{n + 1}@example.com",
                       "template": "delay_apology"}) for n, case in enumerate(cases)]
     twice = rng.choice(cases)  # this customer is also owed two refund confirmations: two more intents
+    address = f"customer-{cases.index(twice) + 1}@example.com"
     for step in (4, 5):
-        emails.append((twice, {"idem_key": f"{twice}:email:{step}", "to": f"customer-{cases.index(twice) + 1}@example.com",
-                               "template": "refund_confirmation"}))
+        emails.append((twice, {"idem_key": f"{twice}:email:{step}", "to": address, "template": "refund_confirmation"}))
     emails.append(rng.choice(emails))  # submitted again as a new item: the same email, a new item id
     for case, payload in emails:
         queue.enqueue(case_id=case, tenant_id="store_northline", kind="contact_send", payload=dict(payload))
@@ -177,7 +177,8 @@ _WHY_NOT = {
 def _knowledge(what_can_happen_next) -> str:
     chosen = call_answer(what_can_happen_next)
     if isinstance(chosen, str) or not isinstance(chosen, Iterable):
-        raise Wrong(f"the function returned {describe(chosen)}; return a set of labels, e.g. {{'label_one', 'label_two'}}.")
+        raise Wrong(f"the function returned {describe(chosen)}; return a set of labels, "
+                    "e.g. {'label_one', 'label_two'}.")
     chosen = list(chosen)
     unknown = sorted({str(c) for c in chosen if c not in NEXT_OPTIONS})
     if unknown:

@@ -50,7 +50,8 @@ class _Budgeted:
         runs, takes = self.calls.get("process_one", 0), self.calls.get("acquire", 0)
         if not runs and not takes:
             return "stopped without processing anything"
-        parts = [f"{n} {name} call{'s' if n > 1 else ''}" for name, n in (("process_one", runs), ("acquire", takes)) if n]
+        parts = [f"{n} {name} call{'s' if n > 1 else ''}"
+                 for name, n in (("process_one", runs), ("acquire", takes)) if n]
         said = ""
         if self.last is not None:
             said = f", which returned {self.last.value!r}" if runs == 1 else f", the last returning {self.last.value!r}"
@@ -274,7 +275,8 @@ AUTO_REPLAY_QUIZ = Quiz(
     answer_index=1,
     explanations=[
         "Retries help with bad luck, not bad data: the same payload fails the same way every time.",
-        "Automatic replay turns the DLQ back into a retry storm, just slower, and hides the problem that needs a person.",
+        "Automatic replay turns the DLQ back into a retry storm, just slower, and hides the problem that needs "
+        "a person.",
         "Nothing about the payload or the handler changed, so nothing about the outcome changes.",
         "The queue replays an item as often as it is told to (watch the replays count); the judgement has to be human.",
     ],

@@ -29,7 +29,7 @@ from typing import Any
 
 from shopops_lab.backpressure import Decision, Signals, as_policy, describe_policy
 from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer, describe, error_text
-from shopops_lab.errors import ShopOpsError
+from shopops_lab.errors import BadArgumentError, ShopOpsError
 from shopops_lab.events import EventKind
 from shopops_lab.metrics import Summary, percentile
 from shopops_lab.sim import Simulation
@@ -70,11 +70,14 @@ def burst_day(seed: int) -> Scenario:
     """The `burst_day` scenario with the gateway spike of `seed`: when it starts, how long
     it lasts and how much slower the gateway gets all come from the seed, so the graded
     days differ and a policy must read its signals, not the clock."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise BadArgumentError(field="seed", problem=f"is {seed!r}", fix="pass a whole number, e.g. seed=3")
     rng = random.Random(f"gateway spike {seed}")
     spike = Fault("gateway_spike", at=float(rng.randrange(0, 2700, 60)), duration=float(rng.randrange(420, 1500, 60)),
                   factor=round(rng.uniform(2.5, 5.0), 1))
     base = get_scenario(SCENARIO)
-    return dataclasses.replace(base, faults=tuple(f for f in base.faults if f.kind is not FaultKind.GATEWAY_SPIKE) + (spike,))
+    others = tuple(f for f in base.faults if f.kind is not FaultKind.GATEWAY_SPIKE)
+    return dataclasses.replace(base, faults=(*others, spike))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -128,7 +131,8 @@ class Trial:
                          "shedding is for while the gateway is full, not for good")
         if self.approval_p95 is not None and self.approval_p95 > lim.approval_p95:
             case, seconds = self.slowest or ("?", 0.0)
-            found.append(f"approvals starved: their p95 from arrival to done was {_past(self.approval_p95, lim.approval_p95)} s, over "
+            found.append(f"approvals starved: their p95 from arrival to done was "
+                         f"{_past(self.approval_p95, lim.approval_p95)} s, over "
                          f"the {lim.approval_p95:g} s budget (the slowest, case {case}, took {seconds:,.0f} s), "
                          f"while {self.bulk_while_overdue:,} bulk outreach items were finished during those "
                          "overdue waits")
@@ -175,7 +179,8 @@ class Trial:
         dead, left = waiting[0] - self.approvals, waiting[1] - waiting[0]
         approvals = (f"{self.approvals} done" + (f", {dead} dead-lettered" if dead else "")
                      + (f", {left} unfinished" if left else "")
-                     + f", p95 {_s(self.approval_p95, lim.approval_p95)} from arrival to done (limit {lim.approval_p95:g} s)")
+                     + f", p95 {_s(self.approval_p95, lim.approval_p95)} from arrival to done "
+                       f"(limit {lim.approval_p95:g} s)")
         if self.anomalies.get("approval_starved"):
             approvals += f", {self.anomalies['approval_starved']} starved"
         cap = "" if self.capacity is None else f", it serves {self.capacity} at full speed"
@@ -208,7 +213,6 @@ class _Watched:
     the first time it told a worker to wait while work was queued."""
 
     def __init__(self, policy: Any) -> None:
-        self.policy = policy
         self.name = describe_policy(policy)
         self._decide = as_policy(policy)
         self.raised: tuple[Signals, BaseException] | None = None
@@ -234,15 +238,15 @@ def _day(watched: _Watched, seed: int, items: int, limits: Limits) -> Trial:
         if sim.steps > MAX_STEPS and not sim.done:
             stopped = True
             break
-    report = sim.report()
-    replay = f"run(lab07.burst_day({seed}), seed={seed}, items={items}, policy={watched.name})"
     spike = next(f for f in sim.scenario.faults if f.kind is FaultKind.GATEWAY_SPIKE)
-    return dataclasses.replace(
-        _measure(sim, report, stopped, limits, policy=watched.name, replay=replay),
-        spike=f"gateway spike {spike.factor:g}x slower from t={spike.at:,.0f} s for {spike.duration:,.0f} s")
+    return _measure(sim, sim.report(), stopped, limits, policy=watched.name,
+                    replay=f"run(lab07.burst_day({seed}), seed={seed}, items={items}, policy={watched.name})",
+                    spike=(f"gateway spike {spike.factor:g}x slower from t={spike.at:,.0f} s "
+                           f"for {spike.duration:,.0f} s"))
 
 
-def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits, *, policy: str, replay: str) -> Trial:
+def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits, *, policy: str, replay: str,
+             spike: str) -> Trial:
     kind_of: dict[str, str] = {}
     arrived: dict[str, float] = {}              # approval item -> arrival time
     case_of: dict[str, str] = {}
@@ -299,7 +303,7 @@ def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits, *, pol
         calls=calls, timeouts=timeouts, gateway_p95=Summary.of(latencies).p95,
         max_in_flight=max_in_flight, mean_in_flight=call_seconds / span if span else 0.0,
         double_contacts=report.double_contacts, anomalies=anomalies, first_anomaly=first,
-        replay=replay, limits=limits)
+        replay=replay, spike=spike, limits=limits)
 
 
 # ------------------------------------------------------------------ exercise 7.1
@@ -339,8 +343,8 @@ def _ask(policy: Any, signals: Signals, when: str) -> Decision:
     except Exception as exc:  # noqa: BLE001 - the learner's code: report it, and what it was given
         raise Wrong(f"your policy raised {error_text(exc)} {when}, on {_shown(signals)}.") from None
     if type(decision) is not Decision:
-        raise Wrong(f"your policy returned {describe(decision)} {when}, for {_shown(signals)}; return a decision: acquire(), "
-                    "acquire(max_priority=...) or wait(seconds), from shopops_lab.backpressure.")
+        raise Wrong(f"your policy returned {describe(decision)} {when}, for {_shown(signals)}; return a decision: "
+                    "acquire(), acquire(max_priority=...) or wait(seconds), from shopops_lab.backpressure.")
     return decision
 
 
@@ -357,9 +361,10 @@ def _rules(policy: Any) -> int:
             decision = _ask(policy, signals, "when the check asked about the rules")
             earlier = first.setdefault(signals, decision)
             if decision != earlier:
-                raise Wrong(f"for {_shown(signals)} your policy answered {_said(earlier)} once and {_said(decision)} when "
-                            f"asked again ({order}, after other signals): the same signals must always get the same "
-                            "decision. No memory between calls and no randomness, so every run replays from its seed.")
+                raise Wrong(f"for {_shown(signals)} your policy answered {_said(earlier)} once and {_said(decision)} "
+                            f"when asked again ({order}, after other signals): the same signals must always get the "
+                            "same decision. No memory between calls and no randomness, so every run replays from its "
+                            "seed.")
             if decision.waits and signals.depth:
                 raise Wrong(f"for {_shown(signals)} your policy answered {_said(decision)}: a worker that waits takes "
                             f"nothing, approval resumes included, while {signals.depth:,} items are queued. The "
@@ -380,7 +385,8 @@ def _run(policy: Any) -> str:
                 raise
             signals, err = watched.raised
             what = f"was refused: {err}" if isinstance(err, ShopOpsError) else f"raised {error_text(err)}"
-            raise Wrong(f"during burst day (seed {seed}) at t={signals.now:,.0f} s your policy {what}, on {_shown(signals)}.",
+            raise Wrong(f"during burst day (seed {seed}) at t={signals.now:,.0f} s your policy {what}, "
+                        f"on {_shown(signals)}.",
                         [f"replay the day: print(lab07.trial({watched.name}, seed={seed}))"]) from None
         if watched.waited is not None:
             signals, decision = watched.waited
