@@ -159,8 +159,8 @@ exercise = Exercise(
     hints=("Which part of the system knows the newest token for a job? That is where the check must live.",
            "self.current_token(job_id) gives the newest token; StaleTokenError(what=..., token=..., current=...) "
            "is the error to raise; super().complete(...) does the actual write.",
-           "Shape: compare the token you were given with the current one; refuse unless they are equal, "
-           "otherwise hand over to the parent class."),
+           "Shape: compare the token you were given with the current one; refuse unless they are equal and "
+           "somebody has claimed the job (the current token is above 0), otherwise hand over to the parent class."),
 )
 
 
