@@ -15,7 +15,8 @@ SEEDS = (1, 2, 3, 4)
 class _Runaway(BaseException):
     """Raised into the learner's loop once it has used up its budget of queue calls. A
     BaseException, so an `except Exception` around the loop cannot swallow it; the
-    check then judges what the queue's own records say happened."""
+    check then judges what the queue's own records say happened. (A bare `except:` inside
+    an endless loop swallows even this: such a loop is stopped only by the kernel.)"""
 
 
 class _Budgeted:

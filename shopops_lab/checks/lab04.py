@@ -1,4 +1,11 @@
-"""Lab 04: the store, not the worker, must refuse a completion under an old token."""
+"""Lab 04: the store, not the worker, must refuse a completion under an old token.
+
+The check plays five orders of claims and writes on fresh stores, on five seeds each: a
+stale write after the new holder's and one before it (nothing stored yet), tokens never
+issued (from a stranger, or under the holder's own name), a worker that claimed again and
+still sends its first token, and a job nobody claimed. Only the token may decide: a store
+that looks at the worker's name, or at whether a result exists, fails one of them.
+"""
 from __future__ import annotations
 
 import random
