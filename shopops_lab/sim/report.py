@@ -8,13 +8,12 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from shopops_lab.backpressure import describe_policy
-from shopops_lab.checker import Anomaly, CheckResult, check
+from shopops_lab.checker import Anomaly, CheckResult, check, is_approval
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.metrics import QueueMetrics, Summary, queue_metrics
 from shopops_lab.sim.config import RunConfig
 from shopops_lab.sim.world import World
 from shopops_lab.states import ItemState
-from shopops_lab.worker.queue import Priority
 
 __all__ = ["Report", "build_report", "log_metrics"]
 
@@ -137,7 +136,7 @@ def log_metrics(log: EventLog, queue: QueueMetrics) -> dict[str, Any]:
         elif kind is EventKind.LEASED:
             redeliveries += attempt is not None and attempt > 1
         elif kind is EventKind.ENQUEUED:
-            if info.get("priority") == Priority.APPROVAL:
+            if is_approval(info):
                 enqueued[item_id] = time
         elif kind is EventKind.ACKED:
             if item_id in enqueued:
