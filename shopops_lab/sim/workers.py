@@ -3,9 +3,9 @@ backpressure policy, acquires, calls the model while heartbeating, sends the ema
 its idempotency key, writes a checkpoint and acks.
 
 The loop is a generator: `yield seconds` is where a real worker would block (a model call,
-a sleep), and the engine resumes it when simulated time has moved on. Nothing else
-changes time, so a frozen worker is simply one the engine does not resume, and a killed
-one is a generator the engine closes.
+a sleep), and the world resumes it once the engine's clock has moved on that far. Nothing
+else changes time, so a frozen worker is simply one that is not resumed, and a killed one
+is a generator that is closed. Everything the loop does, it does to its `World`.
 """
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ class Rank(IntEnum):
 
 
 class Worker:
-    """One worker's identity and what the engine needs to drive it."""
+    """One worker's identity and what the world needs to drive it."""
 
     __slots__ = ("id", "loop", "wake_seq", "paused_until", "lease", "fault", "held", "up")
 
