@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Iterable
 
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import BadArgumentError
-from shopops_lab.events import Event, EventLog, collector_paused
+from shopops_lab.events import Event, collector_paused
 from shopops_lab.sim.config import ADAPTERS, RunConfig
 from shopops_lab.sim.faults import Fault
 from shopops_lab.sim.report import Report, build_report
@@ -88,31 +89,13 @@ class Simulation:
         heapq.heappush(self._heap, (t, rank, self._seq, action, arg))
         return self._seq
 
-    # ------------------------------------------------------------------ what a run is
-    @property
-    def scenario(self) -> Scenario:
-        return self.config.scenario
-
-    @property
-    def seed(self) -> int:
-        return self.config.seed
-
-    @property
-    def items(self) -> int:
-        return self.config.items
-
-    @property
-    def policy(self) -> Any:
-        return self.config.policy
-
-    @property
-    def now(self) -> float:
-        """The simulated time of the last event handled."""
-        return self.world.now
-
-    @property
-    def log(self) -> EventLog:
-        return self.world.log
+    # ------------------------------------------------------------------ what a run is, where it stands
+    scenario = property(attrgetter("config.scenario"))
+    seed = property(attrgetter("config.seed"))
+    items = property(attrgetter("config.items"))
+    policy = property(attrgetter("config.policy"))
+    log = property(attrgetter("world.log"), doc="The event log everything in the run writes to.")
+    now = property(attrgetter("world.now"), doc="The simulated time of the last event handled.")
 
     # ------------------------------------------------------------------ running
     @property
