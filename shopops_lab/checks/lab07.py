@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shopops_lab.backpressure import Decision, Signals, as_policy, describe_policy
+from shopops_lab.checker import is_approval
 from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer, describe, error_text
 from shopops_lab.errors import BadArgumentError, ShopOpsError
 from shopops_lab.events import EventKind
@@ -259,7 +260,7 @@ def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits, *, pol
     for time, kind, item_id, case_id, _worker, _token, _attempt, info in report.log.rows():
         if kind is EventKind.ENQUEUED:
             kind_of[item_id] = info.get("kind", "")
-            if info.get("kind") == APPROVAL:
+            if is_approval(info):
                 arrived[item_id] = time
                 case_of[item_id] = case_id
         elif kind is EventKind.ACKED or kind is EventKind.DEAD_LETTERED:
