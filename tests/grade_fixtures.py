@@ -67,6 +67,13 @@ def cell(nb: nbformat.NotebookNode, wanted: str) -> nbformat.NotebookNode:
     return next(c for c in nb.cells if grade_id(c) == wanted)
 
 
+def retype(nb: nbformat.NotebookNode, wanted: str) -> None:
+    """Turn a code cell into markdown in place, as JupyterLab's cell-type menu does."""
+    at = nb.cells.index(cell(nb, wanted))
+    old = nb.cells[at]
+    nb.cells[at] = nbformat.v4.new_markdown_cell(old.source, metadata=old.metadata, id=old.get("id"))
+
+
 def twin(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return copy.deepcopy(nb)
 

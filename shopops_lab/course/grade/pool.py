@@ -88,8 +88,8 @@ class Pool:
         return max(1.0, self.limits.cell_seconds * 0.25)
 
     def run(self, work: Sequence[tuple[Submission, Master, Plan]]) -> list[SubmissionResult]:
-        if self.context.get_start_method() == "fork" and sandbox.WARM is None:
-            sandbox.WARM = sandbox.Warm.prepare(self.key)
+        if self.context.get_start_method() == "fork":
+            sandbox.INHERITED["warm"] = sandbox.Warm.prepare(self.key)  # every child inherits it
         gc.collect()
         gc.freeze()  # forked children share the warm parent's pages instead of copying them
         results: list[SubmissionResult] = []
@@ -112,12 +112,13 @@ class Pool:
             for run in running:
                 self._kill(run)
             gc.unfreeze()
+            sandbox.INHERITED.clear()
         return results
 
     # --- children ---------------------------------------------------------------------
 
     def _start(self, run: _Run) -> None:
-        run.scratch = run.scratch or tempfile.mkdtemp(prefix="shopops-grade-")
+        run.scratch = tempfile.mkdtemp(prefix="shopops-grade-")  # fresh for every attempt
         job = Job(plan=run.plan, key=str(self.key.source), limits=self.limits, scratch=run.scratch,
                   stopped=frozenset(run.stopped), scored=frozenset(run.results))
         reader, writer = self.context.Pipe(duplex=False)
@@ -174,6 +175,8 @@ class Pool:
             run.tampered.extend(str(name) for name in message[1] if str(name) not in run.tampered)
         elif kind == "done":
             run.done = True
+        elif kind == "failed":
+            run.failure = f"the grader failed on this submission ({str(message[1])[:300]})"
         else:
             run.failure = "the grading process sent something it should not have"
 
@@ -214,7 +217,8 @@ class Pool:
                 continue
             exercises.append(self._exercise(run, cell.index, cell.grade_id, cell.points, blocked))
         status, reason = _status(exercises, run)
-        notes = run.plan.notes
+        notes = (*run.plan.notes, *(f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
+                                    for index, cause in sorted(run.stopped.items())))
         if run.tampered:
             notes = (*notes, f"the notebook changed the kit ({', '.join(run.tampered[:5])}); every check ran on the kit as installed")
         return SubmissionResult(submission=run.submission, lab=run.plan.lab, status=status, reason=reason,

@@ -198,7 +198,10 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
             continue
         role = Role.ANSWER if is_answer else Role.TEST if is_test_cell(cell) else Role.CODE
         check = graded[index].check if role is Role.TEST else None
-        defines, reads = cell_names(text) if is_answer else master.names[index]
+        defines, reads = master.names[index]
+        if is_answer:  # what the learner binds, and what the master's answer binds (the tests read those)
+            learner_defines, reads = cell_names(text)
+            defines = defines | learner_defines
         if isinstance(check, CheckCall):
             defines, reads = frozenset(), frozenset(check.answers)
         steps.append(Step(index, grade_id, role, text, defines, reads, graded.get(index)))

@@ -205,7 +205,9 @@ def _import_kit() -> None:
                 import_module(module.name)
 
 
-WARM: Warm | None = None  # set in the parent; a forked child inherits it
+# The parent's warm state, which a forked child inherits. A dict that stays the same object,
+# so setting it does not count as a change of the kit's globals.
+INHERITED: dict[str, Warm] = {}
 
 
 @dataclass(frozen=True)
@@ -379,26 +381,33 @@ class _Runner:
         self.send(["result", step.index, str(result.verdict.value), _truncate(result.message), evidence])
 
 
+def _sender(connection: Any) -> Callable[[list[Any]], None]:
+    def send(message: list[Any]) -> None:
+        connection.send_bytes(json.dumps(message).encode())
+
+    return send
+
+
 def child_main(job: Job, connection: Any) -> None:
     """Entry point of the child process: never returns, always exits with os._exit."""
     status = 0
+    send = _sender(connection)
     try:
-        warm = WARM
+        warm = INHERITED.get("warm")
         if warm is None:  # not forked: warm up here, still before any learner code
-            from shopops_lab.course.grade.key import Key as _Key
-
-            warm = Warm.prepare(_Key.load(job.key))
+            warm = Warm.prepare(Key.load(job.key))
         os.chdir(job.scratch)
         random.seed(0)
         _set_limits(job.limits)
         _silence()
-
-        def send(message: list[Any]) -> None:
-            connection.send_bytes(json.dumps(message).encode())
-
+    except BaseException as exc:  # before any learner code: the grader's own failure
+        with contextlib.suppress(Exception):
+            send(["failed", f"{type(exc).__name__}: {exc}"])
+        os._exit(70)  # EX_SOFTWARE
+    try:
         _Runner(job, warm, send).run()
     except BaseException:
-        status = 70  # EX_SOFTWARE: the parent reports it as an error of this submission
+        status = 70
     finally:
         with contextlib.suppress(Exception):
             connection.close()
