@@ -23,8 +23,10 @@ MIN_PYTHON = (3, 11)
 
 # (distribution, import name, version range). Mirrors requirements.txt; a test keeps the
 # two in step, so a learner is never told "ok" about a version the kit does not support.
+# Each fix installs just that package in its range, so it works from any folder.
 REQUIRED_PACKAGES: tuple[tuple[str, str, str], ...] = (
     ("jupyterlab", "jupyterlab", ">=4.2,<5"),
+    ("ipython", "IPython", ">=8.12,<10"),
     ("ipywidgets", "ipywidgets", ">=8.1,<9"),
     ("ipykernel", "ipykernel", ">=6.29,<8"),
     ("nbformat", "nbformat", ">=5.10,<6"),
