@@ -129,3 +129,16 @@ def test_a_score_for_no_submission_is_a_warning(tmp_path: Path, one_submission: 
     scores.write_text("submission,grade_id,score\nbob_lab03,explain-policy,2\n")
     code, out, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--manual", str(scores))
     assert code == 0 and "warning: " in err and "bob_lab03 explain-policy matches no written answer" in err
+
+
+def test_the_readmes_points_table_matches_the_masters() -> None:
+    from shopops_lab.course.grade.key import Key
+
+    readme = (fx.ROOT / "README.md").read_text(encoding="utf-8")
+    table = {lab: (auto, hand, total, share) for lab, auto, hand, total, share
+             in re.findall(r"^\s*\| (\d\d) \| (\d+) \| (\d+) \| (\d+) \| (\d+)% \|$", readme, flags=re.M)}
+    expected = {}
+    for lab, master in Key.load(fx.SOLUTIONS).masters.items():
+        hand, total = master.manual_points, master.max_points
+        expected[lab] = (f"{total - hand:g}", f"{hand:g}", f"{total:g}", f"{round(100 * hand / total)}")
+    assert table == expected
