@@ -344,3 +344,17 @@ def grade_one_lab(lab: str, nb: nbformat.NotebookNode):
         path = fx.write(nb, Path(scratch) / f"x_lab{lab}.ipynb")
         (result,) = grade([str(path)], key=fx.SOLUTIONS, out=Path(scratch) / "out", limits=LIMITS).results
     return result
+
+
+def test_without_fork_each_child_warms_itself_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where fork is missing (Windows), a fresh interpreter per submission loads the kit and
+    takes the checks before the learner's code runs: the same scores, only slower."""
+    import multiprocessing
+
+    from shopops_lab.course.grade import pool
+
+    monkeypatch.setattr(pool, "_context", lambda: multiprocessing.get_context("spawn"))
+    fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
+    fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
+    report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
+    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 3}

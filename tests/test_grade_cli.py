@@ -142,3 +142,17 @@ def test_the_readmes_points_table_matches_the_masters() -> None:
         hand, total = master.manual_points, master.max_points
         expected[lab] = (f"{total - hand:g}", f"{hand:g}", f"{total:g}", f"{round(100 * hand / total)}")
     assert table == expected
+
+
+def test_a_lab_whose_imports_fail_here_is_refused_before_grading(tmp_path: Path, one_submission: Path) -> None:
+    """The install, not the learner, would lose the points (nbgrader scores it 0 silently)."""
+    from shopops_lab.course import cells
+
+    nb = fx.master("01")
+    nb.cells.insert(1, cells.code("import shopops_missing_dependency", grade_id="needs-more"))
+    fx.write(nb, tmp_path / "key" / fx.master_path("01").name)
+    code, out, err = run_cli("grade", str(one_submission), "--key", str(tmp_path / "key"), "--out", str(tmp_path / "out"))
+    assert code == 2 and out == ""
+    assert "error: Lab 01's master imports shopops_missing_dependency, which this Python cannot import" in err
+    assert "nothing was graded. Fix: install the kit with its dependencies:" in err and "-m pip install -e" in err
+    assert not (tmp_path / "out").exists()

@@ -28,3 +28,7 @@ class CourseToolsMissingError(ShopOpsError):
 
 class SubmissionInvalidError(ShopOpsError):
     """{submission}: {problem}. Fix: {fix}."""
+
+
+class GradingEnvironmentError(ShopOpsError):
+    """Lab {lab}'s master imports {module}, which this Python cannot import ({error}); nothing was graded. Fix: {fix}."""

@@ -31,7 +31,9 @@ from shopops_lab.course.grade.sandbox import Job, Limits
 from shopops_lab.course.grade.submissions import Submission
 
 AUTO_MARKS = frozenset({Mark.CORRECT, Mark.INCORRECT, Mark.NOT_ATTEMPTED, Mark.ERROR})
-START_SECONDS = 60.0  # a child that has not reached its first cell by then is stuck (a spawn re-imports the kit)
+START_SECONDS = 60.0
+MESSAGES_PER_WAKE = 1000
+MESSAGE_BYTES = 1 << 20  # a child that has not reached its first cell by then is stuck (a spawn re-imports the kit)
 
 
 def _context() -> Any:
@@ -79,6 +81,7 @@ class Pool:
     key: Key
     limits: Limits
     jobs: int
+    warm: sandbox.Warm | None = None  # prepared already (the key's imports checked), else prepared here
     on_result: Callable[[SubmissionResult], None] = lambda result: None
     clock: Callable[[], float] = time.monotonic
     context: Any = field(default_factory=_context)
@@ -89,7 +92,7 @@ class Pool:
 
     def run(self, work: Sequence[tuple[Submission, Master, Plan]]) -> list[SubmissionResult]:
         if self.context.get_start_method() == "fork":
-            sandbox.INHERITED["warm"] = sandbox.Warm.prepare(self.key)  # every child inherits it
+            sandbox.INHERITED["warm"] = self.warm or sandbox.Warm.prepare(self.key)  # every child inherits it
         gc.collect()
         gc.freeze()  # forked children share the warm parent's pages instead of copying them
         results: list[SubmissionResult] = []
@@ -153,37 +156,49 @@ class Pool:
                 self._overdue(run, now)
 
     def _read(self, run: _Run) -> None:
-        while run.connection.poll():
+        for _ in range(MESSAGES_PER_WAKE):  # a flooding child cannot keep the parent from its deadlines
+            if run.connection is None or not run.connection.poll():
+                return
             try:
-                message = json.loads(run.connection.recv_bytes())
+                message = json.loads(run.connection.recv_bytes(MESSAGE_BYTES))
+                self._handle(run, message)
             except EOFError:
                 self._ended(run)
                 return
-            except ValueError:
-                message = ["garbled"]
-            self._handle(run, message)
+            except (OSError, ValueError, TypeError, IndexError, KeyError):  # too long, not JSON, wrong shape
+                run.failure = "the grading process sent something it should not have"
+            if run.failure:
+                self._kill(run)
+                return
 
-    def _handle(self, run: _Run, message: Any) -> None:
-        kind = message[0] if isinstance(message, list) and message else None
+    def _handle(self, run: _Run, message: list[Any]) -> None:
+        """Take in one message; anything off its expected shape raises (and fails the run)."""
+        kind = message[0]
         if kind == "cell":
-            run.current, run.since = int(message[1]), self.clock()
+            index = message[1]
+            if not any(step.index == index for step in run.plan.steps):
+                raise ValueError(index)
+            run.current, run.since = index, self.clock()
         elif kind == "result" and run.current is not None:
-            run.results[run.current] = [str(part) if not isinstance(part, list) else [str(x) for x in part] for part in message[2:5]]
+            mark, text, evidence = message[2], message[3], message[4]
+            if not (isinstance(mark, str) and isinstance(text, str) and isinstance(evidence, list)):
+                raise TypeError(message)
+            run.results[run.current] = [mark, text, [str(line) for line in evidence]]
         elif kind == "stopped" and run.current is not None:
             run.stopped[run.current] = str(message[2])
         elif kind == "tampered":
-            run.tampered.extend(str(name) for name in message[1] if str(name) not in run.tampered)
+            run.tampered.extend(str(name) for name in message[1][:20] if str(name) not in run.tampered)
         elif kind == "done":
             run.done = True
         elif kind == "failed":
             run.failure = f"the grader failed on this submission ({str(message[1])[:300]})"
         else:
-            run.failure = "the grading process sent something it should not have"
+            raise ValueError(kind)
 
     def _ended(self, run: _Run) -> None:
         """The child closed its end: finished, or died (then stop its cell and go again)."""
         process = run.process
-        process.join()
+        process.join(timeout=1.0)  # it may have closed the pipe and gone on running: then it is killed
         self._kill(run)
         if run.done or run.failure:
             return

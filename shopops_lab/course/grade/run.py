@@ -12,7 +12,7 @@ from shopops_lab.course.grade.key import Key
 from shopops_lab.course.grade.pool import Pool, invalid
 from shopops_lab.course.grade.rebuild import read, rebuild
 from shopops_lab.course.grade.results import SubmissionResult
-from shopops_lab.course.grade.sandbox import Limits
+from shopops_lab.course.grade.sandbox import Limits, Warm
 from shopops_lab.course.grade.submissions import find
 
 
@@ -43,6 +43,7 @@ def grade(paths: Sequence[str], *, key: str | Path | None, out: str | Path | Non
     answer_key = Key.load(key)
     submissions = find(paths, {lab: master.stem for lab, master in answer_key.masters.items()})
     scores = report.ManualScores.read(manual, answer_key) if manual else None
+    warm = Warm.prepare(answer_key)  # refuses a lab whose imports fail here, before anything is written
     folder = report.prepare_out(out)
     bar = progress(len(submissions)) if progress else None
     rows: dict[str, SubmissionResult] = {}
@@ -62,7 +63,7 @@ def grade(paths: Sequence[str], *, key: str | Path | None, out: str | Path | Non
             bar.advance(result)
 
     try:
-        for result in Pool(answer_key, limits, jobs, on_result=done).run(work):
+        for result in Pool(answer_key, limits, jobs, warm=warm, on_result=done).run(work):
             rows[result.submission.name] = result
     finally:
         if bar:

@@ -34,7 +34,7 @@ from typing import Any
 
 from shopops_lab.course.grade.key import Key, Kind
 from shopops_lab.course.grade.rebuild import Plan, Role, Step
-from shopops_lab.errors import ShopOpsError
+from shopops_lab.course.errors import GradingEnvironmentError
 
 KIT = "shopops_lab"
 MESSAGE_LIMIT = 4000   # characters of one check message kept (the learner's own exception text can be long)
@@ -46,10 +46,6 @@ FILE_LIMIT = 64 * 2**20  # bytes one file written by the learner's code may reac
 class CellTimeout(BaseException):
     """A cell ran past its limit. A BaseException, so the checks' `except Exception` (which
     turns a learner's crash into a verdict) lets it through."""
-
-
-class GradingEnvironmentError(ShopOpsError):
-    """Lab {lab}'s master imports {module}, which this Python cannot import ({error}); nothing was graded. Fix: {fix}."""
 
 
 @dataclass(frozen=True)
