@@ -156,3 +156,32 @@ def test_a_lab_whose_imports_fail_here_is_refused_before_grading(tmp_path: Path,
     assert "error: Lab 01's master imports shopops_missing_dependency, which this Python cannot import" in err
     assert "nothing was graded. Fix: install the kit with its dependencies:" in err and "-m pip install -e" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_plain_assert_test_cell_is_graded_as_nbgrader_grades_it(tmp_path: Path) -> None:
+    """A lab an instructor writes without the kit's checks: its test cell passes unless it raises."""
+    import nbformat
+
+    from shopops_lab.course import cells
+    from shopops_lab.course.build import build_student
+
+    master = cells.notebook([
+        cells.md("# Doubling"),
+        cells.answer("def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION", "double"),
+        cells.test("assert double(21) == 42, 'double(21) should be 42'", "double-test", 2),
+    ], lab="42", version="1", title="Doubling")
+    (tmp_path / "key").mkdir()
+    nbformat.write(master, tmp_path / "key" / "42_doubling.ipynb")
+    student = build_student(master)
+    fx.write(student, tmp_path / "in" / "pristine_lab42.ipynb")
+    wrong = fx.twin(student)
+    wrong.cells[1].source = "def double(x):\n    return x + 2"
+    fx.write(wrong, tmp_path / "in" / "wrong_lab42.ipynb")
+    right = fx.twin(student)
+    right.cells[1].source = "def double(x):\n    return x * 2"
+    fx.write(right, tmp_path / "in" / "right_lab42.ipynb")
+    report = grade([str(tmp_path / "in")], key=tmp_path / "key", out=tmp_path / "out", limits=Limits(cell_seconds=10))
+    rows = {r.submission.student: r.exercises[0] for r in report.results}
+    assert {student: (e.mark, e.points) for student, e in rows.items()} == {
+        "pristine": (Mark.INCORRECT, 0), "wrong": (Mark.INCORRECT, 0), "right": (Mark.CORRECT, 2)}
+    assert rows["wrong"].message == "AssertionError: double(21) should be 42"

@@ -196,12 +196,3 @@ class Key:
                                        fix="keep one master per lab in the key")
             masters[master.lab] = master
         return cls(masters=masters, source=path)
-
-    @cached_property
-    def names(self) -> tuple[tuple[frozenset[str], frozenset[str]], ...]:
-        """Per cell, the top-level names its code binds and reads (empty for markdown)."""
-        return tuple(cell_names(cell_text(cell)) if cell.cell_type == "code" else (frozenset(), frozenset())
-                     for cell in self.notebook.cells)
-
-    def imports(self) -> set[str]:
-        return set().union(*(master.imports() for master in self.masters.values()))

@@ -346,8 +346,8 @@ class _Runner:
 
     def _execute(self, step: Step) -> None:
         code = _compile(step)
-        if step.role is Role.TEST:  # a test cell the kit's checks do not back: nbgrader's rule
-            self._restore()
+        if step.role is Role.TEST:  # a test cell the kit's checks do not back: nbgrader's rule, and
+            self._restore()         # nbgrader's strength (it runs in the learner's namespace)
             try:
                 exec(code, self.namespace)
             except Exception as exc:
