@@ -358,3 +358,24 @@ def test_without_fork_each_child_warms_itself_first(tmp_path: Path, monkeypatch:
     fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
     assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 3}
+
+
+GARBLE_PIPE = '''
+import gc, multiprocessing.connection as _connection
+for _o in gc.get_objects():
+    if isinstance(_o, _connection.Connection) and _o.writable:
+        _o.send_bytes(b"{this is not a message")
+'''
+
+
+def test_garbage_on_the_result_pipe_fails_that_submission_only(tmp_path: Path) -> None:
+    """Code that finds the child's pipe can write to it (the README says so); what it writes
+    off the protocol ends that submission as an error, and the run goes on."""
+    fx.write(one_wrong(GARBLE_PIPE), tmp_path / "in" / "garbler_lab01.ipynb")
+    fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
+    report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
+    rows = {r.submission.name: r for r in report.results}
+    garbler = rows["garbler_lab01"]
+    assert garbler.status is Status.ERROR and "sent something it should not have" in garbler.reason
+    assert marks(garbler) == {"send-followup-test": (Mark.INCORRECT, 0), "what-next-test": (Mark.ERROR, 0)}
+    assert rows["right_lab01"].points == 3
