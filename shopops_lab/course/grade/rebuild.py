@@ -134,11 +134,34 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
 
 
 def _grade_id(cell: Any) -> str | None:
-    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    """A learner cell's grade_id (nbgrader metadata), else its cell id (the kit makes them equal)."""
+    if not isinstance(cell, dict):
+        return None
+    meta = cell.get("metadata")
     nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
-    found = nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None
-    found = found if isinstance(found, str) else cell.get("id") if isinstance(cell, dict) else None
-    return found if isinstance(found, str) else None
+    for found in (nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None, cell.get("id")):
+        if isinstance(found, str):
+            return found
+    return None
+
+
+def _match(cells: list[Any], known: set[str]) -> tuple[dict[str, Mapping[str, Any]], list[str], Counter[str], int]:
+    """The learner's cells by grade_id (the first of each), their order, how often each
+    grade_id came, and how many cells the master does not have."""
+    mine: dict[str, Mapping[str, Any]] = {}
+    order: list[str] = []
+    counts: Counter[str] = Counter()
+    stray = 0
+    for cell in cells:
+        grade_id = _grade_id(cell)
+        if grade_id not in known:
+            stray += 1
+            continue
+        counts[grade_id] += 1
+        if grade_id not in mine:
+            mine[grade_id] = cell
+            order.append(grade_id)
+    return mine, order, counts, stray
 
 
 def _text(cell: Mapping[str, Any]) -> str:
@@ -156,20 +179,8 @@ def _summarise(kind: str, grade_ids: list[str]) -> Iterator[str]:
 
 def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] = ()) -> Plan:
     """The plan for `notebook` (a submission of `master`'s lab, as parsed JSON)."""
-    mine: dict[str, Mapping[str, Any]] = {}
-    order: list[str] = []
-    counts: Counter[str] = Counter()
-    stray = 0
     master_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in master.notebook.cells]
-    for cell in notebook["cells"]:
-        grade_id = _grade_id(cell)
-        if grade_id not in master_ids:
-            stray += 1
-            continue
-        counts[grade_id] += 1
-        if grade_id not in mine:
-            mine[grade_id] = cell
-            order.append(grade_id)
+    mine, order, counts, stray = _match(notebook["cells"], set(master_ids))
     graded = {cell.index: cell for cell in master.graded}
     changed: dict[str, list[str]] = {"deleted": [], "edited": [], "retyped": []}
     answer_notes: list[str] = []
