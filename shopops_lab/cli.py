@@ -116,6 +116,20 @@ def _build_notebooks(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _grade_arguments(parser: argparse.ArgumentParser) -> None:
+    from shopops_lab.course.grade.command import add_arguments
+
+    add_arguments(parser)
+
+
+@register("grade", "grade submitted notebooks against the masters: grades.csv, grades.json, feedback/, manual.csv",
+          add_arguments=_grade_arguments)
+def _grade(args: argparse.Namespace) -> int:
+    from shopops_lab.course.grade.command import run
+
+    return run(args)
+
+
 def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
     from shopops_lab.sim.cli import add_arguments
 
