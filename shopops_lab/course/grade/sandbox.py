@@ -43,9 +43,10 @@ FUNCTION_PARTS = ("__code__", "__defaults__", "__kwdefaults__")
 FILE_LIMIT = 64 * 2**20  # bytes one file written by the learner's code may reach
 
 
-class CellTimeout(BaseException):
-    """A cell ran past its limit. A BaseException, so the checks' `except Exception` (which
-    turns a learner's crash into a verdict) lets it through."""
+class CellTimeout(KeyboardInterrupt):
+    """A cell ran past its limit: the grader pressing *stop*. A KeyboardInterrupt, because
+    that is the one exception a check lets through (it turns every other one, even a
+    BaseException, into a verdict)."""
 
 
 @dataclass(frozen=True)
