@@ -28,7 +28,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
-from shopops_lab.clock import Clock, FakeClock
+from shopops_lab import arguments
+from shopops_lab.clock import Clock
 from shopops_lab.effects import (
     ChannelAdapter,
     EmailAdapter,
@@ -172,7 +173,7 @@ class Checkpoint:
     @classmethod
     def start(cls, workflow_version: str, *, budgets: Mapping[str, int] | None = None) -> "Checkpoint":
         """The checkpoint of a job nothing has happened to yet."""
-        return cls(workflow_version=workflow_version, budgets=dict(budgets or {}))
+        return cls(workflow_version=workflow_version, budgets={} if budgets is None else budgets)
 
     def confirm(self, step: str, artifact: str) -> "Checkpoint":
         """`step` is done and produced `artifact` (an artifact id, or a message id for an effect)."""
@@ -187,11 +188,13 @@ class Checkpoint:
 
     def receive(self, receipt: Receipt) -> "Checkpoint":
         """The side effect happened; here is the provider's proof."""
+        arguments.instance("receipt", receipt, Receipt, "pass a Receipt(op_id=..., step=..., message_id=...)")
         return replace(self, receipts={**self.receipts, receipt.op_id: receipt})
 
     def spend(self, budget: str, amount: int = 1) -> "Checkpoint":
         """Take `amount` from `budget`; BudgetExhaustedError if not enough is left."""
-        if budget not in self.budgets:
+        arguments.whole("amount", amount, 1, "pass how much to spend, a whole number >= 1 (a spend never refills)")
+        if not isinstance(budget, str) or budget not in self.budgets:
             raise BadArgumentError(field="budget", problem=f"is {budget!r}, which this checkpoint does not track",
                                    fix=f"use one of {sorted(self.budgets)} or start the checkpoint with it")
         left = self.budgets[budget]
@@ -231,8 +234,10 @@ class CheckpointStore:
 
     def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None,
                  on_save: Callable[[str, Checkpoint | None, Checkpoint], None] | None = None) -> None:
-        self.clock: Clock = clock if clock is not None else FakeClock()
-        self.log = log if log is not None else EventLog()
+        self.clock: Clock = arguments.clock(clock)
+        self.log = arguments.log(log)
+        if on_save is not None:
+            arguments.callable_("on_save", on_save, "pass a function (job_id, before, after), or leave it out")
         self._on_save = on_save
         self._history: dict[str, list[Checkpoint]] = {}
         self._tokens: dict[str, int] = {}
@@ -240,9 +245,10 @@ class CheckpointStore:
     def claim(self, job_id: str, *, now: float | None = None) -> int:
         """A new owner for `job_id`: its token, larger than every earlier one."""
         _job_id(job_id)
+        t = self._now(now)
         token = self._tokens.get(job_id, 0) + 1
         self._tokens[job_id] = token
-        self.log.append(EventKind.JOB_CLAIMED, self._now(now), item_id=job_id, token=token)
+        self.log.append(EventKind.JOB_CLAIMED, t, item_id=job_id, token=token)
         return token
 
     def token(self, job_id: str) -> int:
@@ -255,8 +261,11 @@ class CheckpointStore:
         if isinstance(token, bool) or not isinstance(token, int) or not 1 <= token <= current:
             raise BadArgumentError(field="token", problem=f"is {token!r}, which was never issued for {job_id}",
                                    fix="pass the token that claim() returned")
+        if not isinstance(op, str):
+            raise BadArgumentError(field="op", problem=f"is {op!r}", fix="name the write, e.g. op='save'")
+        t = self._now(now)
         if token < current:
-            self.log.append(EventKind.STALE_REJECTED, self._now(now), item_id=job_id, token=token,
+            self.log.append(EventKind.STALE_REJECTED, t, item_id=job_id, token=token,
                             op=op, current=current)
             raise StaleTokenError(what=f"the checkpoint of {job_id}", token=token, current=current)
 
@@ -270,11 +279,12 @@ class CheckpointStore:
         if not isinstance(checkpoint, Checkpoint):
             raise BadArgumentError(field="checkpoint", problem=f"is a {type(checkpoint).__name__}",
                                    fix="pass a Checkpoint, e.g. Checkpoint.start('v1').confirm('fetch', 'source-v1')")
-        self.verify(job_id, token, op="save", now=now)
+        t = self._now(now)
+        self.verify(job_id, token, op="save", now=t)
         before = self.load(job_id)
         stored = replace(checkpoint, token=token)
         self._history.setdefault(job_id, []).append(stored)
-        self.log.append(EventKind.CHECKPOINT_WRITTEN, self._now(now), item_id=job_id, token=token,
+        self.log.append(EventKind.CHECKPOINT_WRITTEN, t, item_id=job_id, token=token,
                         completed=",".join(stored.completed))
         if self._on_save is not None:
             self._on_save(job_id, before, stored)
@@ -285,11 +295,12 @@ class CheckpointStore:
         """Move `job_id`'s checkpoint to workflow `to_version` through `fn`, explicitly.
         The migration takes ownership (a new token), so a worker still running the old
         plan can no longer write."""
+        t = self._now(now)
         current = self.load(job_id)
         if current is None:
             raise BadArgumentError(field="job_id", problem=f"{job_id!r} has no checkpoint to migrate",
                                    fix="migrate a job that has run under the old version")
-        if not isinstance(to_version, str) or not to_version:
+        if not isinstance(to_version, str) or not to_version.strip():
             raise BadArgumentError(field="to_version", problem=f"is {to_version!r}", fix="pass the new version, e.g. 'v2'")
         if not callable(fn):
             raise BadArgumentError(field="fn", problem=f"is {fn!r}",
@@ -298,10 +309,11 @@ class CheckpointStore:
         if not isinstance(migrated, Checkpoint):
             raise BadArgumentError(field="fn", problem=f"returned a {type(migrated).__name__}",
                                    fix="return a Checkpoint (the old one, or one made from it)")
-        token = self.claim(job_id)
-        stored = replace(migrated, workflow_version=to_version, token=token)
+        stored = replace(migrated, workflow_version=to_version)  # checks the version before the claim
+        token = self.claim(job_id, now=t)
+        stored = replace(stored, token=token)
         self._history[job_id].append(stored)
-        self.log.append(EventKind.CHECKPOINT_WRITTEN, self._now(now), item_id=job_id, token=token,
+        self.log.append(EventKind.CHECKPOINT_WRITTEN, t, item_id=job_id, token=token,
                         completed=",".join(stored.completed), migrated_from=current.workflow_version,
                         migrated_to=to_version)
         return stored
@@ -314,7 +326,7 @@ class CheckpointStore:
         return sorted(self._history)
 
     def _now(self, now: float | None) -> float:
-        return float(self.clock.now()) if now is None else float(now)
+        return arguments.time_of(now, self.clock)
 
     def __repr__(self) -> str:
         return f"CheckpointStore({len(self._history)} jobs)"
@@ -425,13 +437,16 @@ class Env:
             raise BadArgumentError(field="workflow", problem=f"is a {type(workflow).__name__}",
                                    fix="pass a Workflow(version=..., steps=[Step(...), ...])")
         self.workflow = workflow
-        self.clock: Clock = clock if clock is not None else FakeClock()
-        self.log = log if log is not None else EventLog()
-        self.adapter = adapter if adapter is not None else EmailAdapter(clock=self.clock, log=self.log)
+        self.clock: Clock = arguments.clock(clock)
+        self.log = arguments.log(log)
+        if adapter is not None:
+            arguments.instance("adapter", adapter, ChannelAdapter, "pass EmailAdapter(...) or another ChannelAdapter, or leave it out")
+        budgets = dict(Checkpoint.start(workflow.version, budgets={} if budgets is None else budgets).budgets)
         self.faults = _faults(faults)  # injected into the provider: they hit its first deliveries
+        self.adapter = adapter if adapter is not None else EmailAdapter(clock=self.clock, log=self.log)
         for fault in self.faults:
             self.adapter.provider.inject(fault)
-        self.budgets = dict(budgets or {})
+        self.budgets = budgets
         self.checkpoints = CheckpointStore(clock=self.clock, log=self.log, on_save=self._saved)
         self.trace: list[str] = []
         self.effects: list[str] = []           # steps whose action really happened, in order
@@ -684,9 +699,7 @@ def _faults(faults: Iterable[Fault | str]) -> tuple[Fault, ...]:
 
 
 def _job_id(job_id: object) -> str:
-    if not isinstance(job_id, str) or not job_id:
-        raise BadArgumentError(field="job_id", problem=f"is {job_id!r}", fix="pass the job's id, e.g. 'O-1001'")
-    return job_id
+    return arguments.text("job_id", job_id, "the job's id, e.g. 'O-1001'")
 
 
 def _strings(name: str, value: object) -> tuple[str, ...]:
