@@ -146,9 +146,7 @@ class Checkpoint:
     token: int = 0                                                   # the token that wrote it
 
     def __post_init__(self) -> None:
-        if not isinstance(self.workflow_version, str) or not self.workflow_version:
-            raise BadArgumentError(field="workflow_version", problem=f"is {self.workflow_version!r}",
-                                   fix="pass the workflow's version, e.g. 'v1'")
+        arguments.text("workflow_version", self.workflow_version, "the workflow's version, e.g. 'v1'")
         completed = _strings("completed", self.completed)
         if len(set(completed)) != len(completed):
             raise BadArgumentError(field="completed", problem=f"repeats a step ({', '.join(completed)})",
@@ -177,6 +175,8 @@ class Checkpoint:
 
     def confirm(self, step: str, artifact: str) -> "Checkpoint":
         """`step` is done and produced `artifact` (an artifact id, or a message id for an effect)."""
+        arguments.text("step", step, "the id of the step you finished, e.g. 'summarize'")
+        arguments.text("artifact", artifact, "the id of what the step made, e.g. 'summary-v1'")
         if step in self.completed:
             raise BadArgumentError(field="step", problem=f"{step!r} is already confirmed",
                                    fix="skip confirmed steps and reuse their artifacts")
@@ -184,6 +184,8 @@ class Checkpoint:
 
     def intend(self, op_id: str, step: str) -> "Checkpoint":
         """About to perform operation `op_id` for `step`: written before the side effect."""
+        arguments.text("op_id", op_id, "the operation id you are about to send with")
+        arguments.text("step", step, "the step the operation performs, e.g. 'publish'")
         return replace(self, intents={**self.intents, op_id: step})
 
     def receive(self, receipt: Receipt) -> "Checkpoint":
@@ -204,6 +206,7 @@ class Checkpoint:
 
     def approve(self, approval_ref: str) -> "Checkpoint":
         """Remember a person's approval (of the artifacts as they are now)."""
+        arguments.text("approval_ref", approval_ref, "the approval's id, e.g. 'appr-0007'")
         return replace(self, approval_refs=self.approval_refs + (approval_ref,))
 
     def op_for(self, step: str) -> str | None:

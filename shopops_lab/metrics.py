@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.states import ItemState
@@ -51,11 +52,21 @@ _MAX_BUCKETS = 1_000_000
 
 def percentile(sorted_values: list[float], q: float) -> float:
     """The nearest-rank `q`-th percentile (0 < q <= 100) of an ascending, non-empty list."""
+    if not isinstance(sorted_values, (list, tuple)) or not all(
+            type(v) in (int, float) for v in sorted_values):   # int and float only: bools are no durations
+        raise BadArgumentError(field="sorted_values", problem=f"is {sorted_values!r}",
+                               fix="pass an ascending list of numbers, e.g. sorted(latencies)")
     if not sorted_values:
         raise BadArgumentError(field="sorted_values", problem="is empty",
                                fix="pass at least one value (Summary.of handles the empty case)")
     if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q <= 100:
         raise BadArgumentError(field="q", problem=f"is {q!r}", fix="pass a percentile in (0, 100], e.g. 95")
+    return nearest_rank(sorted_values, q)
+
+
+def nearest_rank(sorted_values: list[float], q: float) -> float:
+    """`percentile` without its checks, for a hot path that keeps its own sorted, checked
+    numbers (the gateway's rolling p95, asked on every poll)."""
     rank = math.ceil(q * len(sorted_values) / 100)  # q * n first: exact for whole-number q
     return sorted_values[max(rank, 1) - 1]
 
@@ -72,11 +83,18 @@ class Summary:
 
     @classmethod
     def of(cls, values: Iterable[float]) -> "Summary":
-        ordered = sorted(values)
+        """The summary of some finite numbers (an empty iterable gives count=0)."""
+        try:
+            ordered = sorted(values)
+        except TypeError:
+            ordered = None
+        if ordered is None or not all(type(v) in (int, float) and -math.inf < v < math.inf for v in ordered):
+            raise BadArgumentError(field="values", problem=f"is {values!r}",
+                                   fix="pass finite numbers, e.g. a list of durations in seconds")
         if not ordered:
             return cls(count=0)
         return cls(count=len(ordered), mean=math.fsum(ordered) / len(ordered),
-                   p50=percentile(ordered, 50), p95=percentile(ordered, 95), max=ordered[-1])
+                   p50=nearest_rank(ordered, 50), p95=nearest_rank(ordered, 95), max=ordered[-1])
 
     def __str__(self) -> str:
         if not self.count:
@@ -205,10 +223,7 @@ def series(log: EventLog, bucket_seconds: float, *, now: float | None = None) ->
 
     Samples sit on multiples of `bucket_seconds`, from the last one at or before the first
     event to the first one at or after `now` (default: the last event)."""
-    if (isinstance(bucket_seconds, bool) or not isinstance(bucket_seconds, (int, float))
-            or not 0 < bucket_seconds < math.inf):
-        raise BadArgumentError(field="bucket_seconds", problem=f"is {bucket_seconds!r}",
-                               fix="pass a positive number of seconds per sample, e.g. 10")
+    arguments.seconds("bucket_seconds", bucket_seconds, "pass a positive number of seconds per sample, e.g. 10")
     rows = _rows(log)
     limit = _now(now)
     width = float(bucket_seconds)
@@ -256,10 +271,9 @@ def _rows(log: EventLog):
 
 
 def _now(now: float | None) -> float | None:
-    if now is not None and (isinstance(now, bool) or not isinstance(now, (int, float)) or now != now):
-        raise BadArgumentError(field="now", problem=f"is {now!r}",
-                               fix="pass the time to measure at, in seconds, or leave it out for the last event")
-    return None if now is None else float(now)
+    if now is None:
+        return None
+    return arguments.moment("now", now, "pass the time to measure at, in seconds, or leave it out for the last event")
 
 
 def _bucket(time: float, origin: float, width: float) -> int:

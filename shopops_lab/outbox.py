@@ -105,7 +105,7 @@ class OutboxStore:
 
     def row(self, row_id: str) -> dict[str, Any] | None:
         """A copy of one row of application state, or None."""
-        row = self._rows.get(row_id) if isinstance(row_id, str) else None
+        row = self._rows.get(arguments.text("row_id", row_id, "the row's id, e.g. 'O-1001'"))
         return None if row is None else json_copy(row, "row")
 
     def rows(self) -> dict[str, dict[str, Any]]:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Callable, Iterable
 
+from shopops_lab import arguments
 from shopops_lab.backpressure import (
     Decision,
     Gateway,
@@ -40,7 +41,7 @@ from shopops_lab.errors import (
 from shopops_lab.events import Event, EventKind, EventLog, collector_paused
 from shopops_lab.sim.faults import Fault, FaultKind, FaultPlan, FaultRates, Point
 from shopops_lab.sim.report import Report, build_report
-from shopops_lab.sim.scenarios import KINDS, Scenario, get_scenario, plan_arrivals
+from shopops_lab.sim.scenarios import KINDS, MAX_ITEMS, MAX_WORKERS, Scenario, get_scenario, plan_arrivals
 from shopops_lab.sim.workers import Worker, worker_loop
 from shopops_lab.states import ItemState
 from shopops_lab.worker.queue import InMemoryQueue, Lease
@@ -96,10 +97,10 @@ class Simulation:
         sc = get_scenario(scenario)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise BadArgumentError(field="seed", problem=f"is {seed!r}", fix="pass a whole number, e.g. seed=7")
-        for name, value in (("items", items), ("workers", workers)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise BadArgumentError(field=name, problem=f"is {value!r}",
-                                       fix="pass a whole number >= 1, or leave it out for the scenario's own")
+        for name, value, most in (("items", items, MAX_ITEMS), ("workers", workers, MAX_WORKERS)):
+            if value is not None:
+                arguments.whole(name, value, 1, f"pass a whole number from 1 to {most:,}, or leave it out "
+                                "for the scenario's own", most=most)
         if adapter not in ADAPTERS:
             raise BadArgumentError(field="adapter", problem=f"is {adapter!r}",
                                    fix=f"pass one of: {', '.join(ADAPTERS)}")

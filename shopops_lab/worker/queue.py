@@ -212,7 +212,7 @@ class InMemoryQueue:
         under backpressure); `lease_seconds` overrides the queue's lease for this claim.
         """
         if type(worker_id) is not str or not worker_id.strip():
-            arguments.text("worker_id", worker_id, "name the worker, e.g. 'W1'")
+            arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
         seconds = self.lease_seconds if lease_seconds is None else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
         if max_priority is not None and (isinstance(max_priority, bool) or not isinstance(max_priority, int)):
             raise BadArgumentError(field="max_priority", problem=f"is {max_priority!r}",
