@@ -9,8 +9,12 @@ bad values it must refuse; the CLI has its own table at the end (exit status 2, 
 from __future__ import annotations
 
 import math
+import os
 import random
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
 
@@ -557,3 +561,39 @@ def test_bad_command_lines_exit_2_with_one_line_and_no_output(argv, capsys):
     assert out == ""
     assert len(err.strip().splitlines()) == 1, err
     assert err.startswith(("error:", "shopops-lab")), err
+
+
+# --------------------------------------------------------------------------- where the output goes
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def kit(*argv: str, stdout: Any = subprocess.PIPE, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "shopops_lab", *argv], cwd=ROOT, stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=120, env={**os.environ, **(env or {})})
+
+
+def test_output_to_a_closed_pipe_ends_quietly():
+    read_end, write_end = os.pipe()
+    os.close(read_end)                                  # the reader is gone before anything is written
+    try:
+        done = kit("simulate", "poison", stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 1
+    assert done.stderr == ""                            # no traceback, no "Exception ignored"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux) to fill a disk on demand")
+def test_output_to_a_full_disk_is_one_line_of_error():
+    with open("/dev/full", "w") as full:
+        done = kit("simulate", "poison", stdout=full)
+    assert done.returncode == 1
+    assert done.stderr == "error: cannot write the output: No space left on device\n"
+
+
+def test_doctor_prints_its_fixes_on_a_terminal_that_cannot_show_an_em_dash():
+    done = kit("doctor", env={"PATH": "/nonexistent", "PYTHONIOENCODING": "ascii"})  # no `dot` on this PATH
+    assert done.returncode == 1 and done.stderr == ""
+    assert "MISSING dot -- run: " in done.stdout
+    assert done.stdout.rstrip().endswith("then `shopops-lab doctor` again.")
