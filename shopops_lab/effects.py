@@ -118,6 +118,7 @@ class Provider:
         """Deliver one message for operation `op_id`; with `dedupe`, a repeat of a delivered
         operation returns its first message id, and a repeat for another case or recipient
         is refused (IdempotencyConflictError), as payment APIs refuse a reused key."""
+        arguments.text("op_id", op_id, "the operation's id, e.g. the send's idempotency key")
         t = arguments.time_of(now, self.clock)
         first = self._requests.get(op_id) if dedupe else None
         if first is not None and first != (case_id, to):

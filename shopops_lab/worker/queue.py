@@ -510,8 +510,8 @@ class InMemoryQueue:
 
 _STATES = tuple(state.value for state in ItemState)
 _EARLIEST = -MAX_TIME
-_EDGES = frozenset(TRANSITIONS)
-_SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"  # the table's edges, for a quick membership test on every move
+_EDGES = frozenset(TRANSITIONS)  # the table's edges, for a quick membership test on every move
+_SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"
 
 
 def _describe(error: object) -> str | None:
