@@ -6,9 +6,12 @@ leaves no trace: not in a store, not in the event log, not on the clock."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shopops_lab.errors import BadArgumentError
+
+E = TypeVar("E", bound=Enum)
 
 if TYPE_CHECKING:
     from shopops_lab.clock import Clock
@@ -48,6 +51,16 @@ def whole(field: str, value: object, least: int = 1, fix: str | None = None, *, 
         limits = f">= {least}" if most is None else f"from {least:,} to {most:,}"
         raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix or f"pass a whole number {limits}")
     return value
+
+
+def member(field: str, value: object, kind: type[E], fix: str) -> E:
+    """A member of the enum `kind`, given as itself or its value; `fix` follows the list of
+    values ("pass one of ready, leased, ..., {fix}")."""
+    try:
+        return kind(value)
+    except (ValueError, TypeError):
+        names = ", ".join(str(m.value) for m in kind)  # type: ignore[attr-defined]
+        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=f"pass one of {names}{fix}") from None
 
 
 def moment(field: str, value: object, fix: str = TIME_FIX) -> float:

@@ -443,7 +443,8 @@ class Env:
         self.clock: Clock = arguments.clock(clock)
         self.log = arguments.log(log)
         if adapter is not None:
-            arguments.instance("adapter", adapter, ChannelAdapter, "pass EmailAdapter(...) or another ChannelAdapter, or leave it out")
+            arguments.instance("adapter", adapter, ChannelAdapter,
+                               "pass EmailAdapter(...) or another ChannelAdapter, or leave it out")
         budgets = dict(Checkpoint.start(workflow.version, budgets={} if budgets is None else budgets).budgets)
         self.faults = _faults(faults)  # injected into the provider: they hit its first deliveries
         self.adapter = adapter if adapter is not None else EmailAdapter(clock=self.clock, log=self.log)

@@ -164,7 +164,8 @@ class JobStore:
         """Record `step_id` as the last confirmed step. With `expected_version`, also
         refuse (VersionConflictError) if the record changed since the caller read it."""
         arguments.text("step_id", step_id, "the id of the step you finished, e.g. 'summarize'")
-        if expected_version is not None and (isinstance(expected_version, bool) or not isinstance(expected_version, int)):
+        if expected_version is not None and (isinstance(expected_version, bool)
+                                             or not isinstance(expected_version, int)):
             raise BadArgumentError(field="expected_version", problem=f"is {expected_version!r}",
                                    fix="pass the version from the Job or Claim you read, or leave it out")
         job, t = self._fenced(job_id, token, "confirm_step", now)
@@ -219,13 +220,8 @@ class JobStore:
 
     def jobs(self, state: JobState | str | None = None) -> list[Job]:
         """Every job in submission order, optionally only those in `state`."""
-        if state is None:
-            wanted = None
-        elif state in _STATES:
-            wanted = JobState(state)
-        else:
-            raise BadArgumentError(field="state", problem=f"is {state!r}",
-                                   fix=f"pass one of {', '.join(_STATES)}, or leave it out for every job")
+        wanted = None if state is None else arguments.member("state", state, JobState,
+                                                             ", or leave it out for every job")
         return [_handed(job) for job in self._jobs.values() if wanted is None or job.state is wanted]
 
     def __len__(self) -> int:
@@ -281,9 +277,6 @@ class JobStore:
 
     def _time(self, now: float | None) -> float:
         return arguments.time_of(now, self.clock)
-
-
-_STATES = tuple(state.value for state in JobState)
 
 
 def _handed(job: Job) -> Job:

@@ -60,8 +60,8 @@ class LatencyModel:
 
     def scaled(self, factor: float) -> "LatencyModel":
         """The same shape, `factor` times slower (a saturated gateway); the cap stays."""
-        arguments.finite("factor", factor, "pass how many times slower, a positive number, e.g. 3")
-        if not factor > 0:
-            raise BadArgumentError(field="factor", problem=f"is {factor!r}", fix="pass how many times slower, a positive number, e.g. 3")
+        fix = "pass how many times slower, a positive number, e.g. 3"
+        if not arguments.finite("factor", factor, fix) > 0:
+            raise BadArgumentError(field="factor", problem=f"is {factor!r}", fix=fix)
         p50 = min(self.p50 * factor, self.max * 0.5)
         return LatencyModel(p50=p50, p99=max(min(self.p99 * factor, self.max), p50 * 1.01), max=self.max)

@@ -358,13 +358,8 @@ class InMemoryQueue:
 
     def items(self, state: ItemState | str | None = None) -> list[Item]:
         """Snapshots in enqueue order, optionally only those in `state`."""
-        if state is None:
-            wanted = None
-        elif state in _STATES:
-            wanted = ItemState(state)
-        else:
-            raise BadArgumentError(field="state", problem=f"is {state!r}",
-                                   fix=f"pass one of {', '.join(_STATES)}, or leave it out for every item")
+        wanted = None if state is None else arguments.member("state", state, ItemState,
+                                                             ", or leave it out for every item")
         return [r.snapshot() for r in self._records.values() if wanted is None or r.state is wanted]
 
     def leases(self) -> list[Item]:
@@ -508,7 +503,6 @@ class InMemoryQueue:
             raise LeaseSettledError(item_id=rec.id, token=lease.token, how=rec.ended_by)
 
 
-_STATES = tuple(state.value for state in ItemState)
 _EARLIEST = -MAX_TIME
 _EDGES = frozenset(TRANSITIONS)  # the table's edges, for a quick membership test on every move
 _SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"
