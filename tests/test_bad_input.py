@@ -40,6 +40,7 @@ from shopops_lab.checkpoint import (
     Step,
     Workflow,
 )
+from shopops_lab.checker import check
 from shopops_lab.clock import FakeClock
 from shopops_lab.crash import explore
 from shopops_lab.effects import ContactLedger, EmailAdapter, Provider
@@ -50,6 +51,7 @@ from shopops_lab.jobs import JobStore
 from shopops_lab.latency import LatencyModel
 from shopops_lab.metrics import Summary, percentile, queue_metrics, series
 from shopops_lab.outbox import Broker, Dispatcher, IdempotentConsumer, NaiveConsumer, OutboxStore
+from shopops_lab.sim import run as simulate
 from shopops_lab.worker.queue import InMemoryQueue
 
 # --------------------------------------------------------------------------- families of bad values
@@ -490,6 +492,10 @@ WORLDS: dict[str, tuple[Callable[[], SimpleNamespace], Callable[[SimpleNamespace
         Call("explore(faults=)", lambda w, b: explore(ReceiptRunner(), faults=b), [["boom"], 5, [None]]),
         Call("explore(job_id=)", lambda w, b: explore(ReceiptRunner(), job_id=b), TEXT),
         Call("ExplorationReport.result(point=)", lambda w, b: w.report.result(b), ["nope", 5, "after_ack#9"]),
+        Call("check(log=)", lambda w, b: check(b), [None, [], "log"]),
+        Call("sim.run(items=)", lambda w, b: simulate("poison", items=b), [0, -1, 1_000_001, 10**18, True, "5", 2.5]),
+        Call("sim.run(workers=)", lambda w, b: simulate("poison", workers=b), [0, 1_001, 10**9, True, "2"]),
+        Call("sim.run(scenario=)", lambda w, b: simulate(b), ["no_such_scenario", None, 5]),
     ]),
 }
 
