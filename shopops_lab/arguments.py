@@ -105,8 +105,13 @@ def log(value: object) -> EventLog:
 def instance(field: str, value: Any, kind: type, fix: str) -> Any:
     """`value` if it is a `kind`, else BadArgumentError naming what it is instead."""
     if not isinstance(value, kind):
-        raise BadArgumentError(field=field, problem=f"is a {type(value).__name__}, not a {kind.__name__}", fix=fix)
+        raise BadArgumentError(field=field, problem=f"is {a(type(value).__name__)}, not {a(kind.__name__)}", fix=fix)
     return value
+
+
+def a(noun: str) -> str:
+    """`noun` with its indefinite article: "a list", "an int", "an EventLog"."""
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
 
 
 def finite(field: str, value: object, fix: str) -> float:

@@ -71,7 +71,7 @@ class Gateway:
                  log: EventLog | None = None) -> None:
         latency = LatencyModel() if latency is None else latency
         if not isinstance(latency, LatencyModel):
-            raise BadArgumentError(field="latency", problem=f"is a {type(latency).__name__}",
+            raise BadArgumentError(field="latency", problem=f"is {arguments.a(type(latency).__name__)}",
                                    fix="pass a LatencyModel(p50=..., p99=..., max=...)")
         arguments.whole("window", window, 1, "pass how many recent calls the p95 covers, e.g. 50")
         if capacity is not None:
@@ -346,7 +346,7 @@ def as_policy(policy: Any) -> Policy:
     elif callable(policy):
         inner = policy
     else:
-        raise BadArgumentError(field="policy", problem=f"is a {type(policy).__name__}, not a function",
+        raise BadArgumentError(field="policy", problem=f"is {arguments.a(type(policy).__name__)}, not a function",
                                fix="pass a function policy(signals) -> Decision, or BackpressurePolicy(...)")
 
     def checked(signals: Signals) -> Decision:

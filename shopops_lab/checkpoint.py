@@ -280,7 +280,7 @@ class CheckpointStore:
     def save(self, job_id: str, checkpoint: Checkpoint, *, token: int, now: float | None = None) -> Checkpoint:
         """Write `checkpoint` under `token`; a stale token writes nothing. Returns what was stored."""
         if not isinstance(checkpoint, Checkpoint):
-            raise BadArgumentError(field="checkpoint", problem=f"is a {type(checkpoint).__name__}",
+            raise BadArgumentError(field="checkpoint", problem=f"is {arguments.a(type(checkpoint).__name__)}",
                                    fix="pass a Checkpoint, e.g. Checkpoint.start('v1').confirm('fetch', 'source-v1')")
         t = self._now(now)
         self.verify(job_id, token, op="save", now=t)
@@ -437,7 +437,7 @@ class Env:
                  clock: Clock | None = None, log: EventLog | None = None,
                  budgets: Mapping[str, int] | None = None, faults: Iterable[Fault | str] = ()) -> None:
         if not isinstance(workflow, Workflow):
-            raise BadArgumentError(field="workflow", problem=f"is a {type(workflow).__name__}",
+            raise BadArgumentError(field="workflow", problem=f"is {arguments.a(type(workflow).__name__)}",
                                    fix="pass a Workflow(version=..., steps=[Step(...), ...])")
         self.workflow = workflow
         self.clock: Clock = arguments.clock(clock)
@@ -471,7 +471,7 @@ class Env:
         Restarts the count of points passed."""
         self._armed = CrashPoint.parse(point) if isinstance(point, str) else point
         if self._armed is not None and not isinstance(self._armed, CrashPoint):
-            raise BadArgumentError(field="crash_at", problem=f"is a {type(point).__name__}",
+            raise BadArgumentError(field="crash_at", problem=f"is {arguments.a(type(point).__name__)}",
                                    fix="pass a CrashPoint, e.g. CrashPoint.after_effect('publish'), or None")
         self._passes.clear()
         self.reached.clear()

@@ -185,7 +185,7 @@ class ChannelAdapter:
         arguments.text("case_id", case_id, "the case this message is about, e.g. case_id='O-1001'")
         arguments.text("to", to, "the recipient, e.g. to='jordan@example.com'")
         if not isinstance(body, str):
-            raise BadArgumentError(field="body", problem=f"is a {type(body).__name__}, not text",
+            raise BadArgumentError(field="body", problem=f"is {arguments.a(type(body).__name__)}, not text",
                                    fix="pass the message text as a string, e.g. body='Your refund is on its way'")
         if worker_id is not None:
             arguments.text("worker_id", worker_id, "the sending worker's name, e.g. 'W1', or leave it out")

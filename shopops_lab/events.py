@@ -206,7 +206,7 @@ class EventLog:
     def from_dicts(cls, rows: list[Mapping[str, Any]]) -> "EventLog":
         """Rebuild a log (e.g. from `--json` output) so the checker can read it again."""
         if not isinstance(rows, (list, tuple)):
-            raise BadArgumentError(field="rows", problem=f"is a {type(rows).__name__}",
+            raise BadArgumentError(field="rows", problem=f"is {arguments.a(type(rows).__name__)}",
                                    fix="pass a list of dicts, as to_dicts() or a report's --json events give")
         log = cls()
         for index, row in enumerate(rows):

@@ -111,7 +111,7 @@ class JobStore:
         arguments.text("request_key", request_key, "a key the client reuses on every retry, e.g. 'O-1001:refund'")
         body = json_copy({} if params is None else params, "params")
         if not isinstance(body, dict):
-            raise BadArgumentError(field="params", problem=f"is a {type(params).__name__}",
+            raise BadArgumentError(field="params", problem=f"is {arguments.a(type(params).__name__)}",
                                    fix="pass a dict, e.g. params={'case_id': 'O-1001'}")
         t = self._time(now)
         existing = self._by_key.get(request_key)

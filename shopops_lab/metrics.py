@@ -52,8 +52,7 @@ _MAX_BUCKETS = 1_000_000
 
 def percentile(sorted_values: list[float], q: float) -> float:
     """The nearest-rank `q`-th percentile (0 < q <= 100) of an ascending, non-empty list."""
-    if not isinstance(sorted_values, (list, tuple)) or not all(
-            type(v) in (int, float) for v in sorted_values):   # int and float only: bools are no durations
+    if not isinstance(sorted_values, (list, tuple)) or not all(map(_is_number, sorted_values)):
         raise BadArgumentError(field="sorted_values", problem=f"is {sorted_values!r}",
                                fix="pass an ascending list of numbers, e.g. sorted(latencies)")
     if not sorted_values:
@@ -84,13 +83,13 @@ class Summary:
     @classmethod
     def of(cls, values: Iterable[float]) -> "Summary":
         """The summary of some finite numbers (an empty iterable gives count=0)."""
-        try:
-            ordered = sorted(values)
-        except TypeError:
-            ordered = None
-        if ordered is None or not all(type(v) in (int, float) and -math.inf < v < math.inf for v in ordered):
-            raise BadArgumentError(field="values", problem=f"is {values!r}",
+        given = list(values) if isinstance(values, Iterable) and not isinstance(values, (str, bytes)) else None
+        wrong = [v for v in given if not (_is_number(v) and -math.inf < v < math.inf)] if given is not None else None
+        if given is None or wrong:
+            problem = f"is {arguments.a(type(values).__name__)}" if given is None else f"holds {wrong[0]!r}"
+            raise BadArgumentError(field="values", problem=problem,
                                    fix="pass finite numbers, e.g. a list of durations in seconds")
+        ordered = sorted(given)
         if not ordered:
             return cls(count=0)
         return cls(count=len(ordered), mean=math.fsum(ordered) / len(ordered),
@@ -261,6 +260,11 @@ def series(log: EventLog, bucket_seconds: float, *, now: float | None = None) ->
     return Series(bucket_seconds=width, depth=list(zip(times, _running(d_ready))),
                   in_flight=list(zip(times, _running(d_leased))), acks=list(zip(times, acks)),
                   throughput=[(t, n / width) for t, n in zip(times, acks)])
+
+
+def _is_number(value: object) -> bool:
+    """An int or float (numpy's too), but not a bool: True is no duration."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _rows(log: EventLog):

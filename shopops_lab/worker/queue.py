@@ -184,7 +184,7 @@ class InMemoryQueue:
                                    fix="pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
         body = json_copy({} if payload is None else payload)
         if not isinstance(body, dict):
-            raise BadArgumentError(field="payload", problem=f"is a {type(payload).__name__}",
+            raise BadArgumentError(field="payload", problem=f"is {arguments.a(type(payload).__name__)}",
                                    fix="pass a dict, e.g. payload={'idem_key': 'O-1001:email:3'}")
         t = self._time(now)
         rec = _Record()
@@ -476,7 +476,7 @@ class InMemoryQueue:
         """The record behind a lease this queue really granted. Checked before the call's
         time is taken, so a wrong argument changes nothing (not even expiries)."""
         if not isinstance(lease, Lease):
-            raise BadArgumentError(field="lease", problem=f"is a {type(lease).__name__}",
+            raise BadArgumentError(field="lease", problem=f"is {arguments.a(type(lease).__name__)}",
                                    fix="pass the Lease object that acquire() returned")
         if lease.queue is not self.id:
             raise UnknownLeaseError(reason=f"lease on {lease.item_id} was not granted by this queue "
