@@ -106,7 +106,7 @@ class Gateway:
                     item_id: str | None = None, case_id: str | None = None) -> bool:
         """End a call started with `start_call`; record it and log GATEWAY_CALL.
         Returns True if it timed out."""
-        _call(seconds, now)
+        _check_finished(seconds, now)
         self.in_flight -= 1
         timed_out = self.timed_out(seconds)
         if timed_out:
@@ -122,7 +122,7 @@ class Gateway:
 
     def record(self, latency: float, now: float) -> None:
         """Count one finished call of `latency` seconds, finished at `now`."""
-        _call(latency, now, "latency")
+        _check_finished(latency, now, "latency")
         self.calls += 1
         recent = self._recent
         recent.append((now, latency))
@@ -180,7 +180,7 @@ class Gateway:
                 f"slowdown={self.slowdown:g})")
 
 
-def _call(seconds: object, now: object, field: str = "seconds") -> None:
+def _check_finished(seconds: object, now: object, field: str = "seconds") -> None:
     """Check a finished call's duration and end time before the gateway counts it."""
     if seconds.__class__ is not float or not 0 <= seconds < math.inf:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < math.inf:
