@@ -365,6 +365,21 @@ def main(out: TextIO | None = None, **lookups: Any) -> int:
     out = out or sys.stdout
     findings = run_checks(**lookups)
     for finding in findings:
-        print(finding.line(), file=out)
-    print(summary(findings), file=out)
+        print(_showable(finding.line(), out), file=out)
+    print(_showable(summary(findings), out), file=out)
     return exit_code(findings)
+
+
+def _showable(text: str, out: TextIO) -> str:
+    """`text` as `out` can show it: on an ASCII-only terminal the em dash becomes "--" (and
+    anything else it cannot show "?"), so the fixes are still printed, and readable."""
+    encoding = getattr(out, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+        return text
+    except (UnicodeEncodeError, LookupError):
+        plain = text.replace("\u2014", "--")
+        try:
+            return plain.encode(encoding, "replace").decode(encoding)
+        except LookupError:
+            return plain.encode("ascii", "replace").decode("ascii")

@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from shopops_lab import arguments
 from shopops_lab.backpressure import NoBackpressure, describe_policy
 from shopops_lab.effects import EmailAdapter, NaiveEmailAdapter
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.sim.faults import Fault, FaultRates
-from shopops_lab.sim.scenarios import SCENARIOS, Scenario, get_scenario
+from shopops_lab.sim.scenarios import MAX_ITEMS, MAX_WORKERS, SCENARIOS, Scenario, get_scenario
 
 __all__ = ["ADAPTERS", "RunConfig"]
 
@@ -48,10 +49,10 @@ class RunConfig:
         sc = get_scenario(scenario)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise BadArgumentError(field="seed", problem=f"is {seed!r}", fix="pass a whole number, e.g. seed=7")
-        for name, value in (("items", items), ("workers", workers)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise BadArgumentError(field=name, problem=f"is {value!r}",
-                                       fix="pass a whole number >= 1, or leave it out for the scenario's own")
+        for name, value, most in (("items", items, MAX_ITEMS), ("workers", workers, MAX_WORKERS)):
+            if value is not None:
+                arguments.whole(name, value, 1, f"pass a whole number from 1 to {most:,}, or leave it out "
+                                "for the scenario's own", most=most)
         if adapter not in ADAPTERS:
             raise BadArgumentError(field="adapter", problem=f"is {adapter!r}",
                                    fix=f"pass one of: {', '.join(ADAPTERS)}")
