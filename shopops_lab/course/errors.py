@@ -24,3 +24,7 @@ class NotebookExecutionError(ShopOpsError):
 
 class CourseToolsMissingError(ShopOpsError):
     """Building notebooks needs the Python package {package}, which is not installed. Fix: pip install 'shopops-lab[notebooks]' (or pip install -r requirements.txt)."""
+
+
+class LiteBuildError(ShopOpsError):
+    """The JupyterLite site needs {what}, which could not be had from {where}; nothing was written. Fix: {fix}."""
