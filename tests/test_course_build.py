@@ -112,6 +112,20 @@ def test_dependency_is_transitive_and_cleared_by_a_clean_rebinding() -> None:
     assert answer_dependent_cells(nb) == {0, 1, 2}
 
 
+def test_checks_and_hidden_tests_run_in_the_student_copy_and_stubs_at_module_level_do_not() -> None:
+    nb = cells.notebook([
+        cells.answer("def send(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION", "send"),
+        cells.code("lab.exercise.check(send)\nlab.exercise.hint(1)"),           # check() never raises
+        cells.test("# graded by a hidden test\n### BEGIN HIDDEN TESTS\nlab.exercise.grade(send)\n"
+                   "### END HIDDEN TESTS", "send-test", 1),                   # the student sees a comment
+        cells.test("lab.exercise.grade(send)", "send-visible", 1),            # a visible test still raises
+        cells.code("print(send(1))"),                                         # calls the stub
+        cells.code("lab.replay(send, seed=1)"),                               # passes it to other code
+        cells.answer("### BEGIN SOLUTION\nrate = 3\n### END SOLUTION", "rate"),  # a stub at module level
+    ], lab="09", version="1", title="run all")
+    assert answer_dependent_cells(nb) == {3, 4, 5, 6}
+
+
 def test_cells_are_locked_except_answers(demo: nbformat.NotebookNode) -> None:
     for cell in demo.cells:
         answer = cell.metadata.nbgrader.solution

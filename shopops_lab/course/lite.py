@@ -122,15 +122,18 @@ def build_site(out: str | os.PathLike[str], *, offline: bool = False, notebooks_
         wheels.mkdir(parents=True)
         pyodide = _pyodide_package(PYODIDE_VERSION, cache / "npm")
         upstream = json.loads((pyodide / "pyodide-lock.json").read_text(encoding="utf-8"))
-        shipped = [kit_wheel(wheels), *_kernel_wheels(wheels), *_pypi_wheels(_installed(FROM_PYPI), wheels, cache / "pypi")]
+        python = ".".join(upstream["info"]["python"].split(".")[:2])  # Pyodide's Python, e.g. 3.14
+        shipped = [kit_wheel(wheels), *_kernel_wheels(wheels),
+                   *_pypi_wheels(_installed(FROM_PYPI), wheels, cache / "pypi", python=python)]
         if offline:
-            shipped += _pypi_wheels(_core_closure(upstream), wheels, cache / "pypi")
+            shipped += _pypi_wheels(_core_closure(upstream), wheels, cache / "pypi", python=python)
             _copy_pyodide(pyodide, stage / PYODIDE)
         lock = _lock(upstream, shipped, offline=offline, version=PYODIDE_VERSION)
         (stage / LOCK).write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         _write_config(stage, offline=offline)
         built = Path(scratch) / "site"
         _jupyter_lite_build(stage, built)
+        shutil.copytree(stage / WHEELS, built / WHEELS)  # jupyter lite copies only what it knows
         if out.exists():
             shutil.rmtree(out)
         shutil.copytree(built, out)
@@ -210,15 +213,16 @@ def _core_closure(lock: dict) -> dict[str, str]:
     return wanted
 
 
-def _pypi_wheels(wanted: dict[str, str], folder: Path, cache: Path) -> list[Path]:
-    """Pure-Python wheels from PyPI (pip download, kept in `cache`), copied into `folder`."""
+def _pypi_wheels(wanted: dict[str, str], folder: Path, cache: Path, *, python: str) -> list[Path]:
+    """Pure-Python wheels for Pyodide's `python` from PyPI (pip download, kept in
+    `cache`), copied into `folder`."""
     cache.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, version in sorted(wanted.items()):
         hit = [p for p in cache.glob("*.whl") if _name_version(p.name) == (_canonical(name), version)]
         if not hit:
             command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                       "--dest", str(cache), f"{name}=={version}"]
+                       "--python-version", python, "--dest", str(cache), f"{name}=={version}"]
             done = subprocess.run(command, capture_output=True, text=True)
             hit = [p for p in cache.glob("*.whl") if _name_version(p.name) == (_canonical(name), version)]
             if done.returncode or not hit:
