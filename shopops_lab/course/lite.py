@@ -38,7 +38,7 @@ from pathlib import Path
 from shopops_lab.course.errors import LiteBuildError
 from shopops_lab.errors import BadArgumentError
 
-__all__ = ["CORE_PACKAGES", "LiteSite", "add_arguments", "build_site", "kit_wheel", "run"]
+__all__ = ["CORE_PACKAGES", "LiteSite", "add_arguments", "build_site", "kit_wheel", "run", "serve"]
 
 CDN = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
 WHEELS = "static/wheels"            # the site's own wheels and its Pyodide lock
@@ -55,7 +55,7 @@ FROM_PYPI = ("ipywidgets", "jupyterlab-widgets", "comm")
 """At the versions installed here, so the widgets' Python side matches the front end
 that `jupyter lite build` copies from this environment."""
 LAB_EXTENSIONS = ("@jupyterlite/pyodide-kernel-extension", "@jupyter-widgets/jupyterlab-manager")
-EPOCH = 315532800                   # 1980-01-01: the earliest time a zip file can hold
+EPOCH = 1767225600                  # 2026-01-01: every file's date (SOURCE_DATE_EPOCH overrides it)
 NOTEBOOK = re.compile(r"^\d\d_[\w-]+\.ipynb$")
 PURE = re.compile(r"-(py3|py2\.py3)-none-any\.whl$")
 
@@ -75,8 +75,7 @@ class LiteSite:
         return [f"{self.out}: JupyterLite site, {mode}, {self.size / 1e6:.1f} MB",
                 f"  notebooks: {', '.join(self.notebooks)}",
                 f"  wheels: {len(self.wheels)} ({', '.join(self.wheels)})",
-                f"  serve it: python -m http.server --directory {self.out} 8000, then open "
-                "http://127.0.0.1:8000/lab/index.html"]
+                f"  try it: shopops-lab lite serve --dir {self.out}  (any static web server will do)"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -91,11 +90,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="folder of student notebooks (default: notebooks)")
     build.add_argument("--cache", metavar="DIR", default=None,
                        help="where downloads are kept between builds (default: ~/.cache/shopops-lab/lite)")
+    serve_ = actions.add_parser("serve", help="serve a built site on this machine",
+                                description="Serve a built JupyterLite site over HTTP (Ctrl+C stops it).")
+    serve_.add_argument("--dir", metavar="DIR", required=True, help="the folder `lite build --out` wrote")
+    serve_.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
+    serve_.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.lite_action == "serve":
+        return serve(args.dir, port=args.port, host=args.host)
     site = build_site(args.out, offline=args.offline, notebooks_dir=args.notebooks, cache_dir=args.cache)
     print("\n".join(site.lines()))
+    return 0
+
+
+MIME_TYPES = {".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
+              ".json": "application/json", ".ipynb": "application/json", ".whl": "application/zip"}
+"""Set here, not taken from the system's table: a module script or WebAssembly served with
+another type does not load, and the kernel then never starts."""
+
+
+def serve(directory: str | os.PathLike[str], *, port: int = 8000, host: str = "127.0.0.1") -> int:
+    """Serve a built site until interrupted; prints its address first (port 0: a free one)."""
+    import functools
+    import http.server
+
+    root = Path(directory)
+    if not (root / "jupyter-lite.json").is_file():
+        raise BadArgumentError(field="dir", problem=f"{str(root)!r} is not a built JupyterLite site",
+                               fix="build one first: shopops-lab lite build --out DIR")
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
+
+        def log_message(self, format: str, *args: object) -> None:  # quiet: one line per file is noise
+            pass
+
+    server = http.server.ThreadingHTTPServer((host, port), functools.partial(Handler, directory=str(root)))
+    print(f"serving {root} at http://{host}:{server.server_address[1]}/lab/index.html (Ctrl+C stops)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -321,6 +360,9 @@ def _write_config(stage: Path, *, offline: bool) -> None:
               "jupyter-config-data": {"appName": "ShopOps Lab", "defaultKernelName": "python",
                                       "litePluginSettings": {"@jupyterlite/pyodide-kernel-extension:kernel": kernel}}}
     (stage / "jupyter-lite.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    # every cell drawn at once: a widget or picture below the fold is there when Run All reaches it
+    overrides = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
+    (stage / "overrides.json").write_text(json.dumps(overrides, indent=2) + "\n", encoding="utf-8")
 
 
 def _lab_extension(name: str) -> Path:
@@ -340,7 +382,9 @@ def _jupyter_lite_build(stage: Path, out: Path) -> None:
                "--contents", "files", "--ignore-sys-prefix", "--no-sourcemaps", "--no-unused-shared-packages",
                "--apps", "lab", "--apps", "notebooks", "--source-date-epoch", str(EPOCH),
                *[f"--LiteBuildConfig.federated_extensions={_lab_extension(name)}" for name in LAB_EXTENSIONS]]
-    env = dict(os.environ, SOURCE_DATE_EPOCH=str(EPOCH), PYTHONHASHSEED="0")
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", str(EPOCH))
+    command[command.index("--source-date-epoch") + 1] = epoch
+    env = dict(os.environ, SOURCE_DATE_EPOCH=epoch, PYTHONHASHSEED="0")
     env.pop("JUPYTERLITE_PYODIDE_URL", None)
     done = subprocess.run(command, cwd=stage, capture_output=True, text=True, env=env)
     if done.returncode:
