@@ -129,3 +129,14 @@ def test_the_cli_parses_lite_build_and_serve():
     assert (args.lite_action, args.out, args.offline, args.notebooks) == ("build", "site", True, "notebooks")
     args = build_parser().parse_args(["lite", "serve", "--dir", "site", "--port", "0"])
     assert (args.lite_action, args.dir, args.port) == ("serve", "site", 0)
+
+
+def test_the_same_inputs_build_the_same_site(offline_site, tmp_path):
+    again = tmp_path / "again"
+    lite.build_site(again, offline=True, notebooks_dir=ROOT / "notebooks")
+
+    def files(site):
+        return {p.relative_to(site).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                for p in sorted(site.rglob("*")) if p.is_file()}
+
+    assert files(again) == files(offline_site)
