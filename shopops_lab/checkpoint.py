@@ -47,7 +47,7 @@ from shopops_lab.errors import (
 from shopops_lab.events import EventKind, EventLog
 
 __all__ = ["Checkpoint", "CheckpointStore", "CrashPoint", "Env", "NaiveCheckpointRunner",
-           "PUBLISH_WORKFLOW", "PointKind", "Receipt", "ReceiptRunner", "Step", "Workflow"]
+           "PUBLISH_WORKFLOW", "PointKind", "Receipt", "ReceiptRunner", "Step", "WorkerEnv", "Workflow"]
 
 
 # ---------------------------------------------------------------------- the plan
@@ -465,6 +465,10 @@ class Env:
         """Message ids that really reached the customer for this job's step."""
         return list(self._deliveries.get((job_id, step_id), ()))
 
+    def for_worker(self) -> "WorkerEnv":
+        """This Env as a real worker sees it: the runner's calls only, no inbox or ledger."""
+        return WorkerEnv(self)
+
     # ------------------------------------------------------------------ the runner's side
     def claim(self, job_id: str) -> int:
         token = self.checkpoints.claim(job_id)
@@ -583,6 +587,88 @@ class Env:
     def __repr__(self) -> str:
         return (f"Env(workflow={self.workflow}, {len(self.adapter.ledger)} contacts, "
                 f"{len(self.checkpoints.jobs())} checkpointed jobs)")
+
+
+class WorkerEnv:
+    """What a real worker has, and nothing more: the runner's calls of an `Env` (claim,
+    resume, op_id, make, send, lookup, ack, note, the workflow) and its job's checkpoints
+    (load, save, token, history). The provider's inbox, the contact ledger, the event log
+    and the explorer's records are not here: a worker knows what was delivered from its
+    receipts, or by asking the provider with `lookup(op_id)`. Crashes still happen, as in
+    the Env underneath."""
+
+    __slots__ = ("_env",)
+
+    def __init__(self, env: Env) -> None:
+        self._env = env
+
+    @property
+    def workflow(self) -> Workflow:
+        return self._env.workflow
+
+    @property
+    def checkpoints(self) -> "_WorkerCheckpoints":
+        return _WorkerCheckpoints(self._env.checkpoints)
+
+    def claim(self, job_id: str) -> int:
+        return self._env.claim(job_id)
+
+    def resume(self, job_id: str) -> Checkpoint:
+        return self._env.resume(job_id)
+
+    def op_id(self, job_id: str, step_id: str) -> str:
+        return self._env.op_id(job_id, step_id)
+
+    def make(self, job_id: str, step_id: str) -> str:
+        return self._env.make(job_id, step_id)
+
+    def send(self, job_id: str, step_id: str, op_id: str, *, body: str = "") -> SendResult:
+        return self._env.send(job_id, step_id, op_id, body=body)
+
+    def lookup(self, op_id: str) -> SendResult:
+        return self._env.lookup(op_id)
+
+    def ack(self, job_id: str, *, token: int, result: Any = None) -> None:
+        self._env.ack(job_id, token=token, result=result)
+
+    def note(self, line: str) -> None:
+        self._env.note(line)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"a worker's env has no {name!r}: a real worker cannot see the provider's inbox, the "
+                             "contact ledger or the explorer's records. It knows what its checkpoint says, and asks "
+                             "env.lookup(op_id) what happened to an operation.")
+
+    def __repr__(self) -> str:
+        return f"WorkerEnv(workflow={self._env.workflow})"
+
+
+class _WorkerCheckpoints:
+    """A worker's access to the checkpoint store: its job's records, not the store's log."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: CheckpointStore) -> None:
+        self._store = store
+
+    def load(self, job_id: str) -> Checkpoint | None:
+        return self._store.load(job_id)
+
+    def save(self, job_id: str, checkpoint: Checkpoint, *, token: int, now: float | None = None) -> Checkpoint:
+        return self._store.save(job_id, checkpoint, token=token, now=now)
+
+    def token(self, job_id: str) -> int:
+        return self._store.token(job_id)
+
+    def history(self, job_id: str) -> tuple[Checkpoint, ...]:
+        return self._store.history(job_id)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"a worker's checkpoint store has no {name!r}: load, save, token and history are "
+                             "what a worker may use.")
+
+    def __repr__(self) -> str:
+        return "WorkerCheckpoints()"
 
 
 def _result(result: SendResult) -> str:

@@ -1,8 +1,9 @@
 """Side effects the customer can see, and the adapters that make them safe to repeat.
 
 A `Provider` stands in for the outside service (an email or SMS gateway). It can fail,
-or deliver and then lose its reply, which leaves the caller not knowing whether the
-customer was contacted: the *unknown* outcome. A `ChannelAdapter` sends through it
+deliver and then lose its reply, or lose the request before it arrives; the last two
+look the same to the caller, who does not know whether the customer was contacted: the
+*unknown* outcome, which only `lookup` settles. A `ChannelAdapter` sends through it
 with an idempotency key (the provider dedupes on it, like an Idempotency-Key header),
 so a redelivered job that sends again gets the first message id back instead of a
 second message. `NaiveAdapter` ignores the key, to show what goes wrong without one.
@@ -25,14 +26,15 @@ __all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault"
 class SendStatus(StrEnum):
     OK = "ok"            # delivered, and we know the message id
     FAILED = "failed"    # the provider refused: nothing reached the customer
-    UNKNOWN = "unknown"  # the reply was lost: it may or may not have been delivered
+    UNKNOWN = "unknown"  # no reply came back: it may or may not have been delivered
 
 
 class Fault(StrEnum):
     """What the provider does to the next delivery, when told to misbehave."""
 
     FAIL = "fail"              # refuse without delivering
-    DROP_REPLY = "drop_reply"  # deliver, then lose the reply
+    DROP_REPLY = "drop_reply"  # deliver, then lose the reply: unknown to the caller, but sent
+    LOSE_REQUEST = "lose_request"  # the request never arrives: unknown to the caller, and nothing sent
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -121,6 +123,10 @@ class Provider:
             self.log.append(EventKind.EFFECT_FAILED, t, case_id=case_id, worker_id=worker_id,
                             channel=self.channel, idem_key=idem_key, op_id=op_id)
             return SendResult(status=SendStatus.FAILED, op_id=op_id)
+        if fault is Fault.LOSE_REQUEST:  # the caller times out; the provider never saw it
+            self.log.append(EventKind.EFFECT_UNKNOWN, t, case_id=case_id, worker_id=worker_id,
+                            channel=self.channel, idem_key=idem_key, op_id=op_id, lost="request")
+            return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)
         self._sent += 1
         message_id = f"{self.prefix}-{self._sent:04d}"
         self._by_op[op_id] = message_id

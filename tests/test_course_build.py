@@ -122,8 +122,11 @@ def test_checks_and_hidden_tests_run_in_the_student_copy_and_stubs_at_module_lev
         cells.code("print(send(1))"),                                         # calls the stub
         cells.code("lab.replay(send, seed=1)"),                               # passes it to other code
         cells.answer("### BEGIN SOLUTION\nrate = 3\n### END SOLUTION", "rate"),  # a stub at module level
+        cells.code("if lab.exercise.answered(send):\n    shown = send(2)\n    print(shown)"),  # guarded
+        cells.code("print(shown)"),                                           # unguarded: shown is missing
+        cells.code("if lab.exercise.answered(send):\n    print(shown)"),   # guarded again
     ], lab="09", version="1", title="run all")
-    assert answer_dependent_cells(nb) == {3, 4, 5, 6}
+    assert answer_dependent_cells(nb) == {3, 4, 5, 6, 8}
 
 
 def test_cells_are_locked_except_answers(demo: nbformat.NotebookNode) -> None:

@@ -88,8 +88,10 @@ def answer_dependent_cells(master: NotebookNode) -> set[int]:
     """Indices of code cells that raise in the pristine student copy, judged from what the
     student sees (answers stubbed, hidden tests removed): cells that raise as they run (an
     answer stubbed at module level), cells marked needs_answer, and cells reading a name an
-    answer binds (or such a cell, transitively), except as the argument of a `.check()` or
-    `.hint()` call, which never raise. A later clean rebinding of a name clears it again.
+    answer binds (or such a cell, transitively), except as the argument of `.check()`,
+    `.hint()` or `.answered()`, which never raise, or behind an `if ....answered(...):`
+    guard (names bound only there count as missing). A later clean rebinding of a name
+    clears it again.
     A graded test cell whose grading sits in a hidden-test region shows the student only a
     comment, so it runs, and Run All goes on to the end."""
     tainted: set[str] = set()
@@ -98,14 +100,15 @@ def answer_dependent_cells(master: NotebookNode) -> set[int]:
         if cell.cell_type != "code":
             continue
         tree = src.parse_python(_student_text(cell))
-        bound = src.defined_names(src.parse_python(cell_text(cell)))  # what the answer binds, once answered
+        master = src.parse_python(cell_text(cell))
+        bound = src.defined_names(master)  # what the answer binds, once answered
         if src.raises_when_run(tree) or _needs_answer(cell) or src.names_read_outside_checks(tree) & tainted:
             dependent.add(index)
             tainted |= bound
         elif _is_answer(cell):
             tainted |= bound  # a stubbed function: calling it raises
         else:
-            tainted -= bound
+            tainted = (tainted - bound) | src.bound_behind_answered(master)
     return dependent
 
 

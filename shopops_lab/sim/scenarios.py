@@ -23,6 +23,7 @@ from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.backpressure import BackpressurePolicy
+from shopops_lab.checker import APPROVAL_KIND
 from shopops_lab.errors import BadArgumentError, UnknownScenarioError
 from shopops_lab.latency import LatencyModel
 from shopops_lab.sim.faults import Fault, FaultRates
@@ -30,7 +31,7 @@ from shopops_lab.worker.queue import Priority
 
 __all__ = ["KINDS", "SCENARIOS", "Arrival", "Scenario", "get_scenario", "plan_arrivals"]
 
-INTAKE, APPROVAL, BULK = "intake_build", "approval_resume", "bulk_outreach"
+INTAKE, APPROVAL, BULK = "intake_build", APPROVAL_KIND, "bulk_outreach"
 KINDS: dict[str, tuple[Priority, int]] = {   # kind -> (priority, email step in the case)
     INTAKE: (Priority.NORMAL, 1),
     APPROVAL: (Priority.APPROVAL, 2),
