@@ -146,7 +146,7 @@ def test_the_last_transition_of_the_queue_is_highlighted(queue, renderer, steps,
                 queue.replay_dlq(lease.item_id)
     diagram = draw(renderer, queue)
     assert read_picture(diagram.svg)[2] == [expected]
-    assert diagram.summary.endswith(f"last move: {expected}")
+    assert diagram.summary.endswith(f"highlighted: {expected}")
     lit = [line for line in diagram.source.splitlines() if "penwidth" in line]
     assert len(lit) == 1 and f'label="{expected}"' in lit[0]
 

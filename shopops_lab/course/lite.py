@@ -54,6 +54,10 @@ its browser stand-ins); the rest comes from PyPI."""
 FROM_PYPI = ("ipywidgets", "jupyterlab-widgets", "comm")
 """At the versions installed here, so the widgets' Python side matches the front end
 that `jupyter lite build` copies from this environment."""
+COURSE_DEPENDS = {"shopops-lab": ["ipywidgets"],
+                  "ipywidgets": ["comm", "ipython", "traitlets", "widgetsnbextension", "jupyterlab-widgets"],
+                  "pyodide-kernel": ["comm", "ipython"], "ipykernel": ["pyodide-kernel"], "comm": ["traitlets"]}
+"""Lock dependencies of the wheels Pyodide's own lock does not know (from their metadata)."""
 LAB_EXTENSIONS = ("@jupyterlite/pyodide-kernel-extension", "@jupyter-widgets/jupyterlab-manager")
 EPOCH = 1767225600                  # 2026-01-01: every file's date (SOURCE_DATE_EPOCH overrides it)
 NOTEBOOK = re.compile(r"^\d\d_[\w-]+\.ipynb$")
@@ -185,10 +189,8 @@ def build_site(out: str | os.PathLike[str], *, offline: bool = False, notebooks_
 def kit_wheel(folder: Path) -> Path:
     """A wheel of the installed `shopops_lab` package, written byte for byte the same on
     every run (sorted entries, fixed timestamps): what the site's kernel imports."""
-    import shopops_lab
-
-    package = Path(shopops_lab.__file__).parent
-    version = shopops_lab.__version__
+    package = Path(__file__).resolve().parent.parent  # read as files: the course wing imports no engine code
+    version = re.search(r'^__version__ = "([^"]+)"', (package / "__init__.py").read_text(), re.M).group(1)
     dist = f"shopops_lab-{version}.dist-info"
     files = {f"shopops_lab/{p.relative_to(package).as_posix()}": p.read_bytes()
              for p in sorted(package.rglob("*"))
@@ -329,19 +331,13 @@ def _lock(upstream: dict, shipped: list[Path], *, offline: bool, version: str) -
     if not offline:
         cdn = CDN.format(version=version)
         packages = {key: {**entry, "file_name": cdn + entry["file_name"]} for key, entry in upstream["packages"].items()}
-    depends = {"ipywidgets": ["comm", "ipython", "traitlets", "widgetsnbextension", "jupyterlab-widgets"],
-               "shopops-lab": ["ipywidgets"], "pyodide-kernel": ["comm", "ipython"], "ipykernel": ["pyodide-kernel"],
-               "comm": ["traitlets"]}
-    imports = {"ipywidgets": ["ipywidgets"], "shopops-lab": ["shopops_lab"], "pyodide-kernel": ["pyodide_kernel"],
-               "ipykernel": ["ipykernel"], "comm": ["comm"], "piplite": ["piplite"],
-               "jupyterlab-widgets": ["jupyterlab_widgets"], "widgetsnbextension": ["widgetsnbextension"]}
     for wheel in shipped:
         key, wheel_version = _name_version(wheel.name)
         entry = upstream["packages"].get(key, {})
         packages[key] = {"name": entry.get("name", key), "version": wheel_version, "file_name": wheel.name,
                          "install_dir": "site", "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
-                         "package_type": "package", "imports": entry.get("imports", imports.get(key, [])),
-                         "depends": entry.get("depends", depends.get(key, [])), "unvendored_tests": False}
+                         "package_type": "package", "imports": entry.get("imports", [key.replace("-", "_")]),
+                         "depends": entry.get("depends", COURSE_DEPENDS.get(key, [])), "unvendored_tests": False}
     missing = {dep for entry in packages.values() for dep in entry["depends"] if _canonical(dep) not in packages}
     if missing:
         raise LiteBuildError(what=f"wheels for {sorted(missing)}", where="the site's lock",

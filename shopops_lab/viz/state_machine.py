@@ -7,7 +7,7 @@ expires a lease and the "expiry / nack" edge lights up.
 
 Graphviz draws it wherever `dot` runs; elsewhere (JupyterLite, a laptop without
 Graphviz) the kit lays the four states out itself, in pure Python. Both pictures carry
-the same description (`lease_summary`: the states, their counts, the lit edge), which
+the same description (`lease_summary`: the states, their counts, the highlighted edge), which
 is what a notebook's stored output compares.
 """
 from __future__ import annotations
@@ -112,7 +112,7 @@ def lease_summary(counts: Mapping[ItemState, int] | None = None, highlight: Edge
                        for state in _states())
     edges = ", ".join(f"{label} ({_name(source)} to {target.value})"
                       for (source, target), label in [(ENTRY_EDGE, ENTRY_LABEL), *TRANSITIONS.items()])
-    lit = "" if edge is None else f"; last move: {_label(edge)}"
+    lit = "" if edge is None else f"; highlighted: {_label(edge)}"
     return f"states: {states}; edges: {edges}{lit}"
 
 
