@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from shopops_lab.viz.dot import in_browser
+
 MIN_PYTHON = (3, 11)
 
 # (distribution, import name, version range). Mirrors requirements.txt; a test keeps the
@@ -53,10 +55,6 @@ BROWSER_FIXES = {
                   "site (or JupyterLab)",
 }
 
-
-def in_browser() -> bool:
-    """True inside Pyodide (JupyterLite): no subprocesses, no pip, apt or brew."""
-    return sys.platform == "emscripten"
 
 VersionOf = Callable[[str], str | None]
 

@@ -100,15 +100,15 @@ def answer_dependent_cells(master: NotebookNode) -> set[int]:
         if cell.cell_type != "code":
             continue
         tree = src.parse_python(_student_text(cell))
-        master = src.parse_python(cell_text(cell))
-        bound = src.defined_names(master)  # what the answer binds, once answered
+        answered = src.parse_python(cell_text(cell))  # the master's text: what runs once answered
+        bound = src.defined_names(answered)
         if src.raises_when_run(tree) or _needs_answer(cell) or src.names_read_outside_checks(tree) & tainted:
             dependent.add(index)
             tainted |= bound
         elif _is_answer(cell):
             tainted |= bound  # a stubbed function: calling it raises
         else:
-            tainted = (tainted - bound) | src.bound_behind_answered(master)
+            tainted = (tainted - bound) | src.bound_behind_answered(answered)
     return dependent
 
 
