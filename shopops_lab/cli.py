@@ -189,3 +189,17 @@ def _simulate(args: argparse.Namespace) -> int:
     from shopops_lab.sim.cli import run
 
     return run(args)
+
+
+def _lite_arguments(parser: argparse.ArgumentParser) -> None:
+    from shopops_lab.course.lite import add_arguments
+
+    add_arguments(parser)
+
+
+@register("lite", "build the course as a static JupyterLite site: `lite build --out DIR [--offline]`",
+          add_arguments=_lite_arguments)
+def _lite(args: argparse.Namespace) -> int:
+    from shopops_lab.course.lite import run
+
+    return run(args)
