@@ -5,7 +5,9 @@ A call checks everything it was given before it changes anything, so a refused c
 leaves no trace: not in a store, not in the event log, not on the clock."""
 from __future__ import annotations
 
+import math
 import sys
+from collections.abc import Iterable
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,18 +41,57 @@ def text(field: str, value: object, fix: str) -> str:
 
 def seconds(field: str, value: object, fix: str = "pass a positive, finite number of seconds") -> float:
     """A positive, finite number of seconds, at most MAX_TIME (bools refused: True is not a duration)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_TIME:
+    return number(field, value, fix, above=0, most=MAX_TIME)
+
+
+def whole(field: str, value: object, least: int | None = 1, fix: str | None = None, *,
+          most: int | None = None) -> int:
+    """A whole number no smaller than `least` (None: any) and no larger than `most`, if
+    given; bools refused."""
+    if (isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least)
+            or (most is not None and value > most)):
+        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix or f"pass a whole number{_limits(least, most)}")
+    return value
+
+
+def _limits(least: int | None, most: int | None) -> str:
+    if most is None:
+        return "" if least is None else f" >= {least}"
+    return f" <= {most:,}" if least is None else f" from {least:,} to {most:,}"
+
+
+def number(field: str, value: object, fix: str, *, least: float = -math.inf, most: float = math.inf,
+           above: float | None = None, below: float | None = None) -> float:
+    """A number (bools and NaN refused) with least <= value <= most, and above < value <
+    below where those are given: `above=0, below=math.inf` is "positive and finite"."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not least <= value <= most
+            or (above is not None and not value > above) or (below is not None and not value < below)):
         raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
     return float(value)
 
 
-def whole(field: str, value: object, least: int = 1, fix: str | None = None, *, most: int | None = None) -> int:
-    """A whole number no smaller than `least` (and no larger than `most`, if given; bools refused)."""
-    if (isinstance(value, bool) or not isinstance(value, int) or value < least
-            or (most is not None and value > most)):
-        limits = f">= {least}" if most is None else f"from {least:,} to {most:,}"
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix or f"pass a whole number {limits}")
+def choice(field: str, value: object, options: Iterable[object], fix: str) -> Any:
+    """`value` if it is one of `options`."""
+    if value not in tuple(options):
+        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
     return value
+
+
+def strings(field: str, values: object, example: str) -> frozenset[str]:
+    """A non-empty collection of non-empty strings (a lone string refused: it is no list
+    of names); `example` is one such name, for the fix."""
+    if isinstance(values, str):
+        raise BadArgumentError(field=field, problem=f"is the string {values!r}",
+                               fix=f"pass a list, e.g. {field}=[{values!r}]")
+    try:
+        names = frozenset(values)  # type: ignore[arg-type]
+    except TypeError:
+        raise BadArgumentError(field=field, problem=f"is {values!r}",
+                               fix=f"pass a non-empty list of names, e.g. {field}=[{example!r}]") from None
+    if not names or not all(isinstance(v, str) and v for v in names):
+        raise BadArgumentError(field=field, problem=f"is {sorted(map(repr, names))}",
+                               fix=f"pass a non-empty list of names, e.g. {field}=[{example!r}]")
+    return names
 
 
 def member(field: str, value: object, kind: type[E], fix: str) -> E:
@@ -116,9 +157,7 @@ def a(noun: str) -> str:
 
 def finite(field: str, value: object, fix: str) -> float:
     """Any finite number (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -_FLOAT_MAX <= value <= _FLOAT_MAX:
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
-    return float(value)
+    return number(field, value, fix, least=-_FLOAT_MAX, most=_FLOAT_MAX)
 
 
 def callable_(field: str, value: object, fix: str) -> Any:
