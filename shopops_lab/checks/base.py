@@ -77,6 +77,18 @@ def call_answer(answer: Any, *args: Any, **kwargs: Any) -> Any:
         raise
 
 
+def attempt(answer: Any, *args: Any, **kwargs: Any) -> tuple[Any, Exception | None]:
+    """Call the learner's function and hand back (what it returned, None) or (None, what
+    it raised), so a check judges an error like any other outcome. The stub's own
+    NotImplementedError still ends the check as `NotAttempted`."""
+    try:
+        return call_answer(answer, *args, **kwargs), None
+    except NotAttempted:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the learner's code failing is evidence, not a crash of the check
+        return None, exc
+
+
 def is_stub(answer: Any) -> bool:
     """True while `answer` is still the exercise's stub: a function (or, for a class, one
     of its own methods) whose body does nothing but raise NotImplementedError."""

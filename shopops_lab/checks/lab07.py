@@ -29,7 +29,7 @@ from typing import Any
 
 from shopops_lab.backpressure import Decision, Signals, as_policy, describe_policy
 from shopops_lab.checker import is_approval
-from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer, describe, error_text
+from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text
 from shopops_lab.errors import BadArgumentError, ShopOpsError
 from shopops_lab.events import EventKind
 from shopops_lab.metrics import Summary, percentile
@@ -335,14 +335,11 @@ def _said(decision: Decision) -> str:
 
 def _ask(policy: Any, signals: Signals, when: str) -> Decision:
     """One decision, as a worker would ask for it; a crash or a wrong return is the learner's."""
-    try:
-        decision = call_answer(policy, signals)
-    except NotAttempted:
-        raise
-    except ShopOpsError as err:
-        raise Wrong(f"your policy was refused {when}, on {_shown(signals)}: {err}") from None
-    except Exception as exc:  # noqa: BLE001 - the learner's code: report it, and what it was given
-        raise Wrong(f"your policy raised {error_text(exc)} {when}, on {_shown(signals)}.") from None
+    decision, err = attempt(policy, signals)
+    if isinstance(err, ShopOpsError):
+        raise Wrong(f"your policy was refused {when}, on {_shown(signals)}: {err}")
+    if err is not None:  # the learner's code: report it, and what it was given
+        raise Wrong(f"your policy raised {error_text(err)} {when}, on {_shown(signals)}.")
     if type(decision) is not Decision:
         raise Wrong(f"your policy returned {describe(decision)} {when}, for {_shown(signals)}; return a decision: "
                     "acquire(), acquire(max_priority=...) or wait(seconds), from shopops_lab.backpressure.")
