@@ -227,10 +227,10 @@ def test_a_stopped_cell_blocks_what_uses_it_and_nothing_else(key: Key) -> None:
 
 
 def test_a_clean_rebinding_clears_a_stopped_name() -> None:
-    from shopops_lab.course.grade.rebuild import Plan, Step
+    from shopops_lab.course.grade.rebuild import Plan, PlannedCell
 
-    def step(index: int, role: Role, defines: set[str], reads: set[str]) -> Step:
-        return Step(index, f"c{index}", role, "", frozenset(defines), frozenset(reads))
+    def step(index: int, role: Role, defines: set[str], reads: set[str]) -> PlannedCell:
+        return PlannedCell(index, f"c{index}", role, "", frozenset(defines), frozenset(reads))
 
     plan = Plan(lab="01", written=(), restored=(), notes=(), steps=(
         step(0, Role.ANSWER, {"f"}, set()),

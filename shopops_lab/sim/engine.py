@@ -32,11 +32,11 @@ from shopops_lab.sim.scenarios import Scenario
 from shopops_lab.sim.workers import worker_loop
 from shopops_lab.sim.world import Action, World
 
-__all__ = ["ADAPTERS", "Simulation", "Snapshot", "Step", "run"]
+__all__ = ["ADAPTERS", "SimStep", "Simulation", "Snapshot", "run"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Step:
+class SimStep:
     """One event the engine handled: when, who acted, and what it wrote to the log."""
 
     number: int
@@ -47,6 +47,9 @@ class Step:
     def __str__(self) -> str:
         head = f"step {self.number} t={self.time:g} {self.actor}"
         return "\n".join([head, *(f"  {e}" for e in self.events)]) if self.events else f"{head} (nothing logged)"
+
+
+Step = SimStep  # its name before the kit had other steps (workflow steps, playground actions)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -103,13 +106,13 @@ class Simulation:
         """True once nothing is left to happen before the horizon."""
         return not self._heap or self._heap[0][0] > self.horizon
 
-    def step(self) -> Step | None:
+    def step(self) -> SimStep | None:
         """Handle the next event and say what happened; None when the run is over."""
         log = self.world.log
         start = len(log)
         if not self._advance(1, self.horizon):
             return None
-        return Step(number=self.steps, time=self.now, actor=self._last_actor,
+        return SimStep(number=self.steps, time=self.now, actor=self._last_actor,
                     events=tuple(log[i] for i in range(start, len(log))))
 
     def run_until(self, t: float | None = None) -> int:

@@ -33,7 +33,7 @@ class Role(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class PlannedCell:
     """One code cell to run: its index in the master, its grade_id and role, the source to
     run, and the top-level names it binds and reads."""
 
@@ -61,12 +61,12 @@ class Plan:
     """A submission rebuilt from its master, ready to run."""
 
     lab: str
-    steps: tuple[Step, ...]
+    steps: tuple[PlannedCell, ...]
     written: tuple[Written, ...]
     restored: tuple[str, ...]
     notes: tuple[str, ...]
 
-    def step(self, index: int) -> Step:
+    def step(self, index: int) -> PlannedCell:
         return next(step for step in self.steps if step.index == index)
 
     def blocked(self, stopped: Collection[int]) -> dict[int, int]:
@@ -184,7 +184,7 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
     graded = {cell.index: cell for cell in master.graded}
     changed: dict[str, list[str]] = {"deleted": [], "edited": [], "retyped": []}
     answer_notes: list[str] = []
-    steps: list[Step] = []
+    steps: list[PlannedCell] = []
     written: list[Written] = []
     for index, (cell, given) in enumerate(zip(master.notebook.cells, master.student.cells)):
         grade_id = master_ids[index]
@@ -215,7 +215,7 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
             defines = defines | learner_defines
         if isinstance(check, CheckCall):
             defines, reads = frozenset(), frozenset(check.answers)
-        steps.append(Step(index, grade_id, role, text, defines, reads, graded.get(index)))
+        steps.append(PlannedCell(index, grade_id, role, text, defines, reads, graded.get(index)))
     restored = [line for kind, ids in changed.items() for line in _summarise(kind, ids)]
     if order != [grade_id for grade_id in master_ids if grade_id in mine]:
         restored.append("put the cells back in the master's order")

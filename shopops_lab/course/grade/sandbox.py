@@ -33,7 +33,7 @@ from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
 from shopops_lab.course.grade.key import Key, Kind
-from shopops_lab.course.grade.rebuild import Plan, Role, Step
+from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
 from shopops_lab.course.errors import GradingEnvironmentError
 
 KIT = "shopops_lab"
@@ -293,7 +293,7 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def _compile(step: Step) -> CodeType:
+def _compile(step: PlannedCell) -> CodeType:
     try:
         return compile(step.source, f"<cell {step.grade_id}>", "exec")
     except SyntaxError:
@@ -345,7 +345,7 @@ class _Runner:
                 blocked = self.job.plan.blocked(stopped)
         self.send(["done"])
 
-    def _execute(self, step: Step) -> None:
+    def _execute(self, step: PlannedCell) -> None:
         code = _compile(step)
         if step.role is Role.TEST:  # a test cell the kit's checks do not back: nbgrader's rule, and
             self._restore()         # nbgrader's strength (it runs in the learner's namespace)
@@ -363,7 +363,7 @@ class _Runner:
         if changed:
             self.send(["tampered", changed[:EVIDENCE_LIMIT]])
 
-    def _check(self, step: Step) -> None:
+    def _check(self, step: PlannedCell) -> None:
         grader = self.warm.graders[(self.job.plan.lab, step.index)]
         answers = [self.namespace.get(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
         self._restore()
