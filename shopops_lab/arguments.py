@@ -27,7 +27,6 @@ MAX_TIME = 1e12
 
 _FLOAT_MAX = sys.float_info.max
 TIME_FIX = "pass a finite number of seconds, or leave it out to use the clock"
-_CLOCK_FIX = "use a clock whose now() returns finite seconds, e.g. FakeClock() or SystemClock()"
 
 
 def text(field: str, value: object, fix: str) -> str:
@@ -64,10 +63,22 @@ def number(field: str, value: object, fix: str, *, least: float = -math.inf, mos
            above: float | None = None, below: float | None = None) -> float:
     """A number (bools and NaN refused) with least <= value <= most, and above < value <
     below where those are given: `above=0, below=math.inf` is "positive and finite"."""
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not least <= value <= most
+    if (not is_number(value) or not least <= value <= most
             or (above is not None and not value > above) or (below is not None and not value < below)):
         raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
     return float(value)
+
+
+def is_number(value: object) -> bool:
+    """An int or float (numpy's float too), but not a bool: True is no duration."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def flag(field: str, value: object, fix: str) -> bool:
+    """True or False, and nothing that merely looks like one (1, "yes", None)."""
+    if not isinstance(value, bool):
+        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
+    return value
 
 
 def choice(field: str, value: object, options: Iterable[object], fix: str) -> Any:
@@ -106,20 +117,19 @@ def member(field: str, value: object, kind: type[E], fix: str) -> E:
 
 def moment(field: str, value: object, fix: str = TIME_FIX) -> float:
     """A point in time: a finite number of seconds within +-MAX_TIME (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -MAX_TIME <= value <= MAX_TIME:
+    if not is_number(value) or not -MAX_TIME <= value <= MAX_TIME:
         problem = f"is {value!r}"
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        if is_number(value) and value == value:
             problem += f", outside the +-{MAX_TIME:g} s the kit can time exactly"
         raise BadArgumentError(field=field, problem=problem, fix=fix)
     return float(value)
 
 
 def time_of(now: object, clock: Clock, field: str = "now") -> float:
-    """The time of a call: `now` when given, else the clock's reading; a clock that
-    returns something other than finite seconds is refused like a bad `now=`."""
-    if now is None:
-        return moment("clock.now()", clock.now(), _CLOCK_FIX)
-    return moment(field, now)
+    """Old spelling of `shopops_lab.clock.resolve(clock, now)`."""
+    from shopops_lab.clock import resolve
+
+    return resolve(clock, now, field)
 
 
 def clock(value: object) -> Clock:

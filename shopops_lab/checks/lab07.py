@@ -27,10 +27,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.backpressure import Decision, Signals, as_policy, describe_policy
 from shopops_lab.checker import is_approval
 from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text
-from shopops_lab.errors import BadArgumentError, ShopOpsError
+from shopops_lab.errors import ShopOpsError
 from shopops_lab.events import EventKind
 from shopops_lab.metrics import Summary, percentile
 from shopops_lab.sim import Simulation
@@ -71,8 +72,7 @@ def burst_day(seed: int) -> Scenario:
     """The `burst_day` scenario with the gateway spike of `seed`: when it starts, how long
     it lasts and how much slower the gateway gets all come from the seed, so the graded
     days differ and a policy must read its signals, not the clock."""
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise BadArgumentError(field="seed", problem=f"is {seed!r}", fix="pass a whole number, e.g. seed=3")
+    arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=3")
     rng = random.Random(f"gateway spike {seed}")
     spike = Fault("gateway_spike", at=float(rng.randrange(0, 2700, 60)), duration=float(rng.randrange(420, 1500, 60)),
                   factor=round(rng.uniform(2.5, 5.0), 1))

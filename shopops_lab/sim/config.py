@@ -47,8 +47,7 @@ class RunConfig:
         scenario's faults and random rates; a list of `Fault` replaces both, so exactly
         those faults happen. `policy=None` uses the scenario's policy."""
         sc = get_scenario(scenario)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise BadArgumentError(field="seed", problem=f"is {seed!r}", fix="pass a whole number, e.g. seed=7")
+        arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=7")
         for name, value, most in (("items", items, MAX_ITEMS), ("workers", workers, MAX_WORKERS)):
             if value is not None:
                 arguments.whole(name, value, 1, f"pass a whole number from 1 to {most:,}, or leave it out "

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Iterable
 
+from shopops_lab import arguments
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import Event, collector_paused
@@ -119,8 +120,7 @@ class Simulation:
         """Handle every event up to time `t` (default: the end); returns how many."""
         horizon = self.horizon
         if t is not None:
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or t != t:
-                raise BadArgumentError(field="t", problem=f"is {t!r}", fix="pass a simulated time in seconds")
+            arguments.number("t", t, "pass a simulated time in seconds")
             horizon = min(horizon, t)
         with collector_paused():
             return self._advance(None, horizon)

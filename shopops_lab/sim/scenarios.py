@@ -84,7 +84,7 @@ class Scenario:
         arguments.whole("workers", self.workers, most=MAX_WORKERS)
         arguments.whole("max_attempts", self.max_attempts)
         shares = (self.approvals, self.bulk)
-        if (any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in shares)
+        if (any(not arguments.is_number(x) or not 0 <= x <= 1 for x in shares)
                 or sum(shares) > 1):
             raise BadArgumentError(field="approvals", problem=f"is {self.approvals!r} with bulk={self.bulk!r}",
                                    fix="use shares between 0 and 1 that add up to at most 1")

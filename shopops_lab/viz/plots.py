@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from shopops_lab import metrics
+from shopops_lab import arguments, metrics
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.viz.panels import FaultPeriod, Panel, Series
@@ -182,7 +182,7 @@ def _rows(log: EventLog) -> list[tuple]:
 def _latency(info: Any) -> float | None:
     """A gateway call's duration: `seconds` (the gateway's key) or `latency`."""
     value = info.get("seconds", info.get("latency"))
-    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else value
+    return value if arguments.is_number(value) else None
 
 
 def _faults(faults: Sequence[FaultPeriod] | None, log: EventLog) -> list[FaultPeriod]:
@@ -191,7 +191,7 @@ def _faults(faults: Sequence[FaultPeriod] | None, log: EventLog) -> list[FaultPe
     periods = []
     for fault in faults:
         ok = (isinstance(fault, (tuple, list)) and len(fault) == 3 and isinstance(fault[2], str)
-              and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in fault[:2])
+              and all(map(arguments.is_number, fault[:2]))
               and fault[0] <= fault[1])
         if not ok:
             raise BadArgumentError(field="faults", problem=f"has {fault!r}",
@@ -202,9 +202,7 @@ def _faults(faults: Sequence[FaultPeriod] | None, log: EventLog) -> list[FaultPe
 
 
 def _number(field: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix="pass a number of seconds")
-    return float(value)
+    return arguments.finite(field, value, "pass a number of seconds")
 
 
 def _bucket(bucket: float | None, rows: list[tuple], *, buckets: int = 40) -> float:

@@ -93,12 +93,10 @@ def evaluate_policy(latency: LatencyModel, ttl: float, heartbeat_interval: float
     arguments.whole("missed_tolerance", missed_tolerance, 0)
     arguments.whole("runs", runs, 1)
     arguments.whole("workers", workers, 1)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise BadArgumentError(field="seed", problem=f"is {seed!r}", fix="pass a whole number, e.g. seed=0")
+    arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=0")
     p = miss_probability
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-        raise BadArgumentError(field="miss_probability", problem=f"is {p!r}",
-                               fix="pass the chance that one heartbeat is lost, between 0 and 1, e.g. 0.01")
+    arguments.number("miss_probability", p,
+                     "pass the chance that one heartbeat is lost, between 0 and 1, e.g. 0.01", least=0, below=1)
 
     rng = random.Random(seed)
     lost_runs = detected = 0
