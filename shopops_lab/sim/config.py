@@ -52,9 +52,7 @@ class RunConfig:
             if value is not None:
                 arguments.whole(name, value, 1, f"pass a whole number from 1 to {most:,}, or leave it out "
                                 "for the scenario's own", most=most)
-        if adapter not in ADAPTERS:
-            raise BadArgumentError(field="adapter", problem=f"is {adapter!r}",
-                                   fix=f"pass one of: {', '.join(ADAPTERS)}")
+        arguments.choice("adapter", adapter, ADAPTERS, f"pass one of: {', '.join(ADAPTERS)}")
         chosen = None if faults is None else _fault_list(faults)
         config = cls(scenario=sc, seed=seed, items=sc.items if items is None else items,
                      workers=sc.workers if workers is None else workers, adapter=adapter,

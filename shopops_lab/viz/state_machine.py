@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.states import TRANSITIONS, ItemState
@@ -63,9 +64,7 @@ def state_machine(queue: Any = None, highlight: Edge | str | None = None, *,
     Graphviz when `dot` runs and the kit's own layout otherwise; "fallback" always uses
     the kit's own layout (what JupyterLite shows).
     """
-    if engine not in ENGINES:
-        raise BadArgumentError(field="engine", problem=f"is {engine!r}",
-                               fix="pass 'auto' (Graphviz where it runs, the default) or 'fallback'")
+    arguments.choice("engine", engine, ENGINES, "pass 'auto' (Graphviz where it runs, the default) or 'fallback'")
     counts = None
     if queue is not None:
         if not callable(getattr(queue, "counts", None)) or not isinstance(getattr(queue, "log", None), EventLog):
