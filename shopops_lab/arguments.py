@@ -49,7 +49,9 @@ def whole(field: str, value: object, least: int | None = 1, fix: str | None = No
     given; bools refused."""
     if (isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least)
             or (most is not None and value > most)):
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix or f"pass a whole number{_limits(least, most)}")
+        raise BadArgumentError(
+            field=field, problem=f"is {value!r}", fix=fix or f"pass a whole number{_limits(least, most)}"
+        )
     return value
 
 

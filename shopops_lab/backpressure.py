@@ -39,8 +39,9 @@ import math
 import random
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.arguments import MAX_TIME
@@ -289,8 +290,11 @@ class BackpressurePolicy:
         if self.stop_p95 is not None:
             arguments.seconds("stop_p95", self.stop_p95)
         if self.p95_hard < self.p95_budget:
-            raise BadArgumentError(field="p95_hard", problem=f"is {self.p95_hard:g}, below p95_budget={self.p95_budget:g}",
-                                   fix="keep p95_budget <= p95_hard (bulk is shed before intake)")
+            raise BadArgumentError(
+                field="p95_hard",
+                problem=f"is {self.p95_hard:g}, below p95_budget={self.p95_budget:g}",
+                fix="keep p95_budget <= p95_hard (bulk is shed before intake)",
+            )
         if self.stop_p95 is not None and self.stop_p95 < self.p95_hard:
             raise BadArgumentError(field="stop_p95", problem=f"is {self.stop_p95:g}, below p95_hard={self.p95_hard:g}",
                                    fix="keep p95_hard <= stop_p95 (approvals are held back last)")

@@ -53,7 +53,7 @@ class LatencyModel:
             return 1.0
         return 1.0 - NormalDist(math.log(self.p50), self.sigma).cdf(math.log(seconds))
 
-    def scaled(self, factor: float) -> "LatencyModel":
+    def scaled(self, factor: float) -> LatencyModel:
         """The same shape, `factor` times slower (a saturated gateway); the cap stays."""
         fix = "pass how many times slower, a positive number, e.g. 3"
         if not arguments.finite("factor", factor, fix) > 0:

@@ -14,8 +14,16 @@ from types import SimpleNamespace
 
 import pytest
 
-from shopops_lab.checker import (DEFAULT_APPROVAL_WAIT_BUDGET, DEFAULT_MAX_ATTEMPTS, Anomaly,
-                                 AnomalyName, CheckResult, check, is_approval, messages)
+from shopops_lab.checker import (
+    DEFAULT_APPROVAL_WAIT_BUDGET,
+    DEFAULT_MAX_ATTEMPTS,
+    Anomaly,
+    AnomalyName,
+    CheckResult,
+    check,
+    is_approval,
+    messages,
+)
 from shopops_lab.checker.starvation import ApprovalWaits
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import EmailAdapter, Fault, NaiveEmailAdapter, SendStatus

@@ -7,8 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from shopops_lab.checkpoint import (Checkpoint, CrashPoint, Env, NaiveCheckpointRunner, Receipt,
-                                    ReceiptRunner, Step, Workflow)
+from shopops_lab.checkpoint import (
+    Checkpoint,
+    CrashPoint,
+    Env,
+    NaiveCheckpointRunner,
+    Receipt,
+    ReceiptRunner,
+    Step,
+    Workflow,
+)
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, explore
 from shopops_lab.effects import Fault, SendStatus
 from shopops_lab.errors import BadArgumentError, EffectFailedError, ShopOpsError

@@ -6,8 +6,18 @@ import dataclasses
 import pytest
 
 from shopops_lab.clock import FakeClock
-from shopops_lab.effects import (Contact, ContactLedger, EmailAdapter, Fault, NaiveEmailAdapter,
-                                 NaiveSmsAdapter, Provider, SendResult, SendStatus, SmsAdapter)
+from shopops_lab.effects import (
+    Contact,
+    ContactLedger,
+    EmailAdapter,
+    Fault,
+    NaiveEmailAdapter,
+    NaiveSmsAdapter,
+    Provider,
+    SendResult,
+    SendStatus,
+    SmsAdapter,
+)
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 
@@ -155,7 +165,9 @@ def test_bad_send_arguments_name_the_field_and_send_nothing(adapter_class, kwarg
     assert adapter.send(KEY, case_id="O-1001").message_id == "msg-0001"  # nothing was used up
 
 
-@pytest.mark.parametrize("fault, times, field", [("explode", 1, "fault"), ("fail", 0, "times"), ("fail", True, "times")])
+@pytest.mark.parametrize(
+    "fault, times, field", [("explode", 1, "fault"), ("fail", 0, "times"), ("fail", True, "times")]
+)
 def test_inject_names_a_bad_fault_or_count(fault, times, field):
     provider = Provider()
     with pytest.raises(BadArgumentError) as raised:

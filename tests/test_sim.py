@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from shopops_lab.backpressure import NoBackpressure, acquire
+from shopops_lab.checker import CheckResult
 from shopops_lab.errors import BadArgumentError, UnknownScenarioError
 from shopops_lab.events import EventKind as K
-from shopops_lab.checker import CheckResult
 from shopops_lab.sim import SCENARIOS, Fault, FaultRates, Report, Scenario, SimStep, Simulation, Snapshot, run
 from shopops_lab.sim.config import RunConfig
 

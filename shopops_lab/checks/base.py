@@ -16,11 +16,12 @@ instead of a traceback while the stub is untouched.
 from __future__ import annotations
 
 import sysconfig
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import FunctionType, TracebackType
-from typing import Any, Callable
+from typing import Any
 
 
 class Verdict(StrEnum):
@@ -216,7 +217,7 @@ def _codes(answer: Any) -> list[Any]:
     function = getattr(answer, "__func__", answer)   # a bound method: the function under it
     code = getattr(function, "__code__", None)
     if code is None:                                 # a callable object: its __call__
-        code = getattr(getattr(type(answer), "__call__", None), "__code__", None)
+        code = getattr(getattr(type(answer), "__call__", None), "__code__", None)  # noqa: B004 - its code
     return [code] if code is not None else []
 
 

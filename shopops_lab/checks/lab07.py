@@ -166,7 +166,9 @@ class Trial:
         lim = self.limits
         settled = self.items - self.unfinished
         if self.stopped:
-            work = f"stopped at t={self.end:,.0f} s after {self.steps:,} wake-ups; {settled:,} of {self.items:,} settled"
+            work = (
+                f"stopped at t={self.end:,.0f} s after {self.steps:,} wake-ups; {settled:,} of {self.items:,} settled"
+            )
         elif self.unfinished:
             work = f"{settled:,} of {self.items:,} settled by the end of the day (t={self.end:,.0f} s)"
         else:
@@ -378,7 +380,7 @@ def _run(policy: Any) -> str:
         watched = _Watched(policy)
         try:
             day = _day(watched, seed, ITEMS, LIMITS)
-        except Exception as exc:  # noqa: BLE001 - the policy's, when it raised; the replay line shows it
+        except Exception:  # noqa: BLE001 - the policy's, when it raised; the replay line shows it
             if watched.raised is None:
                 raise
             signals, err = watched.raised

@@ -338,9 +338,16 @@ def _differences(expected: NotebookNode, actual: NotebookNode) -> list[str]:
     id, source and metadata. Outputs and execution counts are ignored."""
     found: list[str] = []
     if (expected.nbformat, expected.nbformat_minor) != (actual.get("nbformat"), actual.get("nbformat_minor")):
-        found.append(f"nbformat {actual.get('nbformat')}.{actual.get('nbformat_minor')} (expected {expected.nbformat}.{expected.nbformat_minor})")
+        found.append(
+            f"nbformat {actual.get('nbformat')}.{actual.get('nbformat_minor')} "
+            f"(expected {expected.nbformat}.{expected.nbformat_minor})"
+        )
     if expected.metadata != actual.get("metadata", {}):
-        keys = sorted(k for k in set(expected.metadata) | set(actual.metadata) if expected.metadata.get(k) != actual.metadata.get(k))
+        keys = sorted(
+            k
+            for k in set(expected.metadata) | set(actual.metadata)
+            if expected.metadata.get(k) != actual.metadata.get(k)
+        )
         found.append(f"notebook metadata differs ({', '.join(keys)})")
     if len(expected.cells) != len(actual.cells):
         found.append(f"{len(actual.cells)} cells, the master gives {len(expected.cells)}")
@@ -351,7 +358,9 @@ def _differences(expected: NotebookNode, actual: NotebookNode) -> list[str]:
             if mine != theirs:
                 label = "type" if part == "cell_type" else part
                 if part == "metadata":
-                    keys = sorted(k for k in set(mine or {}) | set(theirs or {}) if (mine or {}).get(k) != (theirs or {}).get(k))
+                    keys = sorted(
+                        k for k in set(mine or {}) | set(theirs or {}) if (mine or {}).get(k) != (theirs or {}).get(k)
+                    )
                     label += f" ({', '.join(keys)})"
                 found.append(f"cell {index} {label} differs")
     return found
@@ -372,7 +381,13 @@ def _read(path: Path) -> NotebookNode:
     try:
         return nbformat.read(path, as_version=4)
     except Exception as exc:  # bad JSON, unknown nbformat
-        problem = Problem(_display(path), None, "file", f"cannot be read as a notebook ({type(exc).__name__}: {exc})", "restore it from git or rebuild it")
+        problem = Problem(
+            _display(path),
+            None,
+            "file",
+            f"cannot be read as a notebook ({type(exc).__name__}: {exc})",
+            "restore it from git or rebuild it",
+        )
         raise NotebookInvalidError.of(problem.notebook, [problem]) from exc
 
 
@@ -443,8 +458,11 @@ def _check_arguments(solutions: Path, notebooks: Path, *, check: bool, execute: 
         found = {path.name[:2] for path in _masters(solutions)}
         missing = sorted(chosen - found)
         if missing:
-            raise BadArgumentError(field="--lab", problem=f"{', '.join(missing)} names no master notebook in {solutions}",
-                                   fix=f"pass one of {', '.join(sorted(found)) or '(none: the folder has no NN_*.ipynb)'}")
+            raise BadArgumentError(
+                field="--lab",
+                problem=f"{', '.join(missing)} names no master notebook in {solutions}",
+                fix=f"pass one of {', '.join(sorted(found)) or '(none: the folder has no NN_*.ipynb)'}",
+            )
     return chosen
 
 

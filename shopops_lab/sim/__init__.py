@@ -10,8 +10,14 @@ Modules: `config` (a run's settings, checked and frozen, and its replay lines), 
 loop), `engine` (the event heap, the clock and `Simulation`), `faults` (named faults and
 rates), `scenarios` (the registry), `report` (the summary).
 """
-from shopops_lab.sim.engine import ADAPTERS, SimStep, Simulation, Snapshot, run
-from shopops_lab.sim.engine import Step  # noqa: F401 - SimStep's old name, still importable
+from shopops_lab.sim.engine import (
+           ADAPTERS,
+           SimStep,
+           Simulation,
+           Snapshot,
+           Step,  # noqa: F401 - SimStep's old name, still importable
+           run,
+)
 from shopops_lab.sim.faults import Fault, FaultKind, FaultRates, Point
 from shopops_lab.sim.report import Report
 from shopops_lab.sim.scenarios import SCENARIOS, Scenario, get_scenario

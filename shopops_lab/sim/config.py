@@ -6,8 +6,9 @@ event log, so the replay lines are all a learner needs to bring a surprising run
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.backpressure import NoBackpressure, describe_policy
@@ -54,12 +55,18 @@ class RunConfig:
                                 "for the scenario's own", most=most)
         arguments.choice("adapter", adapter, ADAPTERS, f"pass one of: {', '.join(ADAPTERS)}")
         chosen = None if faults is None else _fault_list(faults)
-        config = cls(scenario=sc, seed=seed, items=sc.items if items is None else items,
-                     workers=sc.workers if workers is None else workers, adapter=adapter,
-                     policy=policy if policy is not None else (sc.policy if sc.policy is not None else NoBackpressure()),
-                     faults=sc.faults if chosen is None else chosen,
-                     rates=sc.rates if chosen is None else FaultRates(),
-                     custom_policy=policy is not None, custom_faults=chosen is not None)
+        config = cls(
+            scenario=sc,
+            seed=seed,
+            items=sc.items if items is None else items,
+            workers=sc.workers if workers is None else workers,
+            adapter=adapter,
+            policy=policy if policy is not None else (sc.policy if sc.policy is not None else NoBackpressure()),
+            faults=sc.faults if chosen is None else chosen,
+            rates=sc.rates if chosen is None else FaultRates(),
+            custom_policy=policy is not None,
+            custom_faults=chosen is not None,
+        )
         ids = set(config.worker_ids)
         for i, fault in enumerate(config.faults):
             if fault.worker is not None and fault.worker not in ids:

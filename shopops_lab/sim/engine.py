@@ -18,9 +18,10 @@ replays from the seed up to the saved step, which is exact because the run is de
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Iterable
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.clock import FakeClock

@@ -117,16 +117,25 @@ class Fault:
         for name, example in (("worker", "'W1'"), ("item", "'O-1001' or 'item-0001'")):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
-                raise BadArgumentError(field=name, problem=f"is {value!r}", fix=f"pass a name like {example}, or None for any")
+                raise BadArgumentError(
+                    field=name, problem=f"is {value!r}", fix=f"pass a name like {example}, or None for any"
+                )
         for name, kinds in (("worker", _WORKER_TARGETED), ("item", _ITEM_TARGETED), ("duration", _LASTING)):
             if getattr(self, name) is not None and kind not in kinds:
                 users = ", ".join(k.value for k in kinds)
                 raise BadArgumentError(field=name, problem=f"is set on a {kind.value} fault",
                                        fix=f"leave it out; only {users} take a {name}")
         if self.duration is not None:
-            object.__setattr__(self, "duration", arguments.number(
-                "duration", self.duration, "pass a positive number of seconds (math.inf: a killed worker never restarts)",
-                above=0))
+            object.__setattr__(
+                self,
+                "duration",
+                arguments.number(
+                    "duration",
+                    self.duration,
+                    "pass a positive number of seconds (math.inf: a killed worker never restarts)",
+                    above=0,
+                ),
+            )
         if self.factor is not None:
             f = self.factor
             if kind is not FaultKind.GATEWAY_SPIKE:

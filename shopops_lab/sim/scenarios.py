@@ -100,8 +100,11 @@ class Scenario:
             raise BadArgumentError(field="restart_after", problem=f"is {self.restart_after!r}",
                                    fix="pass seconds > 0 (math.inf: killed workers stay down)")
         if self.idle_poll_max < self.idle_poll:
-            raise BadArgumentError(field="idle_poll_max", problem=f"is {self.idle_poll_max!r}, below idle_poll={self.idle_poll!r}",
-                                   fix="keep idle_poll <= idle_poll_max")
+            raise BadArgumentError(
+                field="idle_poll_max",
+                problem=f"is {self.idle_poll_max!r}, below idle_poll={self.idle_poll!r}",
+                fix="keep idle_poll <= idle_poll_max",
+            )
         if self.gateway_capacity is not None:
             arguments.whole("gateway_capacity", self.gateway_capacity)
         if not isinstance(self.faults, tuple) or not all(isinstance(f, Fault) for f in self.faults):

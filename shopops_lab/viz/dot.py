@@ -21,8 +21,8 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
