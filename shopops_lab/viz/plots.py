@@ -140,7 +140,7 @@ def _depth_panel(log: EventLog, faults: list[FaultPeriod]) -> Panel:
 def _latency_panel(log: EventLog, bucket: float | None, budget: float | None,
                    faults: list[FaultPeriod]) -> Panel:
     rows = p95_series(log, bucket)
-    limit = None if budget is None else _number("budget", budget)
+    limit = None if budget is None else arguments.finite("budget", budget, "pass a number of seconds")
     panel = Panel(title="gateway p95 latency", xlabel="time (s)", ylabel="p95 latency (s)",
                   faults=tuple(faults), budget=limit, legend=True)
     if not rows:
@@ -201,16 +201,11 @@ def _faults(faults: Sequence[FaultPeriod] | None, log: EventLog) -> list[FaultPe
     return periods
 
 
-def _number(field: str, value: object) -> float:
-    return arguments.finite(field, value, "pass a number of seconds")
-
-
 def _bucket(bucket: float | None, rows: list[tuple], *, buckets: int = 40) -> float:
     """The bucket width: as given, or a round number giving about `buckets` over the log."""
     if bucket is not None:
-        if _number("bucket", bucket) <= 0:
-            raise BadArgumentError(field="bucket", problem=f"is {bucket!r}", fix="pass a positive number of seconds")
-        return float(bucket)
+        arguments.finite("bucket", bucket, "pass a number of seconds")
+        return arguments.number("bucket", bucket, "pass a positive number of seconds", above=0)
     times = [row[0] for row in rows]
     raw = max(max(times) - min(times), 1.0) / buckets
     power = 10 ** math.floor(math.log10(raw))
