@@ -1,0 +1,178 @@
+"""The memory store: dicts, deques and heaps in this process. The default for the labs and
+the simulator (nothing to set up, runs in the browser) and the fastest backend; nothing
+survives the process.
+
+Lookups are O(log n): cases that can be served sit in a heap keyed by their head item's
+(priority, seq), and leases in a heap keyed by deadline, so neither `next_ready` nor
+`due_leases` scans the queue. Heap entries are never removed early; an entry that no longer
+matches its row is skipped when it reaches the top.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from threading import RLock
+from typing import Any
+
+from shopops_lab.events import EventLog
+from shopops_lab.states import ItemState
+from shopops_lab.store.base import ItemRow, item_id
+
+__all__ = ["MemoryStore"]
+
+_READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
+
+
+class _Case:
+    __slots__ = ("ready", "leased")
+
+    def __init__(self) -> None:
+        self.ready: deque[ItemRow] = deque()
+        self.leased: ItemRow | None = None
+
+
+class MemoryStore:
+    """Every piece of state in plain Python structures. `atomic` is a lock: one process
+    has nothing to roll back, but threads sharing the store take turns."""
+
+    url = "memory:"
+
+    def __init__(self, *, log: EventLog | None = None) -> None:
+        self.log = log if log is not None else EventLog()
+        self.atomic = RLock()
+        self._items: dict[str, ItemRow] = {}
+        self._cases: dict[str, _Case] = {}
+        self._available: list[tuple[int, int, str]] = []      # (priority, seq, case_id)
+        self._expiry: list[tuple[float, int, int, str]] = []  # (expires_at, seq, token, item_id)
+        self._dead: dict[str, ItemRow] = {}
+        self._counts = {state: 0 for state in ItemState}
+        self._records: dict[str, dict[str, Any]] = {}
+        self._numbers: dict[str, int] = {}
+        self._moves = {(_READY, _LEASED): self._leased, (_LEASED, _LEASED): self._extended,
+                       (_LEASED, _DONE): self._done, (_LEASED, _READY): self._returned,
+                       (_LEASED, _DEAD): self._buried, (_DEAD, _READY): self._replayed}
+
+    # ------------------------------------------------------------------ queue items
+    def add_item(self, row: ItemRow) -> None:
+        row.seq = len(self._items) + 1
+        row.id = item_id(row.seq)
+        self._items[row.id] = row
+        self._counts[_READY] += 1
+        self._make_ready(row, front=False)
+
+    def get_item(self, item_id: str) -> ItemRow | None:
+        return self._items.get(item_id)
+
+    def next_ready(self, max_priority: int | None) -> ItemRow | None:
+        available = self._available
+        if not available or (max_priority is not None and available[0][0] > max_priority):
+            return None
+        return self._cases[available[0][2]].ready[0]
+
+    def due_leases(self, t: float) -> list[ItemRow]:
+        due = []
+        heap, items = self._expiry, self._items
+        while heap and heap[0][0] <= t:
+            expires_at, _, token, key = heapq.heappop(heap)
+            row = items[key]
+            if row.state is _LEASED and row.token == token and row.expires_at == expires_at:
+                due.append(row)  # else settled, re-leased or extended since: an old entry
+        return due
+
+    def write_item(self, row: ItemRow, source: ItemState) -> None:
+        self._moves[source, row.state](row)
+        if source is not row.state:
+            self._counts[source] -= 1
+            self._counts[row.state] += 1
+
+    def item_rows(self, state: ItemState | None = None) -> list[ItemRow]:
+        return [row for row in self._items.values() if state is None or row.state is state]
+
+    def dead_rows(self) -> list[ItemRow]:
+        return list(self._dead.values())
+
+    def item_counts(self) -> dict[ItemState, int]:
+        return dict(self._counts)
+
+    # ------------------------------------------------------------------ records
+    def get(self, kind: str, key: str) -> Any:
+        return self._records.get(kind, {}).get(key)
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        self._records.setdefault(kind, {})[key] = value
+
+    def put_new(self, kind: str, key: str, value: Any) -> bool:
+        records = self._records.setdefault(kind, {})
+        if key in records:
+            return False
+        records[key] = value
+        return True
+
+    def scan(self, kind: str) -> list[tuple[str, Any]]:
+        return list(self._records.get(kind, {}).items())
+
+    def next_number(self, name: str) -> int:
+        number = self._numbers[name] = self._numbers.get(name, 0) + 1
+        return number
+
+    def close(self) -> None:
+        """Nothing to let go of."""
+
+    def __enter__(self) -> "MemoryStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({len(self._items)} items, {len(self.log)} events)"
+
+    # ------------------------------------------------------------------ the lines
+    def _leased(self, row: ItemRow) -> None:
+        heapq.heappop(self._available)  # next_ready answered from the top of the heap
+        case = self._cases[row.case_id]
+        case.ready.popleft()
+        case.leased = row
+        heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))
+
+    def _extended(self, row: ItemRow) -> None:
+        heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))
+
+    def _done(self, row: ItemRow) -> None:
+        self._release(row)
+
+    def _returned(self, row: ItemRow) -> None:
+        self._cases[row.case_id].leased = None
+        self._make_ready(row, front=True)
+
+    def _buried(self, row: ItemRow) -> None:
+        self._dead[row.id] = row
+        self._release(row)
+
+    def _replayed(self, row: ItemRow) -> None:
+        del self._dead[row.id]
+        self._make_ready(row, front=False)
+
+    def _make_ready(self, row: ItemRow, *, front: bool) -> None:
+        """Queue `row` in its case and offer the case if it just became servable."""
+        case = self._cases.get(row.case_id)
+        if case is None:
+            case = self._cases[row.case_id] = _Case()
+        was_empty = not case.ready
+        if front:
+            case.ready.appendleft(row)
+        else:
+            case.ready.append(row)
+        if case.leased is None and (was_empty or front):
+            self._offer(row.case_id, case)
+
+    def _offer(self, case_id: str, case: _Case) -> None:
+        head = case.ready[0]
+        heapq.heappush(self._available, (head.priority, head.seq, case_id))
+
+    def _release(self, row: ItemRow) -> None:
+        """The case's lease is over: offer its next item, if any."""
+        case = self._cases[row.case_id]
+        case.leased = None
+        if case.ready:
+            self._offer(row.case_id, case)
