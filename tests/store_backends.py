@@ -70,6 +70,21 @@ class Backend:
         self._schemas.append(schema)
         return with_schema(self._server, schema)
 
+    def empty(self, url: str) -> None:
+        """Make the database at `url` empty again, as if new (much faster than a new one)."""
+        tables = "DELETE FROM items; DELETE FROM events; DELETE FROM records; DELETE FROM counters"
+        if self.name == "sqlite":
+            import sqlite3
+
+            with sqlite3.connect(url.removeprefix("sqlite:///").split("?")[0]) as db:
+                db.executescript(f"PRAGMA synchronous = OFF; {tables}")
+            db.close()
+        elif self.name == "postgresql":
+            schema = url.rsplit("%3D", 1)[1]
+            self._admin.execute(f"SET search_path TO {schema}; {tables}; ALTER SEQUENCE item_seq RESTART;"
+                                " ALTER SEQUENCE item_position RESTART; ALTER TABLE events ALTER COLUMN seq RESTART;"
+                                " ALTER TABLE records ALTER COLUMN seq RESTART")
+
     def open(self, url: str | None = None) -> Store:
         store = open_store(url or self.url())
         self._opened.append(store)

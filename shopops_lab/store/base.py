@@ -56,6 +56,9 @@ class Store(Protocol):
 
     url: str
     log: EventLog
+    transactional: bool
+    """False for a store with nothing to roll back (memory): the engine then runs its calls
+    directly, without entering `atomic`."""
     atomic: ContextManager[Any]
     """Reentrant: a block inside a block joins the outer transaction. On leaving the outer
     block everything commits; a crash or an unexpected error rolls all of it back. A kit
@@ -92,6 +95,9 @@ class Store(Protocol):
 
     def item_counts(self) -> dict[ItemState, int]:
         """How many items are in each state, every state present."""
+
+    def item_count(self, state: ItemState) -> int:
+        """How many items are in `state`."""
 
     # ------------------------------------------------------------------ records
     def get(self, kind: str, key: str) -> Any:

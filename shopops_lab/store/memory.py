@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from threading import RLock
 from typing import Any
 
 from shopops_lab.events import EventLog
 from shopops_lab.states import ItemState
-from shopops_lab.store.base import ItemRow, item_id
+from shopops_lab.store.base import ItemRow
 
 __all__ = ["MemoryStore"]
 
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
+_NONE: list[ItemRow] = []  # never appended to
 
 
 class _Case:
@@ -31,16 +31,29 @@ class _Case:
         self.leased: ItemRow | None = None
 
 
+class _NoTransaction:
+    """One process's memory has nothing to roll back: a block is just a block."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 class MemoryStore:
-    """Every piece of state in plain Python structures. `atomic` is a lock: one process
-    has nothing to roll back, but threads sharing the store take turns."""
+    """Every piece of state in plain Python structures, for one thread of one process."""
 
     url = "memory:"
+    transactional = False  # nothing to roll back, so the engine skips transactions altogether
 
     def __init__(self, *, log: EventLog | None = None) -> None:
         self.log = log if log is not None else EventLog()
-        self.atomic = RLock()
+        self.atomic = _NoTransaction()
         self._items: dict[str, ItemRow] = {}
+        self.get_item = self._items.get  # the answer is the dict's own lookup: no Python call on every ack
         self._cases: dict[str, _Case] = {}
         self._available: list[tuple[int, int, str]] = []      # (priority, seq, case_id)
         self._expiry: list[tuple[float, int, int, str]] = []  # (expires_at, seq, token, item_id)
@@ -48,20 +61,14 @@ class MemoryStore:
         self._counts = {state: 0 for state in ItemState}
         self._records: dict[str, dict[str, Any]] = {}
         self._numbers: dict[str, int] = {}
-        self._moves = {(_READY, _LEASED): self._leased, (_LEASED, _LEASED): self._extended,
-                       (_LEASED, _DONE): self._done, (_LEASED, _READY): self._returned,
-                       (_LEASED, _DEAD): self._buried, (_DEAD, _READY): self._replayed}
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
-        row.seq = len(self._items) + 1
-        row.id = item_id(row.seq)
+        row.seq = seq = len(self._items) + 1
+        row.id = f"item-{seq:04d}"  # item_id(seq), written out: this runs on every enqueue
         self._items[row.id] = row
         self._counts[_READY] += 1
         self._make_ready(row, front=False)
-
-    def get_item(self, item_id: str) -> ItemRow | None:
-        return self._items.get(item_id)
 
     def next_ready(self, max_priority: int | None) -> ItemRow | None:
         available = self._available
@@ -70,20 +77,42 @@ class MemoryStore:
         return self._cases[available[0][2]].ready[0]
 
     def due_leases(self, t: float) -> list[ItemRow]:
-        due = []
-        heap, items = self._expiry, self._items
+        heap = self._expiry
+        if not heap or heap[0][0] > t:
+            return _NONE  # the usual answer, on every call of the queue: made once
+        due, items = [], self._items
         while heap and heap[0][0] <= t:
             expires_at, _, token, key = heapq.heappop(heap)
             row = items[key]
             if row.state is _LEASED and row.token == token and row.expires_at == expires_at:
-                due.append(row)  # else settled, re-leased or extended since: an old entry
+                if not due or due[-1] is not row:  # a heartbeat that kept the deadline pushed a twin
+                    due.append(row)
+            # else settled, re-leased or extended since: an old entry
         return due
 
     def write_item(self, row: ItemRow, source: ItemState) -> None:
-        self._moves[source, row.state](row)
-        if source is not row.state:
-            self._counts[source] -= 1
-            self._counts[row.state] += 1
+        target = row.state
+        if source is _READY:  # leased: next_ready answered from the top of the heap
+            heapq.heappop(self._available)
+            case = self._cases[row.case_id]
+            case.ready.popleft()
+            case.leased = row
+            heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))
+        elif target is _DONE:  # released: offer the case's next item, if any
+            case = self._cases[row.case_id]
+            case.leased = None
+            if case.ready:
+                self._offer(row.case_id, case)
+        elif target is _LEASED:
+            self._extended(row)
+            return
+        elif target is _READY:
+            self._returned(row) if source is _LEASED else self._replayed(row)
+        else:
+            self._buried(row)
+        counts = self._counts
+        counts[source] -= 1
+        counts[target] += 1
 
     def item_rows(self, state: ItemState | None = None) -> list[ItemRow]:
         return [row for row in self._items.values() if state is None or row.state is state]
@@ -93,6 +122,9 @@ class MemoryStore:
 
     def item_counts(self) -> dict[ItemState, int]:
         return dict(self._counts)
+
+    def item_count(self, state: ItemState) -> int:
+        return self._counts[state]
 
     # ------------------------------------------------------------------ records
     def get(self, kind: str, key: str) -> Any:
@@ -128,18 +160,8 @@ class MemoryStore:
         return f"MemoryStore({len(self._items)} items, {len(self.log)} events)"
 
     # ------------------------------------------------------------------ the lines
-    def _leased(self, row: ItemRow) -> None:
-        heapq.heappop(self._available)  # next_ready answered from the top of the heap
-        case = self._cases[row.case_id]
-        case.ready.popleft()
-        case.leased = row
-        heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))
-
     def _extended(self, row: ItemRow) -> None:
         heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))
-
-    def _done(self, row: ItemRow) -> None:
-        self._release(row)
 
     def _returned(self, row: ItemRow) -> None:
         self._cases[row.case_id].leased = None

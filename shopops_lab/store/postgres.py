@@ -32,6 +32,7 @@ class PostgresStore(SQLStore):
 
     def __init__(self, url: str, *, target: str | None = None) -> None:
         super().__init__(url, target or url)
+        self._pending: list[tuple[str, Sequence[Any]]] = []  # statements held back, in order
         try:
             import psycopg
         except ImportError:
@@ -53,17 +54,39 @@ class PostgresStore(SQLStore):
             raise
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        connection = self._connection
         try:
-            return self._connection.execute(sql, params)
+            if not self._pending:
+                return connection.execute(sql, params)
+            pending, self._pending = self._pending, []
+            with connection.pipeline():  # what was held back goes in the same round trip
+                for held, values in pending:
+                    connection.execute(held, values)
+                cursor = connection.execute(sql, params)
+            return cursor
         except self._lost as error:
             raise StoreOpenError(target=self.target, reason=f"the connection failed: {_first_line(error)}",
                                  fix="check that the server is running and reachable, then open the store again") from None
 
+    def _send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Inside a transaction, hold a statement without an answer until the next one that
+        has one (or the commit): a round trip to the server saved per write."""
+        if self.atomic.open:
+            self._pending.append((sql, params))
+        else:
+            self._execute(sql, params)
+
     def _start(self) -> None:
-        self._execute("BEGIN")
+        self._pending.append(("BEGIN", ()))  # sent with the transaction's first statement
 
     def _finish(self, commit: bool) -> None:
-        self._execute("COMMIT" if commit else "ROLLBACK")
+        if commit:
+            self._execute("COMMIT")
+        elif self._pending and self._pending[0][0] == "BEGIN":
+            self._pending.clear()  # nothing reached the server: nothing to undo there
+        else:
+            self._pending.clear()
+            self._execute("ROLLBACK")
 
     def _tables(self) -> set[str]:
         rows = self._execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()

@@ -64,6 +64,9 @@ def schema(*, auto_key: str, item_key: str, real: str) -> list[str]:
     ]
 
 
+_CONVERTED: dict[str, str] = {}  # statements with ? placeholders -> with the dialect's
+
+
 def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
 
@@ -109,6 +112,7 @@ class DatabaseLog(EventLog):
     def append(self, kind: EventKind, time: float, /, *, item_id: str | None = None,
                case_id: str | None = None, worker_id: str | None = None,
                token: int | None = None, attempt: int | None = None, **info: Any) -> int:
+        """Record one event; returns -1: the database numbers it (read `seq` back from the log)."""
         return self._store._insert_event((time, kind, item_id, case_id, worker_id, token, attempt, info))
 
     def appender(self):  # type: ignore[override]
@@ -152,12 +156,18 @@ class DatabaseLog(EventLog):
         self._sync()
         return super().rows()
 
+    @property
+    def last(self):  # type: ignore[override]
+        self._sync()
+        return super().last
+
 
 class SQLStore:
     """The statements both SQL backends run. A dialect sets the placeholders, the locking
     clauses and how numbers are drawn; everything else is here, once."""
 
     dialect = "sql"
+    transactional = True
     lock = ""          # appended to a SELECT that the transaction will change
     skip_locked = ""   # the same, for a SELECT any free row answers (other workers skip ours)
     placeholder = "?"
@@ -172,7 +182,13 @@ class SQLStore:
 
     # ------------------------------------------------------------------ the dialect's part
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement and return its cursor, for the rows it answers."""
         raise NotImplementedError
+
+    def _send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run one statement whose answer nobody reads (a backend may send it later, with
+        the next statement or the commit, in the same transaction)."""
+        self._execute(sql, params)
 
     def _start(self) -> None:
         raise NotImplementedError
@@ -196,7 +212,12 @@ class SQLStore:
         raise NotImplementedError
 
     def _sql(self, sql: str) -> str:
-        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+        if self.placeholder == "?":
+            return sql
+        converted = _CONVERTED.get(sql)
+        if converted is None:
+            converted = _CONVERTED[sql] = sql.replace("?", self.placeholder)
+        return converted
 
     def _end(self, *, commit: bool) -> None:
         try:
@@ -247,7 +268,7 @@ class SQLStore:
         row.position = self._next_position()
         if self.atomic.open:
             self._rows[row.seq] = row
-        self._execute(self._sql(f"INSERT INTO items ({_ITEM_COLUMNS}) VALUES ({', '.join('?' * 19)})"),
+        self._send(self._sql(f"INSERT INTO items ({_ITEM_COLUMNS}) VALUES ({', '.join('?' * 19)})"),
                       (row.seq, row.id, row.case_id, row.tenant_id, row.kind, dumps(row.payload), int(row.priority),
                        row.state.value, row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds,
                        row.enqueued_at, row.last_error, row.dead_at, row.replays, row.ended_by, row.position))
@@ -274,7 +295,7 @@ class SQLStore:
     def write_item(self, row: ItemRow, source: ItemState) -> None:
         if (source, row.state) in _NEW_POSITION:
             row.position = self._next_position()
-        self._execute(self._sql(
+        self._send(self._sql(
             "UPDATE items SET state = ?, attempts = ?, token = ?, worker_id = ?, expires_at = ?,"
             " lease_seconds = ?, last_error = ?, dead_at = ?, replays = ?, ended_by = ?, position = ?"
             " WHERE seq = ?"),
@@ -295,6 +316,9 @@ class SQLStore:
             counts[_STATES[state]] = n
         return counts
 
+    def item_count(self, state: ItemState) -> int:
+        return self._execute(self._sql("SELECT count(*) FROM items WHERE state = ?"), (state.value,)).fetchone()[0]
+
     def _items(self, sql: str, params: Sequence[Any] = ()) -> list[ItemRow]:
         """Rows as `ItemRow`s; inside a transaction the same item is always the same object,
         so a change the engine made to it earlier in the transaction is not lost."""
@@ -314,9 +338,9 @@ class SQLStore:
         return None if found is None else json.loads(found[0])
 
     def put(self, kind: str, key: str, value: Any) -> None:
-        self._execute(self._sql("INSERT INTO records (kind, key, value) VALUES (?, ?, ?)"
-                                " ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"),
-                      (kind, key, dumps(value)))
+        self._send(self._sql("INSERT INTO records (kind, key, value) VALUES (?, ?, ?)"
+                             " ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"),
+                   (kind, key, dumps(value)))
 
     def put_new(self, kind: str, key: str, value: Any) -> bool:
         cursor = self._execute(self._sql("INSERT INTO records (kind, key, value) VALUES (?, ?, ?)"
@@ -334,13 +358,14 @@ class SQLStore:
 
     # ------------------------------------------------------------------ events
     def _insert_event(self, row: tuple) -> int:
+        """Write one event row; -1 for its seq, which the database gives it."""
         time, kind, item, case, worker, token, attempt, info = row
-        cursor = self._execute(self._sql(
+        self._send(self._sql(
             "INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq"),
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
             (time, kind.value if isinstance(kind, EventKind) else str(kind), item, case, worker, token, attempt,
              dumps(info)))
-        return cursor.fetchone()[0] - 1
+        return -1
 
     def _count_events(self, upto: int) -> int:
         return self._execute(self._sql("SELECT count(*) FROM events WHERE seq <= ?"), (upto,)).fetchone()[0]
