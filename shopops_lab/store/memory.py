@@ -23,14 +23,6 @@ _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DON
 _NONE: list[ItemRow] = []  # never appended to
 
 
-class _Case:
-    __slots__ = ("ready", "leased")
-
-    def __init__(self) -> None:
-        self.ready: deque[ItemRow] = deque()
-        self.leased: ItemRow | None = None
-
-
 class _NoTransaction:
     """One process's memory has nothing to roll back: a block is just a block."""
 
@@ -54,7 +46,8 @@ class MemoryStore:
         self.atomic = _NoTransaction()
         self._items: dict[str, ItemRow] = {}
         self.get_item = self._items.get  # the answer is the dict's own lookup: no Python call on every ack
-        self._cases: dict[str, _Case] = {}
+        self._lines: dict[str, deque[ItemRow]] = {}  # case -> its ready items, head first
+        self._held: set[str] = set()                  # cases with a live lease
         self._available: list[tuple[int, int, str]] = []      # (priority, seq, case_id)
         self._expiry: list[tuple[float, int, int, str]] = []  # (expires_at, seq, token, item_id)
         self._dead: dict[str, ItemRow] = {}
@@ -74,7 +67,7 @@ class MemoryStore:
         available = self._available
         if not available or (max_priority is not None and available[0][0] > max_priority):
             return None
-        return self._cases[available[0][2]].ready[0]
+        return self._lines[available[0][2]][0]
 
     def due_leases(self, t: float) -> list[ItemRow]:
         heap = self._expiry
@@ -94,15 +87,11 @@ class MemoryStore:
         target = row.state
         if source is _READY:  # leased: next_ready answered from the top of the heap
             heapq.heappop(self._available)
-            case = self._cases[row.case_id]
-            case.ready.popleft()
-            case.leased = row
+            self._lines[row.case_id].popleft()
+            self._held.add(row.case_id)
             heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))
-        elif target is _DONE:  # released: offer the case's next item, if any
-            case = self._cases[row.case_id]
-            case.leased = None
-            if case.ready:
-                self._offer(row.case_id, case)
+        elif target is _DONE:
+            self._release(row)
         elif target is _LEASED:
             self._extended(row)
             return
@@ -164,7 +153,7 @@ class MemoryStore:
         heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))
 
     def _returned(self, row: ItemRow) -> None:
-        self._cases[row.case_id].leased = None
+        self._held.discard(row.case_id)
         self._make_ready(row, front=True)
 
     def _buried(self, row: ItemRow) -> None:
@@ -176,25 +165,23 @@ class MemoryStore:
         self._make_ready(row, front=False)
 
     def _make_ready(self, row: ItemRow, *, front: bool) -> None:
-        """Queue `row` in its case and offer the case if it just became servable."""
-        case = self._cases.get(row.case_id)
-        if case is None:
-            case = self._cases[row.case_id] = _Case()
-        was_empty = not case.ready
+        """Queue `row` in its case's line and offer the case if it just became servable."""
+        case_id = row.case_id
+        line = self._lines.get(case_id)
+        if line is None:
+            line = self._lines[case_id] = deque()
+        was_empty = not line
         if front:
-            case.ready.appendleft(row)
+            line.appendleft(row)
         else:
-            case.ready.append(row)
-        if case.leased is None and (was_empty or front):
-            self._offer(row.case_id, case)
-
-    def _offer(self, case_id: str, case: _Case) -> None:
-        head = case.ready[0]
-        heapq.heappush(self._available, (head.priority, head.seq, case_id))
+            line.append(row)
+        if (was_empty or front) and case_id not in self._held:
+            heapq.heappush(self._available, (line[0].priority, line[0].seq, case_id))
 
     def _release(self, row: ItemRow) -> None:
         """The case's lease is over: offer its next item, if any."""
-        case = self._cases[row.case_id]
-        case.leased = None
-        if case.ready:
-            self._offer(row.case_id, case)
+        case_id = row.case_id
+        self._held.discard(case_id)
+        line = self._lines[case_id]
+        if line:
+            heapq.heappush(self._available, (line[0].priority, line[0].seq, case_id))
