@@ -11,12 +11,13 @@ Every delivery is written to the `ContactLedger` and the event log.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from shopops_lab.clock import Clock, FakeClock
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
+from shopops_lab.store import MemoryStore, Store
 
 __all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault", "NaiveAdapter",
            "NaiveEmailAdapter", "NaiveSmsAdapter", "Provider", "SendResult", "SendStatus", "SmsAdapter"]
@@ -57,48 +58,54 @@ class Contact:
 
 
 class ContactLedger:
-    """Every message a customer received, so a lesson can count them per case."""
+    """Every message a customer received, so a lesson can count them per case. It lives in
+    a store: in this process by default, or in a database every worker process shares."""
 
-    __slots__ = ("_contacts",)
+    __slots__ = ("store",)
 
-    def __init__(self) -> None:
-        self._contacts: list[Contact] = []
+    def __init__(self, *, store: Store | None = None) -> None:
+        self.store: Store = store if store is not None else MemoryStore()
 
     def record(self, contact: Contact) -> None:
-        self._contacts.append(contact)
+        self.store.put("contact", contact.message_id, asdict(contact))
 
     def contacts(self, case_id: str | None = None) -> list[Contact]:
-        return [c for c in self._contacts if case_id is None or c.case_id == case_id]
+        return [Contact(**row) for _, row in self.store.scan("contact")
+                if case_id is None or row["case_id"] == case_id]
 
     def duplicates(self) -> dict[tuple[str, str], list[Contact]]:
         """(case_id, idem_key) -> contacts, for every intent the customer got more than once."""
         by_intent: dict[tuple[str, str], list[Contact]] = {}
-        for contact in self._contacts:
+        for contact in self.contacts():
             by_intent.setdefault((contact.case_id, contact.idem_key), []).append(contact)
         return {key: group for key, group in sorted(by_intent.items()) if len(group) > 1}
 
     def __len__(self) -> int:
-        return len(self._contacts)
+        return len(self.store.scan("contact"))
 
     def __repr__(self) -> str:
-        return f"ContactLedger({len(self._contacts)} contacts, {len(self.duplicates())} duplicated intents)"
+        return f"ContactLedger({len(self)} contacts, {len(self.duplicates())} duplicated intents)"
 
 
 class Provider:
     """A fake external channel: numbers messages (`msg-0001`), dedupes on operation id
-    when asked to, and misbehaves on cue (`inject`)."""
+    when asked to, and misbehaves on cue (`inject`). What it delivered is kept in its
+    ledger's store, with the record of each operation, in one transaction."""
 
     def __init__(self, channel: str = "email", *, prefix: str = "msg",
                  ledger: ContactLedger | None = None, log: EventLog | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, store: Store | None = None) -> None:
+        if store is not None and ledger is not None and ledger.store is not store:
+            raise BadArgumentError(field="ledger", problem="keeps its contacts in another store",
+                                   fix="pass either store= or ledger=, or a ledger on the same store")
         self.channel = channel
         self.prefix = prefix
-        self.ledger = ledger if ledger is not None else ContactLedger()
-        self.log = log if log is not None else EventLog()
+        self.ledger = ledger if ledger is not None else ContactLedger(
+            store=store if store is not None else MemoryStore(log=log))
+        self.store = self.ledger.store
+        self.log = log if log is not None else self.store.log
         self.clock = clock if clock is not None else FakeClock()
-        self._by_op: dict[str, str] = {}
         self._faults: deque[Fault] = deque()
-        self._sent = 0
 
     def inject(self, fault: Fault | str, times: int = 1) -> None:
         """Make the next `times` deliveries suffer `fault`."""
@@ -112,22 +119,23 @@ class Provider:
     def deliver(self, op_id: str, *, case_id: str, to: str, idem_key: str, dedupe: bool,
                 worker_id: str | None = None, now: float | None = None) -> SendResult:
         t = self.clock.now() if now is None else now
-        if dedupe and op_id in self._by_op:
-            self.log.append(EventKind.CONTACT_DEDUPED, t, case_id=case_id, worker_id=worker_id,
-                            channel=self.channel, message_id=self._by_op[op_id], idem_key=idem_key)
-            return SendResult(status=SendStatus.OK, op_id=op_id, message_id=self._by_op[op_id], deduped=True)
-        fault = self._faults.popleft() if self._faults else None
-        if fault is Fault.FAIL:
-            self.log.append(EventKind.EFFECT_FAILED, t, case_id=case_id, worker_id=worker_id,
-                            channel=self.channel, idem_key=idem_key, op_id=op_id)
-            return SendResult(status=SendStatus.FAILED, op_id=op_id)
-        self._sent += 1
-        message_id = f"{self.prefix}-{self._sent:04d}"
-        self._by_op[op_id] = message_id
-        self.ledger.record(Contact(message_id=message_id, channel=self.channel, case_id=case_id,
-                                   to=to, idem_key=idem_key, time=t, worker_id=worker_id))
-        self.log.append(EventKind.CONTACT_SENT, t, case_id=case_id, worker_id=worker_id,
-                        channel=self.channel, message_id=message_id, idem_key=idem_key, to=to)
+        with self.store.atomic:  # the operation's record, the contact and its event: all or none
+            sent = self.store.get(self._kind, op_id) if dedupe else None
+            if sent is not None:
+                self.log.append(EventKind.CONTACT_DEDUPED, t, case_id=case_id, worker_id=worker_id,
+                                channel=self.channel, message_id=sent, idem_key=idem_key)
+                return SendResult(status=SendStatus.OK, op_id=op_id, message_id=sent, deduped=True)
+            fault = self._faults.popleft() if self._faults else None
+            if fault is Fault.FAIL:
+                self.log.append(EventKind.EFFECT_FAILED, t, case_id=case_id, worker_id=worker_id,
+                                channel=self.channel, idem_key=idem_key, op_id=op_id)
+                return SendResult(status=SendStatus.FAILED, op_id=op_id)
+            message_id = f"{self.prefix}-{self.store.next_number(self.prefix):04d}"
+            self.store.put(self._kind, op_id, message_id)
+            self.ledger.record(Contact(message_id=message_id, channel=self.channel, case_id=case_id,
+                                       to=to, idem_key=idem_key, time=t, worker_id=worker_id))
+            self.log.append(EventKind.CONTACT_SENT, t, case_id=case_id, worker_id=worker_id,
+                            channel=self.channel, message_id=message_id, idem_key=idem_key, to=to)
         if fault is Fault.DROP_REPLY:
             self.log.append(EventKind.EFFECT_UNKNOWN, t, case_id=case_id, worker_id=worker_id,
                             channel=self.channel, idem_key=idem_key, op_id=op_id)
@@ -136,7 +144,11 @@ class Provider:
 
     def lookup(self, op_id: str) -> str | None:
         """The message id delivered for `op_id`, or None if nothing was delivered."""
-        return self._by_op.get(op_id)
+        return self.store.get(self._kind, op_id)
+
+    @property
+    def _kind(self) -> str:
+        return f"{self.channel} operation"  # the provider's own idempotency records
 
 
 class ChannelAdapter:
@@ -148,9 +160,9 @@ class ChannelAdapter:
     dedupes = True
 
     def __init__(self, provider: Provider | None = None, *, ledger: ContactLedger | None = None,
-                 log: EventLog | None = None, clock: Clock | None = None) -> None:
+                 log: EventLog | None = None, clock: Clock | None = None, store: Store | None = None) -> None:
         self.provider = provider if provider is not None else Provider(
-            self.channel, prefix=self.prefix, ledger=ledger, log=log, clock=clock)
+            self.channel, prefix=self.prefix, ledger=ledger, log=log, clock=clock, store=store)
         self._ops = 0
 
     @property
