@@ -1,8 +1,9 @@
 """Side effects the customer can see, and the adapters that make them safe to repeat.
 
 A `Provider` stands in for the outside service (an email or SMS gateway). It can fail,
-or deliver and then lose its reply, which leaves the caller not knowing whether the
-customer was contacted: the *unknown* outcome. A `ChannelAdapter` sends through it
+deliver and then lose its reply, or lose the request before it arrives; the last two
+look the same to the caller, who does not know whether the customer was contacted: the
+*unknown* outcome, which only `lookup` settles. A `ChannelAdapter` sends through it
 with an idempotency key (the provider dedupes on it, like an Idempotency-Key header),
 so a redelivered job that sends again gets the first message id back instead of a
 second message. `NaiveAdapter` ignores the key, to show what goes wrong without one.
@@ -14,8 +15,9 @@ from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
 
-from shopops_lab.clock import Clock, FakeClock
-from shopops_lab.errors import BadArgumentError
+from shopops_lab import arguments
+from shopops_lab.clock import Clock
+from shopops_lab.errors import BadArgumentError, IdempotencyConflictError
 from shopops_lab.events import EventKind, EventLog
 
 __all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault", "NaiveAdapter",
@@ -25,14 +27,15 @@ __all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault"
 class SendStatus(StrEnum):
     OK = "ok"            # delivered, and we know the message id
     FAILED = "failed"    # the provider refused: nothing reached the customer
-    UNKNOWN = "unknown"  # the reply was lost: it may or may not have been delivered
+    UNKNOWN = "unknown"  # no reply came back: it may or may not have been delivered
 
 
 class Fault(StrEnum):
     """What the provider does to the next delivery, when told to misbehave."""
 
     FAIL = "fail"              # refuse without delivering
-    DROP_REPLY = "drop_reply"  # deliver, then lose the reply
+    DROP_REPLY = "drop_reply"  # deliver, then lose the reply: unknown to the caller, but sent
+    LOSE_REQUEST = "lose_request"  # the request never arrives: unknown to the caller, and nothing sent
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -65,6 +68,7 @@ class ContactLedger:
         self._contacts: list[Contact] = []
 
     def record(self, contact: Contact) -> None:
+        arguments.instance("contact", contact, Contact, "pass a Contact (providers record what they deliver)")
         self._contacts.append(contact)
 
     def contacts(self, case_id: str | None = None) -> list[Contact]:
@@ -91,12 +95,14 @@ class Provider:
     def __init__(self, channel: str = "email", *, prefix: str = "msg",
                  ledger: ContactLedger | None = None, log: EventLog | None = None,
                  clock: Clock | None = None) -> None:
-        self.channel = channel
-        self.prefix = prefix
-        self.ledger = ledger if ledger is not None else ContactLedger()
-        self.log = log if log is not None else EventLog()
-        self.clock = clock if clock is not None else FakeClock()
+        self.channel = arguments.text("channel", channel, "the channel's name, e.g. 'email'")
+        self.prefix = arguments.text("prefix", prefix, "the message ids' prefix, e.g. 'msg'")
+        self.ledger = ContactLedger() if ledger is None else arguments.instance(
+            "ledger", ledger, ContactLedger, "pass a ContactLedger to share, or leave it out")
+        self.log = arguments.log(log)
+        self.clock: Clock = arguments.clock(clock)
         self._by_op: dict[str, str] = {}
+        self._requests: dict[str, tuple[str, str]] = {}  # op id -> (case, recipient) it was delivered for
         self._faults: deque[Fault] = deque()
         self._sent = 0
 
@@ -111,7 +117,15 @@ class Provider:
 
     def deliver(self, op_id: str, *, case_id: str, to: str, idem_key: str, dedupe: bool,
                 worker_id: str | None = None, now: float | None = None) -> SendResult:
-        t = self.clock.now() if now is None else now
+        """Deliver one message for operation `op_id`; with `dedupe`, a repeat of a delivered
+        operation returns its first message id, and a repeat for another case or recipient
+        is refused (IdempotencyConflictError), as payment APIs refuse a reused key."""
+        arguments.text("op_id", op_id, "the operation's id, e.g. the send's idempotency key")
+        t = arguments.time_of(now, self.clock)
+        first = self._requests.get(op_id) if dedupe else None
+        if first is not None and first != (case_id, to):
+            field, was, given = ("case_id", first[0], case_id) if first[0] != case_id else ("to", first[1], to)
+            raise IdempotencyConflictError(key=op_id, difference=f"{field} was {was!r}, now {given!r}")
         if dedupe and op_id in self._by_op:
             self.log.append(EventKind.CONTACT_DEDUPED, t, case_id=case_id, worker_id=worker_id,
                             channel=self.channel, message_id=self._by_op[op_id], idem_key=idem_key)
@@ -121,9 +135,14 @@ class Provider:
             self.log.append(EventKind.EFFECT_FAILED, t, case_id=case_id, worker_id=worker_id,
                             channel=self.channel, idem_key=idem_key, op_id=op_id)
             return SendResult(status=SendStatus.FAILED, op_id=op_id)
+        if fault is Fault.LOSE_REQUEST:  # the caller times out; the provider never saw it
+            self.log.append(EventKind.EFFECT_UNKNOWN, t, case_id=case_id, worker_id=worker_id,
+                            channel=self.channel, idem_key=idem_key, op_id=op_id, lost="request")
+            return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)
         self._sent += 1
         message_id = f"{self.prefix}-{self._sent:04d}"
         self._by_op[op_id] = message_id
+        self._requests[op_id] = (case_id, to)
         self.ledger.record(Contact(message_id=message_id, channel=self.channel, case_id=case_id,
                                    to=to, idem_key=idem_key, time=t, worker_id=worker_id))
         self.log.append(EventKind.CONTACT_SENT, t, case_id=case_id, worker_id=worker_id,
@@ -136,7 +155,7 @@ class Provider:
 
     def lookup(self, op_id: str) -> str | None:
         """The message id delivered for `op_id`, or None if nothing was delivered."""
-        return self._by_op.get(op_id)
+        return self._by_op.get(arguments.text("op_id", op_id, "the operation id you sent with"))
 
 
 class ChannelAdapter:
@@ -149,6 +168,8 @@ class ChannelAdapter:
 
     def __init__(self, provider: Provider | None = None, *, ledger: ContactLedger | None = None,
                  log: EventLog | None = None, clock: Clock | None = None) -> None:
+        if provider is not None:
+            arguments.instance("provider", provider, Provider, "pass a Provider(...), or leave it out for a fresh one")
         self.provider = provider if provider is not None else Provider(
             self.channel, prefix=self.prefix, ledger=ledger, log=log, clock=clock)
         self._ops = 0
@@ -160,16 +181,21 @@ class ChannelAdapter:
     def send(self, idem_key: str, *, case_id: str, to: str = "customer", body: str = "",
              worker_id: str | None = None, now: float | None = None) -> SendResult:
         """Deliver `body` to `to` for `case_id`, at most once per `idem_key`."""
-        for field, value in (("idem_key", idem_key), ("case_id", case_id), ("to", to)):
-            if not isinstance(value, str) or not value:
-                raise BadArgumentError(field=field, problem=f"is {value!r}",
-                                       fix="pass a non-empty string, e.g. idem_key='O-1001:email:3'")
+        arguments.text("idem_key", idem_key, "the send's idempotency key, e.g. idem_key='O-1001:email:3'")
+        arguments.text("case_id", case_id, "the case this message is about, e.g. case_id='O-1001'")
+        arguments.text("to", to, "the recipient, e.g. to='jordan@example.com'")
+        if not isinstance(body, str):
+            raise BadArgumentError(field="body", problem=f"is {arguments.a(type(body).__name__)}, not text",
+                                   fix="pass the message text as a string, e.g. body='Your refund is on its way'")
+        if worker_id is not None:
+            arguments.text("worker_id", worker_id, "the sending worker's name, e.g. 'W1', or leave it out")
         return self.provider.deliver(self._op_id(idem_key), case_id=case_id, to=to,
                                      idem_key=idem_key, dedupe=self.dedupes,
                                      worker_id=worker_id, now=now)
 
     def lookup(self, op_id: str) -> SendResult:
         """Reconcile an unknown outcome: ask the provider whether `op_id` was delivered."""
+        arguments.text("op_id", op_id, "the operation id you sent with")
         message_id = self.provider.lookup(op_id)
         if message_id is None:
             return SendResult(status=SendStatus.FAILED, op_id=op_id)

@@ -19,7 +19,8 @@ from enum import IntEnum, StrEnum
 from typing import Any, Callable, Mapping, NamedTuple
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock, FakeClock
+from shopops_lab.arguments import MAX_TIME
+from shopops_lab.clock import Clock
 from shopops_lab.errors import (
     BadArgumentError,
     LeaseExpiredError,
@@ -33,7 +34,7 @@ from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import is_flat, json_copy
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
 
-__all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority"]
+__all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "QueueId"]
 
 # Looked up once: reading a member off an Enum class costs a descriptor call, on every hot path.
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
@@ -63,9 +64,27 @@ class Outcome(StrEnum):
     LOST = "lost"        # the lease expired or was taken over while the handler ran
 
 
+class QueueId:
+    """Which queue granted a lease, compared by identity. Item ids are counters, so two
+    queues both have an `item-0001`; the lease carries its queue's `QueueId` so that one
+    queue never settles another's item. Copies of a lease keep it (it copies as itself)."""
+
+    __slots__ = ()
+
+    def __copy__(self) -> "QueueId":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "QueueId":
+        return self
+
+    def __repr__(self) -> str:
+        return "QueueId()"  # the same text for every queue: notebook outputs stay stable
+
+
 class Lease(NamedTuple):
     """A claim on one item, as granted. `token` fences every write made under it;
-    heartbeats move the store's deadline, not this snapshot's `expires_at`.
+    heartbeats move the store's deadline, not this snapshot's `expires_at`; `queue`
+    names the queue that granted it (a lease of another queue is refused).
 
     Immutable like the kit's dataclasses, but a NamedTuple: one is made on every
     acquire, and building it costs a fifth of a frozen dataclass's."""
@@ -80,6 +99,7 @@ class Lease(NamedTuple):
     leased_at: float
     expires_at: float
     payload: Mapping[str, Any]
+    queue: QueueId | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -136,12 +156,10 @@ class InMemoryQueue:
                  clock: Clock | None = None, *, log: EventLog | None = None) -> None:
         self.lease_seconds = arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
         arguments.whole("max_attempts", max_attempts, 1, "pass a whole number >= 1 (how many deliveries before the DLQ)")
-        if clock is not None and not callable(getattr(clock, "now", None)):
-            raise BadArgumentError(field="clock", problem=f"is {clock!r}, which has no now()",
-                                   fix="pass FakeClock() or SystemClock() from shopops_lab")
+        self.clock: Clock = arguments.clock(clock)
+        self.log = arguments.log(log)
         self.max_attempts = max_attempts
-        self.clock: Clock = clock if clock is not None else FakeClock()
-        self.log = log if log is not None else EventLog()
+        self.id = QueueId()
         self._record = self.log.appender()  # hot events skip append()'s keyword handling
         self._records: dict[str, _Record] = {}
         self._cases: dict[str, _Case] = {}
@@ -166,7 +184,7 @@ class InMemoryQueue:
                                    fix="pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
         body = json_copy({} if payload is None else payload)
         if not isinstance(body, dict):
-            raise BadArgumentError(field="payload", problem=f"is a {type(payload).__name__}",
+            raise BadArgumentError(field="payload", problem=f"is {arguments.a(type(payload).__name__)}",
                                    fix="pass a dict, e.g. payload={'idem_key': 'O-1001:email:3'}")
         t = self._time(now)
         rec = _Record()
@@ -194,7 +212,7 @@ class InMemoryQueue:
         under backpressure); `lease_seconds` overrides the queue's lease for this claim.
         """
         if type(worker_id) is not str or not worker_id.strip():
-            arguments.text("worker_id", worker_id, "name the worker, e.g. 'W1'")
+            arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
         seconds = self.lease_seconds if lease_seconds is None else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
         if max_priority is not None and (isinstance(max_priority, bool) or not isinstance(max_priority, int)):
             raise BadArgumentError(field="max_priority", problem=f"is {max_priority!r}",
@@ -221,7 +239,7 @@ class InMemoryQueue:
                       {"expires_at": rec.expires_at}))
         payload = rec.payload
         return Lease(rec.id, rec.case_id, rec.tenant_id, rec.kind, worker_id, rec.token, rec.attempts, t,
-                     rec.expires_at, dict(payload) if rec.flat else json_copy(payload))
+                     rec.expires_at, dict(payload) if rec.flat else json_copy(payload), self.id)
 
     def heartbeat(self, lease: Lease, *, now: float | None = None) -> bool:
         """Extend a live lease to now + its lease time. False once the lease is lost
@@ -256,11 +274,12 @@ class InMemoryQueue:
         """Give the item back after a failure. It is ready again, or dead if this was its
         last allowed attempt. Returns the item's new state."""
         rec = self._granted(lease)
+        described = _describe(error)
         t = self._time(now)
         self._expire(t)
         self._live(lease, rec, "nack", t)
         rec.ended_by = "nacked"
-        rec.last_error = _describe(error)
+        rec.last_error = described
         self.log.append(EventKind.NACKED, t, item_id=rec.id, case_id=rec.case_id,
                         worker_id=lease.worker_id, token=lease.token, attempt=rec.attempts,
                         error=rec.last_error)
@@ -269,7 +288,11 @@ class InMemoryQueue:
     def process_one(self, worker_id: str, handler: Callable[[Lease], Any], *,
                     now: float | None = None) -> Outcome:
         """Acquire, run `handler(lease)`, then ack; nack if it raises. The handler must be
-        safe to run twice: an expired lease means the same item comes back."""
+        safe to run twice: an expired lease means the same item comes back. A handler
+        that settles its own lease (acks or nacks it) is taken at its word."""
+        if not callable(handler):
+            raise BadArgumentError(field="handler", problem=f"is {handler!r}, not a function",
+                                   fix="pass a function that takes the Lease, e.g. def handle(lease): ...")
         lease = self.acquire(worker_id, now=now)
         if lease is None:
             return Outcome.EMPTY
@@ -280,12 +303,23 @@ class InMemoryQueue:
                 state = self.nack(lease, error=exc, now=self._settle_time(now))
             except (StaleTokenError, LeaseExpiredError):
                 return Outcome.LOST
+            except LeaseSettledError:
+                return self._settled_by_handler(lease)
             return Outcome.DEAD if state is _DEAD else Outcome.RETRIED
         try:
             self.ack(lease, now=self._settle_time(now))
         except (StaleTokenError, LeaseExpiredError):
             return Outcome.LOST
+        except LeaseSettledError:
+            return self._settled_by_handler(lease)
         return Outcome.OK
+
+    def _settled_by_handler(self, lease: Lease) -> Outcome:
+        """What the handler made of its own lease when it acked or nacked it itself."""
+        rec = self._records[lease.item_id]
+        if rec.ended_by == "acked":
+            return Outcome.OK
+        return Outcome.DEAD if rec.state is _DEAD else Outcome.RETRIED
 
     def _expire_leases(self, now: float | None = None) -> list[str]:
         """Return every lease whose deadline has passed to the queue (or the DLQ if it
@@ -324,13 +358,8 @@ class InMemoryQueue:
 
     def items(self, state: ItemState | str | None = None) -> list[Item]:
         """Snapshots in enqueue order, optionally only those in `state`."""
-        if state is None:
-            wanted = None
-        elif state in _STATES:
-            wanted = ItemState(state)
-        else:
-            raise BadArgumentError(field="state", problem=f"is {state!r}",
-                                   fix=f"pass one of {', '.join(_STATES)}, or leave it out for every item")
+        wanted = None if state is None else arguments.member("state", state, ItemState,
+                                                             ", or leave it out for every item")
         return [r.snapshot() for r in self._records.values() if wanted is None or r.state is wanted]
 
     def leases(self) -> list[Item]:
@@ -360,16 +389,16 @@ class InMemoryQueue:
         reading behind a `now=` already used counts as that time (so forcing an expiry
         with `now=` works with a frozen clock), and an explicit `now=` in the past is refused."""
         if now is None:
-            t = float(self.clock.now())
+            t = self.clock.now()
+            if t.__class__ is not float or not _EARLIEST <= t <= MAX_TIME:  # one cheap test for the usual reading
+                t = arguments.time_of(None, self.clock)
             if t < self._last_time:
                 t = self._last_time
-        elif isinstance(now, bool) or not isinstance(now, (int, float)) or now != now:
-            raise BadArgumentError(field="now", problem=f"is {now!r}", fix="pass seconds as a number, or leave it out")
-        elif now < self._last_time:
-            raise BadArgumentError(field="now", problem=f"is {now:g}, earlier than t={self._last_time:g} already seen",
-                                   fix="time only moves forward; pass a later now= or advance the clock")
         else:
-            t = float(now)
+            t = arguments.moment("now", now)
+            if t < self._last_time:
+                raise BadArgumentError(field="now", problem=f"is {now:g}, earlier than t={self._last_time:g} already seen",
+                                       fix="time only moves forward; pass a later now= or advance the clock")
         self._last_time = t
         return t
 
@@ -447,8 +476,11 @@ class InMemoryQueue:
         """The record behind a lease this queue really granted. Checked before the call's
         time is taken, so a wrong argument changes nothing (not even expiries)."""
         if not isinstance(lease, Lease):
-            raise BadArgumentError(field="lease", problem=f"is a {type(lease).__name__}",
+            raise BadArgumentError(field="lease", problem=f"is {arguments.a(type(lease).__name__)}",
                                    fix="pass the Lease object that acquire() returned")
+        if lease.queue is not self.id:
+            raise UnknownLeaseError(reason=f"lease on {lease.item_id} was not granted by this queue "
+                                           "(item ids repeat across queues)")
         rec = self._records.get(lease.item_id) if isinstance(lease.item_id, str) else None
         if rec is None:
             raise UnknownLeaseError(reason=f"no item {lease.item_id} in this queue")
@@ -471,14 +503,20 @@ class InMemoryQueue:
             raise LeaseSettledError(item_id=rec.id, token=lease.token, how=rec.ended_by)
 
 
-_STATES = tuple(state.value for state in ItemState)
-_EDGES = frozenset(TRANSITIONS)
-_SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"  # the table's edges, for a quick membership test on every move
+_EARLIEST = -MAX_TIME
+_EDGES = frozenset(TRANSITIONS)  # the table's edges, for a quick membership test on every move
+_SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"
 
 
 def _describe(error: object) -> str | None:
+    """The error as text for the item's record; an error that cannot say what it is
+    (its __str__ raises) is named by its type, so a nack never fails halfway."""
     if error is None:
         return None
+    try:
+        text = str(error)
+    except Exception:
+        text = f"<{type(error).__name__} whose str() raised>"
     if isinstance(error, BaseException):
-        return f"{type(error).__name__}: {error}"
-    return str(error)
+        return f"{type(error).__name__}: {text}"
+    return text
