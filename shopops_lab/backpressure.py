@@ -43,10 +43,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from shopops_lab import arguments
+from shopops_lab.arguments import MAX_TIME
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.latency import LatencyModel
-from shopops_lab.metrics import percentile
+from shopops_lab.metrics import nearest_rank
 from shopops_lab.worker.queue import Priority
 
 __all__ = ["BackpressurePolicy", "Decision", "Gateway", "NoBackpressure", "Policy", "Signals",
@@ -70,7 +71,7 @@ class Gateway:
                  log: EventLog | None = None) -> None:
         latency = LatencyModel() if latency is None else latency
         if not isinstance(latency, LatencyModel):
-            raise BadArgumentError(field="latency", problem=f"is a {type(latency).__name__}",
+            raise BadArgumentError(field="latency", problem=f"is {arguments.a(type(latency).__name__)}",
                                    fix="pass a LatencyModel(p50=..., p99=..., max=...)")
         arguments.whole("window", window, 1, "pass how many recent calls the p95 covers, e.g. 50")
         if capacity is not None:
@@ -82,7 +83,7 @@ class Gateway:
         self.window = window
         self.capacity = capacity
         self.max_age = None if max_age is None else float(max_age)
-        self.log = log if log is not None else EventLog()
+        self.log = arguments.log(log)
         self.in_flight = 0
         self.calls = 0
         self.timeouts = 0
@@ -94,8 +95,8 @@ class Gateway:
     def start_call(self, rng: random.Random) -> float:
         """Begin one call and return how long it will take, at most `latency.max` (a call
         that reaches `max` timed out). Latency comes from `rng`, slowed by the load."""
+        seconds = self.latency.sample(rng)  # checks rng before anything is counted
         self.in_flight += 1
-        seconds = self.latency.sample(rng)
         capacity = self.capacity
         if capacity is not None and self.in_flight > capacity:
             seconds *= self.in_flight / capacity
@@ -105,6 +106,7 @@ class Gateway:
                     item_id: str | None = None, case_id: str | None = None) -> bool:
         """End a call started with `start_call`; record it and log GATEWAY_CALL.
         Returns True if it timed out."""
+        _check_finished(seconds, now)
         self.in_flight -= 1
         timed_out = self.timed_out(seconds)
         if timed_out:
@@ -120,9 +122,7 @@ class Gateway:
 
     def record(self, latency: float, now: float) -> None:
         """Count one finished call of `latency` seconds, finished at `now`."""
-        if isinstance(latency, bool) or not isinstance(latency, (int, float)) or not 0 <= latency < math.inf:
-            raise BadArgumentError(field="latency", problem=f"is {latency!r}",
-                                   fix="pass the call's duration in seconds, e.g. record(7.5, now=120)")
+        _check_finished(latency, now, "latency")
         self.calls += 1
         recent = self._recent
         recent.append((now, latency))
@@ -135,12 +135,14 @@ class Gateway:
         `max_age` of `now`, when both are given); 0.0 when there are none: no recent call,
         no evidence of slowness."""
         recent = self._recent
+        if now is not None:
+            arguments.moment("now", now, "pass the time to measure at, in seconds, or leave it out")
         if now is not None and self.max_age is not None:
             horizon = now - self.max_age
             while recent and recent[0][0] < horizon:
                 self._forget()
         ordered = self._ordered
-        return percentile(ordered, 95) if ordered else 0.0
+        return nearest_rank(ordered, 95) if ordered else 0.0
 
     def _forget(self) -> None:
         """Drop the oldest recorded call from the window."""
@@ -159,7 +161,7 @@ class Gateway:
 
     def end_spike(self, factor: float) -> None:
         """End one spike started with `spike(factor)`."""
-        if float(factor) not in self._spikes:
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or float(factor) not in self._spikes:
             raise BadArgumentError(field="factor", problem=f"is {factor!r}, but no spike of that factor is on",
                                    fix=f"end one of the spikes in progress: {self._spikes}")
         self._spikes.remove(float(factor))
@@ -178,6 +180,16 @@ class Gateway:
                 f"slowdown={self.slowdown:g})")
 
 
+def _check_finished(seconds: object, now: object, field: str = "seconds") -> None:
+    """Check a finished call's duration and end time before the gateway counts it."""
+    if seconds.__class__ is not float or not 0 <= seconds < math.inf:
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < math.inf:
+            raise BadArgumentError(field=field, problem=f"is {seconds!r}",
+                                   fix="pass the call's duration in seconds, e.g. record(7.5, now=120)")
+    if now.__class__ is not float or not -MAX_TIME <= now <= MAX_TIME:
+        arguments.moment("now", now, "pass the time the call finished, in seconds")
+
+
 # --------------------------------------------------------------------------- decisions
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -188,6 +200,19 @@ class Signals:
     depth: int           # items waiting in the queue
     in_flight: int       # model calls in progress at the gateway
     now: float           # the simulated time
+
+    def __post_init__(self) -> None:
+        # Made on every poll of the simulator: one cheap test passes the usual values.
+        p95, depth, in_flight, now = self.gateway_p95, self.depth, self.in_flight, self.now
+        if not (p95.__class__ is float and 0 <= p95 < math.inf and depth.__class__ is int and depth >= 0
+                and in_flight.__class__ is int and in_flight >= 0 and now.__class__ is float
+                and -MAX_TIME <= now <= MAX_TIME):
+            if isinstance(p95, bool) or not isinstance(p95, (int, float)) or not 0 <= p95 < math.inf:
+                raise BadArgumentError(field="gateway_p95", problem=f"is {p95!r}",
+                                       fix="pass the gateway's p95 in seconds (0.0 when nothing finished lately)")
+            arguments.whole("depth", depth, 0, "pass how many items wait in the queue, a whole number >= 0")
+            arguments.whole("in_flight", in_flight, 0, "pass how many model calls are in progress, a whole number >= 0")
+            arguments.moment("now", now, "pass the time in seconds")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -209,6 +234,9 @@ class Decision:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < math.inf:
             raise BadArgumentError(field="wait_seconds", problem=f"is {seconds!r}",
                                    fix="pass a positive, finite number of seconds, e.g. wait(2)")
+        if not isinstance(self.reason, str):
+            raise BadArgumentError(field="reason", problem=f"is {self.reason!r}",
+                                   fix="say why in a few words, e.g. reason='gateway p95 over budget'")
         if seconds and self.max_priority is not None:
             raise BadArgumentError(field="max_priority", problem="is set on a decision to wait",
                                    fix="return either acquire(max_priority=...) or wait(seconds), not both")
@@ -277,6 +305,10 @@ class BackpressurePolicy:
         arguments.whole("soft_depth", self.soft_depth, 0, "pass a whole number of waiting items >= 0")
 
     def decide(self, *, gateway_p95: float, depth: int, in_flight: int, now: float) -> Decision:
+        return self(Signals(gateway_p95=gateway_p95, depth=depth, in_flight=in_flight, now=now))
+
+    def __call__(self, signals: Signals) -> Decision:
+        gateway_p95, depth, in_flight = signals.gateway_p95, signals.depth, signals.in_flight
         if depth <= self.soft_depth:
             return ACQUIRE_ANY
         if self.stop_p95 is not None and gateway_p95 > self.stop_p95:
@@ -289,17 +321,13 @@ class BackpressurePolicy:
             return SHED_BULK
         return ACQUIRE_ANY
 
-    def __call__(self, signals: Signals) -> Decision:
-        return self.decide(gateway_p95=signals.gateway_p95, depth=signals.depth,
-                           in_flight=signals.in_flight, now=signals.now)
-
 
 @dataclass(frozen=True, slots=True)
 class NoBackpressure:
     """Always acquire anything: the baseline that piles every worker onto a slow gateway."""
 
     def decide(self, *, gateway_p95: float, depth: int, in_flight: int, now: float) -> Decision:
-        return ACQUIRE_ANY
+        return self(Signals(gateway_p95=gateway_p95, depth=depth, in_flight=in_flight, now=now))
 
     def __call__(self, signals: Signals) -> Decision:
         return ACQUIRE_ANY
@@ -318,7 +346,7 @@ def as_policy(policy: Any) -> Policy:
     elif callable(policy):
         inner = policy
     else:
-        raise BadArgumentError(field="policy", problem=f"is a {type(policy).__name__}, not a function",
+        raise BadArgumentError(field="policy", problem=f"is {arguments.a(type(policy).__name__)}, not a function",
                                fix="pass a function policy(signals) -> Decision, or BackpressurePolicy(...)")
 
     def checked(signals: Signals) -> Decision:

@@ -28,7 +28,8 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
-from shopops_lab.clock import Clock, FakeClock
+from shopops_lab import arguments
+from shopops_lab.clock import Clock
 from shopops_lab.effects import (
     ChannelAdapter,
     EmailAdapter,
@@ -47,7 +48,7 @@ from shopops_lab.errors import (
 from shopops_lab.events import EventKind, EventLog
 
 __all__ = ["Checkpoint", "CheckpointStore", "CrashPoint", "Env", "NaiveCheckpointRunner",
-           "PUBLISH_WORKFLOW", "PointKind", "Receipt", "ReceiptRunner", "Step", "Workflow"]
+           "PUBLISH_WORKFLOW", "PointKind", "Receipt", "ReceiptRunner", "Step", "WorkerEnv", "Workflow"]
 
 
 # ---------------------------------------------------------------------- the plan
@@ -145,9 +146,7 @@ class Checkpoint:
     token: int = 0                                                   # the token that wrote it
 
     def __post_init__(self) -> None:
-        if not isinstance(self.workflow_version, str) or not self.workflow_version:
-            raise BadArgumentError(field="workflow_version", problem=f"is {self.workflow_version!r}",
-                                   fix="pass the workflow's version, e.g. 'v1'")
+        arguments.text("workflow_version", self.workflow_version, "the workflow's version, e.g. 'v1'")
         completed = _strings("completed", self.completed)
         if len(set(completed)) != len(completed):
             raise BadArgumentError(field="completed", problem=f"repeats a step ({', '.join(completed)})",
@@ -172,10 +171,12 @@ class Checkpoint:
     @classmethod
     def start(cls, workflow_version: str, *, budgets: Mapping[str, int] | None = None) -> "Checkpoint":
         """The checkpoint of a job nothing has happened to yet."""
-        return cls(workflow_version=workflow_version, budgets=dict(budgets or {}))
+        return cls(workflow_version=workflow_version, budgets={} if budgets is None else budgets)
 
     def confirm(self, step: str, artifact: str) -> "Checkpoint":
         """`step` is done and produced `artifact` (an artifact id, or a message id for an effect)."""
+        arguments.text("step", step, "the id of the step you finished, e.g. 'summarize'")
+        arguments.text("artifact", artifact, "the id of what the step made, e.g. 'summary-v1'")
         if step in self.completed:
             raise BadArgumentError(field="step", problem=f"{step!r} is already confirmed",
                                    fix="skip confirmed steps and reuse their artifacts")
@@ -183,15 +184,19 @@ class Checkpoint:
 
     def intend(self, op_id: str, step: str) -> "Checkpoint":
         """About to perform operation `op_id` for `step`: written before the side effect."""
+        arguments.text("op_id", op_id, "the operation id you are about to send with")
+        arguments.text("step", step, "the step the operation performs, e.g. 'publish'")
         return replace(self, intents={**self.intents, op_id: step})
 
     def receive(self, receipt: Receipt) -> "Checkpoint":
         """The side effect happened; here is the provider's proof."""
+        arguments.instance("receipt", receipt, Receipt, "pass a Receipt(op_id=..., step=..., message_id=...)")
         return replace(self, receipts={**self.receipts, receipt.op_id: receipt})
 
     def spend(self, budget: str, amount: int = 1) -> "Checkpoint":
         """Take `amount` from `budget`; BudgetExhaustedError if not enough is left."""
-        if budget not in self.budgets:
+        arguments.whole("amount", amount, 1, "pass how much to spend, a whole number >= 1 (a spend never refills)")
+        if not isinstance(budget, str) or budget not in self.budgets:
             raise BadArgumentError(field="budget", problem=f"is {budget!r}, which this checkpoint does not track",
                                    fix=f"use one of {sorted(self.budgets)} or start the checkpoint with it")
         left = self.budgets[budget]
@@ -201,6 +206,7 @@ class Checkpoint:
 
     def approve(self, approval_ref: str) -> "Checkpoint":
         """Remember a person's approval (of the artifacts as they are now)."""
+        arguments.text("approval_ref", approval_ref, "the approval's id, e.g. 'appr-0007'")
         return replace(self, approval_refs=self.approval_refs + (approval_ref,))
 
     def op_for(self, step: str) -> str | None:
@@ -231,8 +237,10 @@ class CheckpointStore:
 
     def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None,
                  on_save: Callable[[str, Checkpoint | None, Checkpoint], None] | None = None) -> None:
-        self.clock: Clock = clock if clock is not None else FakeClock()
-        self.log = log if log is not None else EventLog()
+        self.clock: Clock = arguments.clock(clock)
+        self.log = arguments.log(log)
+        if on_save is not None:
+            arguments.callable_("on_save", on_save, "pass a function (job_id, before, after), or leave it out")
         self._on_save = on_save
         self._history: dict[str, list[Checkpoint]] = {}
         self._tokens: dict[str, int] = {}
@@ -240,9 +248,10 @@ class CheckpointStore:
     def claim(self, job_id: str, *, now: float | None = None) -> int:
         """A new owner for `job_id`: its token, larger than every earlier one."""
         _job_id(job_id)
+        t = self._now(now)
         token = self._tokens.get(job_id, 0) + 1
         self._tokens[job_id] = token
-        self.log.append(EventKind.JOB_CLAIMED, self._now(now), item_id=job_id, token=token)
+        self.log.append(EventKind.JOB_CLAIMED, t, item_id=job_id, token=token)
         return token
 
     def token(self, job_id: str) -> int:
@@ -255,8 +264,11 @@ class CheckpointStore:
         if isinstance(token, bool) or not isinstance(token, int) or not 1 <= token <= current:
             raise BadArgumentError(field="token", problem=f"is {token!r}, which was never issued for {job_id}",
                                    fix="pass the token that claim() returned")
+        if not isinstance(op, str):
+            raise BadArgumentError(field="op", problem=f"is {op!r}", fix="name the write, e.g. op='save'")
+        t = self._now(now)
         if token < current:
-            self.log.append(EventKind.STALE_REJECTED, self._now(now), item_id=job_id, token=token,
+            self.log.append(EventKind.STALE_REJECTED, t, item_id=job_id, token=token,
                             op=op, current=current)
             raise StaleTokenError(what=f"the checkpoint of {job_id}", token=token, current=current)
 
@@ -268,13 +280,14 @@ class CheckpointStore:
     def save(self, job_id: str, checkpoint: Checkpoint, *, token: int, now: float | None = None) -> Checkpoint:
         """Write `checkpoint` under `token`; a stale token writes nothing. Returns what was stored."""
         if not isinstance(checkpoint, Checkpoint):
-            raise BadArgumentError(field="checkpoint", problem=f"is a {type(checkpoint).__name__}",
+            raise BadArgumentError(field="checkpoint", problem=f"is {arguments.a(type(checkpoint).__name__)}",
                                    fix="pass a Checkpoint, e.g. Checkpoint.start('v1').confirm('fetch', 'source-v1')")
-        self.verify(job_id, token, op="save", now=now)
+        t = self._now(now)
+        self.verify(job_id, token, op="save", now=t)
         before = self.load(job_id)
         stored = replace(checkpoint, token=token)
         self._history.setdefault(job_id, []).append(stored)
-        self.log.append(EventKind.CHECKPOINT_WRITTEN, self._now(now), item_id=job_id, token=token,
+        self.log.append(EventKind.CHECKPOINT_WRITTEN, t, item_id=job_id, token=token,
                         completed=",".join(stored.completed))
         if self._on_save is not None:
             self._on_save(job_id, before, stored)
@@ -285,11 +298,12 @@ class CheckpointStore:
         """Move `job_id`'s checkpoint to workflow `to_version` through `fn`, explicitly.
         The migration takes ownership (a new token), so a worker still running the old
         plan can no longer write."""
+        t = self._now(now)
         current = self.load(job_id)
         if current is None:
             raise BadArgumentError(field="job_id", problem=f"{job_id!r} has no checkpoint to migrate",
                                    fix="migrate a job that has run under the old version")
-        if not isinstance(to_version, str) or not to_version:
+        if not isinstance(to_version, str) or not to_version.strip():
             raise BadArgumentError(field="to_version", problem=f"is {to_version!r}", fix="pass the new version, e.g. 'v2'")
         if not callable(fn):
             raise BadArgumentError(field="fn", problem=f"is {fn!r}",
@@ -298,10 +312,11 @@ class CheckpointStore:
         if not isinstance(migrated, Checkpoint):
             raise BadArgumentError(field="fn", problem=f"returned a {type(migrated).__name__}",
                                    fix="return a Checkpoint (the old one, or one made from it)")
-        token = self.claim(job_id)
-        stored = replace(migrated, workflow_version=to_version, token=token)
+        stored = replace(migrated, workflow_version=to_version)  # checks the version before the claim
+        token = self.claim(job_id, now=t)
+        stored = replace(stored, token=token)
         self._history[job_id].append(stored)
-        self.log.append(EventKind.CHECKPOINT_WRITTEN, self._now(now), item_id=job_id, token=token,
+        self.log.append(EventKind.CHECKPOINT_WRITTEN, t, item_id=job_id, token=token,
                         completed=",".join(stored.completed), migrated_from=current.workflow_version,
                         migrated_to=to_version)
         return stored
@@ -314,7 +329,7 @@ class CheckpointStore:
         return sorted(self._history)
 
     def _now(self, now: float | None) -> float:
-        return float(self.clock.now()) if now is None else float(now)
+        return arguments.time_of(now, self.clock)
 
     def __repr__(self) -> str:
         return f"CheckpointStore({len(self._history)} jobs)"
@@ -422,16 +437,20 @@ class Env:
                  clock: Clock | None = None, log: EventLog | None = None,
                  budgets: Mapping[str, int] | None = None, faults: Iterable[Fault | str] = ()) -> None:
         if not isinstance(workflow, Workflow):
-            raise BadArgumentError(field="workflow", problem=f"is a {type(workflow).__name__}",
+            raise BadArgumentError(field="workflow", problem=f"is {arguments.a(type(workflow).__name__)}",
                                    fix="pass a Workflow(version=..., steps=[Step(...), ...])")
         self.workflow = workflow
-        self.clock: Clock = clock if clock is not None else FakeClock()
-        self.log = log if log is not None else EventLog()
-        self.adapter = adapter if adapter is not None else EmailAdapter(clock=self.clock, log=self.log)
+        self.clock: Clock = arguments.clock(clock)
+        self.log = arguments.log(log)
+        if adapter is not None:
+            arguments.instance("adapter", adapter, ChannelAdapter,
+                               "pass EmailAdapter(...) or another ChannelAdapter, or leave it out")
+        budgets = dict(Checkpoint.start(workflow.version, budgets={} if budgets is None else budgets).budgets)
         self.faults = _faults(faults)  # injected into the provider: they hit its first deliveries
+        self.adapter = adapter if adapter is not None else EmailAdapter(clock=self.clock, log=self.log)
         for fault in self.faults:
             self.adapter.provider.inject(fault)
-        self.budgets = dict(budgets or {})
+        self.budgets = budgets
         self.checkpoints = CheckpointStore(clock=self.clock, log=self.log, on_save=self._saved)
         self.trace: list[str] = []
         self.effects: list[str] = []           # steps whose action really happened, in order
@@ -452,7 +471,7 @@ class Env:
         Restarts the count of points passed."""
         self._armed = CrashPoint.parse(point) if isinstance(point, str) else point
         if self._armed is not None and not isinstance(self._armed, CrashPoint):
-            raise BadArgumentError(field="crash_at", problem=f"is a {type(point).__name__}",
+            raise BadArgumentError(field="crash_at", problem=f"is {arguments.a(type(point).__name__)}",
                                    fix="pass a CrashPoint, e.g. CrashPoint.after_effect('publish'), or None")
         self._passes.clear()
         self.reached.clear()
@@ -464,6 +483,10 @@ class Env:
     def deliveries(self, job_id: str, step_id: str) -> list[str]:
         """Message ids that really reached the customer for this job's step."""
         return list(self._deliveries.get((job_id, step_id), ()))
+
+    def for_worker(self) -> "WorkerEnv":
+        """This Env as a real worker sees it: the runner's calls only, no inbox or ledger."""
+        return WorkerEnv(self)
 
     # ------------------------------------------------------------------ the runner's side
     def claim(self, job_id: str) -> int:
@@ -585,6 +608,88 @@ class Env:
                 f"{len(self.checkpoints.jobs())} checkpointed jobs)")
 
 
+class WorkerEnv:
+    """What a real worker has, and nothing more: the runner's calls of an `Env` (claim,
+    resume, op_id, make, send, lookup, ack, note, the workflow) and its job's checkpoints
+    (load, save, token, history). The provider's inbox, the contact ledger, the event log
+    and the explorer's records are not here: a worker knows what was delivered from its
+    receipts, or by asking the provider with `lookup(op_id)`. Crashes still happen, as in
+    the Env underneath."""
+
+    __slots__ = ("_env",)
+
+    def __init__(self, env: Env) -> None:
+        self._env = env
+
+    @property
+    def workflow(self) -> Workflow:
+        return self._env.workflow
+
+    @property
+    def checkpoints(self) -> "_WorkerCheckpoints":
+        return _WorkerCheckpoints(self._env.checkpoints)
+
+    def claim(self, job_id: str) -> int:
+        return self._env.claim(job_id)
+
+    def resume(self, job_id: str) -> Checkpoint:
+        return self._env.resume(job_id)
+
+    def op_id(self, job_id: str, step_id: str) -> str:
+        return self._env.op_id(job_id, step_id)
+
+    def make(self, job_id: str, step_id: str) -> str:
+        return self._env.make(job_id, step_id)
+
+    def send(self, job_id: str, step_id: str, op_id: str, *, body: str = "") -> SendResult:
+        return self._env.send(job_id, step_id, op_id, body=body)
+
+    def lookup(self, op_id: str) -> SendResult:
+        return self._env.lookup(op_id)
+
+    def ack(self, job_id: str, *, token: int, result: Any = None) -> None:
+        self._env.ack(job_id, token=token, result=result)
+
+    def note(self, line: str) -> None:
+        self._env.note(line)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"a worker's env has no {name!r}: a real worker cannot see the provider's inbox, the "
+                             "contact ledger or the explorer's records. It knows what its checkpoint says, and asks "
+                             "env.lookup(op_id) what happened to an operation.")
+
+    def __repr__(self) -> str:
+        return f"WorkerEnv(workflow={self._env.workflow})"
+
+
+class _WorkerCheckpoints:
+    """A worker's access to the checkpoint store: its job's records, not the store's log."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: CheckpointStore) -> None:
+        self._store = store
+
+    def load(self, job_id: str) -> Checkpoint | None:
+        return self._store.load(job_id)
+
+    def save(self, job_id: str, checkpoint: Checkpoint, *, token: int, now: float | None = None) -> Checkpoint:
+        return self._store.save(job_id, checkpoint, token=token, now=now)
+
+    def token(self, job_id: str) -> int:
+        return self._store.token(job_id)
+
+    def history(self, job_id: str) -> tuple[Checkpoint, ...]:
+        return self._store.history(job_id)
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(f"a worker's checkpoint store has no {name!r}: load, save, token and history are "
+                             "what a worker may use.")
+
+    def __repr__(self) -> str:
+        return "WorkerCheckpoints()"
+
+
 def _result(result: SendResult) -> str:
     if result.message_id is None:
         return result.status.value
@@ -684,9 +789,7 @@ def _faults(faults: Iterable[Fault | str]) -> tuple[Fault, ...]:
 
 
 def _job_id(job_id: object) -> str:
-    if not isinstance(job_id, str) or not job_id:
-        raise BadArgumentError(field="job_id", problem=f"is {job_id!r}", fix="pass the job's id, e.g. 'O-1001'")
-    return job_id
+    return arguments.text("job_id", job_id, "the job's id, e.g. 'O-1001'")
 
 
 def _strings(name: str, value: object) -> tuple[str, ...]:

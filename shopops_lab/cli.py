@@ -8,11 +8,14 @@ To add a subcommand, decorate its run function in this module:
         return run(args.scenario)         # broken module cannot break `doctor`
 
 `main()` never needs editing: it builds the parser from COMMANDS. A ShopOpsError raised by
-a command becomes `error: <message>` on stderr and exit status 2, without a traceback.
+a command, or a usage error, becomes one line `error: <message>` on stderr and exit status 2,
+without a traceback. Output to a closed pipe (`| head`), a full disk or a terminal that
+cannot show every character ends cleanly too.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,6 +40,13 @@ class Command:
 COMMANDS: list[Command] = []
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Usage errors in one line, like the kit's other refusals, pointing at --help."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
+
+
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
     """Default for commands without options."""
 
@@ -55,7 +65,7 @@ def register(name: str, help: str, add_arguments: AddArguments = _no_arguments) 
 
 def build_parser() -> argparse.ArgumentParser:
     """The full parser, rebuilt from COMMANDS on each call so tests see late registrations."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="shopops-lab",
         description="ShopOps Lab: a Jupyter course on distributed agent execution.",
     )
@@ -77,6 +87,21 @@ def _exit_status(code: object) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` (default: sys.argv[1:]), run the chosen subcommand, return its status."""
+    _replace_what_the_terminal_cannot_show()
+    try:
+        status = _run(argv)
+        sys.stdout.flush()  # here, not at exit, so a closed pipe or a full disk is caught below
+        return status
+    except BrokenPipeError:  # the reader went away (`| head`): nobody is left to tell
+        _discard_stdout()
+        return 1
+    except OSError as exc:   # e.g. a full disk under `> file`
+        _discard_stdout()
+        print(f"error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -93,6 +118,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def _replace_what_the_terminal_cannot_show() -> None:
+    """A terminal that cannot show an em dash (PYTHONIOENCODING=ascii, an old console)
+    gets '?' instead of a UnicodeEncodeError halfway through the output."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        try:
+            "\u2014\u2192".encode(stream.encoding)
+        except (UnicodeEncodeError, LookupError, TypeError, AttributeError):
+            if reconfigure is not None:
+                reconfigure(errors="replace")
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device, so the interpreter's last flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (a test's capture): nothing to do
+        pass
 
 
 @register("doctor", "check this machine can run the course; print fixes")
@@ -112,6 +159,20 @@ def _build_arguments(parser: argparse.ArgumentParser) -> None:
           add_arguments=_build_arguments)
 def _build_notebooks(args: argparse.Namespace) -> int:
     from shopops_lab.course.command import run
+
+    return run(args)
+
+
+def _grade_arguments(parser: argparse.ArgumentParser) -> None:
+    from shopops_lab.course.grade.command import add_arguments
+
+    add_arguments(parser)
+
+
+@register("grade", "grade submitted notebooks against the masters: grades.csv, grades.json, feedback/, manual.csv",
+          add_arguments=_grade_arguments)
+def _grade(args: argparse.Namespace) -> int:
+    from shopops_lab.course.grade.command import run
 
     return run(args)
 

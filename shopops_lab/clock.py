@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from typing import Protocol, runtime_checkable
 
+from shopops_lab import arguments
+from shopops_lab.arguments import MAX_TIME
 from shopops_lab.errors import BadArgumentError
 
 
@@ -34,23 +36,24 @@ class FakeClock:
     __slots__ = ("_now",)
 
     def __init__(self, start: float = 0.0) -> None:
-        self._now = _seconds("start", start)
+        self._now = arguments.moment("start", start, _FIX)
 
     def now(self) -> float:
         return self._now
 
     def advance(self, seconds: float) -> float:
         """Move forward by `seconds` (never backwards) and return the new time."""
-        seconds = _seconds("seconds", seconds)
+        seconds = arguments.finite("seconds", seconds, "pass a finite number of seconds >= 0")
         if seconds < 0:
             raise BadArgumentError(field="seconds", problem=f"is negative ({seconds})",
                                    fix="a FakeClock only moves forward; pass a value >= 0")
-        self._now += seconds
+        self._now = arguments.moment("seconds", self._now + seconds,
+                                     f"advance by less: the clock is at {self._now:g} and stops at {MAX_TIME:g}")
         return self._now
 
     def set(self, when: float) -> float:
         """Jump to the absolute time `when`, which may not be in the past."""
-        when = _seconds("when", when)
+        when = arguments.moment("when", when, _FIX)
         if when < self._now:
             raise BadArgumentError(field="when", problem=f"is {when}, before the clock's {self._now}",
                                    fix="a FakeClock only moves forward; pass a time >= now()")
@@ -61,8 +64,4 @@ class FakeClock:
         return f"FakeClock(now={self._now:g})"
 
 
-def _seconds(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise BadArgumentError(field=name, problem=f"is {value!r}, not a number of seconds",
-                               fix=f"pass {name} as an int or float")
-    return float(value)
+_FIX = f"pass a finite number of seconds between {-MAX_TIME:g} and {MAX_TIME:g}"

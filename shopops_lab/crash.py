@@ -216,7 +216,7 @@ def explore(run: Callable[..., Any], workflow: Workflow | None = None, *,
     if not isinstance(workflow, Workflow):
         raise BadArgumentError(field="workflow", problem=f"is a {type(workflow).__name__}",
                                fix="pass a Workflow, or leave it out for fetch, summarize, publish")
-    invariants = tuple(invariants)
+    invariants = tuple(invariants) if isinstance(invariants, (list, tuple)) else ()
     if not invariants or not all(isinstance(i, Invariant) for i in invariants):
         raise BadArgumentError(field="invariants", problem=f"is {invariants!r}",
                                fix="pass Invariant(name=..., check=...) objects, e.g. DEFAULT_INVARIANTS")

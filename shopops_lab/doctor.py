@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import os
 import platform
 import re
 import shutil
@@ -22,8 +23,10 @@ MIN_PYTHON = (3, 11)
 
 # (distribution, import name, version range). Mirrors requirements.txt; a test keeps the
 # two in step, so a learner is never told "ok" about a version the kit does not support.
+# Each fix installs just that package in its range, so it works from any folder.
 REQUIRED_PACKAGES: tuple[tuple[str, str, str], ...] = (
     ("jupyterlab", "jupyterlab", ">=4.2,<5"),
+    ("ipython", "IPython", ">=8.12,<10"),
     ("ipywidgets", "ipywidgets", ">=8.1,<9"),
     ("ipykernel", "ipykernel", ">=6.29,<8"),
     ("nbformat", "nbformat", ">=5.10,<6"),
@@ -128,14 +131,34 @@ def find_kernel_specs() -> dict[str, str]:
 
 
 def python_command() -> str:
-    """How to name this interpreter in a fix: the venv's path when in one, else `python`."""
-    if sys.prefix == sys.base_prefix:
-        return "python"
-    exe = Path(sys.executable)
-    try:
-        return str(exe.relative_to(Path.cwd()))
-    except ValueError:
-        return str(exe)
+    """How to name this interpreter in a fix: its absolute path (not resolved: a venv's python
+    is a link), so the command works from any folder and installs into this environment."""
+    return _quoted(os.path.abspath(sys.executable or "python"))
+
+
+def _quoted(text: str) -> str:
+    """Double-quoted when it holds a space or a shell character: sh, PowerShell and cmd accept that."""
+    return f'"{text}"' if re.search(r"""[\s<>&|;()'"$`]""", text) else text
+
+
+def kit_checkout() -> Path | None:
+    """The source checkout this kit runs from (pyproject.toml beside the package), if any."""
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "pyproject.toml").is_file() else None
+
+
+def kit_install_command(python: str | None = None) -> str:
+    """Installs the kit with every dependency its labs need, from any folder: the checkout
+    this copy runs from, editable (a learner's edits show up at once)."""
+    python = python or python_command()
+    checkout = kit_checkout()
+    where = _quoted(str(checkout)) if checkout else "<the shopops-lab folder>"
+    return f"{python} -m pip install -e {where}"
+
+
+def package_install_command(distribution: str, spec: str = "", python: str = "python") -> str:
+    """Installs one package in the supported range, from any folder."""
+    return f'{python} -m pip install "{distribution}{spec}"'
 
 
 # --- pure logic ------------------------------------------------------------------------
@@ -196,9 +219,9 @@ def check_packages(
     python: str = "python",
 ) -> list[Finding]:
     """Each package the notebooks or tests import, present and in the supported range."""
-    fix = f"{python} -m pip install -r requirements.txt"
     findings = []
     for dist, module, spec in REQUIRED_PACKAGES:
+        fix = package_install_command(dist, spec, python)
         version = version_of(dist)
         if version is None or not importable(module):
             detail = "not installed" if version is None else f"{version} installed but `import {module}` fails"
@@ -216,7 +239,7 @@ def check_kit(*, version_of: VersionOf = installed_version, python: str = "pytho
     if version is None:
         return Finding(
             "shopops-lab", False, "the kit itself is not installed in this environment",
-            f"{python} -m pip install -e .",
+            kit_install_command(python),
         )
     return Finding("shopops-lab", True, version, "")
 
@@ -253,21 +276,21 @@ def check_widgets_frontend(
     JupyterLab 4 loads it from the `jupyterlab_widgets` prebuilt extension; the
     classic Notebook (<7) uses `widgetsnbextension`, so that one is advice only.
     """
-    fix = f"{python} -m pip install -r requirements.txt"
     findings = []
     lab = version_of("jupyterlab_widgets")
     if lab is None:
         findings.append(Finding(
             "jupyterlab_widgets", False,
-            "not installed; without it JupyterLab 4 shows widgets as plain text", fix,
+            "not installed; without it JupyterLab 4 shows widgets as plain text",
+            package_install_command("jupyterlab_widgets", python=python),
         ))
     else:
         findings.append(Finding("jupyterlab_widgets", True, lab, ""))
     classic = version_of("widgetsnbextension")
     if classic is None:
         findings.append(Finding(
-            "widgetsnbextension", False,
-            "not installed; only the classic Notebook (<7) needs it", fix, required=False,
+            "widgetsnbextension", False, "not installed; only the classic Notebook (<7) needs it",
+            package_install_command("widgetsnbextension", python=python), required=False,
         ))
     else:
         findings.append(Finding("widgetsnbextension", True, classic, "", required=False))
@@ -342,6 +365,21 @@ def main(out: TextIO | None = None, **lookups: Any) -> int:
     out = out or sys.stdout
     findings = run_checks(**lookups)
     for finding in findings:
-        print(finding.line(), file=out)
-    print(summary(findings), file=out)
+        print(_showable(finding.line(), out), file=out)
+    print(_showable(summary(findings), out), file=out)
     return exit_code(findings)
+
+
+def _showable(text: str, out: TextIO) -> str:
+    """`text` as `out` can show it: on an ASCII-only terminal the em dash becomes "--" (and
+    anything else it cannot show "?"), so the fixes are still printed, and readable."""
+    encoding = getattr(out, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+        return text
+    except (UnicodeEncodeError, LookupError):
+        plain = text.replace("\u2014", "--")
+        try:
+            return plain.encode(encoding, "replace").decode(encoding)
+        except LookupError:
+            return plain.encode("ascii", "replace").decode("ascii")

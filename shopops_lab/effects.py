@@ -1,8 +1,9 @@
 """Side effects the customer can see, and the adapters that make them safe to repeat.
 
 A `Provider` stands in for the outside service (an email or SMS gateway). It can fail,
-or deliver and then lose its reply, which leaves the caller not knowing whether the
-customer was contacted: the *unknown* outcome. A `ChannelAdapter` sends through it
+deliver and then lose its reply, or lose the request before it arrives; the last two
+look the same to the caller, who does not know whether the customer was contacted: the
+*unknown* outcome, which only `lookup` settles. A `ChannelAdapter` sends through it
 with an idempotency key (the provider dedupes on it, like an Idempotency-Key header),
 so a redelivered job that sends again gets the first message id back instead of a
 second message. `NaiveAdapter` ignores the key, to show what goes wrong without one.
@@ -14,8 +15,9 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
-from shopops_lab.clock import Clock, FakeClock
-from shopops_lab.errors import BadArgumentError
+from shopops_lab import arguments
+from shopops_lab.clock import Clock
+from shopops_lab.errors import BadArgumentError, IdempotencyConflictError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.store import MemoryStore, Store
 
@@ -26,14 +28,15 @@ __all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault"
 class SendStatus(StrEnum):
     OK = "ok"            # delivered, and we know the message id
     FAILED = "failed"    # the provider refused: nothing reached the customer
-    UNKNOWN = "unknown"  # the reply was lost: it may or may not have been delivered
+    UNKNOWN = "unknown"  # no reply came back: it may or may not have been delivered
 
 
 class Fault(StrEnum):
     """What the provider does to the next delivery, when told to misbehave."""
 
     FAIL = "fail"              # refuse without delivering
-    DROP_REPLY = "drop_reply"  # deliver, then lose the reply
+    DROP_REPLY = "drop_reply"  # deliver, then lose the reply: unknown to the caller, but sent
+    LOSE_REQUEST = "lose_request"  # the request never arrives: unknown to the caller, and nothing sent
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,6 +60,16 @@ class Contact:
     worker_id: str | None
 
 
+_CONTACTS = "contact"  # the ledger's records: message id -> the contact
+
+
+def _a_store(value: object) -> Store:
+    if not callable(getattr(value, "put", None)) or not callable(getattr(value, "scan", None)):
+        raise BadArgumentError(field="store", problem=f"is {value!r}, not a store",
+                               fix="pass a store from shopops_lab.store.open_store(url), or leave it out")
+    return value  # type: ignore[return-value]
+
+
 class ContactLedger:
     """Every message a customer received, so a lesson can count them per case. It lives in
     a store: in this process by default, or in a database every worker process shares."""
@@ -64,13 +77,14 @@ class ContactLedger:
     __slots__ = ("store",)
 
     def __init__(self, *, store: Store | None = None) -> None:
-        self.store: Store = store if store is not None else MemoryStore()
+        self.store: Store = MemoryStore() if store is None else _a_store(store)
 
     def record(self, contact: Contact) -> None:
-        self.store.put("contact", contact.message_id, asdict(contact))
+        arguments.instance("contact", contact, Contact, "pass a Contact (providers record what they deliver)")
+        self.store.put(_CONTACTS, contact.message_id, asdict(contact))
 
     def contacts(self, case_id: str | None = None) -> list[Contact]:
-        return [Contact(**row) for _, row in self.store.scan("contact")
+        return [Contact(**row) for _, row in self.store.scan(_CONTACTS)
                 if case_id is None or row["case_id"] == case_id]
 
     def duplicates(self) -> dict[tuple[str, str], list[Contact]]:
@@ -81,7 +95,7 @@ class ContactLedger:
         return {key: group for key, group in sorted(by_intent.items()) if len(group) > 1}
 
     def __len__(self) -> int:
-        return len(self.store.scan("contact"))
+        return len(self.store.scan(_CONTACTS))
 
     def __repr__(self) -> str:
         return f"ContactLedger({len(self)} contacts, {len(self.duplicates())} duplicated intents)"
@@ -89,22 +103,26 @@ class ContactLedger:
 
 class Provider:
     """A fake external channel: numbers messages (`msg-0001`), dedupes on operation id
-    when asked to, and misbehaves on cue (`inject`). What it delivered is kept in its
-    ledger's store, with the record of each operation, in one transaction."""
+    when asked to, and misbehaves on cue (`inject`). What it delivered lives in its ledger's
+    store, next to its record of each operation (what the provider would keep in its own
+    database), and both are written in one transaction with the delivery's event."""
 
     def __init__(self, channel: str = "email", *, prefix: str = "msg",
                  ledger: ContactLedger | None = None, log: EventLog | None = None,
                  clock: Clock | None = None, store: Store | None = None) -> None:
-        if store is not None and ledger is not None and ledger.store is not store:
-            raise BadArgumentError(field="ledger", problem="keeps its contacts in another store",
-                                   fix="pass either store= or ledger=, or a ledger on the same store")
-        self.channel = channel
-        self.prefix = prefix
+        self.channel = arguments.text("channel", channel, "the channel's name, e.g. 'email'")
+        self.prefix = arguments.text("prefix", prefix, "the message ids' prefix, e.g. 'msg'")
+        if ledger is not None:
+            arguments.instance("ledger", ledger, ContactLedger, "pass a ContactLedger to share, or leave it out")
+            if store is not None and ledger.store is not store:
+                raise BadArgumentError(field="ledger", problem="keeps its contacts in another store",
+                                       fix="pass store= or ledger=, or a ledger made on the same store")
         self.ledger = ledger if ledger is not None else ContactLedger(
-            store=store if store is not None else MemoryStore(log=log))
+            store=MemoryStore(log=arguments.log(log)) if store is None else store)
         self.store = self.ledger.store
-        self.log = log if log is not None else self.store.log
-        self.clock = clock if clock is not None else FakeClock()
+        self.log = self.store.log if log is None else arguments.log(log)
+        self.clock: Clock = arguments.clock(clock)
+        self._operations = f"{self.channel} operation"  # the provider's own idempotency records
         self._faults: deque[Fault] = deque()
 
     def inject(self, fault: Fault | str, times: int = 1) -> None:
@@ -118,24 +136,40 @@ class Provider:
 
     def deliver(self, op_id: str, *, case_id: str, to: str, idem_key: str, dedupe: bool,
                 worker_id: str | None = None, now: float | None = None) -> SendResult:
-        t = self.clock.now() if now is None else now
+        """Deliver one message for operation `op_id`; with `dedupe`, a repeat of a delivered
+        operation returns its first message id, and a repeat for another case or recipient
+        is refused (IdempotencyConflictError), as payment APIs refuse a reused key."""
+        arguments.text("op_id", op_id, "the operation's id, e.g. the send's idempotency key")
+        t = arguments.time_of(now, self.clock)
         with self.store.atomic:  # the operation's record, the contact and its event: all or none
-            sent = self.store.get(self._kind, op_id) if dedupe else None
-            if sent is not None:
-                self.log.append(EventKind.CONTACT_DEDUPED, t, case_id=case_id, worker_id=worker_id,
-                                channel=self.channel, message_id=sent, idem_key=idem_key)
-                return SendResult(status=SendStatus.OK, op_id=op_id, message_id=sent, deduped=True)
-            fault = self._faults.popleft() if self._faults else None
-            if fault is Fault.FAIL:
-                self.log.append(EventKind.EFFECT_FAILED, t, case_id=case_id, worker_id=worker_id,
-                                channel=self.channel, idem_key=idem_key, op_id=op_id)
-                return SendResult(status=SendStatus.FAILED, op_id=op_id)
-            message_id = f"{self.prefix}-{self.store.next_number(self.prefix):04d}"
-            self.store.put(self._kind, op_id, message_id)
-            self.ledger.record(Contact(message_id=message_id, channel=self.channel, case_id=case_id,
-                                       to=to, idem_key=idem_key, time=t, worker_id=worker_id))
-            self.log.append(EventKind.CONTACT_SENT, t, case_id=case_id, worker_id=worker_id,
-                            channel=self.channel, message_id=message_id, idem_key=idem_key, to=to)
+            return self._deliver(op_id, case_id, to, idem_key, dedupe, worker_id, t)
+
+    def _deliver(self, op_id: str, case_id: str, to: str, idem_key: str, dedupe: bool,
+                 worker_id: str | None, t: float) -> SendResult:
+        first = self.store.get(self._operations, op_id) if dedupe else None
+        if first is not None:
+            if (first["case_id"], first["to"]) != (case_id, to):
+                field, was, given = (("case_id", first["case_id"], case_id) if first["case_id"] != case_id
+                                     else ("to", first["to"], to))
+                raise IdempotencyConflictError(key=op_id, difference=f"{field} was {was!r}, now {given!r}")
+            self.log.append(EventKind.CONTACT_DEDUPED, t, case_id=case_id, worker_id=worker_id,
+                            channel=self.channel, message_id=first["message_id"], idem_key=idem_key)
+            return SendResult(status=SendStatus.OK, op_id=op_id, message_id=first["message_id"], deduped=True)
+        fault = self._faults.popleft() if self._faults else None
+        if fault is Fault.FAIL:
+            self.log.append(EventKind.EFFECT_FAILED, t, case_id=case_id, worker_id=worker_id,
+                            channel=self.channel, idem_key=idem_key, op_id=op_id)
+            return SendResult(status=SendStatus.FAILED, op_id=op_id)
+        if fault is Fault.LOSE_REQUEST:  # the caller times out; the provider never saw it
+            self.log.append(EventKind.EFFECT_UNKNOWN, t, case_id=case_id, worker_id=worker_id,
+                            channel=self.channel, idem_key=idem_key, op_id=op_id, lost="request")
+            return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)
+        message_id = f"{self.prefix}-{self.store.next_number(self.prefix):04d}"
+        self.store.put(self._operations, op_id, {"message_id": message_id, "case_id": case_id, "to": to})
+        self.ledger.record(Contact(message_id=message_id, channel=self.channel, case_id=case_id,
+                                   to=to, idem_key=idem_key, time=t, worker_id=worker_id))
+        self.log.append(EventKind.CONTACT_SENT, t, case_id=case_id, worker_id=worker_id,
+                        channel=self.channel, message_id=message_id, idem_key=idem_key, to=to)
         if fault is Fault.DROP_REPLY:
             self.log.append(EventKind.EFFECT_UNKNOWN, t, case_id=case_id, worker_id=worker_id,
                             channel=self.channel, idem_key=idem_key, op_id=op_id)
@@ -144,11 +178,8 @@ class Provider:
 
     def lookup(self, op_id: str) -> str | None:
         """The message id delivered for `op_id`, or None if nothing was delivered."""
-        return self.store.get(self._kind, op_id)
-
-    @property
-    def _kind(self) -> str:
-        return f"{self.channel} operation"  # the provider's own idempotency records
+        sent = self.store.get(self._operations, arguments.text("op_id", op_id, "the operation id you sent with"))
+        return None if sent is None else sent["message_id"]
 
 
 class ChannelAdapter:
@@ -161,6 +192,8 @@ class ChannelAdapter:
 
     def __init__(self, provider: Provider | None = None, *, ledger: ContactLedger | None = None,
                  log: EventLog | None = None, clock: Clock | None = None, store: Store | None = None) -> None:
+        if provider is not None:
+            arguments.instance("provider", provider, Provider, "pass a Provider(...), or leave it out for a fresh one")
         self.provider = provider if provider is not None else Provider(
             self.channel, prefix=self.prefix, ledger=ledger, log=log, clock=clock, store=store)
         self._ops = 0
@@ -172,16 +205,21 @@ class ChannelAdapter:
     def send(self, idem_key: str, *, case_id: str, to: str = "customer", body: str = "",
              worker_id: str | None = None, now: float | None = None) -> SendResult:
         """Deliver `body` to `to` for `case_id`, at most once per `idem_key`."""
-        for field, value in (("idem_key", idem_key), ("case_id", case_id), ("to", to)):
-            if not isinstance(value, str) or not value:
-                raise BadArgumentError(field=field, problem=f"is {value!r}",
-                                       fix="pass a non-empty string, e.g. idem_key='O-1001:email:3'")
+        arguments.text("idem_key", idem_key, "the send's idempotency key, e.g. idem_key='O-1001:email:3'")
+        arguments.text("case_id", case_id, "the case this message is about, e.g. case_id='O-1001'")
+        arguments.text("to", to, "the recipient, e.g. to='jordan@example.com'")
+        if not isinstance(body, str):
+            raise BadArgumentError(field="body", problem=f"is {arguments.a(type(body).__name__)}, not text",
+                                   fix="pass the message text as a string, e.g. body='Your refund is on its way'")
+        if worker_id is not None:
+            arguments.text("worker_id", worker_id, "the sending worker's name, e.g. 'W1', or leave it out")
         return self.provider.deliver(self._op_id(idem_key), case_id=case_id, to=to,
                                      idem_key=idem_key, dedupe=self.dedupes,
                                      worker_id=worker_id, now=now)
 
     def lookup(self, op_id: str) -> SendResult:
         """Reconcile an unknown outcome: ask the provider whether `op_id` was delivered."""
+        arguments.text("op_id", op_id, "the operation id you sent with")
         message_id = self.provider.lookup(op_id)
         if message_id is None:
             return SendResult(status=SendStatus.FAILED, op_id=op_id)

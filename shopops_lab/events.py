@@ -12,9 +12,13 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping
 
+from shopops_lab import arguments
+from shopops_lab.arguments import MAX_TIME
 from shopops_lab.errors import BadArgumentError
+from shopops_lab.payloads import frozen, json_copy
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_SCALARS = frozenset({str, int, float, bool, type(None)})  # info values stored as they are
 
 
 class EventKind(StrEnum):
@@ -84,7 +88,7 @@ class Event:
         """A plain, JSON-ready dict (kind as its string, info copied)."""
         row = {name: getattr(self, name) for name in _FIELDS}
         row["kind"] = self.kind.value
-        row["info"] = dict(self.info)
+        row["info"] = json_copy(self.info, "info")  # nested values were frozen on append
         return row
 
     def __str__(self) -> str:
@@ -130,7 +134,15 @@ class EventLog:
                case_id: str | None = None, worker_id: str | None = None,
                token: int | None = None, attempt: int | None = None,
                **info: Any) -> int:
-        """Record one event; returns its `seq`."""
+        """Record one event; returns its `seq`. The kind must be an EventKind (or its
+        name), the time a finite number of seconds, and any nested `info` value JSON;
+        nested values are stored read-only, so the caller's dict stays the caller's."""
+        if kind.__class__ is not EventKind:
+            kind = _kind(kind)
+        if time.__class__ is not float or not -MAX_TIME <= time <= MAX_TIME:
+            arguments.moment("time", time, "pass the event's time in seconds, e.g. clock.now()")
+        if info and not _SCALARS.issuperset(map(type, info.values())):
+            info = {key: frozen(value, f"info[{key!r}]") for key, value in info.items()}
         rows = self._rows
         rows.append((time, kind, item_id, case_id, worker_id, token, attempt, info))
         return len(rows) - 1
@@ -193,16 +205,39 @@ class EventLog:
     @classmethod
     def from_dicts(cls, rows: list[Mapping[str, Any]]) -> "EventLog":
         """Rebuild a log (e.g. from `--json` output) so the checker can read it again."""
+        if not isinstance(rows, (list, tuple)):
+            raise BadArgumentError(field="rows", problem=f"is {arguments.a(type(rows).__name__)}",
+                                   fix="pass a list of dicts, as to_dicts() or a report's --json events give")
         log = cls()
-        for row in rows:
+        for index, row in enumerate(rows):
+            if not isinstance(row, Mapping):
+                raise BadArgumentError(field=f"rows[{index}]", problem=f"is {row!r}, not a dict",
+                                       fix="pass one dict per event, as to_dicts() writes them")
+            if "kind" not in row or "time" not in row:
+                raise BadArgumentError(field=f"rows[{index}]", problem="has no 'kind' or no 'time'",
+                                       fix="give every event a 'kind' and a 'time', as to_dicts() writes them")
+            info = row.get("info") or {}
+            if not isinstance(info, Mapping) or not all(isinstance(key, str) for key in info):
+                raise BadArgumentError(field=f"rows[{index}].info", problem=f"is {info!r}",
+                                       fix="pass the event's details as a dict with string keys, or leave it out")
             fields = {k: row.get(k) for k in ("item_id", "case_id", "worker_id", "token", "attempt")}
-            log.append(EventKind(row["kind"]), float(row["time"]), **fields, **dict(row.get("info") or {}))
+            for key, value in fields.items():
+                wanted = int if key in ("token", "attempt") else str
+                if value is not None and (type(value) is bool or not isinstance(value, wanted)):
+                    raise BadArgumentError(field=f"rows[{index}].{key}", problem=f"is {value!r}",
+                                           fix=f"pass {'a whole number' if wanted is int else 'a string'} or null")
+            try:
+                log.append(row["kind"], row["time"], **fields, **info)
+            except BadArgumentError as err:  # name the row as well as its bad field
+                raise BadArgumentError(field=f"rows[{index}].{err.field}", problem=err.problem, fix=err.fix) from None
         return log
 
     def show(self, limit: int = 20) -> str:
-        """The last `limit` events, one per line, for printing in a notebook."""
+        """The last `limit` events, one per line, for printing in a notebook (0: none,
+        only the count of those left out)."""
+        arguments.whole("limit", limit, 0, "pass how many of the latest events to show, e.g. limit=20")
         events = self.events
-        lines = [str(e) for e in events[-limit:]]
+        lines = [str(e) for e in events[len(events) - limit:]] if limit else []
         if len(events) > limit:
             lines.insert(0, f"... {len(events) - limit} earlier events")
         return "\n".join(lines)

@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock, FakeClock
+from shopops_lab.clock import Clock
 from shopops_lab.errors import (
     BadArgumentError,
     IdempotencyConflictError,
@@ -97,11 +97,8 @@ class JobStore:
     """The authoritative job records (in memory). See the module docstring for the rules."""
 
     def __init__(self, clock: Clock | None = None, log: EventLog | None = None) -> None:
-        if clock is not None and not callable(getattr(clock, "now", None)):
-            raise BadArgumentError(field="clock", problem=f"is {clock!r}, which has no now()",
-                                   fix="pass FakeClock() or SystemClock() from shopops_lab")
-        self.clock: Clock = clock if clock is not None else FakeClock()
-        self.log = log if log is not None else EventLog()
+        self.clock: Clock = arguments.clock(clock)
+        self.log = arguments.log(log)
         self._jobs: dict[str, Job] = {}
         self._by_key: dict[str, str] = {}
         self._holders: dict[str, dict[int, str]] = {}  # job id -> token -> worker that held it
@@ -114,8 +111,9 @@ class JobStore:
         arguments.text("request_key", request_key, "a key the client reuses on every retry, e.g. 'O-1001:refund'")
         body = json_copy({} if params is None else params, "params")
         if not isinstance(body, dict):
-            raise BadArgumentError(field="params", problem=f"is a {type(params).__name__}",
+            raise BadArgumentError(field="params", problem=f"is {arguments.a(type(params).__name__)}",
                                    fix="pass a dict, e.g. params={'case_id': 'O-1001'}")
+        t = self._time(now)
         existing = self._by_key.get(request_key)
         if existing is not None:
             job = self._jobs[existing]
@@ -125,8 +123,7 @@ class JobStore:
                     key=request_key, field=field,
                     difference=f"params[{field!r}] was {job.params.get(field, '<absent>')!r}, "
                                f"now {body.get(field, '<absent>')!r}")
-            return job
-        t = self._time(now)
+            return _handed(job)
         job_id = f"job-{len(self._jobs) + 1:04d}"
         job = Job(id=job_id, request_key=request_key, params=MappingProxyType(body),
                   state=JobState.QUEUED, version=1, last_step=None, token=0, owner=None,
@@ -136,7 +133,7 @@ class JobStore:
         self._by_key[request_key] = job_id
         self._holders[job_id] = {}
         self.log.append(EventKind.JOB_SUBMITTED, t, item_id=job_id, request_key=request_key)
-        return job
+        return _handed(job)
 
     # ------------------------------------------------------------------ claiming
     def claim(self, job_id: str, worker_id: str, *, lease_seconds: float,
@@ -145,7 +142,7 @@ class JobStore:
         A live lease held by another worker is refused (JobLeasedError); an expired one
         is taken over, and from then on the old holder's writes are stale."""
         job = self._get(job_id)
-        arguments.text("worker_id", worker_id, "name the worker, e.g. 'A'")
+        arguments.text("worker_id", worker_id, "the worker's name, e.g. 'A'")
         arguments.seconds("lease_seconds", lease_seconds, "pass a positive, finite number of seconds, e.g. 30")
         t = self._time(now)
         if job.state is JobState.RUNNING and job.owner != worker_id and t < job.lease_expires_at:
@@ -167,18 +164,19 @@ class JobStore:
         """Record `step_id` as the last confirmed step. With `expected_version`, also
         refuse (VersionConflictError) if the record changed since the caller read it."""
         arguments.text("step_id", step_id, "the id of the step you finished, e.g. 'summarize'")
+        if expected_version is not None and (isinstance(expected_version, bool)
+                                             or not isinstance(expected_version, int)):
+            raise BadArgumentError(field="expected_version", problem=f"is {expected_version!r}",
+                                   fix="pass the version from the Job or Claim you read, or leave it out")
         job, t = self._fenced(job_id, token, "confirm_step", now)
         if expected_version is not None:
-            if isinstance(expected_version, bool) or not isinstance(expected_version, int):
-                raise BadArgumentError(field="expected_version", problem=f"is {expected_version!r}",
-                                       fix="pass the version from the Job or Claim you read, or leave it out")
             if expected_version != job.version:
                 raise VersionConflictError(job_id=job_id, expected=expected_version, current=job.version)
         self._running(job, "confirm_step")
         job = self._save(job, last_step=step_id)
         self.log.append(EventKind.JOB_STEP_CONFIRMED, t, item_id=job_id, worker_id=job.owner,
                         token=token, step=step_id, version=job.version)
-        return job
+        return _handed(job)
 
     def complete(self, job_id: str, *, token: int, result: Any = None, now: float | None = None) -> Job:
         """Finish the job with `result` (JSON). Rejected if a newer claim exists, even
@@ -190,7 +188,7 @@ class JobStore:
 
     def fail(self, job_id: str, *, token: int, error: str, now: float | None = None) -> Job:
         """End the job as failed, saying why."""
-        arguments.text("error", error, "say what went wrong, e.g. error='provider refused the message'")
+        arguments.text("error", error, "what went wrong, e.g. error='provider refused the message'")
         job, t = self._fenced(job_id, token, "fail", now)
         return self._move(job, JobState.FAILED, t, token=token, error=error, owner=None,
                           lease_expires_at=None)
@@ -210,19 +208,21 @@ class JobStore:
 
     def cancel(self, job_id: str, *, reason: str = "cancelled", now: float | None = None) -> Job:
         """Stop the job. A worker still running it finds out on its next write."""
-        arguments.text("reason", reason, "say why, e.g. reason='customer withdrew the request'")
+        arguments.text("reason", reason, "the reason, e.g. reason='customer withdrew the request'")
         job = self._get(job_id)
         return self._move(job, JobState.CANCELLED, self._time(now), error=reason, owner=None,
                           lease_expires_at=None)
 
     # ------------------------------------------------------------------ reading
     def get(self, job_id: str) -> Job:
-        return self._get(job_id)
+        """A snapshot of the job: changing its params or result changes nothing here."""
+        return _handed(self._get(job_id))
 
     def jobs(self, state: JobState | str | None = None) -> list[Job]:
         """Every job in submission order, optionally only those in `state`."""
-        wanted = None if state is None else JobState(state)
-        return [job for job in self._jobs.values() if wanted is None or job.state is wanted]
+        wanted = None if state is None else arguments.member("state", state, JobState,
+                                                             ", or leave it out for every job")
+        return [_handed(job) for job in self._jobs.values() if wanted is None or job.state is wanted]
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -268,7 +268,7 @@ class JobStore:
         job = self._save(job, state=target, **changes)
         self.log.append(EventKind.JOB_STATE_CHANGED, t, item_id=job.id, token=token,
                         source=source.value, target=target.value, version=job.version)
-        return job
+        return _handed(job)
 
     def _save(self, job: Job, **changes: Any) -> Job:
         job = replace(job, version=job.version + 1, **changes)
@@ -276,11 +276,14 @@ class JobStore:
         return job
 
     def _time(self, now: float | None) -> float:
-        if now is None:
-            return float(self.clock.now())
-        if isinstance(now, bool) or not isinstance(now, (int, float)) or now != now:
-            raise BadArgumentError(field="now", problem=f"is {now!r}", fix="pass seconds as a number, or leave it out")
-        return float(now)
+        return arguments.time_of(now, self.clock)
+
+
+def _handed(job: Job) -> Job:
+    """A copy of a stored job for a caller: its params and result are fresh copies, so
+    the caller may change them without changing the store (or a later idempotency check)."""
+    return replace(job, params=MappingProxyType(json_copy(job.params, "params")),
+                   result=json_copy(job.result, "result"))
 
 
 def _first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:

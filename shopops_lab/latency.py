@@ -8,6 +8,7 @@ import random
 from dataclasses import dataclass
 from statistics import NormalDist
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 
 _Z99 = NormalDist().inv_cdf(0.99)
@@ -37,16 +38,20 @@ class LatencyModel:
 
     def sample(self, rng: random.Random) -> float:
         """One call's latency, drawn from `rng` (the run's only source of randomness)."""
+        if not isinstance(rng, random.Random):
+            arguments.instance("rng", rng, random.Random, "pass the run's random.Random, e.g. random.Random(7)")
         return min(self.max, rng.lognormvariate(math.log(self.p50), self.sigma))
 
     def quantile(self, q: float) -> float:
         """The latency below which a fraction `q` of calls finish (capped at `max`)."""
-        if not 0 < q < 1:
+        if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q < 1:
             raise BadArgumentError(field="q", problem=f"is {q!r}", fix="pass a fraction between 0 and 1, e.g. 0.95")
         return min(self.max, self.p50 * math.exp(self.sigma * NormalDist().inv_cdf(q)))
 
     def exceed_probability(self, seconds: float) -> float:
         """The chance that one call takes longer than `seconds`."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds != seconds:
+            raise BadArgumentError(field="seconds", problem=f"is {seconds!r}", fix="pass a number of seconds, e.g. 60")
         if seconds >= self.max:
             return 0.0
         if seconds <= 0:
@@ -55,7 +60,8 @@ class LatencyModel:
 
     def scaled(self, factor: float) -> "LatencyModel":
         """The same shape, `factor` times slower (a saturated gateway); the cap stays."""
-        if not factor > 0:
-            raise BadArgumentError(field="factor", problem=f"is {factor!r}", fix="pass a positive number")
+        fix = "pass how many times slower, a positive number, e.g. 3"
+        if not arguments.finite("factor", factor, fix) > 0:
+            raise BadArgumentError(field="factor", problem=f"is {factor!r}", fix=fix)
         p50 = min(self.p50 * factor, self.max * 0.5)
         return LatencyModel(p50=p50, p99=max(min(self.p99 * factor, self.max), p50 * 1.01), max=self.max)

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Iterable, Mapping
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.states import ItemState
@@ -51,11 +52,20 @@ _MAX_BUCKETS = 1_000_000
 
 def percentile(sorted_values: list[float], q: float) -> float:
     """The nearest-rank `q`-th percentile (0 < q <= 100) of an ascending, non-empty list."""
+    if not isinstance(sorted_values, (list, tuple)) or not all(map(_is_number, sorted_values)):
+        raise BadArgumentError(field="sorted_values", problem=f"is {sorted_values!r}",
+                               fix="pass an ascending list of numbers, e.g. sorted(latencies)")
     if not sorted_values:
         raise BadArgumentError(field="sorted_values", problem="is empty",
                                fix="pass at least one value (Summary.of handles the empty case)")
     if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q <= 100:
         raise BadArgumentError(field="q", problem=f"is {q!r}", fix="pass a percentile in (0, 100], e.g. 95")
+    return nearest_rank(sorted_values, q)
+
+
+def nearest_rank(sorted_values: list[float], q: float) -> float:
+    """`percentile` without its checks, for a hot path that keeps its own sorted, checked
+    numbers (the gateway's rolling p95, asked on every poll)."""
     rank = math.ceil(q * len(sorted_values) / 100)  # q * n first: exact for whole-number q
     return sorted_values[max(rank, 1) - 1]
 
@@ -72,11 +82,18 @@ class Summary:
 
     @classmethod
     def of(cls, values: Iterable[float]) -> "Summary":
-        ordered = sorted(values)
+        """The summary of some finite numbers (an empty iterable gives count=0)."""
+        given = list(values) if isinstance(values, Iterable) and not isinstance(values, (str, bytes)) else None
+        wrong = [v for v in given if not (_is_number(v) and -math.inf < v < math.inf)] if given is not None else None
+        if given is None or wrong:
+            problem = f"is {arguments.a(type(values).__name__)}" if given is None else f"holds {wrong[0]!r}"
+            raise BadArgumentError(field="values", problem=problem,
+                                   fix="pass finite numbers, e.g. a list of durations in seconds")
+        ordered = sorted(given)
         if not ordered:
             return cls(count=0)
         return cls(count=len(ordered), mean=math.fsum(ordered) / len(ordered),
-                   p50=percentile(ordered, 50), p95=percentile(ordered, 95), max=ordered[-1])
+                   p50=nearest_rank(ordered, 50), p95=nearest_rank(ordered, 95), max=ordered[-1])
 
     def __str__(self) -> str:
         if not self.count:
@@ -205,10 +222,7 @@ def series(log: EventLog, bucket_seconds: float, *, now: float | None = None) ->
 
     Samples sit on multiples of `bucket_seconds`, from the last one at or before the first
     event to the first one at or after `now` (default: the last event)."""
-    if (isinstance(bucket_seconds, bool) or not isinstance(bucket_seconds, (int, float))
-            or not 0 < bucket_seconds < math.inf):
-        raise BadArgumentError(field="bucket_seconds", problem=f"is {bucket_seconds!r}",
-                               fix="pass a positive number of seconds per sample, e.g. 10")
+    arguments.seconds("bucket_seconds", bucket_seconds, "pass a positive number of seconds per sample, e.g. 10")
     rows = _rows(log)
     limit = _now(now)
     width = float(bucket_seconds)
@@ -248,6 +262,11 @@ def series(log: EventLog, bucket_seconds: float, *, now: float | None = None) ->
                   throughput=[(t, n / width) for t, n in zip(times, acks)])
 
 
+def _is_number(value: object) -> bool:
+    """An int or float (numpy's too), but not a bool: True is no duration."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _rows(log: EventLog):
     if not isinstance(log, EventLog):
         raise BadArgumentError(field="log", problem=f"is a {type(log).__name__}",
@@ -256,10 +275,9 @@ def _rows(log: EventLog):
 
 
 def _now(now: float | None) -> float | None:
-    if now is not None and (isinstance(now, bool) or not isinstance(now, (int, float)) or now != now):
-        raise BadArgumentError(field="now", problem=f"is {now!r}",
-                               fix="pass the time to measure at, in seconds, or leave it out for the last event")
-    return None if now is None else float(now)
+    if now is None:
+        return None
+    return arguments.moment("now", now, "pass the time to measure at, in seconds, or leave it out for the last event")
 
 
 def _bucket(time: float, origin: float, width: float) -> int:

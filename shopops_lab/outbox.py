@@ -13,13 +13,13 @@ receiving side must therefore dedupe on the message id (`IdempotentConsumer`);
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from shopops_lab.clock import Clock, FakeClock
+from shopops_lab import arguments
+from shopops_lab.clock import Clock
 from shopops_lab.errors import BadArgumentError, SimulatedCrash
 from shopops_lab.events import EventKind, EventLog
-from shopops_lab.payloads import json_copy
+from shopops_lab.payloads import frozen, json_copy
 
 __all__ = ["Broker", "Delivery", "Dispatcher", "IdempotentConsumer", "NaiveConsumer", "OutboxMessage",
            "OutboxStore"]
@@ -52,8 +52,8 @@ class OutboxStore:
     the outbox. `commit` writes to both or to neither."""
 
     def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None) -> None:
-        self.clock: Clock = clock if clock is not None else FakeClock()
-        self.log = log if log is not None else EventLog()
+        self.clock: Clock = arguments.clock(clock)
+        self.log = arguments.log(log)
         self._rows: dict[str, dict[str, Any]] = {}
         self._messages: dict[str, OutboxMessage] = {}
 
@@ -63,24 +63,24 @@ class OutboxStore:
         ({"topic": ..., "payload": {...}}) as one transaction; returns the message id
         (`out-0001`). Both are checked before anything is written."""
         change = json_copy(state_change, "state_change")
-        if not isinstance(change, dict) or not isinstance(change.get("id"), str) or not change["id"]:
+        if not isinstance(change, dict) or not isinstance(change.get("id"), str) or not change["id"].strip():
             raise BadArgumentError(field="state_change", problem=f"is {state_change!r}",
                                    fix="pass a dict with the row's 'id', e.g. {'id': 'O-1001', 'status': 'refunded'}")
         body = json_copy(message, "message")
-        if not isinstance(body, dict) or not isinstance(body.get("topic"), str) or not body["topic"]:
+        if not isinstance(body, dict) or not isinstance(body.get("topic"), str) or not body["topic"].strip():
             raise BadArgumentError(field="message", problem=f"is {message!r}",
                                    fix="pass a dict with a 'topic', e.g. {'topic': 'refund.issued', 'payload': {...}}")
         payload = body.get("payload", {})
         if not isinstance(payload, dict) or set(body) - {"topic", "payload"}:
             raise BadArgumentError(field="message", problem=f"has keys {sorted(body)} and payload {payload!r}",
                                    fix="pass only 'topic' and a dict 'payload'")
-        t = float(self.clock.now()) if now is None else float(now)
+        t = arguments.time_of(now, self.clock)
         # everything is valid: the transaction cannot fail halfway from here
         row_id = change.pop("id")
         self._rows.setdefault(row_id, {}).update(change)
         message_id = f"out-{len(self._messages) + 1:04d}"
         self._messages[message_id] = OutboxMessage(id=message_id, topic=body["topic"],
-                                                   payload=MappingProxyType(payload), created_at=t)
+                                                   payload=frozen(payload), created_at=t)
         self.log.append(EventKind.OUTBOX_COMMITTED, t, item_id=message_id, case_id=row_id,
                         topic=body["topic"])
         return message_id
@@ -94,8 +94,8 @@ class OutboxStore:
         if message is None:
             raise BadArgumentError(field="message_id", problem=f"is {message_id!r}, not in this outbox",
                                    fix="pass an id returned by commit() or listed by pending()")
+        t = arguments.time_of(now, self.clock)
         if message.sent_at is None:
-            t = float(self.clock.now()) if now is None else float(now)
             message = self._messages[message_id] = replace(message, sent_at=t)
             self.log.append(EventKind.OUTBOX_MARKED_SENT, t, item_id=message_id)
         return message
@@ -105,11 +105,12 @@ class OutboxStore:
 
     def row(self, row_id: str) -> dict[str, Any] | None:
         """A copy of one row of application state, or None."""
-        row = self._rows.get(row_id)
-        return None if row is None else dict(row)
+        row = self._rows.get(arguments.text("row_id", row_id, "the row's id, e.g. 'O-1001'"))
+        return None if row is None else json_copy(row, "row")
 
     def rows(self) -> dict[str, dict[str, Any]]:
-        return {row_id: dict(row) for row_id, row in sorted(self._rows.items())}
+        """A copy of every row, by id."""
+        return {row_id: json_copy(row, "row") for row_id, row in sorted(self._rows.items())}
 
     def __repr__(self) -> str:
         return f"OutboxStore({len(self._rows)} rows, {len(self.pending())} pending of {len(self._messages)} messages)"
@@ -122,6 +123,8 @@ class Broker:
         self.deliveries: list[Delivery] = []
 
     def publish(self, message: OutboxMessage) -> Delivery:
+        """Hand out one more copy of `message` (its payload is read-only all the way down)."""
+        arguments.instance("message", message, OutboxMessage, "pass an OutboxMessage, e.g. from outbox.pending()")
         delivery = Delivery(seq=len(self.deliveries) + 1, message_id=message.id, topic=message.topic,
                             payload=message.payload)
         self.deliveries.append(delivery)
@@ -135,24 +138,27 @@ class Dispatcher:
     """Publishes pending outbox messages, then marks each one sent."""
 
     def __init__(self, outbox: OutboxStore, broker: Broker) -> None:
-        self.outbox = outbox
-        self.broker = broker
+        self.outbox = arguments.instance("outbox", outbox, OutboxStore, "pass the OutboxStore to publish from")
+        self.broker = arguments.instance("broker", broker, Broker, "pass the Broker to publish to, e.g. Broker()")
 
     def dispatch_once(self, *, crash_after_publish: bool = False, now: float | None = None) -> list[str]:
         """Publish every pending message and mark it sent; returns the ids published.
         With `crash_after_publish`, stop (SimulatedCrash) right after the first publish,
         before its mark: the message stays pending and the next dispatch publishes it again."""
+        if not isinstance(crash_after_publish, bool):
+            raise BadArgumentError(field="crash_after_publish", problem=f"is {crash_after_publish!r}",
+                                   fix="pass True to crash after the first publish, or leave it out")
+        t = arguments.time_of(now, self.outbox.clock)  # one time for the whole pass, checked first
         published = []
         for message in self.outbox.pending():
             self.broker.publish(message)
             published.append(message.id)
-            t = float(self.outbox.clock.now()) if now is None else float(now)
             self.outbox.log.append(EventKind.OUTBOX_PUBLISHED, t, item_id=message.id, topic=message.topic)
             if crash_after_publish:
                 self.outbox.log.append(EventKind.WORKER_CRASHED, t, item_id=message.id,
                                        point="after_publish")
                 raise SimulatedCrash(point=f"dispatcher after publishing {message.id}")
-            self.outbox.mark_sent(message.id, now=now)
+            self.outbox.mark_sent(message.id, now=t)
         return published
 
     def __repr__(self) -> str:
@@ -168,26 +174,28 @@ class _Consumer:
             raise BadArgumentError(field="effect", problem=f"is {effect!r}",
                                    fix="pass a function that takes a Delivery, or leave it out")
         self.effect = effect
-        self.log = log if log is not None else EventLog()
-        self.clock: Clock = clock if clock is not None else FakeClock()
+        self.log = arguments.log(log)
+        self.clock: Clock = arguments.clock(clock)
         self.applied: list[str] = []   # message ids, once per application of the effect
         self.position = 0
 
     def consume(self, broker: Broker) -> int:
-        """Handle every delivery not seen yet; returns how many were applied."""
+        """Handle every delivery not seen yet; returns how many were applied. The position
+        moves past a delivery only once it is handled: if the effect raises, the error
+        propagates and the next `consume` tries the same delivery again."""
+        arguments.instance("broker", broker, Broker, "pass the Broker to read, e.g. consumer.consume(broker)")
         applied = 0
         while self.position < len(broker.deliveries):
-            delivery = broker.deliveries[self.position]
+            applied += self.handle(broker.deliveries[self.position])
             self.position += 1
-            applied += self.handle(delivery)
         return applied
 
     def _apply(self, delivery: Delivery) -> None:
+        t = arguments.time_of(None, self.clock)
         if self.effect is not None:
             self.effect(delivery)
         self.applied.append(delivery.message_id)
-        self.log.append(EventKind.MESSAGE_APPLIED, self.clock.now(), item_id=delivery.message_id,
-                        delivery=delivery.seq)
+        self.log.append(EventKind.MESSAGE_APPLIED, t, item_id=delivery.message_id, delivery=delivery.seq)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({len(self.applied)} applied)"
@@ -204,10 +212,12 @@ class IdempotentConsumer(_Consumer):
         self.processed: set[str] = set()
 
     def handle(self, delivery: Delivery) -> bool:
-        """Apply `delivery` unless its message id was processed before; True if applied."""
+        """Apply `delivery` unless its message id was processed before; True if applied.
+        The id is recorded only after the effect returns, so a failed effect is retried."""
+        _delivery(delivery)
         if delivery.message_id in self.processed:
-            self.log.append(EventKind.MESSAGE_DEDUPED, self.clock.now(), item_id=delivery.message_id,
-                            delivery=delivery.seq)
+            self.log.append(EventKind.MESSAGE_DEDUPED, arguments.time_of(None, self.clock),
+                            item_id=delivery.message_id, delivery=delivery.seq)
             return False
         self._apply(delivery)
         self.processed.add(delivery.message_id)
@@ -218,5 +228,10 @@ class NaiveConsumer(_Consumer):
     """Applies every delivery, duplicates included. For contrast only."""
 
     def handle(self, delivery: Delivery) -> bool:
+        _delivery(delivery)
         self._apply(delivery)
         return True
+
+
+def _delivery(delivery: object) -> None:
+    arguments.instance("delivery", delivery, Delivery, "pass a Delivery from broker.deliveries")

@@ -1,14 +1,17 @@
 """Payloads are small JSON documents: checked and copied once, so no caller can change
-a queued message behind the queue's back."""
+a stored message behind its store's back. What a store hands out is a copy
+(`json_copy`) or cannot be changed at all (`frozen`)."""
 from __future__ import annotations
 
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 from shopops_lab.errors import BadArgumentError
 
 _SCALARS = (str, int, float, bool, type(None))
-_FAST = frozenset({str, int, bool, type(None)})  # float is left out: it may be NaN
+_FAST = frozenset({str, int, bool, type(None)})  # float is left out: it may be NaN or infinite
 _KEY = frozenset({str})
+MAX_DEPTH = 100  # deeper than any real message; a structure that contains itself hits it at once
 
 
 def is_flat(value: dict) -> bool:
@@ -18,31 +21,62 @@ def is_flat(value: dict) -> bool:
 
 def json_copy(value: Any, field: str = "payload") -> Any:
     """A deep copy of `value` made of dict/list/str/int/float/bool/None, or BadArgumentError
-    naming the path of the first part that JSON cannot carry."""
+    naming the path of the first part that JSON cannot carry (NaN, infinity, a set, an
+    object, a structure that contains itself). Read-only mappings and tuples (what `frozen`
+    makes) are copied back into dicts and lists."""
     if type(value) is dict:
         # The common case, on every enqueue and acquire: a flat dict of strings and numbers,
         # checked with C-level loops over the types of its keys and values.
         copy = dict(value)
         if _FAST.issuperset(map(type, copy.values())) and _KEY.issuperset(map(type, copy)):
             return copy
+    return _copy(value, field, ())
+
+
+def _copy(value: Any, field: str, inside: tuple[int, ...]) -> Any:
     if isinstance(value, _SCALARS):
-        if isinstance(value, float) and value != value:
-            raise _not_json(field, "NaN")
+        if isinstance(value, float) and not -_INF < value < _INF:
+            raise _not_json(field, "a NaN" if value != value else "an infinite number")
         return value
-    if isinstance(value, dict):
-        copy = {}
-        for key, inner in value.items():
-            if not isinstance(key, str):
-                raise BadArgumentError(field=f"{field} key {key!r}", problem="is not a string",
-                                       fix="JSON object keys must be strings")
-            copy[key] = json_copy(inner, f"{field}[{key!r}]")
-        return copy
-    if isinstance(value, (list, tuple)):
-        return [json_copy(inner, f"{field}[{i}]") for i, inner in enumerate(value)]
-    raise _not_json(field, type(value).__name__)
+    if isinstance(value, (Mapping, list, tuple)):
+        if id(value) in inside:
+            raise BadArgumentError(field=field, problem="contains itself (a structure that refers back to "
+                                   "one of its parents)", fix="pass plain nested data, copied, not linked")
+        if len(inside) >= MAX_DEPTH:
+            raise BadArgumentError(field=field, problem=f"is nested more than {MAX_DEPTH} levels deep",
+                                   fix="keep payloads shallow; store big documents elsewhere and pass their id")
+        inside = (*inside, id(value))
+        if isinstance(value, Mapping):
+            copy = {}
+            for key, inner in value.items():
+                if not isinstance(key, str):
+                    raise BadArgumentError(field=f"{field} key {key!r}", problem="is not a string",
+                                           fix="JSON object keys must be strings")
+                copy[key] = _copy(inner, f"{field}[{key!r}]", inside)
+            return copy
+        return [_copy(inner, f"{field}[{i}]", inside) for i, inner in enumerate(value)]
+    raise _not_json(field, f"a {type(value).__name__}")
+
+
+def frozen(value: Any, field: str = "payload") -> Any:
+    """`value` checked like `json_copy` and made read-only all the way down: dicts become
+    read-only mappings, lists become tuples. For what many readers share (a broker's
+    deliveries), where a copy per reader would not do."""
+    return _freeze(json_copy(value, field))
+
+
+def _freeze(value: Any) -> Any:
+    if type(value) is dict:
+        return MappingProxyType({key: _freeze(inner) for key, inner in value.items()})
+    if type(value) is list:
+        return tuple(_freeze(inner) for inner in value)
+    return value
+
+
+_INF = float("inf")
 
 
 def _not_json(field: str, what: str) -> BadArgumentError:
-    return BadArgumentError(field=field, problem=f"holds a {what}, which is not JSON-serialisable",
+    return BadArgumentError(field=field, problem=f"holds {what}, which is not JSON-serialisable",
                             fix="keep payloads small and plain (dict, list, str, number, bool, None); "
                                 "store big artifacts elsewhere and put their id in the payload")

@@ -15,11 +15,12 @@ from types import SimpleNamespace
 import pytest
 
 from shopops_lab.checker import (DEFAULT_APPROVAL_WAIT_BUDGET, DEFAULT_MAX_ATTEMPTS, Anomaly,
-                                 AnomalyName, CheckResult, check)
+                                 AnomalyName, CheckResult, check, is_approval, messages)
+from shopops_lab.checker.starvation import ApprovalWaits
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import EmailAdapter, Fault, NaiveEmailAdapter, SendStatus
 from shopops_lab.errors import BadArgumentError, LeaseExpiredError, StaleTokenError
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import Event, EventKind, EventLog
 from shopops_lab.worker.queue import InMemoryQueue, Outcome, Priority
 
 K = EventKind
@@ -468,6 +469,73 @@ def test_an_approval_still_waiting_at_the_end_of_the_log_is_reported():
     assert anomaly.name is AnomalyName.APPROVAL_STARVED and result.valid is False
     assert "it was still waiting when the log ends at t=360" in anomaly.message
     assert seqs(anomaly) == [12, 13, 15, 17]
+
+
+@pytest.mark.parametrize("info, approval", [
+    ({"priority": 0, "kind": "approval_resume"}, True),
+    ({"priority": Priority.APPROVAL, "kind": "contact_send"}, True),     # served first: an approval
+    ({"priority": Priority.BULK, "kind": "approval_resume"}, True),      # queued wrong: still one
+    ({"priority": 0.0}, True),
+    ({"priority": Priority.BULK, "kind": "bulk_outreach"}, False),
+    ({"priority": False, "kind": "intake_build"}, False),                # a flag is not a priority
+    ({}, False),
+])
+def test_an_approval_is_known_by_its_priority_or_its_kind(info, approval):
+    assert is_approval(info) is approval
+
+
+def logged(log: EventLog, kind: EventKind, time: float, **fields) -> Event:
+    return log[log.append(kind, time, **fields)]
+
+
+def test_approval_clocks_run_only_while_the_approval_could_be_served():
+    """The starvation tracker on its own, fed by hand: 100 s held behind its own case, then
+    400 s first in line while two bulk leases go ahead."""
+    log = EventLog()
+    ready = logged(log, K.ENQUEUED, 0, item_id="item-0002", case_id="O-1001")
+    found: list[Anomaly] = []
+    waits = ApprovalWaits(300.0, found)
+    waits.start("item-0002", "O-1001", ready)
+    waits.refresh("O-1001", 0, head=None)                      # its case is held
+    waits.refresh("O-1001", 100, head="item-0002")             # free: the clock starts
+    for t, case in ((150, "B-1"), (300, "B-2")):
+        waits.overtakers.append(logged(log, K.LEASED, t, item_id=f"item-{case}", case_id=case, worker_id="W2",
+                                           token=1))
+    leased = logged(log, K.LEASED, 500, item_id="item-0002", case_id="O-1001", worker_id="W1", token=1)
+    waits.stop("item-0002", leased)
+
+    (anomaly,) = found
+    assert anomaly.name is AnomalyName.APPROVAL_STARVED and waits.open == {} and waits.by_case == {}
+    assert "waited 400 s for a worker (budget 300 s, not counting 100 s while its own case was held)" in anomaly.message
+    assert "2 lower-priority leases were granted ahead of it, the first item-B-1 (case B-1)" in anomaly.message
+    assert seqs(anomaly) == [0, 1, 2, 3]
+
+
+def test_an_approval_settled_without_a_lease_is_not_judged():
+    log = EventLog()
+    found: list[Anomaly] = []
+    waits = ApprovalWaits(1.0, found)
+    waits.start("item-0001", "O-1001", logged(log, K.ENQUEUED, 0, item_id="item-0001", case_id="O-1001"))
+    waits.refresh("O-1001", 0, head="item-0001")
+    waits.overtakers.append(logged(log, K.LEASED, 5, item_id="item-0009", case_id="B-1", token=1))
+    waits.stop("item-0001", None)
+    waits.finish(10)
+    assert found == [] and waits.open == {}
+
+
+def test_each_message_is_a_pure_function_of_the_evidence_the_checker_shows():
+    """Rebuilding an anomaly from nothing but its own evidence gives the same anomaly."""
+    (contact,) = check(crash_and_redeliver(naive=True).log).anomalies
+    leased_w1, sent_w1, leased_w7, sent_w7 = contact.evidence
+    again = messages.double_contact("O-1001", KEY, [(sent_w1, leased_w1), (sent_w7, leased_w7)])
+    assert again == contact and again.message == contact.message
+
+    (stale,) = check(stale_ack_log()).anomalies
+    own, newest, write = stale.evidence
+    assert messages.stale_write([write], leases=[own, newest], item_case=None) == stale
+    assert messages.stale_write([write], leases=[], item_case=None).message.startswith(
+        "W1 acked item item-0001 (case O-1001) at t=12 with token 4, but a newer token had already been "
+        "granted; the store accepted it.")
 
 
 # --------------------------------------------------------------------------- the result

@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 GOOD_VERSIONS = {
     "jupyterlab": "4.2.5",
+    "ipython": "8.27.0",
     "ipywidgets": "8.1.5",
     "ipykernel": "6.29.5",
     "nbformat": "5.10.4",
@@ -80,11 +81,11 @@ def test_main_help_lists_doctor(capsys):
     assert re.search(r"^\s+doctor\s", out, re.MULTILINE)
 
 
-def test_unknown_subcommand_exits_nonzero_with_usage(capsys):
+def test_unknown_subcommand_exits_2_with_one_line_pointing_at_help(capsys):
     assert cli.main(["frobnicate"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("usage: shopops-lab")
-    assert "invalid choice: 'frobnicate'" in err
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "invalid choice: 'frobnicate'" in err and "shopops-lab --help" in err
 
 
 def test_unknown_subcommand_in_a_subprocess():
@@ -92,8 +93,8 @@ def test_unknown_subcommand_in_a_subprocess():
         [sys.executable, "-m", "shopops_lab", "frobnicate"],
         capture_output=True, text=True, cwd=ROOT, timeout=60,
     )
-    assert done.returncode != 0
-    assert "usage:" in done.stderr
+    assert done.returncode == 2
+    assert "invalid choice" in done.stderr and "shopops-lab --help" in done.stderr
 
 
 def test_no_subcommand_prints_help_and_fails(capsys):
@@ -213,16 +214,16 @@ def test_dot_that_cannot_run_is_reported():
     assert "/opt/dot" in finding.detail
 
 
-def test_missing_package_names_the_requirements_fix():
+def test_missing_package_names_its_own_install_command():
     code, out = run_doctor(**lookups(missing=("nbval",)))
     assert code == 1
-    assert "MISSING nbval — run: python -m pip install -r requirements.txt (not installed)" in out
+    assert 'MISSING nbval — run: python -m pip install "nbval>=0.11,<0.12" (not installed)' in out
 
 
 def test_package_outside_the_supported_range_is_reported():
     code, out = run_doctor(**lookups(versions={"jupyterlab": "3.6.7"}))
     assert code == 1
-    assert "MISSING jupyterlab — run: python -m pip install -r requirements.txt" in out
+    assert 'MISSING jupyterlab — run: python -m pip install "jupyterlab>=4.2,<5"' in out
     assert "3.6.7 installed; the kit needs >=4.2,<5" in out
 
 
@@ -235,10 +236,25 @@ def test_installed_but_not_importable_package_is_reported():
     assert "import matplotlib" in bad[0].detail
 
 
-def test_missing_kit_suggests_editable_install():
+def test_missing_kit_suggests_editable_install_of_this_checkout():
     code, out = run_doctor(**lookups(missing=("shopops-lab",)))
     assert code == 1
-    assert "MISSING shopops-lab — run: python -m pip install -e ." in out
+    assert f"MISSING shopops-lab — run: python -m pip install -e {ROOT}" in out
+
+
+def test_every_fix_works_from_any_folder(tmp_path, monkeypatch):
+    """No fix names a path relative to the checkout: run from anywhere, it does the same."""
+    monkeypatch.chdir(tmp_path)
+    missing = tuple(dist for dist, _, _ in doctor.REQUIRED_PACKAGES) + ("shopops-lab", "jupyterlab_widgets")
+    findings = doctor.run_checks(**{**lookups(missing=missing), "python": None})
+    fixes = [f.fix for f in findings if not f.ok]
+    assert len(fixes) == len(missing)
+    python = doctor.python_command()
+    assert Path(python.strip('"')).is_absolute() and Path(python.strip('"')).exists()
+    for fix in fixes:
+        assert fix.startswith(f"{python} -m pip install "), fix
+        assert "requirements.txt" not in fix and not fix.endswith(" ."), fix
+    assert str(ROOT) in next(f.fix for f in findings if f.name == "shopops-lab")
 
 
 def test_missing_jupyterlab_widgets_fails_but_widgetsnbextension_only_warns():
@@ -248,7 +264,7 @@ def test_missing_jupyterlab_widgets_fails_but_widgetsnbextension_only_warns():
     assert "1 optional warning" in out.splitlines()[-1]
     code, out = run_doctor(**lookups(missing=("jupyterlab_widgets",)))
     assert code == 1
-    assert "MISSING jupyterlab_widgets — run: python -m pip install -r requirements.txt" in out
+    assert 'MISSING jupyterlab_widgets — run: python -m pip install "jupyterlab_widgets"' in out
 
 
 def test_missing_kernelspec_suggests_ipykernel_install():

@@ -35,7 +35,7 @@ def test_fake_clock_moves_only_when_told():
     (lambda c: c.set(4), "when",
      "when is 4.0, before the clock's 5.0. Fix: a FakeClock only moves forward; pass a time >= now()."),
     (lambda c: c.advance("1"), "seconds",
-     "seconds is '1', not a number of seconds. Fix: pass seconds as an int or float."),
+     "seconds is '1'. Fix: pass a finite number of seconds >= 0."),
     (lambda c: c.advance(math.nan), "seconds", None),
     (lambda c: c.advance(True), "seconds", None),
     (lambda c: c.set(None), "when", None),

@@ -101,7 +101,7 @@ def test_acquire_grants_a_lease_and_the_item_shows_who_holds_it():
     lease = q.acquire("W1")
     assert lease == Lease(item_id=item_id, case_id="O-1001", tenant_id="store_northline",
                           kind="contact_send", worker_id="W1", token=1, attempt=1, leased_at=5.0,
-                          expires_at=35.0, payload={"idem_key": "O-1001:email:3"})
+                          expires_at=35.0, payload={"idem_key": "O-1001:email:3"}, queue=q.id)
     item = q.item(item_id)
     assert (item.state, item.worker_id, item.lease_expires_at, item.attempts, item.token) == (LEASED, "W1", 35.0, 1, 1)
     assert q.counts() == {READY: 0, LEASED: 1, DONE: 0, DEAD: 0}

@@ -2,15 +2,20 @@
 the report, and step mode with rewind."""
 from __future__ import annotations
 
+import ast
+import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 
 from shopops_lab.backpressure import NoBackpressure, acquire
 from shopops_lab.errors import BadArgumentError, UnknownScenarioError
 from shopops_lab.events import EventKind as K
+from shopops_lab.checker import CheckResult
 from shopops_lab.sim import SCENARIOS, Fault, FaultRates, Report, Scenario, Simulation, Snapshot, Step, run
+from shopops_lab.sim.config import RunConfig
 
 QUIET = Scenario(name="quiet", description="three cases, two workers, nothing goes wrong", items=3, workers=2)
 
@@ -155,6 +160,49 @@ def test_python_replay_line_rebuilds_the_same_run():
     namespace = {"run": run, "Fault": Fault, "NoBackpressure": NoBackpressure}
     again = eval(code, namespace)  # the line is meant to be pasted back
     assert again.log.to_dicts() == report.log.to_dicts()
+
+
+def test_the_report_reads_its_verdict_from_the_checkers_result():
+    report = run("forced_expiry", seed=0, adapter="naive")
+    assert isinstance(report.check, CheckResult)
+    assert report.valid is report.check.valid is False
+    assert report.anomalies == report.check.anomalies and report.anomalies[0].name == "double_contact"
+    assert report.checker_summary == report.check.summary
+    assert "    double_contact x1" in str(report).splitlines()
+    assert report.as_dict()["anomalies"] == [a.as_dict() for a in report.check.anomalies]
+
+
+def test_a_run_config_is_checked_once_frozen_and_replays_its_run():
+    config = RunConfig.of("burst_day", seed=3, items=50, workers=4, faults=[Fault("kill_worker", worker="W4")])
+    assert (config.items, config.workers, config.worker_ids) == (50, 4, ("W1", "W2", "W3", "W4"))
+    assert config.custom_faults and not config.custom_policy and config.rates == FaultRates()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.seed = 4
+    with pytest.raises(BadArgumentError, match="faults\\[0\\].worker"):
+        RunConfig.of("burst_day", workers=4, faults=[Fault("kill_worker", worker="W5")])
+    report = Simulation("burst_day", seed=3, items=50, workers=4,
+                        faults=[Fault("kill_worker", worker="W4")]).finish().report()
+    assert (report.replay, report.python_replay) == (config.cli_replay(), config.python_replay())
+
+
+def test_engine_workers_world_and_report_import_each_other_without_a_cycle():
+    """Counting imports made only for type hints: each module can be read (and changed)
+    knowing only the ones below it."""
+    package = Path(__file__).resolve().parents[1] / "shopops_lab" / "sim"
+    imports = {}
+    for path in package.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        imports[path.stem] = {node.module.rsplit(".", 1)[-1] for node in ast.walk(tree)
+                              if isinstance(node, ast.ImportFrom) and node.module
+                              and node.module.startswith("shopops_lab.sim.")}
+    assert {"engine", "workers", "world", "config", "report"} <= set(imports)
+    order: list[str] = []
+    while len(order) < len(imports):
+        ready = sorted(name for name, needs in imports.items() if name not in order and needs <= set(order))
+        assert ready, f"import cycle among {sorted(set(imports) - set(order))}"
+        order.extend(ready)
+    assert imports["engine"] >= {"world", "workers", "report", "config"}
+    assert "engine" not in imports["workers"] | imports["report"] | imports["world"]
 
 
 def test_report_as_dict_is_json_ready():

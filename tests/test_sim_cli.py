@@ -89,8 +89,9 @@ def test_unknown_scenario_is_exit_2_and_lists_the_known_ones(capsys):
 
 
 def test_bad_numbers_are_exit_2_with_the_field_named(capsys):
-    status, _ = simulate("poison", "--items", "0")
-    assert status == 2 and "items" in capsys.readouterr().err
+    assert main(["poison", "--items", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--items" in err and "from 1 to 1,000,000" in err
 
 
 def test_usage_errors_exit_2(capsys):

@@ -4,11 +4,22 @@ incorrect / not attempted, and name what went wrong without giving the answer.
 `Exercise.check()` only prints (for ungraded cells). `Exercise.grade()` raises an
 `AssertionError` carrying the same friendly message unless the answer is correct, and
 returns nothing, which is what nbgrader needs from an autograded test cell.
+
+What a check promises: it never raises, whatever the learner's code does (an error, a
+`sys.exit()`, a `BaseException` of its own), except `KeyboardInterrupt`, which is the
+learner pressing *stop* and is let through so the kernel stops as asked. "Not attempted"
+means the exercise's stub itself raised `NotImplementedError`; the same error raised from
+deeper code is the learner's code failing, and is reported as such. A cell that shows the
+learner's answer at work asks `Exercise.answered()` first, which prints one friendly line
+instead of a traceback while the stub is untouched.
 """
 from __future__ import annotations
 
+import sysconfig
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
+from types import FunctionType, TracebackType
 from typing import Any, Callable
 
 
@@ -19,6 +30,9 @@ class Verdict(StrEnum):
 
 
 _MARKS = {Verdict.CORRECT: "✅", Verdict.INCORRECT: "❌", Verdict.NOT_ATTEMPTED: "⏳"}
+# Frames in the kit, the standard library or installed packages are not the learner's code.
+_NOT_THE_LEARNERS = tuple({Path(__file__).resolve().parent.parent,
+                           *(Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "purelib", "platlib"))})
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,7 +55,7 @@ class Result:
 
 
 class NotAttempted(Exception):
-    """The learner's answer still raises NotImplementedError (or is missing)."""
+    """The exercise's stub itself raised NotImplementedError: nothing is written yet."""
 
 
 class Wrong(Exception):
@@ -53,39 +67,86 @@ class Wrong(Exception):
 
 
 def call_answer(answer: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call the learner's function, turning the pristine stub into `NotAttempted`."""
-    if answer is None:
-        raise NotAttempted()
+    """Call the learner's function. Its stub's own NotImplementedError becomes
+    `NotAttempted`; one raised deeper down is the learner's code failing, and propagates."""
     try:
         return answer(*args, **kwargs)
-    except NotImplementedError:
-        raise NotAttempted() from None
+    except NotImplementedError as exc:
+        if _raised_by(exc.__traceback__, answer):
+            raise NotAttempted() from None
+        raise
+
+
+def is_stub(answer: Any) -> bool:
+    """True while `answer` is still the exercise's stub: a function (or, for a class, one
+    of its own methods) whose body does nothing but raise NotImplementedError."""
+    return any(code.co_names == ("NotImplementedError",) for code in _codes(answer))
+
+
+def describe(value: Any) -> str:
+    """A value for a message, without the memory address a default repr would show."""
+    if value is None:
+        return "None"
+    if isinstance(value, (str, int, float, bool, set, frozenset, list, tuple, dict)):
+        text = repr(value)
+        text = text if len(text) <= 60 else text[:57] + "..."
+        return f"the {type(value).__name__} {text}"
+    if isinstance(value, type):
+        return f"the class {value.__name__}"
+    name = getattr(value, "__name__", None)
+    if isinstance(name, str):
+        return f"the {type(value).__name__} {name}"
+    kind = type(value).__name__
+    return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} object"
+
+
+def error_text(exc: BaseException) -> str:
+    """'KeyError: 'order_id'', or just the type when the error carries no message."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 @dataclass(frozen=True, kw_only=True)
 class Exercise:
     """One exercise: its scenarios (`run` raises `Wrong` or `NotAttempted`, returns a
-    message on success) and its hints, from a nudge to the shape of the answer."""
+    message on success), the name of what the learner writes (`answer`: a function, or a
+    class when `wants_class`), and its hints, from a nudge to the shape of the answer."""
 
     id: str
     title: str
-    run: Callable[..., str]
+    answer: str
+    run: Callable[[Any], str]
     hints: tuple[str, ...] = field(default=())
+    wants_class: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"Exercise {self.id} ({self.title})"
 
     def result(self, *answer: Any) -> Result:
-        name = f"Exercise {self.id} ({self.title})"
+        """Judge `answer`. Never raises, except KeyboardInterrupt (the learner's *stop*)."""
+        misfit = self._misfit(answer)
+        if misfit is not None:
+            return Result(exercise=self.name, verdict=Verdict.INCORRECT, message=misfit)
         try:
-            message = self.run(*answer)
+            message = self.run(answer[0])
         except NotAttempted:
-            return Result(exercise=name, verdict=Verdict.NOT_ATTEMPTED,
+            return Result(exercise=self.name, verdict=Verdict.NOT_ATTEMPTED,
                           message="Write your answer where the cell says `# YOUR CODE HERE` (delete the line below it "
                                   "that raises NotImplementedError), run that cell, then run this one again.")
         except Wrong as wrong:
-            return Result(exercise=name, verdict=Verdict.INCORRECT, message=str(wrong), evidence=wrong.evidence)
-        except Exception as exc:  # the learner's code crashed: show that, not a traceback
-            return Result(exercise=name, verdict=Verdict.INCORRECT,
-                          message=f"your code raised {type(exc).__name__}: {exc}")
-        return Result(exercise=name, verdict=Verdict.CORRECT, message=message)
+            return Result(exercise=self.name, verdict=Verdict.INCORRECT, message=str(wrong), evidence=wrong.evidence)
+        except KeyboardInterrupt:
+            raise
+        except SystemExit as exc:
+            code = "" if exc.code is None else repr(exc.code)
+            return Result(exercise=self.name, verdict=Verdict.INCORRECT,
+                          message=f"your code called sys.exit({code}){_where(exc)}, which would end the whole worker "
+                                  "process. Return, or raise an error, instead.")
+        except BaseException as exc:  # noqa: BLE001 - the learner's code crashed: show that, not a traceback
+            return Result(exercise=self.name, verdict=Verdict.INCORRECT,
+                          message=f"your code raised {error_text(exc)}{_where(exc)}")
+        return Result(exercise=self.name, verdict=Verdict.CORRECT, message=message)
 
     def check(self, *answer: Any) -> None:
         """Print how the answer does. Never raises: safe in any cell."""
@@ -97,6 +158,19 @@ class Exercise:
         if not result.correct:
             raise AssertionError(str(result))
 
+    def answered(self, *answer: Any) -> bool:
+        """For cells that show the learner's answer at work: True once it is written;
+        otherwise print one friendly line (no traceback) and return False."""
+        misfit = self._misfit(answer)
+        if misfit is not None:
+            print(f"{_MARKS[Verdict.INCORRECT]} {misfit}")
+            return False
+        if is_stub(answer[0]):
+            print(f"{_MARKS[Verdict.NOT_ATTEMPTED]} This cell shows your {self.answer} at work: write it in "
+                  f"{self.name} above, run that cell, then run this one again.")
+            return False
+        return True
+
     def hint(self, level: int = 1) -> None:
         """Print hint `level` (1 = a nudge, higher = closer to the shape of the answer)."""
         if not self.hints:
@@ -105,3 +179,61 @@ class Exercise:
         level = max(1, min(int(level), len(self.hints)))
         more = f" (hint({level + 1}) says more)" if level < len(self.hints) else ""
         print(f"Hint {level} of {len(self.hints)}{more}: {self.hints[level - 1]}")
+
+    def _misfit(self, answer: tuple[Any, ...]) -> str | None:
+        """The one message, the same in every lab, for anything that is not the learner's
+        function (or class): what was passed, and what to pass instead."""
+        kind = "class" if self.wants_class else "function"
+        if len(answer) == 1:
+            value = answer[0]
+            fits = isinstance(value, type) if self.wants_class else callable(value) and not isinstance(value, type)
+            if fits:
+                return None
+            got = describe(value)
+        else:
+            got = "nothing" if not answer else f"{len(answer)} things"
+        made = " or making an object from it" if self.wants_class else ""
+        return (f"this check needs your {kind} {self.answer} itself, and it got {got}. Pass it by name, without "
+                f"calling it{made}: check({self.answer}), not check({self.answer}(...)).")
+
+
+def _codes(answer: Any) -> list[Any]:
+    """The code objects that are the learner's own answer (a class: its own methods)."""
+    if isinstance(answer, type):
+        return [f.__code__ for f in vars(answer).values() if isinstance(f, FunctionType)]
+    function = getattr(answer, "__func__", answer)   # a bound method: the function under it
+    code = getattr(function, "__code__", None)
+    if code is None:                                 # a callable object: its __call__
+        code = getattr(getattr(type(answer), "__call__", None), "__code__", None)
+    return [code] if code is not None else []
+
+
+def _raised_by(tb: TracebackType | None, answer: Any) -> bool:
+    """Was the exception raised in the answer's own code (the last frame of `tb`)?"""
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code in _codes(answer)
+
+
+def _where(exc: BaseException) -> str:
+    """' (in handle, line 4)': the learner's last frame, so they find the line."""
+    tb, found = exc.__traceback__, None
+    while tb is not None:
+        if _learners(tb.tb_frame.f_code.co_filename):
+            found = tb
+        tb = tb.tb_next
+    if found is None or found.tb_frame.f_code.co_name == "<module>":
+        return ""
+    return f" (in {found.tb_frame.f_code.co_name}, line {found.tb_lineno})"
+
+
+def _learners(filename: str) -> bool:
+    if filename.startswith("<"):                  # exec'd code is the learner's; "<frozen ...>" is Python's
+        return not filename.startswith("<frozen")
+    try:
+        path = Path(filename).resolve()
+    except (OSError, ValueError):
+        return True
+    return not any(path.is_relative_to(root) for root in _NOT_THE_LEARNERS)

@@ -1,9 +1,10 @@
 """Lab 00 warm-up: put the first case on the queue."""
 from __future__ import annotations
 
-from shopops_lab.checks.base import Exercise, Wrong, call_answer
+from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe
 from shopops_lab.clock import FakeClock
 from shopops_lab.states import ItemState
+from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import InMemoryQueue
 
 
@@ -11,7 +12,8 @@ def _run(enqueue_first_case) -> str:
     queue = InMemoryQueue(lease_seconds=30, max_attempts=5, clock=FakeClock())
     item_id = call_answer(enqueue_first_case, queue)
     if not isinstance(item_id, str):
-        raise Wrong(f"the function returned {item_id!r}; return what queue.enqueue(...) gives back (the item id).")
+        raise Wrong(f"the function returned {describe(item_id)}; return what queue.enqueue(...) gives back "
+                    "(the item id).")
     items = queue.items()
     if len(items) != 1:
         raise Wrong(f"the queue holds {len(items)} items after your function ran; put exactly one on it.")
@@ -29,8 +31,28 @@ def _run(enqueue_first_case) -> str:
 
 
 warmup = Exercise(
-    id="00.1", title="enqueue the first case", run=_run,
+    id="00.1", title="enqueue the first case", answer="enqueue_first_case", run=_run,
     hints=("The queue object has a method that adds work; it takes keyword arguments only.",
            "Look at `help(queue.enqueue)`: it needs case_id, tenant_id and kind.",
            "One line: return queue.enqueue(case_id=..., tenant_id=..., kind=...) with the values from the story."),
+)
+
+
+# ------------------------------------------------------------------ quizzes
+# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
+
+LEASE_RUNS_OUT_QUIZ = Quiz(
+    "W1 emailed Jordan about O-1001, then crashed before its ack. What does the queue do when W1's lease runs out?",
+    ["It marks O-1001 done, because the email went out.",
+     "It makes the item ready again, so another worker runs it.",
+     "It deletes the item, because its worker is gone.",
+     "It waits for W1 to restart and finish."],
+    answer_index=1,
+    explanations=[
+        "The queue never saw the email. Only an ack tells it the work is finished.",
+        "A lease that runs out gives the work back. That is how no case gets lost, and also why the same work "
+        "can run twice.",
+        "Deleting would lose Jordan's case. The point of a lease is that the work outlives the worker.",
+        "The queue cannot know whether W1 will ever come back; waiting for it could stall the case forever.",
+    ],
 )

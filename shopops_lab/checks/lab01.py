@@ -5,11 +5,12 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable
 
-from shopops_lab.checks.base import Exercise, Wrong, call_answer
+from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import Contact, EmailAdapter
 from shopops_lab.events import EventLog
-from shopops_lab.worker.queue import InMemoryQueue
+from shopops_lab.widgets.quiz import Quiz
+from shopops_lab.worker.queue import InMemoryQueue, Item
 
 SEEDS = (1, 2, 3, 5, 8)
 
@@ -41,7 +42,9 @@ class _ScenarioAdapter(EmailAdapter):
 
 
 def forced_expiry(handler, seed: int) -> tuple[InMemoryQueue, _ScenarioAdapter, list[str]]:
-    """Several customers, one of them owed two different emails. Each first delivery ends
+    """Several customers, one of them owed three different emails (an apology and two
+    refund confirmations of the same template), and one email submitted twice as two
+    separate items (the planner restarted and queued it again). Each first delivery ends
     cleanly, or its worker dies after the handler sent (before the ack), or dies before the
     handler ran, as the seed decides; then every lease runs out and fresh workers redeliver.
     Returns the queue, the adapter and the cases whose first delivery crashed."""
@@ -50,14 +53,15 @@ def forced_expiry(handler, seed: int) -> tuple[InMemoryQueue, _ScenarioAdapter, 
     queue = InMemoryQueue(lease_seconds=30, max_attempts=5, clock=clock, log=log)
     adapter = _ScenarioAdapter(log=log, clock=clock)
     cases = [f"O-{1001 + n}" for n in range(rng.randint(3, 6))]
-    for n, case in enumerate(cases):
-        queue.enqueue(case_id=case, tenant_id="store_northline", kind="contact_send",
-                      payload={"idem_key": f"{case}:email:3", "to": f"customer-{n + 1}@example.com",
-                               "template": "delay_apology"})
-    twice = rng.choice(cases)  # this customer is also owed a refund confirmation: a second intent
-    queue.enqueue(case_id=twice, tenant_id="store_northline", kind="contact_send",
-                  payload={"idem_key": f"{twice}:email:4", "to": f"customer-{cases.index(twice) + 1}@example.com",
-                           "template": "refund_confirmation"})
+    emails = [(case, {"idem_key": f"{case}:email:3", "to": f"customer-{n + 1}@example.com",
+                      "template": "delay_apology"}) for n, case in enumerate(cases)]
+    twice = rng.choice(cases)  # this customer is also owed two refund confirmations: two more intents
+    address = f"customer-{cases.index(twice) + 1}@example.com"
+    for step in (4, 5):
+        emails.append((twice, {"idem_key": f"{twice}:email:{step}", "to": address, "template": "refund_confirmation"}))
+    emails.append(rng.choice(emails))  # submitted again as a new item: the same email, a new item id
+    for case, payload in emails:
+        queue.enqueue(case_id=case, tenant_id="store_northline", kind="contact_send", payload=dict(payload))
     endings = {case: rng.choice((CLEAN, AFTER_SEND, AFTER_SEND, BEFORE_SEND)) for case in cases}
     if not {AFTER_SEND, BEFORE_SEND} <= set(endings.values()):  # every run shows both kinds of crash
         endings[cases[0]], endings[cases[-1]] = AFTER_SEND, BEFORE_SEND
@@ -84,48 +88,64 @@ def _run_handler(handler, lease, adapter: _ScenarioAdapter) -> None:
     call_answer(handler, lease, adapter)
 
 
-def _deliveries(queue: InMemoryQueue, item_id: str) -> str:
-    leases = queue.log.where("leased", item_id=item_id)
+def _deliveries(queue: InMemoryQueue, items: list[Item]) -> str:
+    leases = [e for item in items for e in queue.log.where("leased", item_id=item.id)]
     return " and ".join(f"{e.worker_id} at t={e.time:g}" for e in leases)
 
 
 def _run(handler) -> str:
     for seed in SEEDS:
         queue, adapter, crashed = forced_expiry(handler, seed)
-        items = queue.items()
-        for item in items:
-            key, to = item.payload["idem_key"], item.payload["to"]
-            what = f"case {item.case_id}'s email {key} ({item.payload['template']})"
-            emails = adapter.emails.get(item.id, [])
-            if not emails:
-                if adapter.calls.get(item.id):
-                    raise Wrong(
-                        f"{what} never reached {to} (seed {seed}): the handler did call send(), but with a key "
-                        "the adapter had already seen, so it returned an earlier message instead. The key must "
-                        "name this one email, not just the case or the customer.")
-                raise Wrong(
-                    f"{what} never reached {to} (seed {seed}): it was delivered to {_deliveries(queue, item.id)}, "
-                    "and no delivery sent it. Send on every delivery, redeliveries included, and let the "
-                    "adapter's key decide whether the customer already has it.")
-            if len(emails) > 1:
-                first, second = emails[0], emails[1]
-                raise Wrong(
-                    f"{what} reached the customer {len(emails)} times (seed {seed}): {first.message_id} at "
-                    f"t={first.time:g} by {first.worker_id} and {second.message_id} at t={second.time:g} by "
-                    f"{second.worker_id}. Both deliveries of the same work must look like one send to the provider.",
-                    [f"{c.message_id} to {c.to}, key {c.idem_key}, by {c.worker_id}" for c in emails])
-            email = emails[0]
-            if email.to != to:
-                raise Wrong(f"{what} went to {email.to!r}, not to the address in the item's payload ({to}).")
-            if email.case_id != item.case_id:
-                raise Wrong(f"{what} was filed under case_id {email.case_id!r}: pass the case of the lease "
-                            "being handled, so the ledger and the checker can find it.")
-    return (f"in {len(SEEDS)} seeded runs some workers died after sending and some before; every crashed case "
-            "was delivered again, and every email reached its customer exactly once.")
+        intents: dict[str, list[Item]] = {}
+        for item in queue.items():
+            intents.setdefault(item.payload["idem_key"], []).append(item)
+        for key, items in intents.items():
+            _judge(seed, queue, adapter, key, items)
+    return (f"in {len(SEEDS)} seeded runs some workers died after sending and some before, and one email was "
+            "queued twice; every crashed case was delivered again, and every email reached its customer exactly once.")
+
+
+def _judge(seed: int, queue: InMemoryQueue, adapter: _ScenarioAdapter, key: str, items: list[Item]) -> None:
+    """One planned email (`key`), queued as `items` (two when it was submitted twice)."""
+    first = items[0]
+    to, case = first.payload["to"], first.case_id
+    what = f"case {case}'s email {key} ({first.payload['template']})"
+    emails = [email for item in items for email in adapter.emails.get(item.id, [])]
+    if not emails:
+        if any(adapter.calls.get(item.id) for item in items):
+            raise Wrong(
+                f"{what} never reached {to} (seed {seed}): the handler did call send(), but with a key "
+                "the adapter had already seen, so it returned an earlier message instead. The key must "
+                "name this one email, not just the case, the customer or the kind of email.")
+        raise Wrong(
+            f"{what} never reached {to} (seed {seed}): it was delivered to {_deliveries(queue, items)}, "
+            "and no delivery sent it. Send on every delivery, redeliveries included, and let the "
+            "adapter's key decide whether the customer already has it.")
+    if len(emails) > 1:
+        emails.sort(key=lambda c: c.message_id)
+        by_item = {c.message_id: item.id for item in items for c in adapter.emails.get(item.id, [])}
+        one, two = emails[0], emails[1]
+        resubmitted = by_item[one.message_id] != by_item[two.message_id]
+        why = (f"{by_item[two.message_id]} is the same email as {by_item[one.message_id]}, queued again when the "
+               "planner restarted: a new item, the same email. Two items of one email must look like one send "
+               "to the provider." if resubmitted else
+               "Both deliveries of the same work must look like one send to the provider.")
+        raise Wrong(
+            f"{what} reached the customer {len(emails)} times (seed {seed}): {one.message_id} at t={one.time:g} by "
+            f"{one.worker_id} for {by_item[one.message_id]} and {two.message_id} at t={two.time:g} by "
+            f"{two.worker_id} for {by_item[two.message_id]}. {why}",
+            [f"{c.message_id} to {c.to}, key {c.idem_key}, by {c.worker_id} for {by_item[c.message_id]}"
+             for c in emails])
+    email = emails[0]
+    if email.to != to:
+        raise Wrong(f"{what} went to {email.to!r}, not to the address in the item's payload ({to}) (seed {seed}).")
+    if email.case_id != case:
+        raise Wrong(f"{what} was filed under case_id {email.case_id!r} (seed {seed}): pass the case of the lease "
+                    "being handled, so the ledger and the checker can find it.")
 
 
 exercise = Exercise(
-    id="01.1", title="a handler that is safe to run twice", run=_run,
+    id="01.1", title="a handler that is safe to run twice", answer="send_followup", run=_run,
     hints=("A redelivery runs your handler again with the same item. What stays the same between the two "
            "deliveries, and what changes (worker, token, attempt)?",
            "The adapter's send(idem_key, ...) returns the first message id when it sees a key again. The "
@@ -157,7 +177,8 @@ _WHY_NOT = {
 def _knowledge(what_can_happen_next) -> str:
     chosen = call_answer(what_can_happen_next)
     if isinstance(chosen, str) or not isinstance(chosen, Iterable):
-        raise Wrong(f"the function returned {chosen!r}; return a set of labels, e.g. {{'label_one', 'label_two'}}.")
+        raise Wrong(f"the function returned {describe(chosen)}; return a set of labels, "
+                    "e.g. {'label_one', 'label_two'}.")
     chosen = list(chosen)
     unknown = sorted({str(c) for c in chosen if c not in NEXT_OPTIONS})
     if unknown:
@@ -175,8 +196,28 @@ def _knowledge(what_can_happen_next) -> str:
 
 
 knowledge = Exercise(
-    id="01.2", title="what an expired lease leads to", run=_knowledge,
+    id="01.2", title="what an expired lease leads to", answer="what_can_happen_next", run=_knowledge,
     hints=("Keep two things apart: what the queue records, and what W1's code is doing on its own machine.",
            "The queue can refuse W1's later calls (ack, heartbeat) but cannot reach into W1's process.",
            "Three of the six options can happen."),
+)
+
+
+# ------------------------------------------------------------------ quizzes
+# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
+
+SAME_KEY_QUIZ = Quiz(
+    "W1 emailed Jordan with key O-1001:email:3 and crashed. W7 now sends with the same key through "
+    "the idempotent adapter. What does W7's send return?",
+    ["A new message id: the email goes out again.",
+     "The first message id, and Jordan receives nothing new.",
+     "An error, because the key was already used.",
+     "Nothing yet: the adapter waits until W1 acks."],
+    answer_index=1,
+    explanations=[
+        "That is the naive adapter's behaviour, the double contact you watched above.",
+        "The adapter recognises the key and returns msg-0001. W7 can carry on as if it had sent the email itself.",
+        "An error would leave W7 unsure whether Jordan was emailed. Returning the first result answers that question.",
+        "W1 is dead and will never ack; the adapter does not know about leases at all, only keys.",
+    ],
 )

@@ -3,42 +3,97 @@ from __future__ import annotations
 
 import random
 
-from shopops_lab.checks.base import Exercise, Wrong, call_answer
+from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe
 from shopops_lab.clock import FakeClock
 from shopops_lab.states import ItemState
+from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import InMemoryQueue, Outcome
 
 SEEDS = (1, 2, 3, 4)
 
 
+class _Runaway(BaseException):
+    """Raised into the learner's loop once it has used up its budget of queue calls. A
+    BaseException, so an `except Exception` around the loop cannot swallow it; the
+    check then judges what the queue's own records say happened. (A bare `except:` inside
+    an endless loop swallows even this: such a loop is stopped only by the kernel.)"""
+
+
 class _Budgeted:
-    """The learner's view of the queue: the real one, with a cap on process_one calls so a
-    loop that never stops is reported instead of hanging the notebook."""
+    """The learner's view of the queue: the real one, with a cap on the calls that do work
+    (process_one, acquire, replay_dlq), so a loop that never stops is ended, not hung."""
 
     def __init__(self, queue: InMemoryQueue, budget: int) -> None:
-        self._queue, self._budget, self.calls = queue, budget, 0
-        self.last: Outcome | None = None
-        self.replays: dict[str, int] = {}
+        self._queue, self._budget = queue, budget
+        self.calls: dict[str, int] = {}
+        self.last: Outcome | None = None   # what process_one returned last
+
+    def _spend(self, call: str) -> None:
+        self.calls[call] = self.calls.get(call, 0) + 1
+        if sum(self.calls.values()) > self._budget:
+            raise _Runaway()
 
     def process_one(self, worker_id, handler, **kwargs):
-        self.calls += 1
-        if self.calls > self._budget:
-            raise Wrong(f"process_one was called {self.calls} times for {len(self._queue)} items: the loop does "
-                        "not stop. Stop when it returns 'empty'.")
+        self._spend("process_one")
         self.last = self._queue.process_one(worker_id, handler, **kwargs)
         return self.last
 
+    def acquire(self, worker_id, **kwargs):
+        self._spend("acquire")
+        return self._queue.acquire(worker_id, **kwargs)
+
     def replay_dlq(self, item_id, **kwargs):
-        self.replays[item_id] = self.replays.get(item_id, 0) + 1
-        if self.replays[item_id] > 1:
-            item = self._queue.item(item_id)  # known: its first replay succeeded
-            raise Wrong(f"{item.case_id} ({item_id}) was replayed {self.replays[item_id]} times: it failed again "
-                        "after the fix, and replaying it over and over is a retry storm by hand. Replay each dead "
-                        "item once, then leave whatever fails again in the DLQ for a human to look at.")
+        self._spend("replay_dlq")
         return self._queue.replay_dlq(item_id, **kwargs)
+
+    def stopped(self) -> str:
+        """Where the learner's loop stopped, in words: its calls and the last outcome."""
+        runs, takes = self.calls.get("process_one", 0), self.calls.get("acquire", 0)
+        if not runs and not takes:
+            return "stopped without processing anything"
+        parts = [f"{n} {name} call{'s' if n > 1 else ''}"
+                 for name, n in (("process_one", runs), ("acquire", takes)) if n]
+        said = ""
+        if self.last is not None:
+            said = f", which returned {self.last.value!r}" if runs == 1 else f", the last returning {self.last.value!r}"
+        return f"stopped after {' and '.join(parts)}{said}"
 
     def __getattr__(self, name):
         return getattr(self._queue, name)
+
+
+def _storm(queue: InMemoryQueue, seed: int) -> Wrong | None:
+    """A retry storm by hand, read from the queue's log: an item replayed more than once."""
+    replays: dict[str, int] = {}
+    for event in queue.log.where("replayed"):
+        replays[event.item_id] = replays.get(event.item_id, 0) + 1
+    stormed = sorted((item_id for item_id, n in replays.items() if n > 1), key=lambda i: (-replays[i], i))
+    if not stormed:
+        return None
+    item = queue.item(stormed[0])
+    deaths = len(queue.log.where("dead_lettered", item_id=item.id))
+    return Wrong(f"{item.case_id} ({item.id}) was replayed {replays[item.id]} times (seed {seed}) and died "
+                 f"{deaths} times: it still fails after the fix, and replaying it over and over is a retry storm "
+                 "by hand. Replay each dead item once, then leave whatever fails again in the DLQ for a human.")
+
+
+def _call(replay_and_drain, queue: InMemoryQueue, handler, seed: int) -> _Budgeted:
+    """Run the learner's function on a budgeted view; a runaway loop ends in a verdict."""
+    view = _Budgeted(queue, budget=20 * len(queue))
+    try:
+        call_answer(replay_and_drain, view, handler)
+    except _Runaway:
+        storm = _storm(queue, seed)
+        if storm is not None:
+            raise storm from None
+        raise Wrong(f"your function made {sum(view.calls.values())} queue calls for {len(queue)} items and was "
+                    f"stopped by the check (seed {seed}; the last process_one returned "
+                    f"{view.last.value if view.last is not None else 'nothing'!r}): the loop does not end. Stop "
+                    "when process_one returns 'empty'.") from None
+    storm = _storm(queue, seed)
+    if storm is not None:
+        raise storm
+    return view
 
 
 def poisoned_queue(seed: int, *, one_still_broken: bool = False):
@@ -74,16 +129,15 @@ def _run(replay_and_drain) -> str:
         queue, dead, fixed, handled = poisoned_queue(seed)
         if sorted(item.case_id for item in queue.dlq_items()) != dead:
             raise AssertionError("scenario set-up failed")  # the kit's bug, not the learner's
-        view = _Budgeted(queue, budget=20 * len(queue))
-        call_answer(replay_and_drain, view, fixed)
+        view = _call(replay_and_drain, queue, fixed, seed)
         left = [item.case_id for item in queue.dlq_items()]
         if left:
             raise Wrong(f"after your function, {', '.join(left)} are still in the DLQ (seed {seed}): replay every "
                         "dead item once the handler is fixed.")
         not_done = [item.case_id for item in queue.items() if item.state is not ItemState.DONE]
         if not_done:
-            raise Wrong(f"{', '.join(not_done)} were replayed but not processed (seed {seed}): drive the queue "
-                        "until it is empty.")
+            raise Wrong(f"{', '.join(not_done)} were replayed but not processed (seed {seed}): your function "
+                        f"{view.stopped()}. Drive the queue until it is empty.")
         if sorted(handled) != dead:
             twice = sorted({c for c in handled if handled.count(c) > 1})
             raise Wrong(f"the fixed handler ran for {sorted(handled)} but only {dead} needed it (seed {seed})"
@@ -92,15 +146,14 @@ def _run(replay_and_drain) -> str:
         if sorted(replays) != dead or any(n != 1 for n in replays.values()):
             raise Wrong(f"each dead item should be replayed exactly once; replays were {replays} (seed {seed}).")
     queue, dead, fixed, handled = poisoned_queue(9, one_still_broken=True)
-    view = _Budgeted(queue, budget=20 * len(queue))
-    call_answer(replay_and_drain, view, fixed)
+    view = _call(replay_and_drain, queue, fixed, 9)
     broken = queue.item(next(i.id for i in queue.items() if i.case_id == dead[0]))
     unfinished = [i.case_id for i in queue.items() if i.state is not ItemState.DONE and i.case_id != broken.case_id]
     if unfinished:
-        stop = f" after process_one returned {view.last.value!r}" if view.last is not None else ""
-        raise Wrong(f"with {broken.case_id} still failing after the fix (seed 9), your function stopped{stop} and left "
-                    f"{', '.join(unfinished)} unfinished. One bad item must not hold up the rest: keep going until "
-                    "process_one returns 'empty'; the failing item goes back to the DLQ by itself.")
+        raise Wrong(f"with {broken.case_id} still failing after the fix (seed 9), your function "
+                    f"{view.stopped()}, and left {', '.join(unfinished)} unfinished. One bad item must not hold up "
+                    "the rest: keep going until process_one returns 'empty'; the failing item goes back to the "
+                    "DLQ by itself.")
     if broken.state is not ItemState.DEAD or broken.replays != 1:
         raise Wrong(f"{broken.case_id} still fails after the fix (seed 9); it should be replayed once and end back in "
                     f"the DLQ for a human, but it is {broken.state.value} after {broken.replays} replays.")
@@ -109,7 +162,7 @@ def _run(replay_and_drain) -> str:
 
 
 exercise = Exercise(
-    id="02.1", title="replay the DLQ after the fix", run=_run,
+    id="02.1", title="replay the DLQ after the fix", answer="replay_and_drain", run=_run,
     hints=("Two phases: first bring every dead item back, then let a worker work until nothing is left.",
            "queue.dlq_items() lists the dead items; queue.replay_dlq(item.id) sends one back; "
            "queue.process_one(worker_id, handler) returns 'empty' when nothing is left.",
@@ -145,17 +198,31 @@ def replay_deliveries(deliveries, max_attempts: int) -> str:
     return queue.item(item_id).state.value
 
 
-def _misread(deliveries, max_attempts: int, *, crashes_count: bool, limit_extra: int) -> str:
-    """The two usual misreadings: crashes that use no attempt, and one attempt too many."""
+def _misread(deliveries, max_attempts: int, *, crashes_count: bool = True, limit_extra: int = 0,
+             fail_is_final: bool = False) -> str:
+    """A plausible misreading of the rules, played through like the real thing."""
     used = 0
     for outcome in deliveries:
         if outcome == "ok":
             return "done"
+        if outcome == "fail" and fail_is_final:
+            return "dead"
         if outcome == "fail" or crashes_count:
             used += 1
         if used >= max_attempts + limit_extra:
             return "dead"
     return "ready"
+
+
+# (what the answer did, as the message says it, and the misreading that does exactly that)
+MISREADINGS = (
+    ("as if a crash did not use up an attempt. The queue counts deliveries, and it cannot tell a crashed "
+     "worker from a slow one", dict(crashes_count=False)),
+    ("as if max_attempts allowed one delivery more than it does", dict(limit_extra=1)),
+    ("as if max_attempts allowed one delivery fewer than it does", dict(limit_extra=-1)),
+    ("as if one failure sent the item straight to the DLQ. A failed delivery uses an attempt; the item "
+     "dies only when the attempts run out", dict(fail_is_final=True)),
+)
 
 
 def _cases():
@@ -167,29 +234,51 @@ def _cases():
 
 
 def _knowledge(where_does_it_end) -> str:
+    answers = []
     for deliveries, limit in _cases():
         got = call_answer(where_does_it_end, list(deliveries), limit)
-        if got not in ("ready", "done", "dead"):
-            raise Wrong(f"for {deliveries} the function returned {got!r}; return the item's state: 'ready', 'done' "
-                        "or 'dead'.")
-        truth = replay_deliveries(deliveries, limit)
-        if got == truth:
-            continue
-        said = f"for deliveries {deliveries} with max_attempts={limit} your function says {got!r}"
-        if got == _misread(deliveries, limit, crashes_count=False, limit_extra=0):
-            raise Wrong(f"{said}, as if a crash did not use up an attempt. The queue counts deliveries, and it "
-                        "cannot tell a crashed worker from a slow one.")
-        if got == _misread(deliveries, limit, crashes_count=True, limit_extra=1):
-            raise Wrong(f"{said}, which allows one delivery more than max_attempts.")
-        raise Wrong(f"{said}, but a real queue ends elsewhere. Play the list through by hand: one delivery per entry.")
-    return "your predictions match a real queue on every sequence, crashes included."
+        if not isinstance(got, str) or got not in ("ready", "done", "dead"):
+            raise Wrong(f"for {deliveries} the function returned {describe(got)}; return the item's state: 'ready', "
+                        "'done' or 'dead'.")
+        answers.append((deliveries, limit, got))
+    wrong = [(d, limit, got) for d, limit, got in answers if got != replay_deliveries(d, limit)]
+    if not wrong:
+        return "your predictions match a real queue on every sequence, crashes included."
+    deliveries, limit, got = wrong[0]
+    said = (f"for deliveries {deliveries} with max_attempts={limit} your function says {got!r} "
+            f"({len(wrong)} of {len(answers)} sequences end elsewhere on a real queue)")
+    for what, misreading in MISREADINGS:
+        if all(got == _misread(d, limit, **misreading) for d, limit, got in answers):
+            raise Wrong(f"{said}: on every sequence it answers {what}.")
+    raise Wrong(f"{said}. Play that list through by hand, one delivery per entry, and compare.")
 
 
 knowledge = Exercise(
-    id="02.2", title="where does the item end?", run=_knowledge,
+    id="02.2", title="where does the item end?", answer="where_does_it_end", run=_knowledge,
     hints=("Each entry of the list is one delivery, and every delivery starts with an acquire.",
            "Attempts are counted on acquire, so 'crash' uses one just like 'fail'. Once the item is done or "
            "dead, the queue delivers it no more, so later entries do not matter.",
            "Shape: count deliveries as you walk the list; 'ok' means done; reaching max_attempts without an "
            "'ok' means dead; running out of entries first means ready."),
+)
+
+
+# ------------------------------------------------------------------ quizzes
+# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
+
+AUTO_REPLAY_QUIZ = Quiz(
+    "To save the on-call engineer's time, someone proposes a job that replays the whole DLQ every "
+    "5 minutes. What happens to a payload that no handler can read yet?",
+    ["The retries fix it eventually.",
+     "It fails max_attempts times every 5 minutes, for ever, and nobody is told.",
+     "It is handled once and acked.",
+     "The queue refuses to replay an item twice."],
+    answer_index=1,
+    explanations=[
+        "Retries help with bad luck, not bad data: the same payload fails the same way every time.",
+        "Automatic replay turns the DLQ back into a retry storm, just slower, and hides the problem that needs "
+        "a person.",
+        "Nothing about the payload or the handler changed, so nothing about the outcome changes.",
+        "The queue replays an item as often as it is told to (watch the replays count); the judgement has to be human.",
+    ],
 )

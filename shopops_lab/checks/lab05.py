@@ -1,31 +1,40 @@
 """Lab 05: recover a workflow with operation receipts, verified at every crash point.
 
 The learner writes `run(job_id, env)`. The check crashes it at every point it passes
-(`shopops_lab.crash.explore`), with a healthy provider, with a lost reply and with a
-refused send, on two jobs; then it changes the workflow version under a half-done job.
-A failure names the setting, the crash point, the broken invariant and the trace of
-that row: what happened, never what to write.
+(`shopops_lab.crash.explore`) with a healthy provider, a lost reply (the email went out),
+a lost request (nothing went out: the same *unknown* to the caller, so guessing either
+way fails one of the two), a refused send, and on a second job; then it changes the
+workflow version under half-done jobs, one of them stopped right after its email. The
+runner gets what a real worker has (`Env.for_worker()`: receipts and `lookup`, no inbox)
+and must return the message id of the email that reached the customer. A failure names
+the setting, the crash point, the broken promise and the trace of that row: what
+happened, never what to write. `exploration(run, ...)` replays a setting as the check ran it.
 """
 from __future__ import annotations
 
-from shopops_lab.checkpoint import PUBLISH_WORKFLOW, CrashPoint, Env, Workflow
-from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer
-from shopops_lab.crash import ExplorationReport, explore
-from shopops_lab.effects import Fault
+import weakref
+from typing import Any
 
-# (how a message names the setting, faults, job id, how to replay it)
+from shopops_lab.checkpoint import PUBLISH_WORKFLOW, CrashPoint, Env, Workflow
+from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer, describe, error_text
+from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
+from shopops_lab.effects import Fault
+from shopops_lab.widgets.quiz import Quiz
+
+__all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "SETTINGS", "exercise", "exploration"]
+
+# (how a message names the setting, faults, job id)
 SETTINGS = (
-    ("a healthy email provider", (), "O-1001", "print(explore(run))"),
-    ("a lost reply (the email went out, the answer never came back)", (Fault.DROP_REPLY,), "O-1001",
-     "print(explore(run, faults=['drop_reply']))"),
-    ("a refused send (the provider said no, nothing went out)", (Fault.FAIL,), "O-1001",
-     "print(explore(run, faults=['fail']))"),
-    ("a lost reply on job A-1002", (Fault.DROP_REPLY,), "A-1002",
-     "print(explore(run, faults=['drop_reply'], job_id='A-1002'))"),
+    ("a healthy email provider", (), "O-1001"),
+    ("a lost reply (the email went out, the answer never came back)", (Fault.DROP_REPLY,), "O-1001"),
+    ("a lost request (the send timed out before reaching the provider: nothing went out)",
+     (Fault.LOSE_REQUEST,), "O-1001"),
+    ("a refused send (the provider said no, nothing went out)", (Fault.FAIL,), "O-1001"),
+    ("a lost reply on job A-1002", (Fault.DROP_REPLY,), "A-1002"),
 )
 MAX_TRACE = 40
 
-# One nudge per invariant: what the broken promise means, not how to keep it.
+# One nudge per promise: what the broken promise means, not how to keep it.
 WHY = {
     "effect_exactly_once": "After the restart your run could not tell whether the email had already gone out.",
     "artifacts_reused": "A step that was already confirmed ran again; a confirmed artifact must be reused, "
@@ -34,16 +43,57 @@ WHY = {
     "completed": "The job must end with every step confirmed in the checkpoint and the delivery acknowledged.",
     "no_blind_resend": "The restart sent an operation again while its earlier outcome was not a known failure: "
                        "find out what happened to it before sending.",
+    "returns_message_id": "The exercise asks run to return the message id of the email the customer received.",
     "explorer": "The explorer could not crash your run as planned.",
 }
-NEVER_SENT = "The restart treated the email as sent without any proof that it was."
+NEVER_SENT = "Your run treated the email as sent without any proof that it was."
 FIRST = ("explorer", "completed")  # a run that cannot finish (or be crashed) is told before anything else
+
+
+class _AsWorker:
+    """The learner's run as the check calls it: with a worker's view of each Env, and
+    what every run returned noted, for the `returns_message_id` promise."""
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+        self.__name__ = getattr(run, "__name__", "run")
+        self.returned: weakref.WeakKeyDictionary[Env, list[Any]] = weakref.WeakKeyDictionary()
+
+    def __call__(self, job_id: str, env: Env) -> Any:
+        result = self.run(job_id, env.for_worker())
+        self.returned.setdefault(env, []).append(result)
+        return result
+
+    def returns_message_id(self, obs: Observation) -> str | None:
+        step = [s for s in obs.workflow.steps if s.effect][-1]
+        delivered = obs.env.deliveries(obs.job_id, step.id)
+        if len(delivered) != 1:
+            return None   # effect_exactly_once says what went wrong
+        for result in self.returned.get(obs.env, ()):
+            if result != delivered[0]:
+                return (f"a run that finished returned {describe(result)}, but the email that reached the "
+                        f"customer is {delivered[0]}")
+        return None
+
+
+def exploration(run: Any, faults=(), job_id: str = "O-1001") -> ExplorationReport:
+    """Explore `run` the way the check does: as a worker (no inbox), with every promise."""
+    worker = _AsWorker(run)
+    invariants = (*DEFAULT_INVARIANTS, Invariant(name="returns_message_id", check=worker.returns_message_id,
+                                                 about="every run that finished returned the email's message id"))
+    return explore(worker, faults=faults, job_id=job_id, invariants=invariants)
+
+
+def _replay(faults, job_id: str) -> str:
+    args = "".join([f", faults={[f.value for f in faults]!r}" if faults else "",
+                    f", job_id={job_id!r}" if job_id != "O-1001" else ""])
+    return f"print(lab05.exploration(run{args}))"
 
 
 def _probe(run) -> None:
     """One plain run on fresh stores: the pristine stub raises NotImplementedError here."""
     try:
-        call_answer(run, "O-1001", Env())
+        call_answer(run, "O-1001", Env().for_worker())
     except NotAttempted:
         raise
     except Exception:  # anything else is judged, with its trace, by the exploration
@@ -67,78 +117,83 @@ def _failure(report: ExplorationReport, setting: str, replay: str) -> Wrong:
     return Wrong(message, [f"trace of {row.label}:", *trace])
 
 
-def _changed_plan(run) -> None:
-    """Half-done under v1, then v2 is deployed: refuse; after an explicit migration, finish
-    with one email and without regenerating the summary."""
-    env = Env()
-    env.arm(CrashPoint.after_checkpoint("summarize"))
-    env.note("--- run 1, workflow v1 ---")
+def _deliver(run, env: Env) -> BaseException | None:
+    """One delivery of O-1001 to the learner's run as a worker; what it raised, if anything."""
     try:
-        call_answer(run, "O-1001", env)
+        call_answer(run, "O-1001", env.for_worker())
     except NotAttempted:
         raise
-    except Exception:  # the planned crash (anything else was judged by the exploration)
-        pass
+    except Exception as exc:  # noqa: BLE001 - the planned crash, a refusal, or the learner's error
+        return exc
+    return None
+
+
+# Where a v1 worker dies before v2 is deployed: with the summary confirmed, and right
+# after its email went out (the intent is saved, the receipt is not).
+CHANGED_PLAN_CRASHES = (CrashPoint.after_checkpoint("summarize"), CrashPoint.after_effect("publish"))
+
+
+def _changed_plan(run, crash: CrashPoint) -> None:
+    """Half-done under v1, then v2 is deployed: refuse; after an explicit migration, finish
+    with one email, without regenerating the summary, returning the email's message id."""
+    env = Env()
+    env.arm(crash)
+    env.note(f"--- run 1, workflow v1, crashes at {crash} ---")
+    _deliver(run, env)
     if env.crashed_at is None:
-        raise Wrong("your run never wrote a checkpoint confirming summarize, so the changed-plan scenario "
-                    "could not stop it half-way: confirm each step in the checkpoint as soon as it is done.")
+        raise Wrong(f"your run never reached {crash}, so the changed-plan scenario could not stop it there: "
+                    "confirm each step in the checkpoint as soon as it is done.", env.trace)
     stored = env.checkpoints.load("O-1001")
+    done = ", ".join(stored.completed) if stored is not None and stored.completed else "nothing"
+    story = f"O-1001 was half done under workflow v1 (stopped at {crash}, confirmed: {done}) when v2 was deployed"
     env.workflow = Workflow(version="v2", steps=PUBLISH_WORKFLOW.steps)
     env.arm(None)
     effects = len(env.effects)
     env.note("--- run 2, workflow v2 deployed, checkpoint not migrated ---")
-    try:
-        call_answer(run, "O-1001", env)
-    except NotAttempted:
-        raise
-    except Exception:
-        refused = True
-    else:
-        refused = False
+    refused = _deliver(run, env) is not None
     if not refused or len(env.effects) != effects:
-        done = ", ".join(stored.completed) if stored is not None else "nothing"
         ran = ", ".join(env.effects[effects:]) or "nothing"
-        raise Wrong(f"O-1001 was half done under workflow v1 (confirmed: {done}) when v2 was deployed; "
-                    f"your run {'carried on' if not refused else 'raised, but only after running ' + ran} "
+        raise Wrong(f"{story}; your run {'carried on' if not refused else 'raised, but only after running ' + ran} "
                     "instead of refusing the v1 checkpoint. A changed plan is refused until someone "
                     "migrates the checkpoint explicitly.", env.trace)
     env.checkpoints.migrate("O-1001", "v2", lambda checkpoint: checkpoint)
     env.note("--- run 3, after migrating the checkpoint to v2 ---")
     try:
-        call_answer(run, "O-1001", env)
+        returned = call_answer(run, "O-1001", env.for_worker())
     except NotAttempted:
         raise
-    except Exception as exc:
-        raise Wrong(f"after the checkpoint was migrated to v2, your run raised {type(exc).__name__}: {exc}",
+    except Exception as exc:  # noqa: BLE001 - the learner's error, with the trace
+        raise Wrong(f"{story}; after the checkpoint was migrated to v2, your run raised {error_text(exc)}",
                     env.trace) from None
     sent = env.deliveries("O-1001", "publish")
     if env.regenerated or len(sent) != 1:
         what = (f"{env.regenerated[0]} ran again" if env.regenerated
-                else f"publish reached the customer {len(sent)} times")
-        raise Wrong(f"after the migration to v2, {what}: a migrated checkpoint keeps its confirmed steps.",
-                    env.trace)
+                else f"publish reached the customer {len(sent)} times ({', '.join(sent) or 'never'})")
+        raise Wrong(f"{story}; after the migration to v2, {what}: a migrated checkpoint keeps its confirmed steps "
+                    "and the operations it already started.", env.trace)
+    if returned != sent[0]:
+        raise Wrong(f"{story}; after the migration your run finished and returned {describe(returned)}, but the email "
+                    f"that reached the customer is {sent[0]}: return its message id.", env.trace)
 
 
 def _run(run) -> str:
-    if run is None:
-        raise NotAttempted()
-    if not callable(run):
-        raise Wrong(f"pass your function itself, run, not {type(run).__name__} {run!r}.")
     _probe(run)
     points = 0
-    for setting, faults, job_id, replay in SETTINGS:
-        report = explore(run, faults=faults, job_id=job_id)
+    for setting, faults, job_id in SETTINGS:
+        report = exploration(run, faults=faults, job_id=job_id)
         if not report.passed:
-            raise _failure(report, setting, replay)
+            raise _failure(report, setting, _replay(faults, job_id))
         points += len(report.results)
-    _changed_plan(run)
-    return (f"{points} crash points explored in {len(SETTINGS)} settings (healthy, lost reply, refused send, "
-            "another job): every restart recovered with one email, no step redone and no blind resend; "
-            "and a changed workflow was refused until migrated.")
+    for crash in CHANGED_PLAN_CRASHES:
+        _changed_plan(run, crash)
+    return (f"{points} crash points explored in {len(SETTINGS)} settings (healthy, lost reply, lost request, "
+            "refused send, another job): every restart recovered with one email, no step redone, no blind resend "
+            "and the right message id returned; and a changed workflow was refused until migrated, then finished "
+            "without a second email.")
 
 
 exercise = Exercise(
-    id="05.1", title="receipt-based recovery", run=_run,
+    id="05.1", title="receipt-based recovery", answer="run", run=_run,
     hints=("A restart only knows what the checkpoint store kept. Before the email goes out, what could you "
            "write down so that a restart knows an email *may* have gone out? And after it went out, what "
            "proves that it did?",
@@ -152,3 +207,35 @@ exercise = Exercise(
            "look it up. Not ok in the end? raise, so the next delivery tries again. Ok: save receipt + confirm "
            "in one checkpoint write. After the loop, env.ack(job_id, token=token, result=...)."),
 )
+
+
+# ------------------------------------------------------------------ quizzes
+# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
+
+INTENT_QUIZ = Quiz(
+    "A run crashed after writing the intent O-1001:publish:v1. The restart finds the intent and no "
+    "receipt. What should it do first?",
+    ["Send the email again under a fresh key, to be sure it goes out.",
+     "Mark publish as confirmed: the intent proves the email was sent.",
+     "Look the operation up with the provider, under O-1001:publish:v1.",
+     "Re-run summarize, then send the new summary."],
+    2,
+    ["A fresh key defeats the provider's dedupe: if the first email went out, Jordan gets two.",
+     "The intent is written before the send: the worker may have died before sending anything.",
+     "The intent says the email may have gone out; only the provider knows. Delivered: record the "
+     "receipt. Not delivered: send under the same id.",
+     "summary-v2 was never approved, and the question of the first email is still open."],
+    hint="An intent without a receipt is a question, not an answer.")
+
+CHECKPOINT_QUIZ = Quiz(
+    "Which of these belongs in O-1001's checkpoint so a restart repeats nothing irreversible?",
+    ["The full conversation with the model, so the agent can re-read it and decide again.",
+     "The plan version, the confirmed steps with their artifacts, and intents and receipts.",
+     "The worker's process id and the time it started.",
+     "Only the last confirmed step: everything else can be recomputed."],
+    1,
+    ["A transcript explains a decision; resuming from it means deciding again, maybe differently.",
+     "Those are the decisions: which plan, what is done, what it produced, what went out.",
+     "A new worker resumes the job; the old worker's identity does not help it.",
+     "Recomputing summarize makes summary-v2, which nobody approved; and the email needs its receipt."],
+    hint="What would be different if the step ran a second time?")

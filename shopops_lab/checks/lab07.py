@@ -1,8 +1,13 @@
 """Lab 07: a backpressure policy for burst day, judged by running the day.
 
 The learner writes `my_policy(signals)`, returning `acquire(...)` or `wait(...)`. The
-check plays `burst_day` (3,000 items, its chaos and its gateway spike) on three seeds
-and holds the policy to four promises, each measured from the run's event log:
+check first asks the policy about a grid of signals, in three different orders, and
+holds it to the lab's two rules directly: the same signals always get the same decision
+(no memory, no randomness), and no worker is told to wait while work is queued (a wait
+holds approvals back with everything else). Then it plays `burst_day` (3,000 items, its
+chaos, and a gateway spike whose start, length and strength the seed decides, so a
+policy that sheds by the clock instead of by a signal meets a spike it did not expect)
+on three seeds and holds the policy to four promises, each measured from the event log:
 
 - work gets done: every item done or dead-lettered, the last one within `finish_by`;
 - approvals keep flowing: 95 of 100 approval resumes done within `approval_p95` seconds
@@ -12,26 +17,34 @@ and holds the policy to four promises, each measured from the run's event log:
 
 There is no single right policy, only these limits. `trial(policy, seed=...)` runs one day
 and shows every measurement against its limit, so a learner can try ideas before the
-check. A failure names the limit, the numbers, the seed and the line that replays it.
+check. A failure names the limit, the numbers, the seed and the line that replays it; a
+policy that raises is told the seed, the time and the signals it raised on.
 """
 from __future__ import annotations
 
+import dataclasses
+import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from shopops_lab.backpressure import Decision, Signals, describe_policy
-from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer
-from shopops_lab.errors import ShopOpsError
+from shopops_lab.backpressure import Decision, Signals, as_policy, describe_policy
+from shopops_lab.checker import is_approval
+from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer, describe, error_text
+from shopops_lab.errors import BadArgumentError, ShopOpsError
 from shopops_lab.events import EventKind
 from shopops_lab.metrics import Summary, percentile
 from shopops_lab.sim import Simulation
-from shopops_lab.sim.scenarios import APPROVAL, BULK, INTAKE
+from shopops_lab.sim.faults import Fault, FaultKind
+from shopops_lab.sim.scenarios import APPROVAL, BULK, INTAKE, Scenario, get_scenario
+from shopops_lab.widgets.quiz import Quiz
+from shopops_lab.worker.queue import Priority
 
-__all__ = ["CONTRACT", "ITEMS", "LIMITS", "PIECES", "SEEDS", "Limits", "Trial", "exercise", "knowledge", "trial"]
+__all__ = ["CONTRACT", "DOUBLE_POOL_QUIZ", "ITEMS", "LIMITS", "PIECES", "SEEDS", "Limits", "Trial",
+           "burst_day", "exercise", "knowledge", "trial"]
 
 SCENARIO = "burst_day"
 ITEMS = 3000                 # a shorter burst than the story's 10,000, so the check takes about a second
-SEEDS = (3, 5, 8)
+SEEDS = (3, 4, 8)
 CHUNK = 300.0                # simulated seconds between looks at the wake-up count
 MAX_STEPS = 200_000          # a sound day of 3,000 items takes about 12,000 worker wake-ups
 _KIND_NAMES = {INTAKE: "intake", BULK: "bulk outreach", APPROVAL: "approvals"}
@@ -52,6 +65,20 @@ class Limits:
 
 
 LIMITS = Limits()
+
+
+def burst_day(seed: int) -> Scenario:
+    """The `burst_day` scenario with the gateway spike of `seed`: when it starts, how long
+    it lasts and how much slower the gateway gets all come from the seed, so the graded
+    days differ and a policy must read its signals, not the clock."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise BadArgumentError(field="seed", problem=f"is {seed!r}", fix="pass a whole number, e.g. seed=3")
+    rng = random.Random(f"gateway spike {seed}")
+    spike = Fault("gateway_spike", at=float(rng.randrange(0, 2700, 60)), duration=float(rng.randrange(420, 1500, 60)),
+                  factor=round(rng.uniform(2.5, 5.0), 1))
+    base = get_scenario(SCENARIO)
+    others = tuple(f for f in base.faults if f.kind is not FaultKind.GATEWAY_SPIKE)
+    return dataclasses.replace(base, faults=(*others, spike))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -83,6 +110,7 @@ class Trial:
     anomalies: dict[str, int] = field(default_factory=dict)   # checker anomaly name -> count
     first_anomaly: dict[str, str] = field(default_factory=dict)   # name -> its first message
     replay: str = ""
+    spike: str = ""                            # the gateway spike of this seed, in words
     limits: Limits = LIMITS
 
     @property
@@ -104,7 +132,8 @@ class Trial:
                          "shedding is for while the gateway is full, not for good")
         if self.approval_p95 is not None and self.approval_p95 > lim.approval_p95:
             case, seconds = self.slowest or ("?", 0.0)
-            found.append(f"approvals starved: their p95 from arrival to done was {self.approval_p95:,.0f} s, over "
+            found.append(f"approvals starved: their p95 from arrival to done was "
+                         f"{_past(self.approval_p95, lim.approval_p95)} s, over "
                          f"the {lim.approval_p95:g} s budget (the slowest, case {case}, took {seconds:,.0f} s), "
                          f"while {self.bulk_while_overdue:,} bulk outreach items were finished during those "
                          "overdue waits")
@@ -120,7 +149,7 @@ class Trial:
         if (not self.stopped and not self.unfinished and self.finished_at is not None
                 and self.finished_at > lim.finish_by):
             room = "" if self.capacity is None else f" although the gateway serves {self.capacity} at full speed"
-            found.append(f"too slow: the last item was settled at t={self.finished_at:,.0f} s "
+            found.append(f"too slow: the last item was settled at t={_past(self.finished_at, lim.finish_by)} s "
                          f"({_clock(self.finished_at)}), past the limit of t={lim.finish_by:,.0f} s "
                          f"({_clock(lim.finish_by)}); on average only {self.mean_in_flight:.1f} model calls were "
                          f"in flight{room}: work was held back that the gateway had room for")
@@ -142,7 +171,7 @@ class Trial:
             work = f"{settled:,} of {self.items:,} settled by the end of the day (t={self.end:,.0f} s)"
         else:
             work = (f"all {self.items:,} settled ({self.done:,} done, {self.dead_lettered} dead-lettered), "
-                    f"the last at t={self.finished_at:,.0f} s (limit {lim.finish_by:,.0f} s)")
+                    f"the last at t={_past(self.finished_at, lim.finish_by)} s (limit {lim.finish_by:,.0f} s)")
         work_ok = (not self.stopped and not self.unfinished and self.finished_at is not None
                    and self.finished_at <= lim.finish_by)
         waiting = self.kinds.get(APPROVAL, (0, 0))
@@ -151,7 +180,8 @@ class Trial:
         dead, left = waiting[0] - self.approvals, waiting[1] - waiting[0]
         approvals = (f"{self.approvals} done" + (f", {dead} dead-lettered" if dead else "")
                      + (f", {left} unfinished" if left else "")
-                     + f", p95 {_s(self.approval_p95)} from arrival to done (limit {lim.approval_p95:g} s)")
+                     + f", p95 {_s(self.approval_p95, lim.approval_p95)} from arrival to done "
+                       f"(limit {lim.approval_p95:g} s)")
         if self.anomalies.get("approval_starved"):
             approvals += f", {self.anomalies['approval_starved']} starved"
         cap = "" if self.capacity is None else f", it serves {self.capacity} at full speed"
@@ -167,14 +197,41 @@ class Trial:
                 f"{_mark(customers_ok)} customers: {customers}"]
 
     def __str__(self) -> str:
-        head = f"burst day, seed {self.seed}, {self.items:,} items, policy {self.policy}"
+        head = f"burst day, seed {self.seed}, {self.items:,} items, policy {self.policy}" + (
+            f", {self.spike}" if self.spike else "")
         return "\n".join([head, *(f"  {line}" for line in self.lines()), f"  replay: {self.replay}"])
 
 
 def trial(policy: Any, *, seed: int = SEEDS[0], items: int = ITEMS, limits: Limits = LIMITS) -> Trial:
-    """Play burst day (`items` items, with its chaos) under `policy` and measure it
-    against `limits`. A run whose workers wake up more than MAX_STEPS times is cut short."""
-    sim = Simulation(SCENARIO, seed=seed, items=items, policy=policy)
+    """Play burst day (`items` items, with its chaos and the spike of `seed`, see
+    `burst_day`) under `policy` and measure it against `limits`. A run whose workers wake
+    up more than MAX_STEPS times is cut short."""
+    return _day(_Watched(policy), seed, items, limits)
+
+
+class _Watched:
+    """The policy as the simulator calls it, watched: the first signals it raised on, and
+    the first time it told a worker to wait while work was queued."""
+
+    def __init__(self, policy: Any) -> None:
+        self.name = describe_policy(policy)
+        self._decide = as_policy(policy)
+        self.raised: tuple[Signals, BaseException] | None = None
+        self.waited: tuple[Signals, Decision] | None = None
+
+    def __call__(self, signals: Signals) -> Decision:
+        try:
+            decision = self._decide(signals)
+        except Exception as exc:
+            self.raised = self.raised or (signals, exc)
+            raise
+        if decision.waits and signals.depth and self.waited is None:
+            self.waited = (signals, decision)
+        return decision
+
+
+def _day(watched: _Watched, seed: int, items: int, limits: Limits) -> Trial:
+    sim = Simulation(burst_day(seed), seed=seed, items=items, policy=watched)
     t, stopped = 0.0, False
     while not sim.done:
         t += CHUNK
@@ -182,11 +239,15 @@ def trial(policy: Any, *, seed: int = SEEDS[0], items: int = ITEMS, limits: Limi
         if sim.steps > MAX_STEPS and not sim.done:
             stopped = True
             break
-    report = sim.report()
-    return _measure(sim, report, stopped, limits)
+    spike = next(f for f in sim.scenario.faults if f.kind is FaultKind.GATEWAY_SPIKE)
+    return _measure(sim, sim.report(), stopped, limits, policy=watched.name,
+                    replay=f"run(lab07.burst_day({seed}), seed={seed}, items={items}, policy={watched.name})",
+                    spike=(f"gateway spike {spike.factor:g}x slower from t={spike.at:,.0f} s "
+                           f"for {spike.duration:,.0f} s"))
 
 
-def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits) -> Trial:
+def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits, *, policy: str, replay: str,
+             spike: str) -> Trial:
     kind_of: dict[str, str] = {}
     arrived: dict[str, float] = {}              # approval item -> arrival time
     case_of: dict[str, str] = {}
@@ -199,7 +260,7 @@ def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits) -> Tri
     for time, kind, item_id, case_id, _worker, _token, _attempt, info in report.log.rows():
         if kind is EventKind.ENQUEUED:
             kind_of[item_id] = info.get("kind", "")
-            if info.get("kind") == APPROVAL:
+            if is_approval(info):
                 arrived[item_id] = time
                 case_of[item_id] = case_id
         elif kind is EventKind.ACKED or kind is EventKind.DEAD_LETTERED:
@@ -236,67 +297,124 @@ def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits) -> Tri
         first.setdefault(name, anomaly.message)
     span = finished_at if finished_at else sim.now
     return Trial(
-        seed=sim.seed, items=sim.items, policy=describe_policy(sim.policy),
+        seed=sim.seed, items=sim.items, policy=policy,
         capacity=sim.scenario.gateway_capacity, end=round(sim.now, 3), stopped=stopped, steps=sim.steps,
         kinds=kinds, done=report.done, dead_lettered=report.dead_lettered, finished_at=finished_at,
         approvals=len(waits), approval_p95=approval_p95, slowest=slowest, bulk_while_overdue=bulk_while_overdue,
         calls=calls, timeouts=timeouts, gateway_p95=Summary.of(latencies).p95,
         max_in_flight=max_in_flight, mean_in_flight=call_seconds / span if span else 0.0,
         double_contacts=report.double_contacts, anomalies=anomalies, first_anomaly=first,
-        replay=report.python_replay.split("; ", 1)[-1], limits=limits)
+        replay=replay, spike=spike, limits=limits)
 
 
 # ------------------------------------------------------------------ exercise 7.1
 _PROBE = Signals(gateway_p95=0.0, depth=ITEMS, in_flight=0, now=0.0)
 
 
-def _probe(policy: Any) -> None:
-    """Call the policy once, the way a worker would at t=0, so a stub or a wrong return
-    shows up before a whole day is simulated."""
-    if policy is None:
-        raise NotAttempted()
-    if not callable(policy):
-        raise Wrong(f"the check got {_describe(policy)}; pass the policy function itself, "
-                    "e.g. check(my_policy), not check(my_policy(...)).")
+def _grid() -> list[Signals]:
+    """Signals a worker may bring, from a calm gateway to a melting one, early and late."""
+    return [Signals(gateway_p95=p95, depth=depth, in_flight=in_flight, now=now)
+            for p95 in (0.0, 15.0, 45.0, 75.0, 120.0) for depth in (0, 40, ITEMS)
+            for in_flight in (0, 5, 9, 10, 11, 20) for now in (0.0, 1200.0, 4000.0)]
+
+
+def _shown(signals: Signals) -> str:
+    """Signals as a learner can type them back in, without float noise."""
+    return (f"Signals(gateway_p95={round(signals.gateway_p95, 3)!r}, depth={signals.depth}, "
+            f"in_flight={signals.in_flight}, now={round(signals.now, 3)!r})")
+
+
+def _said(decision: Decision) -> str:
+    """A decision as the learner would have written it."""
+    if decision.waits:
+        return f"wait({decision.wait_seconds:g})"
+    if decision.max_priority is None:
+        return "acquire()"
+    return f"acquire(max_priority=Priority.{Priority(decision.max_priority).name})"
+
+
+def _ask(policy: Any, signals: Signals, when: str) -> Decision:
+    """One decision, as a worker would ask for it; a crash or a wrong return is the learner's."""
     try:
-        decision = call_answer(policy, _PROBE)
+        decision = call_answer(policy, signals)
     except NotAttempted:
         raise
-    except Exception as exc:  # noqa: BLE001 - the learner's code: report it, whatever it is
-        raise Wrong(f"your policy raised {type(exc).__name__}: {exc} when a worker asked it at t=0 with {_PROBE}.") from None
+    except ShopOpsError as err:
+        raise Wrong(f"your policy was refused {when}, on {_shown(signals)}: {err}") from None
+    except Exception as exc:  # noqa: BLE001 - the learner's code: report it, and what it was given
+        raise Wrong(f"your policy raised {error_text(exc)} {when}, on {_shown(signals)}.") from None
     if type(decision) is not Decision:
-        raise Wrong(f"your policy returned {_describe(decision)} for {_PROBE}; return a decision: acquire(), "
-                    "acquire(max_priority=...) or wait(seconds), from shopops_lab.backpressure.")
+        raise Wrong(f"your policy returned {describe(decision)} {when}, for {_shown(signals)}; return a decision: "
+                    "acquire(), acquire(max_priority=...) or wait(seconds), from shopops_lab.backpressure.")
+    return decision
+
+
+def _rules(policy: Any) -> int:
+    """The lab's two rules, asked directly on a grid of signals in three orders: the same
+    signals get the same decision, and nobody waits while work is queued. Returns how
+    many questions were asked."""
+    grid = _grid()
+    shuffled = list(grid)
+    random.Random(7).shuffle(shuffled)
+    first: dict[Signals, Decision] = {}
+    for order, signals_in_order in (("in order", grid), ("in reverse", grid[::-1]), ("shuffled", shuffled)):
+        for signals in signals_in_order:
+            decision = _ask(policy, signals, "when the check asked about the rules")
+            earlier = first.setdefault(signals, decision)
+            if decision != earlier:
+                raise Wrong(f"for {_shown(signals)} your policy answered {_said(earlier)} once and {_said(decision)} "
+                            f"when asked again ({order}, after other signals): the same signals must always get the "
+                            "same decision. No memory between calls and no randomness, so every run replays from its "
+                            "seed.")
+            if decision.waits and signals.depth:
+                raise Wrong(f"for {_shown(signals)} your policy answered {_said(decision)}: a worker that waits takes "
+                            f"nothing, approval resumes included, while {signals.depth:,} items are queued. The "
+                            "rules say approvals are never held back: shed other work, never approvals.")
+    return 3 * len(grid)
 
 
 def _run(policy: Any) -> str:
-    _probe(policy)
+    _ask(policy, _PROBE, "when a worker asked it at t=0")   # the stub shows up here, before anything is played
+    asked = _rules(policy)
     trials = []
     for seed in SEEDS:
+        watched = _Watched(policy)
         try:
-            day = trial(policy, seed=seed)
-        except NotImplementedError:
-            raise NotAttempted() from None
-        except ShopOpsError as err:
-            raise Wrong(f"during burst day (seed {seed}) your policy was refused: {err}") from None
+            day = _day(watched, seed, ITEMS, LIMITS)
+        except Exception as exc:  # noqa: BLE001 - the policy's, when it raised; the replay line shows it
+            if watched.raised is None:
+                raise
+            signals, err = watched.raised
+            what = f"was refused: {err}" if isinstance(err, ShopOpsError) else f"raised {error_text(err)}"
+            raise Wrong(f"during burst day (seed {seed}) at t={signals.now:,.0f} s your policy {what}, "
+                        f"on {_shown(signals)}.",
+                        [f"replay the day: print(lab07.trial({watched.name}, seed={seed}))"]) from None
+        if watched.waited is not None:
+            signals, decision = watched.waited
+            raise Wrong(f"during burst day (seed {seed}) at t={signals.now:,.0f} s your policy answered "
+                        f"{_said(decision)} for {_shown(signals)}: a worker that waits takes nothing, approval resumes "
+                        f"included, while {signals.depth:,} items are queued. The rules say approvals are never "
+                        "held back: shed other work, never approvals.")
         found = day.problems()
         if found:
             others = [f"also: {problem}" for problem in found[1:]]
-            raise Wrong(f"{found[0]} (seed {seed}, {day.items:,} items).",
+            raise Wrong(f"{found[0]} (seed {seed}, {day.items:,} items, {day.spike}).",
                         [*others, "what the run measured:", *(f"  {line}" for line in day.lines()),
                          f"see it again: print(lab07.trial({day.policy}, seed={seed}))",
                          f"replay the whole run: {day.replay}"])
         trials.append(day)
     worst_approval = max((d.approval_p95 or 0.0) for d in trials)
-    return (f"in {len(trials)} burst days ({ITEMS:,} items, seeds {', '.join(map(str, SEEDS))}, with chaos and "
-            f"the gateway spike) approvals took at most {worst_approval:.0f} s (p95, limit "
-            f"{LIMITS.approval_p95:g} s), at most {max(d.timeouts for d in trials)} calls timed out "
-            f"(limit {LIMITS.timeouts}), every item was settled by t={max(d.finished_at for d in trials):,.0f} s "
-            f"(limit {LIMITS.finish_by:,.0f} s), and no customer was contacted twice.")
+    return (f"the same signals always got the same decision ({asked} questions in three orders) and no worker was "
+            f"told to wait while work was queued; in {len(trials)} burst days ({ITEMS:,} items, seeds "
+            f"{', '.join(map(str, SEEDS))}, each with its own gateway spike and chaos) approvals took at most "
+            f"{worst_approval:.0f} s (p95, limit {LIMITS.approval_p95:g} s), at most "
+            f"{max(d.timeouts for d in trials)} calls timed out (limit {LIMITS.timeouts}), every item was settled by "
+            f"t={max(d.finished_at for d in trials):,.0f} s (limit {LIMITS.finish_by:,.0f} s), and no customer was "
+            "contacted twice.")
 
 
 exercise = Exercise(
-    id="07.1", title="a backpressure policy for burst day", run=_run,
+    id="07.1", title="a backpressure policy for burst day", answer="my_policy", run=_run,
     hints=(("Look at the gateway, not the queue: past the number of calls it serves at full speed, another "
             "call buys no throughput, only slower calls and timeouts. Which signal says that is happening "
             "now, rather than after the fact?"),
@@ -342,7 +460,7 @@ _MISSING = {
 def _contract(the_contract: Any) -> str:
     picked = call_answer(the_contract)
     if isinstance(picked, str) or not isinstance(picked, (set, frozenset, list, tuple)):
-        raise Wrong(f"the_contract() returned {_describe(picked)}; return a set of labels from lab07.PIECES, "
+        raise Wrong(f"the_contract() returned {describe(picked)}; return a set of labels from lab07.PIECES, "
                     "e.g. {'label_one', 'label_two'}.")
     unknown = sorted(str(p) for p in picked if p not in PIECES)
     if unknown:
@@ -362,7 +480,7 @@ def _contract(the_contract: Any) -> str:
 
 
 knowledge = Exercise(
-    id="07.2", title="the contract that survives a crash", run=_contract,
+    id="07.2", title="the contract that survives a crash", answer="the_contract", run=_contract,
     hints=(("Go through the labs: what did each one add so that a worker could die anywhere, at any moment, "
             "without losing a case or contacting a customer twice?"),
            ("One piece makes sure nothing is lost; the others make a repeat harmless, each for a different kind "
@@ -371,22 +489,24 @@ knowledge = Exercise(
 )
 
 
-def _describe(value: Any) -> str:
-    """A value for a message, without the memory address a default repr would show."""
-    if value is None or isinstance(value, (str, int, float, bool, Decision)):
-        text = repr(value)
-        return text if len(text) <= 80 else text[:77] + "..."
-    name = getattr(value, "__name__", None)
-    kind = type(value).__name__
-    return f"the {kind} {name}" if isinstance(name, str) else f"a {kind}"
-
-
 def _pct(part: int, whole: int) -> str:
     return f"{100 * part / whole:.0f}%" if whole else "-"
 
 
-def _s(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds:,.0f} s"
+def _s(seconds: float | None, limit: float | None = None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds:,.0f} s" if limit is None else f"{_past(seconds, limit)} s"
+
+
+def _past(value: float, limit: float) -> str:
+    """`value` rounded, but never so far that a value over `limit` reads as the limit
+    itself ("90.4", not "90", against a limit of 90)."""
+    for digits in (0, 1, 2, 3):
+        text = f"{value:,.{digits}f}"
+        if value <= limit or float(text.replace(",", "")) > limit:
+            return text
+    return f"{value:,}"
 
 
 def _clock(seconds: float) -> str:
@@ -396,3 +516,25 @@ def _clock(seconds: float) -> str:
 
 def _mark(ok: bool) -> str:
     return "✓" if ok else "✗"
+
+
+# ------------------------------------------------------------------ quizzes
+# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
+
+DOUBLE_POOL_QUIZ = Quiz(
+    "Burst day, no backpressure. To finish sooner, someone doubles the pool from 20 to 40 workers. The "
+    "gateway still serves 10 calls at full speed. What happens?",
+    ["The day finishes about twice as fast: twice the workers, twice the throughput.",
+     "About the same throughput; every call gets slower, more calls time out, and approvals take longer.",
+     "Nothing changes: the queue only hands out as many items as the gateway can take.",
+     "Throughput doubles during the spike only, when the extra workers absorb the slow calls."],
+    1,
+    ["Throughput is set by the gateway: capacity / latency. More callers make each call slower, not more "
+     "calls finish.",
+     "Forty calls share hardware for ten, so each takes four times as long: the same throughput, four times "
+     "the latency, a fatter tail past the timeout, and every timeout is work done twice. A real gateway "
+     "can even lose throughput, as retries pile onto abandoned calls.",
+     "The queue hands an item to every worker that asks; it knows nothing about the gateway. Only a "
+     "policy that reads the gateway's signals can hold workers back.",
+     "During the spike every call is slower still; extra callers make it worse, not better."],
+)

@@ -1,4 +1,5 @@
-"""The course wing: master notebooks in solutions/ become student notebooks in notebooks/.
+"""The course wing: master notebooks in solutions/ become student notebooks in notebooks/,
+and `grade/` (`shopops-lab grade`) grades submitted notebooks against those masters.
 
 It knows notebooks and nbgrader, never the engine's queues. `add_arguments`/`run` back the
 `shopops-lab build-notebooks` subcommand; the rest is imported on first use, so the CLI

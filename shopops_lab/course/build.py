@@ -360,6 +360,12 @@ def build_notebooks(solutions_dir: str | os.PathLike[str], notebooks_dir: str | 
         raise BadArgumentError(field="--notebooks", problem=f"{notebooks} is not a directory", fix="pass --notebooks DIR")
     if notebooks.resolve() == solutions.resolve():
         raise BadArgumentError(field="--notebooks", problem="is the solutions folder; student copies would overwrite the masters", fix="pass two different folders")
+    if chosen is not None:
+        found = {path.name[:2] for path in _masters(solutions)}
+        missing = sorted(chosen - found)
+        if missing:
+            raise BadArgumentError(field="--lab", problem=f"{', '.join(missing)} names no master notebook in {solutions}",
+                                   fix=f"pass one of {', '.join(sorted(found)) or '(none: the folder has no NN_*.ipynb)'}")
     planned = list(_planned(solutions, chosen))
     if execute:
         planned = [

@@ -23,4 +23,12 @@ class NotebookExecutionError(ShopOpsError):
 
 
 class CourseToolsMissingError(ShopOpsError):
-    """Building notebooks needs the Python package {package}, which is not installed. Fix: pip install 'shopops-lab[notebooks]' (or pip install -r requirements.txt)."""
+    """The course tools need the Python package {package}, which is not installed here. Fix: python -m pip install '{package}' (or reinstall the kit: it declares everything the course needs; `build-notebooks --execute` also wants the kit's `execute` extra)."""
+
+
+class SubmissionInvalidError(ShopOpsError):
+    """{submission}: {problem}. Fix: {fix}."""
+
+
+class GradingEnvironmentError(ShopOpsError):
+    """Lab {lab}'s master imports {module}, which this Python cannot import ({error}); nothing was graded. Fix: {fix}."""

@@ -5,8 +5,10 @@ adapter on one virtual clock, with named faults, in one thread (so it runs in th
     report = run("burst_day", seed=7, adapter="naive")
     print(report)          # counts, the checker's verdict, and the line that replays it
 
-Modules: `engine` (the event heap and `Simulation`), `workers` (the worker loop),
-`faults` (named faults and rates), `scenarios` (the registry), `report` (the summary).
+Modules: `config` (a run's settings, checked and frozen, and its replay lines), `world`
+(what the workers act on: queue, log, adapter, gateway, faults), `workers` (the worker
+loop), `engine` (the event heap, the clock and `Simulation`), `faults` (named faults and
+rates), `scenarios` (the registry), `report` (the summary).
 """
 from shopops_lab.sim.engine import ADAPTERS, Simulation, Snapshot, Step, run
 from shopops_lab.sim.faults import Fault, FaultKind, FaultRates, Point

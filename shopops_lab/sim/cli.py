@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from shopops_lab.errors import ShopOpsError
 
@@ -20,15 +20,33 @@ exit status: 0 nothing wrong (or not judged), 1 the checker found an anomaly, 2 
 every report ends with the seed and a line that replays the run exactly."""
 
 
+def count(most: int) -> Callable[[str], int]:
+    """An argparse type: a whole number from 1 to `most`, refused at once otherwise (a run
+    of 10**18 items would otherwise fill the memory before it said anything)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not 1 <= value <= most:
+            raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {most:,}, not {text!r}")
+        return value
+
+    return parse
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from shopops_lab.sim.engine import ADAPTERS
-    from shopops_lab.sim.scenarios import SCENARIOS
+    from shopops_lab.sim.scenarios import MAX_ITEMS, MAX_WORKERS, SCENARIOS
 
     parser.add_argument("scenario", metavar="SCENARIO",
                         help=f"which scenario to play: {', '.join(sorted(SCENARIOS))}")
     parser.add_argument("--seed", type=int, default=0, help="the run's one random seed (default 0)")
-    parser.add_argument("--items", type=int, default=None, help="how many items (default: the scenario's)")
-    parser.add_argument("--workers", type=int, default=None, help="how many workers (default: the scenario's)")
+    parser.add_argument("--items", type=count(MAX_ITEMS), default=None, metavar="N",
+                        help=f"how many items, 1 to {MAX_ITEMS:,} (default: the scenario's)")
+    parser.add_argument("--workers", type=count(MAX_WORKERS), default=None, metavar="N",
+                        help=f"how many workers, 1 to {MAX_WORKERS:,} (default: the scenario's)")
     parser.add_argument("--adapter", choices=sorted(ADAPTERS), default="idempotent",
                         help="idempotent: sends dedupe on the key; naive: every send reaches the customer")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
@@ -55,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="shopops-lab simulate",
-                                     description="Play a burst-day scenario and print its report.")
+    from shopops_lab.cli import OneLineErrorParser
+
+    parser = OneLineErrorParser(prog="shopops-lab simulate",
+                                description="Play a burst-day scenario and print its report.")
     add_arguments(parser)
     try:
         args = parser.parse_args(argv)

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 from shopops_lab.backpressure import describe_policy
+from shopops_lab.checker import Anomaly, CheckResult, check, is_approval
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.metrics import QueueMetrics, Summary, queue_metrics
+from shopops_lab.sim.config import RunConfig
+from shopops_lab.sim.world import World
 from shopops_lab.states import ItemState
-from shopops_lab.worker.queue import Priority
-
-if TYPE_CHECKING:
-    from shopops_lab.sim.engine import Simulation
 
 __all__ = ["Report", "build_report", "log_metrics"]
 
@@ -42,14 +41,24 @@ class Report:
     sim_time: float
     final: bool
     metrics: Mapping[str, Any]
-    valid: bool | None
-    anomalies: tuple[Any, ...]
-    checker_summary: str
+    check: CheckResult = field(repr=False)
     replay: str
     python_replay: str
     log: EventLog = field(repr=False, compare=False)
-    check: Any = field(default=None, repr=False, compare=False)      # the checker's CheckResult
     queue: QueueMetrics | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def valid(self) -> bool | None:
+        """The checker's verdict: True, False, or None while the run is not final."""
+        return self.check.valid
+
+    @property
+    def anomalies(self) -> tuple[Anomaly, ...]:
+        return self.check.anomalies
+
+    @property
+    def checker_summary(self) -> str:
+        return self.check.summary
 
     def as_dict(self, *, events: bool = False) -> dict[str, Any]:
         """A JSON-ready dict; `events=True` adds the whole event log (`EventLog.from_dicts`
@@ -60,7 +69,7 @@ class Report:
             "contacts": self.contacts, "double_contacts": self.double_contacts,
             "redeliveries": self.redeliveries, "sim_time": self.sim_time, "final": self.final,
             "event_count": len(self.log), "metrics": dict(self.metrics), "valid": self.valid,
-            "checker": self.checker_summary, "anomalies": [_anomaly_dict(a) for a in self.anomalies],
+            "checker": self.checker_summary, "anomalies": [a.as_dict() for a in self.anomalies],
             "replay": self.replay, "python_replay": self.python_replay,
         }
         if events:
@@ -80,46 +89,28 @@ class Report:
             f"  simulated {_num(self.sim_time)} s in {len(self.log)} events",
             f"  checker: {verdict}: {self.checker_summary}",
         ]
-        counts: dict[str, int] = {}
-        for anomaly in self.anomalies:
-            name = str(getattr(anomaly, "name", "anomaly"))
-            counts[name] = counts.get(name, 0) + 1
-        lines.extend(f"    {name} x{n}" for name, n in sorted(counts.items()))
+        lines.extend(f"    {name} x{len(self.check.of(name))}" for name in self.check.names())
         lines.append(f"  replay: {self.replay}")
         lines.append(f"  python: {self.python_replay}")
         return "\n".join(lines)
 
 
-def build_report(sim: Simulation) -> Report:
-    counts = sim.queue.counts()
+def build_report(config: RunConfig, world: World, final: bool) -> Report:
+    """Judge and summarise `world` as it stands; `final`: nothing is left to happen."""
+    counts = world.queue.counts()
     done, dead = counts[ItemState.DONE], counts[ItemState.DEAD]
-    final = sim.done
-    check = _judge(sim, final)
-    queue = queue_metrics(sim.log)
-    metrics = log_metrics(sim.log, queue)
+    sc = config.scenario
+    verdict = check(world.log, max_attempts=sc.max_attempts, approval_wait_budget=sc.approval_wait_budget,
+                    final=final)
+    queue = queue_metrics(world.log)
+    metrics = log_metrics(world.log, queue)
+    ledger = world.adapter.ledger
     return Report(
-        scenario=sim.scenario.name, seed=sim.seed, adapter=sim.adapter_name,
-        policy=describe_policy(sim.policy), items=sim.items, done=done, dead_lettered=dead,
-        lost=sim.items - done - dead, contacts=len(sim.adapter.ledger),
-        double_contacts=len(sim.adapter.ledger.duplicates()), redeliveries=metrics["redeliveries"],
-        sim_time=round(sim.now, 3), final=final, metrics=MappingProxyType(metrics),
-        valid=None if check is None else check.valid,
-        anomalies=() if check is None else tuple(check.anomalies),
-        checker_summary="checker not available" if check is None else check.summary,
-        replay=_cli_replay(sim), python_replay=_python_replay(sim), log=sim.log, check=check,
-        queue=queue)
-
-
-def _judge(sim: Simulation, final: bool) -> Any:
-    """The checker's verdict on the log, or None if the checker is not installed."""
-    try:
-        from shopops_lab.checker import check
-    except ModuleNotFoundError as missing:
-        if missing.name != "shopops_lab.checker":
-            raise
-        return None
-    return check(sim.log, max_attempts=sim.scenario.max_attempts,
-                 approval_wait_budget=sim.scenario.approval_wait_budget, final=final)
+        scenario=sc.name, seed=config.seed, adapter=config.adapter, policy=describe_policy(config.policy),
+        items=config.items, done=done, dead_lettered=dead, lost=config.items - done - dead,
+        contacts=len(ledger), double_contacts=len(ledger.duplicates()), redeliveries=metrics["redeliveries"],
+        sim_time=round(world.now, 3), final=final, metrics=MappingProxyType(metrics), check=verdict,
+        replay=config.cli_replay(), python_replay=config.python_replay(), log=world.log, queue=queue)
 
 
 # --------------------------------------------------------------------------- metrics
@@ -145,7 +136,7 @@ def log_metrics(log: EventLog, queue: QueueMetrics) -> dict[str, Any]:
         elif kind is EventKind.LEASED:
             redeliveries += attempt is not None and attempt > 1
         elif kind is EventKind.ENQUEUED:
-            if info.get("priority") == Priority.APPROVAL:
+            if is_approval(info):
                 enqueued[item_id] = time
         elif kind is EventKind.ACKED:
             if item_id in enqueued:
@@ -194,52 +185,3 @@ def _approvals(m: Mapping[str, Any]) -> str:
     if not count:
         return "none done"
     return f"{count} done, p95 {_num(m['approval_wait_p95'])} s from arrival to done"
-
-
-# --------------------------------------------------------------------------- replay lines
-
-def _cli_replay(sim: Simulation) -> str:
-    from shopops_lab.sim.scenarios import SCENARIOS
-
-    sc = sim.scenario
-    parts = ["shopops-lab simulate", sc.name, f"--seed {sim.seed}"]
-    if sim.items != sc.items:
-        parts.append(f"--items {sim.items}")
-    if sim.worker_count != sc.workers:
-        parts.append(f"--workers {sim.worker_count}")
-    parts.append(f"--adapter {sim.adapter_name}")
-    line = " ".join(parts)
-    extra = [what for what, custom in (("scenario", SCENARIOS.get(sc.name) != sc),
-                                       ("policy", sim.custom_policy), ("faults", sim.custom_faults)) if custom]
-    if extra:
-        line += f"  # the {' and '.join(extra)} came from Python: use the python line"
-    return line
-
-
-def _python_replay(sim: Simulation) -> str:
-    from shopops_lab.sim.scenarios import SCENARIOS
-
-    sc = sim.scenario
-    target = repr(sc.name) if SCENARIOS.get(sc.name) == sc else "scenario"
-    args = [target, f"seed={sim.seed}"]
-    if sim.items != sc.items:
-        args.append(f"items={sim.items}")
-    if sim.worker_count != sc.workers:
-        args.append(f"workers={sim.worker_count}")
-    if sim.adapter_name != "idempotent":
-        args.append(f"adapter={sim.adapter_name!r}")
-    if sim.custom_policy:
-        args.append(f"policy={describe_policy(sim.policy)}")
-    if sim.custom_faults:
-        args.append(f"faults=[{', '.join(repr(f) for f in sim.faults)}]")
-    line = f"from shopops_lab.sim import run; run({', '.join(args)})"
-    if target == "scenario":
-        line += f"  # scenario: your Scenario(name={sc.name!r}, ...)"
-    return line
-
-
-def _anomaly_dict(anomaly: Any) -> dict[str, Any]:
-    as_dict = getattr(anomaly, "as_dict", None)
-    if callable(as_dict):
-        return as_dict()
-    return {"name": str(getattr(anomaly, "name", "anomaly")), "message": str(getattr(anomaly, "message", anomaly))}

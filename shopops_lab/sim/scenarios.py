@@ -23,14 +23,20 @@ from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.backpressure import BackpressurePolicy
+from shopops_lab.checker import APPROVAL_KIND
 from shopops_lab.errors import BadArgumentError, UnknownScenarioError
 from shopops_lab.latency import LatencyModel
 from shopops_lab.sim.faults import Fault, FaultRates
 from shopops_lab.worker.queue import Priority
 
+# The largest run the simulator takes: a million items is ten burst days (about 350 MB and
+# a few minutes); past that a run exhausts a laptop's memory before it says anything.
+MAX_ITEMS = 1_000_000
+MAX_WORKERS = 1_000
+
 __all__ = ["KINDS", "SCENARIOS", "Arrival", "Scenario", "get_scenario", "plan_arrivals"]
 
-INTAKE, APPROVAL, BULK = "intake_build", "approval_resume", "bulk_outreach"
+INTAKE, APPROVAL, BULK = "intake_build", APPROVAL_KIND, "bulk_outreach"
 KINDS: dict[str, tuple[Priority, int]] = {   # kind -> (priority, email step in the case)
     INTAKE: (Priority.NORMAL, 1),
     APPROVAL: (Priority.APPROVAL, 2),
@@ -74,8 +80,9 @@ class Scenario:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise BadArgumentError(field="name", problem=f"is {self.name!r}", fix="name the scenario, e.g. 'burst_day'")
-        for name in ("items", "workers", "max_attempts"):
-            arguments.whole(name, getattr(self, name))
+        arguments.whole("items", self.items, most=MAX_ITEMS)
+        arguments.whole("workers", self.workers, most=MAX_WORKERS)
+        arguments.whole("max_attempts", self.max_attempts)
         shares = (self.approvals, self.bulk)
         if (any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in shares)
                 or sum(shares) > 1):

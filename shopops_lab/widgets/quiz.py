@@ -4,6 +4,10 @@ so a wrong pick teaches why it is wrong rather than just saying so.
 `Quiz.answer(i)` is the logic (no browser needed); the widget is radio buttons and a
 Check button over it. Options keep the order they were written in, unless a
 `shuffle_seed` is given, which shuffles them the same way on every run.
+
+Build a quiz away from the cell that shows it: a cell's source sits right above its
+buttons, and `answer_index` and the explanations would give the answer away. The labs
+keep theirs in `shopops_lab.checks.labNN` (e.g. `quiz = lab01.SAME_KEY_QUIZ`).
 """
 from __future__ import annotations
 

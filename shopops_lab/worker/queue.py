@@ -21,7 +21,8 @@ from enum import IntEnum, StrEnum
 from typing import Any, Callable, Mapping, NamedTuple
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock, FakeClock
+from shopops_lab.arguments import MAX_TIME
+from shopops_lab.clock import Clock
 from shopops_lab.errors import (
     BadArgumentError,
     LeaseExpiredError,
@@ -37,7 +38,7 @@ from shopops_lab.states import TRANSITIONS, ItemState, check_transition
 from shopops_lab.store import MemoryStore, Store, open_store
 from shopops_lab.store.base import ItemRow
 
-__all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue"]
+__all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue", "QueueId"]
 
 # Looked up once: reading a member off an Enum class costs a descriptor call, on every hot path.
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
@@ -67,9 +68,27 @@ class Outcome(StrEnum):
     LOST = "lost"        # the lease expired or was taken over while the handler ran
 
 
+class QueueId:
+    """Which queue granted a lease, compared by identity. Item ids are counters, so two
+    queues both have an `item-0001`; the lease carries its queue's `QueueId` so that one
+    queue never settles another's item. Copies of a lease keep it (it copies as itself)."""
+
+    __slots__ = ()
+
+    def __copy__(self) -> "QueueId":
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "QueueId":
+        return self
+
+    def __repr__(self) -> str:
+        return "QueueId()"  # the same text for every queue: notebook outputs stay stable
+
+
 class Lease(NamedTuple):
     """A claim on one item, as granted. `token` fences every write made under it;
-    heartbeats move the store's deadline, not this snapshot's `expires_at`.
+    heartbeats move the store's deadline, not this snapshot's `expires_at`; `queue`
+    names the queue that granted it (a lease of another queue is refused).
 
     Immutable like the kit's dataclasses, but a NamedTuple: one is made on every
     acquire, and building it costs a fifth of a frozen dataclass's."""
@@ -84,6 +103,7 @@ class Lease(NamedTuple):
     leased_at: float
     expires_at: float
     payload: Mapping[str, Any]
+    queue: QueueId | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -130,12 +150,10 @@ class Queue:
                  store: Store | str | None = None) -> None:
         self.lease_seconds = arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
         arguments.whole("max_attempts", max_attempts, 1, "pass a whole number >= 1 (how many deliveries before the DLQ)")
-        if clock is not None and not callable(getattr(clock, "now", None)):
-            raise BadArgumentError(field="clock", problem=f"is {clock!r}, which has no now()",
-                                   fix="pass FakeClock() or SystemClock() from shopops_lab")
-        self.max_attempts = max_attempts
-        self.clock: Clock = clock if clock is not None else FakeClock()
+        self.clock: Clock = arguments.clock(clock)
         self.store: Store = _store(store, log)
+        self.max_attempts = max_attempts
+        self.id = QueueId()
         self.log = self.store.log
         self._record = self.log.appender()  # hot events skip append()'s keyword handling
         # the store's hot methods, looked up once
@@ -166,7 +184,7 @@ class Queue:
                                    fix="pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
         body = json_copy({} if payload is None else payload)
         if not isinstance(body, dict):
-            raise BadArgumentError(field="payload", problem=f"is a {type(payload).__name__}",
+            raise BadArgumentError(field="payload", problem=f"is {arguments.a(type(payload).__name__)}",
                                    fix="pass a dict, e.g. payload={'idem_key': 'O-1001:email:3'}")
         row = ItemRow()
         row.case_id, row.tenant_id, row.kind, row.payload = case_id, tenant_id, kind, body
@@ -190,7 +208,7 @@ class Queue:
         under backpressure); `lease_seconds` overrides the queue's lease for this claim.
         """
         if type(worker_id) is not str or not worker_id.strip():
-            arguments.text("worker_id", worker_id, "name the worker, e.g. 'W1'")
+            arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
         seconds = self.lease_seconds if lease_seconds is None else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
         if max_priority is not None and (isinstance(max_priority, bool) or not isinstance(max_priority, int)):
             raise BadArgumentError(field="max_priority", problem=f"is {max_priority!r}",
@@ -213,7 +231,7 @@ class Queue:
                       {"expires_at": row.expires_at}))
         payload = row.payload
         return Lease(row.id, row.case_id, row.tenant_id, row.kind, worker_id, row.token, row.attempts, t,
-                     row.expires_at, dict(payload) if row.flat else json_copy(payload))
+                     row.expires_at, dict(payload) if row.flat else json_copy(payload), self.id)
 
     def heartbeat(self, lease: Lease, *, now: float | None = None) -> bool:
         """Extend a live lease to now + its lease time. False once the lease is lost
@@ -249,11 +267,12 @@ class Queue:
         """Give the item back after a failure. It is ready again, or dead if this was its
         last allowed attempt. Returns the item's new state."""
         row = self._granted(lease)
+        described = _describe(error)
         t = self._time(now)
         self._expire(self._due(t), t)
         self._live(lease, row, "nack", t)
         row.ended_by = "nacked"
-        row.last_error = _describe(error)
+        row.last_error = described
         self.log.append(EventKind.NACKED, t, item_id=row.id, case_id=row.case_id,
                         worker_id=lease.worker_id, token=lease.token, attempt=row.attempts,
                         error=row.last_error)
@@ -262,8 +281,12 @@ class Queue:
     def process_one(self, worker_id: str, handler: Callable[[Lease], Any], *,
                     now: float | None = None) -> Outcome:
         """Acquire, run `handler(lease)`, then ack; nack if it raises. The handler must be
-        safe to run twice: an expired lease means the same item comes back. The handler
+        safe to run twice: an expired lease means the same item comes back. A handler
+        that settles its own lease (acks or nacks it) is taken at its word. The handler
         runs outside any transaction: it may take long, and may crash."""
+        if not callable(handler):
+            raise BadArgumentError(field="handler", problem=f"is {handler!r}, not a function",
+                                   fix="pass a function that takes the Lease, e.g. def handle(lease): ...")
         lease = self.acquire(worker_id, now=now)
         if lease is None:
             return Outcome.EMPTY
@@ -274,12 +297,23 @@ class Queue:
                 state = self.nack(lease, error=exc, now=self._settle_time(now))
             except (StaleTokenError, LeaseExpiredError):
                 return Outcome.LOST
+            except LeaseSettledError:
+                return self._settled_by_handler(lease)
             return Outcome.DEAD if state is _DEAD else Outcome.RETRIED
         try:
             self.ack(lease, now=self._settle_time(now))
         except (StaleTokenError, LeaseExpiredError):
             return Outcome.LOST
+        except LeaseSettledError:
+            return self._settled_by_handler(lease)
         return Outcome.OK
+
+    def _settled_by_handler(self, lease: Lease) -> Outcome:
+        """What the handler made of its own lease when it acked or nacked it itself."""
+        row = self._get(lease.item_id)
+        if row.ended_by == "acked":
+            return Outcome.OK
+        return Outcome.DEAD if row.state is _DEAD else Outcome.RETRIED
 
     def _expire_leases(self, now: float | None = None) -> list[str]:
         """Return every lease whose deadline has passed to the queue (or the DLQ if it
@@ -317,13 +351,8 @@ class Queue:
 
     def items(self, state: ItemState | str | None = None) -> list[Item]:
         """Snapshots in enqueue order, optionally only those in `state`."""
-        if state is None:
-            wanted = None
-        elif state in _STATES:
-            wanted = ItemState(state)
-        else:
-            raise BadArgumentError(field="state", problem=f"is {state!r}",
-                                   fix=f"pass one of {', '.join(_STATES)}, or leave it out for every item")
+        wanted = None if state is None else arguments.member("state", state, ItemState,
+                                                             ", or leave it out for every item")
         return [_snapshot(row) for row in self.store.item_rows(wanted)]
 
     def leases(self) -> list[Item]:
@@ -354,16 +383,16 @@ class Queue:
         reading behind a `now=` already used counts as that time (so forcing an expiry
         with `now=` works with a frozen clock), and an explicit `now=` in the past is refused."""
         if now is None:
-            t = float(self.clock.now())
+            t = self.clock.now()
+            if t.__class__ is not float or not _EARLIEST <= t <= MAX_TIME:  # one cheap test for the usual reading
+                t = arguments.time_of(None, self.clock)
             if t < self._last_time:
                 t = self._last_time
-        elif isinstance(now, bool) or not isinstance(now, (int, float)) or now != now:
-            raise BadArgumentError(field="now", problem=f"is {now!r}", fix="pass seconds as a number, or leave it out")
-        elif now < self._last_time:
-            raise BadArgumentError(field="now", problem=f"is {now:g}, earlier than t={self._last_time:g} already seen",
-                                   fix="time only moves forward; pass a later now= or advance the clock")
         else:
-            t = float(now)
+            t = arguments.moment("now", now)
+            if t < self._last_time:
+                raise BadArgumentError(field="now", problem=f"is {now:g}, earlier than t={self._last_time:g} already seen",
+                                       fix="time only moves forward; pass a later now= or advance the clock")
         self._last_time = t
         return t
 
@@ -410,8 +439,11 @@ class Queue:
         """The row behind a lease this queue really granted. Checked before the call's
         time is taken, so a wrong argument changes nothing (not even expiries)."""
         if not isinstance(lease, Lease):
-            raise BadArgumentError(field="lease", problem=f"is a {type(lease).__name__}",
+            raise BadArgumentError(field="lease", problem=f"is {arguments.a(type(lease).__name__)}",
                                    fix="pass the Lease object that acquire() returned")
+        if lease.queue is not self.id:
+            raise UnknownLeaseError(reason=f"lease on {lease.item_id} was not granted by this queue "
+                                           "(item ids repeat across queues)")
         row = self._get(lease.item_id) if isinstance(lease.item_id, str) else None
         if row is None:
             raise UnknownLeaseError(reason=f"no item {lease.item_id} in this queue")
@@ -444,10 +476,7 @@ class InMemoryQueue(Queue):
 
 def _store(store: Store | str | None, log: EventLog | None) -> Store:
     if store is None:
-        if log is not None and not isinstance(log, EventLog):
-            raise BadArgumentError(field="log", problem=f"is a {type(log).__name__}",
-                                   fix="pass an EventLog, e.g. another component's .log, or leave it out")
-        return MemoryStore(log=log)
+        return MemoryStore(log=arguments.log(log))
     if log is not None:
         raise BadArgumentError(field="log", problem="was given together with a store",
                                fix="leave log out: the queue writes to its store's log (queue.log)")
@@ -470,14 +499,20 @@ def _in_transaction(atomic: Any, method: Callable[..., Any]) -> Callable[..., An
 
 
 _TRANSACTIONAL = ("enqueue", "acquire", "heartbeat", "ack", "nack", "_expire_leases", "replay_dlq")
-_STATES = tuple(state.value for state in ItemState)
+_EARLIEST = -MAX_TIME
 _EDGES = frozenset(TRANSITIONS)  # the table's edges, for a quick membership test on every move
 _SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"
 
 
 def _describe(error: object) -> str | None:
+    """The error as text for the item's record; an error that cannot say what it is
+    (its __str__ raises) is named by its type, so a nack never fails halfway."""
     if error is None:
         return None
+    try:
+        text = str(error)
+    except Exception:
+        text = f"<{type(error).__name__} whose str() raised>"
     if isinstance(error, BaseException):
-        return f"{type(error).__name__}: {error}"
-    return str(error)
+        return f"{type(error).__name__}: {text}"
+    return text

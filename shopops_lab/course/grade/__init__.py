@@ -1,0 +1,27 @@
+"""`shopops-lab grade`: grade a class's notebooks against the masters, fast and hard to fool.
+
+    key.py          the masters, and the kit check behind each test cell
+    submissions.py  finding notebooks and telling whose they are
+    rebuild.py      a submission rebuilt from its master (answers in, everything else back)
+    sandbox.py      the per-submission process: limits, the warm kit, the snapshot, the checks
+    pool.py         the parent: children at once, deadlines, restarts, scores
+    report.py       grades.csv, grades.json, feedback/, manual.csv and the --manual merge
+    run.py          grade(): the whole run as one function
+    command.py      the CLI options, progress bar and summary line
+
+Names are imported on first use, so `shopops-lab --help` stays fast.
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_LAZY = {"grade": "run", "GradeReport": "run", "Limits": "sandbox", "Status": "results", "Mark": "results", "Key": "key"}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(f"shopops_lab.course.grade.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'shopops_lab.course.grade' has no attribute {name!r}")

@@ -1,0 +1,80 @@
+"""`shopops-lab grade`: the options, their checks, a progress bar and the summary line.
+
+Usage errors (a missing --key, an empty folder, an unwritable --out, a bad --manual file)
+are refused before anything runs, as one line naming the fix (exit 2). Once grading starts
+every submission gets a row, whatever its code does, and the exit status is 0."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import TextIO
+
+from shopops_lab.errors import BadArgumentError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("submissions", nargs="+", metavar="SUBMISSION_OR_DIR",
+                        help="notebooks, or folders searched recursively (nbgrader's submitted/, an LMS download)")
+    parser.add_argument("--key", metavar="DIR", help="the master notebooks to grade against (the kit's solutions/)")
+    parser.add_argument("--out", metavar="OUTDIR", help="where grades.csv, grades.json, manual.csv and feedback/ go")
+    parser.add_argument("--jobs", metavar="N", type=int, default=os.cpu_count() or 1,
+                        help="submissions graded at once (default: the number of cores)")
+    parser.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0,
+                        help="limit per cell, so per exercise: a hung answer costs its exercise (default: 60)")
+    parser.add_argument("--notebook-timeout", metavar="SECONDS", type=float, default=600.0,
+                        help="limit for a whole submission (default: 600)")
+    parser.add_argument("--memory", metavar="MB", type=int, default=2048,
+                        help="memory a submission may add to the grader's own, where the OS enforces it (default: 2048)")
+    parser.add_argument("--manual", metavar="SCORES.csv",
+                        help="a manual.csv from an earlier run with its score column filled in: merged into the grades")
+
+
+def _positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise BadArgumentError(field=name, problem=f"is {value:g}", fix=f"pass a number above 0, e.g. {name} 2")
+
+
+@dataclass
+class Progress:
+    """`[#####.....] 12/40` on one line of a terminal; silent when stderr is not one (logs, CI)."""
+
+    total: int
+    stream: TextIO
+    width: int = 30
+    done: int = 0
+
+    def advance(self, _result: object = None) -> None:
+        self.done += 1
+        if self.stream.isatty():
+            filled = self.width * self.done // max(self.total, 1)
+            self.stream.write(f"\rgrading [{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.total}")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.stream.isatty() and self.done:
+            self.stream.write("\r" + " " * (self.width + 30) + "\r")
+            self.stream.flush()
+
+
+def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    from shopops_lab.course.grade.run import grade
+    from shopops_lab.course.grade.sandbox import Limits
+
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    if args.jobs < 1:
+        raise BadArgumentError(field="--jobs", problem=f"is {args.jobs}", fix="pass 1 or more")
+    _positive("--timeout", args.timeout)
+    _positive("--notebook-timeout", args.notebook_timeout)
+    _positive("--memory", args.memory)
+    limits = Limits(cell_seconds=args.timeout, notebook_seconds=max(args.notebook_timeout, args.timeout), memory_mb=args.memory)
+    started = time.monotonic()
+    report = grade(args.submissions, key=args.key, out=args.out, jobs=args.jobs, limits=limits, manual=args.manual,
+                   progress=lambda total: Progress(total, stderr))
+    for warning in report.warnings:
+        print(f"warning: {warning}", file=stderr)
+    print(report.summary(time.monotonic() - started), file=stdout)
+    return 0
+

@@ -1,0 +1,198 @@
+"""The answer key: the master notebooks, read once, and what each one grades.
+
+A master's autograded test cell calls one of the kit's checks, `labNN.<exercise>.grade(<answer
+names>)`, possibly between nbgrader's hidden-test markers and after a comment. The grader reads
+that call from the master's source (nothing is added to the checks), so it can take the check
+object itself before any learner code runs, and call it with the learner's answers. A test cell
+written differently (a plain `assert ...`) is run as nbgrader runs it: it passes if it does not
+raise.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cached_property
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from shopops_lab.course import source as src
+from shopops_lab.course.build import MASTER_NAME, build_student
+from shopops_lab.course.errors import NotebookInvalidError
+from shopops_lab.course.metadata import Problem, cell_text, is_test_cell
+from shopops_lab.errors import BadArgumentError
+
+# `lab01.exercise.grade(send_followup)`, `lab05.exercise.grade(run)  # a comment`
+CHECK_CALL = re.compile(r"^(lab\d{2})\.([A-Za-z_]\w*)\.grade\(\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)?\s*,?\s*\)\s*(?:#.*)?$")
+CHECKS_PACKAGE = "shopops_lab.checks"
+
+
+class Kind(StrEnum):
+    """How a graded cell earns its points."""
+
+    AUTO = "auto"      # a test cell: the kit's check (or the cell itself) decides
+    MANUAL = "manual"  # a written answer: the instructor decides
+
+
+@dataclass(frozen=True, slots=True)
+class CheckCall:
+    """A test cell's call of a kit check: which check object, with which answer names."""
+
+    module: str
+    attribute: str
+    answers: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, source: str) -> CheckCall | None:
+        """The one check call a test cell makes, or None if it does anything else too."""
+        lines = [line.strip() for line in source.splitlines()]
+        code = [line for line in lines if line and not line.startswith("#") and src.marker_of(line) is None]
+        match = CHECK_CALL.match(code[0]) if len(code) == 1 else None
+        if match is None:
+            return None
+        names = tuple(name.strip() for name in (match.group(3) or "").split(",") if name.strip())
+        return cls(module=match.group(1), attribute=match.group(2), answers=names)
+
+    def grader(self) -> Any:
+        """The kit's check object this call names (imported here, before any learner code)."""
+        from shopops_lab.checks.base import Exercise
+
+        found = getattr(import_module(f"{CHECKS_PACKAGE}.{self.module}"), self.attribute, None)
+        if not isinstance(found, Exercise):
+            raise BadArgumentError(
+                field="--key", problem=f"names {self.module}.{self.attribute}, which is not one of the kit's checks",
+                fix="grade with the solutions/ folder of the kit version installed here",
+            )
+        return found
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.attribute}.grade({', '.join(self.answers)})"
+
+
+@dataclass(frozen=True, slots=True)
+class GradedCell:
+    """One graded cell of a master: its grade_id, points, kind and position."""
+
+    grade_id: str
+    points: float
+    kind: Kind
+    index: int
+    check: CheckCall | None = None
+
+
+@dataclass(frozen=True)
+class Master:
+    """One lab's master notebook and its student version, as the grader needs them."""
+
+    lab: str
+    version: str
+    title: str
+    path: Path
+    notebook: Any  # nbformat.NotebookNode
+    student: Any
+    graded: tuple[GradedCell, ...]
+
+    @property
+    def stem(self) -> str:
+        return self.path.stem
+
+    @property
+    def max_points(self) -> float:
+        return sum(cell.points for cell in self.graded)
+
+    @property
+    def manual_points(self) -> float:
+        return sum(cell.points for cell in self.graded if cell.kind is Kind.MANUAL)
+
+    @cached_property
+    def names(self) -> tuple[tuple[frozenset[str], frozenset[str]], ...]:
+        """Per cell, the top-level names its code binds and reads (empty for markdown)."""
+        return tuple(cell_names(cell_text(cell)) if cell.cell_type == "code" else (frozenset(), frozenset())
+                     for cell in self.notebook.cells)
+
+    def imports(self) -> set[str]:
+        """Modules the master's code cells import at top level (the grader loads them once)."""
+        found: set[str] = set()
+        for cell in self.notebook.cells:
+            if cell.cell_type != "code":
+                continue
+            try:
+                tree = src.parse_python(cell_text(cell))
+            except SyntaxError:
+                continue
+            for node in tree.body:
+                if isinstance(node, ast.Import):
+                    found.update(alias.name for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    found.add(node.module)
+        return found
+
+
+def cell_names(source: str) -> tuple[frozenset[str], frozenset[str]]:
+    """(names bound, names read) by a code cell at top level; nothing for one that does not parse."""
+    try:
+        tree = src.parse_python(source)
+    except SyntaxError:
+        return frozenset(), frozenset()
+    return frozenset(src.defined_names(tree)), frozenset(src.referenced_names(tree))
+
+
+def _graded(master: Any) -> Iterator[GradedCell]:
+    for index, cell in enumerate(master.cells):
+        meta = cell.metadata.get("nbgrader", {})
+        if not meta.get("grade"):
+            continue
+        if is_test_cell(cell):
+            yield GradedCell(meta["grade_id"], float(meta.get("points", 0)), Kind.AUTO, index, CheckCall.parse(cell_text(cell)))
+        else:
+            yield GradedCell(meta["grade_id"], float(meta.get("points", 0)), Kind.MANUAL, index)
+
+
+def _master(path: Path) -> Master:
+    import nbformat
+
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except Exception as exc:  # bad JSON, unknown nbformat
+        problem = Problem(str(path), None, "file", f"cannot be read as a notebook ({type(exc).__name__}: {exc})",
+                          "restore the master from the kit (git checkout solutions/)")
+        raise NotebookInvalidError.of(str(path), [problem]) from exc
+    student = build_student(notebook, name=str(path))  # validates the master first
+    kit = notebook.metadata["shopops_lab"]
+    return Master(lab=kit["lab"], version=kit["version"], title=kit.get("title", ""), path=path,
+                  notebook=notebook, student=student, graded=tuple(_graded(notebook)))
+
+
+@dataclass(frozen=True)
+class Key:
+    """Every master of the key, by lab id."""
+
+    masters: dict[str, Master]
+    source: Path
+
+    @classmethod
+    def load(cls, key: str | Path | None) -> Key:
+        """Read `key` (a folder of NN_*.ipynb masters, or one master); refuse anything else."""
+        if key is None:
+            raise BadArgumentError(field="--key", problem="is missing: the grader rebuilds every submission from its master",
+                                   fix="pass the folder of master notebooks, e.g. --key solutions/")
+        path = Path(key)
+        if path.is_dir():
+            paths = sorted(p for p in path.glob("*.ipynb") if MASTER_NAME.match(p.name))
+        elif path.is_file() and MASTER_NAME.match(path.name):
+            paths = [path]
+        else:
+            paths = []
+        if not paths:
+            what = "does not exist" if not path.exists() else "holds no NN_*.ipynb master notebook"
+            raise BadArgumentError(field=f"--key {key}", problem=what, fix="pass the kit's solutions/ folder (or one master, e.g. solutions/01_leases_and_redelivery.ipynb)")
+        masters: dict[str, Master] = {}
+        for master in map(_master, paths):
+            if master.lab in masters:
+                raise BadArgumentError(field=f"--key {key}", problem=f"holds two masters of lab {master.lab} ({masters[master.lab].path.name}, {master.path.name})",
+                                       fix="keep one master per lab in the key")
+            masters[master.lab] = master
+        return cls(masters=masters, source=path)

@@ -1,0 +1,275 @@
+"""The parent: run every submission in a child process of its own, `jobs` at a time, and
+turn what the children report into scored rows.
+
+The parent watches two deadlines per submission: the current cell's (its limit plus a grace,
+for an answer that swallows the child's own timer) and the whole notebook's. A child that
+passes the first, or dies in a cell (a crash, `os._exit`, the kernel's OOM killer), is
+killed and started again from the warm parent with that cell stopped: the cell, and what
+depends on it (`Plan.blocked`), are skipped, the exercises already scored are not run again,
+so a hang costs the exercise it is in once and the others are still graded.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import multiprocessing
+import shutil
+import signal
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from typing import Any
+
+from shopops_lab.course.grade import sandbox
+from shopops_lab.course.grade.key import Key, Kind, Master
+from shopops_lab.course.grade.rebuild import Plan
+from shopops_lab.course.grade.results import ExerciseResult, Mark, Status, SubmissionResult
+from shopops_lab.course.grade.sandbox import Job, Limits
+from shopops_lab.course.grade.submissions import Submission
+
+AUTO_MARKS = frozenset({Mark.CORRECT, Mark.INCORRECT, Mark.NOT_ATTEMPTED, Mark.ERROR})
+START_SECONDS = 60.0
+MESSAGES_PER_WAKE = 1000
+MESSAGE_BYTES = 1 << 20  # a child that has not reached its first cell by then is stuck (a spawn re-imports the kit)
+
+
+def _context() -> Any:
+    """Fork where the platform has it (each child starts warm), else spawn (each child warms itself)."""
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+
+
+def _death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (out of memory?)" if name == "SIGKILL" else " (CPU time limit)" if name == "SIGXCPU" else ""
+        return f"ended the grading process with {name}{hint}"
+    return f"ended the grading process (exit code {exitcode})"
+
+
+@dataclass
+class _Run:
+    """The parent's bookkeeping for one submission (mutable: it follows the child)."""
+
+    submission: Submission
+    master: Master
+    plan: Plan
+    started: float
+    stopped: dict[int, str] = field(default_factory=dict)   # step index -> why it stopped
+    results: dict[int, list[Any]] = field(default_factory=dict)  # test step index -> [mark, message, evidence]
+    tampered: list[str] = field(default_factory=list)
+    process: Any = None
+    connection: Any = None
+    scratch: str = ""
+    current: int | None = None
+    since: float = 0.0
+    done: bool = False
+    out_of_time: bool = False
+    failure: str = ""
+
+
+@dataclass
+class Pool:
+    """Grades plans with at most `jobs` children at once."""
+
+    key: Key
+    limits: Limits
+    jobs: int
+    warm: sandbox.Warm | None = None  # prepared already (the key's imports checked), else prepared here
+    on_result: Callable[[SubmissionResult], None] = lambda result: None
+    clock: Callable[[], float] = time.monotonic
+    context: Any = field(default_factory=_context)
+
+    @property
+    def grace(self) -> float:
+        return max(1.0, self.limits.cell_seconds * 0.25)
+
+    def run(self, work: Sequence[tuple[Submission, Master, Plan]]) -> list[SubmissionResult]:
+        if self.context.get_start_method() == "fork":
+            sandbox.INHERITED["warm"] = self.warm or sandbox.Warm.prepare(self.key)  # every child inherits it
+        gc.collect()
+        gc.freeze()  # forked children share the warm parent's pages instead of copying them
+        results: list[SubmissionResult] = []
+        pending = deque(work)
+        running: list[_Run] = []
+        try:
+            while pending or running:
+                while pending and len(running) < self.jobs:
+                    submission, master, plan = pending.popleft()
+                    run = _Run(submission, master, plan, started=self.clock())
+                    self._start(run)
+                    running.append(run)
+                self._wait(running)
+                for run in [run for run in running if run.process is None]:
+                    running.remove(run)
+                    result = self._result(run)
+                    results.append(result)
+                    self.on_result(result)
+        finally:
+            for run in running:
+                self._kill(run)
+            gc.unfreeze()
+            sandbox.INHERITED.clear()
+        return results
+
+    # --- children ---------------------------------------------------------------------
+
+    def _start(self, run: _Run) -> None:
+        run.scratch = tempfile.mkdtemp(prefix="shopops-grade-")  # fresh for every attempt
+        job = Job(plan=run.plan, key=str(self.key.source), limits=self.limits, scratch=run.scratch,
+                  stopped=frozenset(run.stopped), scored=frozenset(run.results))
+        reader, writer = self.context.Pipe(duplex=False)
+        run.process = self.context.Process(target=sandbox.child_main, args=(job, writer), daemon=True)
+        run.process.start()
+        writer.close()
+        run.connection, run.current, run.since = reader, None, self.clock()
+
+    def _kill(self, run: _Run) -> None:
+        if run.process is not None:
+            run.process.kill()
+            run.process.join()
+            run.process = None
+        if run.connection is not None:
+            run.connection.close()
+            run.connection = None
+        shutil.rmtree(run.scratch, ignore_errors=True)
+
+    def _deadline(self, run: _Run) -> float:
+        cell = run.since + (START_SECONDS if run.current is None else self.limits.cell_seconds + self.grace)
+        return min(cell, run.started + self.limits.notebook_seconds)
+
+    def _wait(self, running: list[_Run]) -> None:
+        timeout = max(0.0, min(self._deadline(run) for run in running) - self.clock())
+        ready = wait([run.connection for run in running], timeout=timeout)
+        for run in running:
+            if run.connection in ready:
+                self._read(run)
+        now = self.clock()
+        for run in running:
+            if run.process is not None and now >= self._deadline(run):
+                self._overdue(run, now)
+
+    def _read(self, run: _Run) -> None:
+        for _ in range(MESSAGES_PER_WAKE):  # a flooding child cannot keep the parent from its deadlines
+            if run.connection is None or not run.connection.poll():
+                return
+            try:
+                message = json.loads(run.connection.recv_bytes(MESSAGE_BYTES))
+                self._handle(run, message)
+            except EOFError:
+                self._ended(run)
+                return
+            except (OSError, ValueError, TypeError, IndexError, KeyError):  # too long, not JSON, wrong shape
+                run.failure = "the grading process sent something it should not have"
+            if run.failure:
+                self._kill(run)
+                return
+
+    def _handle(self, run: _Run, message: list[Any]) -> None:
+        """Take in one message; anything off its expected shape raises (and fails the run)."""
+        kind = message[0]
+        if kind == "cell":
+            index = message[1]
+            if not any(step.index == index for step in run.plan.steps):
+                raise ValueError(index)
+            run.current, run.since = index, self.clock()
+        elif kind == "result" and run.current is not None:
+            mark, text, evidence = message[2], message[3], message[4]
+            if not (isinstance(mark, str) and isinstance(text, str) and isinstance(evidence, list)):
+                raise TypeError(message)
+            run.results[run.current] = [mark, text, [str(line) for line in evidence]]
+        elif kind == "stopped" and run.current is not None:
+            run.stopped[run.current] = str(message[2])
+        elif kind == "tampered":
+            run.tampered.extend(str(name) for name in message[1][:20] if str(name) not in run.tampered)
+        elif kind == "done":
+            run.done = True
+        elif kind == "failed":
+            run.failure = f"the grader failed on this submission ({str(message[1])[:300]})"
+        else:
+            raise ValueError(kind)
+
+    def _ended(self, run: _Run) -> None:
+        """The child closed its end: finished, or died (then stop its cell and go again)."""
+        process = run.process
+        process.join(timeout=1.0)  # it may have closed the pipe and gone on running: then it is killed
+        self._kill(run)
+        if run.done or run.failure:
+            return
+        if run.current is None or run.current in run.stopped:
+            run.failure = _death(process.exitcode)
+            return
+        run.stopped[run.current] = _death(process.exitcode)
+        self._start(run)
+
+    def _overdue(self, run: _Run, now: float) -> None:
+        self._kill(run)
+        if now >= run.started + self.limits.notebook_seconds:
+            run.out_of_time = True
+        elif run.current is None:
+            run.failure = f"the grading process did not start within {START_SECONDS:g} s"
+        else:
+            run.stopped[run.current] = f"did not finish within {self.limits.cell_seconds:g} s"
+            self._start(run)
+
+    # --- scoring ----------------------------------------------------------------------
+
+    def _result(self, run: _Run) -> SubmissionResult:
+        blocked = run.plan.blocked(run.stopped)
+        exercises = []
+        for cell in run.master.graded:
+            if cell.kind is Kind.MANUAL:
+                written = next(w for w in run.plan.written if w.grade_id == cell.grade_id)
+                mark, points = (Mark.BY_HAND, None) if written.answered else (Mark.NOT_ATTEMPTED, 0.0)
+                message = "To be graded by hand." if written.answered else "Not answered."
+                exercises.append(ExerciseResult(cell.grade_id, cell.kind, mark, points, cell.points, message, answer=written.text))
+                continue
+            exercises.append(self._exercise(run, cell.index, cell.grade_id, cell.points, blocked))
+        status, reason = _status(exercises, run)
+        notes = (*run.plan.notes, *(f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
+                                    for index, cause in sorted(run.stopped.items())))
+        if run.tampered:
+            notes = (*notes, f"the notebook changed the kit ({', '.join(run.tampered[:5])}); every check ran on the kit as installed")
+        return SubmissionResult(submission=run.submission, lab=run.plan.lab, status=status, reason=reason,
+                                exercises=tuple(exercises), restored=run.plan.restored, notes=notes, title=run.master.title)
+
+    def _exercise(self, run: _Run, index: int, grade_id: str, points: float, blocked: dict[int, int]) -> ExerciseResult:
+        def scored(mark: Mark, message: str, evidence: Sequence[str] = ()) -> ExerciseResult:
+            return ExerciseResult(grade_id, Kind.AUTO, mark, points if mark is Mark.CORRECT else 0.0, points, message, tuple(evidence))
+
+        if index in run.results:
+            mark, message, evidence = run.results[index]
+            return scored(Mark(mark) if mark in AUTO_MARKS else Mark.ERROR, message, evidence)
+        if index in blocked:
+            culprit = blocked[index]
+            cause = run.stopped[culprit]
+            mark = Mark.TIMEOUT if cause.startswith("did not finish") else Mark.ERROR
+            if culprit == index:
+                return scored(mark, f"Your answer {cause} while this exercise was checked, so it scores 0.")
+            return scored(mark, f"Not checked: cell {run.plan.step(culprit).grade_id}, which this exercise depends on, {cause}.")
+        if run.out_of_time:
+            return scored(Mark.TIMEOUT, f"Not checked: the notebook ran past its {self.limits.notebook_seconds:g} s limit before this exercise.")
+        return scored(Mark.ERROR, f"Not checked: {run.failure or 'the grading process ended early'}.")
+
+
+def _status(exercises: Sequence[ExerciseResult], run: _Run) -> tuple[Status, str]:
+    """The row's status and the first problem behind it."""
+    for mark, status in ((Mark.ERROR, Status.ERROR), (Mark.TIMEOUT, Status.TIMEOUT)):
+        hit = next((exercise for exercise in exercises if exercise.mark is mark), None)
+        if hit is not None:
+            return status, f"{hit.grade_id}: {hit.message}"
+    if run.out_of_time:
+        return Status.TIMEOUT, "the notebook ran past its time limit"
+    return Status.GRADED, ""
+
+
+def invalid(submission: Submission, problem: str) -> SubmissionResult:
+    """The row of a submission that could not be graded at all."""
+    return SubmissionResult(submission=submission, lab=submission.lab_hint, status=Status.INVALID, reason=problem)
+

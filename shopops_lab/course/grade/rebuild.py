@@ -1,0 +1,227 @@
+"""Rebuild a submission from its master: the learner's answer cells (matched by grade_id)
+go into the master's cells, and everything else comes from the master.
+
+So an edited, deleted, reordered or retyped cell changes nothing, an added cell is ignored,
+and the master's test cells (hidden tests included) are the ones that run. What was put
+back is listed, for the instructor and the learner. The result is a `Plan`: the code cells
+to run in order, with the names each binds and reads, so that when one of them hangs or
+kills its process the grader knows exactly which later cells, and which exercises, that
+costs (`Plan.blocked`).
+"""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from shopops_lab.course.errors import SubmissionInvalidError
+from shopops_lab.course.grade.key import CheckCall, GradedCell, Key, Master, cell_names
+from shopops_lab.course.grade.submissions import Submission
+from shopops_lab.course.metadata import LAB_ID, cell_text, is_test_cell
+
+MAX_BYTES = 50 * 1024 * 1024  # no notebook of the course comes near; a bigger file is not one
+
+
+class Role(StrEnum):
+    CODE = "code"      # the master's own code: set-up, demonstrations, check() calls
+    ANSWER = "answer"  # the learner's answer cell
+    TEST = "test"      # the master's autograded test cell
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One code cell to run: its index in the master, its grade_id and role, the source to
+    run, and the top-level names it binds and reads."""
+
+    index: int
+    grade_id: str
+    role: Role
+    source: str
+    defines: frozenset[str]
+    reads: frozenset[str]
+    graded: GradedCell | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A written answer, graded by hand: its text as the learner left it."""
+
+    grade_id: str
+    points: float
+    text: str
+    answered: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A submission rebuilt from its master, ready to run."""
+
+    lab: str
+    steps: tuple[Step, ...]
+    written: tuple[Written, ...]
+    restored: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    def step(self, index: int) -> Step:
+        return next(step for step in self.steps if step.index == index)
+
+    def blocked(self, stopped: Collection[int]) -> dict[int, int]:
+        """Which steps cannot run once the steps in `stopped` were stopped (they hung or
+        ended the process): step index -> the stopped step to blame. A stopped step blocks
+        itself, and a later step that reads a name it binds, or an answer it was using,
+        is blocked too (and so on, down the chain); a clean rebinding clears the name."""
+        tainted: set[str] = set()  # names that hold, or were computed from, an answer
+        poisoned: dict[str, int] = {}
+        blocked: dict[int, int] = {}
+        for step in self.steps:
+            culprit = step.index if step.index in stopped else next(
+                (poisoned[name] for name in sorted(step.reads) if name in poisoned), None)
+            answer_linked = step.role is Role.ANSWER or bool(step.reads & tainted)
+            if culprit is not None:
+                blocked[step.index] = culprit
+                poisoned.update(dict.fromkeys(step.defines | (step.reads & tainted), culprit))
+            else:
+                for name in step.defines:
+                    poisoned.pop(name, None)
+            tainted = tainted | step.defines if answer_linked else tainted - step.defines
+        return blocked
+
+
+def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tuple[str, ...]]:
+    """The submission's JSON, its lab's master and notes on how the lab was found; raises
+    SubmissionInvalidError for anything that is not a notebook of a lab in the key."""
+    def invalid(problem: str, fix: str) -> SubmissionInvalidError:
+        return SubmissionInvalidError(submission=submission.name, problem=problem, fix=fix)
+
+    reupload = "ask the learner to upload the .ipynb file again (File > Download in JupyterLab)"
+    path = Path(submission.path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise invalid(f"is {size / 2**20:.0f} MB, too large to be a notebook of this course", reupload)
+        notebook = json.loads(path.read_bytes())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise invalid(f"is not a notebook ({type(exc).__name__}: {str(exc)[:200]})", reupload) from None
+    if not (isinstance(notebook, dict) and notebook.get("nbformat") == 4 and isinstance(notebook.get("cells"), list)):
+        raise invalid("is JSON but not an nbformat 4 notebook", reupload)
+    metadata = notebook.get("metadata")
+    kit = metadata.get("shopops_lab") if isinstance(metadata, dict) else None
+    kit = kit if isinstance(kit, dict) else {}
+    lab = kit.get("lab") if isinstance(kit.get("lab"), str) and LAB_ID.match(kit["lab"]) else None
+    notes: list[str] = []
+    if lab is None:
+        if submission.lab_hint is None:
+            raise invalid("says no lab: it has no metadata.shopops_lab.lab and its name has no labNN",
+                          "rename it <student>_labNN.ipynb, or grade the notebook the learner was given")
+        lab = submission.lab_hint
+        notes.append(f"lab {lab} taken from the file name: the notebook carries no lab metadata")
+    elif submission.lab_hint not in (None, lab):
+        notes.append(f"graded as lab {lab} (its metadata); its name says lab {submission.lab_hint}")
+    master = key.masters.get(lab)
+    if master is None:
+        known = ", ".join(sorted(key.masters))
+        raise invalid(f"is lab {lab}, which has no master in the key {key.source} (labs: {known})",
+                      f"pass --key with the folder that holds lab {lab}'s master")
+    version = kit.get("version")
+    if version is not None and version != master.version:
+        raise invalid(f"was released from version {version!r} of lab {lab}; the key holds version {master.version!r}",
+                      "grade it with the solutions/ folder of the kit version it was released from (--key)")
+    return notebook, master, tuple(notes)
+
+
+def _grade_id(cell: Any) -> str | None:
+    """A learner cell's grade_id (nbgrader metadata), else its cell id (the kit makes them equal)."""
+    if not isinstance(cell, dict):
+        return None
+    meta = cell.get("metadata")
+    nbgrader = meta.get("nbgrader") if isinstance(meta, dict) else None
+    for found in (nbgrader.get("grade_id") if isinstance(nbgrader, dict) else None, cell.get("id")):
+        if isinstance(found, str):
+            return found
+    return None
+
+
+def _match(cells: list[Any], known: set[str]) -> tuple[dict[str, Mapping[str, Any]], list[str], Counter[str], int]:
+    """The learner's cells by grade_id (the first of each), their order, how often each
+    grade_id came, and how many cells the master does not have."""
+    mine: dict[str, Mapping[str, Any]] = {}
+    order: list[str] = []
+    counts: Counter[str] = Counter()
+    stray = 0
+    for cell in cells:
+        grade_id = _grade_id(cell)
+        if grade_id not in known:
+            stray += 1
+            continue
+        counts[grade_id] += 1
+        if grade_id not in mine:
+            mine[grade_id] = cell
+            order.append(grade_id)
+    return mine, order, counts, stray
+
+
+def _text(cell: Mapping[str, Any]) -> str:
+    text = cell.get("source", "")
+    if isinstance(text, list):
+        return "".join(part for part in text if isinstance(part, str))
+    return text if isinstance(text, str) else ""
+
+
+def _summarise(kind: str, grade_ids: list[str]) -> Iterator[str]:
+    if grade_ids:
+        plural = "s" if len(grade_ids) > 1 else ""
+        yield f"restored {len(grade_ids)} {kind} cell{plural} from the master: {', '.join(grade_ids)}"
+
+
+def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] = ()) -> Plan:
+    """The plan for `notebook` (a submission of `master`'s lab, as parsed JSON)."""
+    master_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in master.notebook.cells]
+    mine, order, counts, stray = _match(notebook["cells"], set(master_ids))
+    graded = {cell.index: cell for cell in master.graded}
+    changed: dict[str, list[str]] = {"deleted": [], "edited": [], "retyped": []}
+    answer_notes: list[str] = []
+    steps: list[Step] = []
+    written: list[Written] = []
+    for index, (cell, given) in enumerate(zip(master.notebook.cells, master.student.cells)):
+        grade_id = master_ids[index]
+        theirs = mine.get(grade_id)
+        is_answer = cell.metadata["nbgrader"].get("solution") is True
+        if is_answer:
+            usable = theirs is not None and theirs.get("cell_type") == cell.cell_type
+            if not usable:
+                answer_notes.append(f"answer cell {grade_id} is {'missing' if theirs is None else 'no longer ' + cell.cell_type}: graded as unanswered")
+            text = _text(theirs) if usable else cell_text(given)
+        else:
+            text = cell_text(cell)
+            if theirs is None:
+                changed["deleted"].append(grade_id)
+            elif theirs.get("cell_type") != cell.cell_type:
+                changed["retyped"].append(grade_id)
+            elif _text(theirs) != cell_text(given):
+                changed["edited"].append(grade_id)
+        if cell.cell_type == "markdown":
+            if is_answer and index in graded:
+                written.append(Written(grade_id, graded[index].points, text, answered=text.strip() != cell_text(given).strip()))
+            continue
+        role = Role.ANSWER if is_answer else Role.TEST if is_test_cell(cell) else Role.CODE
+        check = graded[index].check if role is Role.TEST else None
+        defines, reads = master.names[index]
+        if is_answer:  # what the learner binds, and what the master's answer binds (the tests read those)
+            learner_defines, reads = cell_names(text)
+            defines = defines | learner_defines
+        if isinstance(check, CheckCall):
+            defines, reads = frozenset(), frozenset(check.answers)
+        steps.append(Step(index, grade_id, role, text, defines, reads, graded.get(index)))
+    restored = [line for kind, ids in changed.items() for line in _summarise(kind, ids)]
+    if order != [grade_id for grade_id in master_ids if grade_id in mine]:
+        restored.append("put the cells back in the master's order")
+    if stray:
+        restored.append(f"ignored {stray} cell{'s' if stray > 1 else ''} the master does not have (answers belong in the answer cells)")
+    restored.extend(f"cell {grade_id} appears {count} times: the first one was graded" for grade_id, count in sorted(counts.items()) if count > 1)
+    return Plan(lab=master.lab, steps=tuple(steps), written=tuple(written), restored=tuple(restored),
+                notes=(*notes, *answer_notes))
+

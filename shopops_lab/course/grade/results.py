@@ -1,0 +1,71 @@
+"""What grading found: per exercise a mark, points and the check's message; per submission
+a status and the reason for it. Plain frozen data, so the gradebook writers need nothing else."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from shopops_lab.course.grade.key import Kind
+from shopops_lab.course.grade.submissions import Submission
+
+
+class Status(StrEnum):
+    """How grading a submission went (a column of grades.csv)."""
+
+    GRADED = "graded"    # every exercise was checked
+    TIMEOUT = "timeout"  # an exercise, or the whole notebook, ran past its limit
+    INVALID = "invalid"  # not a notebook of a lab in the key
+    ERROR = "error"      # the learner's code ended the grading process (crash, exit)
+
+
+class Mark(StrEnum):
+    """One exercise's outcome: the check's verdict, or why there is none."""
+
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    NOT_ATTEMPTED = "not attempted"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+    BY_HAND = "to be graded by hand"
+    GRADED_BY_HAND = "graded by hand"
+
+
+@dataclass(frozen=True, slots=True)
+class ExerciseResult:
+    """One graded cell of one submission. `points` is None while a written answer waits for
+    the instructor; `answer` is the written answer's text (empty for code)."""
+
+    grade_id: str
+    kind: Kind
+    mark: Mark
+    points: float | None
+    max_points: float
+    message: str
+    evidence: tuple[str, ...] = ()
+    answer: str = ""
+
+
+@dataclass(frozen=True)
+class SubmissionResult:
+    """One row of the gradebook."""
+
+    submission: Submission
+    lab: str | None
+    status: Status
+    reason: str
+    exercises: tuple[ExerciseResult, ...] = ()
+    restored: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    title: str = ""
+
+    @property
+    def points(self) -> float:
+        return sum(exercise.points or 0 for exercise in self.exercises)
+
+    @property
+    def max_points(self) -> float:
+        return sum(exercise.max_points for exercise in self.exercises)
+
+    @property
+    def needs_manual(self) -> bool:
+        return any(exercise.points is None for exercise in self.exercises)

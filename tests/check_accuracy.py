@@ -1,0 +1,81 @@
+"""Shared by the check-accuracy suites (tests/test_check_accuracy_labNN.py).
+
+Each exercise has a specification: right answers written differently from the master,
+which its check must accept, and the plausible wrong answers a learner writes, which it
+must refuse with a message that names the evidence (`evidence`: phrases the message must
+contain) without giving the answer away (`secrets` of the exercise, and `hidden` phrases
+of the one case, must not appear). When a new mistake is seen, it joins the list.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from shopops_lab.checks.base import Exercise, Verdict
+
+MIN_RIGHT, MIN_WRONG = 2, 6
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A wrong answer, what its message must show, and what it must not."""
+
+    answer: Any
+    evidence: tuple[str, ...]
+    hidden: tuple[str, ...] = ()
+
+
+def refused(answer: Any, *evidence: str, hidden: tuple[str, ...] = ()) -> Refused:
+    return Refused(answer, evidence, hidden)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """The specification of one exercise's check."""
+
+    exercise: Exercise
+    right: tuple[Any, ...]
+    wrong: tuple[Refused, ...]
+    secrets: tuple[str, ...] = ()
+
+
+def _name(answer: Any) -> str:
+    return getattr(answer, "__name__", None) or type(answer).__name__
+
+
+def accuracy_tests(*specs: Spec):
+    """The three tests every suite runs, parametrized over its specifications."""
+    right = [pytest.param(spec, answer, id=f"{spec.exercise.id}-{_name(answer)}")
+             for spec in specs for answer in spec.right]
+    wrong = [pytest.param(spec, case, id=f"{spec.exercise.id}-{_name(case.answer)}")
+             for spec in specs for case in spec.wrong]
+
+    @pytest.mark.parametrize(("spec", "answer"), right)
+    def test_a_right_answer_written_differently_is_accepted(spec: Spec, answer: Any) -> None:
+        result = spec.exercise.result(answer)
+        assert result.verdict is Verdict.CORRECT, str(result)
+
+    @pytest.mark.parametrize(("spec", "case"), wrong)
+    def test_a_plausible_wrong_answer_is_refused_with_its_evidence(spec: Spec, case: Refused) -> None:
+        result = spec.exercise.result(case.answer)
+        text = str(result)
+        assert result.verdict is Verdict.INCORRECT, text
+        for phrase in case.evidence:
+            assert phrase in text, f"the evidence {phrase!r} is missing from:\n{text}"
+        for phrase in (*spec.secrets, *case.hidden):
+            assert phrase not in text, f"the message gives away {phrase!r}:\n{text}"
+        assert " at 0x" not in text, "a memory address in the message"
+
+    @pytest.mark.parametrize("spec", specs, ids=[spec.exercise.id for spec in specs])
+    def test_the_specification_has_enough_right_and_wrong_answers(spec: Spec) -> None:
+        assert len(spec.right) >= MIN_RIGHT and len(spec.wrong) >= MIN_WRONG, spec.exercise.id
+        last = spec.wrong[-1].answer   # the graded cell refuses what the check refuses, with the same words
+        with pytest.raises(AssertionError) as graded:
+            spec.exercise.grade(last)
+        assert str(graded.value) == str(spec.exercise.result(last))
+
+    return (test_a_right_answer_written_differently_is_accepted,
+            test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+            test_the_specification_has_enough_right_and_wrong_answers)

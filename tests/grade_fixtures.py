@@ -1,0 +1,84 @@
+"""Submissions built from the masters, for the grader's tests and its benchmark: the student
+notebook as released, with chosen answer cells filled in (the master's own answer, or a
+wrong one a learner would write), and tampered twins of them."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import nbformat
+
+from shopops_lab.course.build import build_student
+from shopops_lab.course.metadata import cell_text
+from shopops_lab.course.source import MARKER_LINES
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "solutions"
+RIGHT = object()  # "the master's answer" in submission(...)
+
+# Wrong answers a learner would write.
+KEY_FROM_TOKEN = '''
+def send_followup(lease, adapter):
+    # a fresh key per delivery: the redelivery sends a second email
+    return adapter.send(f"{lease.case_id}:{lease.token}", case_id=lease.case_id, to=lease.payload["to"], body="Sorry!")
+'''
+EVERYTHING_STOPS = '''
+def what_can_happen_next():
+    return {"w1_stopped", "case_blocked"}
+'''
+
+
+def master_path(lab: str) -> Path:
+    return next(SOLUTIONS.glob(f"{lab}_*.ipynb"))
+
+
+def master(lab: str) -> nbformat.NotebookNode:
+    return nbformat.read(master_path(lab), as_version=4)
+
+
+def grade_id(cell: nbformat.NotebookNode) -> str:
+    return cell.metadata["nbgrader"]["grade_id"]
+
+
+def right_answer(lab: str, answer_id: str) -> str:
+    """The master's answer for a cell, as a learner would type it (no marker lines)."""
+    cell = next(c for c in master(lab).cells if grade_id(c) == answer_id)
+    return "\n".join(line for line in cell_text(cell).split("\n") if line.strip() not in MARKER_LINES)
+
+
+def submission(lab: str, answers: dict[str, object] | None = None) -> nbformat.NotebookNode:
+    """The released student notebook of `lab` with `answers` (grade_id -> source, or RIGHT)
+    typed into its answer cells; the answer cells not named stay as released (unanswered)."""
+    nb = build_student(master(lab))
+    for cell in nb.cells:
+        given = (answers or {}).get(grade_id(cell))
+        if given is not None:
+            cell.source = right_answer(lab, grade_id(cell)) if given is RIGHT else str(given).strip("\n")
+    return nb
+
+
+def all_right(lab: str) -> nbformat.NotebookNode:
+    nb = master(lab)
+    answers = {grade_id(c): RIGHT for c in nb.cells if c.metadata["nbgrader"].get("solution")}
+    return submission(lab, answers)
+
+
+def cell(nb: nbformat.NotebookNode, wanted: str) -> nbformat.NotebookNode:
+    return next(c for c in nb.cells if grade_id(c) == wanted)
+
+
+def retype(nb: nbformat.NotebookNode, wanted: str) -> None:
+    """Turn a code cell into markdown in place, as JupyterLab's cell-type menu does."""
+    at = nb.cells.index(cell(nb, wanted))
+    old = nb.cells[at]
+    nb.cells[at] = nbformat.v4.new_markdown_cell(old.source, metadata=old.metadata, id=old.get("id"))
+
+
+def twin(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    return copy.deepcopy(nb)
+
+
+def write(nb: nbformat.NotebookNode, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path

@@ -1,0 +1,207 @@
+"""The specification of lab 02's checks: replay the DLQ after the fix, and where an item ends."""
+from __future__ import annotations
+
+from check_accuracy import Spec, accuracy_tests, refused
+
+from shopops_lab.checks import lab02
+
+# ---------------------------------------------------------------------------- 02.1 right, written differently
+
+
+def acquires_and_acks_by_hand(queue, handler):
+    for item in list(queue.dlq_items()):
+        queue.replay_dlq(item.id)
+    while (lease := queue.acquire("W2")) is not None:
+        try:
+            handler(lease)
+        except Exception as exc:  # noqa: BLE001 - a failed item goes back, and dies after its last attempt
+            queue.nack(lease, error=repr(exc))
+        else:
+            queue.ack(lease)
+
+
+def replays_by_id_then_loops_until_empty(queue, handler):
+    dead = [item.id for item in queue.dlq_items()]
+    for item_id in dead:
+        queue.replay_dlq(item_id)
+    while True:
+        if queue.process_one("W9", handler) == "empty":
+            break
+
+
+# ---------------------------------------------------------------------------- 02.1 wrong, as learners write them
+
+def replays_but_never_drains(queue, handler):
+    for item in queue.dlq_items():
+        queue.replay_dlq(item.id)
+
+
+def drains_without_replaying(queue, handler):
+    while queue.process_one("W1", handler) != "empty":
+        pass
+
+
+def stops_at_the_first_failure(queue, handler):
+    for item in queue.dlq_items():
+        queue.replay_dlq(item.id)
+    while queue.process_one("W1", handler) == "ok":
+        pass
+
+
+def one_call_per_dead_item(queue, handler):
+    dead = queue.dlq_items()
+    for item in dead:
+        queue.replay_dlq(item.id)
+    for _ in dead:
+        queue.process_one("W1", handler)
+
+
+def replays_until_the_dlq_is_clean(queue, handler):
+    while True:
+        for item in queue.dlq_items():
+            queue.replay_dlq(item.id)
+        if queue.process_one("W1", handler) == "empty":
+            break
+
+
+def storms_inside_a_try(queue, handler):
+    """The storm of the issue: errors swallowed, so nothing raised inside may stop it."""
+    try:
+        while True:
+            for item in queue.dlq_items():
+                queue.replay_dlq(item.id)
+            if queue.process_one("W1", handler) == "empty" and not queue.dlq_items():
+                break
+    except Exception:  # noqa: BLE001 - the learner's "just in case"
+        pass
+
+
+def loops_while_truthy(queue, handler):
+    for item in queue.dlq_items():
+        queue.replay_dlq(item.id)
+    while queue.process_one("W1", handler):  # "empty" is a non-empty string
+        pass
+
+
+def never_gives_a_failure_back(queue, handler):
+    for item in queue.dlq_items():
+        queue.replay_dlq(item.id)
+    while (lease := queue.acquire("W1")) is not None:
+        try:
+            handler(lease)
+            queue.ack(lease)
+        except Exception:  # noqa: BLE001 - swallowed: no nack, so the lease just sits there
+            pass
+
+
+DRAIN = Spec(
+    exercise=lab02.exercise,
+    right=(acquires_and_acks_by_hand, replays_by_id_then_loops_until_empty),
+    wrong=(
+        refused(replays_but_never_drains, "replayed but not processed (seed 1)", "stopped without processing anything"),
+        refused(drains_without_replaying, "are still in the DLQ (seed 1)"),
+        refused(stops_at_the_first_failure, "still failing after the fix (seed 9)",
+                "stopped after 1 process_one call, which returned 'retried'", "unfinished"),
+        refused(one_call_per_dead_item, "(seed 9)", "stopped after 3 process_one calls, the last returning 'dead'",
+                "unfinished"),
+        refused(replays_until_the_dlq_is_clean, "was replayed", "times (seed 9)", "retry storm by hand"),
+        refused(storms_inside_a_try, "was replayed", "retry storm by hand"),
+        refused(loops_while_truthy, "was stopped by the check (seed 1", "the last process_one returned 'empty'",
+                "the loop does not end"),
+        refused(never_gives_a_failure_back, "still fails after the fix (seed 9)", "it is leased after 1 replays"),
+    ),
+    secrets=("for item in queue.dlq_items()", "!= \"empty\""),
+)
+
+
+# ---------------------------------------------------------------------------- 02.2
+
+def counts_deliveries_up_to_the_limit(deliveries, max_attempts):
+    if "ok" in deliveries[:max_attempts]:
+        return "done"
+    return "dead" if len(deliveries) >= max_attempts else "ready"
+
+
+def one_delivery_at_a_time(deliveries, max_attempts):
+    if max_attempts == 0:
+        return "dead"
+    if not deliveries:
+        return "ready"
+    first, *rest = deliveries
+    return "done" if first == "ok" else one_delivery_at_a_time(rest, max_attempts - 1)
+
+
+def crashes_are_free(deliveries, max_attempts):
+    failures = 0
+    for outcome in deliveries:
+        if outcome == "ok":
+            return "done"
+        if outcome == "fail":
+            failures += 1
+        if failures == max_attempts:
+            return "dead"
+    return "ready"
+
+
+def one_attempt_too_many(deliveries, max_attempts):
+    for attempt, outcome in enumerate(deliveries, start=1):
+        if outcome == "ok":
+            return "done"
+        if attempt > max_attempts:
+            return "dead"
+    return "ready"
+
+
+def one_attempt_too_few(deliveries, max_attempts):
+    for attempt, outcome in enumerate(deliveries, start=1):
+        if outcome == "ok":
+            return "done"
+        if attempt >= max_attempts - 1:
+            return "dead"
+    return "ready"
+
+
+def a_failure_is_final(deliveries, max_attempts):
+    for attempt, outcome in enumerate(deliveries, start=1):
+        if outcome == "ok":
+            return "done"
+        if outcome == "fail" or attempt == max_attempts:
+            return "dead"
+    return "ready"
+
+
+def the_last_entry_decides(deliveries, max_attempts):
+    if deliveries and deliveries[-1] == "ok":
+        return "done"
+    return "dead" if len(deliveries) >= max_attempts else "ready"
+
+
+def names_the_queue_not_the_state(deliveries, max_attempts):
+    return "dlq" if "fail" in deliveries else "done"
+
+
+def capitalises_the_state(deliveries, max_attempts):
+    return "Done" if "ok" in deliveries else "Ready"
+
+
+WHERE = Spec(
+    exercise=lab02.knowledge,
+    right=(counts_deliveries_up_to_the_limit, one_delivery_at_a_time),
+    wrong=(
+        refused(crashes_are_free, "for deliveries ['crash', 'fail', 'crash'] with max_attempts=3 your function says "
+                "'ready'", "as if a crash did not use up an attempt", hidden=("'dead'",)),
+        refused(one_attempt_too_many, "['fail', 'fail', 'fail'] with max_attempts=3 your function says 'ready'",
+                "as if max_attempts allowed one delivery more", hidden=("'dead'",)),
+        refused(one_attempt_too_few, "as if max_attempts allowed one delivery fewer"),
+        refused(a_failure_is_final, "as if one failure sent the item straight to the DLQ"),
+        refused(the_last_entry_decides, "your function says", "sequences end elsewhere on a real queue",
+                "Play that list through by hand"),
+        refused(names_the_queue_not_the_state, "returned the str 'dlq'", "return the item's state"),
+        refused(capitalises_the_state, "returned the str 'Done'", "return the item's state"),
+    ),
+    secrets=("replay_deliveries",),
+)
+
+(test_a_right_answer_written_differently_is_accepted,
+ test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+ test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(DRAIN, WHERE)

@@ -1,0 +1,234 @@
+"""The specification of lab 05's check: receipt-based recovery, crashed at every point, with
+lost replies and lost requests, a refused send, a second job and a changed plan; run as a
+worker, which has receipts and lookup but no view of the provider's inbox."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+from check_accuracy import Spec, accuracy_tests, refused
+from notebook_answers import answers
+
+from shopops_lab.checkpoint import Checkpoint, Receipt
+from shopops_lab.checks import lab05
+from shopops_lab.effects import SendStatus
+from shopops_lab.errors import EffectFailedError
+
+MASTER = Path(__file__).resolve().parent.parent / "solutions" / "05_checkpoints_and_receipts.ipynb"
+
+
+def _body(cp):
+    return cp.artifacts["summarize"]
+
+
+# ---------------------------------------------------------------------------- right, written differently
+
+def run_with_a_helper_per_write(job_id, env):
+    """Receipt and confirmation in two writes; a receipt already written is reused."""
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+
+    def save(checkpoint):
+        return env.checkpoints.save(job_id, checkpoint, token=token)
+
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if not step.effect:
+            cp = save(cp.confirm(step.id, env.make(job_id, step.id)))
+            continue
+        op = cp.op_for(step.id) or env.op_id(job_id, step.id)
+        receipt = cp.receipts.get(op)
+        if receipt is None:
+            known = env.lookup(op) if op in cp.intents else None
+            if known is None:
+                cp = save(cp.intend(op, step.id))
+            if known is None or known.status is not SendStatus.OK:
+                known = env.send(job_id, step.id, op, body=_body(cp))
+                if known.status is SendStatus.UNKNOWN:
+                    known = env.lookup(op)
+            if known.status is not SendStatus.OK:
+                raise EffectFailedError(step=step.id, job_id=job_id, status=known.status.value, op_id=op)
+            receipt = Receipt(op_id=op, step=step.id, message_id=known.message_id, via="lookup")
+            cp = save(cp.receive(receipt))
+        cp = save(cp.confirm(step.id, receipt.message_id))
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    return cp.artifacts["publish"]
+
+
+def asks_on_the_next_run(job_id, env):
+    """An unknown outcome is not settled now: the run gives up, and the next delivery asks."""
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if not step.effect:
+            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
+            continue
+        op_id, outcome = cp.op_for(step.id), None
+        if op_id is None:
+            op_id = env.op_id(job_id, step.id)
+            cp = env.checkpoints.save(job_id, cp.intend(op_id, step.id), token=token)
+        else:
+            found = env.lookup(op_id)
+            outcome = found if found.status is SendStatus.OK else None
+        if outcome is None:
+            outcome = env.send(job_id, step.id, op_id, body=_body(cp))
+        if outcome.status is not SendStatus.OK:
+            raise EffectFailedError(step=step.id, job_id=job_id, status=outcome.status.value, op_id=op_id)
+        done = cp.receive(Receipt(op_id=op_id, step=step.id, message_id=outcome.message_id))
+        cp = env.checkpoints.save(job_id, done.confirm(step.id, outcome.message_id), token=token)
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    return cp.artifacts["publish"]
+
+
+# ---------------------------------------------------------------------------- wrong, as learners write them
+
+def _step_then_checkpoint(job_id, env, key):
+    """The lesson's naive loop: do each step, then checkpoint it; `key(token, step)` names the send."""
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if step.effect:
+            artifact = env.send(job_id, step.id, key(token, step), body="summary").message_id
+        else:
+            artifact = env.make(job_id, step.id)
+        cp = env.checkpoints.save(job_id, cp.confirm(step.id, artifact), token=token)
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    return cp.artifacts["publish"]
+
+
+def one_key_per_attempt(job_id, env):
+    """The key names the attempt, so every restart is a new email."""
+    return _step_then_checkpoint(job_id, env, lambda token, step: f"{job_id}:{step.id}:{token}")
+
+
+def stable_key_resend(job_id, env):
+    """A stable key, so the provider dedupes, but no intent and no lookup."""
+    return _step_then_checkpoint(job_id, env, lambda token, step: env.op_id(job_id, step.id))
+
+
+def _receipted(job_id, env, *, trust_intent=False, resend_after_failed_lookup=True, resume=None,
+               unknown_means_sent=False, fresh_op_id=False, inbox=None, returns=None, id_from_lookup=False):
+    """A receipt runner with one mistake switched on."""
+    token = env.claim(job_id)
+    cp = (resume or env.resume)(job_id)
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if not step.effect:
+            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
+            continue
+        op_id = env.op_id(job_id, step.id) if fresh_op_id else cp.op_for(step.id) or env.op_id(job_id, step.id)
+        if op_id in cp.intents and trust_intent:
+            message_id = op_id  # "the intent is there, so the email went out"
+        else:
+            outcome = None
+            if op_id in cp.intents:
+                outcome = inbox(env, op_id) if inbox else env.lookup(op_id)
+            else:
+                cp = env.checkpoints.save(job_id, cp.intend(op_id, step.id), token=token)
+            if outcome is None or (outcome.status is SendStatus.FAILED and resend_after_failed_lookup):
+                outcome = env.send(job_id, step.id, op_id, body=_body(cp))
+            if outcome.status is SendStatus.UNKNOWN and not unknown_means_sent:
+                outcome = env.lookup(op_id)
+            if outcome.status is SendStatus.FAILED:
+                raise EffectFailedError(step=step.id, job_id=job_id, status=outcome.status.value, op_id=op_id)
+            message_id = outcome.message_id or op_id
+        receipt = Receipt(op_id=op_id, step=step.id, message_id=message_id)
+        cp = env.checkpoints.save(job_id, cp.receive(receipt).confirm(step.id, message_id), token=token)
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    if id_from_lookup:
+        return env.lookup(cp.op_for("publish")).message_id
+    return cp.artifacts["publish"] if returns is None else returns
+
+
+def intent_means_sent(job_id, env):
+    return _receipted(job_id, env, trust_intent=True)
+
+
+def failed_lookup_is_final(job_id, env):
+    return _receipted(job_id, env, resend_after_failed_lookup=False)
+
+
+def unknown_means_sent(job_id, env):
+    """The issue's guess: a lost reply is taken as a delivery, never looked up."""
+    return _receipted(job_id, env, unknown_means_sent=True)
+
+
+def unknown_means_sent_and_the_id_is_asked_for_later(job_id, env):
+    """The same guess, with the message id fetched at the end: only a lost request shows it."""
+    return _receipted(job_id, env, unknown_means_sent=True, id_from_lookup=True)
+
+
+def ignores_the_plan_version(job_id, env):
+    """Reads the store directly, so a v1 checkpoint is resumed under v2 without a word."""
+    return _receipted(job_id, env, resume=lambda j: env.checkpoints.load(j) or Checkpoint.start(env.workflow.version))
+
+
+def forgets_the_operation_it_started(job_id, env):
+    """Makes the operation id afresh on every run, so a migrated job gets a new key."""
+    return _receipted(job_id, env, fresh_op_id=True)
+
+
+def returns_nothing(job_id, env):
+    _receipted(job_id, env)
+
+
+def reads_the_inbox(job_id, env):
+    """Asks the provider's ledger instead of lookup: a real worker has no such thing."""
+    def inbox(env, op_id):
+        sent = [c for c in env.adapter.ledger.contacts(job_id) if c.idem_key == op_id]
+        return env.lookup(op_id) if sent else env.lookup(op_id)
+    return _receipted(job_id, env, inbox=inbox)
+
+
+def swallows_the_crash(job_id, env):
+    try:
+        return answers(nbformat.read(MASTER, as_version=4))["run"](job_id, env)
+    except Exception:  # noqa: BLE001 - catches the simulated crash too
+        return "carried on"
+
+
+SPEC = Spec(
+    exercise=lab05.exercise,
+    right=(run_with_a_helper_per_write, asks_on_the_next_run),
+    wrong=(
+        refused(one_key_per_attempt, "with a healthy email provider, crashing at after_effect(publish), "
+                "effect_exactly_once broke: publish reached the customer 2 times (msg-0001, msg-0002)",
+                "could not tell whether the email had already gone out", "send publish O-1001:publish:2 -> ok msg-0002",
+                "See every row: print(lab05.exploration(run))"),
+        refused(stable_key_resend, "crashing at after_effect(publish), no_blind_resend broke: O-1001:publish:v1 was "
+                "sent again without looking it up first", "resend O-1001:publish:v1 without a lookup (last known: ok)"),
+        refused(intent_means_sent, "crashing at after_intent(publish), effect_exactly_once broke: publish reached the "
+                "customer 0 times", "treated the email as sent without any proof"),
+        refused(failed_lookup_is_final, "crashing at after_intent(publish), completed broke",
+                "lookup O-1001:publish:v1 -> failed"),
+        refused(unknown_means_sent, "with a lost reply (the email went out, the answer never came back), without a "
+                "crash, returns_message_id broke", "send publish O-1001:publish:v1 -> unknown"),
+        refused(unknown_means_sent_and_the_id_is_asked_for_later, "with a lost request (the send timed out before "
+                "reaching the provider: nothing went out), without a crash, effect_exactly_once broke: publish reached "
+                "the customer 0 times", "treated the email as sent without any proof",
+                "print(lab05.exploration(run, faults=['lose_request']))"),
+        refused(ignores_the_plan_version, "O-1001 was half done under workflow v1 (stopped at "
+                "after_checkpoint(summarize), confirmed: fetch, summarize) when v2 was deployed; your run carried on",
+                "--- run 2, workflow v2 deployed, checkpoint not migrated ---"),
+        refused(forgets_the_operation_it_started, "(stopped at after_effect(publish), confirmed: fetch, summarize)",
+                "after the migration to v2, publish reached the customer 2 times (msg-0001, msg-0002)",
+                "send publish O-1001:publish:v2 -> ok msg-0002"),
+        refused(returns_nothing, "returns_message_id broke: a run that finished returned None, but the email that "
+                "reached the customer is msg-0001", "return the message id"),
+        refused(reads_the_inbox, "run 2 raised AttributeError: a worker's env has no 'adapter'",
+                "a real worker cannot see the provider's inbox"),
+        refused(swallows_the_crash, "explorer broke: run 1 caught the crash at before_effect(fetch); let "
+                "SimulatedCrash propagate", "run 1 returned 'carried on' (after catching the crash)"),
+    ),
+    secrets=("cp.op_for(", ".intend(", "cp.receive("),
+)
+
+(test_a_right_answer_written_differently_is_accepted,
+ test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+ test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(SPEC)

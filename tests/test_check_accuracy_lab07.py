@@ -1,0 +1,154 @@
+"""The specification of lab 07's checks: a backpressure policy, held to the lab's two rules
+directly and to its limits on three burst days whose gateway spikes differ, and the
+contract that survives a crash."""
+from __future__ import annotations
+
+import random
+
+from check_accuracy import Spec, accuracy_tests, refused
+
+from shopops_lab.backpressure import BackpressurePolicy, NoBackpressure, acquire, wait
+from shopops_lab.checks import lab07
+from shopops_lab.worker.queue import Priority
+
+CAPACITY = 10
+
+# ---------------------------------------------------------------------------- 07.1 right, written differently
+
+
+def sheds_in_two_steps(signals):
+    if signals.in_flight >= CAPACITY:
+        return acquire(max_priority=Priority.APPROVAL)
+    if signals.in_flight >= CAPACITY - 2:
+        return acquire(max_priority=Priority.NORMAL)
+    return acquire()
+
+
+KIT_POLICY = BackpressurePolicy(p95_budget=40, p95_hard=60, max_in_flight=CAPACITY)
+
+# ---------------------------------------------------------------------------- 07.1 wrong, as learners write them
+
+
+def shed_bulk_when_full(signals):
+    """Sheds bulk at capacity, but intake still takes every free slot."""
+    return acquire(max_priority=Priority.NORMAL) if signals.in_flight >= CAPACITY else acquire()
+
+
+def sheds_during_the_spike_it_saw(signals):
+    """Reads no signal: sheds in the window where the notebook's spike was."""
+    if 900 <= signals.now <= 1800:
+        return acquire(max_priority=Priority.APPROVAL)
+    return acquire()
+
+
+def approvals_only(signals):
+    return acquire(max_priority=Priority.APPROVAL)
+
+
+_SHEDDING = {"on": False}
+
+
+def sheds_until_it_calms_down(signals):
+    """Hysteresis kept in memory: the same signals get different answers."""
+    if signals.in_flight >= CAPACITY:
+        _SHEDDING["on"] = True
+    elif signals.in_flight <= CAPACITY // 2:
+        _SHEDDING["on"] = False
+    return acquire(max_priority=Priority.APPROVAL) if _SHEDDING["on"] else acquire()
+
+
+_COIN = random.Random(1)
+
+
+def sheds_at_random(signals):
+    if signals.in_flight >= CAPACITY and _COIN.random() < 0.8:
+        return acquire(max_priority=Priority.APPROVAL)
+    return acquire()
+
+
+def wait_when_full(signals):
+    return wait(2) if signals.in_flight >= CAPACITY else acquire()
+
+
+def stop_the_world(signals):
+    return wait(5) if signals.gateway_p95 > 40 else acquire()
+
+
+def forgets_to_return(signals):
+    if signals.in_flight >= CAPACITY:
+        return acquire(max_priority=Priority.APPROVAL)
+
+
+def divides_by_in_flight(signals):
+    return acquire() if 100 / signals.in_flight else acquire(max_priority=Priority.APPROVAL)
+
+
+def trips_over_the_afternoon(signals):
+    """Fine on every signal the rules ask about, until the day brings one it did not expect."""
+    if 1000 < signals.now < 1100 and signals.in_flight > 3:
+        raise KeyError("afternoon")
+    return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= CAPACITY else acquire()
+
+
+POLICY = Spec(
+    exercise=lab07.exercise,
+    right=(sheds_in_two_steps, KIT_POLICY),
+    wrong=(
+        refused(NoBackpressure(), "the gateway melted: 36 model calls timed out (limit 15)",
+                "(seed 3, 3,000 items, gateway spike 3x slower from t=420 s for 1,260 s)",
+                "replay the whole run: run(lab07.burst_day(3), seed=3, items=3000, policy=NoBackpressure())"),
+        refused(shed_bulk_when_full, "the gateway melted", "calls in flight on a gateway that serves 10 at full speed"),
+        refused(sheds_during_the_spike_it_saw, "the gateway melted", "(seed 3, 3,000 items, gateway spike 3x slower "
+                "from t=420 s", "print(lab07.trial(sheds_during_the_spike_it_saw, seed=3))"),
+        refused(approvals_only, "work left undone", "bulk outreach 0 of 1,228 (0%), intake 0 of 1,638 (0%)"),
+        refused(sheds_until_it_calms_down, "your policy answered", "when asked again",
+                "the same signals must always get the same decision"),
+        refused(sheds_at_random, "the same signals must always get the same decision", "no randomness"),
+        refused(wait_when_full, "your policy answered wait(2)", "approval resumes included",
+                "approvals are never held back"),
+        refused(stop_the_world, "your policy answered wait(5)", "approvals are never held back"),
+        refused(forgets_to_return, "your policy returned None when a worker asked it at t=0",
+                "Signals(gateway_p95=0.0, depth=3000, in_flight=0, now=0.0)"),
+        refused(divides_by_in_flight, "your policy raised ZeroDivisionError: division by zero when a worker asked it "
+                "at t=0"),
+        refused(trips_over_the_afternoon, "during burst day (seed 3) at t=1,000 s your policy raised KeyError: "
+                "'afternoon', on Signals(", "print(lab07.trial(trips_over_the_afternoon, seed=3))"),
+        refused(acquire(), "this check needs your function my_policy itself, and it got a Decision object"),
+    ),
+    secrets=("in_flight >=", "GATEWAY_CAPACITY", "max_priority=Priority.APPROVAL)\n"),
+)
+
+
+# ---------------------------------------------------------------------------- 07.2
+
+def as_a_list():
+    return ["checkpoints", "fencing_tokens", "idempotency_keys", "at_least_once_delivery"]
+
+
+def picked_from_the_pieces():
+    keep = ("at_least_once", "idempotency", "fencing", "checkpoint")
+    return frozenset(piece for piece in lab07.PIECES if piece.startswith(keep))
+
+
+CONTRACT = Spec(
+    exercise=lab07.knowledge,
+    right=(as_a_list, picked_from_the_pieces),
+    wrong=(
+        refused(lambda: set(lab07.CONTRACT) | {"exactly_once_delivery"}, "'exactly_once_delivery' is not part of the "
+                "contract", "no broker can promise it"),
+        refused(lambda: set(lab07.CONTRACT) | {"retry_until_success"}, "'retry_until_success' is not part",
+                "retry storm"),
+        refused(lambda: set(lab07.CONTRACT) | {"long_leases"}, "'long_leases' is not part", "never impossible"),
+        refused(lambda: set(lab07.CONTRACT) - {"checkpoints"}, "1 piece is missing", "(lab 05)",
+                hidden=("checkpoints",)),
+        refused(lambda: {"at_least_once_delivery", "idempotency_keys"}, "2 pieces are missing",
+                hidden=("fencing_tokens", "checkpoints")),
+        refused(lambda: "idempotency_keys", "returned the str 'idempotency_keys'", "return a set of labels"),
+        refused(lambda: {"idempotency"}, "'idempotency' is not among the labels"),
+        refused(lambda: None, "the_contract() returned None"),
+    ),
+)
+
+(test_a_right_answer_written_differently_is_accepted,
+ test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+ test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(POLICY, CONTRACT)

@@ -1,0 +1,127 @@
+"""What every learner check promises, whatever the lab: one message, the same everywhere,
+for anything that is not the learner's function; "not attempted" only from the stub
+itself; never a raise out of check() (only the learner's own Stop goes through); and one
+friendly line, not a traceback, from a cell that shows an answer not written yet."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from shopops_lab.checks import lab00, lab01, lab02, lab03, lab04, lab05, lab06, lab07
+from shopops_lab.checks.base import Verdict, describe, is_stub
+from shopops_lab.fencing import NaiveResultStore
+
+EXERCISES = [lab00.warmup, lab01.exercise, lab01.knowledge, lab02.exercise, lab02.knowledge, lab03.exercise,
+             lab04.exercise, lab04.knowledge, lab05.exercise, lab06.exercise, lab07.exercise, lab07.knowledge]
+IDS = [exercise.id for exercise in EXERCISES]
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)
+@pytest.mark.parametrize(("given", "got"), [
+    ((set(),), "the set set()"), ((None,), "None"), ((), "nothing"), (("done",), "the str 'done'"),
+    ((1, 2), "2 things")], ids=["a-set", "none", "nothing", "a-call-result", "two"])
+def test_anything_but_the_learners_answer_gets_the_one_shared_message(exercise, given, got):
+    kind = "class" if exercise.wants_class else "function"
+    made = " or making an object from it" if exercise.wants_class else ""
+    result = exercise.result(*given)
+    assert result.verdict is Verdict.INCORRECT
+    assert result.message == (f"this check needs your {kind} {exercise.answer} itself, and it got {got}. Pass it by "
+                              f"name, without calling it{made}: check({exercise.answer}), not "
+                              f"check({exercise.answer}(...)).")
+    with pytest.raises(AssertionError, match="this check needs your"):
+        exercise.grade(*given)
+
+
+def test_a_function_where_a_class_is_wanted_and_back_are_misfits_too():
+    assert "it got the class NaiveResultStore" in lab01.exercise.result(NaiveResultStore).message
+    assert "it got the function print" not in lab04.exercise.result(print).message
+    assert "your class FencedResultStore itself, and it got the builtin_function_or_method print" in \
+        lab04.exercise.result(print).message
+
+
+def stub(queue):
+    raise NotImplementedError()
+
+
+def started_but_kept_the_raise(queue):
+    item_id = queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send")
+    raise NotImplementedError()
+    return item_id
+
+
+def helper_not_written(queue):
+    raise NotImplementedError("helper")
+
+
+def calls_an_unwritten_helper(queue):
+    return helper_not_written(queue)
+
+
+def test_not_attempted_comes_only_from_the_answer_itself():
+    assert lab00.warmup.result(stub).verdict is Verdict.NOT_ATTEMPTED
+    assert lab00.warmup.result(started_but_kept_the_raise).verdict is Verdict.NOT_ATTEMPTED
+    deeper = lab00.warmup.result(calls_an_unwritten_helper)
+    assert deeper.verdict is Verdict.INCORRECT
+    assert deeper.message.startswith("your code raised NotImplementedError: helper (in helper_not_written, line ")
+
+
+def exits(queue):
+    sys.exit(3)
+
+
+class Meltdown(BaseException):
+    """Not an Exception: an `except Exception` would let it through."""
+
+
+def raises_a_base_exception(queue):
+    raise Meltdown("gone")
+
+
+def presses_stop(queue):
+    raise KeyboardInterrupt
+
+
+def test_check_never_raises_whatever_the_learners_code_does(capsys):
+    exited = lab00.warmup.result(exits)
+    assert exited.verdict is Verdict.INCORRECT
+    assert exited.message.startswith("your code called sys.exit(3) (in exits, line ")
+    assert "would end the whole worker process" in exited.message
+    melted = lab00.warmup.result(raises_a_base_exception)
+    assert melted.verdict is Verdict.INCORRECT and melted.message.startswith("your code raised Meltdown: gone")
+    for answer in (exits, raises_a_base_exception, stub, calls_an_unwritten_helper, {"a set"}):
+        lab00.warmup.check(answer)
+    out, err = capsys.readouterr()
+    assert out.count("Exercise 00.1") == 5 and err == ""
+
+
+def test_the_learners_stop_button_still_stops():
+    with pytest.raises(KeyboardInterrupt):
+        lab00.warmup.check(presses_stop)
+
+
+def test_a_cell_that_shows_the_answer_says_one_friendly_line_until_it_is_written(capsys):
+    assert lab00.warmup.answered(stub) is False
+    assert capsys.readouterr().out == ("⏳ This cell shows your enqueue_first_case at work: write it in Exercise 00.1 "
+                                       "(enqueue the first case) above, run that cell, then run this one again.\n")
+    assert lab00.warmup.answered(calls_an_unwritten_helper) is True
+    assert lab00.warmup.answered(None) is False
+    assert capsys.readouterr().out.startswith("❌ this check needs your function enqueue_first_case itself")
+
+
+def test_a_stub_is_recognised_in_a_function_a_method_and_a_class():
+    class StubStore(NaiveResultStore):
+        def complete(self, job_id, result, *, token, worker_id=None, now=None):
+            """The learner's docstring stays."""
+            # YOUR CODE HERE
+            raise NotImplementedError()
+
+    assert is_stub(stub) and is_stub(StubStore) and is_stub(StubStore().complete)
+    assert not is_stub(started_but_kept_the_raise) and not is_stub(NaiveResultStore) and not is_stub(print)
+
+
+def test_values_are_described_without_memory_addresses():
+    assert describe(None) == "None" and describe({"a"}) == "the set {'a'}"
+    assert describe(object()) == "an object object" and describe(NaiveResultStore()) == "a NaiveResultStore object"
+    assert describe(stub) == "the function stub" and describe(NaiveResultStore) == "the class NaiveResultStore"
+    assert describe("x" * 100).endswith("...") and len(describe("x" * 100)) < 80

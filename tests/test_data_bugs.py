@@ -1,0 +1,245 @@
+"""Regression tests for the data bugs of issue 12: calls that lost or corrupted data in
+the very mechanisms the course teaches. Each test fails on the code before its fix."""
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+
+from shopops_lab.checkpoint import Checkpoint, CheckpointStore
+from shopops_lab.clock import FakeClock
+from shopops_lab.effects import EmailAdapter
+from shopops_lab.errors import (
+    BadArgumentError,
+    IdempotencyConflictError,
+    UnknownLeaseError,
+)
+from shopops_lab.events import EventKind, EventLog
+from shopops_lab.fencing import NaiveResultStore
+from shopops_lab.jobs import JobStore
+from shopops_lab.outbox import Broker, Dispatcher, IdempotentConsumer, NaiveConsumer, OutboxStore
+from shopops_lab.states import ItemState
+from shopops_lab.worker.queue import InMemoryQueue, Outcome
+
+
+def queue_state(q: InMemoryQueue) -> tuple:
+    return q.items(), q.counts(), q.log.to_dicts()
+
+
+# --------------------------------------------------------------------------- leases of another queue
+
+def two_queues_holding_item_0001() -> tuple[InMemoryQueue, InMemoryQueue, object, object]:
+    qa, qb = InMemoryQueue(clock=FakeClock()), InMemoryQueue(clock=FakeClock())
+    qa.enqueue(case_id="O-1001")
+    qb.enqueue(case_id="O-1001")
+    return qa, qb, qa.acquire("W1"), qb.acquire("W1")
+
+
+@pytest.mark.parametrize("op", ["ack", "nack", "heartbeat"])
+def test_a_lease_from_another_queue_is_refused_and_the_real_holder_still_settles(op):
+    qa, qb, lease_a, lease_b = two_queues_holding_item_0001()
+    assert lease_a.item_id == lease_b.item_id == "item-0001" and lease_a.token == lease_b.token == 1
+    before = queue_state(qa)
+    with pytest.raises(UnknownLeaseError, match="not granted by this queue"):
+        getattr(qa, op)(lease_b)
+    assert queue_state(qa) == before
+    qa.ack(lease_a)                       # the real holder's ack is accepted
+    qb.ack(lease_b)                       # and qb's own lease still works in qb
+    assert qa.item("item-0001").state is qb.item("item-0001").state is ItemState.DONE
+
+
+def test_copies_of_a_lease_are_still_the_queues_lease():
+    q = InMemoryQueue(clock=FakeClock())
+    q.enqueue(case_id="O-1001")
+    lease = q.acquire("W1")
+    assert q.heartbeat(copy.deepcopy(lease)) is True
+    q.ack(copy.copy(lease))
+    assert q.item(lease.item_id).state is ItemState.DONE
+
+
+# --------------------------------------------------------------------------- the idempotent consumer
+
+@pytest.mark.parametrize("consumer_class", [IdempotentConsumer, NaiveConsumer])
+def test_a_consumer_whose_effect_fails_once_retries_the_message(consumer_class):
+    outbox, broker = OutboxStore(), Broker()
+    outbox.commit({"id": "O-1001", "status": "refunded"}, {"topic": "refund.issued", "payload": {"amount": 20}})
+    Dispatcher(outbox, broker).dispatch_once()
+    refunds, failures = [], ["payment gateway timed out"]
+
+    def refund(delivery):
+        if failures:
+            raise RuntimeError(failures.pop())
+        refunds.append(delivery.message_id)
+
+    consumer = consumer_class(refund)
+    with pytest.raises(RuntimeError, match="timed out"):
+        consumer.consume(broker)
+    assert consumer.position == 0 and consumer.applied == [] and refunds == []
+    assert consumer.consume(broker) == 1
+    assert refunds == ["out-0001"] and consumer.applied == ["out-0001"] and consumer.position == 1
+    assert consumer.consume(broker) == 0 and refunds == ["out-0001"]
+
+
+# --------------------------------------------------------------------------- idempotency keys
+
+@pytest.mark.parametrize("change, field", [
+    ({"case_id": "O-2002"}, "case_id"),
+    ({"to": "bob@example.com"}, "to"),
+])
+def test_an_idempotency_key_reused_for_another_case_or_recipient_is_a_conflict(change, field):
+    email = EmailAdapter(clock=FakeClock())
+    first = email.send("O-1001:email:3", case_id="O-1001", to="jordan@example.com")
+    log_before = email.provider.log.to_dicts()
+    with pytest.raises(IdempotencyConflictError, match=f"{field} was") as err:
+        email.send("O-1001:email:3", **{"case_id": "O-1001", "to": "jordan@example.com", **change})
+    assert err.value.key == "O-1001:email:3"
+    assert email.provider.log.to_dicts() == log_before and len(email.ledger) == 1
+    repeat = email.send("O-1001:email:3", case_id="O-1001", to="jordan@example.com")
+    assert repeat.deduped and repeat.message_id == first.message_id
+
+
+# --------------------------------------------------------------------------- half-applied calls
+
+BAD_TIMES = [math.nan, math.inf, -math.inf, "5", True, 1e20]
+
+
+@pytest.mark.parametrize("now", BAD_TIMES)
+def test_naive_result_store_claim_with_a_bad_time_issues_no_token(now):
+    store = NaiveResultStore(clock=FakeClock())
+    with pytest.raises(BadArgumentError):
+        store.claim("job-1", "A", now=now)
+    assert store.current_token("job-1") == 0 and len(store.log) == 0
+    assert store.claim("job-1", "A") == 1
+
+
+@pytest.mark.parametrize("now", BAD_TIMES)
+def test_checkpoint_store_claim_save_and_migrate_with_a_bad_time_change_nothing(now):
+    store = CheckpointStore(clock=FakeClock())
+    token = store.claim("O-1001")
+    store.save("O-1001", Checkpoint.start("v1"), token=token)
+    before = (store.token("O-1001"), store.history("O-1001"), store.log.to_dicts())
+    with pytest.raises(BadArgumentError):
+        store.claim("O-1001", now=now)
+    with pytest.raises(BadArgumentError):
+        store.save("O-1001", Checkpoint.start("v1").confirm("fetch", "source-v1"), token=token, now=now)
+    with pytest.raises(BadArgumentError):
+        store.migrate("O-1001", "v2", lambda cp: cp, now=now)
+    assert (store.token("O-1001"), store.history("O-1001"), store.log.to_dicts()) == before
+
+
+@pytest.mark.parametrize("now", BAD_TIMES)
+def test_dispatch_with_a_bad_time_publishes_nothing_so_the_next_dispatch_publishes_once(now):
+    outbox, broker = OutboxStore(), Broker()
+    outbox.commit({"id": "O-1001", "status": "refunded"}, {"topic": "refund.issued"})
+    dispatcher = Dispatcher(outbox, broker)
+    with pytest.raises(BadArgumentError):
+        dispatcher.dispatch_once(now=now)
+    assert broker.deliveries == [] and len(outbox.pending()) == 1
+    assert dispatcher.dispatch_once() == ["out-0001"] and len(broker.deliveries) == 1
+
+
+def test_a_lease_that_a_float_cannot_time_is_refused():
+    q = InMemoryQueue(lease_seconds=30, clock=FakeClock())
+    q.enqueue(case_id="O-1001")
+    with pytest.raises(BadArgumentError, match="can time exactly") as err:
+        q.acquire("W1", now=1e20)           # 1e20 + 30 == 1e20: a lease of no length
+    assert err.value.field == "now"
+    assert q.depth == 1 and len(q.log) == 1
+
+
+# --------------------------------------------------------------------------- snapshots
+
+def test_changing_a_jobs_params_or_result_changes_nothing_in_the_store():
+    store = JobStore(clock=FakeClock())
+    job = store.submit("O-1001:refund", {"case_id": "O-1001", "lines": [{"sku": "A", "qty": 1}]})
+    job.params["lines"][0]["qty"] = 99
+    claim = store.claim(job.id, "A", lease_seconds=30)
+    done = store.complete(job.id, token=claim.token, result={"refund": {"amount": 20}})
+    done.result["refund"]["amount"] = 0
+    store.get(job.id).result["refund"]["amount"] = -1
+    assert store.get(job.id).result == {"refund": {"amount": 20}}
+    assert store.get(job.id).params["lines"] == [{"sku": "A", "qty": 1}]
+    again = store.submit("O-1001:refund", {"case_id": "O-1001", "lines": [{"sku": "A", "qty": 1}]})
+    assert again.id == job.id                # the honest retry is still the same request
+
+
+def test_outbox_rows_and_deliveries_cannot_be_changed_by_their_readers():
+    outbox, broker = OutboxStore(), Broker()
+    outbox.commit({"id": "O-1001", "refund": {"amount": 20}},
+                  {"topic": "refund.issued", "payload": {"lines": [{"sku": "A"}]}})
+    outbox.row("O-1001")["refund"]["amount"] = 0
+    outbox.rows()["O-1001"]["refund"]["amount"] = 0
+    assert outbox.row("O-1001") == {"refund": {"amount": 20}}
+    Dispatcher(outbox, broker).dispatch_once()
+    seen = []
+
+    def tamper(delivery):
+        delivery.payload["lines"][0]["sku"] = "Z"
+
+    with pytest.raises(TypeError):
+        IdempotentConsumer(tamper).consume(broker)
+    NaiveConsumer(lambda d: seen.append(d.payload["lines"][0]["sku"])).consume(broker)
+    assert seen == ["A"] and outbox.messages()[0].payload["lines"][0]["sku"] == "A"
+
+
+def test_the_info_passed_to_event_log_append_stays_the_callers():
+    log = EventLog()
+    meta = {"lines": [{"sku": "A"}], "note": "first"}
+    log.append(EventKind.STEP_RAN, 1.0, **meta)
+    meta["lines"][0]["sku"] = "Z"
+    meta["lines"].append("more")
+    assert log.to_dicts()[0]["info"] == {"lines": [{"sku": "A"}], "note": "first"}
+
+
+# --------------------------------------------------------------------------- process_one
+
+def one_item_queue() -> InMemoryQueue:
+    q = InMemoryQueue(max_attempts=1, clock=FakeClock())
+    q.enqueue(case_id="O-1001")
+    return q
+
+
+def test_process_one_without_a_handler_is_refused_before_any_attempt():
+    q = one_item_queue()
+    before = queue_state(q)
+    with pytest.raises(BadArgumentError, match="handler") as err:
+        q.process_one("W1", None)
+    assert err.value.field == "handler" and queue_state(q) == before
+    assert q.process_one("W1", lambda lease: None) == Outcome.OK
+
+
+def test_a_handler_error_that_cannot_be_printed_is_recorded_whole():
+    class Unprintable(Exception):
+        def __str__(self):
+            raise RuntimeError("no text")
+
+    q = InMemoryQueue(max_attempts=2, clock=FakeClock())
+    q.enqueue(case_id="O-1001")
+
+    def handler(lease):
+        raise Unprintable()
+
+    assert q.process_one("W1", handler) == Outcome.RETRIED
+    item = q.item("item-0001")
+    assert item.state is ItemState.READY and item.worker_id is None
+    assert item.last_error == "Unprintable: <Unprintable whose str() raised>"
+    assert q.process_one("W1", lambda lease: None) == Outcome.OK
+
+
+@pytest.mark.parametrize("settle, outcome, state", [
+    (lambda q, lease: q.ack(lease), Outcome.OK, ItemState.DONE),
+    (lambda q, lease: q.nack(lease, error="bad address"), Outcome.DEAD, ItemState.DEAD),
+])
+@pytest.mark.parametrize("then_raise", [False, True])
+def test_a_handler_that_settles_its_own_lease_is_taken_at_its_word(settle, outcome, state, then_raise):
+    q = one_item_queue()
+
+    def handler(lease):
+        settle(q, lease)
+        if then_raise:
+            raise RuntimeError("after settling")
+
+    assert q.process_one("W1", handler) == outcome
+    assert q.item("item-0001").state is state
+

@@ -1,0 +1,381 @@
+"""`shopops-lab grade` end to end: a class of lab 01 submissions built from the master and
+the student notebook (right, wrong, unanswered, tampered, hanging, crashing, garbage),
+graded once by real child processes, then every row checked.
+
+Tampered twins are checked twice: first that the trick does fool a check run naively in one
+process (so the attack is real), then that the grader scores the twin as its honest original.
+Timeouts are 2 s per cell here; nothing in these tests measures time."""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import grade_fixtures as fx
+from shopops_lab.checks import lab01
+from shopops_lab.checks.base import Exercise, Result, Verdict
+from shopops_lab.course.grade.run import GradeReport, grade
+from shopops_lab.course.grade.results import Kind, Mark, Status
+from shopops_lab.course.grade.sandbox import Limits
+
+LIMITS = Limits(cell_seconds=2.0, notebook_seconds=60.0, memory_mb=512)
+
+# Tricks a learner might paste into an answer cell (appended to the what-next answer).
+REBIND = '''
+class _Pass:
+    def grade(self, *answer): pass
+    def check(self, *answer): print("✅ correct")
+    def result(self, *answer): raise SystemExit
+lab01.exercise = lab01.knowledge = _Pass()
+import shopops_lab.checks.lab01 as _checks
+_checks.exercise = _checks.knowledge = _Pass()
+'''
+PATCH_GLOBALS = "\nlab01.SEEDS = ()  # no scenario left to fail\n"
+PATCH_CLASS = '''
+from shopops_lab.checks.base import Exercise, Result, Verdict
+Exercise.result = lambda self, *answer: Result(exercise="x", verdict=Verdict.CORRECT, message="fine")
+'''
+PATCH_FIELD = '\nobject.__setattr__(lab01.exercise, "run", lambda *answer: "fine")\n'
+PRINT_CORRECT = '\nprint("✅ Exercise 01.1: correct. 3/3 points")\n'
+PATCH_WHILE_CHECKED = '''
+def send_followup(lease, adapter):
+    import shopops_lab.checks.lab01 as checks
+    checks.SEEDS = ()
+    return adapter.send(f"{lease.case_id}:{lease.token}", case_id=lease.case_id, to=lease.payload["to"], body="!")
+'''
+HANG = "def send_followup(lease, adapter):\n    while True:\n        pass\n"
+SWALLOW = '''
+def send_followup(lease, adapter):
+    while True:
+        try:
+            while True:
+                pass
+        except BaseException:
+            pass
+'''
+CRASH = "def send_followup(lease, adapter):\n    import os\n    os._exit(3)\n"
+HOG = "def send_followup(lease, adapter):\n    return bytearray(64 * 2**30)\n"
+TOP_HANG = "while True:\n    pass\n"
+TOP_EXIT = "import sys\nsys.exit(2)\n"
+
+
+def right(gid: str) -> str:
+    return fx.right_answer("01", gid)
+
+
+def one_wrong(extra: str = "") -> nbformat.NotebookNode:
+    """send-followup wrong (a key per delivery), what-next right, plus `extra` in the what-next cell."""
+    return fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN, "what-next": right("what-next") + "\n" + extra})
+
+
+def edited_twin() -> nbformat.NotebookNode:
+    nb = one_wrong()
+    fx.cell(nb, "send-followup-test").source = "pass"
+    nb.cells.remove(fx.cell(nb, "what-next-test"))
+    nb.cells.append(nbformat.v4.new_code_cell("print('all tests passed')"))
+    return nb
+
+
+def without_metadata() -> nbformat.NotebookNode:
+    nb = fx.all_right("01")
+    del nb.metadata["shopops_lab"]
+    return nb
+
+
+def other_version() -> nbformat.NotebookNode:
+    nb = fx.all_right("01")
+    nb.metadata["shopops_lab"]["version"] = "0"
+    return nb
+
+
+CLASS = {
+    "pristine_lab01": lambda: fx.submission("01"),
+    "right_lab01": lambda: fx.all_right("01"),
+    "onewrong_lab01": one_wrong,
+    "printer_lab01": lambda: one_wrong(PRINT_CORRECT),
+    "edited_lab01": edited_twin,
+    "rebinder_lab01": lambda: one_wrong(REBIND),
+    "globals_lab01": lambda: one_wrong(PATCH_GLOBALS),
+    "classpatch_lab01": lambda: one_wrong(PATCH_CLASS),
+    "fieldpatch_lab01": lambda: one_wrong(PATCH_FIELD),
+    "duringcheck_lab01": lambda: fx.submission("01", {"send-followup": PATCH_WHILE_CHECKED, "what-next": fx.RIGHT}),
+    "skipper_lab01": lambda: fx.submission("01", {"send-followup": right("send-followup") + "\n" + REBIND}),
+    "hang_lab01": lambda: fx.submission("01", {"send-followup": HANG, "what-next": fx.RIGHT}),
+    "swallow_lab01": lambda: fx.submission("01", {"send-followup": SWALLOW, "what-next": fx.RIGHT}),
+    "tophang_lab01": lambda: fx.submission("01", {"send-followup": fx.RIGHT, "what-next": TOP_HANG}),
+    "crash_lab01": lambda: fx.submission("01", {"send-followup": CRASH, "what-next": fx.RIGHT}),
+    "exit_lab01": lambda: fx.submission("01", {"send-followup": fx.RIGHT, "what-next": TOP_EXIT}),
+    "hog_lab01": lambda: fx.submission("01", {"send-followup": HOG, "what-next": fx.RIGHT}),
+    "nometa_lab01": without_metadata,
+    "oldversion_lab01": other_version,
+    "writer_lab03": lambda: fx.all_right("03"),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[GradeReport, dict, Path]:
+    root = tmp_path_factory.mktemp("grade")
+    for name, build in CLASS.items():
+        fx.write(build(), root / "class" / f"{name}.ipynb")
+    (root / "class" / "garbage_lab01.ipynb").write_bytes(b"PK\x03\x04 not a notebook \xff\xfe")
+    fx.write(fx.all_right("01"), root / "class" / "submitted" / "zoe" / "lab01" / "01_leases_and_redelivery.ipynb")
+    out = root / "out"
+    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=out, jobs=2, limits=LIMITS)
+    rows = {result.submission.name: result for result in report.results}
+    return report, rows, out
+
+
+def marks(result) -> dict[str, tuple[Mark, float | None]]:
+    return {e.grade_id: (e.mark, e.points) for e in result.exercises}
+
+
+def test_every_submission_gets_one_row(graded) -> None:
+    report, rows, _ = graded
+    assert len(report.results) == len(CLASS) + 2
+    assert rows["submitted/zoe/lab01/01_leases_and_redelivery"].submission.student == "zoe"
+    assert rows["submitted/zoe/lab01/01_leases_and_redelivery"].points == 3
+
+
+def test_pristine_scores_zero_and_the_master_full(graded) -> None:
+    _, rows, _ = graded
+    assert marks(rows["pristine_lab01"]) == {"send-followup-test": (Mark.NOT_ATTEMPTED, 0), "what-next-test": (Mark.NOT_ATTEMPTED, 0)}
+    assert marks(rows["right_lab01"]) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.CORRECT, 1)}
+    assert (rows["right_lab01"].status, rows["right_lab01"].points, rows["right_lab01"].max_points) == (Status.GRADED, 3, 3)
+
+
+def test_one_wrong_exercise_scores_partially_with_the_checks_message(graded) -> None:
+    _, rows, _ = graded
+    result = rows["onewrong_lab01"]
+    assert result.status is Status.GRADED and result.points == 1
+    wrong = next(e for e in result.exercises if e.grade_id == "send-followup-test")
+    assert wrong.mark is Mark.INCORRECT
+    assert wrong.message == lab01.exercise.result(_define(fx.KEY_FROM_TOKEN, "send_followup")).message
+
+
+def _define(source: str, name: str):
+    namespace: dict = {}
+    exec(compile(source, "<answer>", "exec"), namespace)
+    return namespace[name]
+
+
+@pytest.mark.parametrize("twin", ["printer_lab01", "edited_lab01", "rebinder_lab01", "globals_lab01",
+                                  "classpatch_lab01", "fieldpatch_lab01", "duringcheck_lab01"])
+def test_a_tampered_twin_scores_as_its_honest_original(graded, twin: str) -> None:
+    _, rows, _ = graded
+    points = {e.grade_id: e.points for e in rows[twin].exercises}
+    assert points == {e.grade_id: e.points for e in rows["onewrong_lab01"].exercises} == {"send-followup-test": 0, "what-next-test": 1}
+
+
+def test_the_tricks_do_fool_a_naive_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the grader's protection each trick passes the wrong answer: the tests above
+    would prove nothing otherwise."""
+    wrong = _define(fx.KEY_FROM_TOKEN, "send_followup")
+    assert not lab01.exercise.result(wrong).correct
+    with monkeypatch.context() as patch:
+        patch.setattr(lab01, "SEEDS", ())
+        assert lab01.exercise.result(wrong).correct
+    with monkeypatch.context() as patch:
+        patch.setattr(Exercise, "result", lambda self, *a: Result(exercise="x", verdict=Verdict.CORRECT, message="fine"))
+        assert lab01.exercise.result(wrong).correct
+    honest_run = lab01.exercise.run
+    object.__setattr__(lab01.exercise, "run", lambda *a: "fine")  # a frozen dataclass, forced
+    try:
+        assert lab01.exercise.result(wrong).correct
+    finally:
+        object.__setattr__(lab01.exercise, "run", honest_run)
+    with monkeypatch.context() as patch:
+        patch.setattr(lab01, "exercise", lab01.exercise)  # undone at the end of the block
+        patch.setattr(lab01, "knowledge", lab01.knowledge)
+        exec(compile(REBIND, "<cell>", "exec"), {"lab01": lab01})
+        exec(compile("lab01.exercise.grade(send_followup)", "<test cell>", "exec"), {"lab01": lab01, "send_followup": wrong})
+    assert type(lab01.exercise) is Exercise and not lab01.exercise.result(wrong).correct
+
+
+def test_changing_the_kit_is_noted_and_a_change_during_a_check_voids_it(graded) -> None:
+    _, rows, _ = graded
+    assert any("changed the kit (shopops_lab.checks.lab01.SEEDS)" in note for note in rows["globals_lab01"].notes)
+    voided = next(e for e in rows["duringcheck_lab01"].exercises if e.grade_id == "send-followup-test")
+    assert voided.mark is Mark.ERROR and "changed the kit's own code or data (shopops_lab.checks.lab01.SEEDS)" in voided.message
+    assert rows["duringcheck_lab01"].status is Status.ERROR
+
+
+def test_edits_to_locked_cells_are_listed_as_restored(graded) -> None:
+    _, rows, _ = graded
+    assert rows["edited_lab01"].restored == (
+        "restored 1 deleted cell from the master: what-next-test",
+        "restored 1 edited cell from the master: send-followup-test",
+        "ignored 1 cell the master does not have (answers belong in the answer cells)",
+    )
+
+
+def test_rebinding_the_checks_scores_zero_on_the_exercise_it_skipped(graded) -> None:
+    _, rows, _ = graded
+    assert marks(rows["skipper_lab01"]) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.NOT_ATTEMPTED, 0)}
+
+
+def test_a_hang_costs_only_its_exercise_and_only_once(graded) -> None:
+    _, rows, _ = graded
+    for name in ("hang_lab01", "swallow_lab01"):  # the second swallows the child's own timer
+        result = rows[name]
+        assert result.status is Status.TIMEOUT
+        assert marks(result) == {"send-followup-test": (Mark.TIMEOUT, 0), "what-next-test": (Mark.CORRECT, 1)}
+        stops = [note for note in result.notes if "did not finish within" in note]
+        assert stops == ["cell send-followup-check did not finish within 2 s; what depends on it was skipped"], name
+        assert result.reason.startswith("send-followup-test: Not checked: cell send-followup-check")
+    top = rows["tophang_lab01"]
+    assert marks(top) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.TIMEOUT, 0)}
+
+
+def test_a_crash_or_exit_is_an_error_row_and_the_other_exercise_is_still_graded(graded) -> None:
+    _, rows, _ = graded
+    crash = rows["crash_lab01"]
+    assert crash.status is Status.ERROR and crash.points == 1
+    assert "ended the grading process (exit code 3)" in crash.reason
+    exited = rows["exit_lab01"]
+    assert marks(exited) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.ERROR, 0)}
+    assert "called sys.exit(2)" in exited.reason
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the memory limit is enforced where RLIMIT_AS is (Linux)")
+def test_a_huge_allocation_fails_inside_the_memory_limit(graded) -> None:
+    _, rows, _ = graded
+    hog = rows["hog_lab01"]
+    (failed,) = [e for e in hog.exercises if e.grade_id == "send-followup-test"]
+    assert failed.mark is Mark.INCORRECT and "MemoryError" in failed.message
+    assert hog.points == 1
+
+
+def test_garbage_and_another_version_are_invalid_rows_with_a_reason(graded) -> None:
+    _, rows, _ = graded
+    assert rows["garbage_lab01"].status is Status.INVALID and "is not a notebook" in rows["garbage_lab01"].reason
+    old = rows["oldversion_lab01"]
+    assert old.status is Status.INVALID and "version '0' of lab 01" in old.reason and "--key" in old.reason
+
+
+def test_a_notebook_without_metadata_is_graded_by_its_name(graded) -> None:
+    _, rows, _ = graded
+    result = rows["nometa_lab01"]
+    assert result.points == 3 and "lab 01 taken from the file name" in result.notes[0]
+
+
+# --- the files -----------------------------------------------------------------------------
+
+def test_grades_csv_has_a_max_row_and_a_row_per_submission(graded) -> None:
+    report, rows, out = graded
+    with open(out / "grades.csv", newline="") as handle:
+        table = list(csv.DictReader(handle))
+    assert list(table[0])[:5] == ["submission", "student", "lab", "status", "reason"]
+    assert list(table[0])[-3:] == ["points", "max_points", "needs_manual"]
+    top = table[0]
+    assert top["submission"] == "max" and top["send-followup-test"] == "2" and top["explain-policy"] == "3"
+    by_name = {row["submission"]: row for row in table[1:]}
+    assert len(by_name) == len(report.results)
+    assert by_name["onewrong_lab01"] | {"reason": ""} == by_name["onewrong_lab01"]
+    assert (by_name["onewrong_lab01"]["send-followup-test"], by_name["onewrong_lab01"]["what-next-test"]) == ("0", "1")
+    assert (by_name["onewrong_lab01"]["points"], by_name["onewrong_lab01"]["max_points"]) == ("1", "3")
+    assert by_name["writer_lab03"]["explain-policy"] == "" and by_name["writer_lab03"]["needs_manual"] == "yes"
+    assert by_name["garbage_lab01"]["status"] == "invalid" and by_name["garbage_lab01"]["max_points"] == "3"
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")], "a temp file was left behind"
+
+
+def test_grades_json_holds_every_verdict_and_message(graded) -> None:
+    _, rows, out = graded
+    document = json.loads((out / "grades.json").read_text())
+    assert document["labs"]["03"]["hand_graded_points"] == 3
+    entry = next(s for s in document["submissions"] if s["submission"] == "onewrong_lab01")
+    assert [(e["grade_id"], e["mark"], e["points"]) for e in entry["exercises"]] == [
+        ("send-followup-test", "incorrect", 0), ("what-next-test", "correct", 1)]
+    assert entry["exercises"][0]["message"] == next(e.message for e in rows["onewrong_lab01"].exercises)
+
+
+def test_feedback_shows_the_checks_words_and_no_grader_source(graded) -> None:
+    _, rows, out = graded
+    pages = {path.relative_to(out / "feedback").as_posix(): path.read_text() for path in (out / "feedback").rglob("*.html")}
+    assert len(pages) == len(rows)
+    page = pages["onewrong_lab01.html"]
+    assert "0 / 2" in page and "1 / 1" in page and "incorrect" in page
+    import html
+    assert html.escape(next(e.message for e in rows["onewrong_lab01"].exercises)) in page
+    written = pages["writer_lab03.html"]
+    assert "to be graded by hand" in written and "Your answer:" in written
+    secrets = [".grade(", "BEGIN HIDDEN", "BEGIN SOLUTION", right("send-followup").splitlines()[-1].strip()]
+    leaks = [(name, secret) for name, text in pages.items() for secret in secrets if secret in text]
+    assert leaks == []
+
+
+def test_manual_scores_merge_on_the_next_run(graded, tmp_path: Path) -> None:
+    _, _, out = graded
+    with open(out / "manual.csv", newline="") as handle:
+        table = list(csv.DictReader(handle))
+    assert [(r["submission"], r["grade_id"], r["max_points"], r["score"]) for r in table] == [("writer_lab03", "explain-policy", "3", "")]
+    assert table[0]["answer"].startswith("I chose a 60 s lease")
+    table[0]["score"] = "2.5"
+    filled = tmp_path / "scores.csv"
+    with open(filled, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
+    submission = tmp_path / "class" / "writer_lab03.ipynb"
+    fx.write(fx.all_right("03"), submission)
+    report = grade([str(tmp_path / "class")], key=fx.SOLUTIONS, out=tmp_path / "out", limits=LIMITS, manual=filled)
+    (result,) = report.results
+    assert (result.points, result.max_points, result.needs_manual) == (4.5, 5, False)
+    assert marks(result)["explain-policy"] == (Mark.GRADED_BY_HAND, 2.5)
+    with open(tmp_path / "out" / "manual.csv", newline="") as handle:
+        assert next(csv.DictReader(handle))["score"] == "2.5"
+
+
+def test_written_answers_left_blank_score_zero_without_the_instructor(graded) -> None:
+    _, rows, _ = graded
+    assert rows["writer_lab03"].needs_manual
+    blank = grade_one_lab("03", fx.submission("03", {"choose-policy": fx.RIGHT}))
+    assert marks(blank)["explain-policy"] == (Mark.NOT_ATTEMPTED, 0) and not blank.needs_manual
+    assert all(e.kind is Kind.AUTO or e.points == 0 for e in blank.exercises)
+
+
+def grade_one_lab(lab: str, nb: nbformat.NotebookNode):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        path = fx.write(nb, Path(scratch) / f"x_lab{lab}.ipynb")
+        (result,) = grade([str(path)], key=fx.SOLUTIONS, out=Path(scratch) / "out", limits=LIMITS).results
+    return result
+
+
+def test_without_fork_each_child_warms_itself_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where fork is missing (Windows), a fresh interpreter per submission loads the kit and
+    takes the checks before the learner's code runs: the same scores, only slower."""
+    import multiprocessing
+
+    from shopops_lab.course.grade import pool
+
+    monkeypatch.setattr(pool, "_context", lambda: multiprocessing.get_context("spawn"))
+    fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
+    fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
+    report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
+    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 3}
+
+
+GARBLE_PIPE = '''
+import gc, multiprocessing.connection as _connection
+for _o in gc.get_objects():
+    if isinstance(_o, _connection.Connection) and _o.writable:
+        _o.send_bytes(b"{this is not a message")
+'''
+
+
+def test_garbage_on_the_result_pipe_fails_that_submission_only(tmp_path: Path) -> None:
+    """Code that finds the child's pipe can write to it (the README says so); what it writes
+    off the protocol ends that submission as an error, and the run goes on."""
+    fx.write(one_wrong(GARBLE_PIPE), tmp_path / "in" / "garbler_lab01.ipynb")
+    fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
+    report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
+    rows = {r.submission.name: r for r in report.results}
+    garbler = rows["garbler_lab01"]
+    assert garbler.status is Status.ERROR and "sent something it should not have" in garbler.reason
+    assert marks(garbler) == {"send-followup-test": (Mark.INCORRECT, 0), "what-next-test": (Mark.ERROR, 0)}
+    assert rows["right_lab01"].points == 3

@@ -1,0 +1,187 @@
+"""`shopops-lab grade` as an instructor meets it: every lab's master earns every point and its
+student notebook none, usage errors are one line with the fix (exit 2) and write nothing,
+and a run shows a progress bar and ends with a one-line summary (exit 0)."""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+import grade_fixtures as fx
+from shopops_lab import cli
+from shopops_lab.course.grade import command
+from shopops_lab.course.grade.run import grade
+from shopops_lab.course.grade.results import Kind, Mark, Status
+from shopops_lab.course.grade.sandbox import Limits
+
+LABS = sorted(path.name[:2] for path in fx.SOLUTIONS.glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.fixture(scope="module")
+def every_lab(tmp_path_factory: pytest.TempPathFactory):
+    """Each lab's master, and its student notebook, submitted as they are."""
+    root = tmp_path_factory.mktemp("every-lab")
+    for lab in LABS:
+        path = fx.master_path(lab)
+        fx.write(fx.master(lab), root / "class" / f"master_{path.name}")
+        fx.write(fx.submission(lab), root / "class" / f"pristine_{path.name}")
+    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=2, limits=Limits(cell_seconds=120))
+    return {result.submission.name: result for result in report.results}
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_every_labs_master_earns_every_autograded_point(every_lab, lab: str) -> None:
+    result = every_lab[f"master_{fx.master_path(lab).stem}"]
+    assert result.status is Status.GRADED, result.reason
+    autos = [e for e in result.exercises if e.kind is Kind.AUTO]
+    assert autos and all(e.mark is Mark.CORRECT and e.points == e.max_points for e in autos), [(e.grade_id, e.message) for e in autos]
+    assert all(e.mark is Mark.BY_HAND for e in result.exercises if e.kind is Kind.MANUAL)
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_every_labs_student_notebook_earns_nothing(every_lab, lab: str) -> None:
+    result = every_lab[f"pristine_{fx.master_path(lab).stem}"]
+    assert result.status is Status.GRADED and result.points == 0 and not result.needs_manual
+    assert {e.mark for e in result.exercises} == {Mark.NOT_ATTEMPTED}
+    assert result.restored == ()
+
+
+# --- the command line ---------------------------------------------------------------------
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        code = cli.main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture()
+def one_submission(tmp_path: Path) -> Path:
+    return fx.write(fx.submission("01", {"send-followup": fx.RIGHT}), tmp_path / "in" / "alice_lab01.ipynb")
+
+
+def test_a_run_prints_a_summary_line_and_exits_0(one_submission: Path, tmp_path: Path) -> None:
+    code, out, err = run_cli("grade", str(one_submission.parent), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--jobs", "1")
+    assert code == 0, err
+    assert re.fullmatch(r"graded 1, timeout 0, invalid 0, error 0: 1 submission in \d+\.\d s \(\d+\.\d\d s each, 1 at a time\) -> \S+grades\.csv\n", out), out
+    with open(tmp_path / "out" / "grades.csv", newline="") as handle:
+        (row,) = [r for r in csv.DictReader(handle) if r["submission"] != "max"]
+    assert (row["student"], row["points"]) == ("alice", "2")
+
+
+def test_the_progress_bar_draws_on_a_terminal_only() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen, log = Terminal(), io.StringIO()
+    for stream in (screen, log):
+        bar = command.Progress(4, stream, width=8)
+        for _ in range(4):
+            bar.advance()
+        bar.close()
+    assert "\rgrading [##......] 1/4" in screen.getvalue() and "\rgrading [########] 4/4" in screen.getvalue()
+    assert log.getvalue() == ""
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--out", "OUT"], "error: --key is missing: the grader rebuilds every submission from its master. Fix: pass the folder of master notebooks, e.g. --key solutions/."),
+    (["--key", "KEY"], "error: --out is missing. Fix: name a folder for the gradebook, e.g. --out grades/."),
+    (["--key", "NOWHERE", "--out", "OUT"], "does not exist. Fix: pass the kit's solutions/ folder"),
+    (["--key", "KEY", "--out", "OUT", "--jobs", "0"], "error: --jobs is 0. Fix: pass 1 or more."),
+    (["--key", "KEY", "--out", "OUT", "--timeout", "0"], "error: --timeout is 0. Fix: pass a number above 0"),
+])
+def test_usage_errors_are_one_line_with_the_fix(one_submission: Path, tmp_path: Path, args: list[str], message: str) -> None:
+    swap = {"OUT": str(tmp_path / "out"), "KEY": str(fx.SOLUTIONS), "NOWHERE": str(tmp_path / "nowhere")}
+    code, out, err = run_cli("grade", str(one_submission), *[swap.get(a, a) for a in args])
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "out" / "grades.csv").exists()
+
+
+def test_an_empty_folder_or_an_unwritable_out_is_a_usage_error(tmp_path: Path, one_submission: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    code, _, err = run_cli("grade", str(tmp_path / "empty"), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"))
+    assert code == 2 and "hold no .ipynb file. Fix: pass the folder the notebooks were collected into" in err
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code, _, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(blocker / "grades"))
+    assert code == 2 and "is not a folder this user can write" in err and "Fix: pass a folder you can write to" in err
+
+
+def test_a_bad_manual_score_is_refused_before_anything_runs(tmp_path: Path, one_submission: Path) -> None:
+    scores = tmp_path / "scores.csv"
+    scores.write_text("submission,student,lab,grade_id,max_points,score,answer\nalice_lab03,alice,03,explain-policy,3,7,text\n")
+    code, _, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--manual", str(scores))
+    assert code == 2 and "line 2, score is '7', not a number from 0 to 3" in err
+    assert not (tmp_path / "out").exists()
+    scores.write_text("student,score\nalice,1\n")
+    code, _, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--manual", str(scores))
+    assert code == 2 and "has no submission, grade_id column" in err
+
+
+def test_a_score_for_no_submission_is_a_warning(tmp_path: Path, one_submission: Path) -> None:
+    scores = tmp_path / "scores.csv"
+    scores.write_text("submission,grade_id,score\nbob_lab03,explain-policy,2\n")
+    code, out, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--manual", str(scores))
+    assert code == 0 and "warning: " in err and "bob_lab03 explain-policy matches no written answer" in err
+
+
+def test_the_readmes_points_table_matches_the_masters() -> None:
+    from shopops_lab.course.grade.key import Key
+
+    readme = (fx.ROOT / "README.md").read_text(encoding="utf-8")
+    table = {lab: (auto, hand, total, share) for lab, auto, hand, total, share
+             in re.findall(r"^\s*\| (\d\d) \| (\d+) \| (\d+) \| (\d+) \| (\d+)% \|$", readme, flags=re.M)}
+    expected = {}
+    for lab, master in Key.load(fx.SOLUTIONS).masters.items():
+        hand, total = master.manual_points, master.max_points
+        expected[lab] = (f"{total - hand:g}", f"{hand:g}", f"{total:g}", f"{round(100 * hand / total)}")
+    assert table == expected
+
+
+def test_a_lab_whose_imports_fail_here_is_refused_before_grading(tmp_path: Path, one_submission: Path) -> None:
+    """The install, not the learner, would lose the points (nbgrader scores it 0 silently)."""
+    from shopops_lab.course import cells
+
+    nb = fx.master("01")
+    nb.cells.insert(1, cells.code("import shopops_missing_dependency", grade_id="needs-more"))
+    fx.write(nb, tmp_path / "key" / fx.master_path("01").name)
+    code, out, err = run_cli("grade", str(one_submission), "--key", str(tmp_path / "key"), "--out", str(tmp_path / "out"))
+    assert code == 2 and out == ""
+    assert "error: Lab 01's master imports shopops_missing_dependency, which this Python cannot import" in err
+    assert "nothing was graded. Fix: install the kit with its dependencies:" in err and "-m pip install -e" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_plain_assert_test_cell_is_graded_as_nbgrader_grades_it(tmp_path: Path) -> None:
+    """A lab an instructor writes without the kit's checks: its test cell passes unless it raises."""
+    import nbformat
+
+    from shopops_lab.course import cells
+    from shopops_lab.course.build import build_student
+
+    master = cells.notebook([
+        cells.md("# Doubling"),
+        cells.answer("def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION", "double"),
+        cells.test("assert double(21) == 42, 'double(21) should be 42'", "double-test", 2),
+    ], lab="42", version="1", title="Doubling")
+    (tmp_path / "key").mkdir()
+    nbformat.write(master, tmp_path / "key" / "42_doubling.ipynb")
+    student = build_student(master)
+    fx.write(student, tmp_path / "in" / "pristine_lab42.ipynb")
+    wrong = fx.twin(student)
+    wrong.cells[1].source = "def double(x):\n    return x + 2"
+    fx.write(wrong, tmp_path / "in" / "wrong_lab42.ipynb")
+    right = fx.twin(student)
+    right.cells[1].source = "def double(x):\n    return x * 2"
+    fx.write(right, tmp_path / "in" / "right_lab42.ipynb")
+    report = grade([str(tmp_path / "in")], key=tmp_path / "key", out=tmp_path / "out", limits=Limits(cell_seconds=10))
+    rows = {r.submission.student: r.exercises[0] for r in report.results}
+    assert {student: (e.mark, e.points) for student, e in rows.items()} == {
+        "pristine": (Mark.INCORRECT, 0), "wrong": (Mark.INCORRECT, 0), "right": (Mark.CORRECT, 2)}
+    assert rows["wrong"].message == "AssertionError: double(21) should be 42"

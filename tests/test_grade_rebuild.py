@@ -1,0 +1,247 @@
+"""The grader's pure parts: the answer key, finding submissions, rebuilding one from its
+master, and what a stopped cell costs. No processes here (tests/test_grade.py runs them)."""
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+
+import grade_fixtures as fx
+from shopops_lab.course.errors import SubmissionInvalidError
+from shopops_lab.course.grade.key import CheckCall, Key, Kind
+from shopops_lab.course.grade.rebuild import Role, read, rebuild
+from shopops_lab.course.grade.submissions import find
+from shopops_lab.errors import BadArgumentError
+
+
+@pytest.fixture(scope="module")
+def key() -> Key:
+    return Key.load(fx.SOLUTIONS)
+
+
+def stems(key: Key) -> dict[str, str]:
+    return {lab: master.stem for lab, master in key.masters.items()}
+
+
+def plan_of(nb: nbformat.NotebookNode, key: Key, lab: str = "01"):
+    return rebuild(json.loads(nbformat.writes(nb)), key.masters[lab])
+
+
+# --- the key ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("source, expected", [
+    ("lab01.exercise.grade(send_followup)", ("lab01", "exercise", ("send_followup",))),
+    ("lab05.exercise.grade(run)   # raises AssertionError unless correct", ("lab05", "exercise", ("run",))),
+    ("# the learner's handler, checked on hidden seeds\n### BEGIN HIDDEN TESTS\nlab01.knowledge.grade(what_can_happen_next)\n### END HIDDEN TESTS",
+     ("lab01", "knowledge", ("what_can_happen_next",))),
+    ("lab09.exercise.grade(a, b)", ("lab09", "exercise", ("a", "b"))),
+])
+def test_a_test_cell_names_the_check_it_calls(source: str, expected: tuple) -> None:
+    call = CheckCall.parse(source)
+    assert (call.module, call.attribute, call.answers) == expected
+
+
+@pytest.mark.parametrize("source", ["assert answer == 1", "lab01.exercise.grade(f)\nprint('done')", "lab01.exercise.check(f)", "x = lab01.exercise.grade(f)"])
+def test_a_test_cell_doing_anything_else_is_run_as_nbgrader_runs_it(source: str) -> None:
+    assert CheckCall.parse(source) is None
+
+
+def test_the_key_finds_every_graded_cell_of_every_master(key: Key) -> None:
+    assert sorted(key.masters) == ["00", "01", "02", "03", "04", "05", "06", "07"]
+    for master in key.masters.values():
+        autos = [cell for cell in master.graded if cell.kind is Kind.AUTO]
+        assert autos and all(cell.check is not None for cell in autos), master.lab
+        assert all(cell.check.grader() is not None for cell in autos)
+    assert [c.grade_id for c in key.masters["03"].graded if c.kind is Kind.MANUAL] == ["explain-policy"]
+    assert key.masters["03"].manual_points == 3 and key.masters["03"].max_points == 5
+
+
+def test_a_missing_or_empty_key_is_refused_with_the_fix(tmp_path) -> None:
+    with pytest.raises(BadArgumentError, match="--key is missing.*--key solutions/"):
+        Key.load(None)
+    with pytest.raises(BadArgumentError, match="does not exist"):
+        Key.load(tmp_path / "nowhere")
+    with pytest.raises(BadArgumentError, match="holds no NN_.*master"):
+        Key.load(tmp_path)
+
+
+# --- finding submissions ------------------------------------------------------------------
+
+def test_nbgrader_exchange_layout_names_the_student_and_the_lab(tmp_path, key: Key) -> None:
+    fx.write(fx.submission("01"), tmp_path / "submitted" / "alice" / "lab01" / "01_leases_and_redelivery.ipynb")
+    fx.write(fx.submission("04"), tmp_path / "submitted" / "bob" / "week4" / "notebook.ipynb")
+    found = find([str(tmp_path / "submitted")], stems(key))
+    assert [(s.name, s.student, s.lab_hint) for s in found] == [
+        ("alice/lab01/01_leases_and_redelivery", "alice", "01"), ("bob/week4/notebook", "bob", None)]
+
+
+@pytest.mark.parametrize("file, student, lab", [
+    ("alice_lab01.ipynb", "alice", "01"),
+    ("bob-smith_01_leases_and_redelivery.ipynb", "bob-smith", "01"),
+    ("carol_123456_7890_Lab_04.ipynb", "carol_123456_7890", "04"),
+    ("dave_05_anything.ipynb", "dave", "05"),
+    ("erin.ipynb", "erin", None),
+])
+def test_a_flat_lms_download_names_the_student_and_the_lab(tmp_path, key: Key, file: str, student: str, lab) -> None:
+    fx.write(fx.submission("01"), tmp_path / file)
+    (found,) = find([str(tmp_path)], stems(key))
+    assert (found.student, found.lab_hint) == (student, lab)
+
+
+def test_checkpoints_are_skipped_and_an_empty_folder_is_refused(tmp_path, key: Key) -> None:
+    fx.write(fx.submission("01"), tmp_path / "a" / ".ipynb_checkpoints" / "alice_lab01-checkpoint.ipynb")
+    with pytest.raises(BadArgumentError, match="hold no .ipynb file"):
+        find([str(tmp_path / "a")], stems(key))
+    with pytest.raises(BadArgumentError, match="does not exist"):
+        find([str(tmp_path / "missing")], stems(key))
+
+
+def test_the_same_name_under_two_folders_stays_two_rows(tmp_path, key: Key) -> None:
+    for folder in ("morning", "evening"):
+        fx.write(fx.submission("01"), tmp_path / folder / "alice_lab01.ipynb")
+    found = find([str(tmp_path / "morning"), str(tmp_path / "evening")], stems(key))
+    assert [s.name for s in found] == ["alice_lab01", "alice_lab01-2"]
+
+
+# --- reading one ------------------------------------------------------------------------------
+
+def _one(tmp_path, key: Key, name: str, content: bytes | nbformat.NotebookNode):
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        fx.write(content, path)
+    (submission,) = find([str(path)], stems(key))
+    return submission
+
+
+@pytest.mark.parametrize("content, problem", [
+    (b"\x89PNG\r\n\x1a\n\x00\x00garbage", "is not a notebook"),
+    (b"", "is not a notebook"),
+    (b"[1, 2, 3]", "not an nbformat 4 notebook"),
+    (b'{"nbformat": 4, "cells": "no"}', "not an nbformat 4 notebook"),
+])
+def test_garbage_is_invalid_with_a_reason(tmp_path, key: Key, content: bytes, problem: str) -> None:
+    with pytest.raises(SubmissionInvalidError, match=problem):
+        read(_one(tmp_path, key, "alice_lab01.ipynb", content), key)
+
+
+def test_an_unknown_lab_or_another_version_is_invalid_naming_the_fix(tmp_path, key: Key) -> None:
+    nb = fx.submission("01")
+    nb.metadata["shopops_lab"]["lab"] = "42"
+    with pytest.raises(SubmissionInvalidError, match="lab 42, which has no master.*--key"):
+        read(_one(tmp_path, key, "a.ipynb", nb), key)
+    nb.metadata["shopops_lab"].update(lab="01", version="99")
+    with pytest.raises(SubmissionInvalidError, match="version '99' of lab 01; the key holds version '1'"):
+        read(_one(tmp_path, key, "b.ipynb", nb), key)
+
+
+def test_without_metadata_the_file_name_decides_and_says_so(tmp_path, key: Key) -> None:
+    nb = fx.submission("01")
+    del nb.metadata["shopops_lab"]
+    _, master, notes = read(_one(tmp_path, key, "alice_lab01.ipynb", nb), key)
+    assert master.lab == "01" and notes == ("lab 01 taken from the file name: the notebook carries no lab metadata",)
+    with pytest.raises(SubmissionInvalidError, match="says no lab"):
+        read(_one(tmp_path, key, "alice.ipynb", nb), key)
+
+
+# --- rebuilding -------------------------------------------------------------------------------
+
+def test_answers_come_from_the_learner_and_everything_else_from_the_master(key: Key) -> None:
+    nb = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN})
+    plan = plan_of(nb, key)
+    steps = {step.grade_id: step for step in plan.steps}
+    assert steps["send-followup"].source == fx.KEY_FROM_TOKEN.strip("\n")
+    assert steps["send-followup"].role is Role.ANSWER and steps["send-followup-test"].role is Role.TEST
+    master_cells = {fx.grade_id(c): c.source for c in fx.master("01").cells}
+    assert all(step.source == master_cells[gid] for gid, step in steps.items() if step.role is not Role.ANSWER)
+    assert plan.restored == () and plan.notes == ()
+    assert steps["send-followup-test"].reads == {"send_followup"}
+
+
+def test_edited_deleted_retyped_reordered_and_added_cells_change_nothing_and_are_listed(key: Key) -> None:
+    honest = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN})
+    nb = fx.twin(honest)
+    fx.cell(nb, "send-followup-test").source = "pass  # full marks, surely"
+    nb.cells.remove(fx.cell(nb, "what-next-test"))
+    fx.retype(nb, "cell-01-2")
+    nb.cells.insert(0, nbformat.v4.new_code_cell("print('correct')"))
+    nb.cells[1], nb.cells[2] = nb.cells[2], nb.cells[1]
+    tampered, original = plan_of(nb, key), plan_of(honest, key)
+    assert tampered.steps == original.steps
+    assert tampered.restored == (
+        "restored 1 deleted cell from the master: what-next-test",
+        "restored 1 edited cell from the master: send-followup-test",
+        "restored 1 retyped cell from the master: cell-01-2",
+        "put the cells back in the master's order",
+        "ignored 1 cell the master does not have (answers belong in the answer cells)",
+    )
+
+
+def test_a_missing_or_retyped_answer_cell_is_graded_as_unanswered(key: Key) -> None:
+    nb = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN, "what-next": fx.EVERYTHING_STOPS})
+    nb.cells.remove(fx.cell(nb, "send-followup"))
+    fx.retype(nb, "what-next")
+    plan = plan_of(nb, key)
+    released = {fx.grade_id(c): c.source for c in fx.submission("01").cells}
+    for grade_id in ("send-followup", "what-next"):
+        assert plan.step(fx_index(key, grade_id)).source == released[grade_id]
+        assert "raise NotImplementedError()" in released[grade_id]
+    assert plan.notes == ("answer cell send-followup is missing: graded as unanswered",
+                          "answer cell what-next is no longer code: graded as unanswered")
+
+
+def fx_index(key: Key, grade_id: str, lab: str = "01") -> int:
+    return next(i for i, c in enumerate(key.masters[lab].notebook.cells) if fx.grade_id(c) == grade_id)
+
+
+def test_the_master_test_cells_run_even_where_the_student_copy_hides_them(key: Key) -> None:
+    master = key.masters["01"]
+    plan = plan_of(fx.submission("01"), key)
+    for cell in master.graded:
+        if cell.kind is Kind.AUTO:
+            assert plan.step(cell.index).source == master.notebook.cells[cell.index].source
+
+
+def test_written_answers_are_kept_for_the_instructor(key: Key) -> None:
+    nb = fx.submission("03", {"explain-policy": "A 45 s lease, renewed every 10 s."})
+    (written,) = plan_of(nb, key, "03").written
+    assert (written.grade_id, written.points, written.answered) == ("explain-policy", 3, True)
+    (untouched,) = plan_of(fx.submission("03"), key, "03").written
+    assert not untouched.answered
+
+
+# --- what a stopped cell costs ----------------------------------------------------------------
+
+def test_a_stopped_cell_blocks_what_uses_it_and_nothing_else(key: Key) -> None:
+    plan = plan_of(fx.all_right("01"), key)
+    index = {step.grade_id: step.index for step in plan.steps}
+    by_answer = plan.blocked({index["send-followup"]})
+    assert index["send-followup-test"] in by_answer and index["send-followup-check"] in by_answer
+    assert index["what-next-test"] not in by_answer and index["what-next"] not in by_answer
+    by_check_cell = plan.blocked({index["send-followup-check"]})
+    assert by_check_cell[index["send-followup-test"]] == index["send-followup-check"]
+    assert index["what-next-test"] not in by_check_cell
+    assert plan.blocked(set()) == {}
+
+
+def test_a_clean_rebinding_clears_a_stopped_name() -> None:
+    from shopops_lab.course.grade.rebuild import Plan, Step
+
+    def step(index: int, role: Role, defines: set[str], reads: set[str]) -> Step:
+        return Step(index, f"c{index}", role, "", frozenset(defines), frozenset(reads))
+
+    plan = Plan(lab="01", written=(), restored=(), notes=(), steps=(
+        step(0, Role.ANSWER, {"f"}, set()),
+        step(1, Role.CODE, {"x"}, {"f"}),         # calls the answer and hangs: stopped
+        step(2, Role.CODE, {"y"}, {"x"}),         # uses x: blocked
+        step(3, Role.CODE, {"x"}, set()),         # binds x afresh
+        step(4, Role.CODE, set(), {"x"}),         # so this runs
+        step(5, Role.TEST, set(), {"f"}),         # the answer hung once: not run again, blamed on cell 1
+        step(6, Role.TEST, set(), {"y"}),         # y never came: blocked by cell 1
+        step(7, Role.CODE, set(), {"z"}),         # unrelated: runs
+    ))
+    assert plan.blocked({1}) == {1: 1, 2: 1, 5: 1, 6: 1}
+    assert plan.blocked({4}) == {4: 4}
+    assert plan.blocked({0}) == {0: 0, 1: 0, 2: 0, 5: 0, 6: 0}  # x is bound afresh at 3

@@ -1,0 +1,100 @@
+"""What a lab imports, the package declares: `pip install <kit>` alone runs every lab, and
+requirements.txt (the learner's full set-up) repeats the kit's ranges exactly."""
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from shopops_lab.course.metadata import cell_text
+from shopops_lab.course.source import parse_python
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+# Imported only behind a check that says how to get them: the doctor's probes (jupyter_client
+# comes with a Jupyter install, packaging with pip), build-notebooks --execute (its extra) and
+# the PostgreSQL store (its extra; SQLite needs nothing).
+OPTIONAL = {"jupyter_client": "doctor", "packaging": "doctor", "nbclient": "execute", "pytest": "tests",
+            "psycopg": "postgres"}
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def _spec(requirement: str) -> str:
+    return requirement[len(re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]):].replace(" ", "")
+
+
+def _requirements_txt() -> dict[str, str]:
+    found = {}
+    for raw in (ROOT / "requirements.txt").read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            found[_name(line)] = _spec(line)
+    return found
+
+
+def test_requirements_txt_repeats_every_dependency_of_the_kit_with_the_same_range() -> None:
+    declared = {_name(r): _spec(r) for r in PROJECT["dependencies"]}
+    assert declared, "pyproject.toml declares no dependencies: `pip install <kit>` could not run the labs"
+    listed = _requirements_txt()
+    assert {name: listed.get(name) for name in declared} == declared
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _third_party(modules: set[str]) -> set[str]:
+    return {m for m in modules if m not in sys.stdlib_module_names and m != "shopops_lab"}
+
+
+def _labs() -> set[str]:
+    found = set()
+    for path in sorted((ROOT / "solutions").glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                found |= _imports(parse_python(cell_text(cell)))
+    return _third_party(found)
+
+
+def _kit() -> set[str]:
+    found = set()
+    for path in (ROOT / "shopops_lab").rglob("*.py"):
+        found |= _imports(ast.parse(path.read_text(encoding="utf-8")))
+    return _third_party(found)
+
+
+@pytest.mark.parametrize("where, modules", [("the labs", _labs()), ("the kit", _kit())])
+def test_every_third_party_import_is_declared(where: str, modules: set[str]) -> None:
+    declared = {_name(r) for r in PROJECT["dependencies"]}
+    extras = {_name(r) for extra in PROJECT.get("optional-dependencies", {}).values() for r in extra}
+    owners = importlib.metadata.packages_distributions()
+    undeclared = {}
+    for module in sorted(modules):
+        distributions = {d.lower().replace("_", "-") for d in owners.get(module, [module])}
+        if distributions & declared:
+            continue
+        if module in OPTIONAL and (OPTIONAL[module] not in PROJECT.get("optional-dependencies", {})
+                                   or distributions & extras):
+            continue
+        undeclared[module] = sorted(distributions)
+    assert undeclared == {}, f"{where} import these, but pyproject.toml does not declare them"
+
+
+def test_the_scan_sees_the_imports_we_know_of() -> None:
+    assert "IPython" in _labs()  # lab 03 shows an SVG with IPython.display
+    assert {"matplotlib", "ipywidgets", "graphviz", "nbformat", "jsonschema"} <= _kit()
