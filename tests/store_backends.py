@@ -7,6 +7,7 @@ server is a failure, because `.ci/run` starts one.
 """
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import os
 from pathlib import Path
@@ -20,9 +21,9 @@ BACKENDS = ("memory", "sqlite", "postgresql")
 DURABLE = ("sqlite", "postgresql")
 POSTGRES_ENV = "SHOPOPS_POSTGRES_URL"
 HOW_TO_RUN_POSTGRES = (
-    "PostgreSQL tests need a server: run `sh scripts/postgres.sh start /tmp/shopops-pg` (Debian/Ubuntu: "
-    "sudo apt-get install postgresql), then `SHOPOPS_POSTGRES_URL=<the URL it prints> make test`; "
-    "stop it with `sh scripts/postgres.sh stop /tmp/shopops-pg`")
+    "PostgreSQL tests need a server and psycopg: run `sh scripts/postgres.sh start /tmp/shopops-pg` "
+    "(Debian/Ubuntu: sudo apt-get install postgresql) and `.venv/bin/pip install 'psycopg[binary]'`, then "
+    "`SHOPOPS_POSTGRES_URL=<the URL it prints> make test`; stop it with `sh scripts/postgres.sh stop /tmp/shopops-pg`")
 
 _schemas = itertools.count(1)
 
@@ -30,10 +31,10 @@ _schemas = itertools.count(1)
 def postgres_url() -> str:
     """The server's URL, or skip (locally) / fail (in CI) saying how to get one."""
     url = os.environ.get(POSTGRES_ENV)
-    if url:
+    if url and importlib.util.find_spec("psycopg") is not None:
         return url
     if os.environ.get("CI"):
-        pytest.fail(f"{POSTGRES_ENV} is not set, but CI must run the PostgreSQL tests. {HOW_TO_RUN_POSTGRES}")
+        pytest.fail(f"{POSTGRES_ENV} or psycopg is missing, but CI must run the PostgreSQL tests. {HOW_TO_RUN_POSTGRES}")
     pytest.skip(HOW_TO_RUN_POSTGRES)
 
 

@@ -189,10 +189,10 @@ class _Supervisor:
             self.folder.rmdir()
         return tuple(sorted(self.killed, key=lambda k: (k.item_id, k.attempt)))
 
-    def _start(self, name: str) -> None:
+    def _start(self, name: str, killed: tuple[str, ...] = ()) -> None:
         errors = self.errors.setdefault(name, self.folder / f"{name}.stderr")
         with errors.open("ab") as stderr:
-            proc = subprocess.Popen([sys.executable, "-m", "shopops_lab.chaos.worker", self.url, name],
+            proc = subprocess.Popen([sys.executable, "-m", "shopops_lab.chaos.worker", self.url, name, *killed],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                     text=True, bufsize=1, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self.procs[name] = proc
@@ -227,10 +227,9 @@ class _Supervisor:
         proc.stdout.close()
         proc.stdin.close()
         self.killed.append(kill)
-        row = self.queue.item(kill.item_id)
-        self.queue.log.append(EventKind.WORKER_CRASHED, SystemClock().now(), worker_id=name, item_id=kill.item_id,
-                              case_id=row.case_id, attempt=kill.attempt, point=kill.point.value, signal="SIGKILL")
-        self._start(name)
+        # The restarted worker writes the crash into the history: another worker may be stopped
+        # inside a transaction right now, and a write from here would wait for it forever.
+        self._start(name, killed=(kill.item_id, str(kill.attempt), kill.point.value, repr(SystemClock().now())))
 
 
 def _counts(queue: Queue) -> str:

@@ -1,21 +1,24 @@
 """One chaos worker: a real process that drains the shared queue until nothing is left.
 
-    python -m shopops_lab.chaos.worker URL NAME
+    python -m shopops_lab.chaos.worker URL NAME [ITEM ATTEMPT POINT KILLED_AT]
 
 It opens its own store on URL, reads the run's settings and kill plan from it, and loops:
 acquire, send the customer's email through the adapter, ack. At a planned point it prints
 `stopped NAME POINT ITEM ATTEMPT` and waits; the supervisor kills it with SIGKILL there.
-Exit status 0 once every item is done or dead-lettered.
+A worker restarted after a kill is told what killed its predecessor, and writes that crash
+into the history first. Exit status 0 once every item is done or dead-lettered.
 """
 from __future__ import annotations
 
 import sys
 import time
+from typing import Sequence
 
 from shopops_lab.chaos.plan import Kill, KillPoint
 from shopops_lab.clock import SystemClock
 from shopops_lab.effects import EmailAdapter, NaiveEmailAdapter
 from shopops_lab.errors import LeaseExpiredError, StaleTokenError
+from shopops_lab.events import EventKind
 from shopops_lab.states import ItemState
 from shopops_lab.store import open_store
 from shopops_lab.worker.queue import Lease, Queue
@@ -27,12 +30,16 @@ POISON_ERROR = "TemplateError: the order's template cannot be rendered"
 _POLL_SECONDS = 0.02        # how long an idle worker waits before asking again
 
 
-def work(url: str, name: str) -> int:
+def work(url: str, name: str, killed: Sequence[str] = ()) -> int:
     store = open_store(url)
     setup = store.get(*SETUP)
     clock = SystemClock()
     queue = Queue(store=store, lease_seconds=setup["lease_seconds"], max_attempts=setup["max_attempts"],
                   clock=clock)
+    if killed:
+        item_id, attempt, point, at = killed
+        queue.log.append(EventKind.WORKER_CRASHED, float(at), worker_id=name, item_id=item_id,
+                         case_id=queue.item(item_id).case_id, attempt=int(attempt), point=point, signal="SIGKILL")
     adapter = (EmailAdapter if setup["adapter"] == "idempotent" else NaiveEmailAdapter)(store=store, clock=clock)
     plan = {(kill.item_id, kill.attempt): kill.point for kill in map(Kill.from_dict, setup["kills"])}
 
@@ -68,10 +75,10 @@ def work(url: str, name: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 2:
-        print("usage: python -m shopops_lab.chaos.worker URL NAME", file=sys.stderr)
+    if len(args) not in (2, 6):
+        print("usage: python -m shopops_lab.chaos.worker URL NAME [ITEM ATTEMPT POINT KILLED_AT]", file=sys.stderr)
         return 2
-    return work(*args)
+    return work(args[0], args[1], args[2:])
 
 
 if __name__ == "__main__":
