@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
-from shopops_lab.store.base import ItemRow, Store, item_id
+from shopops_lab.events import EventLog
+from shopops_lab.store.base import ItemRow, Store, item_id, one_transaction_per_call
 from shopops_lab.store.memory import MemoryStore
 
-__all__ = ["ItemRow", "MemoryStore", "Store", "URL_FORMS", "item_id", "open_store", "redact"]
+__all__ = ["ItemRow", "MemoryStore", "Store", "URL_FORMS", "item_id", "one_transaction_per_call", "open_store",
+           "redact", "store_for"]
 
 URL_FORMS = "memory:, sqlite:///relative/path.db, sqlite:////absolute/path.db or postgresql://user@host:5432/dbname"
 
@@ -39,6 +42,23 @@ def open_store(url: str) -> Store:
         return PostgresStore(url, target=redact(url))
     raise BadArgumentError(field="url", problem=f"is {redact(url)!r}, which names no known store",
                            fix=f"pass one of {URL_FORMS}")
+
+
+def store_for(store: Store | str | None, log: EventLog | None) -> Store:
+    """The store a component keeps its state in: the one given (a Store, or a URL to open),
+    or a new memory store writing to `log`. A store brings its own log (the database's
+    history), so `log=` goes only with the memory default."""
+    if store is None:
+        return MemoryStore(log=arguments.log(log))
+    if log is not None:
+        raise BadArgumentError(field="log", problem="was given together with a store",
+                               fix="leave log out: the component writes to its store's log (store.log)")
+    if isinstance(store, str):
+        return open_store(store)
+    if not all(callable(getattr(store, name, None)) for name in ("next_ready", "write_item", "put", "scan")):
+        raise BadArgumentError(field="store", problem=f"is {store!r}, not a store",
+                               fix="pass a URL such as 'sqlite:///shopops.db', or open_store(url)")
+    return store
 
 
 def _sqlite(url: str) -> Store:

@@ -23,12 +23,13 @@ opening their own store on the same URL.
 """
 from __future__ import annotations
 
-from typing import Any, ContextManager, Protocol
+from functools import wraps
+from typing import Any, Callable, ContextManager, Iterable, Protocol
 
 from shopops_lab.events import EventLog
 from shopops_lab.states import ItemState
 
-__all__ = ["ItemRow", "Store", "item_id"]
+__all__ = ["ItemRow", "Store", "item_id", "one_transaction_per_call"]
 
 
 def item_id(seq: int) -> str:
@@ -118,3 +119,21 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Let go of files and connections."""
+
+
+def one_transaction_per_call(component: Any, store: Store, names: Iterable[str]) -> None:
+    """Make each of `component`'s methods `names` run as one transaction of `store`, by
+    setting a wrapper on the instance. A store with nothing to roll back (memory) is left
+    alone, so its components call their methods directly, at full speed."""
+    if not store.transactional:
+        return
+    for name in names:
+        setattr(component, name, _in_transaction(store.atomic, getattr(component, name)))
+
+
+def _in_transaction(atomic: Any, method: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(method)
+    def in_transaction(*args: Any, **kwargs: Any) -> Any:
+        with atomic:
+            return method(*args, **kwargs)
+    return in_transaction

@@ -16,7 +16,6 @@ happen together or not at all.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import wraps
 from enum import IntEnum, StrEnum
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -33,9 +32,10 @@ from shopops_lab.errors import (
     UnknownLeaseError,
 )
 from shopops_lab.events import EventKind, EventLog
+from shopops_lab.fencing import TokenFence
 from shopops_lab.payloads import is_flat, json_copy
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
-from shopops_lab.store import MemoryStore, Store, open_store
+from shopops_lab.store import MemoryStore, Store, one_transaction_per_call, open_store, store_for
 from shopops_lab.store.base import ItemRow
 
 __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue", "QueueId"]
@@ -151,17 +151,16 @@ class Queue:
         self.lease_seconds = arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
         arguments.whole("max_attempts", max_attempts, 1, "pass a whole number >= 1 (how many deliveries before the DLQ)")
         self.clock: Clock = arguments.clock(clock)
-        self.store: Store = _store(store, log)
+        self.store: Store = store_for(store, log)
         self.max_attempts = max_attempts
         self.id = QueueId()
+        self._fence = TokenFence("item", store=self.store)
         self.log = self.store.log
         self._record = self.log.appender()  # hot events skip append()'s keyword handling
         # the store's hot methods, looked up once
         self._get, self._next, self._due = self.store.get_item, self.store.next_ready, self.store.due_leases
         self._write = self.store.write_item
-        if self.store.transactional:  # each public call becomes one transaction of the store
-            for name in _TRANSACTIONAL:
-                setattr(self, name, _in_transaction(self.store.atomic, getattr(self, name)))
+        one_transaction_per_call(self, self.store, _TRANSACTIONAL)
         self._last_time = float("-inf")
 
     @classmethod
@@ -455,11 +454,12 @@ class Queue:
         return row
 
     def _live(self, lease: Lease, row: ItemRow, op: str, t: float) -> None:
-        """Pass if `lease` still owns `row` at `t`; otherwise raise the precise reason."""
-        if lease.token < row.token:
-            self.log.append(EventKind.STALE_REJECTED, t, item_id=row.id, case_id=row.case_id,
-                            worker_id=lease.worker_id, token=lease.token, op=op, current=row.token)
-            raise StaleTokenError(what=f"item {row.id}", token=lease.token, current=row.token)
+        """Pass if `lease` still owns `row` at `t`; otherwise raise the precise reason. The
+        item's token lives on its row (the acquire that issues it is the write that leases
+        the item); the fence judges it, and is asked only when the tokens differ."""
+        if lease.token != row.token:
+            self._fence.check(row.id, lease.token, t=t, op=op, current=row.token, case_id=row.case_id,
+                              worker_id=lease.worker_id)
         if row.state is not _LEASED:
             if row.ended_by == "expired":
                 raise LeaseExpiredError(item_id=row.id, token=lease.token, expires_at=row.expires_at)
@@ -472,30 +472,6 @@ class InMemoryQueue(Queue):
     def __init__(self, lease_seconds: float = 30, max_attempts: int = 5,
                  clock: Clock | None = None, *, log: EventLog | None = None) -> None:
         super().__init__(lease_seconds, max_attempts, clock, log=log)
-
-
-def _store(store: Store | str | None, log: EventLog | None) -> Store:
-    if store is None:
-        return MemoryStore(log=arguments.log(log))
-    if log is not None:
-        raise BadArgumentError(field="log", problem="was given together with a store",
-                               fix="leave log out: the queue writes to its store's log (queue.log)")
-    if isinstance(store, str):
-        return open_store(store)
-    if not all(callable(getattr(store, name, None)) for name in ("next_ready", "write_item", "add_item")):
-        raise BadArgumentError(field="store", problem=f"is {store!r}, not a store",
-                               fix="pass a URL such as 'sqlite:///shopops.db', or open_store(url)")
-    return store
-
-
-def _in_transaction(atomic: Any, method: Callable[..., Any]) -> Callable[..., Any]:
-    """`method`, run as one transaction. Set on the instance, so a queue in memory (which
-    needs none) calls its methods directly, at full speed."""
-    @wraps(method)
-    def in_transaction(*args: Any, **kwargs: Any) -> Any:
-        with atomic:
-            return method(*args, **kwargs)
-    return in_transaction
 
 
 _TRANSACTIONAL = ("enqueue", "acquire", "heartbeat", "ack", "nack", "_expire_leases", "replay_dlq")
