@@ -909,3 +909,36 @@ def test_a_replayed_item_is_no_longer_dead():
     assert q.item(item_id).dead_at is not None
     q.replay_dlq(item_id)
     assert q.item(item_id).dead_at is None and q.item(item_id).replays == 1
+
+
+# --------------------------------------------------------------------------- what only the worker knows
+
+def test_a_worker_crash_or_pause_is_noted_for_the_timeline_and_changes_nothing():
+    q, clock = make()
+    q.enqueue(case_id="O-1001")
+    lease = q.acquire("W1")
+    before = q.counts(), q.items()
+    clock.set(2)
+    q.worker_paused(lease)
+    q.worker_resumed(lease, now=16)
+    q.worker_crashed("W1", lease, now=17)
+    q.worker_crashed("W9", case_id="A-1002", now=18)
+    noted = [(e.kind, e.time, e.item_id, e.case_id, e.worker_id, e.token) for e in q.log.events[-4:]]
+    assert noted == [(EventKind.WORKER_PAUSED, 2.0, lease.item_id, "O-1001", "W1", None),
+                     (EventKind.WORKER_RESUMED, 16.0, lease.item_id, "O-1001", "W1", None),
+                     (EventKind.WORKER_CRASHED, 17.0, lease.item_id, "O-1001", "W1", None),
+                     (EventKind.WORKER_CRASHED, 18.0, None, "A-1002", "W9", None)]
+    assert (q.counts(), q.items()) == before
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda q: q.worker_paused("W1"), "lease"),
+    (lambda q: q.worker_crashed(None), "worker_id"),
+    (lambda q: q.worker_crashed("W1", case_id=""), "case_id"),
+    (lambda q: q.worker_crashed("W1", now="soon"), "now"),
+])
+def test_a_bad_note_names_the_field_and_writes_nothing(call, field):
+    q, _ = make()
+    with pytest.raises(BadArgumentError) as err:
+        call(q)
+    assert err.value.field == field and len(q.log) == 0

@@ -321,6 +321,34 @@ class Queue:
         t = self._time(now)
         return self._expire(self._due(t), t)
 
+    # ------------------------------------------------------------------ what only the worker knows
+    def worker_crashed(self, worker_id: str, lease: Lease | None = None, *, case_id: str | None = None,
+                       now: float | None = None) -> None:
+        """Note that `worker_id` died (holding `lease`, or working on `case_id`), for the
+        timeline and the checker. Nothing changes in the queue: the lease runs out on its own."""
+        self._note(EventKind.WORKER_CRASHED, worker_id, lease, case_id, now)
+
+    def worker_paused(self, lease: Lease, *, now: float | None = None) -> None:
+        """Note that the worker holding `lease` froze (a long GC pause, a stalled call)."""
+        self._note(EventKind.WORKER_PAUSED, None, arguments.instance(
+            "lease", lease, Lease, "pass the Lease the paused worker holds"), None, now)
+
+    def worker_resumed(self, lease: Lease, *, now: float | None = None) -> None:
+        """Note that the worker holding `lease` runs again, not knowing how long it was gone."""
+        self._note(EventKind.WORKER_RESUMED, None, arguments.instance(
+            "lease", lease, Lease, "pass the Lease the resumed worker holds"), None, now)
+
+    def _note(self, kind: EventKind, worker_id: str | None, lease: Lease | None, case_id: str | None,
+              now: float | None) -> None:
+        if lease is not None:
+            arguments.instance("lease", lease, Lease, "pass the Lease the worker held, or leave it out")
+            worker_id, case_id = worker_id or lease.worker_id, lease.case_id
+        arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
+        if case_id is not None:
+            arguments.text("case_id", case_id, "the case it was working on, e.g. 'O-1001', or leave it out")
+        self.log.append(kind, arguments.time_of(now, self.clock), item_id=None if lease is None else lease.item_id,
+                        case_id=case_id, worker_id=worker_id)
+
     # ------------------------------------------------------------------ the DLQ
     def dlq_items(self) -> list[Item]:
         """Dead items, oldest death first, with their last error and attempt count."""
