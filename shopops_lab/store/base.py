@@ -29,12 +29,20 @@ from typing import Any, Callable, ContextManager, Iterable, Protocol
 from shopops_lab.events import EventLog
 from shopops_lab.states import ItemState
 
-__all__ = ["ItemRow", "Store", "item_id", "one_transaction_per_call"]
+__all__ = ["ItemRow", "Store", "item_id", "item_seq", "one_transaction_per_call"]
 
 
 def item_id(seq: int) -> str:
     """The readable id of the `seq`-th item: item-0001, ..., item-12345."""
     return f"item-{seq:04d}"
+
+
+def item_seq(item_id: str) -> int | None:
+    """The inverse of `item_id`, or None for a string no item ever had as its id."""
+    digits = item_id[5:] if item_id.startswith("item-") else ""
+    if len(digits) < 4 or not digits.isascii() or not digits.isdigit() or (len(digits) > 4 and digits[0] == "0"):
+        return None
+    return int(digits)
 
 
 class ItemRow:
