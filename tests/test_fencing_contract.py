@@ -98,8 +98,7 @@ class TestTheFence(FencedStoreContract):
             return self.fenced.claim(key, worker_id=f"W{self.fenced.current(key) + 1}")
 
     def write(self, key, token):
-        with self.fenced.store.atomic:
-            self.fenced.check(key, token, t=self.clock.now(), op="write")
+        self.fenced.check(key, token, t=self.clock.now(), op="write")  # alone: its refusal's record is kept
 
     def state(self, key):
         return self.fenced.current(key)

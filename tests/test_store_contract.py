@@ -9,6 +9,7 @@ from store_backends import Backend, backend, durable  # noqa: F401  (fixtures)
 
 from shopops_lab.errors import StaleTokenError
 from shopops_lab.events import EventKind
+from shopops_lab.jobs import JobStore
 from shopops_lab.states import ItemState
 from shopops_lab.store import ItemRow, Store
 
@@ -217,14 +218,27 @@ def test_a_crash_inside_a_transaction_keeps_nothing_of_it(durable: Backend):
     assert store.get("job", "job-0001") is None and len(store.log) == 0
 
 
-def test_a_refusal_commits_what_came_before_it(backend: Backend):
-    store = backend.open()
+def test_a_refused_write_rolls_back_the_transaction_it_ends(durable: Backend):
+    store = durable.open()
     with pytest.raises(StaleTokenError), store.atomic:
-        store.put("fence", "job-0001", 5)
-        store.log.append(EventKind.STALE_REJECTED, 3.0, item_id="job-0001", token=4, current=5)
+        store.put("job", "job-0001", {"state": "succeeded"})
         raise StaleTokenError(what="job job-0001", token=4, current=5)
-    assert store.get("fence", "job-0001") == 5
-    assert [e.kind for e in store.log] == [EventKind.STALE_REJECTED]
+    assert store.get("job", "job-0001") is None
+
+
+def test_an_engine_call_keeps_the_record_of_its_own_refusal(backend: Backend):
+    store = backend.open()
+    jobs = JobStore(store=store)
+    job = jobs.submit("O-1001:refund").id
+    old, _ = jobs.claim(job, "A", lease_seconds=10), jobs.claim(job, "A", lease_seconds=10)
+    with pytest.raises(StaleTokenError):
+        jobs.complete(job, token=old.token)                 # its own transaction: the refusal is kept
+    assert [e.token for e in store.log.where(EventKind.STALE_REJECTED)] == [old.token]
+    with pytest.raises(StaleTokenError), store.atomic:      # inside a transaction of yours
+        jobs.complete(job, token=old.token)
+    expected = 2 if backend.name == "memory" else 1         # memory has nothing to roll back
+    assert len(store.log.where(EventKind.STALE_REJECTED)) == expected
+    assert jobs.get(job).state.value == "running"
 
 
 def test_transactions_nest_into_the_outer_one(durable: Backend):

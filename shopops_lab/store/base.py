@@ -26,6 +26,7 @@ from __future__ import annotations
 from functools import wraps
 from typing import Any, Callable, ContextManager, Iterable, Protocol
 
+from shopops_lab.errors import ShopOpsError, SimulatedCrash, StoreOpenError
 from shopops_lab.events import EventLog
 from shopops_lab.states import ItemState
 
@@ -69,10 +70,9 @@ class Store(Protocol):
     """False for a store with nothing to roll back (memory): the engine then runs its calls
     directly, without entering `atomic`."""
     atomic: ContextManager[Any]
-    """Reentrant: a block inside a block joins the outer transaction. On leaving the outer
-    block everything commits; a crash or an unexpected error rolls all of it back. A kit
-    error (`ShopOpsError`, a refusal such as a stale token) commits: the engine checks before
-    it writes, so a refusal carries no half-done change, only its log line."""
+    """Reentrant: a block inside a block joins the outer transaction. Leaving the outer block
+    normally commits everything in it; leaving it with any exception (a crash, a refused
+    write, a bug) rolls all of it back, as in any database."""
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
@@ -132,7 +132,13 @@ class Store(Protocol):
 def one_transaction_per_call(component: Any, store: Store, names: Iterable[str]) -> None:
     """Make each of `component`'s methods `names` run as one transaction of `store`, by
     setting a wrapper on the instance. A store with nothing to roll back (memory) is left
-    alone, so its components call their methods directly, at full speed."""
+    alone, so its components call their methods directly, at full speed.
+
+    A call that the engine refuses (a stale token, a lease that is over) keeps what its own
+    transaction did before refusing: the engine checks before it writes, so that is only the
+    record of the refusal and the expiries it ran into, as in memory. A call made inside a
+    transaction of yours has no transaction of its own: its refusal, like any error, rolls
+    your whole transaction back."""
     if not store.transactional:
         return
     for name in names:
@@ -142,6 +148,13 @@ def one_transaction_per_call(component: Any, store: Store, names: Iterable[str])
 def _in_transaction(atomic: Any, method: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(method)
     def in_transaction(*args: Any, **kwargs: Any) -> Any:
+        refused = None
         with atomic:
-            return method(*args, **kwargs)
+            try:
+                return method(*args, **kwargs)
+            except (SimulatedCrash, StoreOpenError):
+                raise
+            except ShopOpsError as refusal:  # commit the refusal's record, then raise it
+                refused = refusal
+        raise refused
     return in_transaction

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any, Iterator, Sequence
 
-from shopops_lab.errors import ForeignStoreError, ShopOpsError, SimulatedCrash, StoreOpenError
+from shopops_lab.errors import ForeignStoreError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import is_flat
 from shopops_lab.states import ItemState
@@ -33,7 +33,6 @@ _READY, _LEASED, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DEAD
 _KINDS = {kind.value: kind for kind in EventKind}
 _ITEM_COLUMNS = ("seq, id, case_id, tenant_id, kind, payload, priority, state, attempts, token, worker_id, "
                  "expires_at, lease_seconds, enqueued_at, last_error, dead_at, replays, ended_by, position")
-_CRASHES = (SimulatedCrash, StoreOpenError)  # kit errors that are not refusals: roll back
 _NEW_POSITION = {(_LEASED, _DEAD), (_DEAD, _READY)}  # into the dead-letter line, or to the back of the case
 
 
@@ -72,7 +71,8 @@ dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode  # made 
 
 
 class _Transaction:
-    """`store.atomic`: reentrant; the outermost block begins and commits (see `Store.atomic`)."""
+    """`store.atomic`: reentrant; the outermost block begins, and commits on a normal exit or
+    rolls back on any exception (see `Store.atomic`)."""
 
     __slots__ = ("_store", "_depth")
 
@@ -89,8 +89,7 @@ class _Transaction:
         self._depth -= 1
         if self._depth:
             return
-        keep = kind is None or (isinstance(error, ShopOpsError) and not isinstance(error, _CRASHES))
-        self._store._end(commit=keep)
+        self._store._end(commit=kind is None)
 
     @property
     def open(self) -> bool:
