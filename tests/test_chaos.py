@@ -12,7 +12,7 @@ import pytest
 from store_backends import postgres_url, with_schema
 
 from shopops_lab.chaos import ChaosReport, Kill, KillPoint, plan_kills, run_chaos
-from shopops_lab.chaos.worker import POISON_ERROR
+from shopops_lab.chaos.emails import POISON_ERROR
 from shopops_lab.checker import AnomalyName
 from shopops_lab.cli import main
 from shopops_lab.errors import BadArgumentError

@@ -34,21 +34,24 @@ class KillPoint(StrEnum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Kill:
-    """Whoever holds `item_id` on delivery number `attempt` dies at `point`."""
+    """Whoever holds `item_id` on delivery number `attempt` dies at `point` (SIGKILL), or,
+    with `pause`, freezes there until another worker has taken the item over, then goes on
+    as a stale worker. Points are named by the workload (`KillPoint` for the emails)."""
 
     item_id: str
     attempt: int
-    point: KillPoint
+    point: str
+    pause: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"item_id": self.item_id, "attempt": self.attempt, "point": self.point.value}
+        return {"item_id": self.item_id, "attempt": self.attempt, "point": str(self.point), "pause": self.pause}
 
     @classmethod
     def from_dict(cls, row: Mapping[str, Any]) -> "Kill":
-        return cls(item_id=row["item_id"], attempt=row["attempt"], point=KillPoint(row["point"]))
+        return cls(item_id=row["item_id"], attempt=row["attempt"], point=row["point"], pause=row.get("pause", False))
 
     def __str__(self) -> str:
-        return f"{self.item_id} attempt {self.attempt} {self.point.value}"
+        return f"{self.item_id} attempt {self.attempt} {'paused' if self.pause else 'killed'} {self.point}"
 
 
 def plan_kills(rng: random.Random, items: Sequence[str], poison: set[str], kills: int,

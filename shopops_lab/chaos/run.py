@@ -1,9 +1,10 @@
 """The chaos supervisor: real worker processes on a shared database, killed with SIGKILL.
 
 `run_chaos` fills an empty database with a morning's emails (a few of them poison), writes
-the settings and a seeded kill plan into it, starts the workers, kills each one that
-reports a planned point, restarts it, and waits until the queue is drained. Then it reads
-the database's event history, which every process wrote, and lets the checker judge it.
+the settings and a seeded kill plan into it, forks the workers, kills each one that reports
+a planned point, restarts it, and waits until the queue is drained. Then it reads the
+database's event history, which every process wrote, and lets the checker judge it.
+`run_workers` is the same machinery for any workload: lab 08 runs the learner's handler on it.
 
 What a report says depends only on the seed and the adapter, never on process timing:
 every planned kill happens, every item ends done or dead-lettered, and an item is
@@ -11,21 +12,20 @@ emailed twice only if a kill (or a stall) let a second worker send it again.
 """
 from __future__ import annotations
 
+import multiprocessing
 import os
 import random
 import signal
-import subprocess
-import sys
-import tempfile
 import time
+import warnings
 from dataclasses import dataclass
-from pathlib import Path
-from selectors import EVENT_READ, DefaultSelector
+from multiprocessing.connection import wait
 from typing import Any
 
 from shopops_lab import arguments
+from shopops_lab.chaos.emails import EmailWorkload, fill_morning
 from shopops_lab.chaos.plan import Kill, KillPoint, plan_kills
-from shopops_lab.chaos.worker import SETUP
+from shopops_lab.chaos.worker import SETUP, Workload, serve
 from shopops_lab.checker import AnomalyName, CheckResult, check
 from shopops_lab.clock import SystemClock
 from shopops_lab.errors import BadArgumentError, ShopOpsError
@@ -34,11 +34,10 @@ from shopops_lab.states import ItemState
 from shopops_lab.store import MemoryStore, open_store, redact
 from shopops_lab.worker.queue import Queue
 
-__all__ = ["ADAPTERS", "ChaosError", "ChaosReport", "run_chaos"]
+__all__ = ["ADAPTERS", "ChaosError", "ChaosReport", "run_chaos", "run_workers"]
 
 ADAPTERS = ("idempotent", "naive")
 LIMITS = {"items": 2_000, "workers": 16, "kills": 500}
-_POISON_SHARE = 0.1  # one email in ten cannot be rendered: it must end in the DLQ, not loop
 
 
 class ChaosError(ShopOpsError):
@@ -102,25 +101,50 @@ def run_chaos(url: str, *, items: int = 40, workers: int = 3, kills: int = 12, s
     """Run `workers` processes over `items` emails on the empty database at `url`, killing
     them `kills` times at points drawn from `seed`; return what happened, checked."""
     _check_settings(items, workers, kills, seed, adapter, timeout)
-    store = open_store(url)
-    try:
-        if isinstance(store, MemoryStore):
-            raise BadArgumentError(field="db", problem="is memory:, which no other process can see",
-                                   fix="use a database the workers share, e.g. --db sqlite:///chaos.db")
-        queue = Queue(store=store, lease_seconds=lease_seconds, max_attempts=max_attempts, clock=SystemClock())
-        if len(queue):
-            raise BadArgumentError(field="db", problem=f"already holds {len(queue)} items",
-                                   fix="give every chaos run a new, empty database (a new file name)")
+    with _empty_queue(url, lease_seconds, max_attempts) as queue:
         rng = random.Random(seed)
-        ids, poison = _fill(queue, rng, items)
+        ids, poison = fill_morning(queue, rng, items)
         plan = plan_kills(rng, ids, poison, kills, max_attempts)
-        with store.atomic:
-            store.put(*SETUP, {"seed": seed, "adapter": adapter, "lease_seconds": lease_seconds,
-                               "max_attempts": max_attempts, "kills": [k.as_dict() for k in plan]})
-        killed = _Supervisor(url, queue, workers, timeout).run()
+        killed = run_workers(queue, EmailWorkload(adapter), plan, workers=workers, timeout=timeout)
         return _report(redact(url), seed, adapter, workers, queue, killed, max_attempts)
-    finally:
-        store.close()
+
+
+class _empty_queue:
+    """The queue on the new, empty database at `url` (refused if it is memory or holds work)."""
+
+    def __init__(self, url: str, lease_seconds: float, max_attempts: int) -> None:
+        self.store = open_store(url)
+        try:
+            if isinstance(self.store, MemoryStore):
+                raise BadArgumentError(field="db", problem="is memory:, which no other process can see",
+                                       fix="use a database the workers share, e.g. --db sqlite:///chaos.db")
+            self.queue = Queue(store=self.store, lease_seconds=lease_seconds, max_attempts=max_attempts,
+                               clock=SystemClock())
+            if len(self.queue):
+                raise BadArgumentError(field="db", problem=f"already holds {len(self.queue)} items",
+                                       fix="give every chaos run a new, empty database (a new file name)")
+        except BaseException:
+            self.store.close()
+            raise
+
+    def __enter__(self) -> Queue:
+        return self.queue
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+
+
+def run_workers(queue: Queue, workload: Workload, plan: tuple[Kill, ...], *, workers: int,
+                timeout: float = 300.0) -> tuple[Kill, ...]:
+    """Fork `workers` processes running `workload` on `queue`'s database until it is drained,
+    stopping them where `plan` says; returns the stops that happened, in plan order."""
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise ChaosError(reason="real worker processes are started with fork, which this system lacks",
+                         fix="run it on Linux or macOS (in a browser-only notebook, read the recorded run)")
+    with queue.store.atomic:
+        queue.store.put(*SETUP, {"lease_seconds": queue.lease_seconds, "max_attempts": queue.max_attempts,
+                                 "stops": [k.as_dict() for k in plan]})
+    return _Supervisor(queue, workload, plan, workers, timeout).run()
 
 
 def _check_settings(items: int, workers: int, kills: int, seed: int, adapter: str, timeout: float) -> None:
@@ -135,101 +159,94 @@ def _check_settings(items: int, workers: int, kills: int, seed: int, adapter: st
     arguments.seconds("timeout", timeout)
 
 
-def _fill(queue: Queue, rng: random.Random, items: int) -> tuple[list[str], set[str]]:
-    """A morning's emails: about one case in five has two, served in order; one in ten is poison."""
-    ids, poison = [], set()
-    case = 0
-    while len(ids) < items:
-        case += 1
-        case_id = f"O-{1000 + case}"
-        for n in range(1 if rng.random() < 0.8 or len(ids) + 1 == items else 2):
-            bad = rng.random() < _POISON_SHARE
-            item_id = queue.enqueue(case_id=case_id, tenant_id="store_northline", kind="contact_send",
-                                    payload={"idem_key": f"{case_id}:email:{n + 1}", "to": f"{case_id.lower()}@example.com",
-                                             **({"poison": True} if bad else {})})
-            ids.append(item_id)
-            if bad:
-                poison.add(item_id)
-    return ids, poison
-
-
 class _Supervisor:
-    """Starts the workers, kills the one that reports a planned point, restarts it, and
-    waits for all of them to find the queue drained."""
+    """Forks the workers, kills the one that reports a planned point and restarts it, lets a
+    paused one go on once its item belongs to someone else, and waits until all of them
+    found the queue drained."""
 
-    def __init__(self, url: str, queue: Queue, workers: int, timeout: float) -> None:
-        self.url, self.queue, self.timeout = url, queue, timeout
+    def __init__(self, queue: Queue, workload: Workload, plan: tuple[Kill, ...], workers: int,
+                 timeout: float) -> None:
+        self.queue, self.workload, self.timeout = queue, workload, timeout
+        self.plan = {(k.item_id, k.attempt): k for k in plan}
+        self.url = queue.store.url
+        self.procs: dict[str, Any] = {}      # name -> (process, pipe)
+        self.paused: dict[str, tuple[str, int]] = {}  # name -> (item, token) it waits on
+        self.happened: list[Kill] = []
+        self.context = multiprocessing.get_context("fork")
         self.names = [f"W{n}" for n in range(1, workers + 1)]
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.errors: dict[str, Path] = {}
-        self.killed: list[Kill] = []
-        self.selector = DefaultSelector()
-        self.folder = Path(tempfile.mkdtemp(prefix="shopops-chaos-"))
 
     def run(self) -> tuple[Kill, ...]:
         deadline = time.monotonic() + self.timeout
         try:
             for name in self.names:
-                self._start(name)
+                self._start(name, None)
             while self.procs:
-                left = deadline - time.monotonic()
-                if left <= 0:
+                if time.monotonic() > deadline:
                     raise ChaosError(reason=f"the queue was not drained within {self.timeout:g} s "
                                             f"(counts: {_counts(self.queue)})",
-                                     fix="pass a larger --timeout, or fewer items, on a busy machine")
-                for key, _ in self.selector.select(timeout=min(left, 1.0)):
-                    self._read(key.data)
+                                     fix="pass a larger timeout, or fewer items, on a busy machine")
+                self._release_paused()
+                ready = wait([pipe for _, pipe in self.procs.values()], timeout=0.05)
+                for name, (proc, pipe) in list(self.procs.items()):
+                    if pipe in ready:
+                        self._read(name, proc, pipe)
         finally:
-            for proc in self.procs.values():
+            for proc, pipe in self.procs.values():
                 proc.kill()
-                proc.wait()
-            self.selector.close()
-            for path in self.errors.values():
-                path.unlink(missing_ok=True)
-            self.folder.rmdir()
-        return tuple(sorted(self.killed, key=lambda k: (k.item_id, k.attempt)))
+                proc.join()
+                pipe.close()
+        order = {key: n for n, key in enumerate(self.plan)}
+        return tuple(sorted(self.happened, key=lambda k: order[k.item_id, k.attempt]))
 
-    def _start(self, name: str, killed: tuple[str, ...] = ()) -> None:
-        errors = self.errors.setdefault(name, self.folder / f"{name}.stderr")
-        with errors.open("ab") as stderr:
-            proc = subprocess.Popen([sys.executable, "-m", "shopops_lab.chaos.worker", self.url, name, *killed],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                    text=True, bufsize=1, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        self.procs[name] = proc
-        self.selector.register(proc.stdout, EVENT_READ, name)
+    def _start(self, name: str, crashed: tuple | None) -> None:
+        mine, theirs = self.context.Pipe()
+        proc = self.context.Process(target=serve, args=(self.url, name, self.workload, theirs, crashed),
+                                    name=f"shopops-{name}", daemon=True)
+        with warnings.catch_warnings():  # Python 3.12+ warns that a threaded parent (a notebook) forks
+            warnings.simplefilter("ignore", DeprecationWarning)
+            proc.start()
+        theirs.close()
+        self.procs[name] = (proc, mine)
 
-    def _read(self, name: str) -> None:
-        proc = self.procs[name]
-        line = proc.stdout.readline()
-        if line.startswith(f"stopped {name} "):
-            _, _, point, item_id, attempt = line.split()
-            self._kill(name, proc, Kill(item_id=item_id, attempt=int(attempt), point=KillPoint(point)))
+    def _read(self, name: str, proc: Any, pipe: Any) -> None:
+        try:
+            message = pipe.recv()
+        except EOFError:
+            message = ("failed", f"exit status {proc.exitcode}")
+        if message[0] == "stopped":
+            _, point, item_id, attempt, token = message
+            stop = self.plan[item_id, attempt]
+            self.happened.append(stop)
+            if stop.pause:
+                self.paused[name] = (item_id, token)
+            else:
+                self._kill(name, proc, pipe, (item_id, attempt, point, SystemClock().now()))
             return
-        if line:
-            return  # not ours to read: a worker prints nothing else
-        self.selector.unregister(proc.stdout)
         del self.procs[name]
-        status = proc.wait()
-        proc.stdout.close()
-        proc.stdin.close()
-        if status != 0:
-            detail = self.errors[name].read_text().strip().splitlines()[-1:] or [f"exit status {status}"]
-            raise ChaosError(reason=f"worker {name} failed on its own: {detail[0]}",
-                             fix="run the same command again; if it repeats, report it with the seed")
+        proc.join()
+        pipe.close()
+        if message[0] != "drained":
+            raise ChaosError(reason=f"worker {name} failed on its own: {message[1]}",
+                             fix="run it again; if it repeats, the handler has a bug (or report it with the seed)")
 
-    def _kill(self, name: str, proc: subprocess.Popen, kill: Kill) -> None:
+    def _kill(self, name: str, proc: Any, pipe: Any, crashed: tuple) -> None:
         os.kill(proc.pid, signal.SIGKILL)
-        status = proc.wait()
-        if status != -signal.SIGKILL:
-            raise ChaosError(reason=f"worker {name} ended with status {status}, not by the SIGKILL sent to it",
-                             fix="run the same command again; if it repeats, report it with the seed")
-        self.selector.unregister(proc.stdout)
-        proc.stdout.close()
-        proc.stdin.close()
-        self.killed.append(kill)
+        proc.join()
+        pipe.close()
+        if proc.exitcode != -signal.SIGKILL:
+            raise ChaosError(reason=f"worker {name} ended with status {proc.exitcode}, not by the SIGKILL sent to it",
+                             fix="run it again; if it repeats, report it with the seed")
         # The restarted worker writes the crash into the history: another worker may be stopped
         # inside a transaction right now, and a write from here would wait for it forever.
-        self._start(name, killed=(kill.item_id, str(kill.attempt), kill.point.value, repr(SystemClock().now())))
+        self._start(name, crashed)
+
+    def _release_paused(self) -> None:
+        """A paused worker goes on once its item has a newer token (someone took it over) or is over."""
+        for name, (item_id, token) in list(self.paused.items()):
+            item = self.queue.item(item_id)
+            if item.token > token or item.state in (ItemState.DONE, ItemState.DEAD):
+                del self.paused[name]
+                self.procs[name][1].send("go")
 
 
 def _counts(queue: Queue) -> str:
@@ -237,7 +254,7 @@ def _counts(queue: Queue) -> str:
 
 
 def _by_point(killed: tuple[Kill, ...]) -> list[tuple[KillPoint, int]]:
-    return [(point, sum(1 for k in killed if k.point is point)) for point in KillPoint]
+    return [(point, sum(1 for k in killed if k.point == point)) for point in KillPoint]
 
 
 def _report(db: str, seed: int, adapter: str, workers: int, queue: Queue, killed: tuple[Kill, ...],

@@ -1,85 +1,108 @@
-"""One chaos worker: a real process that drains the shared queue until nothing is left.
+"""One worker process: drains the shared queue until every item is done or dead-lettered.
 
-    python -m shopops_lab.chaos.worker URL NAME [ITEM ATTEMPT POINT KILLED_AT]
-
-It opens its own store on URL, reads the run's settings and kill plan from it, and loops:
-acquire, send the customer's email through the adapter, ack. At a planned point it prints
-`stopped NAME POINT ITEM ATTEMPT` and waits; the supervisor kills it with SIGKILL there.
-A worker restarted after a kill is told what killed its predecessor, and writes that crash
-into the history first. Exit status 0 once every item is done or dead-lettered.
+The supervisor forks it, so it runs any handler, the learner's own included. It opens its
+own store on the database, reads the run's settings and stop plan from it, and loops:
+acquire, hand the lease to the workload's handler, repeat. The handler passes named points
+(`stops.at("after_send", lease)`); at a planned one the worker reports over its pipe and
+waits there, for a SIGKILL, or (a planned pause) for word that another worker has taken
+its item over, after which it carries on, stale.
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
-from typing import Sequence
+import traceback
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Protocol
 
-from shopops_lab.chaos.plan import Kill, KillPoint
+from shopops_lab.chaos.plan import Kill
 from shopops_lab.clock import SystemClock
-from shopops_lab.effects import EmailAdapter, NaiveEmailAdapter
-from shopops_lab.errors import LeaseExpiredError, StaleTokenError
+from shopops_lab.errors import LeaseExpiredError, LeaseSettledError, ShopOpsError, StaleTokenError
 from shopops_lab.events import EventKind
 from shopops_lab.states import ItemState
-from shopops_lab.store import open_store
+from shopops_lab.store import Store, open_store
 from shopops_lab.worker.queue import Lease, Queue
 
-__all__ = ["POISON_ERROR", "SETUP", "main", "work"]
+__all__ = ["SETUP", "Stops", "Workload", "serve"]
 
 SETUP = ("chaos", "setup")  # the record the supervisor writes and every worker reads
-POISON_ERROR = "TemplateError: the order's template cannot be rendered"
 _POLL_SECONDS = 0.02        # how long an idle worker waits before asking again
+_LOST = (StaleTokenError, LeaseExpiredError, LeaseSettledError)  # the lease is over: someone else owns the item
 
 
-def work(url: str, name: str, killed: Sequence[str] = ()) -> int:
-    store = open_store(url)
-    setup = store.get(*SETUP)
-    clock = SystemClock()
-    queue = Queue(store=store, lease_seconds=setup["lease_seconds"], max_attempts=setup["max_attempts"],
-                  clock=clock)
-    if killed:
-        item_id, attempt, point, at = killed
-        queue.log.append(EventKind.WORKER_CRASHED, float(at), worker_id=name, item_id=item_id,
-                         case_id=queue.item(item_id).case_id, attempt=int(attempt), point=point, signal="SIGKILL")
-    adapter = (EmailAdapter if setup["adapter"] == "idempotent" else NaiveEmailAdapter)(store=store, clock=clock)
-    plan = {(kill.item_id, kill.attempt): kill.point for kill in map(Kill.from_dict, setup["kills"])}
+class Workload(Protocol):
+    """What the workers do with each lease, and where they may be stopped."""
 
-    def stop(lease: Lease, point: KillPoint) -> None:
-        if plan.get((lease.item_id, lease.attempt)) is point:
-            print(f"stopped {name} {point.value} {lease.item_id} {lease.attempt}", flush=True)
-            sys.stdin.read()  # the supervisor's SIGKILL ends this; an empty read means it is gone
-            raise SystemExit(3)
+    points: tuple[str, ...]
 
+    def prepare(self, store: Store, queue: Queue, stops: "Stops", name: str) -> Callable[[Lease], Any]:
+        """In a fresh worker process: the function that handles one lease (and acks it)."""
+
+
+class Stops:
+    """The worker's side of the stop plan."""
+
+    def __init__(self, name: str, plan: dict[tuple[str, int], Kill], conn: Connection, store: Store) -> None:
+        self.name, self._plan, self._conn, self._store = name, plan, conn, store
+
+    def at(self, point: str, lease: Lease) -> None:
+        """Stop here if the plan says so: wait for the SIGKILL, or for the end of a pause."""
+        stop = self._plan.get((lease.item_id, lease.attempt))
+        if stop is None or stop.point != point:
+            return
+        if stop.pause and self._store.atomic.open:
+            return  # a worker paused inside a transaction holds its item: nobody could take it over
+        self._conn.send(("stopped", point, lease.item_id, lease.attempt, lease.token))
+        if self._conn.recv() != "go":
+            os._exit(3)
+
+
+def serve(url: str, name: str, workload: Workload, conn: Connection, crashed: tuple | None) -> None:
+    """The forked worker's whole life. Never returns: it ends the process."""
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # the parent's streams (a notebook's) are not ours
+    try:
+        store = open_store(url)
+        setup = store.get(*SETUP)
+        queue = Queue(store=store, lease_seconds=setup["lease_seconds"], max_attempts=setup["max_attempts"],
+                      clock=SystemClock())
+        if crashed is not None:  # the predecessor's SIGKILL, written by its successor (see the supervisor)
+            item_id, attempt, point, at = crashed
+            queue.log.append(EventKind.WORKER_CRASHED, at, worker_id=name, item_id=item_id,
+                             case_id=queue.item(item_id).case_id, attempt=attempt, point=point, signal="SIGKILL")
+        plan = {(kill.item_id, kill.attempt): kill for kill in map(Kill.from_dict, setup["stops"])}
+        stops = Stops(name, plan, conn, store)
+        _drain(queue, workload.prepare(store, queue, stops, name), stops, name)
+    except BaseException:
+        conn.send(("failed", traceback.format_exc().strip().splitlines()[-1]))
+        os._exit(1)
+    conn.send(("drained",))
+    os._exit(0)
+
+
+def _drain(queue: Queue, handle: Callable[[Lease], Any], stops: Stops, name: str) -> None:
     while True:
         lease = queue.acquire(name)
         if lease is None:
             counts = queue.counts()
             if not counts[ItemState.READY] and not counts[ItemState.LEASED]:
-                return 0
+                return
             time.sleep(_POLL_SECONDS)  # a lease elsewhere may still expire and come back
             continue
-        stop(lease, KillPoint.AFTER_ACQUIRE)
-        if lease.payload.get("poison"):
-            queue.nack(lease, POISON_ERROR)
-            continue
-        adapter.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"],
-                     body="Sorry for the delay: your order ships today.", worker_id=name)
-        stop(lease, KillPoint.AFTER_SEND)
+        stops.at("after_acquire", lease)
         try:
-            with store.atomic:  # the ack's own transaction, held open so a kill can land inside it
-                queue.ack(lease)
-                stop(lease, KillPoint.IN_ACK)
-        except (StaleTokenError, LeaseExpiredError):
-            continue  # the lease ran out while this worker was slow: the redelivery owns the item now
-        stop(lease, KillPoint.AFTER_ACK)
+            handle(lease)
+        except _LOST:
+            continue  # the lease ran out while this worker was slow: the redelivery owns the item
+        except ShopOpsError as error:  # the handler was refused something else: give the item back
+            _nack(queue, lease, error)
+        except Exception as error:  # noqa: BLE001 - the handler failed: that is data for the nack
+            _nack(queue, lease, error)
+        stops.at("after_handler", lease)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) not in (2, 6):
-        print("usage: python -m shopops_lab.chaos.worker URL NAME [ITEM ATTEMPT POINT KILLED_AT]", file=sys.stderr)
-        return 2
-    return work(args[0], args[1], args[2:])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def _nack(queue: Queue, lease: Lease, error: BaseException) -> None:
+    try:
+        queue.nack(lease, error)
+    except _LOST:
+        pass
