@@ -12,15 +12,15 @@ emailed twice only if a kill (or a stall) let a second worker send it again.
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import random
 import signal
 import time
 import warnings
 from dataclasses import dataclass
-from multiprocessing.connection import wait
 from typing import Any
+from multiprocessing import Pipe
+from multiprocessing.connection import Connection, wait
 
 from shopops_lab import arguments
 from shopops_lab.chaos.emails import EmailWorkload, fill_morning
@@ -138,7 +138,7 @@ def run_workers(queue: Queue, workload: Workload, plan: tuple[Kill, ...], *, wor
                 timeout: float = 300.0) -> tuple[Kill, ...]:
     """Fork `workers` processes running `workload` on `queue`'s database until it is drained,
     stopping them where `plan` says; returns the stops that happened, in plan order."""
-    if "fork" not in multiprocessing.get_all_start_methods():
+    if not hasattr(os, "fork"):
         raise ChaosError(reason="real worker processes are started with fork, which this system lacks",
                          fix="run it on Linux or macOS (in a browser-only notebook, read the recorded run)")
     with queue.store.atomic:
@@ -169,10 +169,9 @@ class _Supervisor:
         self.queue, self.workload, self.timeout = queue, workload, timeout
         self.plan = {(k.item_id, k.attempt): k for k in plan}
         self.url = queue.store.url
-        self.procs: dict[str, Any] = {}      # name -> (process, pipe)
-        self.paused: dict[str, tuple[str, int]] = {}  # name -> (item, token) it waits on
+        self.procs: dict[str, tuple[int, Connection]] = {}  # name -> (pid, pipe)
+        self.paused: dict[str, tuple[str, int]] = {}        # name -> (item, token) it waits on
         self.happened: list[Kill] = []
-        self.context = multiprocessing.get_context("fork")
         self.names = [f"W{n}" for n in range(1, workers + 1)]
 
     def run(self) -> tuple[Kill, ...]:
@@ -187,32 +186,38 @@ class _Supervisor:
                                      fix="pass a larger timeout, or fewer items, on a busy machine")
                 self._release_paused()
                 ready = wait([pipe for _, pipe in self.procs.values()], timeout=0.05)
-                for name, (proc, pipe) in list(self.procs.items()):
+                for name, (pid, pipe) in list(self.procs.items()):
                     if pipe in ready:
-                        self._read(name, proc, pipe)
+                        self._read(name, pid, pipe)
         finally:
-            for proc, pipe in self.procs.values():
-                proc.kill()
-                proc.join()
+            for pid, pipe in self.procs.values():
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
                 pipe.close()
         order = {key: n for n, key in enumerate(self.plan)}
         return tuple(sorted(self.happened, key=lambda k: order[k.item_id, k.attempt]))
 
     def _start(self, name: str, crashed: tuple | None) -> None:
-        mine, theirs = self.context.Pipe()
-        proc = self.context.Process(target=serve, args=(self.url, name, self.workload, theirs, crashed),
-                                    name=f"shopops-{name}", daemon=True)
+        """Fork a worker (os.fork itself: a process started by multiprocessing, such as a grader's,
+        may not have multiprocessing children)."""
+        mine, theirs = Pipe()
         with warnings.catch_warnings():  # Python 3.12+ warns that a threaded parent (a notebook) forks
             warnings.simplefilter("ignore", DeprecationWarning)
-            proc.start()
+            pid = os.fork()
+        if pid == 0:  # the worker: it never returns into the supervisor's code, whatever happens
+            try:
+                mine.close()
+                serve(self.url, name, self.workload, theirs, crashed)
+            finally:
+                os._exit(1)
         theirs.close()
-        self.procs[name] = (proc, mine)
+        self.procs[name] = (pid, mine)
 
-    def _read(self, name: str, proc: Any, pipe: Any) -> None:
+    def _read(self, name: str, pid: int, pipe: Connection) -> None:
         try:
             message = pipe.recv()
         except EOFError:
-            message = ("failed", f"exit status {proc.exitcode}")
+            message = ("failed", "it ended without a word")
         if message[0] == "stopped":
             _, point, item_id, attempt, token = message
             stop = self.plan[item_id, attempt]
@@ -220,21 +225,22 @@ class _Supervisor:
             if stop.pause:
                 self.paused[name] = (item_id, token)
             else:
-                self._kill(name, proc, pipe, (item_id, attempt, point, SystemClock().now()))
+                self._kill(name, pid, pipe, (item_id, attempt, point, SystemClock().now()))
             return
         del self.procs[name]
-        proc.join()
+        os.waitpid(pid, 0)
         pipe.close()
         if message[0] != "drained":
             raise ChaosError(reason=f"worker {name} failed on its own: {message[1]}",
                              fix="run it again; if it repeats, the handler has a bug (or report it with the seed)")
 
-    def _kill(self, name: str, proc: Any, pipe: Any, crashed: tuple) -> None:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.join()
+    def _kill(self, name: str, pid: int, pipe: Connection, crashed: tuple) -> None:
+        os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
         pipe.close()
-        if proc.exitcode != -signal.SIGKILL:
-            raise ChaosError(reason=f"worker {name} ended with status {proc.exitcode}, not by the SIGKILL sent to it",
+        if os.waitstatus_to_exitcode(status) != -signal.SIGKILL:
+            raise ChaosError(reason=f"worker {name} ended with status {os.waitstatus_to_exitcode(status)}, "
+                                    "not by the SIGKILL sent to it",
                              fix="run it again; if it repeats, report it with the seed")
         # The restarted worker writes the crash into the history: another worker may be stopped
         # inside a transaction right now, and a write from here would wait for it forever.

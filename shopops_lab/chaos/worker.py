@@ -1,6 +1,6 @@
 """One worker process: drains the shared queue until every item is done or dead-lettered.
 
-The supervisor forks it, so it runs any handler, the learner's own included. It opens its
+The supervisor forks it (os.fork), so it runs any handler, the learner's own included. It opens its
 own store on the database, reads the run's settings and stop plan from it, and loops:
 acquire, hand the lease to the workload's handler, repeat. The handler passes named points
 (`stops.at("after_send", lease)`); at a planned one the worker reports over its pipe and

@@ -15,7 +15,7 @@ shows the recorded runs in `RECORDED` instead.
 """
 from __future__ import annotations
 
-import multiprocessing
+import os
 import random
 import shutil
 import sqlite3
@@ -60,7 +60,7 @@ _WHY = {
 
 def processes_available() -> bool:
     """False in a browser-only notebook (JupyterLite: no processes), True where this lab can fork workers."""
-    return sys.platform != "emscripten" and "fork" in multiprocessing.get_all_start_methods()
+    return sys.platform != "emscripten" and hasattr(os, "fork")
 
 
 class Shop:
