@@ -10,7 +10,7 @@ NOTEBOOK_DIRS := solutions notebooks
 START_NOTEBOOK := notebooks/00_start_here.ipynb
 # Extra flags, e.g. make test PYTEST_ARGS="-x -k lease"; make lab LAB_ARGS="--no-browser"
 PYTEST_ARGS ?=
-NBVAL_ARGS ?= --nbval-cell-timeout=300
+NBVAL_ARGS ?= --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg
 LAB_ARGS ?=
 
 .DEFAULT_GOAL := help

@@ -191,6 +191,20 @@ def _simulate(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _lite_arguments(parser: argparse.ArgumentParser) -> None:
+    from shopops_lab.course.lite import add_arguments
+
+    add_arguments(parser)
+
+
+@register("lite", "build the course as a static JupyterLite site: `lite build --out DIR [--offline]`",
+          add_arguments=_lite_arguments)
+def _lite(args: argparse.Namespace) -> int:
+    from shopops_lab.course.lite import run
+
+    return run(args)
+
+
 def _chaos_arguments(parser: argparse.ArgumentParser) -> None:
     from shopops_lab.chaos.cli import add_arguments
 

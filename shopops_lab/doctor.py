@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from shopops_lab.viz.dot import in_browser
+
 MIN_PYTHON = (3, 11)
 
 # (distribution, import name, version range). Mirrors requirements.txt; a test keeps the
@@ -40,9 +42,22 @@ REQUIRED_PACKAGES: tuple[tuple[str, str, str], ...] = (
 )
 
 DOT_NOTE = (
-    "the notebooks still work without it: they show the DOT source and "
-    "pre-rendered layouts instead of live diagrams"
+    "the notebooks still work without it: the kit draws every diagram with its own layout"
 )
+
+# In the browser (JupyterLite, Pyodide) nothing can be installed with pip, apt or brew: the
+# site ships what the labs need, and the doctor says what this site has and lacks instead.
+BROWSER_PACKAGES: tuple[tuple[str, str], ...] = (
+    ("ipywidgets", "the playground, the TTL explorer and the quizzes respond to clicks"),
+    ("matplotlib", "plots are drawn by matplotlib"),
+)
+BROWSER_FIXES = {
+    "ipywidgets": "reload the page; if it stays missing, the site was built without it: rebuild it "
+                  "with shopops-lab lite build",
+    "matplotlib": "nothing to do: the kit sketches every plot here; the full plots need the online "
+                  "site (or JupyterLab)",
+}
+
 
 VersionOf = Callable[[str], str | None]
 
@@ -217,8 +232,12 @@ def check_packages(
     version_of: VersionOf = installed_version,
     importable: Callable[[str], bool] = module_importable,
     python: str = "python",
+    browser: bool | None = None,
 ) -> list[Finding]:
-    """Each package the notebooks or tests import, present and in the supported range."""
+    """Each package the notebooks or tests import, present and in the supported range (in
+    the browser: what the site has of what the labs use, see `check_browser_packages`)."""
+    if in_browser() if browser is None else browser:
+        return check_browser_packages(version_of=version_of)
     findings = []
     for dist, module, spec in REQUIRED_PACKAGES:
         fix = package_install_command(dist, spec, python)
@@ -231,6 +250,25 @@ def check_packages(
         else:
             findings.append(Finding(dist, True, version, ""))
     return findings
+
+
+def check_browser_packages(*, version_of: VersionOf = installed_version) -> list[Finding]:
+    """In JupyterLite: ipywidgets must be there (the site loads it as the kernel starts);
+    matplotlib is only on the online site, and its absence is advice, not a failure."""
+    findings = []
+    for dist, what in BROWSER_PACKAGES:
+        version = version_of(dist)
+        if version is not None:
+            findings.append(Finding(dist, True, version, ""))
+        else:
+            findings.append(Finding(dist, False, f"not on this site, so not everywhere: {what}",
+                                    BROWSER_FIXES[dist], required=dist != "matplotlib"))
+    return findings
+
+
+def check_browser_diagrams() -> Finding:
+    """Graphviz cannot run in a browser; that is expected, and the pictures do not suffer."""
+    return Finding("diagrams", True, "drawn by the kit itself (Graphviz cannot run in the browser)", "")
 
 
 def check_kit(*, version_of: VersionOf = installed_version, python: str = "python") -> Finding:
@@ -323,9 +361,15 @@ def run_checks(
     kernel_specs: Callable[[], Mapping[str, str]] | None = None,
     version_info: Sequence[int] | None = None,
     python: str | None = None,
+    browser: bool | None = None,
 ) -> list[Finding]:
-    """All findings in report order; any lookup left as None uses the real machine."""
+    """All findings in report order; any lookup left as None uses the real machine. In the
+    browser: Python, the kit, the packages the labs use, and how diagrams are drawn."""
     version_of = version_of or installed_version
+    if in_browser() if browser is None else browser:
+        return [check_python(tuple(sys.version_info[:3]) if version_info is None else version_info),
+                check_kit(version_of=version_of, python="python"),
+                *check_browser_packages(version_of=version_of), check_browser_diagrams()]
     python = python or python_command()
     system = platform.system() if system is None else system
     if os_release is None:
@@ -347,11 +391,13 @@ def exit_code(findings: Iterable[Finding]) -> int:
     return 0 if all(f.ok for f in findings if f.required) else 1
 
 
-def summary(findings: Sequence[Finding]) -> str:
+def summary(findings: Sequence[Finding], *, browser: bool | None = None) -> str:
     """The closing line: either "ready" or how many things to fix."""
     failed = [f for f in findings if f.required and not f.ok]
     warned = [f for f in findings if not f.required and not f.ok]
     extra = f" ({len(warned)} optional warning{'s' if len(warned) != 1 else ''})" if warned else ""
+    if not failed and (in_browser() if browser is None else browser):
+        return f"All required checks passed{extra}. This browser site runs every lab."
     if not failed:
         return f"All required checks passed{extra}. Start the course with: make lab"
     return (
@@ -366,7 +412,7 @@ def main(out: TextIO | None = None, **lookups: Any) -> int:
     findings = run_checks(**lookups)
     for finding in findings:
         print(_showable(finding.line(), out), file=out)
-    print(_showable(summary(findings), out), file=out)
+    print(_showable(summary(findings, browser=lookups.get("browser")), out), file=out)
     return exit_code(findings)
 
 

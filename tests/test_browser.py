@@ -1,24 +1,39 @@
-"""The course in a real browser: JupyterLab 4 in headless Chromium runs lab 00 top to bottom,
-the live widgets render (no "Error displaying widget"), and clicking them drives the engine.
+"""The course in a real browser (headless Chromium driven by Playwright).
 
-Needs Chromium and Playwright's Python package; CI installs both (`.ci/run`). Elsewhere the
-test skips and says how to get them. Playwright's own browser download is not used: it
-drives the system Chromium.
+1. JupyterLab: every lab runs top to bottom with Run All, the only error outputs are the
+   learner-stub ones the stored student notebook has too, every kit diagram is Graphviz's
+   where `dot` is installed, and the live widgets respond to clicks.
+2. JupyterLite, the offline site (`shopops-lab lite build --offline`), served on 127.0.0.1
+   with every request to any other host blocked and counted (any one fails the test): labs
+   00 and 07 run top to bottom, `import shopops_lab` works with no step from the learner, a
+   check prints its verdict, the playground responds, a plot and a diagram are drawn.
+
+Each test starts its own server as a child process and stops it by its PID. Needs Chromium
+and Playwright's Python package (CI installs both with .ci/run); elsewhere the tests skip
+and say how to get them. Playwright's own browser download is never used: it drives the
+system Chromium. A failing test leaves a screenshot in test-artifacts/.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from shopops_lab.viz.dot import dot_available
+
 ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright = pytest.importorskip(
     "playwright.sync_api",
@@ -28,9 +43,13 @@ if CHROMIUM is None:
     pytest.skip("the browser test needs Chromium: sudo apt-get install chromium (Debian/Ubuntu)",
                 allow_module_level=True)
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--disable-sync"]
-WAIT_MS = int(os.environ.get("SHOPOPS_BROWSER_WAIT_MS", 120_000))  # generous: a cold JupyterLab and kernel on a busy 2-core machine
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+WAIT_MS = int(os.environ.get("SHOPOPS_BROWSER_WAIT_MS", 240_000))  # generous: a cold kernel on a busy 2-core machine
+LABS = sorted(p.stem for p in (ROOT / "notebooks").glob("0*.ipynb"))
+PROMPTS = ".jp-Notebook .jp-CodeCell .jp-InputArea-prompt"
+ERRORS = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']"
+SVG_IMAGES = ".jp-OutputArea-output img[src^='data:image/svg+xml']"
 
 
 def free_port() -> int:
@@ -39,6 +58,115 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@contextlib.contextmanager
+def server(command: list[str], *, cwd: Path, probe: str, env: dict | None = None):
+    """Run `command` as a child process until `probe` answers; stop it by its PID after."""
+    log_path = cwd / "server.log"
+    with open(log_path, "w") as log:
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+        try:
+            deadline = time.monotonic() + 120
+            while True:  # wait for the server to answer, bounded; not a timing assertion
+                try:
+                    urllib.request.urlopen(probe, timeout=2)
+                    break
+                except OSError:
+                    if child.poll() is not None or time.monotonic() > deadline:
+                        pytest.fail(f"{command[:4]} did not start: {log_path.read_text()[-2000:]}")
+                    time.sleep(0.5)
+            yield
+        finally:
+            child.terminate()
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+@contextlib.contextmanager
+def browser_page(name: str, *, allowed_origin: str | None = None):
+    """A Chromium page; with `allowed_origin`, every request elsewhere is aborted and listed in
+    the yielded `blocked` list. A failing test leaves test-artifacts/<name>.png behind."""
+    blocked: list[str] = []
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        if allowed_origin is not None:
+            def route(request_route):
+                url = request_route.request.url
+                if url.startswith((allowed_origin + "/", "data:", "blob:")):
+                    request_route.continue_()
+                else:
+                    blocked.append(url)
+                    request_route.abort()
+            context.route("**/*", route)
+        page = context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        try:
+            yield page, blocked
+        except BaseException:
+            ARTIFACTS.mkdir(exist_ok=True)
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+            raise
+        finally:
+            browser.close()
+
+
+def command(page, name: str) -> None:
+    """Run a JupyterLab command by its label, through the command palette."""
+    page.locator(".jp-Notebook:visible").first.click()
+    page.keyboard.press("Escape")
+    page.keyboard.press("Control+Shift+C")
+    palette = page.locator(".lm-CommandPalette-input")
+    palette.fill(name)
+    page.locator(".lm-CommandPalette-item:visible", has_text=name).first.click()
+
+
+def run_all(page, kernel_idle: str) -> list[str]:
+    """Clear the stored outputs, Run All, and wait until the last code cell has run. Returns
+    the input prompts: "[n]:" for each cell that ran. (JupyterLite stops Run All at any cell
+    that raises, raises-exception or not: a pristine student notebook has none.)"""
+    page.get_by_text(kernel_idle).first.wait_for()
+    command(page, "Clear Outputs of All Cells")
+    command(page, "Run All Cells")
+    wait_for_prompt(page, -1)
+    page.get_by_text(kernel_idle).first.wait_for()
+    return [p.strip() for p in page.locator(PROMPTS).all_inner_texts()]
+
+
+def wait_for_prompt(page, index: int) -> None:
+    """Wait until code cell `index` (-1: the last) shows its execution number."""
+    page.wait_for_function(
+        """([selector, index]) => { const prompts = [...document.querySelectorAll(selector)];
+                                    const prompt = prompts.at(index);
+                                    return prompt !== undefined && /\\[\\d+\\]/.test(prompt.textContent); }""",
+        arg=[PROMPTS, index], timeout=WAIT_MS)
+
+
+def stored_errors(lab: str) -> int:
+    """How many cells of the pristine student notebook raise (nbval keeps the stored outputs
+    current): none, since every cell that shows the learner's answer checks it is written."""
+    nb = json.loads((ROOT / "notebooks" / f"{lab}.ipynb").read_text())
+    return sum(any(o["output_type"] == "error" for o in c.get("outputs", ())) for c in nb["cells"])
+
+
+def svg_outputs(page) -> list[str]:
+    """The SVG pictures in the outputs (JupyterLab shows SVG as an <img> with a data URI)."""
+    sources = page.locator(SVG_IMAGES).evaluate_all("imgs => imgs.map(i => i.src)")
+    return [urllib.parse.unquote(src.split(",", 1)[1]) for src in sources]
+
+
+def assert_ran_to_the_end(page, lab: str, prompts: list[str]) -> None:
+    not_run = [i for i, p in enumerate(prompts) if not re.fullmatch(r"\[\d+\]:", p)]
+    assert prompts and not not_run, f"{lab}: Run All stopped; code cells {not_run} did not run"
+    errors = page.locator(ERRORS).all_inner_texts()
+    assert len(errors) == stored_errors(lab), f"{lab}: unexpected error output: {errors}"
+    assert all(re.search(r"NotImplementedError|NotAttempted|NameError", e) for e in errors), errors
+
+
+# ---------------------------------------------------------------------------- JupyterLab
 @pytest.fixture(scope="module")
 def lab_server(tmp_path_factory):
     """JupyterLab on loopback, serving copies of the student notebooks (the browser may save them)."""
@@ -49,60 +177,90 @@ def lab_server(tmp_path_factory):
     settings.mkdir(parents=True)  # draw every cell, so widgets below the fold exist in the page
     (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     port = free_port()
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-               "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}",
-               "--LabApp.news_url=", "--ServerApp.disable_check_xsrf=True"]
+    lab = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+           "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}",
+           "--LabApp.news_url=", "--ServerApp.disable_check_xsrf=True"]
     if os.geteuid() == 0:
-        command.append("--allow-root")
-    log = open(root / "server.log", "w")
-    server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=root,
-                              env=dict(os.environ, JUPYTER_PLATFORM_DIRS="1",
-                                       JUPYTERLAB_SETTINGS_DIR=str(root / "settings")))
+        lab.append("--allow-root")
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:  # wait for the server to answer, bounded; not a timing assertion
-        try:
-            urllib.request.urlopen(f"{url}/api", timeout=2)
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                pytest.fail(f"JupyterLab did not start: {(root / 'server.log').read_text()[-2000:]}")
-            time.sleep(0.5)
-    yield url
-    server.terminate()
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-    log.close()
+    env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", JUPYTERLAB_SETTINGS_DIR=str(root / "settings"),
+               PYTHONHASHSEED="0")
+    with server(lab, cwd=root, probe=f"{url}/api", env=env):
+        yield url
 
 
-def test_lab_00_runs_in_jupyterlab_and_its_widgets_drive_the_queue(lab_server):
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(WAIT_MS)
+@pytest.mark.parametrize("lab", LABS)
+def test_every_lab_runs_all_in_jupyterlab_with_graphviz_pictures(lab_server, lab):
+    with browser_page(f"jupyterlab-{lab}") as (page, _):
+        page.goto(f"{lab_server}/lab/tree/{lab}.ipynb?reset")
+        prompts = run_all(page, "Python 3 (ipykernel) | Idle")
+        assert_ran_to_the_end(page, lab, prompts)
+        diagrams = [svg for svg in svg_outputs(page) if 'class="shopops-diagram"' in svg]
+        source = (ROOT / "notebooks" / f"{lab}.ipynb").read_text()
+        if "state_machine(" in source or "outbox_boundaries(" in source:
+            assert diagrams, f"{lab}: no diagram drawn"
+        if dot_available():  # Graphviz draws every diagram where it is installed
+            assert all('class="graph"' in svg for svg in diagrams), f"{lab}: a diagram not drawn by Graphviz"
+
+
+def test_lab_00_widgets_drive_the_queue_in_jupyterlab(lab_server):
+    with browser_page("jupyterlab-widgets") as (page, _):
         page.goto(f"{lab_server}/lab/tree/00_start_here.ipynb?reset")
-        notebook = page.locator(".jp-Notebook:visible").first
-        notebook.wait_for()
-        page.get_by_text("Python 3 (ipykernel) | Idle").first.wait_for()  # the kernel is up
-        notebook.click()
-        page.keyboard.press("Control+Shift+C")  # the command palette: Run All Cells
-        page.keyboard.type("Run All Cells")
-        page.keyboard.press("Enter")
-
-        enqueue = page.locator("button.jupyter-button", has_text="enqueue").first
-        enqueue.wait_for()
-        enqueue.scroll_into_view_if_needed()
-        enqueue.click()
-        page.get_by_text("Enqueued item-0001 for case O-1001").first.wait_for()
-        page.locator("button.jupyter-button", has_text="acquire").first.click()
-        page.get_by_text("W1 leased item-0001 (case O-1001)").first.wait_for()
-
+        run_all(page, "Python 3 (ipykernel) | Idle")
+        click_the_playground(page)
         check = page.locator("button.jupyter-button", has_text="Check").first
         check.scroll_into_view_if_needed()
         check.click()
         page.get_by_text("Pick an option first.").first.wait_for()
         assert page.get_by_text("Error displaying widget").count() == 0
-        browser.close()
+
+
+def click_the_playground(page) -> None:
+    enqueue = page.locator("button.jupyter-button", has_text="enqueue").first
+    enqueue.scroll_into_view_if_needed()
+    enqueue.click()
+    page.get_by_text("Enqueued item-0001 for case O-1001").first.wait_for()
+    page.locator("button.jupyter-button", has_text="acquire").first.click()
+    page.get_by_text("W1 leased item-0001 (case O-1001)").first.wait_for()
+
+
+# ---------------------------------------------------------------------------- JupyterLite, offline
+@pytest.fixture(scope="module")
+def lite_server(offline_site, tmp_path_factory):
+    """The offline site, served by `shopops-lab lite serve` on loopback."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    serve = [sys.executable, "-m", "shopops_lab", "lite", "serve", "--dir", str(offline_site), "--port", str(port)]
+    with server(serve, cwd=tmp_path_factory.mktemp("lite-server"), probe=f"{url}/jupyter-lite.json"):
+        yield url
+
+
+def open_in_lite(page, url: str, lab: str) -> list[str]:
+    page.goto(f"{url}/lab/index.html?path={lab}.ipynb")
+    return run_all(page, "Python (Pyodide) | Idle")
+
+
+def test_lab_00_runs_offline_in_jupyterlite_with_nothing_to_install(lite_server):
+    with browser_page("jupyterlite-00", allowed_origin=lite_server) as (page, blocked):
+        prompts = open_in_lite(page, lite_server, "00_start_here")
+        assert_ran_to_the_end(page, "00_start_here", prompts)
+        outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+        assert not any("ModuleNotFoundError" in text for text in outputs)  # the first cell imports the kit
+        assert any("InMemoryQueue(lease_seconds=30" in text for text in outputs)
+        assert any("not attempted" in text for text in outputs)          # a check prints its verdict
+        diagrams = [svg for svg in svg_outputs(page) if 'class="shopops-diagram"' in svg]
+        assert diagrams and all("<title>lease state machine</title>" in svg for svg in diagrams)
+        click_the_playground(page)
+        assert page.get_by_text("Error displaying widget").count() == 0
+        assert blocked == [], f"requests left the site: {blocked}"
+
+
+def test_lab_07_runs_offline_in_jupyterlite_with_its_plots_sketched(lite_server):
+    with browser_page("jupyterlite-07", allowed_origin=lite_server) as (page, blocked):
+        prompts = open_in_lite(page, lite_server, "07_burst_day")
+        assert_ran_to_the_end(page, "07_burst_day", prompts)
+        pictures = svg_outputs(page)
+        sketches = [svg for svg in pictures if "The full plot needs the online site" in svg]
+        assert sketches and all("queue depth" in svg and "attempts histogram" in svg for svg in sketches)
+        assert any("<title>deliveries per worker</title>" in svg for svg in pictures)
+        assert blocked == [], f"requests left the site: {blocked}"

@@ -310,3 +310,28 @@ def test_required_packages_mirror_requirements_txt():
         name, spec = re.match(r"([A-Za-z0-9_.\-]+)\s*(.*)", line).groups()
         specs[name.lower()] = spec.replace(" ", "")
     assert specs == {dist: spec for dist, _module, spec in doctor.REQUIRED_PACKAGES}
+
+
+# --- in the browser (JupyterLite) ----------------------------------------------------------
+
+
+def test_in_the_browser_the_doctor_reports_the_site_without_install_advice():
+    fake = lookups(missing=("matplotlib", "jupyterlab", "nbval", "pytest"), which=lambda name: None,
+                   browser=True, versions={"shopops-lab": "0.1.0"})
+    code, out = run_doctor(**fake)
+    assert code == 0, out                             # nothing required is missing on the offline site
+    assert "ok   ipywidgets" in out and "ok   shopops-lab 0.1.0" in out
+    assert "WARN matplotlib" in out and "the full plots need the online site" in out
+    assert "ok   diagrams drawn by the kit itself (Graphviz cannot run in the browser)" in out
+    for advice in ("apt-get", "brew", "sudo", "pip install", "make lab", "jupyterlab", "nbval"):
+        assert advice not in out, advice
+    assert out.rstrip().endswith("This browser site runs every lab.")
+
+
+def test_in_the_browser_a_missing_ipywidgets_is_a_failure_with_a_browser_fix(monkeypatch):
+    monkeypatch.setattr(doctor.sys, "platform", "emscripten")     # as Pyodide reports itself
+    findings = doctor.check_packages(version_of=lambda dist: None)
+    assert [(f.name, f.ok, f.required) for f in findings] == [("ipywidgets", False, True),
+                                                              ("matplotlib", False, False)]
+    assert "lite build" in findings[0].fix and "pip" not in findings[0].fix
+    assert doctor.exit_code(findings) == 1

@@ -21,8 +21,8 @@ from shopops_lab.errors import BadArgumentError
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE_DIR = ROOT / "tests" / "fixtures" / "course"
 FIXTURES = FIXTURE_DIR / "solutions"
-DEMO_TAGGED = {2, 3, 4, 5, 7, 8, 9}  # answers, tests, cells naming answers, needs_answer
-SECOND_TAGGED = {1, 2, 3}
+DEMO_TAGGED = {3, 4, 5, 7, 8, 9}  # a visible test, cells naming answers, a stub at module level, needs_answer
+SECOND_TAGGED = {2}  # the visible test; the class runs, the hidden-only test shows nothing
 
 
 def read(path: Path) -> nbformat.NotebookNode:
@@ -94,7 +94,7 @@ def test_outputs_and_execution_counts_are_cleared() -> None:
     assert student.cells[1].outputs == [] and student.cells[1].execution_count is None
 
 
-def test_raises_exception_only_on_answers_and_cells_that_need_them(demo: nbformat.NotebookNode) -> None:
+def test_raises_exception_only_on_cells_that_raise_in_the_student_copy(demo: nbformat.NotebookNode) -> None:
     assert tagged(demo) == DEMO_TAGGED
     assert tagged(build_student(read(FIXTURES / "02_second.ipynb"))) == SECOND_TAGGED
     assert all(c.cell_type == "code" for i, c in enumerate(demo.cells) if i in DEMO_TAGGED)
@@ -110,6 +110,23 @@ def test_dependency_is_transitive_and_cleared_by_a_clean_rebinding() -> None:
         cells.code("import math\nprint(math.pi)"),     # never touched
     ], lab="09", version="1", title="deps")
     assert answer_dependent_cells(nb) == {0, 1, 2}
+
+
+def test_checks_and_hidden_tests_run_in_the_student_copy_and_stubs_at_module_level_do_not() -> None:
+    nb = cells.notebook([
+        cells.answer("def send(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION", "send"),
+        cells.code("lab.exercise.check(send)\nlab.exercise.hint(1)"),           # check() never raises
+        cells.test("# graded by a hidden test\n### BEGIN HIDDEN TESTS\nlab.exercise.grade(send)\n"
+                   "### END HIDDEN TESTS", "send-test", 1),                   # the student sees a comment
+        cells.test("lab.exercise.grade(send)", "send-visible", 1),            # a visible test still raises
+        cells.code("print(send(1))"),                                         # calls the stub
+        cells.code("lab.replay(send, seed=1)"),                               # passes it to other code
+        cells.answer("### BEGIN SOLUTION\nrate = 3\n### END SOLUTION", "rate"),  # a stub at module level
+        cells.code("if lab.exercise.answered(send):\n    shown = send(2)\n    print(shown)"),  # guarded
+        cells.code("print(shown)"),                                           # unguarded: shown is missing
+        cells.code("if lab.exercise.answered(send):\n    print(shown)"),   # guarded again
+    ], lab="09", version="1", title="run all")
+    assert answer_dependent_cells(nb) == {3, 4, 5, 6, 8}
 
 
 def test_cells_are_locked_except_answers(demo: nbformat.NotebookNode) -> None:

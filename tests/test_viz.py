@@ -1,10 +1,15 @@
-"""The pictures: state machine (builtin, Graphviz and fallback), timeline, plots."""
+"""The pictures: state machine and lab 06's boundaries (Graphviz and the kit's own layout), timeline,
+plots (matplotlib and the sketch), crash map."""
 from __future__ import annotations
 
+import html
 import os
 import re
 import stat
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -15,21 +20,58 @@ from shopops_lab.events import EventKind, EventLog
 from shopops_lab.states import TRANSITIONS, ItemState
 from shopops_lab.viz import dot as dotmod
 from shopops_lab.viz import plots
+from shopops_lab.viz.boundaries import outbox_boundaries
 from shopops_lab.viz.dot import INSTALL_HINT, NO_DOT_ENV, Diagram, dot_available, render
 from shopops_lab.viz.state_machine import last_transition, lease_dot, lease_svg, state_machine
 from shopops_lab.viz.timeline import build_timeline, natural_key, timeline
 from shopops_lab.worker.queue import InMemoryQueue
 
 EDGES = [((None, ItemState.READY), "enqueue"), *TRANSITIONS.items()]
+LABELS = {pair: label for pair, label in EDGES}
+RENDERERS = ["dot", "builtin"]
 
 
-def edge_class(source, target):
-    return f"edge {'start' if source is None else source.value}-{target.value}"
+def needs_dot():
+    if not dot_available():
+        pytest.skip("Graphviz `dot` is not installed: run `sudo apt-get install graphviz` "
+                    "(or `brew install graphviz`) to test the Graphviz path")
 
 
-def highlighted(svg):
-    """The class names of the highlighted edge groups in a builtin SVG."""
-    return re.findall(r'<g class="(edge [a-z]+-[a-z]+) highlight">', svg)
+def draw(renderer, *args, **kwargs):
+    """The state machine drawn by one renderer, and proof that it was that renderer."""
+    if renderer == "dot":
+        needs_dot()
+    diagram = state_machine(*args, engine="auto" if renderer == "dot" else "fallback", **kwargs)
+    assert diagram.engine == renderer
+    return diagram
+
+
+def read_picture(svg):
+    """What a picture of the state machine shows, read from either renderer's SVG:
+    ({state: count or None}, {edge label: (source, target)}, [labels of lit edges])."""
+    states, edges, lit = {}, {}, []
+    if 'class="graph"' in svg:  # Graphviz: <g class="node"><title>name</title> ... <text>...</text>
+        for name, body in re.findall(r'<g id="node\d+" class="node">\s*<title>(\w+)</title>(.*?)</g>', svg, re.S):
+            texts = re.findall(r">([^<>]+)</text>", body)
+            if name != "start":
+                assert texts[0] == name
+                states[name] = int(texts[1]) if len(texts) > 1 else None
+        for title, body in re.findall(r'<g id="edge\d+" class="edge">\s*<title>(.*?)</title>(.*?)</g>', svg, re.S):
+            source, target = title.replace("&#45;&gt;", "->").split("->")
+            label = re.findall(r">([^<>]+)</text>", body)[0]
+            edges[label] = (source, target)
+            if 'stroke="#d62728"' in body:
+                lit.append(label)
+    else:  # the kit's own: <g class="state name">, <g class="edge source-target [highlight]">
+        for name, body in re.findall(r'<g class="state (\w+)">(.*?)</g>', svg, re.S):
+            count = re.search(r'class="count">(\d+)</text>', body)
+            states[name] = int(count.group(1)) if count else None
+        for source, target, mark, body in re.findall(r'<g class="edge (\w+)-(\w+)( highlight)?">(.*?)</g>', svg, re.S):
+            label = re.search(r'class="label">([^<]+)</text>', body).group(1)
+            edges[label] = (source, target)
+            if mark:
+                lit.append(label)
+    return states, edges, lit
 
 
 @pytest.fixture(autouse=True)
@@ -51,41 +93,41 @@ def test_dot_source_has_every_transition_with_its_label_and_the_entry_point():
     assert source.count(" -> ") == len(TRANSITIONS) + 1
 
 
-def test_builtin_svg_draws_every_transition_with_its_label():
-    svg = lease_svg()
-    for (src, dst), label in EDGES:
-        group = re.search(rf'<g class="{edge_class(src, dst)}">(.*?)</g>', svg, re.S)
-        assert group, f"no edge {src}->{dst}"
-        assert f">{label}</text>" in group.group(1)
-    for state in ItemState:
-        assert f'<g class="state {state.value}">' in svg
-    assert highlighted(svg) == []
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_both_renderers_draw_every_state_and_transition_with_its_label(renderer):
+    states, edges, lit = read_picture(draw(renderer).svg)
+    assert states == {state.value: None for state in ItemState}
+    assert edges == {label: ("start" if src is None else src.value, dst.value) for (src, dst), label in EDGES}
+    assert lit == []
 
 
-def test_counts_from_the_queue_appear_in_every_node(queue):
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_counts_from_the_queue_appear_in_every_node(queue, renderer):
     for case in ("O-1001", "A-1002", "O-1003"):
         queue.enqueue(case_id=case)
     lease = queue.acquire("W1")
     queue.ack(lease)
     queue.acquire("W2")
-    diagram = state_machine(queue)
-    counts = dict(re.findall(r'<g class="state (\w+)">.*?class="count">(\d+)</text>', diagram.svg, re.S))
-    assert counts == {"ready": "1", "leased": "1", "done": "1", "dead": "0"}
+    diagram = draw(renderer, queue)
+    states, _, lit = read_picture(diagram.svg)
+    assert states == {"ready": 1, "leased": 1, "done": 1, "dead": 0}
+    assert lit == ["acquire"]
     assert 'ready [label="ready\\n1"' in diagram.source
-    assert 'done [label="done\\n1"' in diagram.source
+    assert "states: ready 1, leased 1, done 1, dead 0;" in diagram.summary
 
 
+@pytest.mark.parametrize("renderer", RENDERERS)
 @pytest.mark.parametrize("steps, expected", [
-    ("enqueue", "edge start-ready"),
-    ("acquire", "edge ready-leased"),
-    ("ack", "edge leased-done"),
-    ("nack", "edge leased-ready"),
-    ("expire", "edge leased-ready"),
-    ("dead", "edge leased-dead"),
-    ("replay", "edge dead-ready"),
-    ("heartbeat", "edge ready-leased"),  # a heartbeat moves nothing: acquire stays lit
+    ("enqueue", "enqueue"),
+    ("acquire", "acquire"),
+    ("ack", "ack"),
+    ("nack", "expiry / nack"),
+    ("expire", "expiry / nack"),
+    ("dead", "max attempts"),
+    ("replay", "replay"),
+    ("heartbeat", "acquire"),  # a heartbeat moves nothing: acquire stays lit
 ])
-def test_the_last_transition_of_the_queue_is_highlighted(queue, steps, expected):
+def test_the_last_transition_of_the_queue_is_highlighted(queue, renderer, steps, expected):
     queue.enqueue(case_id="O-1001")
     if steps != "enqueue":
         lease = queue.acquire("W1")
@@ -102,22 +144,23 @@ def test_the_last_transition_of_the_queue_is_highlighted(queue, steps, expected)
             queue.nack(queue.acquire("W2"), "boom again")
             if steps == "replay":
                 queue.replay_dlq(lease.item_id)
-    diagram = state_machine(queue)
-    assert highlighted(diagram.svg) == [expected]
-    src, dst = expected.split()[1].split("-")
+    diagram = draw(renderer, queue)
+    assert read_picture(diagram.svg)[2] == [expected]
+    assert diagram.summary.endswith(f"highlighted: {expected}")
     lit = [line for line in diagram.source.splitlines() if "penwidth" in line]
-    assert len(lit) == 1 and lit[0].strip().startswith(f"{src} -> {dst} ")
+    assert len(lit) == 1 and f'label="{expected}"' in lit[0]
 
 
-def test_no_transition_yet_means_no_highlight(queue):
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_no_transition_yet_means_no_highlight(queue, renderer):
     assert last_transition(queue.log) is None
-    assert highlighted(state_machine(queue).svg) == []
+    assert read_picture(draw(renderer, queue).svg)[2] == []
 
 
 def test_highlight_can_be_chosen_by_label_or_pair_and_bad_ones_are_named():
-    assert highlighted(state_machine(highlight="max attempts").svg) == ["edge leased-dead"]
-    assert highlighted(state_machine(highlight=("dead", "ready")).svg) == ["edge dead-ready"]
-    assert highlighted(state_machine(highlight="enqueue").svg) == ["edge start-ready"]
+    assert read_picture(lease_svg(highlight="max attempts"))[2] == ["max attempts"]
+    assert read_picture(lease_svg(highlight=("dead", "ready")))[2] == ["replay"]
+    assert read_picture(state_machine(highlight="enqueue", engine="fallback").svg)[2] == ["enqueue"]
     with pytest.raises(BadArgumentError, match="highlight .*'acquire'"):
         state_machine(highlight=("done", "ready"))
     with pytest.raises(BadArgumentError, match="queue"):
@@ -126,30 +169,55 @@ def test_highlight_can_be_chosen_by_label_or_pair_and_bad_ones_are_named():
         state_machine(engine="neato")
 
 
-# ---------------------------------------------------------------- state machine: determinism
+# ---------------------------------------------------------------- both renderers: one text alternative
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_every_picture_has_a_title_a_description_a_role_and_fits_the_output_area(queue, renderer):
+    queue.enqueue(case_id="O-1001")
+    diagram = draw(renderer, queue)
+    root = re.match(r"<svg\b[^>]*>", diagram.svg).group(0)
+    assert 'role="img"' in root and 'aria-label="lease state machine"' in root and 'class="shopops-diagram"' in root
+    assert diagram.svg.split("\n")[1:3] == ["<title>lease state machine</title>", f"<desc>{diagram.summary}</desc>"]
+    width = float(re.search(r' width="([\d.]+)"', root).group(1))
+    assert width <= 1200 and "pt" not in re.search(r' width="[^"]+"', root).group(0)
+
+
+def test_both_renderers_give_the_same_description_and_text(queue):
+    needs_dot()
+    queue.enqueue(case_id="O-1001")
+    queue.acquire("W1")
+    dot, builtin = state_machine(queue), state_machine(queue, engine="fallback")
+    assert dot.engine == "dot" and builtin.engine == "builtin" and dot.svg != builtin.svg
+    assert dot.summary == builtin.summary and repr(dot) == repr(builtin)
+    assert repr(dot) == f"<Diagram 'lease state machine': {dot.summary}>"
+
+
+def test_a_wide_graphviz_picture_is_scaled_to_the_output_area():
+    needs_dot()
+    wide = "digraph { rankdir=LR; " + " -> ".join(f"step{i}" for i in range(30)) + " }"
+    svg = render(wide, title="wide").svg
+    root = re.match(r"<svg\b[^>]*>", svg).group(0)
+    assert 'width="1200"' in root and re.search(r'viewBox="0.00 0.00 (\d+)', root).group(1) > "1000"
+
+
+# ---------------------------------------------------------------- determinism
 def test_builtin_picture_is_identical_twice_and_has_no_ids_or_comments(queue):
     queue.enqueue(case_id="O-1001")
     queue.acquire("W1")
-    first, second = state_machine(queue), state_machine(queue)
+    first, second = state_machine(queue, engine="fallback"), state_machine(queue, engine="fallback")
     assert first.svg == second.svg and first.source == second.source
     assert first.engine == "builtin"
     assert "<!--" not in first.svg and " id=" not in first.svg
-    assert repr(first) == "<Diagram 'lease state machine': SVG drawn by builtin>"
     assert first._repr_svg_() == first.svg and first._repr_html_() is None
 
 
-def test_default_picture_does_not_depend_on_graphviz(monkeypatch, queue):
+def test_graphviz_is_the_default_where_dot_runs_and_the_kits_layout_where_it_does_not(monkeypatch, queue):
     queue.enqueue(case_id="O-1001")
-    with_dot = state_machine(queue).svg
+    builtin = state_machine(queue, engine="fallback")
     monkeypatch.setenv(NO_DOT_ENV, "1")
-    assert state_machine(queue).svg == with_dot
-
-
-# ---------------------------------------------------------------- Graphviz and the fallbacks
-def needs_dot():
-    if not dot_available():
-        pytest.skip("Graphviz `dot` is not installed: run `sudo apt-get install graphviz` "
-                    "(or `brew install graphviz`) to test the Graphviz path")
+    assert state_machine(queue).engine == "builtin" and state_machine(queue).svg == builtin.svg
+    monkeypatch.delenv(NO_DOT_ENV)
+    needs_dot()
+    assert state_machine(queue).engine == "dot"
 
 
 def test_graphviz_renders_every_label_deterministically_without_version_comment(queue):
@@ -157,22 +225,18 @@ def test_graphviz_renders_every_label_deterministically_without_version_comment(
     queue.enqueue(case_id="O-1001")
     lease = queue.acquire("W1")
     queue._expire_leases(now=lease.expires_at)
-    first, second = state_machine(queue, engine="auto"), state_machine(queue, engine="auto")
+    first, second = state_machine(queue), state_machine(queue)
     assert first.engine == "dot"
     assert first.svg == second.svg
     assert "<!--" not in first.svg and "Generated by" not in first.svg and "<?xml" not in first.svg
     assert first.svg.lstrip().startswith("<svg")
-    for _, label in EDGES:
-        assert f">{label}</text>" in first.svg
     ids = re.findall(r' id="([^"]+)"', first.svg)
     assert ids and all(re.fullmatch(r"(graph|node|edge)\d+", i) for i in ids)
-    assert "#d62728" in first.svg  # the highlighted edge
 
 
 def test_forced_fallback_shows_the_builtin_picture_or_the_dot_source(monkeypatch, queue):
     queue.enqueue(case_id="O-1001")
-    builtin = state_machine(queue)
-    assert state_machine(queue, engine="fallback").svg == builtin.svg
+    builtin = state_machine(queue, engine="fallback")
     monkeypatch.setenv(NO_DOT_ENV, "1")
     assert not dot_available()
     auto = state_machine(queue, engine="auto")
@@ -183,6 +247,15 @@ def test_forced_fallback_shows_the_builtin_picture_or_the_dot_source(monkeypatch
     assert "<pre>digraph { a -&gt; b }</pre>" in page
     assert "sudo apt-get install graphviz" in page and "brew install graphviz" in page
     assert "this page shows the DOT source" in INSTALL_HINT
+
+
+def test_in_the_browser_the_fallback_says_so_without_install_advice(monkeypatch):
+    monkeypatch.setattr(dotmod.sys, "platform", "emscripten")
+    assert not dot_available()
+    bare = render("digraph { a -> b }")
+    assert bare.engine == "source" and "cannot run in the browser" in bare.note
+    assert "apt-get" not in bare.note and "brew" not in bare.note
+    assert state_machine().engine == "builtin"
 
 
 def test_missing_dot_on_the_path_falls_back(monkeypatch, tmp_path):
@@ -457,3 +530,79 @@ def test_the_crash_map_marks_the_naive_runners_window_and_draws_the_same_every_t
     assert svg.count("<rect ") == boxes
     with pytest.raises(BadArgumentError, match="reports"):
         crash_map()
+
+
+# ---------------------------------------------------------------- what nbval compares
+def sanitized(text):
+    """`text` as nbval sees it with the committed sanitize file (make test passes it)."""
+    from nbval.plugin import get_sanitize_patterns
+
+    patterns = get_sanitize_patterns((Path(__file__).parent / "nbval_sanitize.cfg").read_text())
+    assert patterns, "the sanitize file has no pattern"
+    for regex, replace in patterns:
+        text = re.sub(regex, replace, text)
+    return text
+
+
+def test_stored_diagrams_compare_equal_across_renderers_and_differ_when_the_picture_does(queue):
+    needs_dot()
+    queue.enqueue(case_id="O-1001")
+    dot, builtin = state_machine(queue), state_machine(queue, engine="fallback")
+    assert sanitized(dot.svg) == sanitized(builtin.svg) == f"<diagram lease state machine: {dot.summary}>"
+    queue.acquire("W1")
+    assert sanitized(state_machine(queue).svg) != sanitized(dot.svg)  # a count and the lit edge changed
+    page = f"<p>t=0</p>{dot.svg}<table></table>"                    # the playground's static copy
+    assert sanitized(page) == f"<p>t=0</p><diagram lease state machine: {dot.summary}><table></table>"
+    timeline_svg = timeline(queue.log).svg                         # the kit's own pictures: compared whole
+    assert sanitized(timeline_svg) == timeline_svg
+    boundaries = outbox_boundaries()
+    assert sanitized(boundaries.svg) == sanitized(outbox_boundaries(engine="fallback").svg)
+
+
+# ---------------------------------------------------------------- lab 06: the two boundaries
+@pytest.mark.parametrize("renderer", RENDERERS)
+def test_the_boundaries_picture_shows_both_acknowledgements_in_red_and_fits(renderer):
+    if renderer == "dot":
+        needs_dot()
+    diagram = outbox_boundaries(engine="auto" if renderer == "dot" else "fallback")
+    assert diagram.engine == renderer
+    svg = diagram.svg
+    texts = [html.unescape(t) for t in re.findall(r">([^<>]+)</text>", svg)]
+    for label in ("dispatcher", "broker", "payments consumer", "read pending", "publish", "deliver",
+                  "apply", "record id", "mark sent", "refunds database: one local transaction",
+                  "payments database: one local transaction", "out-0001 is published again",
+                  "out-0001 is delivered again"):
+        assert label in texts, label
+    red = re.findall(r'fill="#d62728"[^>]*>([^<]+)</text>', svg)
+    assert sorted(red) == ["(1) publisher confirm", "(2) consumer ack"]
+    root = re.match(r"<svg\b[^>]*>", svg).group(0)
+    assert float(re.search(r' width="([\d.]+)"', root).group(1)) <= 1200
+    assert "(1) publisher confirm from broker to dispatcher" in diagram.summary
+    assert "(2) consumer ack from payments consumer to broker" in diagram.summary
+
+
+# ---------------------------------------------------------------- plots without matplotlib
+def test_without_matplotlib_plots_are_sketched_with_a_note_and_the_same_numbers(monkeypatch):
+    monkeypatch.setitem(sys.modules, "shopops_lab.viz._mpl", None)  # as in Pyodide's core
+    log = plot_log()
+    sketch = plots.depth_plot(log)
+    assert isinstance(sketch, Diagram) and sketch.engine == "builtin"
+    assert "The full plot needs the online site" in sketch.svg and "online site" in repr(sketch)
+    assert sketch.svg.count('class="line"') == 2
+    board = plots.dashboard(log, bucket=10, budget=5)
+    assert re.findall(r'font-weight="bold">([^<]+)</text>', board.svg) == [
+        "queue depth", "gateway p95 latency", "throughput", "attempts histogram"]
+    assert board.svg.count('class="budget"') == 1 and board.svg.count('class="fault"') == 3
+    bars = re.findall(r'class="bar"/>\n<text[^>]*>(\d+)</text>', board.svg)
+    assert bars == ["12"]  # every item delivered once, as matplotlib's bar says
+    assert plots.attempts_plot(EventLog()).svg.count("no data yet") == 1
+    assert plots.dashboard(log, bucket=10, budget=5).svg == board.svg
+
+
+def test_the_plots_module_imports_without_matplotlib():
+    code = ("import sys; sys.modules['matplotlib'] = None\n"
+            "from shopops_lab.viz import plots\nfrom shopops_lab.events import EventLog\n"
+            "print(type(plots.depth_plot(EventLog())).__name__)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Diagram"

@@ -85,22 +85,43 @@ def _needs_answer(cell: NotebookNode) -> bool:
 
 
 def answer_dependent_cells(master: NotebookNode) -> set[int]:
-    """Indices of code cells that cannot run while the answers are stubs: answer cells,
-    graded test cells, cells marked needs_answer, and cells naming anything an answer (or
-    such a cell, transitively) binds. A later clean rebinding of a name clears it again."""
+    """Indices of code cells that raise in the pristine student copy, judged from what the
+    student sees (answers stubbed, hidden tests removed): cells that raise as they run (an
+    answer stubbed at module level), cells marked needs_answer, and cells reading a name an
+    answer binds (or such a cell, transitively), except as the argument of `.check()`,
+    `.hint()` or `.answered()`, which never raise, or behind an `if ....answered(...):`
+    guard (names bound only there count as missing). A later clean rebinding of a name
+    clears it again.
+    A graded test cell whose grading sits in a hidden-test region shows the student only a
+    comment, so it runs, and Run All goes on to the end."""
     tainted: set[str] = set()
     dependent: set[int] = set()
     for index, cell in enumerate(master.cells):
         if cell.cell_type != "code":
             continue
-        tree = src.parse_python(cell_text(cell))
-        bound = src.defined_names(tree)
-        if _is_answer(cell) or is_test_cell(cell) or _needs_answer(cell) or src.referenced_names(tree) & tainted:
+        tree = src.parse_python(_student_text(cell))
+        answered = src.parse_python(cell_text(cell))  # the master's text: what runs once answered
+        bound = src.defined_names(answered)
+        if src.raises_when_run(tree) or _needs_answer(cell) or src.names_read_outside_checks(tree) & tainted:
             dependent.add(index)
             tainted |= bound
+        elif _is_answer(cell):
+            tainted |= bound  # a stubbed function: calling it raises
         else:
-            tainted -= bound
+            tainted = (tainted - bound) | src.bound_behind_answered(answered)
     return dependent
+
+
+def _student_text(cell: NotebookNode) -> str:
+    """What the student copy of `cell` says: answer regions stubbed, hidden tests removed."""
+    text = cell_text(cell)
+    if _is_answer(cell):
+        stub = src.CODE_STUB if cell.cell_type == "code" else src.TEXT_STUB
+        text, replaced = src.replace_regions(text, src.BEGIN_SOLUTION, src.END_SOLUTION, stub)
+        if not replaced:
+            text = "\n".join(stub)
+    text, _ = src.replace_regions(text, src.BEGIN_HIDDEN, src.END_HIDDEN, ())
+    return text
 
 
 def _check_master(master: NotebookNode, name: str) -> None:
@@ -124,15 +145,8 @@ def _student(master: NotebookNode) -> NotebookNode:
     student = copy.deepcopy(master)
     student.metadata.pop("celltoolbar", None)  # nbgrader drops it from releases too
     for index, cell in enumerate(student.cells):
-        text = cell_text(cell)
         answer = _is_answer(cell)
-        if answer:
-            stub = src.CODE_STUB if cell.cell_type == "code" else src.TEXT_STUB
-            text, replaced = src.replace_regions(text, src.BEGIN_SOLUTION, src.END_SOLUTION, stub)
-            if not replaced:
-                text = "\n".join(stub)
-        text, _ = src.replace_regions(text, src.BEGIN_HIDDEN, src.END_HIDDEN, ())
-        cell.source = text
+        cell.source = _student_text(cell)
         if cell.cell_type == "code":
             cell.outputs = []
             cell.execution_count = None

@@ -32,3 +32,7 @@ class SubmissionInvalidError(ShopOpsError):
 
 class GradingEnvironmentError(ShopOpsError):
     """Lab {lab}'s master imports {module}, which this Python cannot import ({error}); nothing was graded. Fix: {fix}."""
+
+
+class LiteBuildError(ShopOpsError):
+    """The JupyterLite site needs {what}, which could not be had from {where}; nothing was written. Fix: {fix}."""

@@ -227,6 +227,67 @@ def referenced_names(tree: ast.Module) -> set[str]:
     return names
 
 
+NEVER_RAISES = frozenset({"check", "hint", "answered"})
+"""The kit's Exercise.check, hint and answered print a verdict, a hint or one friendly line
+and never raise, whatever answer they are given: a cell that only passes an unanswered
+function to them runs."""
+
+
+def _behind_answered(node: ast.AST) -> bool:
+    """`if labNN.exercise.answered(...):` - its body runs only once the answer is written."""
+    test = getattr(node, "test", None)
+    return (isinstance(node, ast.If) and isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute)
+            and test.func.attr == "answered")
+
+
+def names_read_outside_checks(tree: ast.Module) -> set[str]:
+    """`referenced_names`, leaving out names read only as arguments of a `.check(...)`,
+    `.hint(...)` or `.answered(...)` call (NEVER_RAISES), or inside the body of an
+    `if ....answered(...):` guard: `lab01.exercise.check(send_followup)` runs fine while
+    send_followup is still a stub, and so does a picture of it behind the guard."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in NEVER_RAISES):
+            for argument in [*node.args, *(keyword.value for keyword in node.keywords)]:
+                skipped.update(id(child) for child in ast.walk(argument))
+        elif _behind_answered(node):
+            for statement in node.body:
+                skipped.update(id(child) for child in ast.walk(statement))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.AugAssign):
+            names.update(_target_names(node.target))
+    return names
+
+
+def bound_behind_answered(tree: ast.Module) -> set[str]:
+    """Names bound only inside `if ....answered(...):` bodies: in the pristine student copy
+    they stay undefined, so a later cell reading them outside such a guard fails."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if _behind_answered(node):
+            names |= defined_names(ast.Module(body=node.body, type_ignores=[]))
+    return names
+
+
+def raises_when_run(tree: ast.Module) -> bool:
+    """True when a `raise` statement runs as the cell runs (one outside any def or class),
+    e.g. an answer stubbed at module level."""
+    pending: list[ast.AST] = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Raise):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
 SILENT_CALLS = frozenset({"print", "display"})  # they return None: nothing is displayed
 # The kit's Exercise.grade/check/hint return None too, so `lab01.exercise.grade(answer)` may end a cell.
 SILENT_METHODS = frozenset({"grade", "check", "hint"})

@@ -2,10 +2,12 @@
 crash explorer's map, plots.
 
 Every picture is deterministic (same input, same bytes) so notebooks can store their
-outputs, and none needs Graphviz: see `dot.render` for how it is used when present.
-The matplotlib plots live in `shopops_lab.viz.plots`, imported on its own so that
-drawing a diagram never pays for loading matplotlib.
+outputs. Graphviz draws the diagrams wherever `dot` runs, and the kit's own layout
+everywhere else (see `dot.render`); both give the same text alternative. The plots live
+in `shopops_lab.viz.plots`, imported on its own so that drawing a diagram never pays for
+loading matplotlib (and sketched by the kit where matplotlib is missing).
 """
+from shopops_lab.viz.boundaries import outbox_boundaries
 from shopops_lab.viz.crash_map import crash_map
 from shopops_lab.viz.dot import Diagram, dot_available, render
 from shopops_lab.viz.state_machine import (
@@ -17,4 +19,4 @@ from shopops_lab.viz.state_machine import (
 from shopops_lab.viz.timeline import Timeline, build_timeline, timeline
 
 __all__ = ["Diagram", "Timeline", "build_timeline", "crash_map", "dot_available", "last_transition", "lease_dot",
-           "lease_svg", "render", "state_machine", "timeline"]
+           "lease_svg", "outbox_boundaries", "render", "state_machine", "timeline"]

@@ -11,6 +11,14 @@ import html
 import math
 
 FONT = "Helvetica,Arial,sans-serif"
+MAX_WIDTH = 1200
+"""Widest a picture is shown, in px: JupyterLab's output area is about 1,220 px wide at a
+1,400 px window, and a wider SVG is clipped there. A larger drawing keeps its viewBox
+and is scaled down to this width."""
+DIAGRAM_CLASS = "shopops-diagram"
+"""Marks a picture that Graphviz or the kit may draw: its `<desc>` says what it shows in
+words both renderers share, which is what stored notebook outputs compare (see
+tests/nbval_sanitize.cfg)."""
 
 
 def num(value: float) -> str:
@@ -25,12 +33,29 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def document(width: float, height: float, body: list[str], *, label: str) -> str:
-    """Wrap `body` elements in an <svg> root with a fixed size and an accessible label."""
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{num(width)}" height="{num(height)}" '
-            f'viewBox="0 0 {num(width)} {num(height)}" role="img" aria-label="{esc(label)}" '
+def document(width: float, height: float, body: list[str], *, label: str, desc: str = "",
+             diagram: bool = False) -> str:
+    """Wrap `body` elements in an <svg> root with a fixed size, no wider than MAX_WIDTH,
+    and a text alternative: `label` as its title, `desc` (if any) as its description.
+    `diagram=True` marks a picture Graphviz may draw instead (DIAGRAM_CLASS)."""
+    shown_width, shown_height = fit(width, height)
+    cls = f' class="{DIAGRAM_CLASS}"' if diagram else ""
+    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{num(shown_width)}" height="{num(shown_height)}" '
+            f'viewBox="0 0 {num(width)} {num(height)}" role="img" aria-label="{esc(label)}"{cls} '
             f'font-family="{FONT}">')
-    return "\n".join([head, f"<title>{esc(label)}</title>", *body, "</svg>"]) + "\n"
+    return "\n".join([head, *alternative(label, desc), *body, "</svg>"]) + "\n"
+
+
+def alternative(label: str, desc: str = "") -> list[str]:
+    """The <title> (and <desc>) a screen reader reads, first inside the root."""
+    return [f"<title>{esc(label)}</title>", *([f"<desc>{esc(desc)}</desc>"] if desc else [])]
+
+
+def fit(width: float, height: float) -> tuple[float, float]:
+    """The size to show a width x height picture at: as drawn, or scaled to MAX_WIDTH."""
+    if width <= MAX_WIDTH:
+        return width, height
+    return MAX_WIDTH, height * MAX_WIDTH / width
 
 
 def text(x: float, y: float, content: object, *, size: float = 12, anchor: str = "middle",
@@ -39,6 +64,14 @@ def text(x: float, y: float, content: object, *, size: float = 12, anchor: str =
     extra += f' class="{cls}"' if cls else ""
     return (f'<text x="{num(x)}" y="{num(y)}" font-size="{num(size)}" text-anchor="{anchor}" '
             f'fill="{fill}"{extra}>{esc(content)}</text>')
+
+
+def border(cx: float, cy: float, half_width: float, half_height: float,
+           dx: float, dy: float) -> tuple[float, float]:
+    """Where a ray from a box's centre (cx, cy) along (dx, dy) leaves the box."""
+    limits = [half_width / abs(dx) if dx else math.inf, half_height / abs(dy) if dy else math.inf]
+    s = min(limits)
+    return cx + dx * s, cy + dy * s
 
 
 def arrowhead(x1: float, y1: float, x2: float, y2: float, *, color: str,

@@ -1,12 +1,16 @@
 """Turn DOT text into a picture, and never crash a notebook doing it.
 
-Graphviz's `dot` is a separate program: a laptop may lack it, and JupyterLite (Python
-in the browser) cannot start programs at all. So `render` uses `dot` when it can and
-otherwise falls back to a picture drawn in pure Python (when the caller has one) or to
-the DOT source itself, with one line saying how to get Graphviz. Either way the result
-is a `Diagram` that a notebook cell displays as its last expression.
+Graphviz draws the course's diagrams wherever its `dot` program runs. A laptop may lack
+it, and JupyterLite (Python in the browser) cannot start programs at all, so `render`
+falls back to a picture the kit draws in pure Python (every diagram of the kit has one),
+or, for DOT text of your own, to the DOT source itself with one line on how to get
+Graphviz. Either way the result is a `Diagram` that a notebook cell displays as its last
+expression.
 
-Graphviz stamps its version into a comment; `render` strips comments and the XML
+Both renderers give the SVG the same text alternative (a `<title>` and a `<desc>` saying
+what the diagram shows), and its plain-text form says the same: that is what stored
+notebook outputs compare, so they stay equal across Graphviz versions and with or without
+`dot`. Graphviz stamps its version into a comment; `render` strips comments and the XML
 prologue so the same input gives the same SVG on every run.
 """
 from __future__ import annotations
@@ -21,20 +25,24 @@ from dataclasses import dataclass
 from typing import Callable
 
 from shopops_lab.errors import BadArgumentError
+from shopops_lab.viz import _svg
 
-__all__ = ["Diagram", "INSTALL_HINT", "NO_DOT_ENV", "dot_available", "render"]
+__all__ = ["BROWSER_HINT", "Diagram", "INSTALL_HINT", "NO_DOT_ENV", "dot_available", "in_browser", "render"]
 
 NO_DOT_ENV = "SHOPOPS_NO_DOT"
 """Set this environment variable to 1 to draw every diagram without Graphviz."""
 
-INSTALL_HINT = ("Diagrams need Graphviz: `sudo apt-get install graphviz` (Debian/Ubuntu) or "
-                "`brew install graphviz` (macOS). In JupyterLite diagrams need graphviz; "
-                "this page shows the DOT source.")
+INSTALL_HINT = ("This diagram needs Graphviz: `sudo apt-get install graphviz` (Debian/Ubuntu) or "
+                "`brew install graphviz` (macOS); this page shows the DOT source.")
+BROWSER_HINT = ("Python in the browser cannot run Graphviz, and this diagram has no drawing of "
+                "the kit's own; this page shows the DOT source.")
 
 ENGINES = ("auto", "fallback")
 
 _COMMENT = re.compile(r"<!--.*?-->\s*", re.DOTALL)
 _PROLOGUE = re.compile(r"<\?xml.*?\?>\s*|<!DOCTYPE.*?>\s*", re.DOTALL)
+_ROOT = re.compile(r"<svg\b[^>]*>")
+_POINTS = re.compile(r'\s(width|height)="([\d.]+)pt"')
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -42,8 +50,9 @@ class Diagram:
     """A picture for a notebook cell: its SVG when there is one, else the DOT source.
 
     `engine` says who drew it: "dot" (Graphviz), "builtin" (the kit's own pure-Python
-    layout), or "source" (no picture; the DOT text is shown instead). `note` explains
-    anything a reader should know (a fallback, a truncated view).
+    layout), or "source" (no picture; the DOT text is shown instead). `summary` says in
+    words what the picture shows (the same whoever drew it); `note` explains anything a
+    reader should know (a truncated view, a missing Graphviz).
     """
 
     title: str
@@ -51,6 +60,7 @@ class Diagram:
     source: str | None = None
     engine: str = "builtin"
     note: str = ""
+    summary: str = ""
 
     def _repr_svg_(self) -> str | None:
         return self.svg
@@ -62,25 +72,32 @@ class Diagram:
         return f"{note}<pre>{html.escape(self.source or '')}</pre>"
 
     def __repr__(self) -> str:
-        shown = "no picture, DOT source only" if self.svg is None else f"SVG drawn by {self.engine}"
-        note = f"; {self.note}" if self.note else ""
-        return f"<Diagram {self.title!r}: {shown}{note}>"
+        """Who drew the picture is left out: a notebook's stored text is the same either way."""
+        parts = ["no picture, DOT source only"] if self.svg is None else []
+        parts += [text for text in (self.summary, self.note) if text]
+        return f"<Diagram {self.title!r}" + (f": {'; '.join(parts)}>" if parts else ">")
+
+
+def in_browser() -> bool:
+    """True inside Pyodide (JupyterLite): no subprocesses, no system packages."""
+    return sys.platform == "emscripten"
 
 
 def dot_available(which: Callable[[str], str | None] = shutil.which) -> bool:
     """True when Graphviz's `dot` can run here (and `SHOPOPS_NO_DOT` is not set)."""
     if os.environ.get(NO_DOT_ENV, "").strip() not in ("", "0"):
         return False
-    if sys.platform == "emscripten":  # Pyodide / JupyterLite: no subprocesses
+    if in_browser():
         return False
     return which("dot") is not None
 
 
 def render(source: str, *, title: str = "diagram", engine: str = "auto",
-           fallback_svg: str | None = None) -> Diagram:
-    """Draw DOT `source`. engine="auto" uses Graphviz when `dot_available()`;
-    engine="fallback" never does (what a machine without Graphviz shows). Without
-    Graphviz the picture is `fallback_svg` if given, else the DOT source itself."""
+           fallback_svg: str | None = None, summary: str = "") -> Diagram:
+    """Draw DOT `source`: with Graphviz when `dot_available()` (engine="auto", the
+    default), else with `fallback_svg` (the kit's own drawing), else as the DOT source
+    itself. engine="fallback" never runs Graphviz: what a machine without it shows.
+    `summary` says what the picture shows; it becomes the SVG's description."""
     if not isinstance(source, str) or not source.strip():
         raise BadArgumentError(field="source", problem=f"is {source!r}",
                                fix="pass DOT text, e.g. 'digraph { ready -> leased }'")
@@ -92,13 +109,31 @@ def render(source: str, *, title: str = "diagram", engine: str = "auto",
         if dot_available():
             svg, reason = _run_dot(source)
             if svg is not None:
-                return Diagram(title=title, svg=svg, source=source, engine="dot")
+                return Diagram(title=title, svg=accessible(svg, title=title, desc=summary), source=source,
+                               engine="dot", summary=summary)
         else:
-            reason = "Graphviz `dot` not found"
+            reason = "Graphviz `dot` cannot run in the browser" if in_browser() else "Graphviz `dot` not found"
     if fallback_svg is not None:
-        return Diagram(title=title, svg=fallback_svg, source=source, engine="builtin")
-    return Diagram(title=title, svg=None, source=source, engine="source",
-                   note=f"{reason}. {INSTALL_HINT}")
+        return Diagram(title=title, svg=fallback_svg, source=source, engine="builtin", summary=summary)
+    hint = BROWSER_HINT if in_browser() else INSTALL_HINT
+    return Diagram(title=title, svg=None, source=source, engine="source", note=f"{reason}. {hint}",
+                   summary=summary)
+
+
+def accessible(svg: str, *, title: str, desc: str = "") -> str:
+    """Graphviz's SVG made like the kit's own: a title and description first, `role` and
+    `aria-label` on the root, marked as a diagram, and sized in px no wider than
+    `_svg.MAX_WIDTH` (its viewBox keeps the drawing whole)."""
+    root = _ROOT.search(svg)
+    if root is None:
+        return svg
+    sizes = {name: float(value) * 4 / 3 for name, value in _POINTS.findall(root.group(0))}
+    tag = " ".join(_POINTS.sub("", root.group(0))[:-1].split())
+    if len(sizes) == 2:
+        width, height = _svg.fit(sizes["width"], sizes["height"])
+        tag += f' width="{_svg.num(width)}" height="{_svg.num(height)}"'
+    tag += f' role="img" aria-label="{_svg.esc(title)}" class="{_svg.DIAGRAM_CLASS}">'
+    return svg[:root.start()] + "\n".join([tag, *_svg.alternative(title, desc)]) + svg[root.end():]
 
 
 def clean_svg(svg: str) -> str:

@@ -1,50 +1,41 @@
-"""Matplotlib plots of a run, read from its event log: queue depth, gateway p95,
-throughput and the attempts histogram, with fault periods shaded.
+"""Plots of a run, read from its event log: queue depth, gateway p95, throughput and
+the attempts histogram, with fault periods shaded.
 
 The numbers come from `shopops_lab.metrics` (one definition of depth, throughput and
 attempts for the whole kit); gateway p95 per bucket and the fault periods are read here.
-They are drawn on a `PlotFigure`: a matplotlib `Figure` built directly on the Agg
-canvas. No pyplot: nothing global is touched, the notebook's backend stays as it was,
-and a returned figure is displayed once, as the cell's value, through its own
-`_repr_png_`, which (like `png_bytes`) renders at a fixed size and dpi without the
-"Software" stamp, so two renders give the same bytes.
+Each plot is first a list of `Panel`s (plain data), then drawn by matplotlib as a
+`PlotFigure` (see `shopops_lab.viz._mpl`), or, where matplotlib is missing (the offline
+JupyterLite site), as the kit's own SVG sketch with one line saying the full plot needs
+the online site (`shopops_lab.viz.sketch`).
 
 Fault periods come from `faults=[(start, end, label), ...]`, or, when not given, from
 the log: see `fault_periods`.
 """
 from __future__ import annotations
 
-import io
+import importlib
 import math
 from collections.abc import Sequence
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from shopops_lab import metrics
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
+from shopops_lab.viz.panels import FaultPeriod, Panel, Series
 
 __all__ = ["FaultPeriod", "PlotFigure", "attempts_plot", "dashboard", "depth_plot", "fault_periods",
            "latency_plot", "p95_series", "png_bytes", "throughput_plot"]
 
-FaultPeriod = tuple[float, float, str]
-"""(start, end, label): a period to shade, e.g. (900, 1800, "gateway spike")."""
-
 SIZE = (7.0, 3.0)
-DPI = 100
+BOARD_SIZE = (11.0, 6.5)
 
 
-class PlotFigure(Figure):
-    """A matplotlib Figure that shows itself in a notebook as deterministic PNG."""
-
-    def _repr_png_(self) -> bytes:
-        return png_bytes(self)
-
-    def __repr__(self) -> str:
-        width, height = self.get_size_inches()
-        return f"<PlotFigure {width:g}x{height:g} in, {len(self.axes)} axes>"
+def __getattr__(name: str) -> Any:
+    """`PlotFigure` and `png_bytes` need matplotlib: loaded on first use, so this module
+    imports (and sketches) without it."""
+    if name in ("PlotFigure", "png_bytes", "DPI"):
+        return getattr(importlib.import_module("shopops_lab.viz._mpl"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------- series
@@ -88,142 +79,90 @@ def fault_periods(log: EventLog) -> list[FaultPeriod]:
 
 
 # ---------------------------------------------------------------------------- figures
-def depth_plot(log: EventLog, *, faults: Sequence[FaultPeriod] | None = None) -> PlotFigure:
+def depth_plot(log: EventLog, *, faults: Sequence[FaultPeriod] | None = None) -> Any:
     """Items ready (the queue depth) and leased (in flight) over time."""
     log = _log(log)
-    fig, (ax,) = _figure(1)
-    _draw_depth(ax, log, _faults(faults, log))
-    return fig
+    return _draw([_depth_panel(log, _faults(faults, log))], title="queue depth")
 
 
 def latency_plot(log: EventLog, *, bucket: float | None = None,
-                 budget: float | None = None, faults: Sequence[FaultPeriod] | None = None) -> PlotFigure:
+                 budget: float | None = None, faults: Sequence[FaultPeriod] | None = None) -> Any:
     """Gateway p95 latency per time bucket, with the budget as a dashed line if given."""
     log = _log(log)
-    fig, (ax,) = _figure(1)
-    _draw_latency(ax, log, bucket, budget, _faults(faults, log))
-    return fig
+    return _draw([_latency_panel(log, bucket, budget, _faults(faults, log))], title="gateway p95 latency")
 
 
 def throughput_plot(log: EventLog, *, bucket: float | None = None,
-                    faults: Sequence[FaultPeriod] | None = None) -> PlotFigure:
+                    faults: Sequence[FaultPeriod] | None = None) -> Any:
     """Acks per time bucket."""
     log = _log(log)
-    fig, (ax,) = _figure(1)
-    _draw_throughput(ax, log, bucket, _faults(faults, log))
-    return fig
+    return _draw([_throughput_panel(log, bucket, _faults(faults, log))], title="throughput")
 
 
-def attempts_plot(log: EventLog) -> PlotFigure:
+def attempts_plot(log: EventLog) -> Any:
     """How many deliveries each item has had (`metrics.queue_metrics(log).attempts`)."""
-    log = _log(log)
-    fig, (ax,) = _figure(1)
-    _draw_attempts(ax, log)
-    return fig
+    return _draw([_attempts_panel(_log(log))], title="attempts histogram")
 
 
 def dashboard(log: EventLog, *, bucket: float | None = None,
-              budget: float | None = None, faults: Sequence[FaultPeriod] | None = None) -> PlotFigure:
+              budget: float | None = None, faults: Sequence[FaultPeriod] | None = None) -> Any:
     """All four plots on one 2x2 figure."""
     log = _log(log)
     periods = _faults(faults, log)
-    fig, axes = _figure(4, size=(11.0, 6.5))
-    _draw_depth(axes[0], log, periods)
-    _draw_latency(axes[1], log, bucket, budget, periods)
-    _draw_throughput(axes[2], log, bucket, periods)
-    _draw_attempts(axes[3], log)
-    return fig
+    panels = [_depth_panel(log, periods), _latency_panel(log, bucket, budget, periods),
+              _throughput_panel(log, bucket, periods), _attempts_panel(log)]
+    return _draw(panels, title="dashboard", size=BOARD_SIZE)
 
 
-def png_bytes(fig: Figure, *, dpi: int = DPI) -> bytes:
-    """The figure as PNG bytes, identical across renders (fixed dpi, no version stamp)."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
-    return buffer.getvalue()
+def _draw(panels: list[Panel], *, title: str, size: tuple[float, float] = SIZE) -> Any:
+    """A matplotlib `PlotFigure`, or the kit's SVG sketch where matplotlib is missing."""
+    try:
+        mpl = importlib.import_module("shopops_lab.viz._mpl")
+    except ImportError:
+        from shopops_lab.viz import sketch
+
+        return sketch.sketch(panels, title=title, size=size)
+    return mpl.figure(panels, size=size)
 
 
-# ---------------------------------------------------------------------------- drawing
-def _figure(panels: int, *, size: tuple[float, float] = SIZE) -> tuple[PlotFigure, list[Any]]:
-    fig = PlotFigure(figsize=size, dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(2, 2).ravel().tolist() if panels == 4 else [fig.subplots()]
-    return fig, axes
-
-
-def _draw_depth(ax: Any, log: EventLog, faults: list[FaultPeriod]) -> None:
-    ax.set_title("queue depth")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("items")
+# ---------------------------------------------------------------------------- panels
+def _depth_panel(log: EventLog, faults: list[FaultPeriod]) -> Panel:
     rows = _rows(log)
+    panel = Panel(title="queue depth", xlabel="time (s)", ylabel="items", faults=tuple(faults), legend=True)
     if not rows:
-        _no_data(ax)
-        return
+        return panel
     sampled = metrics.series(log, _bucket(None, rows, buckets=200))  # fine steps: depth is a level
-    for points, label, color in ((sampled.depth, "ready (depth)", "#1f77b4"),
-                                 (sampled.in_flight, "leased (in flight)", "#ff7f0e")):
-        ax.step([t for t, _ in points], [n for _, n in points], where="post", label=label, color=color,
-                linewidth=1.4)
-    ax.set_ylim(bottom=0)
-    _shade(ax, faults)
-    ax.legend(loc="upper right", fontsize=8)
+    return panel.with_series(*(Series(label=label, points=tuple(points), color=color, step="post")
+                               for points, label, color in ((sampled.depth, "ready (depth)", "#1f77b4"),
+                                                            (sampled.in_flight, "leased (in flight)", "#ff7f0e"))))
 
 
-def _draw_latency(ax: Any, log: EventLog, bucket: float | None, budget: float | None,
-                  faults: list[FaultPeriod]) -> None:
+def _latency_panel(log: EventLog, bucket: float | None, budget: float | None,
+                   faults: list[FaultPeriod]) -> Panel:
     rows = p95_series(log, bucket)
-    ax.set_title("gateway p95 latency")
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel("p95 latency (s)")
+    limit = None if budget is None else _number("budget", budget)
+    panel = Panel(title="gateway p95 latency", xlabel="time (s)", ylabel="p95 latency (s)",
+                  faults=tuple(faults), budget=limit, legend=True)
     if not rows:
-        _no_data(ax)
-        return
-    ax.plot([r[0] for r in rows], [r[1] for r in rows], marker=".", color="#9467bd", linewidth=1.4, label="p95")
-    if budget is not None:
-        ax.axhline(_number("budget", budget), color="#d62728", linestyle="--", linewidth=1, label="budget")
-    ax.set_ylim(bottom=0)
-    _shade(ax, faults)
-    ax.legend(loc="upper right", fontsize=8)
+        return panel
+    return panel.with_series(Series(label="p95", points=tuple((r[0], r[1]) for r in rows), color="#9467bd",
+                                    marker=True))
 
 
-def _draw_throughput(ax: Any, log: EventLog, bucket: float | None, faults: list[FaultPeriod]) -> None:
-    ax.set_title("throughput")
-    ax.set_xlabel("time (s)")
+def _throughput_panel(log: EventLog, bucket: float | None, faults: list[FaultPeriod]) -> Panel:
     rows = _rows(log)
     if not rows:
-        ax.set_ylabel("acks")
-        _no_data(ax)
-        return
+        return Panel(title="throughput", xlabel="time (s)", ylabel="acks", faults=tuple(faults))
     size = _bucket(bucket, rows)
     acks = metrics.series(log, size).acks
-    ax.set_ylabel(f"acks per {size:g} s")
-    ax.step([t for t, _ in acks], [n for _, n in acks], where="pre", color="#2ca02c", linewidth=1.4)
-    ax.set_ylim(bottom=0)
-    _shade(ax, faults)
+    return Panel(title="throughput", xlabel="time (s)", ylabel=f"acks per {size:g} s", faults=tuple(faults),
+                 series=(Series(label="acks", points=tuple(acks), color="#2ca02c", step="pre"),))
 
 
-def _draw_attempts(ax: Any, log: EventLog) -> None:
+def _attempts_panel(log: EventLog) -> Panel:
     histogram = metrics.queue_metrics(log).attempts
-    ax.set_title("attempts histogram")
-    ax.set_xlabel("deliveries per item (0: not yet leased)")
-    ax.set_ylabel("items")
-    if not histogram:
-        _no_data(ax)
-        return
-    keys = list(histogram)
-    bars = ax.bar(keys, [histogram[k] for k in keys], color=["#bbbbbb" if k == 0 else "#1f77b4" for k in keys])
-    ax.bar_label(bars, fontsize=8)  # small counts (the retried few) stay readable next to the many
-    ax.set_xticks(keys)
-
-
-def _shade(ax: Any, faults: list[FaultPeriod]) -> None:
-    for start, end, label in faults:
-        ax.axvspan(start, max(end, start + 1e-9), color="#d62728", alpha=0.12, linewidth=0)
-        ax.annotate(label, xy=(start, 1), xycoords=("data", "axes fraction"), xytext=(2, -10),
-                    textcoords="offset points", fontsize=8, color="#a01010")
-
-
-def _no_data(ax: Any) -> None:
-    ax.text(0.5, 0.5, "no data yet", transform=ax.transAxes, ha="center", va="center", color="#666")
+    return Panel(title="attempts histogram", xlabel="deliveries per item (0: not yet leased)", ylabel="items",
+                 bars=tuple((k, histogram[k], "#bbbbbb" if k == 0 else "#1f77b4") for k in histogram))
 
 
 # ---------------------------------------------------------------------------- inputs

@@ -5,9 +5,10 @@ the code. Given a queue, each state shows how many items sit in it, and the edge
 queue walked last (read from its event log) is drawn bold and red: run a cell that
 expires a lease and the "expiry / nack" edge lights up.
 
-By default the kit lays the four states out itself, in pure Python: the picture is
-byte-for-byte the same with or without Graphviz, in JupyterLite too, so stored
-notebook outputs compare equal everywhere. `engine="auto"` asks Graphviz instead.
+Graphviz draws it wherever `dot` runs; elsewhere (JupyterLite, a laptop without
+Graphviz) the kit lays the four states out itself, in pure Python. Both pictures carry
+the same description (`lease_summary`: the states, their counts, the highlighted edge), which
+is what a notebook's stored output compares.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from shopops_lab.states import TRANSITIONS, ItemState
 from shopops_lab.viz import _svg
 from shopops_lab.viz.dot import ENGINES, Diagram, render
 
-__all__ = ["ENTRY_LABEL", "Edge", "last_transition", "lease_dot", "lease_svg", "state_machine"]
+__all__ = ["ENTRY_LABEL", "Edge", "last_transition", "lease_dot", "lease_summary", "lease_svg", "state_machine"]
 
 Edge = tuple[ItemState | None, ItemState]
 """(source, target); source None is the entry point (an item is enqueued)."""
@@ -54,17 +55,17 @@ _FILL = {ItemState.READY: "#e8f1fb", ItemState.LEASED: "#fff4de",
 
 
 def state_machine(queue: Any = None, highlight: Edge | str | None = None, *,
-                  engine: str = "builtin") -> Diagram:
+                  engine: str = "auto") -> Diagram:
     """The lease state machine; with `queue`, counts per state and its last transition.
 
     `highlight` picks the bold edge yourself: a pair like ("leased", "ready") or an edge
-    label like "ack" ("enqueue" for the entry point). engine="builtin" (the default)
-    draws the same picture everywhere; "auto" uses Graphviz when `dot` is installed;
-    "fallback" is what a machine without Graphviz shows.
+    label like "ack" ("enqueue" for the entry point). engine="auto" (the default) uses
+    Graphviz when `dot` runs and the kit's own layout otherwise; "fallback" always uses
+    the kit's own layout (what JupyterLite shows).
     """
-    if engine != "builtin" and engine not in ENGINES:
+    if engine not in ENGINES:
         raise BadArgumentError(field="engine", problem=f"is {engine!r}",
-                               fix="pass 'builtin' (the default), 'auto' or 'fallback'")
+                               fix="pass 'auto' (Graphviz where it runs, the default) or 'fallback'")
     counts = None
     if queue is not None:
         if not callable(getattr(queue, "counts", None)) or not isinstance(getattr(queue, "log", None), EventLog):
@@ -73,10 +74,8 @@ def state_machine(queue: Any = None, highlight: Edge | str | None = None, *,
         counts = queue.counts()
     edge = _edge(highlight) if highlight is not None else (
         last_transition(queue.log) if queue is not None else None)
-    svg = lease_svg(counts, edge)
-    if engine == "builtin":
-        return Diagram(title=TITLE, svg=svg, source=lease_dot(counts, edge), engine="builtin")
-    return render(lease_dot(counts, edge), title=TITLE, engine=engine, fallback_svg=svg)
+    return render(lease_dot(counts, edge), title=TITLE, engine=engine, fallback_svg=lease_svg(counts, edge),
+                  summary=lease_summary(counts, edge))
 
 
 def last_transition(log: EventLog) -> Edge | None:
@@ -106,8 +105,19 @@ def lease_dot(counts: Mapping[ItemState, int] | None = None, highlight: Edge | s
     return "\n".join(lines) + "\n"
 
 
+def lease_summary(counts: Mapping[ItemState, int] | None = None, highlight: Edge | str | None = None) -> str:
+    """What the diagram shows, in words: its text alternative, the same for both renderers."""
+    edge = _edge(highlight) if highlight is not None else None
+    states = ", ".join(state.value if counts is None else f"{state.value} {counts.get(state, 0)}"
+                       for state in _states())
+    edges = ", ".join(f"{label} ({_name(source)} to {target.value})"
+                      for (source, target), label in [(ENTRY_EDGE, ENTRY_LABEL), *TRANSITIONS.items()])
+    lit = "" if edge is None else f"; highlighted: {_label(edge)}"
+    return f"states: {states}; edges: {edges}{lit}"
+
+
 def lease_svg(counts: Mapping[ItemState, int] | None = None, highlight: Edge | str | None = None) -> str:
-    """The builtin picture: pure Python, no Graphviz, identical on every machine."""
+    """The kit's own picture: pure Python, no Graphviz, identical on every machine."""
     edge = _edge(highlight) if highlight is not None else None
     pos = _positions()
     height = max(y for _, y in pos.values()) + _BOX_H / 2 + 24
@@ -132,7 +142,7 @@ def lease_svg(counts: Mapping[ItemState, int] | None = None, highlight: Edge | s
             body.append(_svg.text(x, y - 4, state.value, size=15, weight="bold"))
             body.append(_svg.text(x, y + 16, counts.get(state, 0), size=14, cls="count"))
         body.append("</g>")
-    return _svg.document(690, height, body, label=TITLE)
+    return _svg.document(690, height, body, label=TITLE, desc=lease_summary(counts, edge), diagram=True)
 
 
 # ---------------------------------------------------------------------------- internals
@@ -150,6 +160,10 @@ def _positions() -> dict[ItemState, tuple[float, float]]:
 
 def _name(state: ItemState | None) -> str:
     return "start" if state is None else state.value
+
+
+def _label(edge: Edge) -> str:
+    return ENTRY_LABEL if edge == ENTRY_EDGE else TRANSITIONS[edge]
 
 
 def _edge(value: Edge | str) -> Edge:
@@ -177,11 +191,8 @@ def _dot_quote(text: str) -> str:
 
 
 def _border(cx: float, cy: float, dx: float, dy: float) -> tuple[float, float]:
-    """Where a ray from the centre of a box along (dx, dy) leaves the box."""
-    limits = [(_BOX_W / 2 + 3) / abs(dx) if dx else math.inf,
-              (_BOX_H / 2 + 3) / abs(dy) if dy else math.inf]
-    s = min(limits)
-    return cx + dx * s, cy + dy * s
+    """Where a ray from the centre of a box along (dx, dy) leaves the box (3 px outside)."""
+    return _svg.border(cx, cy, _BOX_W / 2 + 3, _BOX_H / 2 + 3, dx, dy)
 
 
 def _edge_svg(start: tuple[float, float], end: tuple[float, float], label: str, *, entry: bool,
