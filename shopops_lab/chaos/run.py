@@ -18,9 +18,7 @@ import signal
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any
-from multiprocessing import Pipe
-from multiprocessing.connection import Connection, wait
+from typing import TYPE_CHECKING, Any
 
 from shopops_lab import arguments
 from shopops_lab.chaos.emails import EmailWorkload, fill_morning
@@ -33,6 +31,9 @@ from shopops_lab.events import EventKind
 from shopops_lab.states import ItemState
 from shopops_lab.store import MemoryStore, open_store, redact
 from shopops_lab.worker.queue import Queue
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 __all__ = ["ADAPTERS", "ChaosError", "ChaosReport", "run_chaos", "run_workers"]
 
@@ -169,12 +170,14 @@ class _Supervisor:
         self.queue, self.workload, self.timeout = queue, workload, timeout
         self.plan = {(k.item_id, k.attempt): k for k in plan}
         self.url = queue.store.url
-        self.procs: dict[str, tuple[int, Connection]] = {}  # name -> (pid, pipe)
+        self.procs: dict[str, tuple[int, "Connection"]] = {}  # name -> (pid, pipe)
         self.paused: dict[str, tuple[str, int]] = {}        # name -> (item, token) it waits on
         self.happened: list[Kill] = []
         self.names = [f"W{n}" for n in range(1, workers + 1)]
 
     def run(self) -> tuple[Kill, ...]:
+        from multiprocessing.connection import wait  # here, not at import: a browser's Python has no processes
+
         deadline = time.monotonic() + self.timeout
         try:
             for name in self.names:
@@ -200,6 +203,8 @@ class _Supervisor:
     def _start(self, name: str, crashed: tuple | None) -> None:
         """Fork a worker (os.fork itself: a process started by multiprocessing, such as a grader's,
         may not have multiprocessing children)."""
+        from multiprocessing import Pipe
+
         mine, theirs = Pipe()
         with warnings.catch_warnings():  # Python 3.12+ warns that a threaded parent (a notebook) forks
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -213,7 +218,7 @@ class _Supervisor:
         theirs.close()
         self.procs[name] = (pid, mine)
 
-    def _read(self, name: str, pid: int, pipe: Connection) -> None:
+    def _read(self, name: str, pid: int, pipe: "Connection") -> None:
         try:
             message = pipe.recv()
         except EOFError:
@@ -234,7 +239,7 @@ class _Supervisor:
             raise ChaosError(reason=f"worker {name} failed on its own: {message[1]}",
                              fix="run it again; if it repeats, the handler has a bug (or report it with the seed)")
 
-    def _kill(self, name: str, pid: int, pipe: Connection, crashed: tuple) -> None:
+    def _kill(self, name: str, pid: int, pipe: "Connection", crashed: tuple) -> None:
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         pipe.close()

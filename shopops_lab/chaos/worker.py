@@ -13,8 +13,7 @@ import os
 import sys
 import time
 import traceback
-from multiprocessing.connection import Connection
-from typing import Any, Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from shopops_lab.chaos.plan import Kill
 from shopops_lab.clock import SystemClock
@@ -23,6 +22,9 @@ from shopops_lab.events import EventKind
 from shopops_lab.states import ItemState
 from shopops_lab.store import Store, open_store
 from shopops_lab.worker.queue import Lease, Queue
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 __all__ = ["SETUP", "Stops", "Workload", "serve"]
 
@@ -43,7 +45,7 @@ class Workload(Protocol):
 class Stops:
     """The worker's side of the stop plan."""
 
-    def __init__(self, name: str, plan: dict[tuple[str, int], Kill], conn: Connection, store: Store) -> None:
+    def __init__(self, name: str, plan: dict[tuple[str, int], Kill], conn: "Connection", store: Store) -> None:
         self.name, self._plan, self._conn, self._store = name, plan, conn, store
 
     def at(self, point: str, lease: Lease) -> None:
@@ -58,7 +60,7 @@ class Stops:
             os._exit(3)
 
 
-def serve(url: str, name: str, workload: Workload, conn: Connection, crashed: tuple | None) -> None:
+def serve(url: str, name: str, workload: Workload, conn: "Connection", crashed: tuple | None) -> None:
     """The forked worker's whole life. Never returns: it ends the process."""
     sys.stdout = sys.stderr = open(os.devnull, "w")  # the parent's streams (a notebook's) are not ours
     try:
