@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import sqlite3
 import sys
 import tempfile
 from contextlib import contextmanager
@@ -261,12 +260,19 @@ def story(run: RefundRun) -> str:
     return "\n".join([*run.lines(), *(problems or ["every order refunded exactly once."])])
 
 
-def table(db: sqlite3.Connection, sql: str) -> None:
-    """Print a query's rows under their column names, aligned (numbers as a person writes them)."""
-    cursor = db.execute(sql)
-    head = [column[0] for column in cursor.description]
-    rows = [["NULL" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in row]
-            for row in cursor.fetchall()]
+def table(path: str, sql: str) -> None:
+    """Print a query's rows under their column names, aligned (numbers as a person writes them),
+    from the SQLite file at `path`, opened read-only: any SQLite client would show the same."""
+    import sqlite3  # here, not at import: a browser's Python may not have it
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        cursor = db.execute(sql)
+        head = [column[0] for column in cursor.description]
+        rows = [["NULL" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in row]
+                for row in cursor.fetchall()]
+    finally:
+        db.close()
     widths = [max(len(x) for x in column) for column in zip(head, *rows)]
     for row in [head, *rows]:
         print("  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip())
@@ -316,22 +322,38 @@ CRASH_QUIZ = Quiz(
 
 
 # ------------------------------------------------------------------ the recorded runs, for JupyterLite
-RECORDED: dict[str, str] = {  # what the live cells print (a test keeps each one equal to its live run)
+RECORDED: dict[str, str] = {  # what the live cells print (a test holds them to the master's stored outputs)
+    'file-rows': (
+        'id         case_id  state   worker_id  token  attempts  expires_at\n'
+        'item-0001  O-1001   leased  W1         1      1         30\n'
+        'item-0002  O-1002   ready   NULL       0      0         NULL\n'
+        'item-0003  O-1003   ready   NULL       0      0         NULL'
+    ),
+    'file-stale': (
+        "W1's ack: Stale fencing token for item item-0001: this write carries token 1, but the store's current token is 2. Another worker claimed it after you; stop and do not write.\n"
+        'id         state  worker_id  token  attempts\n'
+        'item-0001  done   W2         2      2\n'
+        'seq  time  kind            item_id    worker_id  token\n'
+        '1    0     enqueued        item-0001  NULL       NULL\n'
+        '4    0     leased          item-0001  W1         1\n'
+        '5    31    expired         item-0001  W1         1\n'
+        '6    31    leased          item-0001  W2         2\n'
+        '7    31    stale_rejected  item-0001  W1         1\n'
+        '8    31    acked           item-0001  W2         2'
+    ),
     'naive': (
         'O-1001: asked  20.00, refunded  40.00 in 2 credit(s); item done; worker killed after_credit\n'
         'O-1002: asked  35.00, refunded  35.00 in 1 credit(s); item done; worker killed after_handler\n'
         'O-1003: asked  12.50, refunded  12.50 in 1 credit(s); item done; worker killed after_ack\n'
         'order O-1001 was refunded 2 times, 40.00 instead of 20.00: a worker was killed right after its credit, before its ack.'
     ),
-    'chaos-idempotent': (
+    'chaos': (
         'idempotent adapter: 24 emails, 3 worker processes, 12 SIGKILLs (5 after_acquire, 5 after_send, 1 in_ack, 1 after_ack)\n'
         '  done 23, dead-lettered 1, lost 0\n'
         '  kills between a send and its record: 5\n'
         '  customers emailed twice: none\n'
         "  the checker on the database's history: valid\n"
-        "  dead letter item-0008: 5 attempts, TemplateError: the order's template cannot be rendered"
-    ),
-    'chaos-naive': (
+        "  dead letter item-0008: 5 attempts, TemplateError: the order's template cannot be rendered\n"
         'naive adapter: 24 emails, 3 worker processes, 12 SIGKILLs (5 after_acquire, 5 after_send, 1 in_ack, 1 after_ack)\n'
         '  done 23, dead-lettered 1, lost 0\n'
         '  kills between a send and its record: 5\n'
@@ -342,9 +364,10 @@ RECORDED: dict[str, str] = {  # what the live cells print (a test keeps each one
 }
 
 
-def show(name: str, live: Callable[[], str]) -> None:
-    """Print the live run where this notebook can start processes, else its recorded copy."""
+def show(name: str, live: Callable[[], Any]) -> Any:
+    """Run `live` (which prints) where this notebook can start processes and open database
+    files, and return what it returns; in a browser-only notebook, print its recorded output."""
     if processes_available():
-        print(live())
-    else:
-        print(f"(recorded run: this notebook cannot start processes)\n{RECORDED[name]}")
+        return live()
+    print(f"(recorded run: this notebook cannot start processes)\n{RECORDED[name]}")
+    return None
