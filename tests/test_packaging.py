@@ -18,10 +18,11 @@ from shopops_lab.course.source import parse_python
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 # Imported only behind a check that says how to get them: the doctor's probes (jupyter_client
-# comes with a Jupyter install, packaging with pip), build-notebooks --execute (its extra) and
-# the PostgreSQL store (its extra; SQLite needs nothing).
+# comes with a Jupyter install, packaging with pip) and build-notebooks --execute (its extra).
+# Imports only some commands make: "doctor"/"tests" need nothing declared; an extra's name
+# means the module must come from that extra.
 OPTIONAL = {"jupyter_client": "doctor", "packaging": "doctor", "nbclient": "execute", "pytest": "tests",
-            "psycopg": "postgres"}
+            "jupyter_core": "lite", "jupyterlite_pyodide_kernel": "lite", "psycopg": "postgres"}
 
 
 def _name(requirement: str) -> str:
@@ -81,15 +82,14 @@ def _kit() -> set[str]:
 @pytest.mark.parametrize("where, modules", [("the labs", _labs()), ("the kit", _kit())])
 def test_every_third_party_import_is_declared(where: str, modules: set[str]) -> None:
     declared = {_name(r) for r in PROJECT["dependencies"]}
-    extras = {_name(r) for extra in PROJECT.get("optional-dependencies", {}).values() for r in extra}
+    extras = {name: {_name(r) for r in extra} for name, extra in PROJECT.get("optional-dependencies", {}).items()}
     owners = importlib.metadata.packages_distributions()
     undeclared = {}
     for module in sorted(modules):
         distributions = {d.lower().replace("_", "-") for d in owners.get(module, [module])}
         if distributions & declared:
             continue
-        if module in OPTIONAL and (OPTIONAL[module] not in PROJECT.get("optional-dependencies", {})
-                                   or distributions & extras):
+        if module in OPTIONAL and (OPTIONAL[module] not in extras or distributions & extras[OPTIONAL[module]]):
             continue
         undeclared[module] = sorted(distributions)
     assert undeclared == {}, f"{where} import these, but pyproject.toml does not declare them"
