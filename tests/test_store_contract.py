@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from store_backends import Backend, backend, durable  # noqa: F401  (fixtures)
 
-from shopops_lab.errors import StaleTokenError
+from shopops_lab.errors import BadArgumentError, StaleTokenError
 from shopops_lab.events import EventKind
 from shopops_lab.jobs import JobStore
 from shopops_lab.states import ItemState
@@ -189,6 +189,18 @@ def test_the_log_reads_back_what_was_appended(backend: Backend):
         (0, 1.5, EventKind.ENQUEUED, None, None, {"priority": 1}),
         (1, 2.0, EventKind.LEASED, "W1", 1, {"expires_at": 32.0})]
     assert len(store.log) == 2 and store.log.last.kind is EventKind.LEASED
+
+
+def test_every_log_checks_what_it_is_given_and_keeps_nested_values(backend: Backend):
+    store = backend.open()
+    for kind, time in (("not_a_kind", 1.0), (EventKind.LEASED, float("nan")), (EventKind.LEASED, "soon")):
+        with pytest.raises(BadArgumentError):
+            store.log.append(kind, time, item_id="item-0001")
+    store.log.append(EventKind.NACKED, 2.0, item_id="item-0001", detail={"lines": [1, {"sku": "A"}]})
+    detail = store.log.last.info["detail"]
+    assert len(store.log) == 1 and detail["lines"][1]["sku"] == "A" and detail["lines"][0] == 1
+    with pytest.raises(TypeError):
+        detail["lines"][1]["sku"] = "B"  # read-only, as every log hands nested values out
 
 
 def test_another_store_on_the_same_database_sees_the_same_history(durable: Backend):

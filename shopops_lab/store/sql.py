@@ -14,11 +14,11 @@ found by `seq` (an item's id is `item_id(seq)`), so the readable id needs no ind
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from shopops_lab.errors import ForeignStoreError
 from shopops_lab.events import EventKind, EventLog
-from shopops_lab.payloads import is_flat
+from shopops_lab.payloads import frozen, is_flat
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import ItemRow, item_id, item_seq
 
@@ -67,7 +67,14 @@ def schema(*, auto_key: str, item_key: str, real: str) -> list[str]:
 _CONVERTED: dict[str, str] = {}  # statements with ? placeholders -> with the dialect's
 
 
-dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode  # made once: the C encoder
+def _plain(value: Any) -> Any:
+    """A read-only mapping (the log freezes nested values) as the dict JSON wants."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_plain).encode  # made once: the C encoder
 
 
 class _Transaction:
@@ -111,8 +118,11 @@ class DatabaseLog(EventLog):
     def append(self, kind: EventKind, time: float, /, *, item_id: str | None = None,
                case_id: str | None = None, worker_id: str | None = None,
                token: int | None = None, attempt: int | None = None, **info: Any) -> int:
-        """Record one event; returns -1: the database numbers it (read `seq` back from the log)."""
-        return self._store._insert_event((time, kind, item_id, case_id, worker_id, token, attempt, info))
+        """Record one event, checked as every log checks it; returns -1: the database numbers it
+        (read `seq` back from the log)."""
+        super().append(kind, time, item_id=item_id, case_id=case_id, worker_id=worker_id, token=token,
+                       attempt=attempt, **info)
+        return self._store._insert_event(self._rows.pop())  # the cache holds only what the database returned
 
     def appender(self):  # type: ignore[override]
         return self._store._insert_event
@@ -374,7 +384,7 @@ class SQLStore:
         rows = self._execute(self._sql(
             "SELECT seq, time, kind, item_id, case_id, worker_id, token, attempt, info FROM events"
             " WHERE seq > ? ORDER BY seq"), (seq,)).fetchall()
-        return [(s, (time, _KINDS[kind], item, case, worker, token, attempt, json.loads(info)))
+        return [(s, (time, _KINDS[kind], item, case, worker, token, attempt, _info(info)))
                 for s, time, kind, item, case, worker, token, attempt, info in rows]
 
     def __enter__(self) -> "SQLStore":
@@ -385,6 +395,13 @@ class SQLStore:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.target})"
+
+
+def _info(text: str) -> dict[str, Any]:
+    """An event's info as the log keeps it: nested values read-only, as every log hands them out."""
+    info = json.loads(text)
+    return {key: value if isinstance(value, (str, int, float, bool, type(None))) else frozen(value, "info")
+            for key, value in info.items()}
 
 
 def _item_row(values: Sequence[Any]) -> ItemRow:
