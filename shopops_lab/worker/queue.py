@@ -33,7 +33,7 @@ from shopops_lab.errors import (
 )
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence
-from shopops_lab.payloads import is_flat, json_copy
+from shopops_lab.payloads import flat_copy, json_copy
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
 from shopops_lab.store import MemoryStore, Store, one_transaction_per_call, open_store, store_for
 from shopops_lab.store.base import ItemRow
@@ -159,7 +159,7 @@ class Queue:
         self._record = self.log.appender()  # hot events skip append()'s keyword handling
         # the store's hot methods, looked up once
         self._get, self._next, self._due = self.store.get_item, self.store.next_ready, self.store.due_leases
-        self._write = self.store.write_item
+        self._write, self._add = self.store.write_item, self.store.add_item
         one_transaction_per_call(self, self.store, _TRANSACTIONAL)
         self._last_time = float("-inf")
 
@@ -181,19 +181,19 @@ class Queue:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise BadArgumentError(field="priority", problem=f"is {priority!r}",
                                    fix="pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
-        body = json_copy({} if payload is None else payload)
+        body, flat = flat_copy({} if payload is None else payload)
         if not isinstance(body, dict):
             raise BadArgumentError(field="payload", problem=f"is {arguments.a(type(payload).__name__)}",
                                    fix="pass a dict, e.g. payload={'idem_key': 'O-1001:email:3'}")
         row = ItemRow()
         row.case_id, row.tenant_id, row.kind, row.payload = case_id, tenant_id, kind, body
-        row.flat = is_flat(body)
+        row.flat = flat
         row.priority = _PRIORITIES.get(priority, priority)
         row.state, row.attempts, row.token, row.worker_id = _READY, 0, 0, None
         row.expires_at, row.lease_seconds = None, self.lease_seconds
         row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
         row.enqueued_at = t = self._time(now)
-        self.store.add_item(row)
+        self._add(row)
         self._record((t, _ENQUEUED, row.id, case_id, None, None, None,
                       {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)}))
         return row.id
