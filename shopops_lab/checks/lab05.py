@@ -15,7 +15,8 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from shopops_lab.checkpoint import PUBLISH_WORKFLOW, CrashPoint, Env, Workflow
+from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
+from shopops_lab.recovery import CrashPoint, Env
 from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer, describe, error_text
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
 from shopops_lab.effects import Fault
