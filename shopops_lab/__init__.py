@@ -20,11 +20,7 @@ from shopops_lab.checkpoint import (
                                       PUBLISH_WORKFLOW,
                                       Checkpoint,
                                       CheckpointStore,
-                                      CrashPoint,
-                                      Env,
-                                      NaiveCheckpointRunner,
                                       Receipt,
-                                      ReceiptRunner,
                                       Step,
                                       Workflow,
 )
@@ -56,7 +52,7 @@ from shopops_lab.errors import (
                                       WorkflowVersionError,
 )
 from shopops_lab.events import Event, EventKind, EventLog
-from shopops_lab.fencing import NaiveResultStore
+from shopops_lab.fencing import NaiveResultStore, TokenFence
 from shopops_lab.jobs import JOB_TRANSITIONS, Job, JobState, JobStore
 from shopops_lab.latency import LatencyModel
 from shopops_lab.metrics import QueueMetrics, queue_metrics, series
@@ -67,8 +63,10 @@ from shopops_lab.outbox import (
                                       NaiveConsumer,
                                       OutboxStore,
 )
+from shopops_lab.recovery import CrashPoint, Env, NaiveCheckpointRunner, ReceiptRunner
 from shopops_lab.states import TRANSITIONS, ItemState
-from shopops_lab.worker.queue import InMemoryQueue, Item, Lease, Outcome, Priority
+from shopops_lab.store import open_store
+from shopops_lab.worker.queue import InMemoryQueue, Item, Lease, Outcome, Priority, Queue
 
 __version__ = "0.1.0"
 
@@ -77,10 +75,10 @@ __all__ = [
     # time and records
     "Clock", "FakeClock", "SystemClock", "Event", "EventKind", "EventLog",
     # the queue
-    "InMemoryQueue", "Item", "ItemState", "Lease", "Outcome", "Priority",
+    "InMemoryQueue", "Item", "ItemState", "Lease", "Outcome", "Priority", "Queue", "open_store",
     # effects, fencing, jobs, checkpoints, outbox
     "ContactLedger", "EmailAdapter", "NaiveEmailAdapter", "NaiveSmsAdapter", "Provider", "SendResult",
-    "SendStatus", "SmsAdapter", "NaiveResultStore", "Job", "JobState", "JobStore", "Checkpoint",
+    "SendStatus", "SmsAdapter", "NaiveResultStore", "TokenFence", "Job", "JobState", "JobStore", "Checkpoint",
     "CheckpointStore", "CrashPoint", "Env", "NaiveCheckpointRunner", "Receipt", "ReceiptRunner", "Step",
     "Workflow", "Broker", "Dispatcher", "IdempotentConsumer", "NaiveConsumer", "OutboxStore",
     # load

@@ -203,3 +203,17 @@ def _lite(args: argparse.Namespace) -> int:
     from shopops_lab.course.lite import run
 
     return run(args)
+
+
+def _chaos_arguments(parser: argparse.ArgumentParser) -> None:
+    from shopops_lab.chaos.cli import add_arguments
+
+    add_arguments(parser)
+
+
+@register("chaos", "start worker processes on a database, SIGKILL them at seeded points, and check what survived",
+          add_arguments=_chaos_arguments)
+def _chaos(args: argparse.Namespace) -> int:
+    from shopops_lab.chaos.cli import run
+
+    return run(args)

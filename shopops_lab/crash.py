@@ -12,7 +12,7 @@ How `explore(run)` works:
 3. Each invariant reads what happened and either holds or says what broke.
 
 `run` is any callable `run(job_id, env)`, e.g. `ReceiptRunner()` or a function you
-write (see `shopops_lab.checkpoint.Env` for what it may call). Crashes are injected by
+write (see `shopops_lab.recovery.Env` for what it may call). Crashes are injected by
 the Env, so the function needs no crash code; a function with a third parameter
 `crash_at=None` works too. Everything is deterministic: the same exploration gives the
 same report, character for character.
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping
 
-from shopops_lab.checkpoint import PUBLISH_WORKFLOW, CrashPoint, Env, Workflow
+from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
+from shopops_lab.recovery import CrashPoint, Env
 from shopops_lab.effects import Fault
 from shopops_lab.errors import BadArgumentError, SimulatedCrash
 

@@ -12,13 +12,14 @@ Every delivery is written to the `ContactLedger` and the event log.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from shopops_lab import arguments
 from shopops_lab.clock import Clock
 from shopops_lab.errors import BadArgumentError, IdempotencyConflictError
 from shopops_lab.events import EventKind, EventLog
+from shopops_lab.store import MemoryStore, Store
 
 __all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault", "NaiveAdapter",
            "NaiveEmailAdapter", "NaiveSmsAdapter", "Provider", "SendResult", "SendStatus", "SmsAdapter"]
@@ -59,52 +60,70 @@ class Contact:
     worker_id: str | None
 
 
+_CONTACTS = "contact"  # the ledger's records: message id -> the contact
+
+
+def _a_store(value: object) -> Store:
+    if not callable(getattr(value, "put", None)) or not callable(getattr(value, "scan", None)):
+        raise BadArgumentError(field="store", problem=f"is {value!r}, not a store",
+                               fix="pass a store from shopops_lab.store.open_store(url), or leave it out")
+    return value  # type: ignore[return-value]
+
+
 class ContactLedger:
-    """Every message a customer received, so a lesson can count them per case."""
+    """Every message a customer received, so a lesson can count them per case. It lives in
+    a store: in this process by default, or in a database every worker process shares."""
 
-    __slots__ = ("_contacts",)
+    __slots__ = ("store",)
 
-    def __init__(self) -> None:
-        self._contacts: list[Contact] = []
+    def __init__(self, *, store: Store | None = None) -> None:
+        self.store: Store = MemoryStore() if store is None else _a_store(store)
 
     def record(self, contact: Contact) -> None:
         arguments.instance("contact", contact, Contact, "pass a Contact (providers record what they deliver)")
-        self._contacts.append(contact)
+        self.store.put(_CONTACTS, contact.message_id, asdict(contact))
 
     def contacts(self, case_id: str | None = None) -> list[Contact]:
-        return [c for c in self._contacts if case_id is None or c.case_id == case_id]
+        return [Contact(**row) for _, row in self.store.scan(_CONTACTS)
+                if case_id is None or row["case_id"] == case_id]
 
     def duplicates(self) -> dict[tuple[str, str], list[Contact]]:
         """(case_id, idem_key) -> contacts, for every intent the customer got more than once."""
         by_intent: dict[tuple[str, str], list[Contact]] = {}
-        for contact in self._contacts:
+        for contact in self.contacts():
             by_intent.setdefault((contact.case_id, contact.idem_key), []).append(contact)
         return {key: group for key, group in sorted(by_intent.items()) if len(group) > 1}
 
     def __len__(self) -> int:
-        return len(self._contacts)
+        return len(self.store.scan(_CONTACTS))
 
     def __repr__(self) -> str:
-        return f"ContactLedger({len(self._contacts)} contacts, {len(self.duplicates())} duplicated intents)"
+        return f"ContactLedger({len(self)} contacts, {len(self.duplicates())} duplicated intents)"
 
 
 class Provider:
     """A fake external channel: numbers messages (`msg-0001`), dedupes on operation id
-    when asked to, and misbehaves on cue (`inject`)."""
+    when asked to, and misbehaves on cue (`inject`). What it delivered lives in its ledger's
+    store, next to its record of each operation (what the provider would keep in its own
+    database), and both are written in one transaction with the delivery's event."""
 
     def __init__(self, channel: str = "email", *, prefix: str = "msg",
                  ledger: ContactLedger | None = None, log: EventLog | None = None,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, store: Store | None = None) -> None:
         self.channel = arguments.text("channel", channel, "the channel's name, e.g. 'email'")
         self.prefix = arguments.text("prefix", prefix, "the message ids' prefix, e.g. 'msg'")
-        self.ledger = ContactLedger() if ledger is None else arguments.instance(
-            "ledger", ledger, ContactLedger, "pass a ContactLedger to share, or leave it out")
-        self.log = arguments.log(log)
+        if ledger is not None:
+            arguments.instance("ledger", ledger, ContactLedger, "pass a ContactLedger to share, or leave it out")
+            if store is not None and ledger.store is not store:
+                raise BadArgumentError(field="ledger", problem="keeps its contacts in another store",
+                                       fix="pass store= or ledger=, or a ledger made on the same store")
+        self.ledger = ledger if ledger is not None else ContactLedger(
+            store=MemoryStore(log=arguments.log(log)) if store is None else store)
+        self.store = self.ledger.store
+        self.log = self.store.log if log is None else arguments.log(log)
         self.clock: Clock = arguments.clock(clock)
-        self._by_op: dict[str, str] = {}
-        self._requests: dict[str, tuple[str, str]] = {}  # op id -> (case, recipient) it was delivered for
+        self._operations = f"{self.channel} operation"  # the provider's own idempotency records
         self._faults: deque[Fault] = deque()
-        self._sent = 0
 
     def inject(self, fault: Fault | str, times: int = 1) -> None:
         """Make the next `times` deliveries suffer `fault`."""
@@ -122,14 +141,20 @@ class Provider:
         is refused (IdempotencyConflictError), as payment APIs refuse a reused key."""
         arguments.text("op_id", op_id, "the operation's id, e.g. the send's idempotency key")
         t = arguments.time_of(now, self.clock)
-        first = self._requests.get(op_id) if dedupe else None
-        if first is not None and first != (case_id, to):
-            field, was, given = ("case_id", first[0], case_id) if first[0] != case_id else ("to", first[1], to)
-            raise IdempotencyConflictError(key=op_id, difference=f"{field} was {was!r}, now {given!r}")
-        if dedupe and op_id in self._by_op:
+        with self.store.atomic:  # the operation's record, the contact and its event: all or none
+            return self._deliver(op_id, case_id, to, idem_key, dedupe, worker_id, t)
+
+    def _deliver(self, op_id: str, case_id: str, to: str, idem_key: str, dedupe: bool,
+                 worker_id: str | None, t: float) -> SendResult:
+        first = self.store.get(self._operations, op_id) if dedupe else None
+        if first is not None:
+            if (first["case_id"], first["to"]) != (case_id, to):
+                field, was, given = (("case_id", first["case_id"], case_id) if first["case_id"] != case_id
+                                     else ("to", first["to"], to))
+                raise IdempotencyConflictError(key=op_id, difference=f"{field} was {was!r}, now {given!r}")
             self.log.append(EventKind.CONTACT_DEDUPED, t, case_id=case_id, worker_id=worker_id,
-                            channel=self.channel, message_id=self._by_op[op_id], idem_key=idem_key)
-            return SendResult(status=SendStatus.OK, op_id=op_id, message_id=self._by_op[op_id], deduped=True)
+                            channel=self.channel, message_id=first["message_id"], idem_key=idem_key)
+            return SendResult(status=SendStatus.OK, op_id=op_id, message_id=first["message_id"], deduped=True)
         fault = self._faults.popleft() if self._faults else None
         if fault is Fault.FAIL:
             self.log.append(EventKind.EFFECT_FAILED, t, case_id=case_id, worker_id=worker_id,
@@ -139,10 +164,8 @@ class Provider:
             self.log.append(EventKind.EFFECT_UNKNOWN, t, case_id=case_id, worker_id=worker_id,
                             channel=self.channel, idem_key=idem_key, op_id=op_id, lost="request")
             return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)
-        self._sent += 1
-        message_id = f"{self.prefix}-{self._sent:04d}"
-        self._by_op[op_id] = message_id
-        self._requests[op_id] = (case_id, to)
+        message_id = f"{self.prefix}-{self.store.next_number(self.prefix):04d}"
+        self.store.put(self._operations, op_id, {"message_id": message_id, "case_id": case_id, "to": to})
         self.ledger.record(Contact(message_id=message_id, channel=self.channel, case_id=case_id,
                                    to=to, idem_key=idem_key, time=t, worker_id=worker_id))
         self.log.append(EventKind.CONTACT_SENT, t, case_id=case_id, worker_id=worker_id,
@@ -155,7 +178,8 @@ class Provider:
 
     def lookup(self, op_id: str) -> str | None:
         """The message id delivered for `op_id`, or None if nothing was delivered."""
-        return self._by_op.get(arguments.text("op_id", op_id, "the operation id you sent with"))
+        sent = self.store.get(self._operations, arguments.text("op_id", op_id, "the operation id you sent with"))
+        return None if sent is None else sent["message_id"]
 
 
 class ChannelAdapter:
@@ -167,11 +191,11 @@ class ChannelAdapter:
     dedupes = True
 
     def __init__(self, provider: Provider | None = None, *, ledger: ContactLedger | None = None,
-                 log: EventLog | None = None, clock: Clock | None = None) -> None:
+                 log: EventLog | None = None, clock: Clock | None = None, store: Store | None = None) -> None:
         if provider is not None:
             arguments.instance("provider", provider, Provider, "pass a Provider(...), or leave it out for a fresh one")
         self.provider = provider if provider is not None else Provider(
-            self.channel, prefix=self.prefix, ledger=ledger, log=log, clock=clock)
+            self.channel, prefix=self.prefix, ledger=ledger, log=log, clock=clock, store=store)
         self._ops = 0
 
     @property

@@ -90,3 +90,11 @@ class BudgetExhaustedError(ShopOpsError):
 
 class UnknownScenarioError(ShopOpsError):
     """No simulation scenario named {name!r}. Known scenarios: {known}. Fix: pass one of those names, or a Scenario object."""
+
+
+class StoreOpenError(ShopOpsError):
+    """Cannot open the store {target}: {reason}. Nothing was written. Fix: {fix}."""
+
+
+class ForeignStoreError(ShopOpsError):
+    """{target} {found}, so it is not a ShopOps Lab store this kit can use (it reads schema version {expected}). It was left exactly as it is. Fix: {fix}."""

@@ -1,10 +1,15 @@
-"""A result store that hands out fencing tokens but, on purpose, does not check them.
+"""Fencing tokens: the one rule every fenced store follows, and a store that breaks it.
 
-Lab 04 starts here: the store issues token 4 to A and token 5 to B, yet still accepts
-A's late completion. The fix belongs at this boundary (the authoritative store), not
-in the worker's memory of its own lease: `complete` must refuse any token that is not
-the current one. The naive store logs each stale write it accepts so the checker can
-name it.
+`TokenFence` is the rule, written once: each claim of a key gets a token above every
+earlier one, and a write under an older token is refused at the store (logged as
+STALE_REJECTED, raised as StaleTokenError), even when the work itself was right. The queue,
+the job store, the checkpoint store and the simulator's checkpoints all fence through it.
+
+Lab 04 starts from `NaiveResultStore`: it issues token 4 to A and token 5 to B, yet still
+accepts A's late completion. The fix belongs at this boundary (the authoritative store),
+not in the worker's memory of its own lease: `complete` must refuse any token that is not
+the current one. The naive store logs each stale write it accepts so the checker can name
+it. It stays naive on purpose.
 """
 from __future__ import annotations
 
@@ -12,9 +17,73 @@ from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.clock import Clock
-from shopops_lab.errors import BadArgumentError
+from shopops_lab.errors import BadArgumentError, StaleTokenError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import json_copy
+from shopops_lab.store import MemoryStore, Store
+
+__all__ = ["NaiveResultStore", "TokenFence"]
+
+
+class TokenFence:
+    """Fencing tokens for the keys of one store (jobs, checkpoints, items).
+
+    `claim(key)` issues the next token; `current(key)` is the newest; `check(key, token)`
+    passes the newest and refuses any older one: it logs STALE_REJECTED (with the write's
+    `op` and the current token) and raises StaleTokenError. Tokens live in `store`, next to
+    what they guard, so the check and the write it guards share one transaction.
+
+    `name` says what is fenced ("job"); `what` names one key in messages (default "job {key}",
+    which reads "job job-0001"). A store that keeps each key's token on its own row (the
+    queue) passes `current=` to `check` instead.
+    """
+
+    def __init__(self, name: str, *, what: str | None = None, store: Store | None = None,
+                 log: EventLog | None = None) -> None:
+        self.name = name
+        self.what = f"{name} {{key}}" if what is None else what
+        self.store: Store = store if store is not None else MemoryStore(log=log)
+        self.log = log if log is not None else self.store.log
+        self._kind = f"{name} token"  # its records in the store: "job token", ...
+
+    def claim(self, key: str, *, worker_id: str | None = None) -> int:
+        """The next token for `key` (1, 2, 3, ...), held by `worker_id` if given."""
+        held = self.store.get(self._kind, key) or {"token": 0, "holders": {}}
+        token = held["token"] + 1
+        self.store.put(self._kind, key, {"token": token, "holders": {**held["holders"], str(token): worker_id}})
+        return token
+
+    def observe(self, key: str, token: int, *, worker_id: str | None = None) -> None:
+        """A token issued elsewhere (a queue's lease) reached this store: if it is newer
+        than any seen for `key`, it becomes the current one."""
+        held = self.store.get(self._kind, key) or {"token": 0, "holders": {}}
+        if token > held["token"]:
+            self.store.put(self._kind, key, {"token": token, "holders": {**held["holders"], str(token): worker_id}})
+
+    def current(self, key: str) -> int:
+        """The newest token issued for `key` (0 before the first claim)."""
+        held = self.store.get(self._kind, key)
+        return 0 if held is None else held["token"]
+
+    def holder(self, key: str, token: int) -> str | None:
+        """The worker that claimed `key` with `token`, if the claim named one."""
+        held = self.store.get(self._kind, key)
+        return None if held is None else held["holders"].get(str(token))
+
+    def check(self, key: str, token: int, *, t: float, op: str, current: int | None = None,
+              item_id: str | None = None, case_id: str | None = None, worker_id: str | None = None) -> None:
+        """Pass if `token` is the newest for `key`; else log the refusal and raise
+        StaleTokenError. The event names `key` as its item and the token's holder as its
+        worker, unless told otherwise."""
+        newest = self.current(key) if current is None else current
+        if token < newest:
+            self.log.append(EventKind.STALE_REJECTED, t, item_id=key if item_id is None else item_id,
+                            case_id=case_id, worker_id=self.holder(key, token) if worker_id is None else worker_id,
+                            token=token, op=op, current=newest)
+            raise StaleTokenError(what=self.what.format(key=key), token=token, current=newest)
+
+    def __repr__(self) -> str:
+        return f"TokenFence({self.name!r})"
 
 
 class NaiveResultStore:

@@ -26,13 +26,14 @@ from shopops_lab.errors import (
     IdempotencyConflictError,
     JobLeasedError,
     JobNotRunningError,
-    StaleTokenError,
     UnknownJobError,
     VersionConflictError,
 )
 from shopops_lab.events import EventKind, EventLog
+from shopops_lab.fencing import TokenFence
 from shopops_lab.payloads import json_copy
 from shopops_lab.states import check_transition
+from shopops_lab.store import Store, one_transaction_per_call, store_for
 
 __all__ = ["Claim", "JOB_TRANSITIONS", "Job", "JobState", "JobStore"]
 
@@ -94,14 +95,18 @@ class Claim:
 
 
 class JobStore:
-    """The authoritative job records (in memory). See the module docstring for the rules."""
+    """The authoritative job records. See the module docstring for the rules.
 
-    def __init__(self, clock: Clock | None = None, log: EventLog | None = None) -> None:
+    They live in `store` (a Store or a URL; by default in this process): a job's record, its
+    request key's idempotency record and its fencing token, each change one transaction."""
+
+    def __init__(self, clock: Clock | None = None, log: EventLog | None = None, *,
+                 store: Store | str | None = None) -> None:
         self.clock: Clock = arguments.clock(clock)
-        self.log = arguments.log(log)
-        self._jobs: dict[str, Job] = {}
-        self._by_key: dict[str, str] = {}
-        self._holders: dict[str, dict[int, str]] = {}  # job id -> token -> worker that held it
+        self.store: Store = store_for(store, log)
+        self.log = self.store.log
+        self._fence = TokenFence("job", store=self.store)
+        one_transaction_per_call(self, self.store, _TRANSACTIONAL)
 
     # ------------------------------------------------------------------ submitting
     def submit(self, request_key: str, params: Mapping[str, Any] | None = None, *,
@@ -114,9 +119,9 @@ class JobStore:
             raise BadArgumentError(field="params", problem=f"is {arguments.a(type(params).__name__)}",
                                    fix="pass a dict, e.g. params={'case_id': 'O-1001'}")
         t = self._time(now)
-        existing = self._by_key.get(request_key)
+        existing = self.store.get(_REQUESTS, request_key)
         if existing is not None:
-            job = self._jobs[existing]
+            job = self._get(existing)
             if job.params != body:
                 field = _first_difference(job.params, body)
                 raise IdempotencyConflictError(
@@ -124,14 +129,13 @@ class JobStore:
                     difference=f"params[{field!r}] was {job.params.get(field, '<absent>')!r}, "
                                f"now {body.get(field, '<absent>')!r}")
             return _handed(job)
-        job_id = f"job-{len(self._jobs) + 1:04d}"
+        job_id = f"job-{self.store.next_number('job'):04d}"
         job = Job(id=job_id, request_key=request_key, params=MappingProxyType(body),
                   state=JobState.QUEUED, version=1, last_step=None, token=0, owner=None,
                   lease_expires_at=None, result=None, error=None, approval_ref=None,
                   submitted_at=t)
-        self._jobs[job_id] = job
-        self._by_key[request_key] = job_id
-        self._holders[job_id] = {}
+        self.store.put(_REQUESTS, request_key, job_id)  # the request's idempotency record
+        self._keep(job)
         self.log.append(EventKind.JOB_SUBMITTED, t, item_id=job_id, request_key=request_key)
         return _handed(job)
 
@@ -149,8 +153,7 @@ class JobStore:
             raise JobLeasedError(job_id=job_id, owner=job.owner, token=job.token,
                                  expires_at=job.lease_expires_at)
         self._check(job, JobState.RUNNING)
-        token = job.token + 1
-        self._holders[job_id][token] = worker_id
+        token = self._fence.claim(job_id, worker_id=worker_id)
         job = self._save(job, state=JobState.RUNNING, token=token, owner=worker_id,
                          lease_expires_at=t + lease_seconds)
         self.log.append(EventKind.JOB_CLAIMED, t, item_id=job_id, worker_id=worker_id, token=token,
@@ -222,23 +225,26 @@ class JobStore:
         """Every job in submission order, optionally only those in `state`."""
         wanted = None if state is None else arguments.member("state", state, JobState,
                                                              ", or leave it out for every job")
-        return [_handed(job) for job in self._jobs.values() if wanted is None or job.state is wanted]
+        return [_handed(job) for job in self._all() if wanted is None or job.state is wanted]
 
     def __len__(self) -> int:
-        return len(self._jobs)
+        return len(self.store.scan(_JOBS))
 
     def __repr__(self) -> str:
         counts = {s: 0 for s in JobState}
-        for job in self._jobs.values():
+        for job in self._all():
             counts[job.state] += 1
         return "JobStore(" + ", ".join(f"{s.value}={n}" for s, n in counts.items()) + ")"
 
     # ------------------------------------------------------------------ internals
     def _get(self, job_id: str) -> Job:
-        job = self._jobs.get(job_id) if isinstance(job_id, str) else None
-        if job is None:
+        record = self.store.get(_JOBS, job_id) if isinstance(job_id, str) else None
+        if record is None:
             raise UnknownJobError(job_id=job_id)
-        return job
+        return _job(record, self._fence.current(job_id))
+
+    def _all(self) -> list[Job]:
+        return [_job(record, self._fence.current(job_id)) for job_id, record in self.store.scan(_JOBS)]
 
     def _fenced(self, job_id: str, token: int, op: str, now: float | None) -> tuple[Job, float]:
         """The job, if `token` is its current one. An older token is logged and refused."""
@@ -247,11 +253,7 @@ class JobStore:
             raise BadArgumentError(field="token", problem=f"is {token!r}, which job {job_id} never issued",
                                    fix="pass the token from the Claim that claim() returned")
         t = self._time(now)
-        if token < job.token:
-            self.log.append(EventKind.STALE_REJECTED, t, item_id=job_id,
-                            worker_id=self._holders[job_id].get(token), token=token,
-                            op=op, current=job.token)
-            raise StaleTokenError(what=f"job {job_id}", token=token, current=job.token)
+        self._fence.check(job_id, token, t=t, op=op, current=job.token)
         return job, t
 
     def _running(self, job: Job, action: str) -> None:
@@ -272,11 +274,28 @@ class JobStore:
 
     def _save(self, job: Job, **changes: Any) -> Job:
         job = replace(job, version=job.version + 1, **changes)
-        self._jobs[job.id] = job
+        self._keep(job)
         return job
+
+    def _keep(self, job: Job) -> None:
+        """Store the record; its token is the fence's, kept beside it."""
+        record = {name: getattr(job, name) for name in _RECORD}
+        record["state"], record["params"] = job.state.value, dict(job.params)
+        self.store.put(_JOBS, job.id, record)
 
     def _time(self, now: float | None) -> float:
         return arguments.time_of(now, self.clock)
+
+
+_JOBS, _REQUESTS = "job", "job request"  # the records: job id -> job, request key -> job id
+_RECORD = ("id", "request_key", "params", "state", "version", "last_step", "owner", "lease_expires_at",
+           "result", "error", "approval_ref", "submitted_at")
+_TRANSACTIONAL = ("submit", "claim", "confirm_step", "complete", "fail", "wait_for_approval", "approve", "cancel")
+
+
+def _job(record: Mapping[str, Any], token: int) -> Job:
+    return Job(**{**record, "state": JobState(record["state"]), "params": MappingProxyType(record["params"]),
+                  "token": token})
 
 
 def _handed(job: Job) -> Job:

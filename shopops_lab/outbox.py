@@ -12,7 +12,7 @@ receiving side must therefore dedupe on the message id (`IdempotentConsumer`);
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from shopops_lab import arguments
@@ -20,6 +20,7 @@ from shopops_lab.clock import Clock
 from shopops_lab.errors import BadArgumentError, SimulatedCrash
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import frozen, json_copy
+from shopops_lab.store import Store, one_transaction_per_call, store_for
 
 __all__ = ["Broker", "Delivery", "Dispatcher", "IdempotentConsumer", "NaiveConsumer", "OutboxMessage",
            "OutboxStore"]
@@ -49,13 +50,15 @@ class Delivery:
 
 class OutboxStore:
     """A local database with two tables: `rows` (the application's state, by id) and
-    the outbox. `commit` writes to both or to neither."""
+    the outbox. `commit` writes to both or to neither: one transaction of `store` (in this
+    process by default, or a database given as a Store or a URL)."""
 
-    def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None) -> None:
+    def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None,
+                 store: Store | str | None = None) -> None:
         self.clock: Clock = arguments.clock(clock)
-        self.log = arguments.log(log)
-        self._rows: dict[str, dict[str, Any]] = {}
-        self._messages: dict[str, OutboxMessage] = {}
+        self.store: Store = store_for(store, log)
+        self.log = self.store.log
+        one_transaction_per_call(self, self.store, ("commit", "mark_sent"))
 
     def commit(self, state_change: Mapping[str, Any], message: Mapping[str, Any], *,
                now: float | None = None) -> str:
@@ -77,43 +80,53 @@ class OutboxStore:
         t = arguments.time_of(now, self.clock)
         # everything is valid: the transaction cannot fail halfway from here
         row_id = change.pop("id")
-        self._rows.setdefault(row_id, {}).update(change)
-        message_id = f"out-{len(self._messages) + 1:04d}"
-        self._messages[message_id] = OutboxMessage(id=message_id, topic=body["topic"],
-                                                   payload=frozen(payload), created_at=t)
+        self.store.put(_ROWS, row_id, {**(self.store.get(_ROWS, row_id) or {}), **change})
+        message_id = f"out-{self.store.next_number('out'):04d}"
+        self.store.put(_MESSAGES, message_id, {"topic": body["topic"], "payload": payload, "created_at": t,
+                                               "sent_at": None})
         self.log.append(EventKind.OUTBOX_COMMITTED, t, item_id=message_id, case_id=row_id,
                         topic=body["topic"])
         return message_id
 
     def pending(self) -> list[OutboxMessage]:
         """Messages not yet marked sent, oldest first."""
-        return [m for m in self._messages.values() if m.sent_at is None]
+        return [m for m in self.messages() if m.sent_at is None]
 
     def mark_sent(self, message_id: str, *, now: float | None = None) -> OutboxMessage:
-        message = self._messages.get(message_id) if isinstance(message_id, str) else None
-        if message is None:
+        record = self.store.get(_MESSAGES, message_id) if isinstance(message_id, str) else None
+        if record is None:
             raise BadArgumentError(field="message_id", problem=f"is {message_id!r}, not in this outbox",
                                    fix="pass an id returned by commit() or listed by pending()")
         t = arguments.time_of(now, self.clock)
-        if message.sent_at is None:
-            message = self._messages[message_id] = replace(message, sent_at=t)
+        if record["sent_at"] is None:
+            record = {**record, "sent_at": t}
+            self.store.put(_MESSAGES, message_id, record)
             self.log.append(EventKind.OUTBOX_MARKED_SENT, t, item_id=message_id)
-        return message
+        return _message(message_id, record)
 
     def messages(self) -> list[OutboxMessage]:
-        return list(self._messages.values())
+        return [_message(message_id, record) for message_id, record in self.store.scan(_MESSAGES)]
 
     def row(self, row_id: str) -> dict[str, Any] | None:
         """A copy of one row of application state, or None."""
-        row = self._rows.get(arguments.text("row_id", row_id, "the row's id, e.g. 'O-1001'"))
+        row = self.store.get(_ROWS, arguments.text("row_id", row_id, "the row's id, e.g. 'O-1001'"))
         return None if row is None else json_copy(row, "row")
 
     def rows(self) -> dict[str, dict[str, Any]]:
         """A copy of every row, by id."""
-        return {row_id: json_copy(row, "row") for row_id, row in sorted(self._rows.items())}
+        return {row_id: json_copy(row, "row") for row_id, row in sorted(self.store.scan(_ROWS))}
 
     def __repr__(self) -> str:
-        return f"OutboxStore({len(self._rows)} rows, {len(self.pending())} pending of {len(self._messages)} messages)"
+        return (f"OutboxStore({len(self.store.scan(_ROWS))} rows, {len(self.pending())} pending "
+                f"of {len(self.messages())} messages)")
+
+
+_ROWS, _MESSAGES = "outbox row", "outbox message"  # the two tables, as records of the store
+
+
+def _message(message_id: str, record: Mapping[str, Any]) -> OutboxMessage:
+    return OutboxMessage(id=message_id, topic=record["topic"], payload=frozen(record["payload"]),
+                         created_at=record["created_at"], sent_at=record["sent_at"])
 
 
 class Broker:
@@ -202,26 +215,35 @@ class _Consumer:
 
 
 class IdempotentConsumer(_Consumer):
-    """Applies each message once: a durable set of processed message ids turns a
-    duplicate delivery into a no-op. (In a real system the id is recorded in the same
-    transaction as the effect.)"""
+    """Applies each message once: a durable record of processed message ids (in `store`,
+    this process's memory by default) turns a duplicate delivery into a no-op. The record
+    is written in the same transaction as the effect's event."""
 
     def __init__(self, effect: Callable[[Delivery], Any] | None = None, *, log: EventLog | None = None,
-                 clock: Clock | None = None) -> None:
-        super().__init__(effect, log=log, clock=clock)
-        self.processed: set[str] = set()
+                 clock: Clock | None = None, store: Store | str | None = None) -> None:
+        self.store: Store = store_for(store, log)
+        super().__init__(effect, log=self.store.log, clock=clock)
+        one_transaction_per_call(self, self.store, ("handle",))
+
+    @property
+    def processed(self) -> set[str]:
+        """The message ids applied so far (a copy)."""
+        return {message_id for message_id, _ in self.store.scan(_PROCESSED)}
 
     def handle(self, delivery: Delivery) -> bool:
         """Apply `delivery` unless its message id was processed before; True if applied.
         The id is recorded only after the effect returns, so a failed effect is retried."""
         _delivery(delivery)
-        if delivery.message_id in self.processed:
+        if self.store.get(_PROCESSED, delivery.message_id) is not None:
             self.log.append(EventKind.MESSAGE_DEDUPED, arguments.time_of(None, self.clock),
                             item_id=delivery.message_id, delivery=delivery.seq)
             return False
         self._apply(delivery)
-        self.processed.add(delivery.message_id)
+        self.store.put(_PROCESSED, delivery.message_id, delivery.seq)
         return True
+
+
+_PROCESSED = "processed message"  # the consumer's idempotency records: message id -> the copy applied
 
 
 class NaiveConsumer(_Consumer):

@@ -25,13 +25,20 @@ def json_copy(value: Any, field: str = "payload") -> Any:
     naming the path of the first part that JSON cannot carry (NaN, infinity, a set, an
     object, a structure that contains itself). Read-only mappings and tuples (what `frozen`
     makes) are copied back into dicts and lists."""
+    return flat_copy(value, field)[0]
+
+
+def flat_copy(value: Any, field: str = "payload") -> tuple[Any, bool]:
+    """`json_copy(value)`, and whether the copy is flat (see `is_flat`): one pass over the
+    common case, on every enqueue, instead of two."""
     if type(value) is dict:
-        # The common case, on every enqueue and acquire: a flat dict of strings and numbers,
-        # checked with C-level loops over the types of its keys and values.
+        # The common case: a flat dict of strings and numbers, checked with C-level loops
+        # over the types of its keys and values.
         copy = dict(value)
         if _FAST.issuperset(map(type, copy.values())) and _KEY.issuperset(map(type, copy)):
-            return copy
-    return _copy(value, field, ())
+            return copy, True
+    copy = _copy(value, field, ())
+    return copy, type(copy) is dict and is_flat(copy)
 
 
 def _copy(value: Any, field: str, inside: tuple[int, ...]) -> Any:

@@ -152,7 +152,7 @@ def effects_world() -> SimpleNamespace:
 
 
 def observe_effects(w: SimpleNamespace) -> tuple:
-    return w.email.ledger.contacts(), w.provider.log.to_dicts(), dict(w.provider._by_op), tuple(w.provider._faults)
+    return w.email.ledger.contacts(), w.provider.log.to_dicts(), w.provider.store.scan(w.provider._operations), tuple(w.provider._faults)
 
 
 def outbox_world() -> SimpleNamespace:

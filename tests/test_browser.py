@@ -264,3 +264,14 @@ def test_lab_07_runs_offline_in_jupyterlite_with_its_plots_sketched(lite_server)
         assert sketches and all("queue depth" in svg and "attempts histogram" in svg for svg in sketches)
         assert any("<title>deliveries per worker</title>" in svg for svg in pictures)
         assert blocked == [], f"requests left the site: {blocked}"
+
+
+def test_lab_08_explains_itself_offline_in_jupyterlite_and_shows_its_recorded_runs(lite_server):
+    with browser_page("jupyterlite-08", allowed_origin=lite_server) as (page, blocked):
+        prompts = open_in_lite(page, lite_server, "08_real_crashes")
+        assert_ran_to_the_end(page, "08_real_crashes", prompts)
+        outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+        assert any("no (a browser-only notebook)" in text for text in outputs)  # the first code cell says so
+        assert sum("(recorded run: this notebook cannot start processes)" in text for text in outputs) == 4
+        assert any("refunded  40.00 in 2 credit(s)" in text for text in outputs)  # the recorded double refund
+        assert blocked == [], f"requests left the site: {blocked}"

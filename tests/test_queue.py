@@ -1,5 +1,8 @@
-"""InMemoryQueue, one behaviour per test: leases, ordering, attempts, the DLQ, fencing, the
+"""The queue, one behaviour per test: leases, ordering, attempts, the DLQ, fencing, the
 event log, and the promise that a bad argument is refused with nothing half-applied.
+
+Part of the store contract: every test runs on each backend (memory, SQLite, PostgreSQL;
+see store_backends.py), and must pass unchanged on all of them.
 
 Time is always a FakeClock or an explicit `now=`; nothing here sleeps.
 """
@@ -8,6 +11,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from store_backends import BACKENDS, Backend
 
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import (BadArgumentError, LeaseExpiredError, LeaseSettledError,
@@ -15,14 +19,26 @@ from shopops_lab.errors import (BadArgumentError, LeaseExpiredError, LeaseSettle
                                 UnknownLeaseError)
 from shopops_lab.events import EventKind
 from shopops_lab.states import TRANSITIONS, ItemState
-from shopops_lab.worker.queue import InMemoryQueue, Item, Lease, Outcome, Priority
+from shopops_lab.worker.queue import InMemoryQueue, Item, Lease, Outcome, Priority, Queue
 
 READY, LEASED, DONE, DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
+BACKEND: Backend | None = None  # the backend the current test runs on
 
 
-def make(lease_seconds: float = 30, max_attempts: int = 5) -> tuple[InMemoryQueue, FakeClock]:
+@pytest.fixture(autouse=True, params=BACKENDS)
+def each_backend(request, tmp_path):
+    global BACKEND
+    BACKEND = Backend(request.param, tmp_path)
+    yield BACKEND
+    BACKEND.close()
+    BACKEND = None
+
+
+def make(lease_seconds: float = 30, max_attempts: int = 5) -> tuple[Queue, FakeClock]:
     clock = FakeClock()
-    return InMemoryQueue(lease_seconds=lease_seconds, max_attempts=max_attempts, clock=clock), clock
+    if BACKEND.name == "memory":
+        return InMemoryQueue(lease_seconds=lease_seconds, max_attempts=max_attempts, clock=clock), clock
+    return Queue(lease_seconds=lease_seconds, max_attempts=max_attempts, clock=clock, store=BACKEND.open()), clock
 
 
 def state_of(q: InMemoryQueue) -> tuple:
@@ -563,7 +579,8 @@ def test_items_counts_depth_len_and_repr_agree():
     assert q.counts() == {READY: 1, LEASED: 1, DONE: 1, DEAD: 1}
     assert sum(q.counts().values()) == len(q) == 4
     assert q.depth == 1
-    assert repr(q) == "InMemoryQueue(lease_seconds=30, max_attempts=1, ready=1, leased=1, done=1, dead=1)"
+    where = "InMemoryQueue(" if BACKEND.name == "memory" else f"Queue({q.store.url}, "
+    assert repr(q) == where + "lease_seconds=30, max_attempts=1, ready=1, leased=1, done=1, dead=1)"
 
 
 def test_counts_is_a_copy():
@@ -627,7 +644,7 @@ def test_every_event_of_a_run_walks_an_edge_of_the_transition_table():
 def test_forcing_an_edge_that_is_not_in_the_table_raises_transition_error():
     q, _ = make()
     item_id = q.enqueue(case_id="O-1001")
-    record = q._records[item_id]
+    record = q.store.get_item(item_id)
     with pytest.raises(TransitionError, match="cannot move from ready to done"):
         q._move(record, DONE)
     assert q.item(item_id).state is READY and q.counts()[READY] == 1
@@ -892,3 +909,36 @@ def test_a_replayed_item_is_no_longer_dead():
     assert q.item(item_id).dead_at is not None
     q.replay_dlq(item_id)
     assert q.item(item_id).dead_at is None and q.item(item_id).replays == 1
+
+
+# --------------------------------------------------------------------------- what only the worker knows
+
+def test_a_worker_crash_or_pause_is_noted_for_the_timeline_and_changes_nothing():
+    q, clock = make()
+    q.enqueue(case_id="O-1001")
+    lease = q.acquire("W1")
+    before = q.counts(), q.items()
+    clock.set(2)
+    q.worker_paused(lease)
+    q.worker_resumed(lease, now=16)
+    q.worker_crashed("W1", lease, now=17)
+    q.worker_crashed("W9", case_id="A-1002", now=18)
+    noted = [(e.kind, e.time, e.item_id, e.case_id, e.worker_id, e.token) for e in q.log.events[-4:]]
+    assert noted == [(EventKind.WORKER_PAUSED, 2.0, lease.item_id, "O-1001", "W1", None),
+                     (EventKind.WORKER_RESUMED, 16.0, lease.item_id, "O-1001", "W1", None),
+                     (EventKind.WORKER_CRASHED, 17.0, lease.item_id, "O-1001", "W1", None),
+                     (EventKind.WORKER_CRASHED, 18.0, None, "A-1002", "W9", None)]
+    assert (q.counts(), q.items()) == before
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda q: q.worker_paused("W1"), "lease"),
+    (lambda q: q.worker_crashed(None), "worker_id"),
+    (lambda q: q.worker_crashed("W1", case_id=""), "case_id"),
+    (lambda q: q.worker_crashed("W1", now="soon"), "now"),
+])
+def test_a_bad_note_names_the_field_and_writes_nothing(call, field):
+    q, _ = make()
+    with pytest.raises(BadArgumentError) as err:
+        call(q)
+    assert err.value.field == field and len(q.log) == 0

@@ -6,25 +6,32 @@ the queue and the model must agree on every item, and the queue's invariants mus
 one live lease per case, every item in exactly one state, tokens only growing, stale
 tokens refused, attempts within bounds.
 
-Profiles: HYPOTHESIS_PROFILE=ci (default: 500 runs, derandomized so CI is repeatable) or
-HYPOTHESIS_PROFILE=dev (quick). The profile applies to this machine only, so other
-Hypothesis tests in the session keep their own settings.
+Part of the store contract: the same machine runs on every backend (memory, SQLite,
+PostgreSQL), each example on a new, empty database.
+
+Profiles: HYPOTHESIS_PROFILE=ci (default: 500 runs per backend, derandomized so CI is
+repeatable) or HYPOTHESIS_PROFILE=dev (quick). The profile applies to this machine only, so
+other Hypothesis tests in the session keep their own settings.
 """
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from store_backends import Backend
 
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import LeaseExpiredError, LeaseSettledError, NotInDLQError, StaleTokenError
 from shopops_lab.events import EventKind
 from shopops_lab.states import ItemState
-from shopops_lab.worker.queue import InMemoryQueue, Lease, Outcome, Priority
+from shopops_lab.store import Store
+from shopops_lab.worker.queue import InMemoryQueue, Lease, Outcome, Priority, Queue
 
 settings.register_profile("ci", max_examples=500, deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.too_slow])
@@ -140,12 +147,28 @@ lease_index = st.integers(min_value=0, max_value=10_000)
 
 
 class QueueMachine(RuleBasedStateMachine):
+    backend = "memory"
+    _backends: dict[str, Backend] = {}            # one per backend for the whole run
+    _stores: dict[str, tuple[str, Store]] = {}    # its database's URL and the store open on it
+
     def __init__(self) -> None:
         super().__init__()
-        self.queue = InMemoryQueue(lease_seconds=LEASE_SECONDS, max_attempts=MAX_ATTEMPTS, clock=FakeClock())
+        self.queue = self.new_queue()
         self.model = Model()
         self.now = 0.0
         self.leases: list[Lease] = []  # every lease ever granted: old ones become stale or settled
+
+    def new_queue(self) -> Queue:
+        if self.backend == "memory":
+            return InMemoryQueue(lease_seconds=LEASE_SECONDS, max_attempts=MAX_ATTEMPTS, clock=FakeClock())
+        if self.backend not in self._stores:  # one database per backend, emptied for each example
+            backend = self._backends[self.backend] = Backend(self.backend, Path(tempfile.mkdtemp(prefix="stateful-")))
+            url = backend.url()
+            self._stores[self.backend] = (url, backend.open(url))
+        url, store = self._stores[self.backend]
+        self._backends[self.backend].empty(url)
+        store.log.forget(0)  # history was rewritten under it (only tests ever do that)
+        return Queue(lease_seconds=LEASE_SECONDS, max_attempts=MAX_ATTEMPTS, clock=FakeClock(), store=store)
 
     def pick(self, index: int) -> Lease:
         return self.leases[index % len(self.leases)]
@@ -274,28 +297,47 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.queue.depth == counts[READY]
 
     @invariant()
-    def queue_and_model_agree_on_every_item(self):
-        for item in self.queue.items():
+    def queue_and_model_agree_on_every_item_and_attempts_stay_in_bounds(self):
+        for item in self.queue.items():  # read once: on a database every read is a query
             expected = self.model.items[item.id]
             assert (item.state, item.attempts, item.token, item.replays) == (
                 expected.state, expected.attempts, expected.token, expected.replays)
             if item.state is LEASED:
                 assert (item.worker_id, item.lease_expires_at) == (expected.worker_id, expected.expires_at)
-        assert [i.id for i in self.queue.dlq_items()] == self.model.dlq
-
-    @invariant()
-    def tokens_only_grow_and_attempts_stay_in_bounds(self):
-        for item in self.model.items.values():
-            assert item.tokens == sorted(set(item.tokens))  # strictly increasing
-            assert item.tokens == list(range(1, item.token + 1))
-        for item in self.queue.items():
             assert 0 <= item.attempts <= MAX_ATTEMPTS
             if item.state is not DEAD:
                 assert item.attempts < MAX_ATTEMPTS or item.state in (LEASED, DONE)
+        assert [i.id for i in self.queue.dlq_items()] == self.model.dlq
+
+    @invariant()
+    def tokens_only_grow(self):
+        for item in self.model.items.values():
+            assert item.tokens == sorted(set(item.tokens))  # strictly increasing
+            assert item.tokens == list(range(1, item.token + 1))
 
     def teardown(self):
         assert len(self.queue.log.where(EventKind.STALE_REJECTED)) == self.model.stale_rejections
 
 
-QueueMachine.TestCase.settings = settings(settings.get_profile(PROFILE), stateful_step_count=50)
+class SQLiteQueueMachine(QueueMachine):
+    backend = "sqlite"
+
+
+class PostgresQueueMachine(QueueMachine):
+    backend = "postgresql"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def databases_removed_at_the_end():
+    yield
+    for backend in QueueMachine._backends.values():
+        backend.close()
+    QueueMachine._backends.clear()
+    QueueMachine._stores.clear()
+
+
+for machine in (QueueMachine, SQLiteQueueMachine, PostgresQueueMachine):
+    machine.TestCase.settings = settings(settings.get_profile(PROFILE), stateful_step_count=50)
 TestQueueMachine = QueueMachine.TestCase
+TestQueueMachineOnSQLite = SQLiteQueueMachine.TestCase
+TestQueueMachineOnPostgres = PostgresQueueMachine.TestCase

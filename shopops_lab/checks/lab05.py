@@ -15,8 +15,9 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from shopops_lab.checkpoint import PUBLISH_WORKFLOW, CrashPoint, Env, Workflow
+from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
 from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text
+from shopops_lab.recovery import CrashPoint, Env
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
 from shopops_lab.effects import Fault
 from shopops_lab.widgets.quiz import Quiz

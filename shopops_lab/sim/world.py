@@ -20,6 +20,7 @@ from shopops_lab.clock import FakeClock
 from shopops_lab.effects import Fault as ProviderFault
 from shopops_lab.errors import LeaseExpiredError, LeaseSettledError, StaleTokenError
 from shopops_lab.events import EventKind, EventLog
+from shopops_lab.fencing import TokenFence
 from shopops_lab.sim.config import ADAPTERS, RunConfig
 from shopops_lab.sim.faults import Fault, FaultKind, FaultPlan, Point
 from shopops_lab.sim.scenarios import KINDS, plan_arrivals
@@ -86,7 +87,7 @@ class World:
         self.plan = FaultPlan(config.faults, config.rates, self.rng)
         self._decide = as_policy(config.policy)
         self.duplicates: deque[tuple[str, Lease]] = deque()
-        self.claims: dict[str, int] = {}   # item -> newest token claimed: the checkpoint store's fence
+        self.claims = TokenFence("checkpoint", log=self.log)  # the checkpoint store's fence, per item
         self._arrivals = plan_arrivals(sc, config.items, self.rng)
         self._next_arrival = 0
         self.workers = [Worker(worker_id) for worker_id in config.worker_ids]
@@ -228,8 +229,7 @@ class World:
     def delivered(self, w: Worker, lease: Lease) -> None:
         """A delivery began: note its claim, draw its random fault, and let the broker
         duplicate it."""
-        if lease.token > self.claims.get(lease.item_id, 0):
-            self.claims[lease.item_id] = lease.token
+        self.claims.observe(lease.item_id, lease.token, worker_id=w.id)
         w.fault = self.plan.draw_delivery()
         if self.fault_at(Point.ACQUIRE, w, lease) is not None:
             self.duplicates.append((w.id, lease))
@@ -263,12 +263,14 @@ class World:
         """Record the confirmed send. The store learns of every claim (like a job record
         whose token is bumped when it is claimed), so a write under an older token than the
         item's newest is refused (fenced) or, unfenced, accepted and logged as the anomaly it is."""
-        current = self.claims[lease.item_id]
         common = dict(item_id=lease.item_id, case_id=lease.case_id, worker_id=w.id, token=lease.token)
-        if lease.token < current:
-            if self.scenario.fenced_checkpoints:
-                self.log.append(EventKind.STALE_REJECTED, self.now, **common, op="checkpoint", current=current)
+        if self.scenario.fenced_checkpoints:
+            try:
+                self.claims.check(lease.item_id, lease.token, t=self.now, op="checkpoint",
+                                  case_id=lease.case_id, worker_id=w.id)
+            except StaleTokenError:
                 return False
+        elif lease.token < (current := self.claims.current(lease.item_id)):  # unfenced: taken, and named
             self.log.append(EventKind.STALE_WRITE_ACCEPTED, self.now, **common, op="checkpoint", current=current)
         self.log.append(EventKind.CHECKPOINT_WRITTEN, self.now, **common, attempt=lease.attempt,
                         step=idem_key, message_id=message_id)

@@ -1,4 +1,4 @@
-"""An in-memory work queue with per-case leases, expiry, fencing tokens and a DLQ.
+"""A work queue with per-case leases, expiry, fencing tokens and a DLQ, on any store.
 
 The shape follows real queues: a claimed item is invisible until its lease expires
 (SQS's visibility timeout), the claim count decides when an item is dead-lettered
@@ -6,14 +6,15 @@ The shape follows real queues: a claimed item is invisible until its lease expir
 it a *case* queue: at most one live lease per `case_id`, and items of one case are
 served first-in first-out, while other cases keep flowing.
 
-Lookups are O(log n): cases that can be served sit in a heap keyed by their head
-item's (priority, arrival), and leases sit in a heap keyed by expiry, so neither
-`acquire` nor expiry scans the queue.
+Every rule lives here, once. Where the items are kept is the store's business
+(`shopops_lab.store`): in this process (`InMemoryQueue`, the labs' default), in an
+SQLite file shared by processes, or in PostgreSQL shared by machines
+(`Queue(store="sqlite:///shopops.db")`). Each call is one transaction of the store, so
+a fencing check and the write it guards, or an expiry and the lease that follows it,
+happen together or not at all.
 """
 from __future__ import annotations
 
-import heapq
-from collections import deque
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
 from typing import Any, Callable, Mapping, NamedTuple
@@ -31,10 +32,13 @@ from shopops_lab.errors import (
     UnknownLeaseError,
 )
 from shopops_lab.events import EventKind, EventLog
-from shopops_lab.payloads import is_flat, json_copy
+from shopops_lab.fencing import TokenFence
+from shopops_lab.payloads import flat_copy, json_copy
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
+from shopops_lab.store import MemoryStore, Store, one_transaction_per_call, open_store, store_for
+from shopops_lab.store.base import ItemRow
 
-__all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "QueueId"]
+__all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue", "QueueId"]
 
 # Looked up once: reading a member off an Enum class costs a descriptor call, on every hot path.
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
@@ -123,51 +127,46 @@ class Item:
     replays: int
 
 
-class _Record:
-    """The queue's own mutable row for an item; callers only ever see `Item` snapshots."""
-
-    __slots__ = ("flat", "id", "seq", "case_id", "tenant_id", "kind", "payload", "priority", "state",
-                 "attempts", "token", "worker_id", "expires_at", "lease_seconds", "enqueued_at",
-                 "last_error", "dead_at", "replays", "ended_by")
-
-    def snapshot(self) -> Item:
-        leased = self.state is _LEASED
-        return Item(id=self.id, case_id=self.case_id, tenant_id=self.tenant_id, kind=self.kind,
-                    payload=json_copy(self.payload), priority=self.priority, state=self.state,
-                    attempts=self.attempts, token=self.token,
-                    worker_id=self.worker_id if leased else None,
-                    lease_expires_at=self.expires_at if leased else None,
-                    enqueued_at=self.enqueued_at, last_error=self.last_error,
-                    dead_at=self.dead_at, replays=self.replays)
+def _snapshot(row: ItemRow) -> Item:
+    leased = row.state is _LEASED
+    return Item(id=row.id, case_id=row.case_id, tenant_id=row.tenant_id, kind=row.kind,
+                payload=json_copy(row.payload), priority=_PRIORITIES.get(row.priority, row.priority),
+                state=row.state, attempts=row.attempts, token=row.token,
+                worker_id=row.worker_id if leased else None,
+                lease_expires_at=row.expires_at if leased else None,
+                enqueued_at=row.enqueued_at, last_error=row.last_error,
+                dead_at=row.dead_at, replays=row.replays)
 
 
-class _Case:
-    __slots__ = ("ready", "leased")
+class Queue:
+    """Per-case leased work queue on a store. See the module docstring for the rules.
 
-    def __init__(self) -> None:
-        self.ready: deque[_Record] = deque()
-        self.leased: _Record | None = None
-
-
-class InMemoryQueue:
-    """Per-case leased work queue. See the module docstring for the rules."""
+    `store` is a `Store` or a URL (`memory:`, `sqlite:///path.db`, `postgresql://...`);
+    by default the items live in this process. Several `Queue`s on one database (one per
+    process or machine) are one queue."""
 
     def __init__(self, lease_seconds: float = 30, max_attempts: int = 5,
-                 clock: Clock | None = None, *, log: EventLog | None = None) -> None:
+                 clock: Clock | None = None, *, log: EventLog | None = None,
+                 store: Store | str | None = None) -> None:
         self.lease_seconds = arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
         arguments.whole("max_attempts", max_attempts, 1, "pass a whole number >= 1 (how many deliveries before the DLQ)")
         self.clock: Clock = arguments.clock(clock)
-        self.log = arguments.log(log)
+        self.store: Store = store_for(store, log)
         self.max_attempts = max_attempts
         self.id = QueueId()
+        self._fence = TokenFence("item", store=self.store)
+        self.log = self.store.log
         self._record = self.log.appender()  # hot events skip append()'s keyword handling
-        self._records: dict[str, _Record] = {}
-        self._cases: dict[str, _Case] = {}
-        self._available: list[tuple[int, int, str]] = []          # (priority, seq, case_id)
-        self._expiry: list[tuple[float, int, int, str]] = []      # (expires_at, seq, token, item_id)
-        self._dead: dict[str, _Record] = {}
-        self._counts = {state: 0 for state in ItemState}
+        # the store's hot methods, looked up once
+        self._get, self._next, self._due = self.store.get_item, self.store.next_ready, self.store.due_leases
+        self._write, self._add = self.store.write_item, self.store.add_item
+        one_transaction_per_call(self, self.store, _TRANSACTIONAL)
         self._last_time = float("-inf")
+
+    @classmethod
+    def open(cls, url: str, **settings: Any) -> "Queue":
+        """The queue kept at `url` (`Queue.open("sqlite:///shopops.db", lease_seconds=30)`)."""
+        return cls(store=open_store(url), **settings)
 
     # ------------------------------------------------------------------ producing
     def enqueue(self, *, case_id: str | None = None, tenant_id: str = "default",
@@ -182,26 +181,22 @@ class InMemoryQueue:
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise BadArgumentError(field="priority", problem=f"is {priority!r}",
                                    fix="pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
-        body = json_copy({} if payload is None else payload)
+        body, flat = flat_copy({} if payload is None else payload)
         if not isinstance(body, dict):
             raise BadArgumentError(field="payload", problem=f"is {arguments.a(type(payload).__name__)}",
                                    fix="pass a dict, e.g. payload={'idem_key': 'O-1001:email:3'}")
-        t = self._time(now)
-        rec = _Record()
-        rec.seq = len(self._records) + 1
-        rec.id = f"item-{rec.seq:04d}"
-        rec.case_id, rec.tenant_id, rec.kind, rec.payload = case_id, tenant_id, kind, body
-        rec.flat = is_flat(body)
-        rec.priority = _PRIORITIES.get(priority, priority)
-        rec.state, rec.attempts, rec.token, rec.worker_id = _READY, 0, 0, None
-        rec.expires_at, rec.lease_seconds, rec.enqueued_at = None, self.lease_seconds, t
-        rec.last_error, rec.dead_at, rec.replays, rec.ended_by = None, None, 0, None
-        self._records[rec.id] = rec
-        self._counts[_READY] += 1
-        self._make_ready(rec, front=False)
-        self._record((t, _ENQUEUED, rec.id, case_id, None, None, None,
+        row = ItemRow()
+        row.case_id, row.tenant_id, row.kind, row.payload = case_id, tenant_id, kind, body
+        row.flat = flat
+        row.priority = _PRIORITIES.get(priority, priority)
+        row.state, row.attempts, row.token, row.worker_id = _READY, 0, 0, None
+        row.expires_at, row.lease_seconds = None, self.lease_seconds
+        row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
+        row.enqueued_at = t = self._time(now)
+        self._add(row)
+        self._record((t, _ENQUEUED, row.id, case_id, None, None, None,
                       {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)}))
-        return rec.id
+        return row.id
 
     # ------------------------------------------------------------------ consuming
     def acquire(self, worker_id: str, *, now: float | None = None,
@@ -218,78 +213,76 @@ class InMemoryQueue:
             raise BadArgumentError(field="max_priority", problem=f"is {max_priority!r}",
                                    fix="pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out")
         t = self._time(now)
-        self._expire(t)
-        if not self._available:
+        due = self._due(t)
+        if due:
+            self._expire(due, t)
+        row = self._next(max_priority)
+        if row is None:
             return None
-        if max_priority is not None and self._available[0][0] > max_priority:
-            return None
-        _, _, case_id = heapq.heappop(self._available)
-        case = self._cases[case_id]
-        rec = case.ready.popleft()
-        self._move(rec, _LEASED)
-        case.leased = rec
-        rec.attempts += 1
-        rec.token += 1
-        rec.worker_id = worker_id
-        rec.lease_seconds = seconds
-        rec.expires_at = t + seconds
-        rec.ended_by = None
-        heapq.heappush(self._expiry, (rec.expires_at, rec.seq, rec.token, rec.id))
-        self._record((t, _LEASED_EVENT, rec.id, rec.case_id, worker_id, rec.token, rec.attempts,
-                      {"expires_at": rec.expires_at}))
-        payload = rec.payload
-        return Lease(rec.id, rec.case_id, rec.tenant_id, rec.kind, worker_id, rec.token, rec.attempts, t,
-                     rec.expires_at, dict(payload) if rec.flat else json_copy(payload), self.id)
+        row.attempts += 1
+        row.token += 1
+        row.worker_id = worker_id
+        row.lease_seconds = seconds
+        row.expires_at = t + seconds
+        row.ended_by = None
+        self._move(row, _LEASED)
+        self._record((t, _LEASED_EVENT, row.id, row.case_id, worker_id, row.token, row.attempts,
+                      {"expires_at": row.expires_at}))
+        payload = row.payload
+        return Lease(row.id, row.case_id, row.tenant_id, row.kind, worker_id, row.token, row.attempts, t,
+                     row.expires_at, dict(payload) if row.flat else json_copy(payload), self.id)
 
     def heartbeat(self, lease: Lease, *, now: float | None = None) -> bool:
         """Extend a live lease to now + its lease time. False once the lease is lost
         (expired, settled, or claimed by someone newer): stop side effects then."""
-        rec = self._granted(lease)
+        row = self._granted(lease)
         t = self._time(now)
-        self._expire(t)
+        self._expire(self._due(t), t)
         try:
-            self._live(lease, rec, "heartbeat", t)
+            self._live(lease, row, "heartbeat", t)
         except (StaleTokenError, LeaseExpiredError, LeaseSettledError):
             return False
-        rec.expires_at = t + rec.lease_seconds
-        heapq.heappush(self._expiry, (rec.expires_at, rec.seq, rec.token, rec.id))
-        self.log.append(EventKind.HEARTBEAT, t, item_id=rec.id, case_id=rec.case_id,
-                        worker_id=lease.worker_id, token=lease.token, attempt=rec.attempts,
-                        expires_at=rec.expires_at)
+        row.expires_at = t + row.lease_seconds
+        self._write(row, _LEASED)
+        self.log.append(EventKind.HEARTBEAT, t, item_id=row.id, case_id=row.case_id,
+                        worker_id=lease.worker_id, token=lease.token, attempt=row.attempts,
+                        expires_at=row.expires_at)
         return True
 
     def ack(self, lease: Lease, *, now: float | None = None) -> None:
         """Mark the item done. Raises StaleTokenError if a newer claim exists, and
         LeaseExpiredError / LeaseSettledError if this lease is over."""
-        rec = self._granted(lease)
+        row = self._granted(lease)
         t = self._time(now)
-        self._expire(t)
-        self._live(lease, rec, "ack", t)
-        self._move(rec, _DONE)
-        rec.ended_by = "acked"
-        self._release(rec)
-        self._record((t, _ACKED, rec.id, rec.case_id, lease.worker_id, lease.token, rec.attempts, {}))
+        due = self._due(t)
+        if due:
+            self._expire(due, t)
+        self._live(lease, row, "ack", t)
+        row.ended_by = "acked"
+        self._move(row, _DONE)
+        self._record((t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token, row.attempts, {}))
 
     def nack(self, lease: Lease, error: object = None, *, now: float | None = None) -> ItemState:
         """Give the item back after a failure. It is ready again, or dead if this was its
         last allowed attempt. Returns the item's new state."""
-        rec = self._granted(lease)
+        row = self._granted(lease)
         described = _describe(error)
         t = self._time(now)
-        self._expire(t)
-        self._live(lease, rec, "nack", t)
-        rec.ended_by = "nacked"
-        rec.last_error = described
-        self.log.append(EventKind.NACKED, t, item_id=rec.id, case_id=rec.case_id,
-                        worker_id=lease.worker_id, token=lease.token, attempt=rec.attempts,
-                        error=rec.last_error)
-        return self._end_attempt(rec, t)
+        self._expire(self._due(t), t)
+        self._live(lease, row, "nack", t)
+        row.ended_by = "nacked"
+        row.last_error = described
+        self.log.append(EventKind.NACKED, t, item_id=row.id, case_id=row.case_id,
+                        worker_id=lease.worker_id, token=lease.token, attempt=row.attempts,
+                        error=row.last_error)
+        return self._end_attempt(row, t)
 
     def process_one(self, worker_id: str, handler: Callable[[Lease], Any], *,
                     now: float | None = None) -> Outcome:
         """Acquire, run `handler(lease)`, then ack; nack if it raises. The handler must be
         safe to run twice: an expired lease means the same item comes back. A handler
-        that settles its own lease (acks or nacks it) is taken at its word."""
+        that settles its own lease (acks or nacks it) is taken at its word. The handler
+        runs outside any transaction: it may take long, and may crash."""
         if not callable(handler):
             raise BadArgumentError(field="handler", problem=f"is {handler!r}, not a function",
                                    fix="pass a function that takes the Lease, e.g. def handle(lease): ...")
@@ -316,51 +309,78 @@ class InMemoryQueue:
 
     def _settled_by_handler(self, lease: Lease) -> Outcome:
         """What the handler made of its own lease when it acked or nacked it itself."""
-        rec = self._records[lease.item_id]
-        if rec.ended_by == "acked":
+        row = self._get(lease.item_id)
+        if row.ended_by == "acked":
             return Outcome.OK
-        return Outcome.DEAD if rec.state is _DEAD else Outcome.RETRIED
+        return Outcome.DEAD if row.state is _DEAD else Outcome.RETRIED
 
     def _expire_leases(self, now: float | None = None) -> list[str]:
         """Return every lease whose deadline has passed to the queue (or the DLQ if it
         was the last attempt). The queue also does this on each call; lessons call it
         directly to force an expiry. Returns the expired item ids."""
-        return self._expire(self._time(now))
+        t = self._time(now)
+        return self._expire(self._due(t), t)
+
+    # ------------------------------------------------------------------ what only the worker knows
+    def worker_crashed(self, worker_id: str, lease: Lease | None = None, *, case_id: str | None = None,
+                       now: float | None = None) -> None:
+        """Note that `worker_id` died (holding `lease`, or working on `case_id`), for the
+        timeline and the checker. Nothing changes in the queue: the lease runs out on its own."""
+        self._note(EventKind.WORKER_CRASHED, worker_id, lease, case_id, now)
+
+    def worker_paused(self, lease: Lease, *, now: float | None = None) -> None:
+        """Note that the worker holding `lease` froze (a long GC pause, a stalled call)."""
+        self._note(EventKind.WORKER_PAUSED, None, arguments.instance(
+            "lease", lease, Lease, "pass the Lease the paused worker holds"), None, now)
+
+    def worker_resumed(self, lease: Lease, *, now: float | None = None) -> None:
+        """Note that the worker holding `lease` runs again, not knowing how long it was gone."""
+        self._note(EventKind.WORKER_RESUMED, None, arguments.instance(
+            "lease", lease, Lease, "pass the Lease the resumed worker holds"), None, now)
+
+    def _note(self, kind: EventKind, worker_id: str | None, lease: Lease | None, case_id: str | None,
+              now: float | None) -> None:
+        if lease is not None:
+            arguments.instance("lease", lease, Lease, "pass the Lease the worker held, or leave it out")
+            worker_id, case_id = worker_id or lease.worker_id, lease.case_id
+        arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
+        if case_id is not None:
+            arguments.text("case_id", case_id, "the case it was working on, e.g. 'O-1001', or leave it out")
+        self.log.append(kind, arguments.time_of(now, self.clock), item_id=None if lease is None else lease.item_id,
+                        case_id=case_id, worker_id=worker_id)
 
     # ------------------------------------------------------------------ the DLQ
     def dlq_items(self) -> list[Item]:
         """Dead items, oldest death first, with their last error and attempt count."""
-        return [rec.snapshot() for rec in self._dead.values()]
+        return [_snapshot(row) for row in self.store.dead_rows()]
 
     def replay_dlq(self, item_id: str, *, now: float | None = None) -> None:
         """Send a dead item back to ready with its attempts reset (after a fix)."""
-        rec = self._records.get(item_id) if isinstance(item_id, str) else None
-        if rec is None:
+        row = self.store.get_item(item_id) if isinstance(item_id, str) else None
+        if row is None:
             raise UnknownItemError(item_id=item_id)
-        if rec.state is not _DEAD:
-            raise NotInDLQError(item_id=item_id, state=rec.state.value)
+        if row.state is not _DEAD:
+            raise NotInDLQError(item_id=item_id, state=row.state.value)
         t = self._time(now)
-        self._move(rec, _READY)
-        del self._dead[item_id]
-        rec.attempts = 0
-        rec.replays += 1
-        rec.dead_at = None
-        self._make_ready(rec, front=False)
-        self.log.append(EventKind.REPLAYED, t, item_id=rec.id, case_id=rec.case_id,
-                        replays=rec.replays, last_error=rec.last_error)
+        row.attempts = 0
+        row.replays += 1
+        row.dead_at = None
+        self._move(row, _READY)
+        self.log.append(EventKind.REPLAYED, t, item_id=row.id, case_id=row.case_id,
+                        replays=row.replays, last_error=row.last_error)
 
     # ------------------------------------------------------------------ reading
     def item(self, item_id: str) -> Item:
-        rec = self._records.get(item_id) if isinstance(item_id, str) else None
-        if rec is None:
+        row = self.store.get_item(item_id) if isinstance(item_id, str) else None
+        if row is None:
             raise UnknownItemError(item_id=item_id)
-        return rec.snapshot()
+        return _snapshot(row)
 
     def items(self, state: ItemState | str | None = None) -> list[Item]:
         """Snapshots in enqueue order, optionally only those in `state`."""
         wanted = None if state is None else arguments.member("state", state, ItemState,
                                                              ", or leave it out for every item")
-        return [r.snapshot() for r in self._records.values() if wanted is None or r.state is wanted]
+        return [_snapshot(row) for row in self.store.item_rows(wanted)]
 
     def leases(self) -> list[Item]:
         """Items currently leased, in enqueue order."""
@@ -368,19 +388,20 @@ class InMemoryQueue:
 
     def counts(self) -> dict[ItemState, int]:
         """How many items are in each state (every state present, zeros included)."""
-        return dict(self._counts)
+        return self.store.item_counts()
 
     @property
     def depth(self) -> int:
         """Items waiting to be acquired."""
-        return self._counts[_READY]
+        return self.store.item_count(_READY)
 
     def __len__(self) -> int:
-        return len(self._records)
+        return sum(self.store.item_counts().values())
 
     def __repr__(self) -> str:
-        counts = ", ".join(f"{s.value}={n}" for s, n in self._counts.items())
-        return (f"InMemoryQueue(lease_seconds={self.lease_seconds:g}, "
+        counts = ", ".join(f"{s.value}={n}" for s, n in self.store.item_counts().items())
+        where = "" if isinstance(self.store, MemoryStore) else f"{self.store.url}, "
+        return (f"{type(self).__name__}({where}lease_seconds={self.lease_seconds:g}, "
                 f"max_attempts={self.max_attempts}, {counts})")
 
     # ------------------------------------------------------------------ internals
@@ -407,73 +428,42 @@ class InMemoryQueue:
         the handler made the queue see meanwhile (a heartbeat with a later `now=`)."""
         return None if now is None else max(now, self._last_time)
 
-    def _move(self, rec: _Record, target: ItemState) -> None:
-        if (rec.state, target) not in _EDGES:
-            check_transition(f"item {rec.id}", rec.state, target)  # raises TransitionError
-        self._counts[rec.state] -= 1
-        self._counts[target] += 1
-        rec.state = target
+    def _move(self, row: ItemRow, target: ItemState) -> None:
+        """Walk one edge of the transition table and have the store keep the row."""
+        source = row.state
+        if (source, target) not in _EDGES:
+            check_transition(f"item {row.id}", source, target)  # raises TransitionError
+        row.state = target
+        self._write(row, source)
 
-    def _make_ready(self, rec: _Record, *, front: bool) -> None:
-        """Queue `rec` in its case and offer the case if it just became servable."""
-        case = self._cases.get(rec.case_id)
-        if case is None:
-            case = self._cases[rec.case_id] = _Case()
-        was_empty = not case.ready
-        if front:
-            case.ready.appendleft(rec)
-        else:
-            case.ready.append(rec)
-        if case.leased is None and (was_empty or front):
-            self._offer(rec.case_id, case)
-
-    def _offer(self, case_id: str, case: _Case) -> None:
-        """Put a servable case in the heap, keyed by its head item."""
-        head = case.ready[0]
-        heapq.heappush(self._available, (head.priority, head.seq, case_id))
-
-    def _release(self, rec: _Record) -> None:
-        """The case's lease is over: offer its next item, if any."""
-        case = self._cases[rec.case_id]
-        case.leased = None
-        if case.ready:
-            self._offer(rec.case_id, case)
-
-    def _end_attempt(self, rec: _Record, t: float) -> ItemState:
+    def _end_attempt(self, row: ItemRow, t: float) -> ItemState:
         """After a failed or expired attempt: back to the front of its case, or dead."""
-        if rec.attempts >= self.max_attempts:
-            self._move(rec, _DEAD)
-            rec.dead_at = t
-            self._dead[rec.id] = rec
-            self._release(rec)
-            self.log.append(EventKind.DEAD_LETTERED, t, item_id=rec.id, case_id=rec.case_id,
-                            worker_id=rec.worker_id, token=rec.token, attempt=rec.attempts,
-                            error=rec.last_error, enqueued_at=rec.enqueued_at)
+        if row.attempts >= self.max_attempts:
+            row.dead_at = t
+            self._move(row, _DEAD)
+            self.log.append(EventKind.DEAD_LETTERED, t, item_id=row.id, case_id=row.case_id,
+                            worker_id=row.worker_id, token=row.token, attempt=row.attempts,
+                            error=row.last_error, enqueued_at=row.enqueued_at)
             return _DEAD
-        self._cases[rec.case_id].leased = None
-        self._move(rec, _READY)
-        self._make_ready(rec, front=True)
+        self._move(row, _READY)
         return _READY
 
-    def _expire(self, t: float) -> list[str]:
+    def _expire(self, due: list[ItemRow], t: float) -> list[str]:
+        """End the leases the store found due at `t`: back to the front of the case, or dead."""
         expired = []
-        heap = self._expiry
-        while heap and heap[0][0] <= t:
-            expires_at, _, token, item_id = heapq.heappop(heap)
-            rec = self._records[item_id]
-            if rec.state is not _LEASED or rec.token != token or rec.expires_at != expires_at:
-                continue  # settled, re-leased or extended since: an old entry
-            rec.ended_by = "expired"
-            rec.last_error = f"lease expired at t={expires_at:g} (worker {rec.worker_id}, attempt {rec.attempts})"
-            self.log.append(EventKind.EXPIRED, t, item_id=rec.id, case_id=rec.case_id,
-                            worker_id=rec.worker_id, token=rec.token, attempt=rec.attempts,
+        for row in due:
+            expires_at = row.expires_at
+            row.ended_by = "expired"
+            row.last_error = f"lease expired at t={expires_at:g} (worker {row.worker_id}, attempt {row.attempts})"
+            self.log.append(EventKind.EXPIRED, t, item_id=row.id, case_id=row.case_id,
+                            worker_id=row.worker_id, token=row.token, attempt=row.attempts,
                             expires_at=expires_at)
-            self._end_attempt(rec, t)
-            expired.append(item_id)
+            self._end_attempt(row, t)
+            expired.append(row.id)
         return expired
 
-    def _granted(self, lease: Lease) -> _Record:
-        """The record behind a lease this queue really granted. Checked before the call's
+    def _granted(self, lease: Lease) -> ItemRow:
+        """The row behind a lease this queue really granted. Checked before the call's
         time is taken, so a wrong argument changes nothing (not even expiries)."""
         if not isinstance(lease, Lease):
             raise BadArgumentError(field="lease", problem=f"is {arguments.a(type(lease).__name__)}",
@@ -481,28 +471,38 @@ class InMemoryQueue:
         if lease.queue is not self.id:
             raise UnknownLeaseError(reason=f"lease on {lease.item_id} was not granted by this queue "
                                            "(item ids repeat across queues)")
-        rec = self._records.get(lease.item_id) if isinstance(lease.item_id, str) else None
-        if rec is None:
+        row = self._get(lease.item_id) if isinstance(lease.item_id, str) else None
+        if row is None:
             raise UnknownLeaseError(reason=f"no item {lease.item_id} in this queue")
         token = lease.token
-        if (lease.case_id != rec.case_id or isinstance(token, bool) or not isinstance(token, int)
-                or token > rec.token or token < 1):
+        if (lease.case_id != row.case_id or isinstance(token, bool) or not isinstance(token, int)
+                or token > row.token or token < 1):
             raise UnknownLeaseError(reason=f"item {lease.item_id} never granted token {lease.token} "
                                            f"for case {lease.case_id}")
-        return rec
+        return row
 
-    def _live(self, lease: Lease, rec: _Record, op: str, t: float) -> None:
-        """Pass if `lease` still owns `rec` at `t`; otherwise raise the precise reason."""
-        if lease.token < rec.token:
-            self.log.append(EventKind.STALE_REJECTED, t, item_id=rec.id, case_id=rec.case_id,
-                            worker_id=lease.worker_id, token=lease.token, op=op, current=rec.token)
-            raise StaleTokenError(what=f"item {rec.id}", token=lease.token, current=rec.token)
-        if rec.state is not _LEASED:
-            if rec.ended_by == "expired":
-                raise LeaseExpiredError(item_id=rec.id, token=lease.token, expires_at=rec.expires_at)
-            raise LeaseSettledError(item_id=rec.id, token=lease.token, how=rec.ended_by)
+    def _live(self, lease: Lease, row: ItemRow, op: str, t: float) -> None:
+        """Pass if `lease` still owns `row` at `t`; otherwise raise the precise reason. The
+        item's token lives on its row (the acquire that issues it is the write that leases
+        the item); the fence judges it, and is asked only when the tokens differ."""
+        if lease.token != row.token:
+            self._fence.check(row.id, lease.token, t=t, op=op, current=row.token, case_id=row.case_id,
+                              worker_id=lease.worker_id)
+        if row.state is not _LEASED:
+            if row.ended_by == "expired":
+                raise LeaseExpiredError(item_id=row.id, token=lease.token, expires_at=row.expires_at)
+            raise LeaseSettledError(item_id=row.id, token=lease.token, how=row.ended_by)
 
 
+class InMemoryQueue(Queue):
+    """The queue with its items in this process: what labs 00-07 and the simulator use."""
+
+    def __init__(self, lease_seconds: float = 30, max_attempts: int = 5,
+                 clock: Clock | None = None, *, log: EventLog | None = None) -> None:
+        super().__init__(lease_seconds, max_attempts, clock, log=log)
+
+
+_TRANSACTIONAL = ("enqueue", "acquire", "heartbeat", "ack", "nack", "_expire_leases", "replay_dlq")
 _EARLIEST = -MAX_TIME
 _EDGES = frozenset(TRANSITIONS)  # the table's edges, for a quick membership test on every move
 _SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"

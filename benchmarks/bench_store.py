@@ -1,0 +1,167 @@
+"""How fast is the queue on a real database, next to peers measured in the same run?
+
+1. SQLite: enqueue + acquire + ack cycles per second, every operation its own committed
+   transaction, against litequeue (put + pop + done) and persist-queue's SQLiteAckQueue
+   (put + get + ack) on the same disk. All three run in WAL mode at the same `synchronous`
+   setting, printed with each row: NORMAL (a commit survives a killed process, the failure
+   this course is about; litequeue's own default) and FULL (it survives a power cut too;
+   every commit waits for the disk, so all three are bounded by fsync). Target: >= 2x
+   litequeue at NORMAL, while also giving leases, fencing tokens, per-case exclusivity,
+   attempts and an event log that litequeue does not have.
+2. PostgreSQL (when SHOPOPS_POSTGRES_URL names a server): cycles per second with 1 and 8
+   worker processes on one database, and the scaling ratio. Informational: on a machine
+   with fewer cores than workers the server and the workers share them.
+
+Run: `.venv/bin/pip install -r benchmarks/requirements.txt`, then
+`python benchmarks/bench_store.py`. Prints numbers and PASS/FAIL for each target and always
+exits 0: benchmarks inform, tests decide.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from time import perf_counter
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout, installed or not
+
+from shopops_lab.clock import SystemClock  # noqa: E402
+from shopops_lab.worker.queue import Queue  # noqa: E402
+
+CYCLES = 2_000
+REPEATS = 3
+CASES = 50
+PG_CYCLES = 400          # per worker process
+TARGET = 2.0
+PAYLOAD = {"idem_key": "O-1001:email:3", "template": "delay_apology", "order_total": 129}
+
+
+def ours(folder: Path, synchronous: str, n: int) -> float:
+    q = Queue(store=f"sqlite:///{folder / 'shopops.db'}?synchronous={synchronous}", clock=SystemClock())
+    cases = [f"O-{1000 + i}" for i in range(CASES)]
+    start = perf_counter()
+    for i in range(n):
+        q.enqueue(case_id=cases[i % CASES], tenant_id="store_northline", kind="contact_send", payload=PAYLOAD)
+        q.ack(q.acquire("W1"))
+    seconds = perf_counter() - start
+    q.store.close()
+    return seconds
+
+
+def litequeue_cycles(folder: Path, synchronous: str, n: int) -> float:
+    from litequeue import LiteQueue
+
+    q = LiteQueue(str(folder / "litequeue.db"))
+    q.conn.execute(f"PRAGMA synchronous = {synchronous}")  # it sets NORMAL itself; the same for all
+    start = perf_counter()
+    for _ in range(n):
+        q.put("O-1001:email:3")
+        q.done(q.pop().message_id)
+    seconds = perf_counter() - start
+    q.close()
+    return seconds
+
+
+def persistqueue_cycles(folder: Path, synchronous: str, n: int) -> float:
+    from persistqueue import SQLiteAckQueue
+
+    q = SQLiteAckQueue(str(folder / "persistqueue"), auto_commit=True)
+    q._getter.execute(f"PRAGMA synchronous = {synchronous}")
+    if q._putter is not q._getter:
+        q._putter.execute(f"PRAGMA synchronous = {synchronous}")
+    start = perf_counter()
+    for _ in range(n):
+        q.put(PAYLOAD)
+        q.ack(q.get())
+    seconds = perf_counter() - start
+    return seconds
+
+
+PEERS = {"shopops Queue (sqlite)": ours, "litequeue": litequeue_cycles, "persist-queue SQLiteAckQueue": persistqueue_cycles}
+
+
+def sqlite_round(synchronous: str, n: int) -> dict[str, float]:
+    """Best cycles/s of each, interleaved, every run on a fresh file in the same folder."""
+    best = dict.fromkeys(PEERS, 0.0)
+    for _ in range(REPEATS):
+        for name, run in PEERS.items():
+            with tempfile.TemporaryDirectory(dir=Path.cwd()) as folder:
+                best[name] = max(best[name], n / run(Path(folder), synchronous, n))
+    return best
+
+
+def _pg_worker(url: str, name: str, ready, go, seconds) -> None:
+    q = Queue(store=url, clock=SystemClock())
+    cases = [f"{name}-C{i}" for i in range(CASES)]
+    ready.wait()
+    go.wait()
+    start = perf_counter()
+    for i in range(PG_CYCLES):
+        q.enqueue(case_id=cases[i % CASES], tenant_id="store_northline", kind="contact_send", payload=PAYLOAD)
+        lease = q.acquire(name)
+        while lease is None:  # another process holds what is ready; ours comes next
+            lease = q.acquire(name)
+        q.ack(lease)
+    seconds.put(perf_counter() - start)
+
+
+def pg_cycles(url: str, workers: int) -> float:
+    """Cycles per second of `workers` processes on one fresh schema."""
+    import psycopg
+
+    schema = f"bench_{os.getpid()}_{workers}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        admin.execute(f"CREATE SCHEMA {schema}")
+        try:
+            target = f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+            Queue(store=target).store.close()  # set the schema up once, before the clock starts
+            ctx = multiprocessing.get_context("spawn")
+            ready, go, seconds = ctx.Barrier(workers + 1), ctx.Barrier(workers + 1), ctx.Queue()
+            procs = [ctx.Process(target=_pg_worker, args=(target, f"W{n}", ready, go, seconds))
+                     for n in range(1, workers + 1)]
+            for proc in procs:
+                proc.start()
+            ready.wait()
+            start = perf_counter()
+            go.wait()
+            for proc in procs:
+                proc.join()
+            wall = perf_counter() - start
+            return workers * PG_CYCLES / wall
+        finally:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def main() -> int:
+    print(f"Python {sys.version.split()[0]}; SQLite {__import__('sqlite3').sqlite_version}; best of {REPEATS} x "
+          f"{CYCLES:,} cycles, each operation its own committed transaction, WAL, files under {Path.cwd()}")
+    for synchronous in ("normal", "full"):
+        n = CYCLES if synchronous == "normal" else CYCLES // 4
+        best = sqlite_round(synchronous, n)
+        print(f"synchronous={synchronous.upper()}: "
+              + ("a commit survives a killed process (not a power cut)" if synchronous == "normal"
+                 else "a commit survives a power cut: each one waits for fsync"))
+        for name, speed in best.items():
+            print(f"  {name:<30}: {speed:>9,.0f} cycles/s")
+        ratio = best["shopops Queue (sqlite)"] / best["litequeue"]
+        verdict = ("PASS" if ratio >= TARGET else "FAIL") if synchronous == "normal" else "(info)"
+        print(f"  {'ratio vs litequeue':<30}: {ratio:9.2f}   target >= {TARGET:g}  {verdict}")
+    url = os.environ.get("SHOPOPS_POSTGRES_URL")
+    if not url:
+        print("PostgreSQL: skipped. Start a server (sh scripts/postgres.sh start /tmp/shopops-pg) and set "
+              "SHOPOPS_POSTGRES_URL to the URL it prints.")
+        return 0
+    one, eight = pg_cycles(url, 1), pg_cycles(url, 8)
+    print(f"PostgreSQL, {PG_CYCLES} cycles per process, {os.cpu_count()} cores on this machine:")
+    print(f"  1 worker process   : {one:>9,.0f} cycles/s")
+    print(f"  8 worker processes : {eight:>9,.0f} cycles/s")
+    print(f"  scaling ratio      : {eight / one:9.2f}   (information; bounded by the cores the server and workers share)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+#!/bin/sh
+# A throwaway PostgreSQL cluster for the tests: `start DIR` creates one in DIR on a free local
+# port and prints its URL; `stop DIR` stops it (DIR can then be deleted). Nothing outside DIR is
+# touched. Needs the server binaries (Debian/Ubuntu: sudo apt-get install postgresql).
+#
+#   url=$(sh scripts/postgres.sh start /tmp/shopops-pg)
+#   SHOPOPS_POSTGRES_URL=$url make test
+#   sh scripts/postgres.sh stop /tmp/shopops-pg
+set -eu
+
+usage() { echo "usage: sh scripts/postgres.sh start|stop DIR" >&2; exit 2; }
+[ $# -eq 2 ] || usage
+action=$1 dir=$2
+
+bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+if [ -z "$bin" ] && command -v pg_ctl >/dev/null 2>&1; then bin=$(dirname "$(command -v pg_ctl)"); fi
+if [ -z "$bin" ]; then
+    echo "postgres.sh: no PostgreSQL server found. Install it: sudo apt-get install postgresql" >&2
+    exit 1
+fi
+
+# The server refuses to run as root: as root, run it as the postgres user.
+as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+case $action in
+start)
+    mkdir -p "$dir"
+    if [ "$(id -u)" = 0 ]; then chown postgres "$dir"; fi
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    as_owner "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >"$dir/initdb.log" 2>&1 \
+        || { cat "$dir/initdb.log" >&2; exit 1; }
+    # A test cluster: nothing in it must survive a power cut, so skip the flushes.
+    as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off" \
+        start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
+    as_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U postgres shopops
+    echo "postgresql://postgres@127.0.0.1:$port/shopops"
+    ;;
+stop)
+    as_owner "$bin/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null
+    ;;
+*) usage ;;
+esac

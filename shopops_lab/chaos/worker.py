@@ -1,0 +1,110 @@
+"""One worker process: drains the shared queue until every item is done or dead-lettered.
+
+The supervisor forks it (os.fork), so it runs any handler, the learner's own included. It opens its
+own store on the database, reads the run's settings and stop plan from it, and loops:
+acquire, hand the lease to the workload's handler, repeat. The handler passes named points
+(`stops.at("after_send", lease)`); at a planned one the worker reports over its pipe and
+waits there, for a SIGKILL, or (a planned pause) for word that another worker has taken
+its item over, after which it carries on, stale.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from shopops_lab.chaos.plan import Kill
+from shopops_lab.clock import SystemClock
+from shopops_lab.errors import LeaseExpiredError, LeaseSettledError, ShopOpsError, StaleTokenError
+from shopops_lab.events import EventKind
+from shopops_lab.states import ItemState
+from shopops_lab.store import Store, open_store
+from shopops_lab.worker.queue import Lease, Queue
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+__all__ = ["SETUP", "Stops", "Workload", "serve"]
+
+SETUP = ("chaos", "setup")  # the record the supervisor writes and every worker reads
+_POLL_SECONDS = 0.02        # how long an idle worker waits before asking again
+_LOST = (StaleTokenError, LeaseExpiredError, LeaseSettledError)  # the lease is over: someone else owns the item
+
+
+class Workload(Protocol):
+    """What the workers do with each lease, and where they may be stopped."""
+
+    points: tuple[str, ...]
+
+    def prepare(self, store: Store, queue: Queue, stops: "Stops", name: str) -> Callable[[Lease], Any]:
+        """In a fresh worker process: the function that handles one lease (and acks it)."""
+
+
+class Stops:
+    """The worker's side of the stop plan."""
+
+    def __init__(self, name: str, plan: dict[tuple[str, int], Kill], conn: "Connection", store: Store) -> None:
+        self.name, self._plan, self._conn, self._store = name, plan, conn, store
+
+    def at(self, point: str, lease: Lease) -> None:
+        """Stop here if the plan says so: wait for the SIGKILL, or for the end of a pause."""
+        stop = self._plan.get((lease.item_id, lease.attempt))
+        if stop is None or stop.point != point:
+            return
+        if stop.pause and self._store.atomic.open:
+            return  # a worker paused inside a transaction holds its item: nobody could take it over
+        self._conn.send(("stopped", point, lease.item_id, lease.attempt, lease.token))
+        if self._conn.recv() != "go":
+            os._exit(3)
+
+
+def serve(url: str, name: str, workload: Workload, conn: "Connection", crashed: tuple | None) -> None:
+    """The forked worker's whole life. Never returns: it ends the process."""
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # the parent's streams (a notebook's) are not ours
+    try:
+        store = open_store(url)
+        setup = store.get(*SETUP)
+        queue = Queue(store=store, lease_seconds=setup["lease_seconds"], max_attempts=setup["max_attempts"],
+                      clock=SystemClock())
+        if crashed is not None:  # the predecessor's SIGKILL, written by its successor (see the supervisor)
+            item_id, attempt, point, at = crashed
+            queue.log.append(EventKind.WORKER_CRASHED, at, worker_id=name, item_id=item_id,
+                             case_id=queue.item(item_id).case_id, attempt=attempt, point=point, signal="SIGKILL")
+        plan = {(kill.item_id, kill.attempt): kill for kill in map(Kill.from_dict, setup["stops"])}
+        stops = Stops(name, plan, conn, store)
+        _drain(queue, workload.prepare(store, queue, stops, name), stops, name)
+    except BaseException:
+        conn.send(("failed", traceback.format_exc().strip().splitlines()[-1]))
+        os._exit(1)
+    conn.send(("drained",))
+    os._exit(0)
+
+
+def _drain(queue: Queue, handle: Callable[[Lease], Any], stops: Stops, name: str) -> None:
+    while True:
+        lease = queue.acquire(name)
+        if lease is None:
+            counts = queue.counts()
+            if not counts[ItemState.READY] and not counts[ItemState.LEASED]:
+                return
+            time.sleep(_POLL_SECONDS)  # a lease elsewhere may still expire and come back
+            continue
+        stops.at("after_acquire", lease)
+        try:
+            handle(lease)
+        except _LOST:
+            continue  # the lease ran out while this worker was slow: the redelivery owns the item
+        except ShopOpsError as error:  # the handler was refused something else: give the item back
+            _nack(queue, lease, error)
+        except Exception as error:  # noqa: BLE001 - the handler failed: that is data for the nack
+            _nack(queue, lease, error)
+        stops.at("after_handler", lease)
+
+
+def _nack(queue: Queue, lease: Lease, error: BaseException) -> None:
+    try:
+        queue.nack(lease, error)
+    except _LOST:
+        pass

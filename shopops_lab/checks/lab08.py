@@ -1,0 +1,373 @@
+"""Lab 08: real worker processes on an SQLite file, killed with SIGKILL.
+
+The learner writes `handle(lease, shop)`: refund the order the lease names and ack it, so
+that a SIGKILL anywhere leaves every order refunded exactly once. The check runs the
+handler in real worker processes (forked, so the notebook's own function runs in them) on
+several seeds; each seed stops workers at the same named places: killed right after the
+credit, right after the ack, right after a commit, after the handler returned, and one
+worker frozen before its handler until its lease ran out and another worker took the item
+over (it then wakes up stale). What decides is the money: every order credited exactly
+once, none left out, never how the handler is spelled.
+
+`replay(handle, seed)` tells one seed's story, order by order. In a browser-only notebook
+(JupyterLite) nothing here can start a process; `processes_available()` says so, and the lab
+shows the recorded runs in `RECORDED` instead.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from shopops_lab.chaos.plan import Kill, KillPoint
+from shopops_lab.chaos.run import run_chaos, run_workers
+from shopops_lab.chaos.worker import Stops
+from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, is_stub
+from shopops_lab.clock import SystemClock
+from shopops_lab.states import ItemState
+from shopops_lab.store import Store, open_store
+from shopops_lab.widgets.quiz import Quiz
+from shopops_lab.worker.queue import Lease, Queue
+
+__all__ = ["CRASH_QUIZ", "RECORDED", "RefundRun", "Shop", "chaos_summary", "exercise", "processes_available",
+           "replay", "run_refunds", "show", "story", "table"]
+
+SEEDS = (1, 2, 3)
+LEASE_SECONDS = 0.5
+AMOUNTS = (12.5, 20.0, 35.0, 49.9)
+# Where the check stops a worker, each on its own order: what each one catches.
+STOPS = (("after_credit", False),   # credit committed, ack not: a redelivery credits again
+         ("after_ack", False),      # ack committed, credit not yet: the order is never refunded
+         ("after_commit", False),   # your transaction committed, and whatever comes after it did not
+         ("after_acquire", True),   # frozen past its lease; wakes up stale after a takeover
+         ("after_handler", False))  # all done: dying now must cost nothing
+_WHY = {
+    "after_credit": "a worker was killed right after its credit, before its ack",
+    "after_ack": "a worker was killed right after its ack, before its credit",
+    "after_commit": "a worker was killed right after one of your transactions committed",
+    "after_acquire": "a worker froze before its handler ran; its lease ran out, another worker took the order "
+                     "over, and then the frozen one woke up and ran your handler with its stale lease",
+    "after_handler": "a worker was killed after your handler returned",
+}
+
+
+def processes_available() -> bool:
+    """False in a browser-only notebook (JupyterLite: no processes), True where this lab can fork workers."""
+    return sys.platform != "emscripten" and hasattr(os, "fork")
+
+
+class Shop:
+    """What a handler gets: the shop's database, seen through three calls.
+
+    * `shop.credit(order, amount)` refunds `amount` to `order`: one committed write of its own,
+      or part of your transaction when you are inside one;
+    * `shop.ack(lease)` acknowledges the delivery (refused if the lease is no longer yours):
+      the same;
+    * `with shop.transaction():` makes everything inside one transaction: all of it commits
+      when the block ends, or none of it, if the worker dies (or anything raises) inside.
+    """
+
+    def __init__(self, store: Store, queue: Queue, stops: Stops | None = None) -> None:
+        self._store, self._queue, self._stops = store, queue, stops
+        self._lease: Lease | None = None  # the delivery being handled, for the stop points
+
+    def credit(self, order: str, amount: float) -> None:
+        with self._store.atomic:
+            refund = self._store.get(_REFUNDS, order) or {"refunded": 0.0, "credits": 0}
+            self._store.put(_REFUNDS, order, {"refunded": round(refund["refunded"] + amount, 2),
+                                              "credits": refund["credits"] + 1})
+        self._stop("after_credit")
+
+    def ack(self, lease: Lease) -> None:
+        self._queue.ack(lease)
+        self._stop("after_ack")
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        outermost = not self._store.atomic.open
+        with self._store.atomic:
+            yield
+        if outermost:
+            self._stop("after_commit")
+
+    def refunded(self, order: str) -> float:
+        """What `order` has been refunded so far."""
+        refund = self._store.get(_REFUNDS, order)
+        return 0.0 if refund is None else refund["refunded"]
+
+    def _stop(self, point: str) -> None:
+        if self._stops is not None and self._lease is not None:
+            self._stops.at(point, self._lease)
+
+
+_REFUNDS = "refund"  # the shop's table: order -> {"refunded": total, "credits": how many}
+
+
+class _Refunds:
+    """The workload: each worker process hands every lease to `handle(lease, shop)`."""
+
+    points = ("after_acquire", "after_credit", "after_ack", "after_commit", "after_handler")
+
+    def __init__(self, handle: Callable[[Lease, Shop], Any]) -> None:
+        self.handle = handle
+
+    def prepare(self, store: Store, queue: Queue, stops: Stops, name: str) -> Callable[[Lease], Any]:
+        shop = Shop(store, queue, stops)
+
+        def run(lease: Lease) -> None:
+            shop._lease = lease
+            self.handle(lease, shop)
+
+        return run
+
+
+@dataclass
+class RefundRun:
+    """What one run did: per order its amount, what was credited and how often, the item's
+    end, and the stops that happened on it."""
+
+    seed: int
+    orders: dict[str, float] = field(default_factory=dict)        # order -> amount asked for
+    refunds: dict[str, dict] = field(default_factory=dict)        # order -> {"refunded", "credits"}
+    ends: dict[str, str] = field(default_factory=dict)            # order -> its item's final state
+    stops: dict[str, Kill] = field(default_factory=dict)          # order -> the stop planned on it
+    happened: set[str] = field(default_factory=set)               # orders whose stop happened
+    errors: dict[str, str] = field(default_factory=dict)          # order -> the last error of a dead item
+
+    def problems(self) -> list[str]:
+        """Every order not refunded exactly once, in words, with the stop that caused it."""
+        found = []
+        for order, amount in self.orders.items():
+            refund = self.refunds.get(order, {"refunded": 0.0, "credits": 0})
+            why = f": {_WHY[self.stops[order].point]}" if order in self.happened else ""
+            if self.ends[order] == ItemState.DEAD.value:
+                found.append(f"order {order} ended in the dead-letter queue: your handler raised "
+                             f"{self.errors.get(order, 'an error')} on every delivery.")
+            elif refund["credits"] > 1:
+                found.append(f"order {order} was refunded {refund['credits']} times, {refund['refunded']:.2f} "
+                             f"instead of {amount:.2f}{why}.")
+            elif refund["credits"] == 0:
+                found.append(f"order {order} was never refunded, yet its delivery was acknowledged{why}.")
+            elif refund["refunded"] != amount:
+                found.append(f"order {order} was refunded {refund['refunded']:.2f}, but it asked for {amount:.2f}: "
+                             "credit the amount its delivery carries.")
+        return found
+
+    def lines(self) -> list[str]:
+        rows = []
+        for order, amount in self.orders.items():
+            refund = self.refunds.get(order, {"refunded": 0.0, "credits": 0})
+            stop = self.stops[order]
+            what = (f"{'paused' if stop.pause else 'killed'} {stop.point}" if order in self.happened
+                    else f"({stop.point} planned, never reached)")
+            rows.append(f"{order}: asked {amount:6.2f}, refunded {refund['refunded']:6.2f} in "
+                        f"{refund['credits']} credit(s); item {self.ends[order]}; worker {what}")
+        return rows
+
+
+def run_refunds(handle: Callable[[Lease, Shop], Any], *, seed: int, workers: int = 2,
+                stops: tuple[tuple[str, bool], ...] = STOPS, lease_seconds: float = LEASE_SECONDS) -> RefundRun:
+    """Refund one order per stop in `stops` with `handle` in `workers` real processes on a
+    fresh SQLite file, stopping one worker at each named point; return what happened. A
+    longer lease makes a stall on a busy machine less likely to add a redelivery of its own."""
+    folder = Path(tempfile.mkdtemp(prefix="shopops-lab08-"))
+    try:
+        with open_store(f"sqlite:///{folder / 'shop.db'}?synchronous=normal") as store:
+            queue = Queue(store=store, lease_seconds=lease_seconds, max_attempts=4, clock=SystemClock())
+            rng = random.Random(seed)
+            run = RefundRun(seed=seed)
+            items = {}
+            for n, (point, pause) in enumerate(stops):
+                order = f"O-{1001 + n}"
+                run.orders[order] = rng.choice(AMOUNTS)
+                items[order] = queue.enqueue(case_id=order, tenant_id="store_northline", kind="refund",
+                                             payload={"order": order, "amount": run.orders[order]})
+                run.stops[order] = Kill(item_id=items[order], attempt=1, point=point, pause=pause)
+            order_of = {item: order for order, item in items.items()}
+            plan = tuple(run.stops[order] for order in rng.sample(list(run.orders), len(run.orders)))
+            happened = run_workers(queue, _Refunds(handle), plan, workers=workers, timeout=120)
+            run.happened = {order_of[kill.item_id] for kill in happened}
+            for order, item_id in items.items():
+                item = queue.item(item_id)
+                run.ends[order] = item.state.value
+                if item.last_error:
+                    run.errors[order] = item.last_error.split(":")[0]
+                refund = store.get(_REFUNDS, order)
+                if refund is not None:
+                    run.refunds[order] = refund
+            return run
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def replay(handle, seed: int) -> str:
+    """The story of one seed with your `handle`, order by order."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError("seed must be a whole number, e.g. replay(handle, seed=2)")
+    if not processes_available():
+        return _NO_PROCESSES
+    if is_stub(handle):
+        return "handle still raises NotImplementedError: write it first."
+    run = run_refunds(handle, seed=seed)
+    problems = run.problems()
+    verdict = "problem: " + " ".join(problems) if problems else "every order refunded exactly once."
+    return "\n".join([f"seed {seed}, {len(run.orders)} orders, 2 worker processes", *run.lines(), verdict])
+
+
+def _run(handle) -> str:
+    if not processes_available():
+        raise Wrong(_NO_PROCESSES)
+    if is_stub(handle):
+        raise NotAttempted()
+    happened = 0
+    for seed in SEEDS:
+        run = run_refunds(handle, seed=seed)
+        problems = run.problems()
+        if problems:
+            raise Wrong(f"{problems[0]} Replay it: print(lab08.replay(handle, seed={seed}))", run.lines())
+        happened += len(run.happened)
+    return (f"on {len(SEEDS)} seeds, real worker processes were SIGKILLed or frozen {happened} times (after a "
+            "credit, after an ack, after a commit, after the handler, and one frozen until its lease ran out), "
+            "and every order was refunded exactly once.")
+
+
+_NO_PROCESSES = ("this check starts real worker processes, and a browser-only notebook (JupyterLite) cannot. "
+                 "Open the lab in JupyterLab (your machine, JupyterHub or Binder) to have it graded.")
+
+exercise = Exercise(
+    id="08.1", title="the commit that closes the crash window", answer="handle", run=_run,
+    hints=("A SIGKILL can land between any two of your calls, and a redelivery then runs your handler again "
+           "from the top. Which two writes must never be separated by a crash? And which of your calls is the "
+           "one that finds out the lease is no longer yours?",
+           "shop.credit(...) and shop.ack(lease) each commit on their own, unless you are inside "
+           "`with shop.transaction():`, where everything commits together at the end of the block, or not at all. "
+           "shop.ack raises StaleTokenError when another worker has taken the order over.",
+           "Shape: one `with shop.transaction():` block holding both the ack and the credit, and nothing "
+           "after it. Let errors propagate: an exception inside the block rolls the whole block back."),
+)
+
+
+# ------------------------------------------------------------------ what the lab's cells print
+def story(run: RefundRun) -> str:
+    """One run, order by order, then what went wrong (or that nothing did)."""
+    problems = run.problems()
+    return "\n".join([*run.lines(), *(problems or ["every order refunded exactly once."])])
+
+
+def table(path: str, sql: str) -> None:
+    """Print a query's rows under their column names, aligned (numbers as a person writes them),
+    from the SQLite file at `path`, opened read-only: any SQLite client would show the same."""
+    import sqlite3  # here, not at import: a browser's Python may not have it
+
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        cursor = db.execute(sql)
+        head = [column[0] for column in cursor.description]
+        rows = [["NULL" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in row]
+                for row in cursor.fetchall()]
+    finally:
+        db.close()
+    widths = [max(len(x) for x in column) for column in zip(head, *rows)]
+    for row in [head, *rows]:
+        print("  ".join(x.ljust(w) for x, w in zip(row, widths)).rstrip())
+
+
+def chaos_summary(url: str, *, adapter: str) -> str:
+    """A chaos run on the empty database at `url` (24 emails, 3 workers, 12 SIGKILLs, seed 8),
+    in the words that do not depend on timing, with its dead letters as rows."""
+    report = run_chaos(url, items=24, workers=3, kills=12, seed=8, adapter=adapter, lease_seconds=2.0)
+    windows = {k.item_id for k in report.killed if k.point in (KillPoint.AFTER_SEND, KillPoint.IN_ACK)}
+    with open_store(url) as store:
+        case_of = {row.id: row.case_id for row in store.item_rows()}
+        dead = [(row.id, row.attempts, row.last_error) for row in store.dead_rows()]
+    lines = [f"{adapter} adapter: {report.items} emails, {report.workers} worker processes, "
+             f"{report.kills} SIGKILLs ({', '.join(f'{n} {p.value}' for p, n in _points(report.killed))})",
+             f"  done {report.done}, dead-lettered {report.dead_lettered}, lost {report.lost}",
+             f"  kills between a send and its record: {len(windows)}"]
+    if report.double_contacts:  # a stall could add a double of its own: say what the kills caused
+        named = {case_of[item] for item in windows} <= set(report.doubled_cases)
+        lines.append(f"  each of those kills emailed a customer twice, and the checker names every one: {named}")
+    else:
+        lines.append("  customers emailed twice: none")
+    lines.append(f"  the checker on the database's history: {'valid' if report.valid else 'INVALID'}")
+    lines += [f"  dead letter {item}: {attempts} attempts, {error}" for item, attempts, error in dead]
+    return "\n".join(lines)
+
+
+def _points(killed: tuple[Kill, ...]) -> list[tuple[KillPoint, int]]:
+    return [(point, n) for point in KillPoint if (n := sum(1 for k in killed if k.point == point))]
+
+
+# ------------------------------------------------------------------ the knowledge check
+CRASH_QUIZ = Quiz(
+    "A worker runs `with shop.transaction(): shop.ack(lease); shop.credit(order, 35.0)` and is SIGKILLed "
+    "after the credit, before the block ends. What does the database hold, and what happens next?",
+    ["The ack is kept and the credit is lost: the order is never refunded.",
+     "Neither the ack nor the credit: the item is still leased, its lease expires, and another worker "
+     "refunds the order once.",
+     "Both: the database commits whatever a dead worker had written.",
+     "The credit, and the item goes to the dead-letter queue."],
+    1,
+    ["Inside one transaction nothing is kept until the block commits; the ack was not committed either.",
+     "A transaction that never committed left no trace, so the redelivery starts from a clean slate.",
+     "A database rolls back every transaction whose connection dies before COMMIT.",
+     "Nothing was committed, and one killed delivery is far from max attempts."],
+    hint="When does anything inside a transaction become visible to another worker?")
+
+
+# ------------------------------------------------------------------ the recorded runs, for JupyterLite
+RECORDED: dict[str, str] = {  # what the live cells print (a test holds them to the master's stored outputs)
+    'file-rows': (
+        'id         case_id  state   worker_id  token  attempts  expires_at\n'
+        'item-0001  O-1001   leased  W1         1      1         30\n'
+        'item-0002  O-1002   ready   NULL       0      0         NULL\n'
+        'item-0003  O-1003   ready   NULL       0      0         NULL'
+    ),
+    'file-stale': (
+        "W1's ack: Stale fencing token for item item-0001: this write carries token 1, but the store's current token is 2. Another worker claimed it after you; stop and do not write.\n"
+        'id         state  worker_id  token  attempts\n'
+        'item-0001  done   W2         2      2\n'
+        'seq  time  kind            item_id    worker_id  token\n'
+        '1    0     enqueued        item-0001  NULL       NULL\n'
+        '4    0     leased          item-0001  W1         1\n'
+        '5    31    expired         item-0001  W1         1\n'
+        '6    31    leased          item-0001  W2         2\n'
+        '7    31    stale_rejected  item-0001  W1         1\n'
+        '8    31    acked           item-0001  W2         2'
+    ),
+    'naive': (
+        'O-1001: asked  20.00, refunded  40.00 in 2 credit(s); item done; worker killed after_credit\n'
+        'O-1002: asked  35.00, refunded  35.00 in 1 credit(s); item done; worker killed after_handler\n'
+        'O-1003: asked  12.50, refunded  12.50 in 1 credit(s); item done; worker killed after_ack\n'
+        'order O-1001 was refunded 2 times, 40.00 instead of 20.00: a worker was killed right after its credit, before its ack.'
+    ),
+    'chaos': (
+        'idempotent adapter: 24 emails, 3 worker processes, 12 SIGKILLs (5 after_acquire, 5 after_send, 1 in_ack, 1 after_ack)\n'
+        '  done 23, dead-lettered 1, lost 0\n'
+        '  kills between a send and its record: 5\n'
+        '  customers emailed twice: none\n'
+        "  the checker on the database's history: valid\n"
+        "  dead letter item-0008: 5 attempts, TemplateError: the order's template cannot be rendered\n"
+        'naive adapter: 24 emails, 3 worker processes, 12 SIGKILLs (5 after_acquire, 5 after_send, 1 in_ack, 1 after_ack)\n'
+        '  done 23, dead-lettered 1, lost 0\n'
+        '  kills between a send and its record: 5\n'
+        '  each of those kills emailed a customer twice, and the checker names every one: True\n'
+        "  the checker on the database's history: INVALID\n"
+        "  dead letter item-0008: 5 attempts, TemplateError: the order's template cannot be rendered"
+    ),
+}
+
+
+def show(name: str, live: Callable[[], Any]) -> Any:
+    """Run `live` (which prints) where this notebook can start processes and open database
+    files, and return what it returns; in a browser-only notebook, print its recorded output."""
+    if processes_available():
+        return live()
+    print(f"(recorded run: this notebook cannot start processes)\n{RECORDED[name]}")
+    return None

@@ -1,0 +1,416 @@
+"""What SQLite and PostgreSQL share: the schema, the statements, and the rules for opening a
+database that might not be ours.
+
+The schema is versioned in a table of its own (`shopops_meta`: program and schema version).
+An empty database is set up; a database this kit wrote with the same schema is used; any
+other database (another program's tables, another schema version, a damaged set of tables)
+is refused by name and left exactly as it was: nothing is migrated silently.
+
+Per-case exclusivity has a second guard in the schema itself: a unique index on the case of
+every leased item, so even a bug in a query could not hand out two live leases on one case.
+The same small index lists the live leases when the queue looks for expired ones. Items are
+found by `seq` (an item's id is `item_id(seq)`), so the readable id needs no index of its own.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator, Mapping, Sequence
+
+from shopops_lab.errors import ForeignStoreError
+from shopops_lab.events import EventKind, EventLog
+from shopops_lab.payloads import frozen, is_flat
+from shopops_lab.states import ItemState
+from shopops_lab.store.base import ItemRow, item_id, item_seq
+
+__all__ = ["PROGRAM", "SCHEMA_VERSION", "SQLStore", "TABLES"]
+
+PROGRAM = "shopops-lab"
+SCHEMA_VERSION = 1
+TABLES = ("shopops_meta", "items", "events", "records", "counters")
+
+_STATES = {state.value: state for state in ItemState}
+_READY, _LEASED, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DEAD
+_KINDS = {kind.value: kind for kind in EventKind}
+_ITEM_COLUMNS = ("seq, id, case_id, tenant_id, kind, payload, priority, state, attempts, token, worker_id, "
+                 "expires_at, lease_seconds, enqueued_at, last_error, dead_at, replays, ended_by, position")
+_NEW_POSITION = {(_LEASED, _DEAD), (_DEAD, _READY)}  # into the dead-letter line, or to the back of the case
+
+
+def schema(*, auto_key: str, item_key: str, real: str) -> list[str]:
+    """The tables and indexes, in a dialect's words for an auto-numbered key, the items' key
+    (numbered by the store) and a double."""
+    return [
+        "CREATE TABLE shopops_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        f"""CREATE TABLE items (
+            seq {item_key}, id TEXT NOT NULL,
+            case_id TEXT NOT NULL, tenant_id TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL,
+            priority INTEGER NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('ready', 'leased', 'done', 'dead')),
+            attempts INTEGER NOT NULL, token INTEGER NOT NULL, worker_id TEXT,
+            expires_at {real}, lease_seconds {real} NOT NULL, enqueued_at {real} NOT NULL,
+            last_error TEXT, dead_at {real}, replays INTEGER NOT NULL, ended_by TEXT,
+            position BIGINT NOT NULL)""",
+        "CREATE UNIQUE INDEX items_one_lease_per_case ON items (case_id) WHERE state = 'leased'",
+        "CREATE INDEX items_case_line ON items (case_id, position) WHERE state = 'ready'",
+        "CREATE INDEX items_serve_order ON items (priority, seq) WHERE state = 'ready'",
+        "CREATE INDEX items_dead_line ON items (position) WHERE state = 'dead'",
+        f"""CREATE TABLE events (
+            seq {auto_key}, time {real} NOT NULL, kind TEXT NOT NULL, item_id TEXT, case_id TEXT,
+            worker_id TEXT, token INTEGER, attempt INTEGER, info TEXT NOT NULL)""",
+        f"""CREATE TABLE records (
+            seq {auto_key}, kind TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL,
+            UNIQUE (kind, key))""",
+        "CREATE TABLE counters (name TEXT PRIMARY KEY, value BIGINT NOT NULL)",
+    ]
+
+
+_CONVERTED: dict[str, str] = {}  # statements with ? placeholders -> with the dialect's
+
+
+def _plain(value: Any) -> Any:
+    """A read-only mapping (the log freezes nested values) as the dict JSON wants."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_plain).encode  # made once: the C encoder
+
+
+class _Transaction:
+    """`store.atomic`: reentrant; the outermost block begins, and commits on a normal exit or
+    rolls back on any exception (see `Store.atomic`)."""
+
+    __slots__ = ("_store", "_depth")
+
+    def __init__(self, store: "SQLStore") -> None:
+        self._store = store
+        self._depth = 0
+
+    def __enter__(self) -> None:
+        if self._depth == 0:
+            self._store._begin()
+        self._depth += 1
+
+    def __exit__(self, kind: type | None, error: BaseException | None, tb: Any) -> None:
+        self._depth -= 1
+        if self._depth:
+            return
+        self._store._end(commit=kind is None)
+
+    @property
+    def open(self) -> bool:
+        return self._depth > 0
+
+
+class DatabaseLog(EventLog):
+    """The store's event log. Appends go into the database, inside the current transaction;
+    reads first fetch whatever any process has committed since, so the log is the database's
+    whole history in `seq` order."""
+
+    __slots__ = ("_store", "_last")
+
+    def __init__(self, store: "SQLStore") -> None:
+        super().__init__()
+        self._store = store
+        self._last = 0  # the database seq of the newest row fetched
+
+    def append(self, kind: EventKind, time: float, /, *, item_id: str | None = None,
+               case_id: str | None = None, worker_id: str | None = None,
+               token: int | None = None, attempt: int | None = None, **info: Any) -> int:
+        """Record one event, checked as every log checks it; returns -1: the database numbers it
+        (read `seq` back from the log)."""
+        super().append(kind, time, item_id=item_id, case_id=case_id, worker_id=worker_id, token=token,
+                       attempt=attempt, **info)
+        return self._store._insert_event(self._rows.pop())  # the cache holds only what the database returned
+
+    def appender(self):  # type: ignore[override]
+        return self._store._insert_event
+
+    def _sync(self) -> None:
+        rows = self._rows
+        if self._store._count_events(self._last) != len(rows):
+            rows.clear()  # a write with a lower seq committed after a later one was read: start over
+            del self._events[:]
+            self._last = 0
+        for seq, row in self._store._events_after(self._last):
+            rows.append(row)
+            self._last = seq
+
+    def forget(self, count: int) -> None:
+        """A rolled-back transaction's rows, read before it ended, are not history."""
+        if len(self._rows) > count:
+            self._rows.clear()
+            del self._events[:]
+            self._last = 0
+
+    def __len__(self) -> int:
+        self._sync()
+        return len(self._rows)
+
+    @property
+    def events(self):  # type: ignore[override]
+        self._sync()
+        return super().events
+
+    def __iter__(self):  # type: ignore[override]
+        self._sync()
+        return super().__iter__()
+
+    def __getitem__(self, index: int):  # type: ignore[override]
+        self._sync()
+        return super().__getitem__(index)
+
+    def rows(self) -> Iterator[tuple]:
+        self._sync()
+        return super().rows()
+
+    @property
+    def last(self):  # type: ignore[override]
+        self._sync()
+        return super().last
+
+
+class SQLStore:
+    """The statements both SQL backends run. A dialect sets the placeholders, the locking
+    clauses and how numbers are drawn; everything else is here, once."""
+
+    dialect = "sql"
+    transactional = True
+    lock = ""          # appended to a SELECT that the transaction will change
+    skip_locked = ""   # the same, for a SELECT any free row answers (other workers skip ours)
+    placeholder = "?"
+
+    def __init__(self, url: str, target: str) -> None:
+        self.url = url
+        self.target = target  # the database as named in messages (no password)
+        self.atomic = _Transaction(self)
+        self.log = DatabaseLog(self)
+        self._rows: dict[int, ItemRow] = {}  # rows read in this transaction: one object per item
+        self._log_mark = 0
+
+    # ------------------------------------------------------------------ the dialect's part
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement and return its cursor, for the rows it answers."""
+        raise NotImplementedError
+
+    def _send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run one statement whose answer nobody reads (a backend may send it later, with
+        the next statement or the commit, in the same transaction)."""
+        self._execute(sql, params)
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _finish(self, commit: bool) -> None:
+        raise NotImplementedError
+
+    def _tables(self) -> set[str]:
+        raise NotImplementedError
+
+    def _next_seq(self) -> int:
+        raise NotImplementedError
+
+    def _next_position(self) -> int:
+        raise NotImplementedError
+
+    def _schema(self) -> list[str]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _sql(self, sql: str) -> str:
+        if self.placeholder == "?":
+            return sql
+        converted = _CONVERTED.get(sql)
+        if converted is None:
+            converted = _CONVERTED[sql] = sql.replace("?", self.placeholder)
+        return converted
+
+    def _end(self, *, commit: bool) -> None:
+        try:
+            self._finish(commit)
+        finally:
+            self._rows.clear()
+            if not commit:
+                self.log.forget(self._log_mark)
+
+    def _begin(self) -> None:
+        self._start()
+        self._log_mark = len(self.log._rows)
+
+    # ------------------------------------------------------------------ opening
+    def _adopt(self) -> None:
+        """Inside the opening transaction: set up an empty database, accept our own, refuse
+        anything else by name."""
+        tables = self._tables()
+        if not tables:
+            for statement in self._schema():
+                self._execute(statement)
+            self._execute(self._sql("INSERT INTO shopops_meta (key, value) VALUES (?, ?), (?, ?)"),
+                          ("program", PROGRAM, "schema_version", str(SCHEMA_VERSION)))
+            return
+        fix = "point the URL at a new file or an empty database; this one was not changed"
+        if "shopops_meta" not in tables:
+            shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
+            raise ForeignStoreError(target=self.target, found=f"holds another program's tables ({shown})",
+                                    expected=SCHEMA_VERSION, fix=fix)
+        meta = dict(self._execute("SELECT key, value FROM shopops_meta").fetchall())
+        if meta.get("program") != PROGRAM:
+            raise ForeignStoreError(target=self.target, found=f"was written by {meta.get('program')!r}",
+                                    expected=SCHEMA_VERSION, fix=fix)
+        if meta.get("schema_version") != str(SCHEMA_VERSION):
+            raise ForeignStoreError(
+                target=self.target, found=f"has schema version {meta.get('schema_version')}",
+                expected=SCHEMA_VERSION,
+                fix="open it with the ShopOps Lab version that wrote it, or start a new database")
+        missing = [name for name in TABLES if name not in tables]
+        if missing:
+            raise ForeignStoreError(target=self.target, found=f"is damaged: table {', '.join(missing)} is missing",
+                                    expected=SCHEMA_VERSION, fix=fix)
+
+    # ------------------------------------------------------------------ queue items
+    def add_item(self, row: ItemRow) -> None:
+        row.seq = self._next_seq()
+        row.id = item_id(row.seq)
+        row.position = self._next_position()
+        if self.atomic.open:
+            self._rows[row.seq] = row
+        self._send(self._sql(f"INSERT INTO items ({_ITEM_COLUMNS}) VALUES ({', '.join('?' * 19)})"),
+                      (row.seq, row.id, row.case_id, row.tenant_id, row.kind, dumps(row.payload), int(row.priority),
+                       row.state.value, row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds,
+                       row.enqueued_at, row.last_error, row.dead_at, row.replays, row.ended_by, row.position))
+
+    def get_item(self, item_id: str) -> ItemRow | None:
+        seq = item_seq(item_id)
+        rows = [] if seq is None else self._items(f"SELECT {_ITEM_COLUMNS} FROM items WHERE seq = ?{self.lock}", (seq,))
+        return rows[0] if rows else None
+
+    def next_ready(self, max_priority: int | None) -> ItemRow | None:
+        urgent = "" if max_priority is None else " AND i.priority <= ?"
+        rows = self._items(
+            f"SELECT {_ITEM_COLUMNS} FROM items AS i WHERE i.state = 'ready'{urgent}"
+            " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
+            " AND o.position < i.position)"
+            " AND NOT EXISTS (SELECT 1 FROM items AS l WHERE l.case_id = i.case_id AND l.state = 'leased')"
+            f" ORDER BY i.priority, i.seq LIMIT 1{self.skip_locked}",
+            () if max_priority is None else (int(max_priority),))
+        return rows[0] if rows else None
+
+    def due_leases(self, t: float) -> list[ItemRow]:
+        return self._items(f"SELECT {_ITEM_COLUMNS} FROM items WHERE state = 'leased' AND expires_at <= ?"
+                           f" ORDER BY expires_at, seq{self.skip_locked}", (t,))
+
+    def write_item(self, row: ItemRow, source: ItemState) -> None:
+        if (source, row.state) in _NEW_POSITION:
+            row.position = self._next_position()
+        self._send(self._sql(
+            "UPDATE items SET state = ?, attempts = ?, token = ?, worker_id = ?, expires_at = ?,"
+            " lease_seconds = ?, last_error = ?, dead_at = ?, replays = ?, ended_by = ?, position = ?"
+            " WHERE seq = ?"),
+            (row.state.value, row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds,
+             row.last_error, row.dead_at, row.replays, row.ended_by, row.position, row.seq))
+
+    def item_rows(self, state: ItemState | None = None) -> list[ItemRow]:
+        if state is None:
+            return self._items(f"SELECT {_ITEM_COLUMNS} FROM items ORDER BY seq")
+        return self._items(f"SELECT {_ITEM_COLUMNS} FROM items WHERE state = ? ORDER BY seq", (state.value,))
+
+    def dead_rows(self) -> list[ItemRow]:
+        return self._items(f"SELECT {_ITEM_COLUMNS} FROM items WHERE state = 'dead' ORDER BY position")
+
+    def item_counts(self) -> dict[ItemState, int]:
+        counts = {state: 0 for state in ItemState}
+        for state, n in self._execute("SELECT state, count(*) FROM items GROUP BY state").fetchall():
+            counts[_STATES[state]] = n
+        return counts
+
+    def item_count(self, state: ItemState) -> int:
+        return self._execute(self._sql("SELECT count(*) FROM items WHERE state = ?"), (state.value,)).fetchone()[0]
+
+    def _items(self, sql: str, params: Sequence[Any] = ()) -> list[ItemRow]:
+        """Rows as `ItemRow`s; inside a transaction the same item is always the same object,
+        so a change the engine made to it earlier in the transaction is not lost."""
+        cached = self._rows if self.atomic.open else {}
+        found = []
+        for values in self._execute(self._sql(sql), params).fetchall():
+            row = cached.get(values[0])
+            if row is None:
+                row = cached[values[0]] = _item_row(values)
+            found.append(row)
+        return found
+
+    # ------------------------------------------------------------------ records
+    def get(self, kind: str, key: str) -> Any:
+        found = self._execute(self._sql(f"SELECT value FROM records WHERE kind = ? AND key = ?{self.lock}"),
+                              (kind, key)).fetchone()
+        return None if found is None else json.loads(found[0])
+
+    def put(self, kind: str, key: str, value: Any) -> None:
+        self._send(self._sql("INSERT INTO records (kind, key, value) VALUES (?, ?, ?)"
+                             " ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"),
+                   (kind, key, dumps(value)))
+
+    def put_new(self, kind: str, key: str, value: Any) -> bool:
+        cursor = self._execute(self._sql("INSERT INTO records (kind, key, value) VALUES (?, ?, ?)"
+                                         " ON CONFLICT (kind, key) DO NOTHING"), (kind, key, dumps(value)))
+        return cursor.rowcount == 1
+
+    def scan(self, kind: str) -> list[tuple[str, Any]]:
+        rows = self._execute(self._sql("SELECT key, value FROM records WHERE kind = ? ORDER BY seq"), (kind,))
+        return [(key, json.loads(value)) for key, value in rows.fetchall()]
+
+    def next_number(self, name: str) -> int:
+        return self._execute(self._sql(
+            "INSERT INTO counters (name, value) VALUES (?, 1)"
+            " ON CONFLICT (name) DO UPDATE SET value = counters.value + 1 RETURNING value"), (name,)).fetchone()[0]
+
+    # ------------------------------------------------------------------ events
+    def _insert_event(self, row: tuple) -> int:
+        """Write one event row; -1 for its seq, which the database gives it."""
+        time, kind, item, case, worker, token, attempt, info = row
+        self._send(self._sql(
+            "INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+            (time, kind.value if isinstance(kind, EventKind) else str(kind), item, case, worker, token, attempt,
+             dumps(info)))
+        return -1
+
+    def _count_events(self, upto: int) -> int:
+        return self._execute(self._sql("SELECT count(*) FROM events WHERE seq <= ?"), (upto,)).fetchone()[0]
+
+    def _events_after(self, seq: int) -> list[tuple[int, tuple]]:
+        rows = self._execute(self._sql(
+            "SELECT seq, time, kind, item_id, case_id, worker_id, token, attempt, info FROM events"
+            " WHERE seq > ? ORDER BY seq"), (seq,)).fetchall()
+        return [(s, (time, _KINDS[kind], item, case, worker, token, attempt, _info(info)))
+                for s, time, kind, item, case, worker, token, attempt, info in rows]
+
+    def __enter__(self) -> "SQLStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.target})"
+
+
+def _info(text: str) -> dict[str, Any]:
+    """An event's info as the log keeps it: nested values read-only, as every log hands them out."""
+    info = json.loads(text)
+    return {key: value if isinstance(value, (str, int, float, bool, type(None))) else frozen(value, "info")
+            for key, value in info.items()}
+
+
+def _item_row(values: Sequence[Any]) -> ItemRow:
+    row = ItemRow()
+    (row.seq, row.id, row.case_id, row.tenant_id, row.kind, payload, row.priority, state, row.attempts,
+     row.token, row.worker_id, row.expires_at, row.lease_seconds, row.enqueued_at, row.last_error, row.dead_at,
+     row.replays, row.ended_by, row.position) = values
+    row.payload = json.loads(payload)
+    row.flat = is_flat(row.payload)
+    row.state = _STATES[state]
+    return row
+

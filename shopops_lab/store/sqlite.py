@@ -1,0 +1,109 @@
+"""The SQLite store: one file, from the standard library, shared by every process on one
+machine. The embedded default for real runs (`sqlite:///shopops.db`).
+
+It runs in WAL mode, so readers never wait for the writer, and every change is a
+`BEGIN IMMEDIATE` transaction, so writers take turns and a query's answer still holds when
+the transaction acts on it. `synchronous=FULL` (the default) makes each commit survive a
+power cut; `?synchronous=normal` keeps it through a killed process, not a lost machine, and
+is much faster.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+from typing import Any, Sequence
+
+from shopops_lab.errors import ForeignStoreError, StoreOpenError
+from shopops_lab.store.sql import SCHEMA_VERSION, SQLStore, schema
+
+__all__ = ["SQLiteStore"]
+
+_HEADER = b"SQLite format 3\x00"
+SYNCHRONOUS = ("full", "normal")
+
+
+class SQLiteStore(SQLStore):
+    dialect = "sqlite"
+
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "full", url: str | None = None) -> None:
+        path = Path(path)
+        super().__init__(url or f"sqlite:///{path}", str(path))
+        self.path = path
+        self.synchronous = synchronous
+        _check_file(path, self.target)
+        try:
+            self._connection = sqlite3.connect(path, isolation_level=None, timeout=30)
+        except sqlite3.Error as error:
+            raise _open_error(self.target, error) from None
+        try:
+            with self.atomic:
+                self._adopt()
+            # Only now, once the file is known to be ours: WAL mode is written into the file.
+            self._connection.execute("PRAGMA journal_mode = WAL")
+            self._connection.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+        except sqlite3.DatabaseError as error:
+            self._connection.close()
+            raise _open_error(self.target, error) from None
+        except BaseException:
+            self._connection.close()
+            raise
+
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        return self._connection.execute(sql, params)
+
+    def _start(self) -> None:
+        self._connection.execute("BEGIN IMMEDIATE")
+
+    def _finish(self, commit: bool) -> None:
+        self._connection.execute("COMMIT" if commit else "ROLLBACK")
+
+    def _tables(self) -> set[str]:
+        rows = self._connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                        " AND name NOT LIKE 'sqlite%'").fetchall()
+        return {name for (name,) in rows}
+
+    def _schema(self) -> list[str]:
+        return schema(auto_key="INTEGER PRIMARY KEY", item_key="INTEGER PRIMARY KEY", real="REAL")
+
+    def _next_seq(self) -> int:
+        return self._connection.execute("SELECT coalesce(max(seq), 0) + 1 FROM items").fetchone()[0]
+
+    def _next_position(self) -> int:
+        return self.next_number("item_position")
+
+    def close(self) -> None:
+        self._connection.close()
+
+
+def _check_file(path: Path, target: str) -> None:
+    """Refuse, before touching anything, what cannot be a store: a folder that does not exist,
+    a folder in the file's place, a file that is not an SQLite database."""
+    folder = path.parent
+    if not folder.is_dir():
+        raise StoreOpenError(target=target, reason=f"the folder {folder} does not exist",
+                             fix=f"create it first (mkdir -p {folder}) or choose a path in an existing folder")
+    if path.is_dir():
+        raise StoreOpenError(target=target, reason="that is a folder, not a file",
+                             fix="name a file, e.g. sqlite:///shopops.db")
+    if path.exists() and path.stat().st_size:
+        try:
+            with path.open("rb") as handle:
+                header = handle.read(len(_HEADER))
+        except OSError as error:
+            raise StoreOpenError(target=target, reason=f"it cannot be read ({error.strerror})",
+                                 fix="check the file's permissions (ls -l), or choose another path") from None
+        if header != _HEADER:
+            raise ForeignStoreError(target=target, found="is not an SQLite database (a damaged file, or another kind)",
+                                    expected=SCHEMA_VERSION, fix="choose another path; keep this file for whoever owns it")
+
+
+def _open_error(target: str, error: sqlite3.Error) -> Exception:
+    text = str(error)
+    if "readonly" in text or "read-only" in text:
+        return StoreOpenError(target=target, reason="the file or its folder is read-only",
+                              fix="make both writable (chmod u+w), or copy the file somewhere writable")
+    if "not a database" in text or "malformed" in text:
+        return ForeignStoreError(target=target, found=f"is damaged ({text})", expected=SCHEMA_VERSION,
+                                 fix="restore it from a copy, or start a new file; this one was not changed")
+    return StoreOpenError(target=target, reason=text, fix="check the path and its permissions")

@@ -1,0 +1,281 @@
+"""The storage protocol's contract, the same on every backend (memory, SQLite, PostgreSQL):
+what the lines of items answer, records and counters, the event log, transactions, and how
+a database is opened or refused. The queue's own behaviour on every backend is in
+test_queue_contract.py."""
+from __future__ import annotations
+
+import pytest
+from store_backends import Backend, backend, durable  # noqa: F401  (fixtures)
+
+from shopops_lab.errors import BadArgumentError, StaleTokenError
+from shopops_lab.events import EventKind
+from shopops_lab.jobs import JobStore
+from shopops_lab.states import ItemState
+from shopops_lab.store import ItemRow, Store
+
+READY, LEASED, DONE, DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
+
+
+def add(store: Store, case_id: str, priority: int = 1, payload: dict | None = None) -> ItemRow:
+    row = ItemRow()
+    row.case_id, row.tenant_id, row.kind = case_id, "store_northline", "contact_send"
+    row.payload, row.flat = payload or {}, not payload
+    row.priority, row.state, row.attempts, row.token, row.worker_id = priority, READY, 0, 0, None
+    row.expires_at, row.lease_seconds, row.enqueued_at = None, 30.0, 0.0
+    row.last_error, row.dead_at, row.replays, row.ended_by, row.position = None, None, 0, None, None
+    with store.atomic:
+        store.add_item(row)
+    return row
+
+
+def move(store: Store, row: ItemRow, target: ItemState, *, t: float = 0.0, worker: str = "W1") -> None:
+    """The smallest change the engine would make for each edge, written back."""
+    with store.atomic:
+        row = store.get_item(row.id)
+        source = row.state
+        row.state = target
+        if target is LEASED:
+            row.token += 1
+            row.attempts += 1
+            row.worker_id, row.expires_at = worker, t + row.lease_seconds
+        store.write_item(row, source)
+
+
+def served(store: Store, max_priority: int | None = None) -> str | None:
+    with store.atomic:
+        row = store.next_ready(max_priority)
+    return None if row is None else row.id
+
+
+def ids(rows: list[ItemRow]) -> list[str]:
+    return [row.id for row in rows]
+
+
+# ---------------------------------------------------------------------- the lines of items
+def test_items_are_numbered_and_served_by_priority_then_age(backend: Backend):
+    store = backend.open()
+    a, b, c = add(store, "O-1001", 1), add(store, "A-1002", 2), add(store, "B-1003", 0)
+    assert (a.id, b.id, c.id) == ("item-0001", "item-0002", "item-0003")
+    assert served(store) == c.id
+    assert served(store, max_priority=1) == c.id
+    move(store, c, LEASED)
+    assert served(store) == a.id
+    move(store, a, LEASED)
+    assert served(store, max_priority=1) is None  # only bulk work is left
+    assert served(store) == b.id
+
+
+def test_one_case_is_served_first_in_first_out_and_never_twice_at_once(backend: Backend):
+    store = backend.open()
+    first, second = add(store, "O-1001"), add(store, "O-1001")
+    other = add(store, "A-1002", priority=2)
+    assert served(store) == first.id
+    move(store, first, LEASED)
+    assert served(store) == other.id  # the case is held: its second item waits
+    move(store, first, DONE)
+    assert served(store) == second.id
+
+
+def test_a_returned_item_goes_to_the_front_and_a_replayed_one_to_the_back(backend: Backend):
+    store = backend.open()
+    first, second = add(store, "O-1001"), add(store, "O-1001")
+    move(store, first, LEASED)
+    move(store, first, READY)
+    assert served(store) == first.id
+    move(store, first, LEASED)
+    move(store, first, DEAD)
+    assert served(store) == second.id
+    move(store, first, READY)  # replayed
+    assert served(store) == second.id
+    move(store, second, LEASED)
+    move(store, second, DONE)
+    assert served(store) == first.id
+
+
+def test_dead_items_line_up_in_the_order_they_died(backend: Backend):
+    store = backend.open()
+    rows = [add(store, f"O-{n}") for n in range(3)]
+    for row in (rows[2], rows[0], rows[1]):
+        move(store, row, LEASED)
+        move(store, row, DEAD)
+    move(store, rows[2], READY)
+    move(store, rows[2], LEASED)
+    move(store, rows[2], DEAD)
+    assert ids(store.dead_rows()) == [rows[0].id, rows[1].id, rows[2].id]
+
+
+def test_due_leases_come_by_deadline_then_age_and_only_while_leased(backend: Backend):
+    store = backend.open()
+    a, b, c = add(store, "O-1"), add(store, "O-2"), add(store, "O-3")
+    move(store, a, LEASED, t=20)
+    move(store, b, LEASED, t=5)
+    move(store, c, LEASED, t=5)
+    move(store, c, DONE)
+    d = add(store, "O-4")
+    move(store, d, LEASED, t=5)
+    with store.atomic:
+        assert ids(store.due_leases(34.9)) == []
+        assert ids(store.due_leases(35)) == [b.id, d.id]
+    move(store, b, READY)  # the engine ends every lease it is told about
+    move(store, d, DONE)
+    with store.atomic:
+        assert ids(store.due_leases(60)) == [a.id]
+
+
+def test_rows_counts_and_states_are_read_back_as_written(backend: Backend):
+    store = backend.open()
+    a, b, c = add(store, "O-1", 2), add(store, "O-2"), add(store, "O-3")
+    move(store, b, LEASED, t=7, worker="W7")
+    move(store, c, LEASED)
+    move(store, c, DEAD)
+    assert ids(store.item_rows()) == [a.id, b.id, c.id]
+    assert ids(store.item_rows(LEASED)) == [b.id]
+    assert store.item_counts() == {READY: 1, LEASED: 1, DONE: 0, DEAD: 1}
+    row = store.get_item(b.id)
+    assert (row.state, row.token, row.attempts, row.worker_id, row.expires_at) == (LEASED, 1, 1, "W7", 37)
+    assert (row.case_id, row.priority, row.payload) == ("O-2", 1, {})
+    assert store.get_item("item-9999") is None
+
+
+def test_payloads_come_back_equal(durable: Backend):
+    url = durable.url()
+    payload = {"idem_key": "O-1001:email:3", "total": 129.5, "lines": [{"sku": "A", "n": 2}], "note": None}
+    row = add(durable.open(url), "O-1001", payload=payload)
+    again = durable.open(url).get_item(row.id)
+    assert again.payload == payload and list(again.payload) == list(payload) and again.flat is False
+
+
+# ---------------------------------------------------------------------- records and counters
+def test_records_put_get_and_scan_in_first_stored_order(backend: Backend):
+    store = backend.open()
+    with store.atomic:
+        store.put("job", "job-0002", {"state": "queued"})
+        store.put("job", "job-0001", {"state": "queued", "params": {"case_id": "O-1001"}})
+        store.put("job", "job-0002", {"state": "running"})
+        store.put("other", "job-0001", [1, 2.5, "x", None, True])
+    assert store.get("job", "job-0002") == {"state": "running"}
+    assert store.get("other", "job-0001") == [1, 2.5, "x", None, True]
+    assert store.get("job", "job-0003") is None
+    assert store.scan("job") == [("job-0002", {"state": "running"}),
+                                 ("job-0001", {"state": "queued", "params": {"case_id": "O-1001"}})]
+    assert store.scan("nothing") == []
+
+
+def test_put_new_keeps_the_first_value_only(backend: Backend):
+    store = backend.open()
+    with store.atomic:
+        assert store.put_new("idem", "O-1001:email:3", "msg-0001") is True
+        assert store.put_new("idem", "O-1001:email:3", "msg-0002") is False
+    assert store.get("idem", "O-1001:email:3") == "msg-0001"
+
+
+def test_counters_count_per_name(backend: Backend):
+    store = backend.open()
+    with store.atomic:
+        assert [store.next_number("job") for _ in range(3)] == [1, 2, 3]
+        assert store.next_number("out") == 1
+
+
+# ---------------------------------------------------------------------- the event log
+def test_the_log_reads_back_what_was_appended(backend: Backend):
+    store = backend.open()
+    append = store.log.appender()
+    with store.atomic:
+        append((1.5, EventKind.ENQUEUED, "item-0001", "O-1001", None, None, None, {"priority": 1}))
+        store.log.append(EventKind.LEASED, 2.0, item_id="item-0001", case_id="O-1001", worker_id="W1",
+                         token=1, attempt=1, expires_at=32.0)
+    events = store.log.events
+    assert [(e.seq, e.time, e.kind, e.worker_id, e.token, dict(e.info)) for e in events] == [
+        (0, 1.5, EventKind.ENQUEUED, None, None, {"priority": 1}),
+        (1, 2.0, EventKind.LEASED, "W1", 1, {"expires_at": 32.0})]
+    assert len(store.log) == 2 and store.log.last.kind is EventKind.LEASED
+
+
+def test_every_log_checks_what_it_is_given_and_keeps_nested_values(backend: Backend):
+    store = backend.open()
+    for kind, time in (("not_a_kind", 1.0), (EventKind.LEASED, float("nan")), (EventKind.LEASED, "soon")):
+        with pytest.raises(BadArgumentError):
+            store.log.append(kind, time, item_id="item-0001")
+    store.log.append(EventKind.NACKED, 2.0, item_id="item-0001", detail={"lines": [1, {"sku": "A"}]})
+    detail = store.log.last.info["detail"]
+    assert len(store.log) == 1 and detail["lines"][1]["sku"] == "A" and detail["lines"][0] == 1
+    with pytest.raises(TypeError):
+        detail["lines"][1]["sku"] = "B"  # read-only, as every log hands nested values out
+
+
+def test_another_store_on_the_same_database_sees_the_same_history(durable: Backend):
+    url = durable.url()
+    writer, reader = durable.open(url), durable.open(url)
+    writer.log.append(EventKind.ENQUEUED, 0.0, item_id="item-0001")
+    assert len(reader.log) == 1
+    writer.log.append(EventKind.ACKED, 1.0, item_id="item-0001")
+    assert [e.kind for e in reader.log] == [EventKind.ENQUEUED, EventKind.ACKED]
+
+
+# ---------------------------------------------------------------------- transactions
+def test_a_crash_inside_a_transaction_keeps_nothing_of_it(durable: Backend):
+    store = durable.open()
+    add(store, "O-1001")
+    with pytest.raises(KeyboardInterrupt), store.atomic:
+        row = store.next_ready(None)
+        row.state, row.token = LEASED, 1
+        store.write_item(row, READY)
+        add(store, "O-1002")
+        store.put("job", "job-0001", {"state": "running"})
+        store.log.append(EventKind.LEASED, 1.0, item_id=row.id)
+        assert len(store.log) == 1  # visible inside, before the crash
+        raise KeyboardInterrupt
+    assert store.item_counts() == {READY: 1, LEASED: 0, DONE: 0, DEAD: 0}
+    assert store.get_item("item-0001").token == 0
+    assert store.get("job", "job-0001") is None and len(store.log) == 0
+
+
+def test_a_refused_write_rolls_back_the_transaction_it_ends(durable: Backend):
+    store = durable.open()
+    with pytest.raises(StaleTokenError), store.atomic:
+        store.put("job", "job-0001", {"state": "succeeded"})
+        raise StaleTokenError(what="job job-0001", token=4, current=5)
+    assert store.get("job", "job-0001") is None
+
+
+def test_an_engine_call_keeps_the_record_of_its_own_refusal(backend: Backend):
+    store = backend.open()
+    jobs = JobStore(store=store)
+    job = jobs.submit("O-1001:refund").id
+    old, _ = jobs.claim(job, "A", lease_seconds=10), jobs.claim(job, "A", lease_seconds=10)
+    with pytest.raises(StaleTokenError):
+        jobs.complete(job, token=old.token)                 # its own transaction: the refusal is kept
+    assert [e.token for e in store.log.where(EventKind.STALE_REJECTED)] == [old.token]
+    with pytest.raises(StaleTokenError), store.atomic:      # inside a transaction of yours
+        jobs.complete(job, token=old.token)
+    expected = 2 if backend.name == "memory" else 1         # memory has nothing to roll back
+    assert len(store.log.where(EventKind.STALE_REJECTED)) == expected
+    assert jobs.get(job).state.value == "running"
+
+
+def test_transactions_nest_into_the_outer_one(durable: Backend):
+    store = durable.open()
+    with pytest.raises(RuntimeError), store.atomic:
+        with store.atomic:
+            store.put("job", "a", 1)
+        store.put("job", "b", 2)
+        raise RuntimeError("the outer block fails")
+    assert store.scan("job") == []
+
+
+def test_a_durable_store_keeps_everything_across_a_reopen(durable: Backend):
+    url = durable.url()
+    store = durable.open(url)
+    row = add(store, "O-1001")
+    move(store, row, LEASED, t=3)
+    with store.atomic:
+        store.put("job", "job-0001", {"state": "running"})
+        store.next_number("job")
+        store.log.append(EventKind.LEASED, 3.0, item_id=row.id)
+    store.close()
+    again = durable.open(url)
+    assert again.get_item(row.id).token == 1 and again.get("job", "job-0001") == {"state": "running"}
+    with again.atomic:
+        assert again.next_number("job") == 2
+    assert [e.item_id for e in again.log] == [row.id]
+    assert add(again, "O-1002").id == "item-0002"
