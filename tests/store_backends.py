@@ -38,6 +38,14 @@ def postgres_url() -> str:
     pytest.skip(HOW_TO_RUN_POSTGRES)
 
 
+def needs_psycopg() -> None:
+    """Skip (locally) / fail (in CI) a test that needs psycopg but no server."""
+    if importlib.util.find_spec("psycopg") is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"psycopg is missing, but CI must run the PostgreSQL tests. {HOW_TO_RUN_POSTGRES}")
+        pytest.skip(HOW_TO_RUN_POSTGRES)
+
+
 def with_schema(url: str, schema: str) -> str:
     """`url` with the connection's search path set to `schema`."""
     return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
