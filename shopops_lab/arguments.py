@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import Enum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shopops_lab.errors import BadArgumentError
@@ -47,7 +48,7 @@ def whole(field: str, value: object, least: int | None = 1, fix: str | None = No
           most: int | None = None) -> int:
     """A whole number no smaller than `least` (None: any) and no larger than `most`, if
     given; bools refused."""
-    if (isinstance(value, bool) or not isinstance(value, int) or (least is not None and value < least)
+    if (not is_whole(value) or (least is not None and value < least)
             or (most is not None and value > most)):
         raise BadArgumentError(
             field=field, problem=f"is {value!r}", fix=fix or f"pass a whole number{_limits(least, most)}"
@@ -76,6 +77,11 @@ def is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_whole(value: object) -> bool:
+    """An int, but not a bool: True is no token."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def flag(field: str, value: object, fix: str) -> bool:
     """True or False, and nothing that merely looks like one (1, "yes", None)."""
     if not isinstance(value, bool):
@@ -90,7 +96,7 @@ def choice(field: str, value: object, options: Iterable[object], fix: str) -> An
     return value
 
 
-def strings(field: str, values: object, example: str) -> frozenset[str]:
+def names(field: str, values: object, example: str) -> frozenset[str]:
     """A non-empty collection of non-empty strings (a lone string refused: it is no list
     of names); `example` is one such name, for the fix."""
     if isinstance(values, str):
@@ -105,6 +111,22 @@ def strings(field: str, values: object, example: str) -> frozenset[str]:
         raise BadArgumentError(field=field, problem=f"is {sorted(map(repr, names))}",
                                fix=f"pass a non-empty list of names, e.g. {field}=[{example!r}]")
     return names
+
+
+def strings(field: str, value: object, fix: str = "pass a tuple of non-empty strings") -> tuple[str, ...]:
+    """A list or tuple of non-empty strings, kept in order (it may be empty)."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
+    return tuple(value)
+
+
+def mapping(field: str, value: object, kind: type, fix: str | None = None) -> Mapping[str, Any]:
+    """A read-only copy of a dict from non-empty strings to `kind` values."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k and isinstance(v, kind)
+                                                 for k, v in value.items()):
+        raise BadArgumentError(field=field, problem=f"is {value!r}",
+                               fix=fix or f"pass a dict of non-empty strings to {kind.__name__} values")
+    return MappingProxyType(dict(value))
 
 
 def member(field: str, value: object, kind: type[E], fix: str) -> E:
@@ -125,13 +147,6 @@ def moment(field: str, value: object, fix: str = TIME_FIX) -> float:
             problem += f", outside the +-{MAX_TIME:g} s the kit can time exactly"
         raise BadArgumentError(field=field, problem=problem, fix=fix)
     return float(value)
-
-
-def time_of(now: object, clock: Clock, field: str = "now") -> float:
-    """Old spelling of `shopops_lab.clock.resolve(clock, now)`."""
-    from shopops_lab.clock import resolve
-
-    return resolve(clock, now, field)
 
 
 def clock(value: object) -> Clock:

@@ -22,12 +22,12 @@ from enum import StrEnum
 from typing import Any, Iterable, Mapping
 
 from shopops_lab import arguments
-from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Checkpoint, CheckpointStore, Receipt, Step, Workflow
-from shopops_lab.clock import Clock
+from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Checkpoint, CheckpointStore, Receipt, Workflow, WorkflowStep
+from shopops_lab.clock import Clock, resolve
 from shopops_lab.effects import (
     ChannelAdapter,
     EmailAdapter,
-    Fault,
+    ProviderFault,
     SendResult,
     SendStatus,
 )
@@ -69,8 +69,7 @@ class CrashPoint:
         except ValueError:
             raise BadArgumentError(field="kind", problem=f"is {self.kind!r}",
                                    fix=f"use one of {', '.join(k.value for k in PointKind)}") from None
-        if isinstance(self.nth, bool) or not isinstance(self.nth, int) or self.nth < 1:
-            raise BadArgumentError(field="nth", problem=f"is {self.nth!r}", fix="pass a whole number >= 1")
+        arguments.whole("nth", self.nth, 1, "pass a whole number >= 1")
 
     @classmethod
     def before_effect(cls, step: str) -> "CrashPoint":
@@ -142,7 +141,7 @@ class Env:
 
     def __init__(self, workflow: Workflow = PUBLISH_WORKFLOW, *, adapter: ChannelAdapter | None = None,
                  clock: Clock | None = None, log: EventLog | None = None,
-                 budgets: Mapping[str, int] | None = None, faults: Iterable[Fault | str] = ()) -> None:
+                 budgets: Mapping[str, int] | None = None, faults: Iterable[ProviderFault | str] = ()) -> None:
         if not isinstance(workflow, Workflow):
             raise BadArgumentError(field="workflow", problem=f"is {arguments.a(type(workflow).__name__)}",
                                    fix="pass a Workflow(version=..., steps=[Step(...), ...])")
@@ -226,7 +225,7 @@ class Env:
         n = self._made[(job_id, step.id)] = self._made.get((job_id, step.id), 0) + 1
         artifact = f"{_ARTIFACT_NAMES.get(step.id, step.id)}-v{n}"
         self.effects.append(step.id)
-        self.log.append(EventKind.STEP_RAN, self.clock.now(), case_id=job_id, step=step.id, artifact=artifact)
+        self.log.append(EventKind.STEP_RAN, resolve(self.clock), case_id=job_id, step=step.id, artifact=artifact)
         self.note(f"make {step.id} -> {artifact}")
         self._pass(PointKind.AFTER_EFFECT, step.id)
         return artifact
@@ -253,7 +252,7 @@ class Env:
         """Ask the provider whether `op_id` was delivered (ok with its message id, or failed)."""
         result = self.adapter.lookup(op_id)
         self._known[op_id] = result.status
-        self.log.append(EventKind.EFFECT_RECONCILED, self.clock.now(), op_id=op_id, status=result.status.value,
+        self.log.append(EventKind.EFFECT_RECONCILED, resolve(self.clock), op_id=op_id, status=result.status.value,
                         message_id=result.message_id)
         self.note(f"lookup {op_id} -> {_result(result)}")
         return result
@@ -267,7 +266,7 @@ class Env:
         self._pass(PointKind.AFTER_ACK, None)
 
     # ------------------------------------------------------------------ internals
-    def _step(self, step_id: str, *, effect: bool) -> Step:
+    def _step(self, step_id: str, *, effect: bool) -> WorkflowStep:
         step = self.workflow.step(step_id)
         if step.effect != effect:
             use = "env.send(job_id, step_id, op_id, body=...)" if step.effect else "env.make(job_id, step_id)"
@@ -284,10 +283,10 @@ class Env:
         parts = [f"checkpoint token {after.token}: completed [{', '.join(after.completed)}]"]
         for op, step in new_intents:
             parts.append(f"+intent {op}")
-            self.log.append(EventKind.INTENT_RECORDED, self.clock.now(), case_id=job_id, op_id=op, step=step)
+            self.log.append(EventKind.INTENT_RECORDED, resolve(self.clock), case_id=job_id, op_id=op, step=step)
         for receipt in new_receipts:
             parts.append(f"+receipt {receipt.message_id} via {receipt.via}")
-            self.log.append(EventKind.RECEIPT_RECORDED, self.clock.now(), case_id=job_id,
+            self.log.append(EventKind.RECEIPT_RECORDED, resolve(self.clock), case_id=job_id,
                             op_id=receipt.op_id, message_id=receipt.message_id, via=receipt.via)
         self.note(" ".join(parts))
         if new_done:
@@ -307,7 +306,7 @@ class Env:
             self._armed = None
             self.crashed_at = point
             self.note(f"CRASH at {point}")
-            self.log.append(EventKind.WORKER_CRASHED, self.clock.now(), point=str(point))
+            self.log.append(EventKind.WORKER_CRASHED, resolve(self.clock), point=str(point))
             raise SimulatedCrash(point=str(point))
 
     def __repr__(self) -> str:
@@ -436,7 +435,7 @@ class _Runner:
         return f"{type(self).__name__}()"
 
 
-def _body(env: Env, checkpoint: Checkpoint, step: Step) -> str:
+def _body(env: Env, checkpoint: Checkpoint, step: WorkflowStep) -> str:
     """What a customer-visible step sends: the artifact of the step before it."""
     index = env.workflow.steps.index(step)
     return checkpoint.artifacts.get(env.workflow.steps[index - 1].id, "") if index else ""
@@ -448,7 +447,7 @@ class NaiveCheckpointRunner(_Runner):
     rather than the operation. A crash after the send but before the checkpoint write
     makes the next run send again, and the customer hears twice."""
 
-    def _perform(self, job_id: str, env: Env, step: Step, checkpoint: Checkpoint, token: int) -> Checkpoint:
+    def _perform(self, job_id: str, env: Env, step: WorkflowStep, checkpoint: Checkpoint, token: int) -> Checkpoint:
         key = f"{job_id}:{step.id}:try-{token}"
         result = env.send(job_id, step.id, key, body=_body(env, checkpoint, step))
         if result.status is not SendStatus.OK:
@@ -464,7 +463,7 @@ class ReceiptRunner(_Runner):
     failure leaves the intent in place and raises EffectFailedError: the next run looks
     the operation up, finds it undelivered, and sends it under the same id."""
 
-    def _perform(self, job_id: str, env: Env, step: Step, checkpoint: Checkpoint, token: int) -> Checkpoint:
+    def _perform(self, job_id: str, env: Env, step: WorkflowStep, checkpoint: Checkpoint, token: int) -> Checkpoint:
         op_id = checkpoint.op_for(step.id) or env.op_id(job_id, step.id)
         receipt = checkpoint.receipts.get(op_id)
         if receipt is None:
@@ -488,9 +487,9 @@ class ReceiptRunner(_Runner):
 
 
 # ---------------------------------------------------------------------- helpers
-def _faults(faults: Iterable[Fault | str]) -> tuple[Fault, ...]:
+def _faults(faults: Iterable[ProviderFault | str]) -> tuple[ProviderFault, ...]:
     try:
-        return tuple(Fault(f) for f in faults)
+        return tuple(ProviderFault(f) for f in faults)
     except (TypeError, ValueError):
         raise BadArgumentError(field="faults", problem=f"is {faults!r}",
-                               fix=f"pass a list of {', '.join(f.value for f in Fault)}, e.g. [Fault.DROP_REPLY]") from None
+                               fix=f"pass a list of {', '.join(f.value for f in ProviderFault)}, e.g. [Fault.DROP_REPLY]") from None

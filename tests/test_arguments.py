@@ -44,17 +44,27 @@ def test_whole_can_leave_either_bound_open_and_says_which_it_wants():
     assert refused(arguments.whole, "n", True, None, FIX).fix == FIX
 
 
-def test_choice_flag_and_strings():
+def test_choice_flag_names_strings_and_mapping():
     assert arguments.choice("axis", "seq", ("time", "seq"), FIX) == "seq"
     assert refused(arguments.choice, "axis", ["seq"], ("time", "seq"), FIX).problem == "is ['seq']"
     assert arguments.flag("final", False, FIX) is False
     for value in (0, 1, "yes", None):
         assert refused(arguments.flag, "final", value, FIX).problem == f"is {value!r}"
-    assert arguments.strings("workers", ("W2", "W1", "W2"), "W1") == frozenset({"W1", "W2"})
-    assert refused(arguments.strings, "workers", "W1", "W1").fix == "pass a list, e.g. workers=['W1']"
+    assert arguments.names("workers", ("W2", "W1", "W2"), "W1") == frozenset({"W1", "W2"})
+    assert refused(arguments.names, "workers", "W1", "W1").fix == "pass a list, e.g. workers=['W1']"
     for bad in ([], ["W1", ""], [3], 3):
-        err = refused(arguments.strings, "workers", bad, "W1")
+        err = refused(arguments.names, "workers", bad, "W1")
         assert err.fix == "pass a non-empty list of names, e.g. workers=['W1']"
+    assert arguments.strings("completed", ["fetch", "summarize"]) == ("fetch", "summarize")
+    assert arguments.strings("completed", ()) == ()
+    assert refused(arguments.strings, "completed", "fetch").fix == "pass a tuple of non-empty strings"
+    assert refused(arguments.strings, "completed", ["fetch", ""]).problem == "is ['fetch', '']"
+    budgets = arguments.mapping("budgets", {"emails": 1}, int)
+    assert budgets == {"emails": 1}
+    with pytest.raises(TypeError):
+        budgets["emails"] = 2  # read-only
+    assert refused(arguments.mapping, "budgets", {"": 1}, int).fix == "pass a dict of non-empty strings to int values"
+    assert refused(arguments.mapping, "budgets", [("a", 1)], int, FIX).fix == FIX
 
 
 class BrokenClock:

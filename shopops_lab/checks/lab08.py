@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from shopops_lab import arguments
 from shopops_lab.chaos.plan import Kill, KillPoint
 from shopops_lab.chaos.run import run_chaos, run_workers
 from shopops_lab.chaos.worker import Stops
@@ -208,8 +209,7 @@ def run_refunds(handle: Callable[[Lease, Shop], Any], *, seed: int, workers: int
 
 def replay(handle, seed: int) -> str:
     """The story of one seed with your `handle`, order by order."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError("seed must be a whole number, e.g. replay(handle, seed=2)")
+    arguments.whole("seed", seed, None, "pass a whole number, e.g. replay(handle, seed=2)")
     if not processes_available():
         return _NO_PROCESSES
     if is_stub(handle):

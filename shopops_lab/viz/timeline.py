@@ -146,8 +146,8 @@ def build_timeline(log: EventLog | Iterable[Event], *, cases: Iterable[str] | No
     window that fits the picture.
     """
     events = _events(log)
-    case_set = None if cases is None else arguments.strings("cases", cases, "O-1001")
-    worker_set = None if workers is None else arguments.strings("workers", workers, "W1")
+    case_set = None if cases is None else arguments.names("cases", cases, "O-1001")
+    worker_set = None if workers is None else arguments.names("workers", workers, "W1")
     arguments.whole("max_leases", max_leases)
     arguments.whole("max_workers", max_workers)
     if until is not None:
