@@ -16,7 +16,7 @@ from shopops_lab.checkpoint import (
     Step,
     Workflow,
 )
-from shopops_lab.effects import Fault, SendStatus
+from shopops_lab.effects import ProviderFault, SendStatus
 from shopops_lab.errors import (
     BadArgumentError,
     BudgetExhaustedError,
@@ -273,7 +273,7 @@ def test_an_intent_whose_send_never_happened_is_looked_up_then_sent():
 
 
 def test_an_unknown_outcome_is_reconciled_via_lookup_not_repeated():
-    env = Env(faults=[Fault.DROP_REPLY])
+    env = Env(faults=[ProviderFault.DROP_REPLY])
     assert ReceiptRunner()(JOB, env) == "msg-0001"
     assert "send publish O-1001:publish:v1 -> unknown" in env.trace
     assert "lookup O-1001:publish:v1 -> ok msg-0001" in env.trace
@@ -285,7 +285,7 @@ def test_an_unknown_outcome_is_reconciled_via_lookup_not_repeated():
 
 
 def test_naive_runner_repeats_an_unknown_outcome():
-    env = Env(faults=[Fault.DROP_REPLY])
+    env = Env(faults=[ProviderFault.DROP_REPLY])
     with pytest.raises(EffectFailedError) as err:
         NaiveCheckpointRunner()(JOB, env)
     assert err.value.status == "unknown"
@@ -294,7 +294,7 @@ def test_naive_runner_repeats_an_unknown_outcome():
 
 
 def test_a_refused_send_leaves_the_intent_and_the_next_run_retries_under_the_same_id():
-    env = Env(faults=[Fault.FAIL])
+    env = Env(faults=[ProviderFault.FAIL])
     with pytest.raises(EffectFailedError) as err:
         ReceiptRunner()(JOB, env)
     assert (err.value.step, err.value.op_id, err.value.status) == ("publish", "O-1001:publish:v1", "failed")
@@ -386,7 +386,7 @@ def test_env_refuses_the_wrong_call_for_a_step(call, field):
 
 
 def test_env_notices_a_blind_resend():
-    env = Env(faults=[Fault.DROP_REPLY])
+    env = Env(faults=[ProviderFault.DROP_REPLY])
     first = env.send(JOB, "publish", "op-1", body="summary-v1")
     assert first.status is SendStatus.UNKNOWN
     env.send(JOB, "publish", "op-1", body="summary-v1")  # deduped by the provider, but blind

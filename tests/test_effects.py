@@ -10,7 +10,7 @@ from shopops_lab.effects import (
     Contact,
     ContactLedger,
     EmailAdapter,
-    Fault,
+    ProviderFault,
     NaiveEmailAdapter,
     NaiveSmsAdapter,
     Provider,
@@ -72,7 +72,7 @@ def test_a_naive_adapter_ignores_the_key_and_the_ledger_shows_the_duplicate():
 def test_a_fail_fault_delivers_nothing_and_a_retry_with_the_same_key_then_delivers():
     log = EventLog()
     email = EmailAdapter(log=log)
-    email.provider.inject(Fault.FAIL)
+    email.provider.inject(ProviderFault.FAIL)
     failed = email.send(KEY, case_id="O-1001")
     assert failed == SendResult(status=SendStatus.FAILED, op_id=KEY)
     assert len(email.ledger) == 0 and email.lookup(KEY).status is SendStatus.FAILED
@@ -92,7 +92,7 @@ def test_inject_times_applies_the_fault_to_that_many_deliveries():
 def test_a_dropped_reply_is_unknown_and_lookup_reconciles_it_without_a_second_message():
     log = EventLog()
     email = EmailAdapter(log=log)
-    email.provider.inject(Fault.DROP_REPLY)
+    email.provider.inject(ProviderFault.DROP_REPLY)
     unknown = email.send(KEY, case_id="O-1001")
     assert unknown == SendResult(status=SendStatus.UNKNOWN, op_id=KEY)
     assert len(email.ledger) == 1  # the customer did get it: only the reply was lost
@@ -105,7 +105,7 @@ def test_a_dropped_reply_is_unknown_and_lookup_reconciles_it_without_a_second_me
 
 def test_a_dropped_reply_retried_without_a_key_reaches_the_customer_twice():
     email = NaiveEmailAdapter()
-    email.provider.inject(Fault.DROP_REPLY)
+    email.provider.inject(ProviderFault.DROP_REPLY)
     unknown = email.send(KEY, case_id="O-1001")
     assert email.lookup(unknown.op_id).message_id == "msg-0001"
     email.send(KEY, case_id="O-1001")

@@ -19,7 +19,7 @@ from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
 from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text
 from shopops_lab.recovery import CrashPoint, Env
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
-from shopops_lab.effects import Fault
+from shopops_lab.effects import ProviderFault
 from shopops_lab.widgets.quiz import Quiz
 
 __all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "SETTINGS", "exercise", "exploration"]
@@ -27,11 +27,11 @@ __all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "SETTINGS", "exercise", "exploratio
 # (how a message names the setting, faults, job id)
 SETTINGS = (
     ("a healthy email provider", (), "O-1001"),
-    ("a lost reply (the email went out, the answer never came back)", (Fault.DROP_REPLY,), "O-1001"),
+    ("a lost reply (the email went out, the answer never came back)", (ProviderFault.DROP_REPLY,), "O-1001"),
     ("a lost request (the send timed out before reaching the provider: nothing went out)",
-     (Fault.LOSE_REQUEST,), "O-1001"),
-    ("a refused send (the provider said no, nothing went out)", (Fault.FAIL,), "O-1001"),
-    ("a lost reply on job A-1002", (Fault.DROP_REPLY,), "A-1002"),
+     (ProviderFault.LOSE_REQUEST,), "O-1001"),
+    ("a refused send (the provider said no, nothing went out)", (ProviderFault.FAIL,), "O-1001"),
+    ("a lost reply on job A-1002", (ProviderFault.DROP_REPLY,), "A-1002"),
 )
 MAX_TRACE = 40
 

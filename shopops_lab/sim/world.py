@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from shopops_lab.backpressure import Decision, Gateway, Signals, as_policy
 from shopops_lab.clock import FakeClock
-from shopops_lab.effects import Fault as ProviderFault
+from shopops_lab.effects import ProviderFault
 from shopops_lab.errors import LeaseExpiredError, LeaseSettledError, StaleTokenError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence

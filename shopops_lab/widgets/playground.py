@@ -212,7 +212,7 @@ class PlaygroundModel:
     def _expire(self) -> list[str]:
         """Let the queue notice leases whose deadline passed, and say so."""
         mark = len(self.queue.log)
-        self.queue._expire_leases()
+        self.queue.expire_leases()
         notes = []
         for e in self.queue.log.events[mark:]:
             if e.kind is EventKind.EXPIRED:
