@@ -1,6 +1,6 @@
-"""The backends every contract test runs on, as a pytest fixture: memory, SQLite (a file in
-the test's own folder) and PostgreSQL (a schema of its own on the server named by
-SHOPOPS_POSTGRES_URL, dropped afterwards).
+"""The backends every contract test runs on (conftest.py makes them the `backend` and
+`durable` fixtures): memory, SQLite (a file in the test's own folder) and PostgreSQL (a
+schema of its own on the server named by SHOPOPS_POSTGRES_URL, dropped afterwards).
 
 Locally the PostgreSQL cases skip, saying how to run them; under CI (CI=true) a missing
 server is a failure, because `.ci/run` starts one.
@@ -11,7 +11,6 @@ import importlib.util
 import itertools
 import os
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -106,17 +105,3 @@ class Backend:
             for schema in self._schemas:
                 self._admin.execute(f"DROP SCHEMA {schema} CASCADE")
             self._admin.close()
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, tmp_path) -> Iterator[Backend]:
-    made = Backend(request.param, tmp_path)
-    yield made
-    made.close()
-
-
-@pytest.fixture(params=DURABLE)
-def durable(request, tmp_path) -> Iterator[Backend]:
-    made = Backend(request.param, tmp_path)
-    yield made
-    made.close()
