@@ -22,8 +22,8 @@ from shopops_lab.checkpoint import (
                                       CheckpointStore,
                                       Receipt,
                                       Step,
-                                      WorkflowStep,
                                       Workflow,
+                                      WorkflowStep,
 )
 from shopops_lab.clock import Clock, FakeClock, SystemClock
 from shopops_lab.crash import ExplorationReport, explore

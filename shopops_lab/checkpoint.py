@@ -13,9 +13,9 @@ How a workflow is run, crashed and recovered (crash points, `Env`, the two runne
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.clock import Clock, resolve
@@ -143,11 +143,11 @@ class Checkpoint:
         arguments.whole("token", self.token, 0, "pass a whole number >= 0")
 
     @classmethod
-    def start(cls, workflow_version: str, *, budgets: Mapping[str, int] | None = None) -> "Checkpoint":
+    def start(cls, workflow_version: str, *, budgets: Mapping[str, int] | None = None) -> Checkpoint:
         """The checkpoint of a job nothing has happened to yet."""
         return cls(workflow_version=workflow_version, budgets={} if budgets is None else budgets)
 
-    def confirm(self, step: str, artifact: str) -> "Checkpoint":
+    def confirm(self, step: str, artifact: str) -> Checkpoint:
         """`step` is done and produced `artifact` (an artifact id, or a message id for an effect)."""
         arguments.text("step", step, "the id of the step you finished, e.g. 'summarize'")
         arguments.text("artifact", artifact, "the id of what the step made, e.g. 'summary-v1'")
@@ -156,18 +156,18 @@ class Checkpoint:
                                    fix="skip confirmed steps and reuse their artifacts")
         return replace(self, completed=self.completed + (step,), artifacts={**self.artifacts, step: artifact})
 
-    def intend(self, op_id: str, step: str) -> "Checkpoint":
+    def intend(self, op_id: str, step: str) -> Checkpoint:
         """About to perform operation `op_id` for `step`: written before the side effect."""
         arguments.text("op_id", op_id, "the operation id you are about to send with")
         arguments.text("step", step, "the step the operation performs, e.g. 'publish'")
         return replace(self, intents={**self.intents, op_id: step})
 
-    def receive(self, receipt: Receipt) -> "Checkpoint":
+    def receive(self, receipt: Receipt) -> Checkpoint:
         """The side effect happened; here is the provider's proof."""
         arguments.instance("receipt", receipt, Receipt, "pass a Receipt(op_id=..., step=..., message_id=...)")
         return replace(self, receipts={**self.receipts, receipt.op_id: receipt})
 
-    def spend(self, budget: str, amount: int = 1) -> "Checkpoint":
+    def spend(self, budget: str, amount: int = 1) -> Checkpoint:
         """Take `amount` from `budget`; BudgetExhaustedError if not enough is left."""
         arguments.whole("amount", amount, 1, "pass how much to spend, a whole number >= 1 (a spend never refills)")
         if not isinstance(budget, str) or budget not in self.budgets:
@@ -178,7 +178,7 @@ class Checkpoint:
             raise BudgetExhaustedError(budget=budget, remaining=left, wanted=amount)
         return replace(self, budgets={**self.budgets, budget: left - amount})
 
-    def approve(self, approval_ref: str) -> "Checkpoint":
+    def approve(self, approval_ref: str) -> Checkpoint:
         """Remember a person's approval (of the artifacts as they are now)."""
         arguments.text("approval_ref", approval_ref, "the approval's id, e.g. 'appr-0007'")
         return replace(self, approval_refs=self.approval_refs + (approval_ref,))
@@ -281,7 +281,9 @@ class CheckpointStore:
             raise BadArgumentError(field="job_id", problem=f"{job_id!r} has no checkpoint to migrate",
                                    fix="migrate a job that has run under the old version")
         if not isinstance(to_version, str) or not to_version.strip():
-            raise BadArgumentError(field="to_version", problem=f"is {to_version!r}", fix="pass the new version, e.g. 'v2'")
+            raise BadArgumentError(
+                field="to_version", problem=f"is {to_version!r}", fix="pass the new version, e.g. 'v2'"
+            )
         if not callable(fn):
             raise BadArgumentError(field="fn", problem=f"is {fn!r}",
                                    fix="pass a function Checkpoint -> Checkpoint, e.g. lambda cp: cp")

@@ -19,14 +19,15 @@ same report, character for character.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
-from shopops_lab.recovery import CrashPoint, Env
 from shopops_lab.effects import ProviderFault
 from shopops_lab.errors import BadArgumentError, SimulatedCrash
+from shopops_lab.recovery import CrashPoint, Env
 
 __all__ = ["DEFAULT_INVARIANTS", "ExplorationReport", "Invariant", "Observation", "PointResult", "explore"]
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.clock import Clock, resolve
-from shopops_lab.errors import BadArgumentError, StaleTokenError
+from shopops_lab.errors import StaleTokenError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import json_copy
 from shopops_lab.store import MemoryStore, Store

@@ -14,10 +14,11 @@ later, under a claim. Three rules keep the record trustworthy:
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.clock import Clock, resolve

@@ -12,8 +12,9 @@ receiving side must therefore dedupe on the message id (`IdempotentConsumer`);
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.clock import Clock, resolve

@@ -17,9 +17,10 @@ is where crashes are injected, so a runner needs no crash code of its own (see
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Checkpoint, CheckpointStore, Receipt, Workflow, WorkflowStep
@@ -72,35 +73,35 @@ class CrashPoint:
         arguments.whole("nth", self.nth, 1, "pass a whole number >= 1")
 
     @classmethod
-    def before_effect(cls, step: str) -> "CrashPoint":
+    def before_effect(cls, step: str) -> CrashPoint:
         return cls(kind=PointKind.BEFORE_EFFECT, step=step)
 
     @classmethod
-    def after_effect(cls, step: str) -> "CrashPoint":
+    def after_effect(cls, step: str) -> CrashPoint:
         return cls(kind=PointKind.AFTER_EFFECT, step=step)
 
     @classmethod
-    def after_intent(cls, step: str) -> "CrashPoint":
+    def after_intent(cls, step: str) -> CrashPoint:
         return cls(kind=PointKind.AFTER_INTENT, step=step)
 
     @classmethod
-    def after_receipt(cls, step: str) -> "CrashPoint":
+    def after_receipt(cls, step: str) -> CrashPoint:
         return cls(kind=PointKind.AFTER_RECEIPT, step=step)
 
     @classmethod
-    def after_checkpoint(cls, step: str) -> "CrashPoint":
+    def after_checkpoint(cls, step: str) -> CrashPoint:
         return cls(kind=PointKind.AFTER_CHECKPOINT, step=step)
 
     @classmethod
-    def before_ack(cls) -> "CrashPoint":
+    def before_ack(cls) -> CrashPoint:
         return cls(kind=PointKind.BEFORE_ACK)
 
     @classmethod
-    def after_ack(cls) -> "CrashPoint":
+    def after_ack(cls) -> CrashPoint:
         return cls(kind=PointKind.AFTER_ACK)
 
     @classmethod
-    def parse(cls, text: str) -> "CrashPoint":
+    def parse(cls, text: str) -> CrashPoint:
         """The inverse of str(): 'after_effect(publish)', 'before_ack', 'after_save#2'."""
         match = re.fullmatch(r"(\w+)(?:\(([\w-]+)\))?(?:#(\d+))?", text.strip()) if isinstance(text, str) else None
         if match is None:
@@ -190,7 +191,7 @@ class Env:
         """Message ids that really reached the customer for this job's step."""
         return list(self._deliveries.get((job_id, step_id), ()))
 
-    def for_worker(self) -> "WorkerEnv":
+    def for_worker(self) -> WorkerEnv:
         """This Env as a real worker sees it: the runner's calls only, no inbox or ledger."""
         return WorkerEnv(self)
 
@@ -332,7 +333,7 @@ class WorkerEnv:
         return self._env.workflow
 
     @property
-    def checkpoints(self) -> "_WorkerCheckpoints":
+    def checkpoints(self) -> _WorkerCheckpoints:
         return _WorkerCheckpoints(self._env.checkpoints)
 
     def claim(self, job_id: str) -> int:
@@ -491,5 +492,8 @@ def _faults(faults: Iterable[ProviderFault | str]) -> tuple[ProviderFault, ...]:
     try:
         return tuple(ProviderFault(f) for f in faults)
     except (TypeError, ValueError):
-        raise BadArgumentError(field="faults", problem=f"is {faults!r}",
-                               fix=f"pass a list of {', '.join(f.value for f in ProviderFault)}, e.g. [Fault.DROP_REPLY]") from None
+        raise BadArgumentError(
+            field="faults",
+            problem=f"is {faults!r}",
+            fix=f"pass a list of {', '.join(f.value for f in ProviderFault)}, e.g. [Fault.DROP_REPLY]",
+        ) from None

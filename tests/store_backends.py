@@ -33,7 +33,9 @@ def postgres_url() -> str:
     if url and importlib.util.find_spec("psycopg") is not None:
         return url
     if os.environ.get("CI"):
-        pytest.fail(f"{POSTGRES_ENV} or psycopg is missing, but CI must run the PostgreSQL tests. {HOW_TO_RUN_POSTGRES}")
+        pytest.fail(
+            f"{POSTGRES_ENV} or psycopg is missing, but CI must run the PostgreSQL tests. {HOW_TO_RUN_POSTGRES}"
+        )
     pytest.skip(HOW_TO_RUN_POSTGRES)
 
 

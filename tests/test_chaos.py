@@ -130,7 +130,9 @@ def test_the_command_prints_the_report_as_json(tmp_path, capsys):
     status = main(["chaos", "--db", db, "--items", "6", "--workers", "2", "--kills", "3", "--seed", "4", "--json"])
     report = json.loads(capsys.readouterr().out)
     assert status == 0
-    assert {"items", "done", "dead_lettered", "lost", "double_contacts", "kills", "redeliveries", "valid"} <= set(report)
+    assert {"items", "done", "dead_lettered", "lost", "double_contacts", "kills", "redeliveries", "valid"} <= set(
+        report
+    )
     assert (report["items"], report["kills"], report["lost"], report["double_contacts"], report["valid"]) == (
         6, 3, 0, 0, True)
 

@@ -26,7 +26,7 @@ from shopops_lab.checker import (
 )
 from shopops_lab.checker.starvation import ApprovalWaits
 from shopops_lab.clock import FakeClock
-from shopops_lab.effects import EmailAdapter, ProviderFault, NaiveEmailAdapter, SendStatus
+from shopops_lab.effects import EmailAdapter, NaiveEmailAdapter, ProviderFault, SendStatus
 from shopops_lab.errors import BadArgumentError, LeaseExpiredError, StaleTokenError
 from shopops_lab.events import Event, EventKind, EventLog
 from shopops_lab.worker.queue import InMemoryQueue, Outcome, Priority

@@ -14,9 +14,16 @@ import pytest
 from store_backends import BACKENDS, Backend
 
 from shopops_lab.clock import FakeClock
-from shopops_lab.errors import (BadArgumentError, LeaseExpiredError, LeaseSettledError,
-                                NotInDLQError, StaleTokenError, TransitionError, UnknownItemError,
-                                UnknownLeaseError)
+from shopops_lab.errors import (
+    BadArgumentError,
+    LeaseExpiredError,
+    LeaseSettledError,
+    NotInDLQError,
+    StaleTokenError,
+    TransitionError,
+    UnknownItemError,
+    UnknownLeaseError,
+)
 from shopops_lab.events import EventKind
 from shopops_lab.states import TRANSITIONS, ItemState
 from shopops_lab.worker.queue import InMemoryQueue, Item, Lease, Outcome, Priority, Queue

@@ -17,9 +17,9 @@ from typing import Any
 
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
 from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text
-from shopops_lab.recovery import CrashPoint, Env
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
 from shopops_lab.effects import ProviderFault
+from shopops_lab.recovery import CrashPoint, Env
 from shopops_lab.widgets.quiz import Quiz
 
 __all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "SETTINGS", "exercise", "exploration"]

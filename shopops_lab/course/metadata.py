@@ -310,7 +310,11 @@ def _notebook_rules(nb: Any, name: str) -> Iterator[tuple[str, str, str]]:
             f"is {kernelspec.get('language')!r}; nbgrader picks its stub by language",
             'set it to "python"',
         )
-    kit = metadata.get("shopops_lab")
+    yield from _kit_notebook_rules(metadata.get("shopops_lab"), name)
+
+
+def _kit_notebook_rules(kit: Any, name: str) -> Iterator[tuple[str, str, str]]:
+    """The kit's own notebook metadata: which lab (agreeing with the file name), which version."""
     if not isinstance(kit, dict):
         yield "metadata.shopops_lab", "is missing", "add {\"lab\": \"01\", \"version\": \"1\"} (cells.notebook does)"
         return

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from enum import IntEnum
-from typing import Any, Callable
+from typing import Any
 
 from shopops_lab.backpressure import Decision, Gateway, Signals, as_policy
 from shopops_lab.clock import FakeClock

@@ -15,9 +15,10 @@ happen together or not at all.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from shopops_lab import arguments
 from shopops_lab.arguments import MAX_TIME
@@ -75,10 +76,10 @@ class QueueId:
 
     __slots__ = ()
 
-    def __copy__(self) -> "QueueId":
+    def __copy__(self) -> QueueId:
         return self
 
-    def __deepcopy__(self, memo: dict) -> "QueueId":
+    def __deepcopy__(self, memo: dict) -> QueueId:
         return self
 
     def __repr__(self) -> str:
@@ -149,7 +150,8 @@ class Queue:
                  clock: Clock | None = None, *, log: EventLog | None = None,
                  store: Store | str | None = None) -> None:
         self.lease_seconds = arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
-        arguments.whole("max_attempts", max_attempts, 1, "pass a whole number >= 1 (how many deliveries before the DLQ)")
+        arguments.whole("max_attempts", max_attempts, 1,
+                        "pass a whole number >= 1 (how many deliveries before the DLQ)")
         self.clock: Clock = arguments.clock(clock)
         self.store: Store = store_for(store, log)
         self.max_attempts = max_attempts
@@ -164,7 +166,7 @@ class Queue:
         self._last_time = float("-inf")
 
     @classmethod
-    def open(cls, url: str, **settings: Any) -> "Queue":
+    def open(cls, url: str, **settings: Any) -> Queue:
         """The queue kept at `url` (`Queue.open("sqlite:///shopops.db", lease_seconds=30)`)."""
         return cls(store=open_store(url), **settings)
 
@@ -208,7 +210,8 @@ class Queue:
         """
         if type(worker_id) is not str or not worker_id.strip():
             arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
-        seconds = self.lease_seconds if lease_seconds is None else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
+        seconds = (self.lease_seconds if lease_seconds is None
+                   else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX))
         if max_priority is not None:
             arguments.whole("max_priority", max_priority, None,
                             "pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out")
@@ -422,7 +425,8 @@ class Queue:
         else:
             t = arguments.moment("now", now)
             if t < self._last_time:
-                raise BadArgumentError(field="now", problem=f"is {now:g}, earlier than t={self._last_time:g} already seen",
+                raise BadArgumentError(field="now",
+                                       problem=f"is {now:g}, earlier than t={self._last_time:g} already seen",
                                        fix="time only moves forward; pass a later now= or advance the clock")
         self._last_time = t
         return t
