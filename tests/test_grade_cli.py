@@ -61,6 +61,11 @@ def run_cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def grade_with_manual_scores(submission: Path, tmp_path: Path, scores: Path) -> tuple[int, str, str]:
+    return run_cli("grade", str(submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"),
+                   "--manual", str(scores))
+
+
 @pytest.fixture()
 def one_submission(tmp_path: Path) -> Path:
     return fx.write(fx.submission("01", {"send-followup": fx.RIGHT}), tmp_path / "in" / "alice_lab01.ipynb")
@@ -133,45 +138,18 @@ def test_an_empty_folder_or_an_unwritable_out_is_a_usage_error(tmp_path: Path, o
 def test_a_bad_manual_score_is_refused_before_anything_runs(tmp_path: Path, one_submission: Path) -> None:
     scores = tmp_path / "scores.csv"
     scores.write_text("submission,student,lab,grade_id,max_points,score,answer\nalice_lab03,alice,03,explain-policy,3,7,text\n")
-    code, _, err = run_cli(
-        "grade",
-        str(one_submission),
-        "--key",
-        str(fx.SOLUTIONS),
-        "--out",
-        str(tmp_path / "out"),
-        "--manual",
-        str(scores),
-    )
+    code, _, err = grade_with_manual_scores(one_submission, tmp_path, scores)
     assert code == 2 and "line 2, score is '7', not a number from 0 to 3" in err
     assert not (tmp_path / "out").exists()
     scores.write_text("student,score\nalice,1\n")
-    code, _, err = run_cli(
-        "grade",
-        str(one_submission),
-        "--key",
-        str(fx.SOLUTIONS),
-        "--out",
-        str(tmp_path / "out"),
-        "--manual",
-        str(scores),
-    )
+    code, _, err = grade_with_manual_scores(one_submission, tmp_path, scores)
     assert code == 2 and "has no submission, grade_id column" in err
 
 
 def test_a_score_for_no_submission_is_a_warning(tmp_path: Path, one_submission: Path) -> None:
     scores = tmp_path / "scores.csv"
     scores.write_text("submission,grade_id,score\nbob_lab03,explain-policy,2\n")
-    code, out, err = run_cli(
-        "grade",
-        str(one_submission),
-        "--key",
-        str(fx.SOLUTIONS),
-        "--out",
-        str(tmp_path / "out"),
-        "--manual",
-        str(scores),
-    )
+    code, out, err = grade_with_manual_scores(one_submission, tmp_path, scores)
     assert code == 0 and "warning: " in err and "bob_lab03 explain-policy matches no written answer" in err
 
 
