@@ -21,8 +21,8 @@ from shopops_lab.errors import BadArgumentError, IdempotencyConflictError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.store import MemoryStore, Store
 
-__all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault", "NaiveAdapter", "ProviderFault",
-           "NaiveEmailAdapter", "NaiveSmsAdapter", "Provider", "SendResult", "SendStatus", "SmsAdapter"]
+__all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault", "NaiveAdapter", "NaiveEmailAdapter",
+           "NaiveSmsAdapter", "Provider", "ProviderFault", "SendResult", "SendStatus", "SmsAdapter"]
 
 
 class SendStatus(StrEnum):
