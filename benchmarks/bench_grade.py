@@ -58,7 +58,9 @@ def time_nbgrader(python: Path, scratch: Path, lab: str, count: int) -> tuple[fl
     source = course / "source" / assignment
     source.mkdir(parents=True)
     shutil.copy(fx.master_path(lab), source)
-    done = nbgrader_env.run(python, ["-m", "nbgrader", "generate_assignment", assignment, "--force"], cwd=course, env=env)
+    done = nbgrader_env.run(
+        python, ["-m", "nbgrader", "generate_assignment", assignment, "--force"], cwd=course, env=env
+    )
     if done.returncode:
         raise SystemExit(f"nbgrader generate_assignment failed:\n{done.stderr[-3000:]}")
     build_class(course, lab, count)
@@ -96,8 +98,11 @@ def compare(python: Path, lab: str, count: int, *, target: float | None) -> None
     print(f"  nbgrader {nbgrader_env.NBGRADER_VERSION} autograde : {theirs:7.1f} s  {theirs / count:6.3f} s/submission")
     print(f"  shopops-lab grade --jobs {JOBS}: {ours:7.1f} s  {ours / count:6.3f} s/submission  "
           f"({graded}/{count} graded, points seen: {', '.join(points)}); one submission alone: {one:.1f} s")
-    print(f"  throughput ratio: {ratio:.1f}x. Beyond start-up each further submission costs {each:.3f} s, so "
-          f"{CLASS:,} would take ~{(one + each * CLASS) / 60:.0f} min here with {JOBS} jobs (nbgrader: ~{theirs / count * CLASS / 3600:.1f} h)")
+    print(
+        f"  throughput ratio: {ratio:.1f}x. Beyond start-up each further submission costs {each:.3f} s, so "
+        f"{CLASS:,} would take ~{(one + each * CLASS) / 60:.0f} min here with {JOBS} jobs "
+        f"(nbgrader: ~{theirs / count * CLASS / 3600:.1f} h)"
+    )
     if target is not None:
         print(f"  {'PASS' if ratio >= target else 'FAIL'}: target >= {target:g}x")
 

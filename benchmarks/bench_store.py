@@ -22,7 +22,6 @@ import multiprocessing
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 from time import perf_counter
 
@@ -80,7 +79,11 @@ def persistqueue_cycles(folder: Path, synchronous: str, n: int) -> float:
     return seconds
 
 
-PEERS = {"shopops Queue (sqlite)": ours, "litequeue": litequeue_cycles, "persist-queue SQLiteAckQueue": persistqueue_cycles}
+PEERS = {
+    "shopops Queue (sqlite)": ours,
+    "litequeue": litequeue_cycles,
+    "persist-queue SQLiteAckQueue": persistqueue_cycles,
+}
 
 
 def sqlite_round(synchronous: str, n: int) -> dict[str, float]:
@@ -159,7 +162,9 @@ def main() -> int:
     print(f"PostgreSQL, {PG_CYCLES} cycles per process, {os.cpu_count()} cores on this machine:")
     print(f"  1 worker process   : {one:>9,.0f} cycles/s")
     print(f"  8 worker processes : {eight:>9,.0f} cycles/s")
-    print(f"  scaling ratio      : {eight / one:9.2f}   (information; bounded by the cores the server and workers share)")
+    print(
+        f"  scaling ratio      : {eight / one:9.2f}   (information; bounded by the cores the server and workers share)"
+    )
     return 0
 
 

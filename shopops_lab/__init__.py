@@ -23,6 +23,7 @@ from shopops_lab.checkpoint import (
                                       Receipt,
                                       Step,
                                       Workflow,
+                                      WorkflowStep,
 )
 from shopops_lab.clock import Clock, FakeClock, SystemClock
 from shopops_lab.crash import ExplorationReport, explore
@@ -79,7 +80,7 @@ __all__ = [
     # effects, fencing, jobs, checkpoints, outbox
     "ContactLedger", "EmailAdapter", "NaiveEmailAdapter", "NaiveSmsAdapter", "Provider", "SendResult",
     "SendStatus", "SmsAdapter", "NaiveResultStore", "TokenFence", "Job", "JobState", "JobStore", "Checkpoint",
-    "CheckpointStore", "CrashPoint", "Env", "NaiveCheckpointRunner", "Receipt", "ReceiptRunner", "Step",
+    "CheckpointStore", "CrashPoint", "Env", "NaiveCheckpointRunner", "Receipt", "ReceiptRunner", "Step", "WorkflowStep",
     "Workflow", "Broker", "Dispatcher", "IdempotentConsumer", "NaiveConsumer", "OutboxStore",
     # load
     "BackpressurePolicy", "Decision", "Gateway", "LatencyModel", "NoBackpressure", "Signals", "acquire", "wait",

@@ -5,8 +5,11 @@ A call checks everything it was given before it changes anything, so a refused c
 leaves no trace: not in a store, not in the event log, not on the clock."""
 from __future__ import annotations
 
+import math
 import sys
+from collections.abc import Iterable, Mapping
 from enum import Enum
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from shopops_lab.errors import BadArgumentError
@@ -25,7 +28,6 @@ MAX_TIME = 1e12
 
 _FLOAT_MAX = sys.float_info.max
 TIME_FIX = "pass a finite number of seconds, or leave it out to use the clock"
-_CLOCK_FIX = "use a clock whose now() returns finite seconds, e.g. FakeClock() or SystemClock()"
 
 
 def text(field: str, value: object, fix: str) -> str:
@@ -39,18 +41,92 @@ def text(field: str, value: object, fix: str) -> str:
 
 def seconds(field: str, value: object, fix: str = "pass a positive, finite number of seconds") -> float:
     """A positive, finite number of seconds, at most MAX_TIME (bools refused: True is not a duration)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_TIME:
+    return number(field, value, fix, above=0, most=MAX_TIME)
+
+
+def whole(field: str, value: object, least: int | None = 1, fix: str | None = None, *,
+          most: int | None = None) -> int:
+    """A whole number no smaller than `least` (None: any) and no larger than `most`, if
+    given; bools refused."""
+    if (not is_whole(value) or (least is not None and value < least)
+            or (most is not None and value > most)):
+        raise BadArgumentError(
+            field=field, problem=f"is {value!r}", fix=fix or f"pass a whole number{_limits(least, most)}"
+        )
+    return value
+
+
+def _limits(least: int | None, most: int | None) -> str:
+    if most is None:
+        return "" if least is None else f" >= {least}"
+    return f" <= {most:,}" if least is None else f" from {least:,} to {most:,}"
+
+
+def number(field: str, value: object, fix: str, *, least: float = -math.inf, most: float = math.inf,
+           above: float | None = None, below: float | None = None) -> float:
+    """A number (bools and NaN refused) with least <= value <= most, and above < value <
+    below where those are given: `above=0, below=math.inf` is "positive and finite"."""
+    if (not is_number(value) or not least <= value <= most
+            or (above is not None and not value > above) or (below is not None and not value < below)):
         raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
     return float(value)
 
 
-def whole(field: str, value: object, least: int = 1, fix: str | None = None, *, most: int | None = None) -> int:
-    """A whole number no smaller than `least` (and no larger than `most`, if given; bools refused)."""
-    if (isinstance(value, bool) or not isinstance(value, int) or value < least
-            or (most is not None and value > most)):
-        limits = f">= {least}" if most is None else f"from {least:,} to {most:,}"
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix or f"pass a whole number {limits}")
+def is_number(value: object) -> bool:
+    """An int or float (numpy's float too), but not a bool: True is no duration."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_whole(value: object) -> bool:
+    """An int, but not a bool: True is no token."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def flag(field: str, value: object, fix: str) -> bool:
+    """True or False, and nothing that merely looks like one (1, "yes", None)."""
+    if not isinstance(value, bool):
+        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
     return value
+
+
+def choice(field: str, value: object, options: Iterable[object], fix: str) -> Any:
+    """`value` if it is one of `options`."""
+    if value not in tuple(options):
+        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
+    return value
+
+
+def names(field: str, values: object, example: str) -> frozenset[str]:
+    """A non-empty collection of non-empty strings (a lone string refused: it is no list
+    of names); `example` is one such name, for the fix."""
+    if isinstance(values, str):
+        raise BadArgumentError(field=field, problem=f"is the string {values!r}",
+                               fix=f"pass a list, e.g. {field}=[{values!r}]")
+    try:
+        names = frozenset(values)  # type: ignore[arg-type]
+    except TypeError:
+        raise BadArgumentError(field=field, problem=f"is {values!r}",
+                               fix=f"pass a non-empty list of names, e.g. {field}=[{example!r}]") from None
+    if not names or not all(isinstance(v, str) and v for v in names):
+        raise BadArgumentError(field=field, problem=f"is {sorted(map(repr, names))}",
+                               fix=f"pass a non-empty list of names, e.g. {field}=[{example!r}]")
+    return names
+
+
+def strings(field: str, value: object, fix: str = "pass a tuple of non-empty strings") -> tuple[str, ...]:
+    """A list or tuple of non-empty strings, kept in order (it may be empty)."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
+    return tuple(value)
+
+
+def mapping(field: str, value: object, kind: type, fix: str | None = None) -> Mapping[str, Any]:
+    """A read-only copy of a dict from non-empty strings to `kind` values."""
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k and isinstance(v, kind)
+                                                 for k, v in value.items()):
+        raise BadArgumentError(field=field, problem=f"is {value!r}",
+                               fix=fix or f"pass a dict of non-empty strings to {kind.__name__} values")
+    return MappingProxyType(dict(value))
 
 
 def member(field: str, value: object, kind: type[E], fix: str) -> E:
@@ -65,20 +141,12 @@ def member(field: str, value: object, kind: type[E], fix: str) -> E:
 
 def moment(field: str, value: object, fix: str = TIME_FIX) -> float:
     """A point in time: a finite number of seconds within +-MAX_TIME (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -MAX_TIME <= value <= MAX_TIME:
+    if not is_number(value) or not -MAX_TIME <= value <= MAX_TIME:
         problem = f"is {value!r}"
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+        if is_number(value) and value == value:
             problem += f", outside the +-{MAX_TIME:g} s the kit can time exactly"
         raise BadArgumentError(field=field, problem=problem, fix=fix)
     return float(value)
-
-
-def time_of(now: object, clock: Clock, field: str = "now") -> float:
-    """The time of a call: `now` when given, else the clock's reading; a clock that
-    returns something other than finite seconds is refused like a bad `now=`."""
-    if now is None:
-        return moment("clock.now()", clock.now(), _CLOCK_FIX)
-    return moment(field, now)
 
 
 def clock(value: object) -> Clock:
@@ -116,9 +184,7 @@ def a(noun: str) -> str:
 
 def finite(field: str, value: object, fix: str) -> float:
     """Any finite number (bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -_FLOAT_MAX <= value <= _FLOAT_MAX:
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
-    return float(value)
+    return number(field, value, fix, least=-_FLOAT_MAX, most=_FLOAT_MAX)
 
 
 def callable_(field: str, value: object, fix: str) -> Any:

@@ -39,8 +39,9 @@ import math
 import random
 from bisect import bisect_left, insort
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.arguments import MAX_TIME
@@ -153,15 +154,13 @@ class Gateway:
     # ------------------------------------------------------------------ spikes
     def spike(self, factor: float) -> None:
         """Make calls `factor` times slower until `end_spike(factor)` (spikes stack)."""
-        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < math.inf:
-            raise BadArgumentError(field="factor", problem=f"is {factor!r}",
-                                   fix="pass how many times slower calls get, e.g. 3")
-        self._spikes.append(float(factor))
+        self._spikes.append(arguments.number("factor", factor, "pass how many times slower calls get, e.g. 3",
+                                             above=0, below=math.inf))
         self._rescale()
 
     def end_spike(self, factor: float) -> None:
         """End one spike started with `spike(factor)`."""
-        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or float(factor) not in self._spikes:
+        if not arguments.is_number(factor) or float(factor) not in self._spikes:
             raise BadArgumentError(field="factor", problem=f"is {factor!r}, but no spike of that factor is on",
                                    fix=f"end one of the spikes in progress: {self._spikes}")
         self._spikes.remove(float(factor))
@@ -182,10 +181,9 @@ class Gateway:
 
 def _check_finished(seconds: object, now: object, field: str = "seconds") -> None:
     """Check a finished call's duration and end time before the gateway counts it."""
-    if seconds.__class__ is not float or not 0 <= seconds < math.inf:
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < math.inf:
-            raise BadArgumentError(field=field, problem=f"is {seconds!r}",
-                                   fix="pass the call's duration in seconds, e.g. record(7.5, now=120)")
+    if seconds.__class__ is not float or not 0 <= seconds < math.inf:  # the slow path only for a suspect
+        arguments.number(field, seconds, "pass the call's duration in seconds, e.g. record(7.5, now=120)",
+                         least=0, below=math.inf)
     if now.__class__ is not float or not -MAX_TIME <= now <= MAX_TIME:
         arguments.moment("now", now, "pass the time the call finished, in seconds")
 
@@ -226,14 +224,12 @@ class Decision:
     reason: str = ""
 
     def __post_init__(self) -> None:
-        if self.max_priority is not None and (isinstance(self.max_priority, bool)
-                                              or not isinstance(self.max_priority, int)):
-            raise BadArgumentError(field="max_priority", problem=f"is {self.max_priority!r}",
-                                   fix="pass a Priority, e.g. Priority.NORMAL to shed bulk, or None for anything")
+        if self.max_priority is not None:
+            arguments.whole("max_priority", self.max_priority, None,
+                            "pass a Priority, e.g. Priority.NORMAL to shed bulk, or None for anything")
         seconds = self.wait_seconds
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < math.inf:
-            raise BadArgumentError(field="wait_seconds", problem=f"is {seconds!r}",
-                                   fix="pass a positive, finite number of seconds, e.g. wait(2)")
+        arguments.number("wait_seconds", seconds, "pass a positive, finite number of seconds, e.g. wait(2)",
+                         least=0, below=math.inf)
         if not isinstance(self.reason, str):
             raise BadArgumentError(field="reason", problem=f"is {self.reason!r}",
                                    fix="say why in a few words, e.g. reason='gateway p95 over budget'")
@@ -255,10 +251,9 @@ def acquire(max_priority: int | None = None, *, reason: str = "") -> Decision:
 
 def wait(seconds: float, *, reason: str = "") -> Decision:
     """Take no work for `seconds`, then ask again."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < math.inf:
-        raise BadArgumentError(field="seconds", problem=f"is {seconds!r}",
-                               fix="pass a positive, finite number of seconds, e.g. wait(2)")
-    return Decision(wait_seconds=float(seconds), reason=reason)
+    seconds = arguments.number("seconds", seconds, "pass a positive, finite number of seconds, e.g. wait(2)",
+                               above=0, below=math.inf)
+    return Decision(wait_seconds=seconds, reason=reason)
 
 
 ACQUIRE_ANY = Decision()
@@ -295,8 +290,11 @@ class BackpressurePolicy:
         if self.stop_p95 is not None:
             arguments.seconds("stop_p95", self.stop_p95)
         if self.p95_hard < self.p95_budget:
-            raise BadArgumentError(field="p95_hard", problem=f"is {self.p95_hard:g}, below p95_budget={self.p95_budget:g}",
-                                   fix="keep p95_budget <= p95_hard (bulk is shed before intake)")
+            raise BadArgumentError(
+                field="p95_hard",
+                problem=f"is {self.p95_hard:g}, below p95_budget={self.p95_budget:g}",
+                fix="keep p95_budget <= p95_hard (bulk is shed before intake)",
+            )
         if self.stop_p95 is not None and self.stop_p95 < self.p95_hard:
             raise BadArgumentError(field="stop_p95", problem=f"is {self.stop_p95:g}, below p95_hard={self.p95_hard:g}",
                                    fix="keep p95_hard <= stop_p95 (approvals are held back last)")

@@ -13,23 +13,23 @@ How a workflow is run, crashed and recovered (crash points, `Env`, the two runne
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock
+from shopops_lab.clock import Clock, resolve
 from shopops_lab.errors import BadArgumentError, BudgetExhaustedError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence
 from shopops_lab.store import Store, one_transaction_per_call, store_for
 
-__all__ = ["Checkpoint", "CheckpointStore", "PUBLISH_WORKFLOW", "Receipt", "Step", "Workflow"]
+__all__ = ["Checkpoint", "CheckpointStore", "PUBLISH_WORKFLOW", "Receipt", "Step", "Workflow", "WorkflowStep"]
 
 
 # ---------------------------------------------------------------------- the plan
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Step:
+class WorkflowStep:
     """One step of a workflow. `effect=True` means the customer can see it happen
     (a message goes out), so it must never run twice; other steps make artifacts."""
 
@@ -40,10 +40,11 @@ class Step:
         if not isinstance(self.id, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", self.id):
             raise BadArgumentError(field="Step.id", problem=f"is {self.id!r}",
                                    fix="use letters, digits, '_' or '-', e.g. Step(id='publish')")
-        if not isinstance(self.effect, bool):
-            raise BadArgumentError(field="Step.effect", problem=f"is {self.effect!r}",
-                                   fix="pass True for a customer-visible side effect, else False")
+        arguments.flag("Step.effect", self.effect, "pass True for a customer-visible side effect, else False")
 
+
+
+Step = WorkflowStep  # the shorter name the labs and tests write
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Workflow:
@@ -51,14 +52,14 @@ class Workflow:
     written under one plan is never silently resumed under another."""
 
     version: str
-    steps: tuple[Step, ...]
+    steps: tuple[WorkflowStep, ...]
 
     def __post_init__(self) -> None:
         if not isinstance(self.version, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", self.version):
             raise BadArgumentError(field="Workflow.version", problem=f"is {self.version!r}",
                                    fix="pass a short label such as 'v1'")
         steps = tuple(self.steps) if isinstance(self.steps, (list, tuple)) else None
-        if not steps or not all(isinstance(s, Step) for s in steps):
+        if not steps or not all(isinstance(s, WorkflowStep) for s in steps):
             raise BadArgumentError(field="Workflow.steps", problem=f"is {self.steps!r}",
                                    fix="pass a non-empty list of Step(id=..., effect=...)")
         ids = [s.id for s in steps]
@@ -71,7 +72,7 @@ class Workflow:
     def step_ids(self) -> tuple[str, ...]:
         return tuple(s.id for s in self.steps)
 
-    def step(self, step_id: str) -> Step:
+    def step(self, step_id: str) -> WorkflowStep:
         for s in self.steps:
             if s.id == step_id:
                 return s
@@ -82,8 +83,8 @@ class Workflow:
         return f"{self.version} ({', '.join(s.id + ('*' if s.effect else '') for s in self.steps)})"
 
 
-PUBLISH_WORKFLOW = Workflow(version="v1", steps=(Step(id="fetch"), Step(id="summarize"),
-                                                 Step(id="publish", effect=True)))
+PUBLISH_WORKFLOW = Workflow(version="v1", steps=(WorkflowStep(id="fetch"), WorkflowStep(id="summarize"),
+                                                 WorkflowStep(id="publish", effect=True)))
 
 
 # ---------------------------------------------------------------------- the record
@@ -123,33 +124,30 @@ class Checkpoint:
 
     def __post_init__(self) -> None:
         arguments.text("workflow_version", self.workflow_version, "the workflow's version, e.g. 'v1'")
-        completed = _strings("completed", self.completed)
+        completed = arguments.strings("completed", self.completed)
         if len(set(completed)) != len(completed):
             raise BadArgumentError(field="completed", problem=f"repeats a step ({', '.join(completed)})",
                                    fix="confirm each step once")
         object.__setattr__(self, "completed", completed)
-        object.__setattr__(self, "approval_refs", _strings("approval_refs", self.approval_refs))
-        object.__setattr__(self, "artifacts", _mapping("artifacts", self.artifacts, str))
-        object.__setattr__(self, "intents", _mapping("intents", self.intents, str))
-        object.__setattr__(self, "receipts", _mapping("receipts", self.receipts, Receipt))
-        object.__setattr__(self, "budgets", _mapping("budgets", self.budgets, int))
+        object.__setattr__(self, "approval_refs", arguments.strings("approval_refs", self.approval_refs))
+        object.__setattr__(self, "artifacts", arguments.mapping("artifacts", self.artifacts, str))
+        object.__setattr__(self, "intents", arguments.mapping("intents", self.intents, str))
+        object.__setattr__(self, "receipts", arguments.mapping("receipts", self.receipts, Receipt))
+        object.__setattr__(self, "budgets", arguments.mapping("budgets", self.budgets, int))
         for op_id, receipt in self.receipts.items():
             if receipt.op_id != op_id:
                 raise BadArgumentError(field=f"receipts[{op_id!r}]", problem=f"holds the receipt of {receipt.op_id!r}",
                                        fix="key each receipt by its own op_id")
         for name, left in self.budgets.items():
-            if isinstance(left, bool) or left < 0:
-                raise BadArgumentError(field=f"budgets[{name!r}]", problem=f"is {left!r}",
-                                       fix="pass a whole number >= 0")
-        if isinstance(self.token, bool) or not isinstance(self.token, int) or self.token < 0:
-            raise BadArgumentError(field="token", problem=f"is {self.token!r}", fix="pass a whole number >= 0")
+            arguments.whole(f"budgets[{name!r}]", left, 0, "pass a whole number >= 0")
+        arguments.whole("token", self.token, 0, "pass a whole number >= 0")
 
     @classmethod
-    def start(cls, workflow_version: str, *, budgets: Mapping[str, int] | None = None) -> "Checkpoint":
+    def start(cls, workflow_version: str, *, budgets: Mapping[str, int] | None = None) -> Checkpoint:
         """The checkpoint of a job nothing has happened to yet."""
         return cls(workflow_version=workflow_version, budgets={} if budgets is None else budgets)
 
-    def confirm(self, step: str, artifact: str) -> "Checkpoint":
+    def confirm(self, step: str, artifact: str) -> Checkpoint:
         """`step` is done and produced `artifact` (an artifact id, or a message id for an effect)."""
         arguments.text("step", step, "the id of the step you finished, e.g. 'summarize'")
         arguments.text("artifact", artifact, "the id of what the step made, e.g. 'summary-v1'")
@@ -158,18 +156,18 @@ class Checkpoint:
                                    fix="skip confirmed steps and reuse their artifacts")
         return replace(self, completed=self.completed + (step,), artifacts={**self.artifacts, step: artifact})
 
-    def intend(self, op_id: str, step: str) -> "Checkpoint":
+    def intend(self, op_id: str, step: str) -> Checkpoint:
         """About to perform operation `op_id` for `step`: written before the side effect."""
         arguments.text("op_id", op_id, "the operation id you are about to send with")
         arguments.text("step", step, "the step the operation performs, e.g. 'publish'")
         return replace(self, intents={**self.intents, op_id: step})
 
-    def receive(self, receipt: Receipt) -> "Checkpoint":
+    def receive(self, receipt: Receipt) -> Checkpoint:
         """The side effect happened; here is the provider's proof."""
         arguments.instance("receipt", receipt, Receipt, "pass a Receipt(op_id=..., step=..., message_id=...)")
         return replace(self, receipts={**self.receipts, receipt.op_id: receipt})
 
-    def spend(self, budget: str, amount: int = 1) -> "Checkpoint":
+    def spend(self, budget: str, amount: int = 1) -> Checkpoint:
         """Take `amount` from `budget`; BudgetExhaustedError if not enough is left."""
         arguments.whole("amount", amount, 1, "pass how much to spend, a whole number >= 1 (a spend never refills)")
         if not isinstance(budget, str) or budget not in self.budgets:
@@ -180,7 +178,7 @@ class Checkpoint:
             raise BudgetExhaustedError(budget=budget, remaining=left, wanted=amount)
         return replace(self, budgets={**self.budgets, budget: left - amount})
 
-    def approve(self, approval_ref: str) -> "Checkpoint":
+    def approve(self, approval_ref: str) -> Checkpoint:
         """Remember a person's approval (of the artifacts as they are now)."""
         arguments.text("approval_ref", approval_ref, "the approval's id, e.g. 'appr-0007'")
         return replace(self, approval_refs=self.approval_refs + (approval_ref,))
@@ -227,7 +225,7 @@ class CheckpointStore:
     def claim(self, job_id: str, *, now: float | None = None) -> int:
         """A new owner for `job_id`: its token, larger than every earlier one."""
         _job_id(job_id)
-        t = self._now(now)
+        t = resolve(self.clock, now)
         token = self._fence.claim(job_id)
         self.log.append(EventKind.JOB_CLAIMED, t, item_id=job_id, token=token)
         return token
@@ -239,12 +237,12 @@ class CheckpointStore:
     def verify(self, job_id: str, token: int, *, op: str = "write", now: float | None = None) -> None:
         """Raise StaleTokenError (and log it) unless `token` is the newest issued."""
         current = self.token(job_id)
-        if isinstance(token, bool) or not isinstance(token, int) or not 1 <= token <= current:
+        if not arguments.is_whole(token) or not 1 <= token <= current:
             raise BadArgumentError(field="token", problem=f"is {token!r}, which was never issued for {job_id}",
                                    fix="pass the token that claim() returned")
         if not isinstance(op, str):
             raise BadArgumentError(field="op", problem=f"is {op!r}", fix="name the write, e.g. op='save'")
-        self._fence.check(job_id, token, t=self._now(now), op=op, current=current)
+        self._fence.check(job_id, token, t=resolve(self.clock, now), op=op, current=current)
 
     def load(self, job_id: str) -> Checkpoint | None:
         """The latest checkpoint of `job_id`, or None if nothing was saved yet."""
@@ -263,7 +261,7 @@ class CheckpointStore:
         if not isinstance(checkpoint, Checkpoint):
             raise BadArgumentError(field="checkpoint", problem=f"is {arguments.a(type(checkpoint).__name__)}",
                                    fix="pass a Checkpoint, e.g. Checkpoint.start('v1').confirm('fetch', 'source-v1')")
-        t = self._now(now)
+        t = resolve(self.clock, now)
         self.verify(job_id, token, op="save", now=t)
         before = self.load(job_id)
         stored = replace(checkpoint, token=token)
@@ -277,13 +275,15 @@ class CheckpointStore:
         """Move `job_id`'s checkpoint to workflow `to_version` through `fn`, explicitly.
         The migration takes ownership (a new token), so a worker still running the old
         plan can no longer write."""
-        t = self._now(now)
+        t = resolve(self.clock, now)
         current = self.load(job_id)
         if current is None:
             raise BadArgumentError(field="job_id", problem=f"{job_id!r} has no checkpoint to migrate",
                                    fix="migrate a job that has run under the old version")
         if not isinstance(to_version, str) or not to_version.strip():
-            raise BadArgumentError(field="to_version", problem=f"is {to_version!r}", fix="pass the new version, e.g. 'v2'")
+            raise BadArgumentError(
+                field="to_version", problem=f"is {to_version!r}", fix="pass the new version, e.g. 'v2'"
+            )
         if not callable(fn):
             raise BadArgumentError(field="fn", problem=f"is {fn!r}",
                                    fix="pass a function Checkpoint -> Checkpoint, e.g. lambda cp: cp")
@@ -309,9 +309,6 @@ class CheckpointStore:
 
     def _append(self, job_id: str, checkpoint: Checkpoint) -> None:
         self.store.put(_HISTORY, job_id, [*(self.store.get(_HISTORY, job_id) or ()), _record(checkpoint)])
-
-    def _now(self, now: float | None) -> float:
-        return arguments.time_of(now, self.clock)
 
     def __repr__(self) -> str:
         return f"CheckpointStore({len(self.jobs())} jobs)"
@@ -339,20 +336,6 @@ def _checkpoint(record: Mapping[str, Any]) -> Checkpoint:
 # ---------------------------------------------------------------------- helpers
 def _job_id(job_id: object) -> str:
     return arguments.text("job_id", job_id, "the job's id, e.g. 'O-1001'")
-
-
-def _strings(name: str, value: object) -> tuple[str, ...]:
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
-        raise BadArgumentError(field=name, problem=f"is {value!r}", fix="pass a tuple of non-empty strings")
-    return tuple(value)
-
-
-def _mapping(name: str, value: object, kind: type) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k and isinstance(v, kind)
-                                                 for k, v in value.items()):
-        raise BadArgumentError(field=name, problem=f"is {value!r}",
-                               fix=f"pass a dict of non-empty strings to {kind.__name__} values")
-    return MappingProxyType(dict(value))
 
 
 _MOVED = ("CrashPoint", "Env", "NaiveCheckpointRunner", "PointKind", "ReceiptRunner", "WorkerEnv")

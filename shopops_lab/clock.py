@@ -20,6 +20,15 @@ class Clock(Protocol):
     def now(self) -> float: ...
 
 
+def resolve(clock: Clock, now: object = None, field: str = "now") -> float:
+    """The time of a call: `now` when given (any time the kit can hold), else `clock`'s
+    reading. A clock that returns something other than finite seconds is refused like a
+    bad `now=`, so no store ever writes a time it could not compare."""
+    if now is None:
+        return arguments.moment("clock.now()", clock.now(), _CLOCK_FIX)
+    return arguments.moment(field, now)
+
+
 class SystemClock:
     """The real wall clock, for running the engine outside a lesson."""
 
@@ -64,4 +73,5 @@ class FakeClock:
         return f"FakeClock(now={self._now:g})"
 
 
+_CLOCK_FIX = "use a clock whose now() returns finite seconds, e.g. FakeClock() or SystemClock()"
 _FIX = f"pass a finite number of seconds between {-MAX_TIME:g} and {MAX_TIME:g}"

@@ -19,14 +19,15 @@ same report, character for character.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
-from shopops_lab.recovery import CrashPoint, Env
-from shopops_lab.effects import Fault
+from shopops_lab.effects import ProviderFault
 from shopops_lab.errors import BadArgumentError, SimulatedCrash
+from shopops_lab.recovery import CrashPoint, Env
 
 __all__ = ["DEFAULT_INVARIANTS", "ExplorationReport", "Invariant", "Observation", "PointResult", "explore"]
 
@@ -203,11 +204,11 @@ class ExplorationReport:
 
 
 def explore(run: Callable[..., Any], workflow: Workflow | None = None, *,
-            invariants: Iterable[Invariant] = DEFAULT_INVARIANTS, faults: Iterable[Fault | str] = (),
+            invariants: Iterable[Invariant] = DEFAULT_INVARIANTS, faults: Iterable[ProviderFault | str] = (),
             job_id: str = "O-1001") -> ExplorationReport:
     """Crash `run` at every point it passes on `workflow` and check `invariants` after
     each recovery. `faults` are injected into the provider of every fresh Env, e.g.
-    `faults=[Fault.DROP_REPLY]` makes the first delivery lose its reply."""
+    `faults=[ProviderFault.DROP_REPLY]` makes the first delivery lose its reply."""
     if not callable(run):
         raise BadArgumentError(field="run", problem=f"is {run!r}",
                                fix="pass a callable run(job_id, env), e.g. ReceiptRunner() or your function")

@@ -39,6 +39,7 @@ REQUIRED_PACKAGES: tuple[tuple[str, str, str], ...] = (
     ("pytest", "pytest", ">=9,<10"),
     ("nbval", "nbval", ">=0.11,<0.12"),
     ("hypothesis", "hypothesis", ">=6.100,<7"),
+    ("ruff", "ruff", ">=0.17,<0.18"),
 )
 
 DOT_NOTE = (

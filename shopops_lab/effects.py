@@ -16,13 +16,13 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock
+from shopops_lab.clock import Clock, resolve
 from shopops_lab.errors import BadArgumentError, IdempotencyConflictError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.store import MemoryStore, Store
 
-__all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault", "NaiveAdapter",
-           "NaiveEmailAdapter", "NaiveSmsAdapter", "Provider", "SendResult", "SendStatus", "SmsAdapter"]
+__all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault", "NaiveAdapter", "NaiveEmailAdapter",
+           "NaiveSmsAdapter", "Provider", "ProviderFault", "SendResult", "SendStatus", "SmsAdapter"]
 
 
 class SendStatus(StrEnum):
@@ -31,13 +31,16 @@ class SendStatus(StrEnum):
     UNKNOWN = "unknown"  # no reply came back: it may or may not have been delivered
 
 
-class Fault(StrEnum):
+class ProviderFault(StrEnum):
     """What the provider does to the next delivery, when told to misbehave."""
 
     FAIL = "fail"              # refuse without delivering
     DROP_REPLY = "drop_reply"  # deliver, then lose the reply: unknown to the caller, but sent
     LOSE_REQUEST = "lose_request"  # the request never arrives: unknown to the caller, and nothing sent
 
+
+
+Fault = ProviderFault  # the name lab 05 imports; the simulator has a Fault of its own
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SendResult:
@@ -123,16 +126,15 @@ class Provider:
         self.log = self.store.log if log is None else arguments.log(log)
         self.clock: Clock = arguments.clock(clock)
         self._operations = f"{self.channel} operation"  # the provider's own idempotency records
-        self._faults: deque[Fault] = deque()
+        self._faults: deque[ProviderFault] = deque()
 
-    def inject(self, fault: Fault | str, times: int = 1) -> None:
+    def inject(self, fault: ProviderFault | str, times: int = 1) -> None:
         """Make the next `times` deliveries suffer `fault`."""
-        if fault not in Fault._value2member_map_ and not isinstance(fault, Fault):
+        if fault not in ProviderFault._value2member_map_ and not isinstance(fault, ProviderFault):
             raise BadArgumentError(field="fault", problem=f"is {fault!r}",
-                                   fix=f"pass one of {', '.join(f.value for f in Fault)}")
-        if isinstance(times, bool) or not isinstance(times, int) or times < 1:
-            raise BadArgumentError(field="times", problem=f"is {times!r}", fix="pass a whole number >= 1")
-        self._faults.extend([Fault(fault)] * times)
+                                   fix=f"pass one of {', '.join(f.value for f in ProviderFault)}")
+        arguments.whole("times", times, 1, "pass a whole number >= 1")
+        self._faults.extend([ProviderFault(fault)] * times)
 
     def deliver(self, op_id: str, *, case_id: str, to: str, idem_key: str, dedupe: bool,
                 worker_id: str | None = None, now: float | None = None) -> SendResult:
@@ -140,7 +142,7 @@ class Provider:
         operation returns its first message id, and a repeat for another case or recipient
         is refused (IdempotencyConflictError), as payment APIs refuse a reused key."""
         arguments.text("op_id", op_id, "the operation's id, e.g. the send's idempotency key")
-        t = arguments.time_of(now, self.clock)
+        t = resolve(self.clock, now)
         with self.store.atomic:  # the operation's record, the contact and its event: all or none
             return self._deliver(op_id, case_id, to, idem_key, dedupe, worker_id, t)
 
@@ -156,11 +158,11 @@ class Provider:
                             channel=self.channel, message_id=first["message_id"], idem_key=idem_key)
             return SendResult(status=SendStatus.OK, op_id=op_id, message_id=first["message_id"], deduped=True)
         fault = self._faults.popleft() if self._faults else None
-        if fault is Fault.FAIL:
+        if fault is ProviderFault.FAIL:
             self.log.append(EventKind.EFFECT_FAILED, t, case_id=case_id, worker_id=worker_id,
                             channel=self.channel, idem_key=idem_key, op_id=op_id)
             return SendResult(status=SendStatus.FAILED, op_id=op_id)
-        if fault is Fault.LOSE_REQUEST:  # the caller times out; the provider never saw it
+        if fault is ProviderFault.LOSE_REQUEST:  # the caller times out; the provider never saw it
             self.log.append(EventKind.EFFECT_UNKNOWN, t, case_id=case_id, worker_id=worker_id,
                             channel=self.channel, idem_key=idem_key, op_id=op_id, lost="request")
             return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)
@@ -170,7 +172,7 @@ class Provider:
                                    to=to, idem_key=idem_key, time=t, worker_id=worker_id))
         self.log.append(EventKind.CONTACT_SENT, t, case_id=case_id, worker_id=worker_id,
                         channel=self.channel, message_id=message_id, idem_key=idem_key, to=to)
-        if fault is Fault.DROP_REPLY:
+        if fault is ProviderFault.DROP_REPLY:
             self.log.append(EventKind.EFFECT_UNKNOWN, t, case_id=case_id, worker_id=worker_id,
                             channel=self.channel, idem_key=idem_key, op_id=op_id)
             return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)

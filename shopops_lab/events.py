@@ -6,11 +6,12 @@ adapters, the simulator's workers) appends here. Events are frozen; `seq` orders
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.arguments import MAX_TIME
@@ -203,7 +204,7 @@ class EventLog:
         return [e.as_dict() for e in self]
 
     @classmethod
-    def from_dicts(cls, rows: list[Mapping[str, Any]]) -> "EventLog":
+    def from_dicts(cls, rows: list[Mapping[str, Any]]) -> EventLog:
         """Rebuild a log (e.g. from `--json` output) so the checker can read it again."""
         if not isinstance(rows, (list, tuple)):
             raise BadArgumentError(field="rows", problem=f"is {arguments.a(type(rows).__name__)}",

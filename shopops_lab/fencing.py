@@ -16,8 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock
-from shopops_lab.errors import BadArgumentError, StaleTokenError
+from shopops_lab.clock import Clock, resolve
+from shopops_lab.errors import StaleTokenError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import json_copy
 from shopops_lab.store import MemoryStore, Store
@@ -100,7 +100,7 @@ class NaiveResultStore:
         """Give `worker_id` the next token for `job_id` (1, 2, 3, ...)."""
         _text("job_id", job_id)
         _text("worker_id", worker_id)
-        t = self._now(now)
+        t = resolve(self.clock, now)
         token = self._tokens.get(job_id, 0) + 1
         self._tokens[job_id] = token
         self.log.append(EventKind.JOB_CLAIMED, t, item_id=job_id, case_id=job_id,
@@ -115,12 +115,11 @@ class NaiveResultStore:
                  now: float | None = None) -> None:
         """Store `result` for `job_id`. This version never refuses: that is the bug."""
         _text("job_id", job_id)
-        if isinstance(token, bool) or not isinstance(token, int):
-            raise BadArgumentError(field="token", problem=f"is {token!r}", fix="pass the int that claim() returned")
+        arguments.whole("token", token, None, "pass the int that claim() returned")
         if worker_id is not None:
             _text("worker_id", worker_id)
         value = json_copy(result, "result")
-        t = self._now(now)
+        t = resolve(self.clock, now)
         current = self.current_token(job_id)
         if token != current:
             self.log.append(EventKind.STALE_WRITE_ACCEPTED, t, item_id=job_id, case_id=job_id,
@@ -137,9 +136,6 @@ class NaiveResultStore:
     def written_by(self, job_id: str) -> tuple[str | None, int] | None:
         """(worker, token) of the write that produced the current result."""
         return self._writers.get(_text("job_id", job_id))
-
-    def _now(self, now: float | None) -> float:
-        return arguments.time_of(now, self.clock)
 
 
 def _text(field: str, value: object) -> str:

@@ -14,13 +14,14 @@ later, under a claim. Three rules keep the record trustworthy:
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock
+from shopops_lab.clock import Clock, resolve
 from shopops_lab.errors import (
     BadArgumentError,
     IdempotencyConflictError,
@@ -118,7 +119,7 @@ class JobStore:
         if not isinstance(body, dict):
             raise BadArgumentError(field="params", problem=f"is {arguments.a(type(params).__name__)}",
                                    fix="pass a dict, e.g. params={'case_id': 'O-1001'}")
-        t = self._time(now)
+        t = resolve(self.clock, now)
         existing = self.store.get(_REQUESTS, request_key)
         if existing is not None:
             job = self._get(existing)
@@ -148,7 +149,7 @@ class JobStore:
         job = self._get(job_id)
         arguments.text("worker_id", worker_id, "the worker's name, e.g. 'A'")
         arguments.seconds("lease_seconds", lease_seconds, "pass a positive, finite number of seconds, e.g. 30")
-        t = self._time(now)
+        t = resolve(self.clock, now)
         if job.state is JobState.RUNNING and job.owner != worker_id and t < job.lease_expires_at:
             raise JobLeasedError(job_id=job_id, owner=job.owner, token=job.token,
                                  expires_at=job.lease_expires_at)
@@ -167,10 +168,9 @@ class JobStore:
         """Record `step_id` as the last confirmed step. With `expected_version`, also
         refuse (VersionConflictError) if the record changed since the caller read it."""
         arguments.text("step_id", step_id, "the id of the step you finished, e.g. 'summarize'")
-        if expected_version is not None and (isinstance(expected_version, bool)
-                                             or not isinstance(expected_version, int)):
-            raise BadArgumentError(field="expected_version", problem=f"is {expected_version!r}",
-                                   fix="pass the version from the Job or Claim you read, or leave it out")
+        if expected_version is not None:
+            arguments.whole("expected_version", expected_version, None,
+                            "pass the version from the Job or Claim you read, or leave it out")
         job, t = self._fenced(job_id, token, "confirm_step", now)
         if expected_version is not None:
             if expected_version != job.version:
@@ -207,13 +207,13 @@ class JobStore:
         """A person approved: the job is queued again, carrying the approval's reference."""
         arguments.text("approval_ref", approval_ref, "the approval's id, e.g. 'appr-0007'")
         job = self._get(job_id)
-        return self._move(job, JobState.QUEUED, self._time(now), approval_ref=approval_ref)
+        return self._move(job, JobState.QUEUED, resolve(self.clock, now), approval_ref=approval_ref)
 
     def cancel(self, job_id: str, *, reason: str = "cancelled", now: float | None = None) -> Job:
         """Stop the job. A worker still running it finds out on its next write."""
         arguments.text("reason", reason, "the reason, e.g. reason='customer withdrew the request'")
         job = self._get(job_id)
-        return self._move(job, JobState.CANCELLED, self._time(now), error=reason, owner=None,
+        return self._move(job, JobState.CANCELLED, resolve(self.clock, now), error=reason, owner=None,
                           lease_expires_at=None)
 
     # ------------------------------------------------------------------ reading
@@ -249,10 +249,10 @@ class JobStore:
     def _fenced(self, job_id: str, token: int, op: str, now: float | None) -> tuple[Job, float]:
         """The job, if `token` is its current one. An older token is logged and refused."""
         job = self._get(job_id)
-        if isinstance(token, bool) or not isinstance(token, int) or not 1 <= token <= job.token:
+        if not arguments.is_whole(token) or not 1 <= token <= job.token:
             raise BadArgumentError(field="token", problem=f"is {token!r}, which job {job_id} never issued",
                                    fix="pass the token from the Claim that claim() returned")
-        t = self._time(now)
+        t = resolve(self.clock, now)
         self._fence.check(job_id, token, t=t, op=op, current=job.token)
         return job, t
 
@@ -282,9 +282,6 @@ class JobStore:
         record = {name: getattr(job, name) for name in _RECORD}
         record["state"], record["params"] = job.state.value, dict(job.params)
         self.store.put(_JOBS, job.id, record)
-
-    def _time(self, now: float | None) -> float:
-        return arguments.time_of(now, self.clock)
 
 
 _JOBS, _REQUESTS = "job", "job request"  # the records: job id -> job, request key -> job id

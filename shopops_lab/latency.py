@@ -24,10 +24,7 @@ class LatencyModel:
 
     def __post_init__(self) -> None:
         for field in ("p50", "p99", "max"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-                raise BadArgumentError(field=field, problem=f"is {value!r}",
-                                       fix="pass a positive number of seconds")
+            arguments.number(field, getattr(self, field), "pass a positive number of seconds", above=0, below=math.inf)
         if not self.p50 < self.p99 <= self.max:
             raise BadArgumentError(field="p99", problem=f"is {self.p99:g} with p50={self.p50:g} and max={self.max:g}",
                                    fix="keep p50 < p99 <= max")
@@ -44,21 +41,19 @@ class LatencyModel:
 
     def quantile(self, q: float) -> float:
         """The latency below which a fraction `q` of calls finish (capped at `max`)."""
-        if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q < 1:
-            raise BadArgumentError(field="q", problem=f"is {q!r}", fix="pass a fraction between 0 and 1, e.g. 0.95")
+        arguments.number("q", q, "pass a fraction between 0 and 1, e.g. 0.95", above=0, below=1)
         return min(self.max, self.p50 * math.exp(self.sigma * NormalDist().inv_cdf(q)))
 
     def exceed_probability(self, seconds: float) -> float:
         """The chance that one call takes longer than `seconds`."""
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds != seconds:
-            raise BadArgumentError(field="seconds", problem=f"is {seconds!r}", fix="pass a number of seconds, e.g. 60")
+        arguments.number("seconds", seconds, "pass a number of seconds, e.g. 60")
         if seconds >= self.max:
             return 0.0
         if seconds <= 0:
             return 1.0
         return 1.0 - NormalDist(math.log(self.p50), self.sigma).cdf(math.log(seconds))
 
-    def scaled(self, factor: float) -> "LatencyModel":
+    def scaled(self, factor: float) -> LatencyModel:
         """The same shape, `factor` times slower (a saturated gateway); the cap stays."""
         fix = "pass how many times slower, a positive number, e.g. 3"
         if not arguments.finite("factor", factor, fix) > 0:

@@ -21,9 +21,9 @@ Conventions:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Iterable, Mapping
 
 from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
@@ -52,14 +52,13 @@ _MAX_BUCKETS = 1_000_000
 
 def percentile(sorted_values: list[float], q: float) -> float:
     """The nearest-rank `q`-th percentile (0 < q <= 100) of an ascending, non-empty list."""
-    if not isinstance(sorted_values, (list, tuple)) or not all(map(_is_number, sorted_values)):
+    if not isinstance(sorted_values, (list, tuple)) or not all(map(arguments.is_number, sorted_values)):
         raise BadArgumentError(field="sorted_values", problem=f"is {sorted_values!r}",
                                fix="pass an ascending list of numbers, e.g. sorted(latencies)")
     if not sorted_values:
         raise BadArgumentError(field="sorted_values", problem="is empty",
                                fix="pass at least one value (Summary.of handles the empty case)")
-    if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0 < q <= 100:
-        raise BadArgumentError(field="q", problem=f"is {q!r}", fix="pass a percentile in (0, 100], e.g. 95")
+    arguments.number("q", q, "pass a percentile in (0, 100], e.g. 95", above=0, most=100)
     return nearest_rank(sorted_values, q)
 
 
@@ -81,10 +80,14 @@ class Summary:
     max: float | None = None
 
     @classmethod
-    def of(cls, values: Iterable[float]) -> "Summary":
+    def of(cls, values: Iterable[float]) -> Summary:
         """The summary of some finite numbers (an empty iterable gives count=0)."""
         given = list(values) if isinstance(values, Iterable) and not isinstance(values, (str, bytes)) else None
-        wrong = [v for v in given if not (_is_number(v) and -math.inf < v < math.inf)] if given is not None else None
+        wrong = (
+            [v for v in given if not (arguments.is_number(v) and -math.inf < v < math.inf)]
+            if given is not None
+            else None
+        )
         if given is None or wrong:
             problem = f"is {arguments.a(type(values).__name__)}" if given is None else f"holds {wrong[0]!r}"
             raise BadArgumentError(field="values", problem=problem,
@@ -260,11 +263,6 @@ def series(log: EventLog, bucket_seconds: float, *, now: float | None = None) ->
     return Series(bucket_seconds=width, depth=list(zip(times, _running(d_ready))),
                   in_flight=list(zip(times, _running(d_leased))), acks=list(zip(times, acks)),
                   throughput=[(t, n / width) for t, n in zip(times, acks)])
-
-
-def _is_number(value: object) -> bool:
-    """An int or float (numpy's too), but not a bool: True is no duration."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _rows(log: EventLog):

@@ -12,11 +12,12 @@ receiving side must therefore dedupe on the message id (`IdempotentConsumer`);
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock
+from shopops_lab.clock import Clock, resolve
 from shopops_lab.errors import BadArgumentError, SimulatedCrash
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import frozen, json_copy
@@ -77,7 +78,7 @@ class OutboxStore:
         if not isinstance(payload, dict) or set(body) - {"topic", "payload"}:
             raise BadArgumentError(field="message", problem=f"has keys {sorted(body)} and payload {payload!r}",
                                    fix="pass only 'topic' and a dict 'payload'")
-        t = arguments.time_of(now, self.clock)
+        t = resolve(self.clock, now)
         # everything is valid: the transaction cannot fail halfway from here
         row_id = change.pop("id")
         self.store.put(_ROWS, row_id, {**(self.store.get(_ROWS, row_id) or {}), **change})
@@ -97,7 +98,7 @@ class OutboxStore:
         if record is None:
             raise BadArgumentError(field="message_id", problem=f"is {message_id!r}, not in this outbox",
                                    fix="pass an id returned by commit() or listed by pending()")
-        t = arguments.time_of(now, self.clock)
+        t = resolve(self.clock, now)
         if record["sent_at"] is None:
             record = {**record, "sent_at": t}
             self.store.put(_MESSAGES, message_id, record)
@@ -158,10 +159,9 @@ class Dispatcher:
         """Publish every pending message and mark it sent; returns the ids published.
         With `crash_after_publish`, stop (SimulatedCrash) right after the first publish,
         before its mark: the message stays pending and the next dispatch publishes it again."""
-        if not isinstance(crash_after_publish, bool):
-            raise BadArgumentError(field="crash_after_publish", problem=f"is {crash_after_publish!r}",
-                                   fix="pass True to crash after the first publish, or leave it out")
-        t = arguments.time_of(now, self.outbox.clock)  # one time for the whole pass, checked first
+        arguments.flag("crash_after_publish", crash_after_publish,
+                       "pass True to crash after the first publish, or leave it out")
+        t = resolve(self.outbox.clock, now)  # one time for the whole pass, checked first
         published = []
         for message in self.outbox.pending():
             self.broker.publish(message)
@@ -204,7 +204,7 @@ class _Consumer:
         return applied
 
     def _apply(self, delivery: Delivery) -> None:
-        t = arguments.time_of(None, self.clock)
+        t = resolve(self.clock)
         if self.effect is not None:
             self.effect(delivery)
         self.applied.append(delivery.message_id)
@@ -235,7 +235,7 @@ class IdempotentConsumer(_Consumer):
         The id is recorded only after the effect returns, so a failed effect is retried."""
         _delivery(delivery)
         if self.store.get(_PROCESSED, delivery.message_id) is not None:
-            self.log.append(EventKind.MESSAGE_DEDUPED, arguments.time_of(None, self.clock),
+            self.log.append(EventKind.MESSAGE_DEDUPED, resolve(self.clock),
                             item_id=delivery.message_id, delivery=delivery.seq)
             return False
         self._apply(delivery)

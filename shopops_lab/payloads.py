@@ -3,8 +3,9 @@ a stored message behind its store's back. What a store hands out is a copy
 (`json_copy`) or cannot be changed at all (`frozen`)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from shopops_lab.errors import BadArgumentError
 

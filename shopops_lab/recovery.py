@@ -17,17 +17,18 @@ is where crashes are injected, so a runner needs no crash code of its own (see
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Checkpoint, CheckpointStore, Receipt, Step, Workflow
-from shopops_lab.clock import Clock
+from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Checkpoint, CheckpointStore, Receipt, Workflow, WorkflowStep
+from shopops_lab.clock import Clock, resolve
 from shopops_lab.effects import (
     ChannelAdapter,
     EmailAdapter,
-    Fault,
+    ProviderFault,
     SendResult,
     SendStatus,
 )
@@ -69,39 +70,38 @@ class CrashPoint:
         except ValueError:
             raise BadArgumentError(field="kind", problem=f"is {self.kind!r}",
                                    fix=f"use one of {', '.join(k.value for k in PointKind)}") from None
-        if isinstance(self.nth, bool) or not isinstance(self.nth, int) or self.nth < 1:
-            raise BadArgumentError(field="nth", problem=f"is {self.nth!r}", fix="pass a whole number >= 1")
+        arguments.whole("nth", self.nth, 1, "pass a whole number >= 1")
 
     @classmethod
-    def before_effect(cls, step: str) -> "CrashPoint":
+    def before_effect(cls, step: str) -> CrashPoint:
         return cls(kind=PointKind.BEFORE_EFFECT, step=step)
 
     @classmethod
-    def after_effect(cls, step: str) -> "CrashPoint":
+    def after_effect(cls, step: str) -> CrashPoint:
         return cls(kind=PointKind.AFTER_EFFECT, step=step)
 
     @classmethod
-    def after_intent(cls, step: str) -> "CrashPoint":
+    def after_intent(cls, step: str) -> CrashPoint:
         return cls(kind=PointKind.AFTER_INTENT, step=step)
 
     @classmethod
-    def after_receipt(cls, step: str) -> "CrashPoint":
+    def after_receipt(cls, step: str) -> CrashPoint:
         return cls(kind=PointKind.AFTER_RECEIPT, step=step)
 
     @classmethod
-    def after_checkpoint(cls, step: str) -> "CrashPoint":
+    def after_checkpoint(cls, step: str) -> CrashPoint:
         return cls(kind=PointKind.AFTER_CHECKPOINT, step=step)
 
     @classmethod
-    def before_ack(cls) -> "CrashPoint":
+    def before_ack(cls) -> CrashPoint:
         return cls(kind=PointKind.BEFORE_ACK)
 
     @classmethod
-    def after_ack(cls) -> "CrashPoint":
+    def after_ack(cls) -> CrashPoint:
         return cls(kind=PointKind.AFTER_ACK)
 
     @classmethod
-    def parse(cls, text: str) -> "CrashPoint":
+    def parse(cls, text: str) -> CrashPoint:
         """The inverse of str(): 'after_effect(publish)', 'before_ack', 'after_save#2'."""
         match = re.fullmatch(r"(\w+)(?:\(([\w-]+)\))?(?:#(\d+))?", text.strip()) if isinstance(text, str) else None
         if match is None:
@@ -142,7 +142,7 @@ class Env:
 
     def __init__(self, workflow: Workflow = PUBLISH_WORKFLOW, *, adapter: ChannelAdapter | None = None,
                  clock: Clock | None = None, log: EventLog | None = None,
-                 budgets: Mapping[str, int] | None = None, faults: Iterable[Fault | str] = ()) -> None:
+                 budgets: Mapping[str, int] | None = None, faults: Iterable[ProviderFault | str] = ()) -> None:
         if not isinstance(workflow, Workflow):
             raise BadArgumentError(field="workflow", problem=f"is {arguments.a(type(workflow).__name__)}",
                                    fix="pass a Workflow(version=..., steps=[Step(...), ...])")
@@ -191,7 +191,7 @@ class Env:
         """Message ids that really reached the customer for this job's step."""
         return list(self._deliveries.get((job_id, step_id), ()))
 
-    def for_worker(self) -> "WorkerEnv":
+    def for_worker(self) -> WorkerEnv:
         """This Env as a real worker sees it: the runner's calls only, no inbox or ledger."""
         return WorkerEnv(self)
 
@@ -226,7 +226,7 @@ class Env:
         n = self._made[(job_id, step.id)] = self._made.get((job_id, step.id), 0) + 1
         artifact = f"{_ARTIFACT_NAMES.get(step.id, step.id)}-v{n}"
         self.effects.append(step.id)
-        self.log.append(EventKind.STEP_RAN, self.clock.now(), case_id=job_id, step=step.id, artifact=artifact)
+        self.log.append(EventKind.STEP_RAN, resolve(self.clock), case_id=job_id, step=step.id, artifact=artifact)
         self.note(f"make {step.id} -> {artifact}")
         self._pass(PointKind.AFTER_EFFECT, step.id)
         return artifact
@@ -253,7 +253,7 @@ class Env:
         """Ask the provider whether `op_id` was delivered (ok with its message id, or failed)."""
         result = self.adapter.lookup(op_id)
         self._known[op_id] = result.status
-        self.log.append(EventKind.EFFECT_RECONCILED, self.clock.now(), op_id=op_id, status=result.status.value,
+        self.log.append(EventKind.EFFECT_RECONCILED, resolve(self.clock), op_id=op_id, status=result.status.value,
                         message_id=result.message_id)
         self.note(f"lookup {op_id} -> {_result(result)}")
         return result
@@ -267,7 +267,7 @@ class Env:
         self._pass(PointKind.AFTER_ACK, None)
 
     # ------------------------------------------------------------------ internals
-    def _step(self, step_id: str, *, effect: bool) -> Step:
+    def _step(self, step_id: str, *, effect: bool) -> WorkflowStep:
         step = self.workflow.step(step_id)
         if step.effect != effect:
             use = "env.send(job_id, step_id, op_id, body=...)" if step.effect else "env.make(job_id, step_id)"
@@ -284,10 +284,10 @@ class Env:
         parts = [f"checkpoint token {after.token}: completed [{', '.join(after.completed)}]"]
         for op, step in new_intents:
             parts.append(f"+intent {op}")
-            self.log.append(EventKind.INTENT_RECORDED, self.clock.now(), case_id=job_id, op_id=op, step=step)
+            self.log.append(EventKind.INTENT_RECORDED, resolve(self.clock), case_id=job_id, op_id=op, step=step)
         for receipt in new_receipts:
             parts.append(f"+receipt {receipt.message_id} via {receipt.via}")
-            self.log.append(EventKind.RECEIPT_RECORDED, self.clock.now(), case_id=job_id,
+            self.log.append(EventKind.RECEIPT_RECORDED, resolve(self.clock), case_id=job_id,
                             op_id=receipt.op_id, message_id=receipt.message_id, via=receipt.via)
         self.note(" ".join(parts))
         if new_done:
@@ -307,7 +307,7 @@ class Env:
             self._armed = None
             self.crashed_at = point
             self.note(f"CRASH at {point}")
-            self.log.append(EventKind.WORKER_CRASHED, self.clock.now(), point=str(point))
+            self.log.append(EventKind.WORKER_CRASHED, resolve(self.clock), point=str(point))
             raise SimulatedCrash(point=str(point))
 
     def __repr__(self) -> str:
@@ -333,7 +333,7 @@ class WorkerEnv:
         return self._env.workflow
 
     @property
-    def checkpoints(self) -> "_WorkerCheckpoints":
+    def checkpoints(self) -> _WorkerCheckpoints:
         return _WorkerCheckpoints(self._env.checkpoints)
 
     def claim(self, job_id: str) -> int:
@@ -436,7 +436,7 @@ class _Runner:
         return f"{type(self).__name__}()"
 
 
-def _body(env: Env, checkpoint: Checkpoint, step: Step) -> str:
+def _body(env: Env, checkpoint: Checkpoint, step: WorkflowStep) -> str:
     """What a customer-visible step sends: the artifact of the step before it."""
     index = env.workflow.steps.index(step)
     return checkpoint.artifacts.get(env.workflow.steps[index - 1].id, "") if index else ""
@@ -448,7 +448,7 @@ class NaiveCheckpointRunner(_Runner):
     rather than the operation. A crash after the send but before the checkpoint write
     makes the next run send again, and the customer hears twice."""
 
-    def _perform(self, job_id: str, env: Env, step: Step, checkpoint: Checkpoint, token: int) -> Checkpoint:
+    def _perform(self, job_id: str, env: Env, step: WorkflowStep, checkpoint: Checkpoint, token: int) -> Checkpoint:
         key = f"{job_id}:{step.id}:try-{token}"
         result = env.send(job_id, step.id, key, body=_body(env, checkpoint, step))
         if result.status is not SendStatus.OK:
@@ -464,7 +464,7 @@ class ReceiptRunner(_Runner):
     failure leaves the intent in place and raises EffectFailedError: the next run looks
     the operation up, finds it undelivered, and sends it under the same id."""
 
-    def _perform(self, job_id: str, env: Env, step: Step, checkpoint: Checkpoint, token: int) -> Checkpoint:
+    def _perform(self, job_id: str, env: Env, step: WorkflowStep, checkpoint: Checkpoint, token: int) -> Checkpoint:
         op_id = checkpoint.op_for(step.id) or env.op_id(job_id, step.id)
         receipt = checkpoint.receipts.get(op_id)
         if receipt is None:
@@ -488,9 +488,12 @@ class ReceiptRunner(_Runner):
 
 
 # ---------------------------------------------------------------------- helpers
-def _faults(faults: Iterable[Fault | str]) -> tuple[Fault, ...]:
+def _faults(faults: Iterable[ProviderFault | str]) -> tuple[ProviderFault, ...]:
     try:
-        return tuple(Fault(f) for f in faults)
+        return tuple(ProviderFault(f) for f in faults)
     except (TypeError, ValueError):
-        raise BadArgumentError(field="faults", problem=f"is {faults!r}",
-                               fix=f"pass a list of {', '.join(f.value for f in Fault)}, e.g. [Fault.DROP_REPLY]") from None
+        raise BadArgumentError(
+            field="faults",
+            problem=f"is {faults!r}",
+            fix=f"pass a list of {', '.join(f.value for f in ProviderFault)}, e.g. [Fault.DROP_REPLY]",
+        ) from None

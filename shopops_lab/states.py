@@ -1,9 +1,9 @@
 """The lease state machine, kept as data: the queue enforces it and the diagrams draw it."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Mapping
 
 from shopops_lab.errors import TransitionError
 

@@ -2,11 +2,29 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from store_backends import BACKENDS, DURABLE, Backend
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, tmp_path) -> Iterator[Backend]:
+    """A fresh store of each kind in turn: memory, SQLite, PostgreSQL."""
+    made = Backend(request.param, tmp_path)
+    yield made
+    made.close()
+
+
+@pytest.fixture(params=DURABLE)
+def durable(request, tmp_path) -> Iterator[Backend]:
+    """A fresh store of each kind that survives its process: SQLite, PostgreSQL."""
+    made = Backend(request.param, tmp_path)
+    yield made
+    made.close()
 
 
 @pytest.fixture(scope="session")

@@ -65,7 +65,9 @@ def ensure_venv(root: Path = ROOT) -> Path:
             if made.returncode != 0:
                 raise NbgraderUnavailable(f"python -m venv failed: {made.stderr.strip()[-500:]}")
             command = [str(venv_python(venv)), *README_INSTALL.split()[1:], str(root)]
-            pip = subprocess.run([*command, "--disable-pip-version-check", "-q"], capture_output=True, text=True, timeout=1200)
+            pip = subprocess.run(
+                [*command, "--disable-pip-version-check", "-q"], capture_output=True, text=True, timeout=1200
+            )
             if pip.returncode != 0:
                 shutil.rmtree(venv, ignore_errors=True)
                 raise NbgraderUnavailable(f"{' '.join(command)} failed: {(pip.stderr or pip.stdout).strip()[-500:]}")
@@ -102,5 +104,7 @@ def make_course(scratch: Path, *, timeout: int = 120) -> tuple[Path, str]:
     return course, db_url
 
 
-def run(python: Path, args: list[str], *, cwd: Path, env: dict[str, str], timeout: int = 1800) -> subprocess.CompletedProcess[str]:
+def run(
+    python: Path, args: list[str], *, cwd: Path, env: dict[str, str], timeout: int = 1800
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)

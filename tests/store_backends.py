@@ -1,6 +1,6 @@
-"""The backends every contract test runs on, as a pytest fixture: memory, SQLite (a file in
-the test's own folder) and PostgreSQL (a schema of its own on the server named by
-SHOPOPS_POSTGRES_URL, dropped afterwards).
+"""The backends every contract test runs on (conftest.py makes them the `backend` and
+`durable` fixtures): memory, SQLite (a file in the test's own folder) and PostgreSQL (a
+schema of its own on the server named by SHOPOPS_POSTGRES_URL, dropped afterwards).
 
 Locally the PostgreSQL cases skip, saying how to run them; under CI (CI=true) a missing
 server is a failure, because `.ci/run` starts one.
@@ -11,7 +11,6 @@ import importlib.util
 import itertools
 import os
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -34,8 +33,18 @@ def postgres_url() -> str:
     if url and importlib.util.find_spec("psycopg") is not None:
         return url
     if os.environ.get("CI"):
-        pytest.fail(f"{POSTGRES_ENV} or psycopg is missing, but CI must run the PostgreSQL tests. {HOW_TO_RUN_POSTGRES}")
+        pytest.fail(
+            f"{POSTGRES_ENV} or psycopg is missing, but CI must run the PostgreSQL tests. {HOW_TO_RUN_POSTGRES}"
+        )
     pytest.skip(HOW_TO_RUN_POSTGRES)
+
+
+def needs_psycopg() -> None:
+    """Skip (locally) / fail (in CI) a test that needs psycopg but no server."""
+    if importlib.util.find_spec("psycopg") is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"psycopg is missing, but CI must run the PostgreSQL tests. {HOW_TO_RUN_POSTGRES}")
+        pytest.skip(HOW_TO_RUN_POSTGRES)
 
 
 def with_schema(url: str, schema: str) -> str:
@@ -55,9 +64,9 @@ class Backend:
         self._files = itertools.count(1)
         self._admin = None
         if name == "postgresql":
+            self._server = postgres_url()  # skips (or, in CI, fails) before psycopg is needed
             import psycopg
 
-            self._server = postgres_url()
             self._admin = psycopg.connect(self._server, autocommit=True)
 
     def url(self) -> str:
@@ -98,17 +107,3 @@ class Backend:
             for schema in self._schemas:
                 self._admin.execute(f"DROP SCHEMA {schema} CASCADE")
             self._admin.close()
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request, tmp_path) -> Iterator[Backend]:
-    made = Backend(request.param, tmp_path)
-    yield made
-    made.close()
-
-
-@pytest.fixture(params=DURABLE)
-def durable(request, tmp_path) -> Iterator[Backend]:
-    made = Backend(request.param, tmp_path)
-    yield made
-    made.close()

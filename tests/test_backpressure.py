@@ -6,8 +6,17 @@ import random
 
 import pytest
 
-from shopops_lab.backpressure import (BackpressurePolicy, Decision, Gateway, NoBackpressure, Signals,
-                                      acquire, as_policy, describe_policy, wait)
+from shopops_lab.backpressure import (
+    BackpressurePolicy,
+    Decision,
+    Gateway,
+    NoBackpressure,
+    Signals,
+    acquire,
+    as_policy,
+    describe_policy,
+    wait,
+)
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.latency import LatencyModel

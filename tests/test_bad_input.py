@@ -13,10 +13,11 @@ import os
 import random
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -30,6 +31,7 @@ from shopops_lab.backpressure import (
     as_policy,
     wait,
 )
+from shopops_lab.checker import check
 from shopops_lab.checkpoint import (
     Checkpoint,
     CheckpointStore,
@@ -40,10 +42,9 @@ from shopops_lab.checkpoint import (
     Step,
     Workflow,
 )
-from shopops_lab.checker import check
 from shopops_lab.clock import FakeClock
 from shopops_lab.crash import explore
-from shopops_lab.effects import ContactLedger, EmailAdapter, Provider
+from shopops_lab.effects import EmailAdapter, Provider
 from shopops_lab.errors import ShopOpsError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import NaiveResultStore
@@ -152,7 +153,8 @@ def effects_world() -> SimpleNamespace:
 
 
 def observe_effects(w: SimpleNamespace) -> tuple:
-    return w.email.ledger.contacts(), w.provider.log.to_dicts(), w.provider.store.scan(w.provider._operations), tuple(w.provider._faults)
+    return (w.email.ledger.contacts(), w.provider.log.to_dicts(), w.provider.store.scan(w.provider._operations),
+            tuple(w.provider._faults))
 
 
 def outbox_world() -> SimpleNamespace:
@@ -265,7 +267,8 @@ WORLDS: dict[str, tuple[Callable[[], SimpleNamespace], Callable[[SimpleNamespace
         Call("process_one(handler=)", lambda w, b: w.q.process_one("W3", b), [None, *FUNCTION]),
         Call("process_one(now=)", lambda w, b: w.q.process_one("W3", lambda lease: None, now=b), TIME),
         Call("_expire_leases(now=)", lambda w, b: w.q._expire_leases(now=b), TIME),
-        Call("replay_dlq(item_id=)", lambda w, b: w.q.replay_dlq(b), [None, 5, "item-0404", "item-0001", ["item-0002"]]),
+        Call("replay_dlq(item_id=)", lambda w, b: w.q.replay_dlq(b),
+             [None, 5, "item-0404", "item-0001", ["item-0002"]]),
         Call("replay_dlq(now=)", lambda w, b: w.q.replay_dlq("item-0002", now=b), TIME),
         Call("item(item_id=)", lambda w, b: w.q.item(b), [None, 5, "item-0404", ["item-0001"]]),
         Call("items(state=)", lambda w, b: w.q.items(b), ["waiting", 3, ["ready"]]),
@@ -276,9 +279,11 @@ WORLDS: dict[str, tuple[Callable[[], SimpleNamespace], Callable[[SimpleNamespace
         Call("submit(request_key=)", lambda w, b: w.store.submit(b, {}), TEXT),
         Call("submit(params=)", lambda w, b: w.store.submit("B-1003:refund", b), [*JSON, "x", [1]]),
         Call("submit(now=) of a new key", lambda w, b: w.store.submit("B-1003:refund", now=b), TIME),
-        Call("submit(now=) of a known key", lambda w, b: w.store.submit("A-1002:refund", {"case_id": "A-1002"}, now=b), TIME),
+        Call("submit(now=) of a known key", lambda w, b: w.store.submit("A-1002:refund", {"case_id": "A-1002"}, now=b),
+             TIME),
         Call("submit, clock reads", lambda w, b: reading(b, w.clock, lambda: w.store.submit("B-1003:refund")), READING),
-        Call("claim(job_id=)", lambda w, b: w.store.claim(b, "B", lease_seconds=30), [None, 5, "job-0404", ["job-0002"]]),
+        Call("claim(job_id=)", lambda w, b: w.store.claim(b, "B", lease_seconds=30),
+             [None, 5, "job-0404", ["job-0002"]]),
         Call("claim(worker_id=)", lambda w, b: w.store.claim("job-0002", b, lease_seconds=30), TEXT),
         Call("claim(lease_seconds=)", lambda w, b: w.store.claim("job-0002", "B", lease_seconds=b), SECONDS),
         Call("claim(now=)", lambda w, b: w.store.claim("job-0002", "B", lease_seconds=30, now=b), TIME),
@@ -312,8 +317,10 @@ WORLDS: dict[str, tuple[Callable[[], SimpleNamespace], Callable[[SimpleNamespace
         Call("history(job_id=)", lambda w, b: w.store.history(b), TEXT),
         Call("save(checkpoint=)", lambda w, b: w.store.save("O-1001", b, token=w.token), [None, {}, "cp"]),
         Call("save(token=)", lambda w, b: w.store.save("O-1001", w.cp, token=b), TOKEN),
-        Call("save(now=)", lambda w, b: w.store.save("O-1001", w.cp.confirm("fetch", "source-v1"), token=w.token, now=b), TIME),
-        Call("save, clock reads", lambda w, b: reading(b, w.clock, lambda: w.store.save("O-1001", w.cp, token=w.token)), READING),
+        Call("save(now=)",
+             lambda w, b: w.store.save("O-1001", w.cp.confirm("fetch", "source-v1"), token=w.token, now=b), TIME),
+        Call("save, clock reads",
+             lambda w, b: reading(b, w.clock, lambda: w.store.save("O-1001", w.cp, token=w.token)), READING),
         Call("migrate(job_id=)", lambda w, b: w.store.migrate(b, "v2", lambda cp: cp), [*TEXT, "A-1002"]),
         Call("migrate(to_version=)", lambda w, b: w.store.migrate("O-1001", b, lambda cp: cp), TEXT),
         Call("migrate(fn=)", lambda w, b: w.store.migrate("O-1001", "v2", b), [None, *FUNCTION, lambda cp: None]),
@@ -371,7 +378,8 @@ WORLDS: dict[str, tuple[Callable[[], SimpleNamespace], Callable[[SimpleNamespace
         Call("send(body=)", lambda w, b: w.email.send("k-2", case_id="O-1001", body=b), [None, 5, b"hi", ["hi"]]),
         Call("send(worker_id=)", lambda w, b: w.email.send("k-2", case_id="O-1001", worker_id=b), ["", " ", 5]),
         Call("send(now=)", lambda w, b: w.email.send("k-2", case_id="O-1001", now=b), TIME),
-        Call("send, clock reads", lambda w, b: reading(b, w.clock, lambda: w.email.send("k-2", case_id="O-1001")), READING),
+        Call("send, clock reads", lambda w, b: reading(b, w.clock, lambda: w.email.send("k-2", case_id="O-1001")),
+             READING),
         Call("send, key reused", lambda w, b: w.email.send("O-1001:email:3", **b),
              [{"case_id": "O-2002", "to": "jordan@example.com"}, {"case_id": "O-1001", "to": "bob@example.com"}]),
         Call("lookup(op_id=)", lambda w, b: w.email.lookup(b), TEXT),
@@ -386,7 +394,8 @@ WORLDS: dict[str, tuple[Callable[[], SimpleNamespace], Callable[[SimpleNamespace
              [None, {}, {"topic": " "}, {"topic": "t", "payload": [1]}, {"topic": "t", "extra": 1},
               {"topic": "t", "payload": {"x": math.inf}}]),
         Call("commit(now=)", lambda w, b: w.outbox.commit({"id": "O-1"}, {"topic": "t"}, now=b), TIME),
-        Call("commit, clock reads", lambda w, b: reading(b, w.clock, lambda: w.outbox.commit({"id": "O-1"}, {"topic": "t"})), READING),
+        Call("commit, clock reads",
+             lambda w, b: reading(b, w.clock, lambda: w.outbox.commit({"id": "O-1"}, {"topic": "t"})), READING),
         Call("mark_sent(message_id=)", lambda w, b: w.outbox.mark_sent(b), [None, "out-0404", 5]),
         Call("mark_sent(now=)", lambda w, b: w.outbox.mark_sent("out-0002", now=b), TIME),
         Call("row(row_id=)", lambda w, b: w.outbox.row(b) or _refused("row"), [None]),
@@ -422,7 +431,8 @@ WORLDS: dict[str, tuple[Callable[[], SimpleNamespace], Callable[[SimpleNamespace
     ]),
     "log": (log_world, observe_log, [
         Call("append(kind=)", lambda w, b: w.log.append(b, 1.0), ["nope", None, 5]),
-        Call("append(time=)", lambda w, b: w.log.append(EventKind.STEP_RAN, b), [math.nan, math.inf, "5", None, True, 1e20]),
+        Call("append(time=)", lambda w, b: w.log.append(EventKind.STEP_RAN, b),
+             [math.nan, math.inf, "5", None, True, 1e20]),
         Call("append(info=)", lambda w, b: w.log.append(EventKind.STEP_RAN, 1.0, **b),
              [{"x": {1, 2}}, {"x": [object()]}, {"x": _loop}, {"x": [math.nan]}]),
         Call("show(limit=)", lambda w, b: w.log.show(b), [-1, 1.5, "3", True, None]),
@@ -444,7 +454,8 @@ WORLDS: dict[str, tuple[Callable[[], SimpleNamespace], Callable[[SimpleNamespace
         Call("Gateway(max_age=)", lambda w, b: Gateway(max_age=b), [0, -1, math.nan, "3"]),
         Call("Gateway(log=)", lambda w, b: Gateway(log=b), LOG),
         Call("start_call(rng=)", lambda w, b: w.gateway.start_call(b), [None, 5, "seed"]),
-        Call("finish_call(seconds=)", lambda w, b: w.gateway.finish_call(b, now=200.0), [-1, math.nan, "3", None, True]),
+        Call("finish_call(seconds=)", lambda w, b: w.gateway.finish_call(b, now=200.0),
+             [-1, math.nan, "3", None, True]),
         Call("finish_call(now=)", lambda w, b: w.gateway.finish_call(3.0, now=b), [*TIME, None]),
         Call("record(latency=)", lambda w, b: w.gateway.record(b, 200.0), [-1, math.nan, math.inf, "3", None]),
         Call("record(now=)", lambda w, b: w.gateway.record(3.0, b), [*TIME, None]),
@@ -458,7 +469,8 @@ WORLDS: dict[str, tuple[Callable[[], SimpleNamespace], Callable[[SimpleNamespace
         Call("LatencyModel.quantile(q=)", lambda w, b: LatencyModel().quantile(b), FRACTION),
         Call("LatencyModel.exceed_probability(seconds=)", lambda w, b: LatencyModel().exceed_probability(b),
              ["x", None, math.nan, True]),
-        Call("LatencyModel.scaled(factor=)", lambda w, b: LatencyModel().scaled(b), [0, -1, "2", math.nan, math.inf, True, None]),
+        Call("LatencyModel.scaled(factor=)", lambda w, b: LatencyModel().scaled(b),
+             [0, -1, "2", math.nan, math.inf, True, None]),
         Call("LatencyModel.sample(rng=)", lambda w, b: LatencyModel().sample(b), [None, 5, "seed"]),
         Call("Decision(max_priority=)", lambda w, b: Decision(max_priority=b), ["1", 1.5, True]),
         Call("Decision(wait_seconds=)", lambda w, b: Decision(wait_seconds=b), [-1, math.nan, math.inf, "1", None]),
@@ -466,7 +478,8 @@ WORLDS: dict[str, tuple[Callable[[], SimpleNamespace], Callable[[SimpleNamespace
         Call("acquire(max_priority=)", lambda w, b: acquire(b), ["1", 1.5, True]),
         Call("wait(seconds=)", lambda w, b: wait(b), [0, -1, math.nan, math.inf, "1", None, True]),
         Call("BackpressurePolicy(p95_budget=)", lambda w, b: BackpressurePolicy(p95_budget=b), SECONDS),
-        Call("BackpressurePolicy(soft_depth=)", lambda w, b: BackpressurePolicy(soft_depth=b), [-1, 1.5, True, "0", None]),
+        Call("BackpressurePolicy(soft_depth=)", lambda w, b: BackpressurePolicy(soft_depth=b),
+             [-1, 1.5, True, "0", None]),
         Call("BackpressurePolicy(max_in_flight=)", lambda w, b: BackpressurePolicy(max_in_flight=b), [0, 1.5, "3"]),
         Call("BackpressurePolicy.decide(...)", lambda w, b: BackpressurePolicy().decide(**b),
              [{"gateway_p95": "slow", "depth": 3, "in_flight": 0, "now": 0.0},

@@ -6,7 +6,6 @@ from check_accuracy import Spec, accuracy_tests, refused
 from shopops_lab.checks import lab00
 from shopops_lab.worker.queue import Priority
 
-
 # ---------------------------------------------------------------------------- right, written differently
 
 def enqueue_with_a_payload(queue):

@@ -52,16 +52,30 @@ SPEC = Spec(
     exercise=lab03.exercise,
     right=(short_lease_frequent_beats, promises_less_than_it_keeps, derived_from_the_limits),
     wrong=(
-        refused(policy(30, None, 0), "healthy workers lose their lease in 11.05% of calls (limit 0.10%)",
-                "outlast the slowest call (120 s)", "without heartbeats no TTL keeps both promises", "seed 1",
-                hidden=("plan for at least",)),
-        refused(policy(130, None, 0), "a dead worker's case can wait 130 s before redelivery (limit 90 s)",
-                "without heartbeats no TTL keeps both promises", hidden=("plan for at least",)),
+        refused(
+            policy(30, None, 0),
+            "healthy workers lose their lease in 11.05% of calls (limit 0.10%)",
+            "outlast the slowest call (120 s)",
+            "without heartbeats no TTL keeps both promises",
+            "seed 1",
+            hidden=("plan for at least",),
+        ),
+        refused(
+            policy(130, None, 0),
+            "a dead worker's case can wait 130 s before redelivery (limit 90 s)",
+            "without heartbeats no TTL keeps both promises",
+            hidden=("plan for at least",),
+        ),
         refused(policy(120, 20, 1), "can wait 120 s before redelivery (limit 90 s)"),
         refused(policy(30, 2, 3), "30 heartbeats per worker per minute (limit 12)"),
-        refused(policy(30, 10, 2), "does not survive 2 lost heartbeat(s) in a row", "lands 30 s after the last renewal"),
-        refused(policy(20, 15, 0), "with a heartbeat every 15 s, a 20 s lease survives 0 lost heartbeat(s) in a row",
-                "plan for at least 1"),
+        refused(
+            policy(30, 10, 2), "does not survive 2 lost heartbeat(s) in a row", "lands 30 s after the last renewal"
+        ),
+        refused(
+            policy(20, 15, 0),
+            "with a heartbeat every 15 s, a 20 s lease survives 0 lost heartbeat(s) in a row",
+            "plan for at least 1",
+        ),
         refused(policy(30, 40, 1), "the first heartbeat comes after the deadline"),
         refused(rigged, "ttl 30 s, no heartbeats", "11.05% of calls", hidden=("a perfect policy",)),
         refused(lambda: {"ttl": 60, "heartbeat_interval": 15}, "returned the dict", "return a HeartbeatPolicy("),

@@ -161,11 +161,21 @@ CONTROL = Spec(
     exercise=lab04.knowledge,
     right=(names_it_by_position, finds_the_store),
     wrong=(
-        refused(lambda: "worker_lease_check", "'worker_lease_check' does not reject", "in its own memory",
-                hidden=("store_token_check",)),
-        refused(lambda: "lease_expiry", "'lease_expiry' does not reject", "stops nothing", hidden=("store_token_check",)),
-        refused(lambda: "idempotency_key", "'idempotency_key' does not reject", "a different write",
-                hidden=("store_token_check",)),
+        refused(
+            lambda: "worker_lease_check",
+            "'worker_lease_check' does not reject",
+            "in its own memory",
+            hidden=("store_token_check",),
+        ),
+        refused(
+            lambda: "lease_expiry", "'lease_expiry' does not reject", "stops nothing", hidden=("store_token_check",)
+        ),
+        refused(
+            lambda: "idempotency_key",
+            "'idempotency_key' does not reject",
+            "a different write",
+            hidden=("store_token_check",),
+        ),
         refused(lambda: {"store_token_check"}, "returned the set {'store_token_check'}", "return one of the labels"),
         refused(lambda: None, "returned None", "return one of the labels"),
         refused(lambda: "store token check", "returned the str 'store token check'"),

@@ -14,11 +14,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from shopops_lab.checker import (DEFAULT_APPROVAL_WAIT_BUDGET, DEFAULT_MAX_ATTEMPTS, Anomaly,
-                                 AnomalyName, CheckResult, check, is_approval, messages)
+from shopops_lab.checker import (
+    DEFAULT_APPROVAL_WAIT_BUDGET,
+    DEFAULT_MAX_ATTEMPTS,
+    Anomaly,
+    AnomalyName,
+    CheckResult,
+    check,
+    is_approval,
+    messages,
+)
 from shopops_lab.checker.starvation import ApprovalWaits
 from shopops_lab.clock import FakeClock
-from shopops_lab.effects import EmailAdapter, Fault, NaiveEmailAdapter, SendStatus
+from shopops_lab.effects import EmailAdapter, NaiveEmailAdapter, ProviderFault, SendStatus
 from shopops_lab.errors import BadArgumentError, LeaseExpiredError, StaleTokenError
 from shopops_lab.events import Event, EventKind, EventLog
 from shopops_lab.worker.queue import InMemoryQueue, Outcome, Priority
@@ -95,7 +103,7 @@ def test_a_retry_after_an_unknown_outcome_without_a_key_is_a_double_contact():
     w = world(naive=True)
     w.queue.enqueue(case_id="O-1001", kind="contact_send")
     lease = w.queue.acquire("W1")
-    w.email.provider.inject(Fault.DROP_REPLY)
+    w.email.provider.inject(ProviderFault.DROP_REPLY)
     assert w.email.send(KEY, case_id="O-1001", worker_id="W1").status is SendStatus.UNKNOWN
     w.clock.advance(5)
     assert w.email.send(KEY, case_id="O-1001", worker_id="W1").status is SendStatus.OK

@@ -3,12 +3,29 @@ from __future__ import annotations
 
 import pytest
 
-from shopops_lab.checkpoint import (PUBLISH_WORKFLOW, Checkpoint, CheckpointStore, CrashPoint, Env,
-                                    NaiveCheckpointRunner, PointKind, Receipt, ReceiptRunner, Step,
-                                    Workflow)
-from shopops_lab.effects import Fault, SendStatus
-from shopops_lab.errors import (BadArgumentError, BudgetExhaustedError, EffectFailedError,
-                                ShopOpsError, SimulatedCrash, StaleTokenError, WorkflowVersionError)
+from shopops_lab.checkpoint import (
+    PUBLISH_WORKFLOW,
+    Checkpoint,
+    CheckpointStore,
+    CrashPoint,
+    Env,
+    NaiveCheckpointRunner,
+    PointKind,
+    Receipt,
+    ReceiptRunner,
+    Step,
+    Workflow,
+)
+from shopops_lab.effects import ProviderFault, SendStatus
+from shopops_lab.errors import (
+    BadArgumentError,
+    BudgetExhaustedError,
+    EffectFailedError,
+    ShopOpsError,
+    SimulatedCrash,
+    StaleTokenError,
+    WorkflowVersionError,
+)
 from shopops_lab.events import EventKind
 
 JOB = "O-1001"
@@ -59,7 +76,9 @@ def test_a_checkpoint_is_immutable_and_grows_by_returning_new_ones():
         cp.artifacts["fetch"] = "source-v2"
     with pytest.raises(AttributeError):
         cp.completed = ()
-    assert repr(cp).startswith("Checkpoint(workflow_version='v1', completed=('fetch',), artifacts={'fetch': 'source-v1'}")
+    assert repr(cp).startswith(
+        "Checkpoint(workflow_version='v1', completed=('fetch',), artifacts={'fetch': 'source-v1'}"
+    )
 
 
 def test_confirming_a_step_twice_is_refused():
@@ -120,7 +139,9 @@ def test_the_store_fences_saves_with_the_newest_token():
         store.save(JOB, saved.confirm("summarize", "summary-v1"), token=a)
     assert (err.value.token, err.value.current) == (1, 2)
     assert store.load(JOB) == saved and len(store.history(JOB)) == 1  # nothing written
-    assert [(e.token, e.info["current"], e.info["op"]) for e in store.log.where(EventKind.STALE_REJECTED)] == [(1, 2, "save")]
+    assert [(e.token, e.info["current"], e.info["op"]) for e in store.log.where(EventKind.STALE_REJECTED)] == [
+        (1, 2, "save")
+    ]
     store.save(JOB, saved.confirm("summarize", "summary-v1"), token=b)
     assert [cp.completed for cp in store.history(JOB)] == [("fetch",), ("fetch", "summarize")]
     assert store.jobs() == [JOB]
@@ -152,7 +173,11 @@ def test_migration_is_explicit_checked_and_fences_the_old_worker():
         assert err.value.field == field
     assert len(store.history(JOB)) == 1
     migrated = store.migrate(JOB, "v2", lambda cp: cp.approve("re-approved-for-v2"))
-    assert (migrated.workflow_version, migrated.completed, migrated.approval_refs) == ("v2", ("fetch",), ("re-approved-for-v2",))
+    assert (migrated.workflow_version, migrated.completed, migrated.approval_refs) == (
+        "v2",
+        ("fetch",),
+        ("re-approved-for-v2",),
+    )
     with pytest.raises(StaleTokenError):
         store.save(JOB, Checkpoint.start("v1"), token=token)
     assert store.load(JOB) == migrated
@@ -248,7 +273,7 @@ def test_an_intent_whose_send_never_happened_is_looked_up_then_sent():
 
 
 def test_an_unknown_outcome_is_reconciled_via_lookup_not_repeated():
-    env = Env(faults=[Fault.DROP_REPLY])
+    env = Env(faults=[ProviderFault.DROP_REPLY])
     assert ReceiptRunner()(JOB, env) == "msg-0001"
     assert "send publish O-1001:publish:v1 -> unknown" in env.trace
     assert "lookup O-1001:publish:v1 -> ok msg-0001" in env.trace
@@ -260,7 +285,7 @@ def test_an_unknown_outcome_is_reconciled_via_lookup_not_repeated():
 
 
 def test_naive_runner_repeats_an_unknown_outcome():
-    env = Env(faults=[Fault.DROP_REPLY])
+    env = Env(faults=[ProviderFault.DROP_REPLY])
     with pytest.raises(EffectFailedError) as err:
         NaiveCheckpointRunner()(JOB, env)
     assert err.value.status == "unknown"
@@ -269,7 +294,7 @@ def test_naive_runner_repeats_an_unknown_outcome():
 
 
 def test_a_refused_send_leaves_the_intent_and_the_next_run_retries_under_the_same_id():
-    env = Env(faults=[Fault.FAIL])
+    env = Env(faults=[ProviderFault.FAIL])
     with pytest.raises(EffectFailedError) as err:
         ReceiptRunner()(JOB, env)
     assert (err.value.step, err.value.op_id, err.value.status) == ("publish", "O-1001:publish:v1", "failed")
@@ -361,7 +386,7 @@ def test_env_refuses_the_wrong_call_for_a_step(call, field):
 
 
 def test_env_notices_a_blind_resend():
-    env = Env(faults=[Fault.DROP_REPLY])
+    env = Env(faults=[ProviderFault.DROP_REPLY])
     first = env.send(JOB, "publish", "op-1", body="summary-v1")
     assert first.status is SendStatus.UNKNOWN
     env.send(JOB, "publish", "op-1", body="summary-v1")  # deduped by the provider, but blind

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from shopops_lab.checks import lab00, lab01, lab02, lab03, lab04, lab05, lab06, lab07
-from shopops_lab.checks.base import Verdict, describe, is_stub
+from shopops_lab.checks.base import NotAttempted, Verdict, attempt, describe, is_stub
 from shopops_lab.fencing import NaiveResultStore
 
 EXERCISES = [lab00.warmup, lab01.exercise, lab01.knowledge, lab02.exercise, lab02.knowledge, lab03.exercise,
@@ -64,6 +64,18 @@ def test_not_attempted_comes_only_from_the_answer_itself():
     deeper = lab00.warmup.result(calls_an_unwritten_helper)
     assert deeper.verdict is Verdict.INCORRECT
     assert deeper.message.startswith("your code raised NotImplementedError: helper (in helper_not_written, line ")
+
+
+def test_attempt_hands_back_what_the_answer_returned_or_raised_but_not_the_stub():
+    assert attempt(lambda x, *, y: x + y, 2, y=3) == (5, None)
+    returned, raised = attempt(calls_an_unwritten_helper, None)
+    assert returned is None and isinstance(raised, NotImplementedError)
+    returned, raised = attempt(lambda: {}["order_id"])
+    assert returned is None and isinstance(raised, KeyError)
+    with pytest.raises(NotAttempted):
+        attempt(stub, None)
+    with pytest.raises(Meltdown):  # not an Exception: the check's own guard deals with it
+        attempt(raises_a_base_exception, None)
 
 
 def exits(queue):

@@ -90,7 +90,9 @@ def test_heartbeat_policy_is_a_frozen_record_that_simulates_itself():
     with pytest.raises(AttributeError):
         chosen.ttl = 30
     assert str(chosen) == "ttl 60 s, heartbeat every 15 s, tolerates 2 lost in a row"
-    assert str(HeartbeatPolicy(ttl=30, heartbeat_interval=None, missed_tolerance=0)).startswith("ttl 30 s, no heartbeats")
+    assert str(HeartbeatPolicy(ttl=30, heartbeat_interval=None, missed_tolerance=0)).startswith(
+        "ttl 30 s, no heartbeats"
+    )
     report = chosen.evaluate(seed=7)
     assert (report.ttl, report.heartbeat_interval, report.seed, report.runs) == (60, 15, 7, 2000)
     assert report.absorbs_missed == 2 and report.heartbeats_per_worker_per_min == 4

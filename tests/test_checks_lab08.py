@@ -156,7 +156,9 @@ def test_without_processes_the_check_says_where_to_run_it_and_the_cells_show_the
     result = lab08.exercise.result(ack_then_credit_in_one_transaction)
     assert result.verdict is Verdict.INCORRECT and "JupyterLite" in result.message and "JupyterLab" in result.message
     lab08.show("naive", lambda: pytest.fail("no live run without processes"))
-    assert capsys.readouterr().out == f"(recorded run: this notebook cannot start processes)\n{lab08.RECORDED['naive']}\n"
+    assert (
+        capsys.readouterr().out == f"(recorded run: this notebook cannot start processes)\n{lab08.RECORDED['naive']}\n"
+    )
 
 
 def test_the_recorded_runs_are_what_the_masters_live_cells_printed():

@@ -32,6 +32,7 @@ GOOD_VERSIONS = {
     "pytest": "9.0.1",
     "nbval": "0.11.0",
     "hypothesis": "6.112.0",
+    "ruff": "0.17.5",
     "shopops-lab": "0.1.0",
     "jupyterlab_widgets": "3.0.13",
     "widgetsnbextension": "4.0.13",

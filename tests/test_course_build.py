@@ -53,7 +53,9 @@ def test_committed_fixtures_match_their_generator() -> None:
     finally:
         sys.path.remove(str(FIXTURE_DIR))
     for name, make in make_fixtures.FIXTURES.items():
-        assert (FIXTURES / name).read_text(encoding="utf-8") == nbformat.writes(make()) + "\n", f"rerun make_fixtures.py for {name}"
+        assert (FIXTURES / name).read_text(encoding="utf-8") == nbformat.writes(make()) + "\n", (
+            f"rerun make_fixtures.py for {name}"
+        )
 
 
 def test_solution_region_replaced_at_its_indentation(demo: nbformat.NotebookNode) -> None:
@@ -67,7 +69,11 @@ def test_solution_region_replaced_at_its_indentation(demo: nbformat.NotebookNode
     )
     assert demo.cells[7].source == "# YOUR CODE HERE\nraise NotImplementedError()"
     second = build_student(read(FIXTURES / "02_second.ipynb"))
-    assert "        if by:\n            # YOUR CODE HERE\n            raise NotImplementedError()\n        return self.count" in second.cells[1].source
+    assert (
+        "        if by:\n            # YOUR CODE HERE\n            raise NotImplementedError()\n"
+        "        return self.count"
+        in second.cells[1].source
+    )
 
 
 def test_written_answers_become_the_text_stub(demo: nbformat.NotebookNode) -> None:
@@ -82,7 +88,16 @@ def test_hidden_tests_and_answers_do_not_reach_students(demo: nbformat.NotebookN
     assert second.cells[3].source == ""
     for nb in (demo, second):
         text = nbformat.writes(nb)
-        for leaked in ("HIDDEN", "SOLUTION", "restock(0, 0)", "stock + qty", "LIMIT = 10", "silently remove", "self.count += by", "bump(5)"):
+        for leaked in (
+            "HIDDEN",
+            "SOLUTION",
+            "restock(0, 0)",
+            "stock + qty",
+            "LIMIT = 10",
+            "silently remove",
+            "self.count += by",
+            "bump(5)",
+        ):
             assert leaked not in text
 
 
@@ -213,7 +228,10 @@ def test_cli_functions(course: Path, capsys: pytest.CaptureFixture[str]) -> None
     parser = argparse.ArgumentParser(prog="build-notebooks")
     add_arguments(parser)
     assert run(parser.parse_args([])) == 0
-    assert capsys.readouterr().out.splitlines() == ["notebooks/01_demo.ipynb: written", "notebooks/02_second.ipynb: written"]
+    assert capsys.readouterr().out.splitlines() == [
+        "notebooks/01_demo.ipynb: written",
+        "notebooks/02_second.ipynb: written",
+    ]
     assert run(parser.parse_args(["--check"])) == 0
     (course / "notebooks" / "01_demo.ipynb").unlink()
     assert run(parser.parse_args(["--check", "--solutions", "solutions", "--notebooks", "notebooks"])) == 1
@@ -228,7 +246,14 @@ def test_empty_solutions_folder_is_not_an_error(tmp_path: Path, capsys: pytest.C
     (tmp_path / "solutions").mkdir()
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    assert run(parser.parse_args(["--check", "--solutions", str(tmp_path / "solutions"), "--notebooks", str(tmp_path / "nb")])) == 0
+    assert (
+        run(
+            parser.parse_args(
+                ["--check", "--solutions", str(tmp_path / "solutions"), "--notebooks", str(tmp_path / "nb")]
+            )
+        )
+        == 0
+    )
     assert "nothing to build" in capsys.readouterr().out
 
 
@@ -247,7 +272,9 @@ def test_failed_write_leaves_the_previous_file(course: Path, monkeypatch: pytest
     with pytest.raises(OSError, match="disk full"):
         build_notebooks("solutions", "notebooks")
     assert target.read_bytes() == before
-    assert sorted(p.name for p in (course / "notebooks").iterdir()) == ["01_demo.ipynb", "02_second.ipynb"], "no temp file left"
+    assert sorted(p.name for p in (course / "notebooks").iterdir()) == ["01_demo.ipynb", "02_second.ipynb"], (
+        "no temp file left"
+    )
 
 
 def test_invalid_master_leaves_previous_files(course: Path) -> None:
@@ -276,7 +303,13 @@ def test_execute_runs_both_and_errors_only_in_tagged_cells(course: Path) -> None
     assert master.cells[4].outputs[0].text == "level 7\n"
 
     student = read(course / "notebooks" / "01_demo.ipynb")
-    errors = {i: o.ename for i, c in enumerate(student.cells) if c.cell_type == "code" for o in c.outputs if o.output_type == "error"}
+    errors = {
+        i: o.ename
+        for i, c in enumerate(student.cells)
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.output_type == "error"
+    }
     assert set(errors) <= tagged(student)
     assert errors[3] == errors[4] == errors[7] == "NotImplementedError"
     assert 2 not in errors, "the def itself runs; calling it raises"
@@ -308,7 +341,12 @@ def test_kernel_runs_in_an_empty_folder_with_fixed_hash_seed(tmp_path: Path, mon
     monkeypatch.chdir(tmp_path)
     (tmp_path / "solutions").mkdir()
     (tmp_path / "solutions" / "secret.txt").write_text("beside the notebook")
-    nb = cells.notebook([cells.code("import os\nprint(sorted(os.listdir('.')), os.environ['PYTHONHASHSEED'])")], lab="07", version="1", title="env")
+    nb = cells.notebook(
+        [cells.code("import os\nprint(sorted(os.listdir('.')), os.environ['PYTHONHASHSEED'])")],
+        lab="07",
+        version="1",
+        title="env",
+    )
     nbformat.write(nb, tmp_path / "solutions" / "07_env.ipynb")
     build_notebooks("solutions", "notebooks", execute=True)
     assert read(tmp_path / "solutions" / "07_env.ipynb").cells[0].outputs[0].text == "[] 0\n"
@@ -318,10 +356,17 @@ def test_kernel_runs_in_an_empty_folder_with_fixed_hash_seed(tmp_path: Path, mon
     ("import sys\nprint('careful', file=sys.stderr)", "wrote to stderr: 'careful'"),
     ("x = 1 / 0", "raised ZeroDivisionError"),
 ], ids=["stderr", "error"])
-def test_execute_fails_naming_the_cell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, words: str) -> None:
+def test_execute_fails_naming_the_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, words: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     (tmp_path / "solutions").mkdir()
-    nb = cells.notebook([cells.md("# Broken"), cells.code("x = 0"), cells.code(source, grade_id="bad-cell")], lab="08", version="1", title="broken")
+    nb = cells.notebook(
+        [cells.md("# Broken"), cells.code("x = 0"), cells.code(source, grade_id="bad-cell")],
+        lab="08",
+        version="1",
+        title="broken",
+    )
     nbformat.write(nb, tmp_path / "solutions" / "08_broken.ipynb")
     before = (tmp_path / "solutions" / "08_broken.ipynb").read_bytes()
     with pytest.raises(NotebookExecutionError) as caught:
@@ -352,7 +397,9 @@ def test_course_wing_imports_neither_the_engine_nor_nbformat_eagerly() -> None:
                 continue
             for module in modules:
                 if module.split(".")[0] == "shopops_lab":
-                    assert module in ("shopops_lab.errors", "shopops_lab.course") or module.startswith("shopops_lab.course."), f"{path.name} imports {module}"
+                    assert module in ("shopops_lab.errors", "shopops_lab.course") or module.startswith(
+                        "shopops_lab.course."
+                    ), f"{path.name} imports {module}"
     script = "import sys, shopops_lab.course.command\nassert 'nbformat' not in sys.modules\n"
     subprocess.run([sys.executable, "-c", script], check=True, cwd=ROOT)
 

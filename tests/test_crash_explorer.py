@@ -7,10 +7,18 @@ from __future__ import annotations
 
 import pytest
 
-from shopops_lab.checkpoint import (Checkpoint, CrashPoint, Env, NaiveCheckpointRunner, Receipt,
-                                    ReceiptRunner, Step, Workflow)
+from shopops_lab.checkpoint import (
+    Checkpoint,
+    CrashPoint,
+    Env,
+    NaiveCheckpointRunner,
+    Receipt,
+    ReceiptRunner,
+    Step,
+    Workflow,
+)
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, explore
-from shopops_lab.effects import Fault, SendStatus
+from shopops_lab.effects import ProviderFault, SendStatus
 from shopops_lab.errors import BadArgumentError, EffectFailedError, ShopOpsError
 
 ALL_POINTS = ["(no crash)", "before_effect(fetch)", "after_effect(fetch)", "after_checkpoint(fetch)",
@@ -92,7 +100,7 @@ def test_the_table_has_one_fixed_width_row_per_point():
 
 # ---------------------------------------------------------------------- unknown outcomes
 def test_with_lost_replies_the_receipt_runner_reconciles_at_every_point():
-    report = explore(ReceiptRunner(), faults=[Fault.DROP_REPLY])
+    report = explore(ReceiptRunner(), faults=[ProviderFault.DROP_REPLY])
     assert report.passed and report.faults == ("drop_reply",)
     clean = report.result(None)
     assert "send publish O-1001:publish:v1 -> unknown" in clean.trace
@@ -110,7 +118,7 @@ def test_with_lost_replies_the_naive_runner_contacts_twice_everywhere():
 
 # ---------------------------------------------------------------------- the learner's interface
 def test_a_receipt_based_function_passes_like_the_runner():
-    for faults in ((), (Fault.DROP_REPLY,), (Fault.FAIL,)):
+    for faults in ((), (ProviderFault.DROP_REPLY,), (ProviderFault.FAIL,)):
         report = explore(learners_run, faults=faults)
         assert report.passed, str(report)
         assert report.runner == "learners_run"
@@ -301,7 +309,7 @@ def test_a_bad_fault_is_refused(faults):
 
 def test_exploration_is_deterministic():
     for runner in (NaiveCheckpointRunner(), ReceiptRunner()):
-        for faults in ((), (Fault.DROP_REPLY,)):
+        for faults in ((), (ProviderFault.DROP_REPLY,)):
             first, second = explore(runner, faults=faults), explore(runner, faults=faults)
             assert str(first) == str(second)
             assert first.results == second.results

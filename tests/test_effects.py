@@ -6,8 +6,18 @@ import dataclasses
 import pytest
 
 from shopops_lab.clock import FakeClock
-from shopops_lab.effects import (Contact, ContactLedger, EmailAdapter, Fault, NaiveEmailAdapter,
-                                 NaiveSmsAdapter, Provider, SendResult, SendStatus, SmsAdapter)
+from shopops_lab.effects import (
+    Contact,
+    ContactLedger,
+    EmailAdapter,
+    NaiveEmailAdapter,
+    NaiveSmsAdapter,
+    Provider,
+    ProviderFault,
+    SendResult,
+    SendStatus,
+    SmsAdapter,
+)
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 
@@ -62,7 +72,7 @@ def test_a_naive_adapter_ignores_the_key_and_the_ledger_shows_the_duplicate():
 def test_a_fail_fault_delivers_nothing_and_a_retry_with_the_same_key_then_delivers():
     log = EventLog()
     email = EmailAdapter(log=log)
-    email.provider.inject(Fault.FAIL)
+    email.provider.inject(ProviderFault.FAIL)
     failed = email.send(KEY, case_id="O-1001")
     assert failed == SendResult(status=SendStatus.FAILED, op_id=KEY)
     assert len(email.ledger) == 0 and email.lookup(KEY).status is SendStatus.FAILED
@@ -82,7 +92,7 @@ def test_inject_times_applies_the_fault_to_that_many_deliveries():
 def test_a_dropped_reply_is_unknown_and_lookup_reconciles_it_without_a_second_message():
     log = EventLog()
     email = EmailAdapter(log=log)
-    email.provider.inject(Fault.DROP_REPLY)
+    email.provider.inject(ProviderFault.DROP_REPLY)
     unknown = email.send(KEY, case_id="O-1001")
     assert unknown == SendResult(status=SendStatus.UNKNOWN, op_id=KEY)
     assert len(email.ledger) == 1  # the customer did get it: only the reply was lost
@@ -95,7 +105,7 @@ def test_a_dropped_reply_is_unknown_and_lookup_reconciles_it_without_a_second_me
 
 def test_a_dropped_reply_retried_without_a_key_reaches_the_customer_twice():
     email = NaiveEmailAdapter()
-    email.provider.inject(Fault.DROP_REPLY)
+    email.provider.inject(ProviderFault.DROP_REPLY)
     unknown = email.send(KEY, case_id="O-1001")
     assert email.lookup(unknown.op_id).message_id == "msg-0001"
     email.send(KEY, case_id="O-1001")
@@ -155,7 +165,9 @@ def test_bad_send_arguments_name_the_field_and_send_nothing(adapter_class, kwarg
     assert adapter.send(KEY, case_id="O-1001").message_id == "msg-0001"  # nothing was used up
 
 
-@pytest.mark.parametrize("fault, times, field", [("explode", 1, "fault"), ("fail", 0, "times"), ("fail", True, "times")])
+@pytest.mark.parametrize(
+    "fault, times, field", [("explode", 1, "fault"), ("fail", 0, "times"), ("fail", True, "times")]
+)
 def test_inject_names_a_bad_fault_or_count(fault, times, field):
     provider = Provider()
     with pytest.raises(BadArgumentError) as raised:

@@ -5,7 +5,7 @@ backend, and against `NaiveResultStore`, which stays naive on purpose and fails 
 from __future__ import annotations
 
 import pytest
-from store_backends import Backend, backend  # noqa: F401  (fixture)
+from store_backends import Backend
 
 from shopops_lab.checkpoint import Checkpoint, CheckpointStore
 from shopops_lab.clock import FakeClock

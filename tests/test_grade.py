@@ -12,14 +12,14 @@ import json
 import sys
 from pathlib import Path
 
+import grade_fixtures as fx
 import nbformat
 import pytest
 
-import grade_fixtures as fx
 from shopops_lab.checks import lab01
 from shopops_lab.checks.base import Exercise, Result, Verdict
-from shopops_lab.course.grade.run import GradeReport, grade
 from shopops_lab.course.grade.results import Kind, Mark, Status
+from shopops_lab.course.grade.run import GradeReport, grade
 from shopops_lab.course.grade.sandbox import Limits
 
 LIMITS = Limits(cell_seconds=2.0, notebook_seconds=60.0, memory_mb=512)
@@ -142,9 +142,16 @@ def test_every_submission_gets_one_row(graded) -> None:
 
 def test_pristine_scores_zero_and_the_master_full(graded) -> None:
     _, rows, _ = graded
-    assert marks(rows["pristine_lab01"]) == {"send-followup-test": (Mark.NOT_ATTEMPTED, 0), "what-next-test": (Mark.NOT_ATTEMPTED, 0)}
+    assert marks(rows["pristine_lab01"]) == {
+        "send-followup-test": (Mark.NOT_ATTEMPTED, 0),
+        "what-next-test": (Mark.NOT_ATTEMPTED, 0),
+    }
     assert marks(rows["right_lab01"]) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.CORRECT, 1)}
-    assert (rows["right_lab01"].status, rows["right_lab01"].points, rows["right_lab01"].max_points) == (Status.GRADED, 3, 3)
+    assert (rows["right_lab01"].status, rows["right_lab01"].points, rows["right_lab01"].max_points) == (
+        Status.GRADED,
+        3,
+        3,
+    )
 
 
 def test_one_wrong_exercise_scores_partially_with_the_checks_message(graded) -> None:
@@ -167,7 +174,11 @@ def _define(source: str, name: str):
 def test_a_tampered_twin_scores_as_its_honest_original(graded, twin: str) -> None:
     _, rows, _ = graded
     points = {e.grade_id: e.points for e in rows[twin].exercises}
-    assert points == {e.grade_id: e.points for e in rows["onewrong_lab01"].exercises} == {"send-followup-test": 0, "what-next-test": 1}
+    assert (
+        points
+        == {e.grade_id: e.points for e in rows["onewrong_lab01"].exercises}
+        == {"send-followup-test": 0, "what-next-test": 1}
+    )
 
 
 def test_the_tricks_do_fool_a_naive_run(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +190,9 @@ def test_the_tricks_do_fool_a_naive_run(monkeypatch: pytest.MonkeyPatch) -> None
         patch.setattr(lab01, "SEEDS", ())
         assert lab01.exercise.result(wrong).correct
     with monkeypatch.context() as patch:
-        patch.setattr(Exercise, "result", lambda self, *a: Result(exercise="x", verdict=Verdict.CORRECT, message="fine"))
+        patch.setattr(
+            Exercise, "result", lambda self, *a: Result(exercise="x", verdict=Verdict.CORRECT, message="fine")
+        )
         assert lab01.exercise.result(wrong).correct
     honest_run = lab01.exercise.run
     object.__setattr__(lab01.exercise, "run", lambda *a: "fine")  # a frozen dataclass, forced
@@ -191,7 +204,10 @@ def test_the_tricks_do_fool_a_naive_run(monkeypatch: pytest.MonkeyPatch) -> None
         patch.setattr(lab01, "exercise", lab01.exercise)  # undone at the end of the block
         patch.setattr(lab01, "knowledge", lab01.knowledge)
         exec(compile(REBIND, "<cell>", "exec"), {"lab01": lab01})
-        exec(compile("lab01.exercise.grade(send_followup)", "<test cell>", "exec"), {"lab01": lab01, "send_followup": wrong})
+        exec(
+            compile("lab01.exercise.grade(send_followup)", "<test cell>", "exec"),
+            {"lab01": lab01, "send_followup": wrong},
+        )
     assert type(lab01.exercise) is Exercise and not lab01.exercise.result(wrong).correct
 
 
@@ -199,7 +215,10 @@ def test_changing_the_kit_is_noted_and_a_change_during_a_check_voids_it(graded) 
     _, rows, _ = graded
     assert any("changed the kit (shopops_lab.checks.lab01.SEEDS)" in note for note in rows["globals_lab01"].notes)
     voided = next(e for e in rows["duringcheck_lab01"].exercises if e.grade_id == "send-followup-test")
-    assert voided.mark is Mark.ERROR and "changed the kit's own code or data (shopops_lab.checks.lab01.SEEDS)" in voided.message
+    assert (
+        voided.mark is Mark.ERROR
+        and "changed the kit's own code or data (shopops_lab.checks.lab01.SEEDS)" in voided.message
+    )
     assert rows["duringcheck_lab01"].status is Status.ERROR
 
 
@@ -214,7 +233,10 @@ def test_edits_to_locked_cells_are_listed_as_restored(graded) -> None:
 
 def test_rebinding_the_checks_scores_zero_on_the_exercise_it_skipped(graded) -> None:
     _, rows, _ = graded
-    assert marks(rows["skipper_lab01"]) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.NOT_ATTEMPTED, 0)}
+    assert marks(rows["skipper_lab01"]) == {
+        "send-followup-test": (Mark.CORRECT, 2),
+        "what-next-test": (Mark.NOT_ATTEMPTED, 0),
+    }
 
 
 def test_a_hang_costs_only_its_exercise_and_only_once(graded) -> None:
@@ -294,7 +316,9 @@ def test_grades_json_holds_every_verdict_and_message(graded) -> None:
 
 def test_feedback_shows_the_checks_words_and_no_grader_source(graded) -> None:
     _, rows, out = graded
-    pages = {path.relative_to(out / "feedback").as_posix(): path.read_text() for path in (out / "feedback").rglob("*.html")}
+    pages = {
+        path.relative_to(out / "feedback").as_posix(): path.read_text() for path in (out / "feedback").rglob("*.html")
+    }
     assert len(pages) == len(rows)
     page = pages["onewrong_lab01.html"]
     assert "0 / 2" in page and "1 / 1" in page and "incorrect" in page
@@ -311,7 +335,9 @@ def test_manual_scores_merge_on_the_next_run(graded, tmp_path: Path) -> None:
     _, _, out = graded
     with open(out / "manual.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
-    assert [(r["submission"], r["grade_id"], r["max_points"], r["score"]) for r in table] == [("writer_lab03", "explain-policy", "3", "")]
+    assert [(r["submission"], r["grade_id"], r["max_points"], r["score"]) for r in table] == [
+        ("writer_lab03", "explain-policy", "3", "")
+    ]
     assert table[0]["answer"].startswith("I chose a 60 s lease")
     table[0]["score"] = "2.5"
     filled = tmp_path / "scores.csv"

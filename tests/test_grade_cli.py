@@ -9,13 +9,13 @@ import re
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
+import grade_fixtures as fx
 import pytest
 
-import grade_fixtures as fx
 from shopops_lab import cli
 from shopops_lab.course.grade import command
-from shopops_lab.course.grade.run import grade
 from shopops_lab.course.grade.results import Kind, Mark, Status
+from shopops_lab.course.grade.run import grade
 from shopops_lab.course.grade.sandbox import Limits
 
 LABS = sorted(path.name[:2] for path in fx.SOLUTIONS.glob("[0-9][0-9]_*.ipynb"))
@@ -38,7 +38,9 @@ def test_every_labs_master_earns_every_autograded_point(every_lab, lab: str) -> 
     result = every_lab[f"master_{fx.master_path(lab).stem}"]
     assert result.status is Status.GRADED, result.reason
     autos = [e for e in result.exercises if e.kind is Kind.AUTO]
-    assert autos and all(e.mark is Mark.CORRECT and e.points == e.max_points for e in autos), [(e.grade_id, e.message) for e in autos]
+    assert autos and all(e.mark is Mark.CORRECT and e.points == e.max_points for e in autos), [
+        (e.grade_id, e.message) for e in autos
+    ]
     assert all(e.mark is Mark.BY_HAND for e in result.exercises if e.kind is Kind.MANUAL)
 
 
@@ -59,15 +61,26 @@ def run_cli(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def grade_with_manual_scores(submission: Path, tmp_path: Path, scores: Path) -> tuple[int, str, str]:
+    return run_cli("grade", str(submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"),
+                   "--manual", str(scores))
+
+
 @pytest.fixture()
 def one_submission(tmp_path: Path) -> Path:
     return fx.write(fx.submission("01", {"send-followup": fx.RIGHT}), tmp_path / "in" / "alice_lab01.ipynb")
 
 
 def test_a_run_prints_a_summary_line_and_exits_0(one_submission: Path, tmp_path: Path) -> None:
-    code, out, err = run_cli("grade", str(one_submission.parent), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--jobs", "1")
+    code, out, err = run_cli(
+        "grade", str(one_submission.parent), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--jobs", "1"
+    )
     assert code == 0, err
-    assert re.fullmatch(r"graded 1, timeout 0, invalid 0, error 0: 1 submission in \d+\.\d s \(\d+\.\d\d s each, 1 at a time\) -> \S+grades\.csv\n", out), out
+    assert re.fullmatch(
+        r"graded 1, timeout 0, invalid 0, error 0: 1 submission in \d+\.\d s "
+        r"\(\d+\.\d\d s each, 1 at a time\) -> \S+grades\.csv\n",
+        out,
+    ), out
     with open(tmp_path / "out" / "grades.csv", newline="") as handle:
         (row,) = [r for r in csv.DictReader(handle) if r["submission"] != "max"]
     assert (row["student"], row["points"]) == ("alice", "2")
@@ -88,14 +101,23 @@ def test_the_progress_bar_draws_on_a_terminal_only() -> None:
     assert log.getvalue() == ""
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--out", "OUT"], "error: --key is missing: the grader rebuilds every submission from its master. Fix: pass the folder of master notebooks, e.g. --key solutions/."),
-    (["--key", "KEY"], "error: --out is missing. Fix: name a folder for the gradebook, e.g. --out grades/."),
-    (["--key", "NOWHERE", "--out", "OUT"], "does not exist. Fix: pass the kit's solutions/ folder"),
-    (["--key", "KEY", "--out", "OUT", "--jobs", "0"], "error: --jobs is 0. Fix: pass 1 or more."),
-    (["--key", "KEY", "--out", "OUT", "--timeout", "0"], "error: --timeout is 0. Fix: pass a number above 0"),
-])
-def test_usage_errors_are_one_line_with_the_fix(one_submission: Path, tmp_path: Path, args: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--out", "OUT"],
+            "error: --key is missing: the grader rebuilds every submission from its master. "
+            "Fix: pass the folder of master notebooks, e.g. --key solutions/.",
+        ),
+        (["--key", "KEY"], "error: --out is missing. Fix: name a folder for the gradebook, e.g. --out grades/."),
+        (["--key", "NOWHERE", "--out", "OUT"], "does not exist. Fix: pass the kit's solutions/ folder"),
+        (["--key", "KEY", "--out", "OUT", "--jobs", "0"], "error: --jobs is 0. Fix: pass 1 or more."),
+        (["--key", "KEY", "--out", "OUT", "--timeout", "0"], "error: --timeout is 0. Fix: pass a number above 0"),
+    ],
+)
+def test_usage_errors_are_one_line_with_the_fix(
+    one_submission: Path, tmp_path: Path, args: list[str], message: str
+) -> None:
     swap = {"OUT": str(tmp_path / "out"), "KEY": str(fx.SOLUTIONS), "NOWHERE": str(tmp_path / "nowhere")}
     code, out, err = run_cli("grade", str(one_submission), *[swap.get(a, a) for a in args])
     assert code == 2 and out == ""
@@ -116,18 +138,18 @@ def test_an_empty_folder_or_an_unwritable_out_is_a_usage_error(tmp_path: Path, o
 def test_a_bad_manual_score_is_refused_before_anything_runs(tmp_path: Path, one_submission: Path) -> None:
     scores = tmp_path / "scores.csv"
     scores.write_text("submission,student,lab,grade_id,max_points,score,answer\nalice_lab03,alice,03,explain-policy,3,7,text\n")
-    code, _, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--manual", str(scores))
+    code, _, err = grade_with_manual_scores(one_submission, tmp_path, scores)
     assert code == 2 and "line 2, score is '7', not a number from 0 to 3" in err
     assert not (tmp_path / "out").exists()
     scores.write_text("student,score\nalice,1\n")
-    code, _, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--manual", str(scores))
+    code, _, err = grade_with_manual_scores(one_submission, tmp_path, scores)
     assert code == 2 and "has no submission, grade_id column" in err
 
 
 def test_a_score_for_no_submission_is_a_warning(tmp_path: Path, one_submission: Path) -> None:
     scores = tmp_path / "scores.csv"
     scores.write_text("submission,grade_id,score\nbob_lab03,explain-policy,2\n")
-    code, out, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--manual", str(scores))
+    code, out, err = grade_with_manual_scores(one_submission, tmp_path, scores)
     assert code == 0 and "warning: " in err and "bob_lab03 explain-policy matches no written answer" in err
 
 
@@ -151,7 +173,9 @@ def test_a_lab_whose_imports_fail_here_is_refused_before_grading(tmp_path: Path,
     nb = fx.master("01")
     nb.cells.insert(1, cells.code("import shopops_missing_dependency", grade_id="needs-more"))
     fx.write(nb, tmp_path / "key" / fx.master_path("01").name)
-    code, out, err = run_cli("grade", str(one_submission), "--key", str(tmp_path / "key"), "--out", str(tmp_path / "out"))
+    code, out, err = run_cli(
+        "grade", str(one_submission), "--key", str(tmp_path / "key"), "--out", str(tmp_path / "out")
+    )
     assert code == 2 and out == ""
     assert "error: Lab 01's master imports shopops_missing_dependency, which this Python cannot import" in err
     assert "nothing was graded. Fix: install the kit with its dependencies:" in err and "-m pip install -e" in err

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 
+import grade_fixtures as fx
 import nbformat
 import pytest
 
-import grade_fixtures as fx
 from shopops_lab.course.errors import SubmissionInvalidError
 from shopops_lab.course.grade.key import CheckCall, Key, Kind
 from shopops_lab.course.grade.rebuild import Role, read, rebuild
@@ -30,19 +30,33 @@ def plan_of(nb: nbformat.NotebookNode, key: Key, lab: str = "01"):
 
 # --- the key ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("source, expected", [
-    ("lab01.exercise.grade(send_followup)", ("lab01", "exercise", ("send_followup",))),
-    ("lab05.exercise.grade(run)   # raises AssertionError unless correct", ("lab05", "exercise", ("run",))),
-    ("# the learner's handler, checked on hidden seeds\n### BEGIN HIDDEN TESTS\nlab01.knowledge.grade(what_can_happen_next)\n### END HIDDEN TESTS",
-     ("lab01", "knowledge", ("what_can_happen_next",))),
-    ("lab09.exercise.grade(a, b)", ("lab09", "exercise", ("a", "b"))),
-])
+@pytest.mark.parametrize(
+    "source, expected",
+    [
+        ("lab01.exercise.grade(send_followup)", ("lab01", "exercise", ("send_followup",))),
+        ("lab05.exercise.grade(run)   # raises AssertionError unless correct", ("lab05", "exercise", ("run",))),
+        (
+            "# the learner's handler, checked on hidden seeds\n### BEGIN HIDDEN TESTS\n"
+            "lab01.knowledge.grade(what_can_happen_next)\n### END HIDDEN TESTS",
+            ("lab01", "knowledge", ("what_can_happen_next",)),
+        ),
+        ("lab09.exercise.grade(a, b)", ("lab09", "exercise", ("a", "b"))),
+    ],
+)
 def test_a_test_cell_names_the_check_it_calls(source: str, expected: tuple) -> None:
     call = CheckCall.parse(source)
     assert (call.module, call.attribute, call.answers) == expected
 
 
-@pytest.mark.parametrize("source", ["assert answer == 1", "lab01.exercise.grade(f)\nprint('done')", "lab01.exercise.check(f)", "x = lab01.exercise.grade(f)"])
+@pytest.mark.parametrize(
+    "source",
+    [
+        "assert answer == 1",
+        "lab01.exercise.grade(f)\nprint('done')",
+        "lab01.exercise.check(f)",
+        "x = lab01.exercise.grade(f)",
+    ],
+)
 def test_a_test_cell_doing_anything_else_is_run_as_nbgrader_runs_it(source: str) -> None:
     assert CheckCall.parse(source) is None
 
@@ -227,10 +241,10 @@ def test_a_stopped_cell_blocks_what_uses_it_and_nothing_else(key: Key) -> None:
 
 
 def test_a_clean_rebinding_clears_a_stopped_name() -> None:
-    from shopops_lab.course.grade.rebuild import Plan, Step
+    from shopops_lab.course.grade.rebuild import Plan, PlannedCell
 
-    def step(index: int, role: Role, defines: set[str], reads: set[str]) -> Step:
-        return Step(index, f"c{index}", role, "", frozenset(defines), frozenset(reads))
+    def step(index: int, role: Role, defines: set[str], reads: set[str]) -> PlannedCell:
+        return PlannedCell(index, f"c{index}", role, "", frozenset(defines), frozenset(reads))
 
     plan = Plan(lab="01", written=(), restored=(), notes=(), steps=(
         step(0, Role.ANSWER, {"f"}, set()),

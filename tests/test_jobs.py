@@ -4,9 +4,16 @@ from __future__ import annotations
 import pytest
 
 from shopops_lab.clock import FakeClock
-from shopops_lab.errors import (BadArgumentError, IdempotencyConflictError, JobLeasedError,
-                                JobNotRunningError, StaleTokenError, TransitionError,
-                                UnknownJobError, VersionConflictError)
+from shopops_lab.errors import (
+    BadArgumentError,
+    IdempotencyConflictError,
+    JobLeasedError,
+    JobNotRunningError,
+    StaleTokenError,
+    TransitionError,
+    UnknownJobError,
+    VersionConflictError,
+)
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.jobs import JOB_TRANSITIONS, Claim, Job, JobState, JobStore
 
@@ -94,7 +101,12 @@ def test_every_state_change_follows_an_edge_and_bumps_the_version(store):
     assert (approved.state, approved.version, approved.approval_ref) == (JobState.QUEUED, 4, "appr-0007")
     claim = store.claim(job.id, "B", lease_seconds=30)
     done = store.complete(job.id, token=claim.token, result={"message_id": "msg-0001"})
-    assert (done.state, done.version, done.result, done.owner) == (JobState.SUCCEEDED, 6, {"message_id": "msg-0001"}, None)
+    assert (done.state, done.version, done.result, done.owner) == (
+        JobState.SUCCEEDED,
+        6,
+        {"message_id": "msg-0001"},
+        None,
+    )
     changes = [(e.info["source"], e.info["target"]) for e in store.log.where(EventKind.JOB_STATE_CHANGED)]
     assert changes == [("running", "waiting_for_approval"), ("waiting_for_approval", "queued"),
                        ("running", "succeeded")]

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import nbgrader_env
 import pytest
 
-import nbgrader_env
 from shopops_lab.course.build import build_student
 
 ROOT = nbgrader_env.ROOT
@@ -96,15 +96,27 @@ VALIDATOR_SCRIPT = textwrap.dedent("""
 def _probe_notebook() -> nbformat.NotebookNode:
     """Cells our validator refuses, built by hand so nbgrader shows why it refuses them."""
     def meta(grade_id: str, *, grade: bool, solution: bool, points: float | None = None) -> dict[str, Any]:
-        value = {"schema_version": 3, "grade": grade, "grade_id": grade_id, "locked": not solution, "solution": solution}
+        value = {
+            "schema_version": 3,
+            "grade": grade,
+            "grade_id": grade_id,
+            "locked": not solution,
+            "solution": solution,
+        }
         return {"nbgrader": value | ({"points": points} if points is not None else {})}
 
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.cells = [
-        nbformat.v4.new_code_cell("### BEGIN SOLUTION\nanswer = 1\n### END SOLUTION\nnote = 'see END SOLUTION'\nkept = 2", metadata=meta("probe-answer", grade=False, solution=True)),
+        nbformat.v4.new_code_cell(
+            "### BEGIN SOLUTION\nanswer = 1\n### END SOLUTION\nnote = 'see END SOLUTION'\nkept = 2",
+            metadata=meta("probe-answer", grade=False, solution=True),
+        ),
         nbformat.v4.new_code_cell("0.5", metadata=meta("partial", grade=True, solution=False, points=2)),
-        nbformat.v4.new_code_cell("import sys\nprint('just a warning', file=sys.stderr)", metadata=meta("stderr", grade=True, solution=False, points=1)),
+        nbformat.v4.new_code_cell(
+            "import sys\nprint('just a warning', file=sys.stderr)",
+            metadata=meta("stderr", grade=True, solution=False, points=1),
+        ),
         nbformat.v4.new_code_cell("assert answer == 1", metadata=meta("plain", grade=True, solution=False, points=1)),
     ]
     return nb
@@ -151,8 +163,11 @@ def graded(nbgrader_python: Path, tmp_path_factory: pytest.TempPathFactory) -> G
 
     raw = json.loads(_run(nbgrader_python, ["-c", GRADEBOOK_SCRIPT, db_url, "shopops-lab"], cwd=course, env=env))
     scores = {
-        f"{assignment}/{student}": {nb: {gid: tuple(v) for gid, v in grades.items()} for nb, grades in notebooks.items()}
-        for assignment, students in raw.items() for student, notebooks in students.items()
+        f"{assignment}/{student}": {
+            nb: {gid: tuple(v) for gid, v in grades.items()} for nb, grades in notebooks.items()
+        }
+        for assignment, students in raw.items()
+        for student, notebooks in students.items()
     }
     checked = [str(p) for p in ROUNDTRIP_MASTERS] + [str(kit_dir / p.name) for p in ROUNDTRIP_MASTERS]
     errors = json.loads(_run(nbgrader_python, ["-c", VALIDATOR_SCRIPT, *checked], cwd=course, env=env))
@@ -171,7 +186,9 @@ def test_master_as_submission_earns_every_autograded_point(graded: Graded, name:
     assert {gid: auto for gid, (auto, _) in cells.items()} == {gid: most for gid, (_, most) in cells.items()}
 
 
-@pytest.mark.parametrize("student, name", [("kit", name) for name in NAMES] + [("release", name) for name in RELEASE_GRADED])
+@pytest.mark.parametrize(
+    "student, name", [("kit", name) for name in NAMES] + [("release", name) for name in RELEASE_GRADED]
+)
 def test_untouched_student_copy_earns_no_autograded_point(graded: Graded, name: str, student: str) -> None:
     cells = _autograded(graded, student, name)
     assert cells and all(auto == 0 for auto, _ in cells.values()), cells
@@ -196,7 +213,9 @@ def test_nbgrader_behaviours_the_validator_guards_against(graded: Graded) -> Non
     assert probe["stderr"][:2] == (0.0, 1.0), "a passing test cell that writes to stderr scores 0"
     assert probe["plain"][:2] == (1.0, 1.0)
     released = nbformat.read(graded.course / "release" / "probe" / "probe.ipynb", as_version=4).cells[0].source
-    assert released == "# YOUR CODE HERE\nraise NotImplementedError()\nkept = 2", "a line merely containing END SOLUTION vanished"
+    assert released == "# YOUR CODE HERE\nraise NotImplementedError()\nkept = 2", (
+        "a line merely containing END SOLUTION vanished"
+    )
 
 
 def test_the_readme_tells_instructors_this_install() -> None:

@@ -28,7 +28,15 @@ READ_ONLY = {"schema_version": 3, "grade": False, "grade_id": "intro", "locked":
 ANSWER = {"schema_version": 3, "grade": False, "grade_id": "answer-1", "locked": False, "solution": True}
 TEST = {"schema_version": 3, "grade": True, "grade_id": "test_1", "locked": True, "solution": False, "points": 2}
 WRITTEN = {"schema_version": 3, "grade": True, "grade_id": "why", "locked": False, "solution": True, "points": 1.5}
-TASK = {"schema_version": 3, "grade": False, "grade_id": "task-1", "locked": True, "solution": False, "task": True, "points": 3}
+TASK = {
+    "schema_version": 3,
+    "grade": False,
+    "grade_id": "task-1",
+    "locked": True,
+    "solution": False,
+    "task": True,
+    "points": 3,
+}
 
 
 def with_(base: dict, **changes: object) -> dict:
@@ -55,8 +63,11 @@ def test_schema_is_valid_draft_2020_12() -> None:
     assert set(schema["properties"]) == {"schema_version", "grade", "grade_id", "locked", "solution", "points", "task"}
 
 
-@pytest.mark.parametrize("meta", [READ_ONLY, ANSWER, TEST, WRITTEN, TASK, with_(TEST, points=0), with_(ANSWER, task=False)],
-                         ids=["read-only", "answer", "test", "written", "task", "zero-points", "task-false"])
+@pytest.mark.parametrize(
+    "meta",
+    [READ_ONLY, ANSWER, TEST, WRITTEN, TASK, with_(TEST, points=0), with_(ANSWER, task=False)],
+    ids=["read-only", "answer", "test", "written", "task", "zero-points", "task-false"],
+)
 def test_schema_accepts_good_metadata(meta: dict) -> None:
     assert check_cell_metadata(meta) == []
 
@@ -201,7 +212,11 @@ def test_raises_exception_tag_in_master() -> None:
 
 
 def test_trailing_value_in_test_cell() -> None:
-    problem = at(problems_after(lambda nb: setattr(nb.cells[3], "source", "assert restock(2, 3) == 5\nrestock(1, 1)")), 3, "source")
+    problem = at(
+        problems_after(lambda nb: setattr(nb.cells[3], "source", "assert restock(2, 3) == 5\nrestock(1, 1)")),
+        3,
+        "source",
+    )
     assert "partial credit" in problem.message
     at(problems_after(lambda nb: setattr(nb.cells[3], "source", "assert restock(2, 3) == 5\nlevel")), 3, "source")
     # print() displays nothing, and an assignment displays nothing
@@ -212,14 +227,18 @@ def test_trailing_value_in_test_cell() -> None:
 
 
 def test_kit_cell_metadata() -> None:
-    problems = problems_after(lambda nb: nb.cells[2].metadata.__setitem__("shopops_lab", {"hints": "one string", "colour": 1}))
+    problems = problems_after(
+        lambda nb: nb.cells[2].metadata.__setitem__("shopops_lab", {"hints": "one string", "colour": 1})
+    )
     at(problems, 2, "metadata.shopops_lab.hints")
     at(problems, 2, "metadata.shopops_lab.colour")
 
 
 def test_code_must_parse_but_magics_are_fine() -> None:
     at(problems_after(lambda nb: setattr(nb.cells[1], "source", "def broken(:\n    pass")), 1, "source")
-    assert problems_after(lambda nb: setattr(nb.cells[1], "source", "%matplotlib inline\nimport math\nSHELF = {}")) == []
+    assert (
+        problems_after(lambda nb: setattr(nb.cells[1], "source", "%matplotlib inline\nimport math\nSHELF = {}")) == []
+    )
 
 
 def test_student_role_rules() -> None:
@@ -256,7 +275,9 @@ def test_cells_helpers_refuse_bad_arguments() -> None:
 
 
 def test_cells_notebook_makes_deterministic_ids() -> None:
-    nb = cells.notebook([cells.md("# Title"), cells.code("x = 1"), cells.answer("y = x", "y")], lab="05", version="2", title="T")
+    nb = cells.notebook(
+        [cells.md("# Title"), cells.code("x = 1"), cells.answer("y = x", "y")], lab="05", version="2", title="T"
+    )
     assert [c.metadata.nbgrader.grade_id for c in nb.cells] == ["cell-05-0", "cell-05-1", "y"]
     assert [c.id for c in nb.cells] == ["cell-05-0", "cell-05-1", "y"]
     assert nb.metadata.kernelspec.name == "python3"

@@ -56,7 +56,9 @@ def test_checks_say_correct_in_masters_and_not_attempted_in_students(lab):
             demo = "def " in cell.source  # lab 00 shows the verdicts on stand-ins it defines itself
             code = "\n".join(line for line in cell.source.splitlines() if not line.lstrip().startswith("#"))
             if cell.cell_type == "code" and not demo and re.search(r"\b(exercise|knowledge|warmup)\.check\(", code):
-                verdicts = re.findall(r"(?:✅|❌|⏳) Exercise [^:]+: (correct\.|incorrect\.|not attempted\.)", outputs_text(cell))
+                verdicts = re.findall(
+                    r"(?:✅|❌|⏳) Exercise [^:]+: (correct\.|incorrect\.|not attempted\.)", outputs_text(cell)
+                )
                 assert verdicts and set(verdicts) == {word}, (folder, cell.source, verdicts)
                 seen += 1
     assert seen >= 2, f"{lab}: no learner check found in both versions"

@@ -7,8 +7,7 @@ import pytest
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import BadArgumentError, SimulatedCrash
 from shopops_lab.events import EventKind, EventLog
-from shopops_lab.outbox import (Broker, Delivery, Dispatcher, IdempotentConsumer, NaiveConsumer,
-                                OutboxStore)
+from shopops_lab.outbox import Broker, Delivery, Dispatcher, IdempotentConsumer, NaiveConsumer, OutboxStore
 
 REFUND = {"id": "O-1001", "status": "refunded", "amount": 25}
 NOTICE = {"topic": "refund.issued", "payload": {"case_id": "O-1001", "amount": 25}}

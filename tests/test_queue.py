@@ -14,9 +14,16 @@ import pytest
 from store_backends import BACKENDS, Backend
 
 from shopops_lab.clock import FakeClock
-from shopops_lab.errors import (BadArgumentError, LeaseExpiredError, LeaseSettledError,
-                                NotInDLQError, StaleTokenError, TransitionError, UnknownItemError,
-                                UnknownLeaseError)
+from shopops_lab.errors import (
+    BadArgumentError,
+    LeaseExpiredError,
+    LeaseSettledError,
+    NotInDLQError,
+    StaleTokenError,
+    TransitionError,
+    UnknownItemError,
+    UnknownLeaseError,
+)
 from shopops_lab.events import EventKind
 from shopops_lab.states import TRANSITIONS, ItemState
 from shopops_lab.worker.queue import InMemoryQueue, Item, Lease, Outcome, Priority, Queue
@@ -397,8 +404,8 @@ def test_expire_leases_returns_expired_ids_in_deadline_order_and_logs_each():
     b = q.enqueue(case_id="B-1")
     q.acquire("W1", now=0, lease_seconds=20)  # a, due at 20
     q.acquire("W2", now=5)                     # b, due at 15
-    assert q._expire_leases(now=14) == []
-    assert q._expire_leases(now=25) == [b, a]
+    assert q.expire_leases(now=14) == []
+    assert q._expire_leases(now=25) == [b, a]   # the seed's name for the same call
     expired = q.log.where(EventKind.EXPIRED)
     assert [(e.item_id, e.time, e.worker_id, e.token, e.attempt, e.info["expires_at"]) for e in expired] == [
         (b, 25.0, "W2", 1, 1, 15.0), (a, 25.0, "W1", 1, 1, 20.0)]

@@ -191,7 +191,11 @@ class QueueMachine(RuleBasedStateMachine):
             return
         assert lease is not None
         assert (lease.item_id, lease.case_id, lease.worker_id) == (expected.id, expected.case_id, worker_id)
-        assert (lease.token, lease.attempt, lease.expires_at) == (expected.token, expected.attempts, expected.expires_at)
+        assert (lease.token, lease.attempt, lease.expires_at) == (
+            expected.token,
+            expected.attempts,
+            expected.expires_at,
+        )
         self.leases.append(lease)
 
     @precondition(lambda self: self.leases)

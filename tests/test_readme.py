@@ -10,7 +10,8 @@ import pytest
 
 from shopops_lab.cli import main
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 PYTHON_BLOCKS = re.findall(r"```python\n(.*?)```", README, flags=re.S)
 
 
@@ -54,3 +55,12 @@ def test_the_two_commands_are_the_makefiles():
         assert f"make {target}" in README
     ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test" in ci
+
+
+def test_the_module_table_names_every_module_of_the_package_and_no_other():
+    table = README.split("What is where", 1)[1].split("\n\n", 2)[1]
+    named = {name for row in table.splitlines()[2:] for name in re.findall(r"`([\w.]+)`", row.split("|")[1])}
+    package = ROOT / "shopops_lab"
+    modules = {path.stem for path in package.glob("*.py") if not path.stem.startswith("_")}
+    modules |= {path.parent.name for path in package.glob("*/__init__.py")}
+    assert {name.split(".")[0] for name in named} == modules

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from shopops_lab.backpressure import NoBackpressure, acquire
+from shopops_lab.checker import CheckResult
 from shopops_lab.errors import BadArgumentError, UnknownScenarioError
 from shopops_lab.events import EventKind as K
-from shopops_lab.checker import CheckResult
-from shopops_lab.sim import SCENARIOS, Fault, FaultRates, Report, Scenario, Simulation, Snapshot, Step, run
+from shopops_lab.sim import SCENARIOS, Fault, FaultRates, Report, Scenario, SimStep, Simulation, Snapshot, run
 from shopops_lab.sim.config import RunConfig
 
 QUIET = Scenario(name="quiet", description="three cases, two workers, nothing goes wrong", items=3, workers=2)
@@ -241,7 +241,7 @@ def test_unknown_scenario_lists_the_known_ones():
 def test_step_says_what_happened():
     sim = Simulation("stale_worker", seed=1)
     first = sim.step()
-    assert isinstance(first, Step) and first.number == 1 and first.actor == "arrivals"
+    assert isinstance(first, SimStep) and first.number == 1 and first.actor == "arrivals"
     assert [e.kind for e in first.events] == [K.ENQUEUED] * 3
     second = sim.step()
     assert second.actor == "W1" and second.events[0].kind is K.LEASED

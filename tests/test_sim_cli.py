@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-
 from shopops_lab.checker import check
 from shopops_lab.events import EventLog
 from shopops_lab.sim import SCENARIOS

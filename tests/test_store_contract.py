@@ -5,7 +5,7 @@ test_queue_contract.py."""
 from __future__ import annotations
 
 import pytest
-from store_backends import Backend, backend, durable  # noqa: F401  (fixtures)
+from store_backends import Backend
 
 from shopops_lab.errors import BadArgumentError, StaleTokenError
 from shopops_lab.events import EventKind

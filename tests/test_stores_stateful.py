@@ -197,7 +197,11 @@ class JobMachine(RuleBasedStateMachine):
         self.now += seconds
 
     @precondition(lambda self: self.jobs)
-    @rule(i=index, bad=st.sampled_from(BAD_TIMES), call=st.sampled_from(["submit", "claim", "confirm", "complete", "cancel"]))
+    @rule(
+        i=index,
+        bad=st.sampled_from(BAD_TIMES),
+        call=st.sampled_from(["submit", "claim", "confirm", "complete", "cancel"]),
+    )
     def bad_time(self, i, bad, call):
         job = self.job(i)
         calls = {"submit": lambda: self.store.submit(job.key, job.params, now=bad),
@@ -308,9 +312,13 @@ class CheckpointMachine(RuleBasedStateMachine):
     @rule(job=st.sampled_from(JOBS), bad=st.sampled_from(BAD_TIMES), call=st.sampled_from(["claim", "save", "migrate"]))
     def bad_time(self, job, bad, call):
         before = self.observed()
-        calls = {"claim": lambda: self.store.claim(job, now=bad),
-                 "save": lambda: self.store.save(job, Checkpoint.start("v1"), token=max(self.tokens.get(job, 0), 1), now=bad),
-                 "migrate": lambda: self.store.migrate(job, "v2", lambda cp: cp, now=bad)}
+        calls = {
+            "claim": lambda: self.store.claim(job, now=bad),
+            "save": lambda: self.store.save(
+                job, Checkpoint.start("v1"), token=max(self.tokens.get(job, 0), 1), now=bad
+            ),
+            "migrate": lambda: self.store.migrate(job, "v2", lambda cp: cp, now=bad),
+        }
         with pytest.raises(BadArgumentError):
             calls[call]()
         assert self.observed() == before

@@ -8,8 +8,16 @@ import pytest
 
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.latency import LatencyModel
-from shopops_lab.widgets import (Feedback, PlaygroundModel, QueuePlayground, Quiz, TtlExplorer, TtlReport,
-                                 evaluate_policy, grade_policy)
+from shopops_lab.widgets import (
+    Feedback,
+    PlaygroundModel,
+    QueuePlayground,
+    Quiz,
+    TtlExplorer,
+    TtlReport,
+    evaluate_policy,
+    grade_policy,
+)
 from shopops_lab.widgets.ttl import policy_svg
 
 MODEL = LatencyModel(p50=8, p99=90, max=120)  # lab 03: model calls of up to 120 s

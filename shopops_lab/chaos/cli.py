@@ -29,8 +29,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"worker processes (default 3, at most {LIMITS['workers']})")
     parser.add_argument("--kills", type=int, default=12, help="how many times to SIGKILL a worker (default 12)")
     parser.add_argument("--seed", type=int, default=0, help="decides the items and where the kills land (default 0)")
-    parser.add_argument("--adapter", choices=ADAPTERS, default="idempotent",
-                        help="idempotent: a repeated key returns the first message; naive: every send reaches the customer")
+    parser.add_argument(
+        "--adapter",
+        choices=ADAPTERS,
+        default="idempotent",
+        help="idempotent: a repeated key returns the first message; naive: every send reaches the customer",
+    )
     parser.add_argument("--lease-seconds", type=float, default=1.0,
                         help="how long a killed worker's item stays invisible before it comes back (default 1)")
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds (default 300)")

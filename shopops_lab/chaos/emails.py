@@ -8,7 +8,8 @@ and after the ack.
 from __future__ import annotations
 
 import random
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from shopops_lab.chaos.plan import KillPoint
 from shopops_lab.chaos.worker import Stops
@@ -30,7 +31,9 @@ class EmailWorkload:
         self.adapter = adapter
 
     def prepare(self, store: Store, queue: Queue, stops: Stops, name: str) -> Callable[[Lease], Any]:
-        adapter = (EmailAdapter if self.adapter == "idempotent" else NaiveEmailAdapter)(store=store, clock=SystemClock())
+        adapter = (EmailAdapter if self.adapter == "idempotent" else NaiveEmailAdapter)(
+            store=store, clock=SystemClock()
+        )
 
         def handle(lease: Lease) -> None:
             if lease.payload.get("poison"):
@@ -56,9 +59,16 @@ def fill_morning(queue: Queue, rng: random.Random, items: int) -> tuple[list[str
         case_id = f"O-{1000 + case}"
         for n in range(1 if rng.random() < 0.8 or len(ids) + 1 == items else 2):
             bad = rng.random() < _POISON_SHARE
-            item_id = queue.enqueue(case_id=case_id, tenant_id="store_northline", kind="contact_send",
-                                    payload={"idem_key": f"{case_id}:email:{n + 1}", "to": f"{case_id.lower()}@example.com",
-                                             **({"poison": True} if bad else {})})
+            item_id = queue.enqueue(
+                case_id=case_id,
+                tenant_id="store_northline",
+                kind="contact_send",
+                payload={
+                    "idem_key": f"{case_id}:email:{n + 1}",
+                    "to": f"{case_id.lower()}@example.com",
+                    **({"poison": True} if bad else {}),
+                },
+            )
             ids.append(item_id)
             if bad:
                 poison.add(item_id)

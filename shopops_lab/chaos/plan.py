@@ -9,9 +9,10 @@ lands does not, so the same seed always interrupts the same work at the same pla
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from shopops_lab.errors import BadArgumentError
 
@@ -47,7 +48,7 @@ class Kill:
         return {"item_id": self.item_id, "attempt": self.attempt, "point": str(self.point), "pause": self.pause}
 
     @classmethod
-    def from_dict(cls, row: Mapping[str, Any]) -> "Kill":
+    def from_dict(cls, row: Mapping[str, Any]) -> Kill:
         return cls(item_id=row["item_id"], attempt=row["attempt"], point=row["point"], pause=row.get("pause", False))
 
     def __str__(self) -> str:

@@ -170,7 +170,7 @@ class _Supervisor:
         self.queue, self.workload, self.timeout = queue, workload, timeout
         self.plan = {(k.item_id, k.attempt): k for k in plan}
         self.url = queue.store.url
-        self.procs: dict[str, tuple[int, "Connection"]] = {}  # name -> (pid, pipe)
+        self.procs: dict[str, tuple[int, Connection]] = {}  # name -> (pid, pipe)
         self.paused: dict[str, tuple[str, int]] = {}        # name -> (item, token) it waits on
         self.happened: list[Kill] = []
         self.names = [f"W{n}" for n in range(1, workers + 1)]
@@ -218,7 +218,7 @@ class _Supervisor:
         theirs.close()
         self.procs[name] = (pid, mine)
 
-    def _read(self, name: str, pid: int, pipe: "Connection") -> None:
+    def _read(self, name: str, pid: int, pipe: Connection) -> None:
         try:
             message = pipe.recv()
         except EOFError:
@@ -239,7 +239,7 @@ class _Supervisor:
             raise ChaosError(reason=f"worker {name} failed on its own: {message[1]}",
                              fix="run it again; if it repeats, the handler has a bug (or report it with the seed)")
 
-    def _kill(self, name: str, pid: int, pipe: "Connection", crashed: tuple) -> None:
+    def _kill(self, name: str, pid: int, pipe: Connection, crashed: tuple) -> None:
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         pipe.close()

@@ -13,7 +13,8 @@ import os
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING, Any, Callable, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shopops_lab.chaos.plan import Kill
 from shopops_lab.clock import SystemClock
@@ -38,14 +39,14 @@ class Workload(Protocol):
 
     points: tuple[str, ...]
 
-    def prepare(self, store: Store, queue: Queue, stops: "Stops", name: str) -> Callable[[Lease], Any]:
+    def prepare(self, store: Store, queue: Queue, stops: Stops, name: str) -> Callable[[Lease], Any]:
         """In a fresh worker process: the function that handles one lease (and acks it)."""
 
 
 class Stops:
     """The worker's side of the stop plan."""
 
-    def __init__(self, name: str, plan: dict[tuple[str, int], Kill], conn: "Connection", store: Store) -> None:
+    def __init__(self, name: str, plan: dict[tuple[str, int], Kill], conn: Connection, store: Store) -> None:
         self.name, self._plan, self._conn, self._store = name, plan, conn, store
 
     def at(self, point: str, lease: Lease) -> None:
@@ -60,7 +61,7 @@ class Stops:
             os._exit(3)
 
 
-def serve(url: str, name: str, workload: Workload, conn: "Connection", crashed: tuple | None) -> None:
+def serve(url: str, name: str, workload: Workload, conn: Connection, crashed: tuple | None) -> None:
     """The forked worker's whole life. Never returns: it ends the process."""
     sys.stdout = sys.stderr = open(os.devnull, "w")  # the parent's streams (a notebook's) are not ours
     try:

@@ -3,7 +3,7 @@ the `Anomaly`: what broke, for whom, when, and what would have prevented it. The
 nothing else, so a message can be tested, or reworded, without replaying a log."""
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from shopops_lab.checker.result import Anomaly, AnomalyName
 from shopops_lab.events import Event, EventKind

@@ -9,7 +9,7 @@ are noted there; `verdict` judges the rest from what the pass kept. The words ar
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from shopops_lab.checker import messages
 from shopops_lab.checker.result import Anomaly

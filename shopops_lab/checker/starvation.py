@@ -8,7 +8,8 @@ behind its own case is that case's order, not starvation.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from shopops_lab.checker.messages import approval_starved
 from shopops_lab.checker.result import Anomaly

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from shopops_lab import arguments
 from shopops_lab.checker import messages
 from shopops_lab.checker.replay import Pass, storm
 from shopops_lab.checker.result import Anomaly, CheckResult
@@ -26,18 +27,13 @@ def check(log: EventLog, *, max_attempts: int | None = None,
     if not isinstance(log, EventLog):
         raise BadArgumentError(field="log", problem=f"is a {type(log).__name__}",
                                fix="pass an EventLog, e.g. queue.log, or EventLog.from_dicts(rows) for a saved log")
-    if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
-                                     or max_attempts < 1):
-        raise BadArgumentError(field="max_attempts", problem=f"is {max_attempts!r}",
-                               fix="pass the queue's limit, a whole number >= 1 (queue.max_attempts), or leave it out")
-    if approval_wait_budget is not None and (
-            isinstance(approval_wait_budget, bool) or not isinstance(approval_wait_budget, (int, float))
-            or not 0 < approval_wait_budget < math.inf):
-        raise BadArgumentError(field="approval_wait_budget", problem=f"is {approval_wait_budget!r}",
-                               fix="pass a positive number of seconds, e.g. 300, or leave it out")
-    if not isinstance(final, bool):
-        raise BadArgumentError(field="final", problem=f"is {final!r}",
-                               fix="pass True for a finished run or False for a log that is still growing")
+    if max_attempts is not None:
+        arguments.whole("max_attempts", max_attempts, 1,
+                        "pass the queue's limit, a whole number >= 1 (queue.max_attempts), or leave it out")
+    if approval_wait_budget is not None:
+        arguments.number("approval_wait_budget", approval_wait_budget,
+                         "pass a positive number of seconds, e.g. 300, or leave it out", above=0, below=math.inf)
+    arguments.flag("final", final, "pass True for a finished run or False for a log that is still growing")
     if not len(log):
         return CheckResult(valid=None,
                            summary="the log is empty: nothing has happened yet, so there is nothing to judge")

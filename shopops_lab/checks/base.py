@@ -16,11 +16,12 @@ instead of a traceback while the stub is untouched.
 from __future__ import annotations
 
 import sysconfig
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import FunctionType, TracebackType
-from typing import Any, Callable
+from typing import Any
 
 
 class Verdict(StrEnum):
@@ -75,6 +76,18 @@ def call_answer(answer: Any, *args: Any, **kwargs: Any) -> Any:
         if _raised_by(exc.__traceback__, answer):
             raise NotAttempted() from None
         raise
+
+
+def attempt(answer: Any, *args: Any, **kwargs: Any) -> tuple[Any, Exception | None]:
+    """Call the learner's function and hand back (what it returned, None) or (None, what
+    it raised), so a check judges an error like any other outcome. The stub's own
+    NotImplementedError still ends the check as `NotAttempted`."""
+    try:
+        return call_answer(answer, *args, **kwargs), None
+    except NotAttempted:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the learner's code failing is evidence, not a crash of the check
+        return None, exc
 
 
 def is_stub(answer: Any) -> bool:
@@ -204,7 +217,7 @@ def _codes(answer: Any) -> list[Any]:
     function = getattr(answer, "__func__", answer)   # a bound method: the function under it
     code = getattr(function, "__code__", None)
     if code is None:                                 # a callable object: its __call__
-        code = getattr(getattr(type(answer), "__call__", None), "__code__", None)
+        code = getattr(getattr(type(answer), "__call__", None), "__code__", None)  # noqa: B004 - its code
     return [code] if code is not None else []
 
 

@@ -76,7 +76,7 @@ def forced_expiry(handler, seed: int) -> tuple[InMemoryQueue, _ScenarioAdapter, 
         else:
             crashed.append(lease.case_id)
     clock.advance(31)
-    queue._expire_leases()
+    queue.expire_leases()
     while (lease := queue.acquire(next(workers))) is not None:
         _run_handler(handler, lease, adapter)
         queue.ack(lease)

@@ -194,7 +194,7 @@ def replay_deliveries(deliveries, max_attempts: int) -> str:
             queue.nack(lease, "KeyError: 'order_id'")
         else:
             clock.advance(31)
-        queue._expire_leases()
+        queue.expire_leases()
     return queue.item(item_id).state.value
 
 

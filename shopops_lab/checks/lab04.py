@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer, describe
+from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import StaleTokenError
 from shopops_lab.fencing import NaiveResultStore
@@ -50,14 +50,11 @@ class _Story:
     def accepts(self, worker: str, token: int) -> None:
         """A write that must be accepted: `token` is the job's current token."""
         result = {"decision": f"by {worker}", "token": token}
-        try:
-            call_answer(self.store.complete, self.job, result, token=token, worker_id=worker)
-        except NotAttempted:
-            raise
-        except Exception as err:  # noqa: BLE001 - the learner's store: report what it did
+        _, err = attempt(self.store.complete, self.job, result, token=token, worker_id=worker)
+        if err is not None:  # the learner's store: report what it did
             raise Wrong(f"{self._what()}; then {worker} wrote with token {token}, the current one, and the store "
                         f"refused it with {type(err).__name__}: only tokens other than the current one may be "
-                        "refused.", [str(err)]) from None
+                        "refused.", [str(err)])
         self.told.append(f"{worker} writes with token {token}: accepted")
         if self.store.result(self.job) != result:
             raise Wrong(f"{self._what()}; but the store holds {self.store.result(self.job)}: an accepted write "
@@ -67,22 +64,19 @@ class _Story:
         """A write that must be refused with StaleTokenError(token=token, current=current),
         leaving the store exactly as it was."""
         before = self._held()
-        try:
-            call_answer(self.store.complete, self.job, {"decision": f"by {worker}", "token": token},
-                        token=token, worker_id=worker)
-        except NotAttempted:
-            raise
-        except StaleTokenError as err:
+        _, err = attempt(self.store.complete, self.job, {"decision": f"by {worker}", "token": token},
+                         token=token, worker_id=worker)
+        if isinstance(err, StaleTokenError):
             said = (getattr(err, "token", None), getattr(err, "current", None))
             if said != (token, current):
                 raise Wrong(f"{self._what()}; {worker}'s write with token {token} was refused, but the "
                             f"StaleTokenError should say which token the write carried and which one is current "
                             f"(token={token}, current={current}); it said token={said[0]}, current={said[1]}.",
-                            [str(err)]) from None
-        except Exception as err:  # noqa: BLE001 - the learner's store: report what it did
+                            [str(err)])
+        elif err is not None:  # the learner's store: report what it did
             raise Wrong(f"{self._what()}; {worker}'s write with token {token} was refused, but with "
                         f"{type(err).__name__}; raise StaleTokenError so the caller knows it lost ownership.",
-                        [str(err)]) from None
+                        [str(err)])
         else:
             newest = f"the newest is {current}" if current else "none was ever issued"
             issued = (f"a token the store never issued ({token}, while {newest})"

@@ -16,10 +16,10 @@ import weakref
 from typing import Any
 
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
-from shopops_lab.recovery import CrashPoint, Env
-from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer, describe, error_text
+from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
-from shopops_lab.effects import Fault
+from shopops_lab.effects import ProviderFault
+from shopops_lab.recovery import CrashPoint, Env
 from shopops_lab.widgets.quiz import Quiz
 
 __all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "SETTINGS", "exercise", "exploration"]
@@ -27,11 +27,11 @@ __all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "SETTINGS", "exercise", "exploratio
 # (how a message names the setting, faults, job id)
 SETTINGS = (
     ("a healthy email provider", (), "O-1001"),
-    ("a lost reply (the email went out, the answer never came back)", (Fault.DROP_REPLY,), "O-1001"),
+    ("a lost reply (the email went out, the answer never came back)", (ProviderFault.DROP_REPLY,), "O-1001"),
     ("a lost request (the send timed out before reaching the provider: nothing went out)",
-     (Fault.LOSE_REQUEST,), "O-1001"),
-    ("a refused send (the provider said no, nothing went out)", (Fault.FAIL,), "O-1001"),
-    ("a lost reply on job A-1002", (Fault.DROP_REPLY,), "A-1002"),
+     (ProviderFault.LOSE_REQUEST,), "O-1001"),
+    ("a refused send (the provider said no, nothing went out)", (ProviderFault.FAIL,), "O-1001"),
+    ("a lost reply on job A-1002", (ProviderFault.DROP_REPLY,), "A-1002"),
 )
 MAX_TRACE = 40
 
@@ -93,12 +93,7 @@ def _replay(faults, job_id: str) -> str:
 
 def _probe(run) -> None:
     """One plain run on fresh stores: the pristine stub raises NotImplementedError here."""
-    try:
-        call_answer(run, "O-1001", Env().for_worker())
-    except NotAttempted:
-        raise
-    except Exception:  # anything else is judged, with its trace, by the exploration
-        pass
+    attempt(run, "O-1001", Env().for_worker())  # anything else it raises is judged, with its trace, by the exploration
 
 
 def _failure(report: ExplorationReport, setting: str, replay: str) -> Wrong:
@@ -120,13 +115,7 @@ def _failure(report: ExplorationReport, setting: str, replay: str) -> Wrong:
 
 def _deliver(run, env: Env) -> BaseException | None:
     """One delivery of O-1001 to the learner's run as a worker; what it raised, if anything."""
-    try:
-        call_answer(run, "O-1001", env.for_worker())
-    except NotAttempted:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the planned crash, a refusal, or the learner's error
-        return exc
-    return None
+    return attempt(run, "O-1001", env.for_worker())[1]  # the planned crash, a refusal, or the learner's error
 
 
 # Where a v1 worker dies before v2 is deployed: with the summary confirmed, and right
@@ -159,13 +148,10 @@ def _changed_plan(run, crash: CrashPoint) -> None:
                     "migrates the checkpoint explicitly.", env.trace)
     env.checkpoints.migrate("O-1001", "v2", lambda checkpoint: checkpoint)
     env.note("--- run 3, after migrating the checkpoint to v2 ---")
-    try:
-        returned = call_answer(run, "O-1001", env.for_worker())
-    except NotAttempted:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the learner's error, with the trace
+    returned, exc = attempt(run, "O-1001", env.for_worker())
+    if exc is not None:  # the learner's error, with the trace
         raise Wrong(f"{story}; after the checkpoint was migrated to v2, your run raised {error_text(exc)}",
-                    env.trace) from None
+                    env.trace)
     sent = env.deliveries("O-1001", "publish")
     if env.regenerated or len(sent) != 1:
         what = (f"{env.regenerated[0]} ran again" if env.regenerated

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import Any
 
-from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer
+from shopops_lab import arguments
+from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, attempt
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import SimulatedCrash
 from shopops_lab.events import EventLog
@@ -119,77 +121,95 @@ def _play(handle, seed: int) -> _Story:
     while index < len(broker.deliveries):
         delivery = broker.deliveries[index]
         index += 1
-        mid, seq = delivery.message_id, delivery.seq
-        name = f"#{seq} {mid} (refund {story.messages[mid]})"
-        done_before = list(story.applied.get(mid, ()))
+        done_before = list(story.applied.get(delivery.message_id, ()))
         call["raised"] = False
-        try:
-            returned = call_answer(handle, delivery, story.processed, apply)
-        except NotAttempted:
-            raise
-        except Exception as exc:
-            if call["raised"]:
-                again = _copy(broker, delivery)
-                origin[again.seq] = f"its apply failed on #{seq} ({FAILURE}), so #{seq} was never acknowledged"
-                story.lines.append(f"{name}: apply failed ({FAILURE}); handle raised {type(exc).__name__}: "
-                                   f"not acknowledged, the broker delivers it again as #{again.seq}")
-            else:
-                story.lines.append(f"{name}: handle raised {type(exc).__name__}: {exc}")
-                story.fail(f"handle raised {type(exc).__name__}: {exc} on delivery #{seq} of {mid} (seed {seed}), "
-                           "though apply did not fail there.")
+        returned, raised = attempt(handle, delivery, story.processed, apply)
+        if raised is not None:
+            _judge_raise(story, broker, origin, delivery, raised, apply_failed=call["raised"])
             continue
-        applied_now = len(story.applied.get(mid, [])) > len(done_before)
-        apply_failed = call["raised"]
-        story.lines.append(f"{name}: handle returned {returned!r}"
-                           + (" - refund applied" if applied_now else "")
-                           + (f" - apply failed ({FAILURE}) and the error was swallowed" if apply_failed else ""))
-        if apply_failed:
-            story.fail(f"on delivery #{seq} of {mid}, apply raised ConnectionError ({FAILURE}) but handle returned "
-                       f"{returned!r}, so the consumer acknowledges the delivery and the refund never happens "
-                       f"(seed {seed}). Let the error propagate: an unacknowledged delivery comes back.")
-        elif applied_now and done_before:
-            why = origin.get(seq, "the broker delivered it again")
-            story.fail(f"{mid} (refund {story.messages[mid]}) was applied twice, by delivery #{done_before[0]} and "
-                       f"again by #{seq} (seed {seed}). #{seq} is a copy of the same message: {why}.")
-        elif not applied_now and not done_before and not apply_failed:
-            if mid in failed_once:
-                reason = (f"its first apply failed ({FAILURE}), and a message whose apply failed has not been "
-                          "processed yet")
-            else:
-                twins = [m for m, text in story.messages.items() if text == story.messages[mid] and m != mid
-                         and story.applied.get(m)]
-                reason = (f"only {twins[0]}, a different message with the same case and amount, had been "
-                          "applied" if twins else "nothing had applied it before in this scenario, which starts "
-                          "with an empty processed set")
-            story.fail(f"delivery #{seq} of {mid} (refund {story.messages[mid]}) was skipped although {mid} had "
-                       f"never been applied (seed {seed}): {reason}.")
-        elif bool(returned) != applied_now:
-            story.fail(f"handle returned {returned!r} for delivery #{seq} of {mid}, which it "
-                       f"{'applied' if applied_now else 'skipped'}: return True when you apply a message and "
-                       "False when you skip a duplicate.")
-        if seq == echoed:
+        _judge_return(story, delivery, returned, done_before, apply_failed=call["raised"],
+                      failed_once=failed_once, origin=origin)
+        if delivery.seq == echoed:
             again = _copy(broker, delivery)
-            origin[again.seq] = f"the consumer that took #{seq} died before acknowledging it"
-            story.lines.append(f"   (the consumer died before acknowledging #{seq}: the broker delivers "
-                               f"{mid} again as #{again.seq})")
+            origin[again.seq] = f"the consumer that took #{delivery.seq} died before acknowledging it"
+            story.lines.append(f"   (the consumer died before acknowledging #{delivery.seq}: the broker delivers "
+                               f"{delivery.message_id} again as #{again.seq})")
+    _tally(story, ids)
+    return story
+
+
+def _named(story: _Story, delivery: Delivery) -> str:
+    return f"#{delivery.seq} {delivery.message_id} (refund {story.messages[delivery.message_id]})"
+
+
+def _judge_raise(story: _Story, broker: Broker, origin: dict[int, str], delivery: Delivery, exc: Exception, *,
+                 apply_failed: bool) -> None:
+    """`handle` raised: right when apply failed (the delivery comes back), wrong otherwise."""
+    seq, mid, name = delivery.seq, delivery.message_id, _named(story, delivery)
+    if apply_failed:
+        again = _copy(broker, delivery)
+        origin[again.seq] = f"its apply failed on #{seq} ({FAILURE}), so #{seq} was never acknowledged"
+        story.lines.append(f"{name}: apply failed ({FAILURE}); handle raised {type(exc).__name__}: "
+                           f"not acknowledged, the broker delivers it again as #{again.seq}")
+    else:
+        story.lines.append(f"{name}: handle raised {type(exc).__name__}: {exc}")
+        story.fail(f"handle raised {type(exc).__name__}: {exc} on delivery #{seq} of {mid} (seed {story.seed}), "
+                   "though apply did not fail there.")
+
+
+def _judge_return(story: _Story, delivery: Delivery, returned: Any, done_before: list[int], *, apply_failed: bool,
+                  failed_once: set[str], origin: dict[int, str]) -> None:
+    """`handle` returned: the delivery is acknowledged, so it must have applied a new
+    message once, skipped a copy, and said which it did."""
+    seq, mid, seed = delivery.seq, delivery.message_id, story.seed
+    applied_now = len(story.applied.get(mid, [])) > len(done_before)
+    story.lines.append(f"{_named(story, delivery)}: handle returned {returned!r}"
+                       + (" - refund applied" if applied_now else "")
+                       + (f" - apply failed ({FAILURE}) and the error was swallowed" if apply_failed else ""))
+    if apply_failed:
+        story.fail(f"on delivery #{seq} of {mid}, apply raised ConnectionError ({FAILURE}) but handle returned "
+                   f"{returned!r}, so the consumer acknowledges the delivery and the refund never happens "
+                   f"(seed {seed}). Let the error propagate: an unacknowledged delivery comes back.")
+    elif applied_now and done_before:
+        why = origin.get(seq, "the broker delivered it again")
+        story.fail(f"{mid} (refund {story.messages[mid]}) was applied twice, by delivery #{done_before[0]} and "
+                   f"again by #{seq} (seed {seed}). #{seq} is a copy of the same message: {why}.")
+    elif not applied_now and not done_before:
+        if mid in failed_once:
+            reason = (f"its first apply failed ({FAILURE}), and a message whose apply failed has not been "
+                      "processed yet")
+        else:
+            twins = [m for m, text in story.messages.items() if text == story.messages[mid] and m != mid
+                     and story.applied.get(m)]
+            reason = (f"only {twins[0]}, a different message with the same case and amount, had been "
+                      "applied" if twins else "nothing had applied it before in this scenario, which starts "
+                      "with an empty processed set")
+        story.fail(f"delivery #{seq} of {mid} (refund {story.messages[mid]}) was skipped although {mid} had "
+                   f"never been applied (seed {seed}): {reason}.")
+    elif bool(returned) != applied_now:
+        story.fail(f"handle returned {returned!r} for delivery #{seq} of {mid}, which it "
+                   f"{'applied' if applied_now else 'skipped'}: return True when you apply a message and "
+                   "False when you skip a duplicate.")
+
+
+def _tally(story: _Story, ids: list[str]) -> None:
+    """Every message applied exactly once, over the whole scenario."""
     for mid in ids:
         seqs = story.applied.get(mid, [])
         if not seqs:
-            story.fail(f"{mid} (refund {story.messages[mid]}) was never applied (seed {seed}).")
+            story.fail(f"{mid} (refund {story.messages[mid]}) was never applied (seed {story.seed}).")
         elif len(seqs) > 1:
             by = (f"all by delivery #{seqs[0]}" if len(set(seqs)) == 1
                   else "by deliveries " + ", ".join(f"#{n}" for n in seqs))
-            story.fail(f"{mid} (refund {story.messages[mid]}) was applied {len(seqs)} times, {by} (seed {seed}): "
-                       "call apply once per message.")
+            story.fail(f"{mid} (refund {story.messages[mid]}) was applied {len(seqs)} times, {by} "
+                       f"(seed {story.seed}): call apply once per message.")
     counts = ", ".join(f"{mid} x{len(story.applied.get(mid, []))}" for mid in ids)
     story.lines.append(f"refunds applied per message: {counts}")
-    return story
 
 
 def replay(handle, seed: int) -> str:
     """The story of scenario `seed` with your `handle`, delivery by delivery."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError("seed must be a whole number, e.g. replay(handle, seed=3)")
+    arguments.whole("seed", seed, None, "pass a whole number, e.g. replay(handle, seed=3)")
     try:
         story = _play(handle, seed)
     except NotAttempted:

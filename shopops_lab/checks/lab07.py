@@ -27,10 +27,11 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.backpressure import Decision, Signals, as_policy, describe_policy
 from shopops_lab.checker import is_approval
-from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, call_answer, describe, error_text
-from shopops_lab.errors import BadArgumentError, ShopOpsError
+from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text
+from shopops_lab.errors import ShopOpsError
 from shopops_lab.events import EventKind
 from shopops_lab.metrics import Summary, percentile
 from shopops_lab.sim import Simulation
@@ -71,8 +72,7 @@ def burst_day(seed: int) -> Scenario:
     """The `burst_day` scenario with the gateway spike of `seed`: when it starts, how long
     it lasts and how much slower the gateway gets all come from the seed, so the graded
     days differ and a policy must read its signals, not the clock."""
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise BadArgumentError(field="seed", problem=f"is {seed!r}", fix="pass a whole number, e.g. seed=3")
+    arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=3")
     rng = random.Random(f"gateway spike {seed}")
     spike = Fault("gateway_spike", at=float(rng.randrange(0, 2700, 60)), duration=float(rng.randrange(420, 1500, 60)),
                   factor=round(rng.uniform(2.5, 5.0), 1))
@@ -166,7 +166,9 @@ class Trial:
         lim = self.limits
         settled = self.items - self.unfinished
         if self.stopped:
-            work = f"stopped at t={self.end:,.0f} s after {self.steps:,} wake-ups; {settled:,} of {self.items:,} settled"
+            work = (
+                f"stopped at t={self.end:,.0f} s after {self.steps:,} wake-ups; {settled:,} of {self.items:,} settled"
+            )
         elif self.unfinished:
             work = f"{settled:,} of {self.items:,} settled by the end of the day (t={self.end:,.0f} s)"
         else:
@@ -335,14 +337,11 @@ def _said(decision: Decision) -> str:
 
 def _ask(policy: Any, signals: Signals, when: str) -> Decision:
     """One decision, as a worker would ask for it; a crash or a wrong return is the learner's."""
-    try:
-        decision = call_answer(policy, signals)
-    except NotAttempted:
-        raise
-    except ShopOpsError as err:
-        raise Wrong(f"your policy was refused {when}, on {_shown(signals)}: {err}") from None
-    except Exception as exc:  # noqa: BLE001 - the learner's code: report it, and what it was given
-        raise Wrong(f"your policy raised {error_text(exc)} {when}, on {_shown(signals)}.") from None
+    decision, err = attempt(policy, signals)
+    if isinstance(err, ShopOpsError):
+        raise Wrong(f"your policy was refused {when}, on {_shown(signals)}: {err}")
+    if err is not None:  # the learner's code: report it, and what it was given
+        raise Wrong(f"your policy raised {error_text(err)} {when}, on {_shown(signals)}.")
     if type(decision) is not Decision:
         raise Wrong(f"your policy returned {describe(decision)} {when}, for {_shown(signals)}; return a decision: "
                     "acquire(), acquire(max_priority=...) or wait(seconds), from shopops_lab.backpressure.")
@@ -381,7 +380,7 @@ def _run(policy: Any) -> str:
         watched = _Watched(policy)
         try:
             day = _day(watched, seed, ITEMS, LIMITS)
-        except Exception as exc:  # noqa: BLE001 - the policy's, when it raised; the replay line shows it
+        except Exception:  # noqa: BLE001 - the policy's, when it raised; the replay line shows it
             if watched.raised is None:
                 raise
             signals, err = watched.raised

@@ -20,11 +20,13 @@ import random
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.chaos.plan import Kill, KillPoint
 from shopops_lab.chaos.run import run_chaos, run_workers
 from shopops_lab.chaos.worker import Stops
@@ -208,8 +210,7 @@ def run_refunds(handle: Callable[[Lease, Shop], Any], *, seed: int, workers: int
 
 def replay(handle, seed: int) -> str:
     """The story of one seed with your `handle`, order by order."""
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise TypeError("seed must be a whole number, e.g. replay(handle, seed=2)")
+    arguments.whole("seed", seed, None, "pass a whole number, e.g. replay(handle, seed=2)")
     if not processes_available():
         return _NO_PROCESSES
     if is_stub(handle):
@@ -323,41 +324,45 @@ CRASH_QUIZ = Quiz(
 
 # ------------------------------------------------------------------ the recorded runs, for JupyterLite
 RECORDED: dict[str, str] = {  # what the live cells print (a test holds them to the master's stored outputs)
-    'file-rows': (
-        'id         case_id  state   worker_id  token  attempts  expires_at\n'
-        'item-0001  O-1001   leased  W1         1      1         30\n'
-        'item-0002  O-1002   ready   NULL       0      0         NULL\n'
-        'item-0003  O-1003   ready   NULL       0      0         NULL'
+    "file-rows": (
+        "id         case_id  state   worker_id  token  attempts  expires_at\n"
+        "item-0001  O-1001   leased  W1         1      1         30\n"
+        "item-0002  O-1002   ready   NULL       0      0         NULL\n"
+        "item-0003  O-1003   ready   NULL       0      0         NULL"
     ),
-    'file-stale': (
-        "W1's ack: Stale fencing token for item item-0001: this write carries token 1, but the store's current token is 2. Another worker claimed it after you; stop and do not write.\n"
-        'id         state  worker_id  token  attempts\n'
-        'item-0001  done   W2         2      2\n'
-        'seq  time  kind            item_id    worker_id  token\n'
-        '1    0     enqueued        item-0001  NULL       NULL\n'
-        '4    0     leased          item-0001  W1         1\n'
-        '5    31    expired         item-0001  W1         1\n'
-        '6    31    leased          item-0001  W2         2\n'
-        '7    31    stale_rejected  item-0001  W1         1\n'
-        '8    31    acked           item-0001  W2         2'
+    "file-stale": (
+        "W1's ack: Stale fencing token for item item-0001: this write carries token 1, but the store's current token "
+        "is 2. Another worker claimed it after you; stop and do not write.\n"
+        "id         state  worker_id  token  attempts\n"
+        "item-0001  done   W2         2      2\n"
+        "seq  time  kind            item_id    worker_id  token\n"
+        "1    0     enqueued        item-0001  NULL       NULL\n"
+        "4    0     leased          item-0001  W1         1\n"
+        "5    31    expired         item-0001  W1         1\n"
+        "6    31    leased          item-0001  W2         2\n"
+        "7    31    stale_rejected  item-0001  W1         1\n"
+        "8    31    acked           item-0001  W2         2"
     ),
-    'naive': (
-        'O-1001: asked  20.00, refunded  40.00 in 2 credit(s); item done; worker killed after_credit\n'
-        'O-1002: asked  35.00, refunded  35.00 in 1 credit(s); item done; worker killed after_handler\n'
-        'O-1003: asked  12.50, refunded  12.50 in 1 credit(s); item done; worker killed after_ack\n'
-        'order O-1001 was refunded 2 times, 40.00 instead of 20.00: a worker was killed right after its credit, before its ack.'
+    "naive": (
+        "O-1001: asked  20.00, refunded  40.00 in 2 credit(s); item done; worker killed after_credit\n"
+        "O-1002: asked  35.00, refunded  35.00 in 1 credit(s); item done; worker killed after_handler\n"
+        "O-1003: asked  12.50, refunded  12.50 in 1 credit(s); item done; worker killed after_ack\n"
+        "order O-1001 was refunded 2 times, 40.00 instead of 20.00: a worker was killed right after its credit, "
+        "before its ack."
     ),
-    'chaos': (
-        'idempotent adapter: 24 emails, 3 worker processes, 12 SIGKILLs (5 after_acquire, 5 after_send, 1 in_ack, 1 after_ack)\n'
-        '  done 23, dead-lettered 1, lost 0\n'
-        '  kills between a send and its record: 5\n'
-        '  customers emailed twice: none\n'
+    "chaos": (
+        "idempotent adapter: 24 emails, 3 worker processes, 12 SIGKILLs (5 after_acquire, 5 after_send, 1 in_ack, 1 "
+        "after_ack)\n"
+        "  done 23, dead-lettered 1, lost 0\n"
+        "  kills between a send and its record: 5\n"
+        "  customers emailed twice: none\n"
         "  the checker on the database's history: valid\n"
         "  dead letter item-0008: 5 attempts, TemplateError: the order's template cannot be rendered\n"
-        'naive adapter: 24 emails, 3 worker processes, 12 SIGKILLs (5 after_acquire, 5 after_send, 1 in_ack, 1 after_ack)\n'
-        '  done 23, dead-lettered 1, lost 0\n'
-        '  kills between a send and its record: 5\n'
-        '  each of those kills emailed a customer twice, and the checker names every one: True\n'
+        "naive adapter: 24 emails, 3 worker processes, 12 SIGKILLs (5 after_acquire, 5 after_send, 1 in_ack, 1 "
+        "after_ack)\n"
+        "  done 23, dead-lettered 1, lost 0\n"
+        "  kills between a send and its record: 5\n"
+        "  each of those kills emailed a customer twice, and the checker names every one: True\n"
         "  the checker on the database's history: INVALID\n"
         "  dead letter item-0008: 5 attempts, TemplateError: the order's template cannot be rendered"
     ),

@@ -18,6 +18,7 @@ _LAZY = {
     "execute_notebook": "build",
     "BuildReport": "build",
     "NotebookResult": "build",
+    "NotebookState": "build",
     "validate_notebook": "metadata",
     "Problem": "metadata",
     "NotebookInvalidError": "errors",

@@ -13,6 +13,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from shopops_lab.course import source as src
@@ -42,17 +43,34 @@ CELL_TIMEOUT = 120
 KERNEL = "python3"
 
 
+class NotebookState(StrEnum):
+    """Where one notebook stands after a build (or, with --check, would stand)."""
+
+    UP_TO_DATE = "up to date"
+    WRITTEN = "written"
+    EXECUTED = "executed"
+    STALE = "stale"          # --check: the student copy differs from what the master gives
+    MISSING = "missing"      # --check: no student copy yet
+    EXTRA = "extra"          # a student copy with no master
+
+
+_GOOD = frozenset({NotebookState.UP_TO_DATE, NotebookState.WRITTEN, NotebookState.EXECUTED})
+
+
 @dataclass(frozen=True)
 class NotebookResult:
     """What the build did, or would do, to one notebook; `line()` is the CLI's summary."""
 
     path: str
-    state: str  # "up to date" | "written" | "executed" | "stale" | "missing" | "extra"
+    state: NotebookState
     detail: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "state", NotebookState(self.state))
 
     @property
     def ok(self) -> bool:
-        return self.state in ("up to date", "written", "executed")
+        return self.state in _GOOD
 
     def line(self) -> str:
         return f"{self.path}: {self.state}" + (f": {self.detail}" if self.detail else "")
@@ -175,17 +193,24 @@ def execute_notebook(nb: NotebookNode, name: str, *, master: bool) -> NotebookNo
     writes to stderr as 0), and so does a displayed value in a master's test cell (nbgrader
     would read it as partial credit). Metadata is restored afterwards, so executing never
     changes what --check compares."""
+    ran = copy.deepcopy(nb)
+    _run(ran, name, master=master)
+    _refuse_outputs(ran, name, master=master)
+    ran.metadata = copy.deepcopy(nb.metadata)
+    for cell, original in zip(ran.cells, nb.cells):
+        cell.metadata = copy.deepcopy(original.metadata)
+    return normalise_outputs(ran)
+
+
+def _run(nb: NotebookNode, name: str, *, master: bool) -> None:
+    """Execute `nb` in place; a failing cell or kernel becomes NotebookExecutionError."""
     try:
         from jupyter_client.manager import AsyncKernelManager
         from nbclient import NotebookClient
         from nbclient.exceptions import CellExecutionError
     except ImportError as exc:
         raise CourseToolsMissingError(package="nbclient") from exc
-
-    ran = copy.deepcopy(nb)
-    saved_metadata = copy.deepcopy(nb.metadata)
-    saved_cells = [copy.deepcopy(cell.metadata) for cell in nb.cells]
-    current = {"index": None}
+    current: dict[str, int | None] = {"index": None}
 
     def on_cell_start(cell: NotebookNode, cell_index: int) -> None:
         current["index"] = cell_index
@@ -197,7 +222,7 @@ def execute_notebook(nb: NotebookNode, name: str, *, master: bool) -> NotebookNo
         os.mkdir(workdir)
         manager = AsyncKernelManager(kernel_name=KERNEL, transport="ipc", ip=os.path.join(scratch, "kernel"))
         client = NotebookClient(
-            ran,
+            nb,
             km=manager,
             timeout=CELL_TIMEOUT,
             kernel_name=KERNEL,
@@ -209,23 +234,33 @@ def execute_notebook(nb: NotebookNode, name: str, *, master: bool) -> NotebookNo
         )
         env = dict(os.environ, PYTHONHASHSEED="0")
         try:
-            client.execute(cwd=workdir, env=env, cleanup_kc=True)  # we made the manager, so nbclient would leave the kernel running
+            # we made the manager, so nbclient would leave the kernel running
+            client.execute(cwd=workdir, env=env, cleanup_kc=True)
         except CellExecutionError as exc:
             index = current["index"]
-            cell = ran.cells[index] if index is not None else {}
+            cell = nb.cells[index] if index is not None else {}
             raise NotebookExecutionError(
                 notebook=name, cell=index, grade_id=_cell_label(cell) if cell else "?",
-                problem=f"raised {exc.ename}: {exc.evalue}" + ("" if master else " in a cell without the raises-exception tag"),
-                fix="make the master run cleanly top to bottom" if master else "mark the cell needs_answer (cells.code(..., needs_answer=True)) if it needs an answer, or make it independent of the answers",
+                problem=f"raised {exc.ename}: {exc.evalue}"
+                        + ("" if master else " in a cell without the raises-exception tag"),
+                fix="make the master run cleanly top to bottom" if master else
+                    "mark the cell needs_answer (cells.code(..., needs_answer=True)) if it needs an answer, "
+                    "or make it independent of the answers",
             ) from exc
         except Exception as exc:  # timeouts, dead kernels, missing kernelspec
             index = current["index"]
             raise NotebookExecutionError(
-                notebook=name, cell="-" if index is None else index, grade_id=_cell_label(ran.cells[index]) if index is not None else "kernel start",
+                notebook=name, cell="-" if index is None else index,
+                grade_id=_cell_label(nb.cells[index]) if index is not None else "kernel start",
                 problem=f"{type(exc).__name__}: {exc}".rstrip(),
-                fix=f"keep each cell under {CELL_TIMEOUT} s and check that the {KERNEL!r} kernel starts (shopops-lab doctor)",
+                fix=f"keep each cell under {CELL_TIMEOUT} s and check that the {KERNEL!r} kernel starts "
+                    "(shopops-lab doctor)",
             ) from exc
-    for index, cell in enumerate(ran.cells):
+
+
+def _refuse_outputs(nb: NotebookNode, name: str, *, master: bool) -> None:
+    """Outputs nbgrader would score wrongly: stderr anywhere, a value shown by a master's test cell."""
+    for index, cell in enumerate(nb.cells):
         if cell.cell_type != "code":
             continue
         for output in cell.outputs:
@@ -233,7 +268,8 @@ def execute_notebook(nb: NotebookNode, name: str, *, master: bool) -> NotebookNo
                 raise NotebookExecutionError(
                     notebook=name, cell=index, grade_id=_cell_label(cell),
                     problem=f"wrote to stderr: {output.get('text', '').strip()[:200]!r}",
-                    fix="remove the cause (a warning, a logging call, a print to sys.stderr); nbgrader scores a test cell with stderr output as 0",
+                    fix="remove the cause (a warning, a logging call, a print to sys.stderr); "
+                        "nbgrader scores a test cell with stderr output as 0",
                 )
             if master and is_test_cell(cell) and output.get("output_type") == "execute_result":
                 raise NotebookExecutionError(
@@ -241,10 +277,6 @@ def execute_notebook(nb: NotebookNode, name: str, *, master: bool) -> NotebookNo
                     problem="a test cell displayed a value, which nbgrader reads as partial credit",
                     fix="end the test with an assert, or assign the value (_ = check())",
                 )
-    ran.metadata = saved_metadata
-    for cell, metadata in zip(ran.cells, saved_cells):
-        cell.metadata = metadata
-    return normalise_outputs(ran)
 
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -306,9 +338,16 @@ def _differences(expected: NotebookNode, actual: NotebookNode) -> list[str]:
     id, source and metadata. Outputs and execution counts are ignored."""
     found: list[str] = []
     if (expected.nbformat, expected.nbformat_minor) != (actual.get("nbformat"), actual.get("nbformat_minor")):
-        found.append(f"nbformat {actual.get('nbformat')}.{actual.get('nbformat_minor')} (expected {expected.nbformat}.{expected.nbformat_minor})")
+        found.append(
+            f"nbformat {actual.get('nbformat')}.{actual.get('nbformat_minor')} "
+            f"(expected {expected.nbformat}.{expected.nbformat_minor})"
+        )
     if expected.metadata != actual.get("metadata", {}):
-        keys = sorted(k for k in set(expected.metadata) | set(actual.metadata) if expected.metadata.get(k) != actual.metadata.get(k))
+        keys = sorted(
+            k
+            for k in set(expected.metadata) | set(actual.metadata)
+            if expected.metadata.get(k) != actual.metadata.get(k)
+        )
         found.append(f"notebook metadata differs ({', '.join(keys)})")
     if len(expected.cells) != len(actual.cells):
         found.append(f"{len(actual.cells)} cells, the master gives {len(expected.cells)}")
@@ -319,7 +358,9 @@ def _differences(expected: NotebookNode, actual: NotebookNode) -> list[str]:
             if mine != theirs:
                 label = "type" if part == "cell_type" else part
                 if part == "metadata":
-                    keys = sorted(k for k in set(mine or {}) | set(theirs or {}) if (mine or {}).get(k) != (theirs or {}).get(k))
+                    keys = sorted(
+                        k for k in set(mine or {}) | set(theirs or {}) if (mine or {}).get(k) != (theirs or {}).get(k)
+                    )
                     label += f" ({', '.join(keys)})"
                 found.append(f"cell {index} {label} differs")
     return found
@@ -340,7 +381,13 @@ def _read(path: Path) -> NotebookNode:
     try:
         return nbformat.read(path, as_version=4)
     except Exception as exc:  # bad JSON, unknown nbformat
-        problem = Problem(_display(path), None, "file", f"cannot be read as a notebook ({type(exc).__name__}: {exc})", "restore it from git or rebuild it")
+        problem = Problem(
+            _display(path),
+            None,
+            "file",
+            f"cannot be read as a notebook ({type(exc).__name__}: {exc})",
+            "restore it from git or rebuild it",
+        )
         raise NotebookInvalidError.of(problem.notebook, [problem]) from exc
 
 
@@ -357,67 +404,88 @@ def _planned(solutions: Path, labs: frozenset[str] | None = None) -> Iterator[tu
         yield path, master, _student(master)  # validated above, all of them before any is built
 
 
-def build_notebooks(solutions_dir: str | os.PathLike[str], notebooks_dir: str | os.PathLike[str], *, check: bool = False, execute: bool = False, labs: Iterable[str] | None = None) -> BuildReport:
+def build_notebooks(solutions_dir: str | os.PathLike[str], notebooks_dir: str | os.PathLike[str], *,
+                    check: bool = False, execute: bool = False, labs: Iterable[str] | None = None) -> BuildReport:
     """Build (or with check=True only compare) the student notebook of every NN_*.ipynb
     master, or only those whose number is in `labs`. Everything is validated, built and,
     with execute=True, run before the first file is written, so a failing build changes
     nothing on disk."""
+    solutions, notebooks = Path(solutions_dir), Path(notebooks_dir)
+    chosen = _check_arguments(solutions, notebooks, check=check, execute=execute, labs=labs)
+    planned = list(_planned(solutions, chosen))
+    if execute:
+        planned = [(path, execute_notebook(master, _display(path), master=True),
+                    execute_notebook(student, _display(notebooks / path.name), master=False))
+                   for path, master, student in planned]
+    results: list[NotebookResult] = []
+    for path, master, student in planned:
+        if execute:
+            write_atomic(path, _serialize(master))
+            results.append(NotebookResult(_display(path), NotebookState.EXECUTED))
+        target = notebooks / path.name
+        results.append(_compare(student, target) if check else _write(student, target))
+    built = {path.name for path, _, _ in planned}
+    if notebooks.is_dir():
+        results += [NotebookResult(_display(extra), NotebookState.EXTRA,
+                                   f"no master {_display(solutions / extra.name)}; delete it or add the master")
+                    for extra in _masters(notebooks)
+                    if extra.name not in built and (chosen is None or extra.name[:2] in chosen)]
+    return BuildReport(tuple(results), check=check, execute=execute)
+
+
+def _check_arguments(solutions: Path, notebooks: Path, *, check: bool, execute: bool,
+                     labs: Iterable[str] | None) -> frozenset[str] | None:
+    """The labs to build (None: all), once the folders and flags make sense together."""
     chosen = None if labs is None else frozenset(labs)
     if chosen is not None and not all(isinstance(lab, str) and len(lab) == 2 and lab.isdigit() for lab in chosen):
-        raise BadArgumentError(field="--lab", problem=f"{sorted(chosen)} are not all two-digit lab numbers", fix="pass e.g. --lab 01 --lab 05")
+        raise BadArgumentError(field="--lab", problem=f"{sorted(chosen)} are not all two-digit lab numbers",
+                               fix="pass e.g. --lab 01 --lab 05")
     if check and execute:
-        raise BadArgumentError(field="--check/--execute", problem="cannot be combined: --check writes nothing and ignores outputs", fix="run one, then the other")
-    solutions, notebooks = Path(solutions_dir), Path(notebooks_dir)
+        raise BadArgumentError(field="--check/--execute",
+                               problem="cannot be combined: --check writes nothing and ignores outputs",
+                               fix="run one, then the other")
     if not solutions.is_dir():
-        raise BadArgumentError(field="--solutions", problem=f"{solutions} is not a directory", fix="run from the repository root or pass --solutions DIR")
+        raise BadArgumentError(field="--solutions", problem=f"{solutions} is not a directory",
+                               fix="run from the repository root or pass --solutions DIR")
     if notebooks.exists() and not notebooks.is_dir():
-        raise BadArgumentError(field="--notebooks", problem=f"{notebooks} is not a directory", fix="pass --notebooks DIR")
+        raise BadArgumentError(field="--notebooks", problem=f"{notebooks} is not a directory",
+                               fix="pass --notebooks DIR")
     if notebooks.resolve() == solutions.resolve():
-        raise BadArgumentError(field="--notebooks", problem="is the solutions folder; student copies would overwrite the masters", fix="pass two different folders")
+        raise BadArgumentError(field="--notebooks",
+                               problem="is the solutions folder; student copies would overwrite the masters",
+                               fix="pass two different folders")
     if chosen is not None:
         found = {path.name[:2] for path in _masters(solutions)}
         missing = sorted(chosen - found)
         if missing:
-            raise BadArgumentError(field="--lab", problem=f"{', '.join(missing)} names no master notebook in {solutions}",
-                                   fix=f"pass one of {', '.join(sorted(found)) or '(none: the folder has no NN_*.ipynb)'}")
-    planned = list(_planned(solutions, chosen))
-    if execute:
-        planned = [
-            (path, execute_notebook(master, _display(path), master=True), execute_notebook(student, _display(notebooks / path.name), master=False))
-            for path, master, student in planned
-        ]
-    results: list[NotebookResult] = []
-    for path, master, student in planned:
-        target = notebooks / path.name
-        shown = _display(target)
-        if execute:
-            write_atomic(path, _serialize(master))
-            results.append(NotebookResult(_display(path), "executed"))
-        if check:
-            if not target.exists():
-                results.append(NotebookResult(shown, "missing", "run shopops-lab build-notebooks"))
-                continue
-            try:
-                existing = nbformat.read(target, as_version=4)
-            except Exception as exc:
-                results.append(NotebookResult(shown, "stale", f"unreadable ({type(exc).__name__})"))
-                continue
-            found = _differences(student, existing)
-            if found:
-                more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
-                results.append(NotebookResult(shown, "stale", found[0] + more))
-            else:
-                results.append(NotebookResult(shown, "up to date"))
-            continue
-        text = _serialize(student)
-        if target.exists() and target.read_text(encoding="utf-8") == text:
-            results.append(NotebookResult(shown, "up to date"))
-        else:
-            write_atomic(target, text)
-            results.append(NotebookResult(shown, "written"))
-    built = {path.name for path, _, _ in planned}
-    if notebooks.is_dir():
-        for extra in _masters(notebooks):
-            if extra.name not in built and (chosen is None or extra.name[:2] in chosen):
-                results.append(NotebookResult(_display(extra), "extra", f"no master {_display(solutions / extra.name)}; delete it or add the master"))
-    return BuildReport(tuple(results), check=check, execute=execute)
+            raise BadArgumentError(
+                field="--lab",
+                problem=f"{', '.join(missing)} names no master notebook in {solutions}",
+                fix=f"pass one of {', '.join(sorted(found)) or '(none: the folder has no NN_*.ipynb)'}",
+            )
+    return chosen
+
+
+def _compare(student: NotebookNode, target: Path) -> NotebookResult:
+    """--check: is the student notebook on disk the one the master gives?"""
+    shown = _display(target)
+    if not target.exists():
+        return NotebookResult(shown, NotebookState.MISSING, "run shopops-lab build-notebooks")
+    try:
+        existing = nbformat.read(target, as_version=4)
+    except Exception as exc:
+        return NotebookResult(shown, NotebookState.STALE, f"unreadable ({type(exc).__name__})")
+    found = _differences(student, existing)
+    if not found:
+        return NotebookResult(shown, NotebookState.UP_TO_DATE)
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return NotebookResult(shown, NotebookState.STALE, found[0] + more)
+
+
+def _write(student: NotebookNode, target: Path) -> NotebookResult:
+    """Write the student notebook, unless the file already holds exactly that."""
+    text = _serialize(student)
+    if target.exists() and target.read_text(encoding="utf-8") == text:
+        return NotebookResult(_display(target), NotebookState.UP_TO_DATE)
+    write_atomic(target, text)
+    return NotebookResult(_display(target), NotebookState.WRITTEN)

@@ -9,11 +9,27 @@ import argparse
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare --check, --execute, --solutions and --notebooks on the subcommand parser."""
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--check", action="store_true", help="write nothing; exit 1 if any student notebook differs from what the masters give")
-    mode.add_argument("--execute", action="store_true", help="also run masters and student notebooks and store their outputs")
-    parser.add_argument("--solutions", metavar="DIR", default="solutions", help="folder of master notebooks (default: solutions)")
-    parser.add_argument("--notebooks", metavar="DIR", default="notebooks", help="folder of student notebooks (default: notebooks)")
-    parser.add_argument("--lab", metavar="NN", action="append", dest="labs", help="only this lab (repeatable, e.g. --lab 01 --lab 05); default: all")
+    mode.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 if any student notebook differs from what the masters give",
+    )
+    mode.add_argument(
+        "--execute", action="store_true", help="also run masters and student notebooks and store their outputs"
+    )
+    parser.add_argument(
+        "--solutions", metavar="DIR", default="solutions", help="folder of master notebooks (default: solutions)"
+    )
+    parser.add_argument(
+        "--notebooks", metavar="DIR", default="notebooks", help="folder of student notebooks (default: notebooks)"
+    )
+    parser.add_argument(
+        "--lab",
+        metavar="NN",
+        action="append",
+        dest="labs",
+        help="only this lab (repeatable, e.g. --lab 01 --lab 05); default: all",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

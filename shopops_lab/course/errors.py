@@ -12,7 +12,7 @@ class NotebookInvalidError(ShopOpsError):
 {details}"""
 
     @classmethod
-    def of(cls, notebook: str, problems: Iterable[object]) -> "NotebookInvalidError":
+    def of(cls, notebook: str, problems: Iterable[object]) -> NotebookInvalidError:
         """The error for `problems` found in `notebook` (count and details derived from them)."""
         found = tuple(problems)
         return cls(notebook=notebook, count=len(found), details="\n".join(map(str, found)), problems=found)

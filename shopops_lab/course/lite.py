@@ -142,12 +142,19 @@ def serve(directory: str | os.PathLike[str], *, port: int = 8000, host: str = "1
     return 0
 
 
-def build_site(out: str | os.PathLike[str], *, offline: bool = False, notebooks_dir: str | os.PathLike[str] = "notebooks",
-               cache_dir: str | os.PathLike[str] | None = None) -> LiteSite:
+def build_site(
+    out: str | os.PathLike[str],
+    *,
+    offline: bool = False,
+    notebooks_dir: str | os.PathLike[str] = "notebooks",
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> LiteSite:
     """Build the site into `out` (replacing it). Raises LiteBuildError naming what is
     missing (a tool, a download) and the fix; `out` is only replaced once the build worked."""
     out, notebooks_dir = Path(out), Path(notebooks_dir)
-    notebooks = sorted(p for p in notebooks_dir.glob("*.ipynb") if NOTEBOOK.match(p.name)) if notebooks_dir.is_dir() else []
+    notebooks = (
+        sorted(p for p in notebooks_dir.glob("*.ipynb") if NOTEBOOK.match(p.name)) if notebooks_dir.is_dir() else []
+    )
     if not notebooks:
         raise BadArgumentError(field="notebooks", problem=f"{str(notebooks_dir)!r} holds no NN_*.ipynb notebook",
                                fix="run it from the course folder, or pass --notebooks DIR")
@@ -155,7 +162,11 @@ def build_site(out: str | os.PathLike[str], *, offline: bool = False, notebooks_
     _require("jupyterlite_pyodide_kernel", "jupyterlite-pyodide-kernel")
     from jupyterlite_pyodide_kernel.constants import PYODIDE_VERSION
 
-    cache = Path(cache_dir) if cache_dir else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shopops-lab" / "lite"
+    cache = (
+        Path(cache_dir)
+        if cache_dir
+        else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shopops-lab" / "lite"
+    )
     with tempfile.TemporaryDirectory(prefix="shopops-lite-") as scratch:
         stage = Path(scratch) / "stage"
         (stage / "files").mkdir(parents=True)
@@ -330,7 +341,9 @@ def _lock(upstream: dict, shipped: list[Path], *, offline: bool, version: str) -
     packages = {}
     if not offline:
         cdn = CDN.format(version=version)
-        packages = {key: {**entry, "file_name": cdn + entry["file_name"]} for key, entry in upstream["packages"].items()}
+        packages = {
+            key: {**entry, "file_name": cdn + entry["file_name"]} for key, entry in upstream["packages"].items()
+        }
     for wheel in shipped:
         key, wheel_version = _name_version(wheel.name)
         entry = upstream["packages"].get(key, {})

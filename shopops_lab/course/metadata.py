@@ -13,10 +13,11 @@ import copy
 import json
 import re
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from shopops_lab.course import source as src
 
@@ -101,7 +102,9 @@ def check_cell_metadata(meta: Any) -> list[tuple[str, str, str]]:
                 "delete points, or make the cell graded (grade: true)",
             ))
         elif kind == "const":
-            findings.append((field, f"is {error.instance!r}; nbgrader 0.9.6 reads only schema version 3", "set it to 3"))
+            findings.append(
+                (field, f"is {error.instance!r}; nbgrader 0.9.6 reads only schema version 3", "set it to 3")
+            )
         elif kind == "type":
             wanted = {"boolean": "true or false", "string": "a string", "number": "a number"}.get(
                 error.validator_value, error.validator_value
@@ -146,24 +149,54 @@ def _cell_rules(cell: Any, meta: dict[str, Any], role: Role) -> Iterator[tuple[s
     base = "metadata.nbgrader"
     if task:
         if kind != "markdown":
-            yield f"{base}.task", f"a task cell must be markdown, this is {kind}", "make it a markdown cell or drop task"
+            yield (
+                f"{base}.task",
+                f"a task cell must be markdown, this is {kind}",
+                "make it a markdown cell or drop task",
+            )
         if grade or solution:
-            yield f"{base}.task", "a task cell is neither graded nor a solution (nbgrader's editor)", "set grade: false and solution: false"
+            yield (
+                f"{base}.task",
+                "a task cell is neither graded nor a solution (nbgrader's editor)",
+                "set grade: false and solution: false",
+            )
     elif kind == "markdown" and grade and not solution:
-        yield f"{base}.solution", "a graded markdown cell must also be a solution cell (nbgrader: 'Markdown grade cell is not marked as a solution cell')", "set solution: true and locked: false (cells.written)"
+        yield (
+            f"{base}.solution",
+            "a graded markdown cell must also be a solution cell "
+            "(nbgrader: 'Markdown grade cell is not marked as a solution cell')",
+            "set solution: true and locked: false (cells.written)",
+        )
     elif kind == "markdown" and solution and not grade:
-        yield f"{base}.grade", "a markdown solution cell must also be graded (nbgrader: 'Markdown solution cell is not marked as a grade cell')", "set grade: true and points (cells.written)"
+        yield (
+            f"{base}.grade",
+            "a markdown solution cell must also be graded "
+            "(nbgrader: 'Markdown solution cell is not marked as a grade cell')",
+            "set grade: true and points (cells.written)",
+        )
     if kind == "raw" and (grade or solution):
         yield f"{base}.grade", "a raw cell can only be read-only", "make it markdown or code"
     if solution and meta.get("locked") is not False:
-        yield f"{base}.locked", "an answer cell must be unlocked, or the student cannot write the answer", "set locked: false"
+        yield (
+            f"{base}.locked",
+            "an answer cell must be unlocked, or the student cannot write the answer",
+            "set locked: false",
+        )
     if not solution and meta.get("locked") is not True:
-        yield f"{base}.locked", "a read-only or test cell must be locked, so nbgrader restores its source before grading", "set locked: true"
+        yield (
+            f"{base}.locked",
+            "a read-only or test cell must be locked, so nbgrader restores its source before grading",
+            "set locked: true",
+        )
     if role == "student":
         wanted = {"editable": solution, "deletable": False}
         for key, value in wanted.items():
             if cell.get("metadata", {}).get(key, True) != value:
-                yield f"metadata.{key}", f"should be {str(value).lower()} in a student notebook", "regenerate it with shopops-lab build-notebooks"
+                yield (
+                    f"metadata.{key}",
+                    f"should be {str(value).lower()} in a student notebook",
+                    "regenerate it with shopops-lab build-notebooks",
+                )
 
 
 def _kit_cell_rules(cell: Any) -> Iterator[tuple[str, str, str]]:
@@ -178,12 +211,20 @@ def _kit_cell_rules(cell: Any) -> Iterator[tuple[str, str, str]]:
         yield f"metadata.shopops_lab.{key}", f"{key!r} is not a cell-level kit key", f"use only {sorted(KIT_CELL_KEYS)}"
     hints = kit.get("hints")
     if "hints" in kit and not (isinstance(hints, list) and all(isinstance(h, str) and h.strip() for h in hints)):
-        yield "metadata.shopops_lab.hints", "must be a list of non-empty strings", "write hints as [\"first hint\", \"second hint\"]"
+        yield (
+            "metadata.shopops_lab.hints",
+            "must be a list of non-empty strings",
+            'write hints as ["first hint", "second hint"]',
+        )
     if "needs_answer" in kit:
         if not isinstance(kit["needs_answer"], bool):
             yield "metadata.shopops_lab.needs_answer", "must be true or false", "write true or false"
         elif cell.get("cell_type") != "code":
-            yield "metadata.shopops_lab.needs_answer", "only code cells run, so only they can need an answer", "remove it"
+            yield (
+                "metadata.shopops_lab.needs_answer",
+                "only code cells run, so only they can need an answer",
+                "remove it",
+            )
 
 
 def _source_rules(cell: Any, meta: dict[str, Any], role: Role) -> Iterator[tuple[str, str, str]]:
@@ -195,7 +236,12 @@ def _source_rules(cell: Any, meta: dict[str, Any], role: Role) -> Iterator[tuple
         for number, line in enumerate(text.split("\n"), start=1):
             word = src.reserved_word_in(line)
             if word is not None:
-                yield "source", f"line {number} still contains {word!r}: a student copy must not show markers, answers or hidden tests", "regenerate it with shopops-lab build-notebooks"
+                yield (
+                    "source",
+                    f"line {number} still contains {word!r}: "
+                    "a student copy must not show markers, answers or hidden tests",
+                    "regenerate it with shopops-lab build-notebooks",
+                )
     else:
         for issue in src.scan_markers(text, allow_solution=solution, allow_hidden=test):
             yield "source", issue.message, issue.fix
@@ -204,12 +250,21 @@ def _source_rules(cell: Any, meta: dict[str, Any], role: Role) -> Iterator[tuple
     try:
         tree = src.parse_python(text)
     except SyntaxError as exc:
-        yield "source", f"is not valid Python (line {exc.lineno}: {exc.msg})", "fix the syntax; every code cell must run"
+        yield (
+            "source",
+            f"is not valid Python (line {exc.lineno}: {exc.msg})",
+            "fix the syntax; every code cell must run",
+        )
         return
     if test:
         value = src.trailing_expression(tree)
         if value is not None:
-            yield "source", f"ends with the bare expression {ast_text(value)!r}; nbgrader reads a test cell's displayed value as partial credit (0 scores nothing, more than points crashes autograde)", "end the test with an assert, or assign the value (_ = check())"
+            yield (
+                "source",
+                f"ends with the bare expression {ast_text(value)!r}; nbgrader reads a test cell's displayed value "
+                "as partial credit (0 scores nothing, more than points crashes autograde)",
+                "end the test with an assert, or assign the value (_ = check())",
+            )
 
 
 def ast_text(node: Any) -> str:
@@ -223,7 +278,11 @@ def ast_text(node: Any) -> str:
 def _notebook_rules(nb: Any, name: str) -> Iterator[tuple[str, str, str]]:
     """Notebook-level rules: nbformat 4, kernel python3, and the kit's lab metadata."""
     if nb.get("nbformat") != 4:
-        yield "nbformat", f"is {nb.get('nbformat')!r}; the kit builds nbformat 4 notebooks", "save it as nbformat 4 (JupyterLab does)"
+        yield (
+            "nbformat",
+            f"is {nb.get('nbformat')!r}; the kit builds nbformat 4 notebooks",
+            "save it as nbformat 4 (JupyterLab does)",
+        )
         return
     import nbformat
 
@@ -232,29 +291,53 @@ def _notebook_rules(nb: Any, name: str) -> Iterator[tuple[str, str, str]]:
         try:
             nbformat.validate(copy.deepcopy(nb))
         except nbformat.ValidationError as exc:
-            yield "nbformat", f"does not follow the nbformat schema: {exc.message}", "open and save it in JupyterLab, or rebuild it with shopops_lab.course.cells"
+            yield (
+                "nbformat",
+                f"does not follow the nbformat schema: {exc.message}",
+                "open and save it in JupyterLab, or rebuild it with shopops_lab.course.cells",
+            )
     metadata = nb.get("metadata", {})
     kernelspec = metadata.get("kernelspec", {})
     if kernelspec.get("name") != "python3":
-        yield "metadata.kernelspec.name", f"is {kernelspec.get('name')!r}; nbgrader, nbval and the build run the kernel named here", "set it to \"python3\""
+        yield (
+            "metadata.kernelspec.name",
+            f"is {kernelspec.get('name')!r}; nbgrader, nbval and the build run the kernel named here",
+            'set it to "python3"',
+        )
     if kernelspec.get("language", "python") != "python":
-        yield "metadata.kernelspec.language", f"is {kernelspec.get('language')!r}; nbgrader picks its stub by language", "set it to \"python\""
-    kit = metadata.get("shopops_lab")
+        yield (
+            "metadata.kernelspec.language",
+            f"is {kernelspec.get('language')!r}; nbgrader picks its stub by language",
+            'set it to "python"',
+        )
+    yield from _kit_notebook_rules(metadata.get("shopops_lab"), name)
+
+
+def _kit_notebook_rules(kit: Any, name: str) -> Iterator[tuple[str, str, str]]:
+    """The kit's own notebook metadata: which lab (agreeing with the file name), which version."""
     if not isinstance(kit, dict):
         yield "metadata.shopops_lab", "is missing", "add {\"lab\": \"01\", \"version\": \"1\"} (cells.notebook does)"
         return
     for key in sorted(set(kit) - KIT_NOTEBOOK_KEYS):
-        yield f"metadata.shopops_lab.{key}", f"{key!r} is not a notebook-level kit key", f"use only {sorted(KIT_NOTEBOOK_KEYS)}"
+        yield (
+            f"metadata.shopops_lab.{key}",
+            f"{key!r} is not a notebook-level kit key",
+            f"use only {sorted(KIT_NOTEBOOK_KEYS)}",
+        )
     lab = kit.get("lab")
     if not (isinstance(lab, str) and LAB_ID.match(lab)):
         yield "metadata.shopops_lab.lab", f"is {lab!r}, not a two-digit lab id", "write it like \"01\""
     else:
         named = NOTEBOOK_NAME.match(name.replace("\\", "/").rsplit("/", 1)[-1])
         if named and named.group(1) != lab:
-            yield "metadata.shopops_lab.lab", f"is {lab!r} but the file name says {named.group(1)!r}", "make the lab id and the file name's NN_ prefix agree"
+            yield (
+                "metadata.shopops_lab.lab",
+                f"is {lab!r} but the file name says {named.group(1)!r}",
+                "make the lab id and the file name's NN_ prefix agree",
+            )
     version = kit.get("version")
     if not (isinstance(version, str) and version.strip()):
-        yield "metadata.shopops_lab.version", f"is {version!r}, not a non-empty string", "write it like \"1\" or \"2026.1\""
+        yield "metadata.shopops_lab.version", f"is {version!r}, not a non-empty string", 'write it like "1" or "2026.1"'
     if "title" in kit and not isinstance(kit["title"], str):
         yield "metadata.shopops_lab.title", "is not a string", "write the lab's title as a string"
 
@@ -271,9 +354,21 @@ def validate_notebook(nb: Any, name: str, *, role: Role = "master") -> list[Prob
         cell_meta = cell.get("metadata", {})
         meta = cell_meta.get("nbgrader")
         if nb.get("nbformat_minor", 0) >= 5 and not cell.get("id"):
-            found.append(("id", "is missing; nbformat 4.5 needs a cell id", "give the cell an id (cells.notebook uses its grade_id)"))
+            found.append(
+                (
+                    "id",
+                    "is missing; nbformat 4.5 needs a cell id",
+                    "give the cell an id (cells.notebook uses its grade_id)",
+                )
+            )
         if meta is None:
-            found.append(("metadata.nbgrader", "is missing; every kit cell is read-only, an answer or a test", "build the cell with shopops_lab.course.cells (md, code, answer, written, test)"))
+            found.append(
+                (
+                    "metadata.nbgrader",
+                    "is missing; every kit cell is read-only, an answer or a test",
+                    "build the cell with shopops_lab.course.cells (md, code, answer, written, test)",
+                )
+            )
             meta = {}
         else:
             found.extend(check_cell_metadata(meta))
@@ -282,18 +377,28 @@ def validate_notebook(nb: Any, name: str, *, role: Role = "master") -> list[Prob
                 grade_id = meta.get("grade_id")
                 if isinstance(grade_id, str) and grade_id:
                     if grade_id in seen:
-                        found.append((
-                            "metadata.nbgrader.grade_id",
-                            f"{grade_id!r} is also the grade_id of cell {seen[grade_id]} (nbgrader: 'Duplicate grade id')",
-                            "give every cell its own grade_id",
-                        ))
+                        found.append(
+                            (
+                                "metadata.nbgrader.grade_id",
+                                f"{grade_id!r} is also the grade_id of cell {seen[grade_id]} "
+                                "(nbgrader: 'Duplicate grade id')",
+                                "give every cell its own grade_id",
+                            )
+                        )
                     else:
                         seen[grade_id] = index
             else:
                 meta = {}
         found.extend(_kit_cell_rules(cell))
         if role == "master" and RAISES_EXCEPTION in cell_meta.get("tags", []):
-            found.append(("metadata.tags", f"a master must not carry the {RAISES_EXCEPTION!r} tag: it would hide real errors when nbval runs the master", "remove the tag; build-notebooks adds it to the student copy where needed"))
+            found.append(
+                (
+                    "metadata.tags",
+                    f"a master must not carry the {RAISES_EXCEPTION!r} tag: "
+                    "it would hide real errors when nbval runs the master",
+                    "remove the tag; build-notebooks adds it to the student copy where needed",
+                )
+            )
         found.extend(_source_rules(cell, meta, role))
         problems.extend(Problem(name, index, field, message, fix) for field, message, fix in found)
     return problems

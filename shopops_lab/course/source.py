@@ -64,35 +64,12 @@ def scan_markers(source: str, *, allow_solution: bool, allow_hidden: bool) -> It
     open_line = 0
     for number, line in enumerate(source.split("\n"), start=1):
         marker = marker_of(line)
-        if marker is None:
-            word = reserved_word_in(line)
-            if word is not None:
-                yield MarkerIssue(
-                    number,
-                    f"line {number} contains {word!r} outside a marker line; nbgrader matches "
-                    f"it anywhere in a line and would cut the cell there",
-                    f"reword it (e.g. 'start of the solution'), or write the marker alone on "
-                    f"its line as {BEGIN_SOLUTION!r} / {END_SOLUTION!r} / {BEGIN_HIDDEN!r} / "
-                    f"{END_HIDDEN!r}",
-                )
+        misplaced = _misplaced(number, line, marker, allow_solution=allow_solution, allow_hidden=allow_hidden)
+        if misplaced is not None:
+            yield misplaced
+        elif marker is None:
             continue
-        is_solution_marker = marker in (BEGIN_SOLUTION, END_SOLUTION)
-        if is_solution_marker and not allow_solution:
-            yield MarkerIssue(
-                number,
-                f"line {number} is {marker!r} but this is not an answer cell",
-                "move the solution into an answer cell (cells.answer / cells.written), "
-                "or mark this cell solution: true",
-            )
-            continue
-        if not is_solution_marker and not allow_hidden:
-            yield MarkerIssue(
-                number,
-                f"line {number} is {marker!r} but hidden tests belong only in test cells",
-                "move the hidden tests into a test cell (cells.test: grade: true, solution: false)",
-            )
-            continue
-        if marker in (BEGIN_SOLUTION, BEGIN_HIDDEN):
+        elif marker in (BEGIN_SOLUTION, BEGIN_HIDDEN):
             if open_marker is not None:
                 yield MarkerIssue(
                     number,
@@ -119,6 +96,39 @@ def scan_markers(source: str, *, allow_solution: bool, allow_hidden: bool) -> It
             f"line {open_line} opens {open_marker!r} and nothing closes it",
             f"add a {closing!r} line after the region",
         )
+
+
+def _misplaced(number: int, line: str, marker: str | None, *, allow_solution: bool,
+               allow_hidden: bool) -> MarkerIssue | None:
+    """A reserved word where nbgrader would cut mid-line, or a marker in the wrong kind of cell."""
+    if marker is None:
+        word = reserved_word_in(line)
+        if word is None:
+            return None
+        return MarkerIssue(
+            number,
+            f"line {number} contains {word!r} outside a marker line; nbgrader matches "
+            f"it anywhere in a line and would cut the cell there",
+            f"reword it (e.g. 'start of the solution'), or write the marker alone on "
+            f"its line as {BEGIN_SOLUTION!r} / {END_SOLUTION!r} / {BEGIN_HIDDEN!r} / "
+            f"{END_HIDDEN!r}",
+        )
+    if marker in (BEGIN_SOLUTION, END_SOLUTION):
+        if allow_solution:
+            return None
+        return MarkerIssue(
+            number,
+            f"line {number} is {marker!r} but this is not an answer cell",
+            "move the solution into an answer cell (cells.answer / cells.written), "
+            "or mark this cell solution: true",
+        )
+    if allow_hidden:
+        return None
+    return MarkerIssue(
+        number,
+        f"line {number} is {marker!r} but hidden tests belong only in test cells",
+        "move the hidden tests into a test cell (cells.test: grade: true, solution: false)",
+    )
 
 
 def replace_regions(source: str, begin: str, end: str, stub: tuple[str, ...]) -> tuple[str, bool]:

@@ -6,8 +6,9 @@ event log, so the replay lines are all a learner needs to bring a surprising run
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.backpressure import NoBackpressure, describe_policy
@@ -47,22 +48,25 @@ class RunConfig:
         scenario's faults and random rates; a list of `Fault` replaces both, so exactly
         those faults happen. `policy=None` uses the scenario's policy."""
         sc = get_scenario(scenario)
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise BadArgumentError(field="seed", problem=f"is {seed!r}", fix="pass a whole number, e.g. seed=7")
+        arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=7")
         for name, value, most in (("items", items, MAX_ITEMS), ("workers", workers, MAX_WORKERS)):
             if value is not None:
                 arguments.whole(name, value, 1, f"pass a whole number from 1 to {most:,}, or leave it out "
                                 "for the scenario's own", most=most)
-        if adapter not in ADAPTERS:
-            raise BadArgumentError(field="adapter", problem=f"is {adapter!r}",
-                                   fix=f"pass one of: {', '.join(ADAPTERS)}")
+        arguments.choice("adapter", adapter, ADAPTERS, f"pass one of: {', '.join(ADAPTERS)}")
         chosen = None if faults is None else _fault_list(faults)
-        config = cls(scenario=sc, seed=seed, items=sc.items if items is None else items,
-                     workers=sc.workers if workers is None else workers, adapter=adapter,
-                     policy=policy if policy is not None else (sc.policy if sc.policy is not None else NoBackpressure()),
-                     faults=sc.faults if chosen is None else chosen,
-                     rates=sc.rates if chosen is None else FaultRates(),
-                     custom_policy=policy is not None, custom_faults=chosen is not None)
+        config = cls(
+            scenario=sc,
+            seed=seed,
+            items=sc.items if items is None else items,
+            workers=sc.workers if workers is None else workers,
+            adapter=adapter,
+            policy=policy if policy is not None else (sc.policy if sc.policy is not None else NoBackpressure()),
+            faults=sc.faults if chosen is None else chosen,
+            rates=sc.rates if chosen is None else FaultRates(),
+            custom_policy=policy is not None,
+            custom_faults=chosen is not None,
+        )
         ids = set(config.worker_ids)
         for i, fault in enumerate(config.faults):
             if fault.worker is not None and fault.worker not in ids:

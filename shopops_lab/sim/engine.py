@@ -18,10 +18,12 @@ replays from the seed up to the saved step, which is exact because the run is de
 from __future__ import annotations
 
 import heapq
+from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Iterable
+from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import Event, collector_paused
@@ -32,11 +34,11 @@ from shopops_lab.sim.scenarios import Scenario
 from shopops_lab.sim.workers import worker_loop
 from shopops_lab.sim.world import Action, World
 
-__all__ = ["ADAPTERS", "Simulation", "Snapshot", "Step", "run"]
+__all__ = ["ADAPTERS", "SimStep", "Simulation", "Snapshot", "run"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Step:
+class SimStep:
     """One event the engine handled: when, who acted, and what it wrote to the log."""
 
     number: int
@@ -47,6 +49,9 @@ class Step:
     def __str__(self) -> str:
         head = f"step {self.number} t={self.time:g} {self.actor}"
         return "\n".join([head, *(f"  {e}" for e in self.events)]) if self.events else f"{head} (nothing logged)"
+
+
+Step = SimStep  # its name before the kit had other steps (workflow steps, playground actions)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -103,21 +108,20 @@ class Simulation:
         """True once nothing is left to happen before the horizon."""
         return not self._heap or self._heap[0][0] > self.horizon
 
-    def step(self) -> Step | None:
+    def step(self) -> SimStep | None:
         """Handle the next event and say what happened; None when the run is over."""
         log = self.world.log
         start = len(log)
         if not self._advance(1, self.horizon):
             return None
-        return Step(number=self.steps, time=self.now, actor=self._last_actor,
+        return SimStep(number=self.steps, time=self.now, actor=self._last_actor,
                     events=tuple(log[i] for i in range(start, len(log))))
 
     def run_until(self, t: float | None = None) -> int:
         """Handle every event up to time `t` (default: the end); returns how many."""
         horizon = self.horizon
         if t is not None:
-            if isinstance(t, bool) or not isinstance(t, (int, float)) or t != t:
-                raise BadArgumentError(field="t", problem=f"is {t!r}", fix="pass a simulated time in seconds")
+            arguments.number("t", t, "pass a simulated time in seconds")
             horizon = min(horizon, t)
         with collector_paused():
             return self._advance(None, horizon)

@@ -45,6 +45,7 @@ import random
 from dataclasses import KW_ONLY, dataclass, fields
 from enum import StrEnum
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 
 __all__ = ["Fault", "FaultKind", "FaultPlan", "FaultRates", "Point"]
@@ -110,33 +111,38 @@ class Fault:
             raise BadArgumentError(field="kind", problem=f"is {self.kind!r}", fix=f"pass one of: {known}")
         kind = FaultKind(self.kind)
         object.__setattr__(self, "kind", kind)
-        if isinstance(self.at, bool) or not isinstance(self.at, (int, float)) or not 0 <= self.at < math.inf:
-            raise BadArgumentError(field="at", problem=f"is {self.at!r}",
-                                   fix="pass the simulated time in seconds (>= 0) from which the fault may strike")
-        object.__setattr__(self, "at", float(self.at))
+        object.__setattr__(self, "at", arguments.number(
+            "at", self.at, "pass the simulated time in seconds (>= 0) from which the fault may strike",
+            least=0, below=math.inf))
         for name, example in (("worker", "'W1'"), ("item", "'O-1001' or 'item-0001'")):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
-                raise BadArgumentError(field=name, problem=f"is {value!r}", fix=f"pass a name like {example}, or None for any")
+                raise BadArgumentError(
+                    field=name, problem=f"is {value!r}", fix=f"pass a name like {example}, or None for any"
+                )
         for name, kinds in (("worker", _WORKER_TARGETED), ("item", _ITEM_TARGETED), ("duration", _LASTING)):
             if getattr(self, name) is not None and kind not in kinds:
                 users = ", ".join(k.value for k in kinds)
                 raise BadArgumentError(field=name, problem=f"is set on a {kind.value} fault",
                                        fix=f"leave it out; only {users} take a {name}")
         if self.duration is not None:
-            d = self.duration
-            if isinstance(d, bool) or not isinstance(d, (int, float)) or not d > 0:
-                raise BadArgumentError(field="duration", problem=f"is {d!r}",
-                                       fix="pass a positive number of seconds (math.inf: a killed worker never restarts)")
-            object.__setattr__(self, "duration", float(d))
+            object.__setattr__(
+                self,
+                "duration",
+                arguments.number(
+                    "duration",
+                    self.duration,
+                    "pass a positive number of seconds (math.inf: a killed worker never restarts)",
+                    above=0,
+                ),
+            )
         if self.factor is not None:
             f = self.factor
             if kind is not FaultKind.GATEWAY_SPIKE:
                 raise BadArgumentError(field="factor", problem=f"is set on a {kind.value} fault",
                                        fix="only gateway_spike takes a factor")
-            if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f < math.inf:
-                raise BadArgumentError(field="factor", problem=f"is {f!r}", fix="pass how many times slower, e.g. 3")
-            object.__setattr__(self, "factor", float(f))
+            object.__setattr__(self, "factor", arguments.number("factor", f, "pass how many times slower, e.g. 3",
+                                                                above=0, below=math.inf))
         if self.point is None:
             object.__setattr__(self, "point", _inferred_point(kind, self.worker, self.item))
         elif (not isinstance(self.point, str) or self.point not in Point._value2member_map_
@@ -196,10 +202,8 @@ class FaultRates:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-                raise BadArgumentError(field=f.name, problem=f"is {value!r}",
-                                       fix="pass a probability between 0 and 1, e.g. 0.002")
+            arguments.number(f.name, getattr(self, f.name), "pass a probability between 0 and 1, e.g. 0.002",
+                             least=0, most=1)
         if self.per_delivery > 1:
             raise BadArgumentError(field="rates", problem=f"add up to {self.per_delivery:g} per delivery",
                                    fix="keep kill_worker + pause_worker + lose_ack + drop_reply + deliver_twice <= 1")

@@ -3,9 +3,10 @@ the event log, the checker's verdict, and the seed with a one-line replay, so an
 surprising run can be brought back exactly."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from shopops_lab.backpressure import describe_policy
 from shopops_lab.checker import Anomaly, CheckResult, check, is_approval

@@ -84,7 +84,7 @@ class Scenario:
         arguments.whole("workers", self.workers, most=MAX_WORKERS)
         arguments.whole("max_attempts", self.max_attempts)
         shares = (self.approvals, self.bulk)
-        if (any(isinstance(x, bool) or not isinstance(x, (int, float)) or not 0 <= x <= 1 for x in shares)
+        if (any(not arguments.is_number(x) or not 0 <= x <= 1 for x in shares)
                 or sum(shares) > 1):
             raise BadArgumentError(field="approvals", problem=f"is {self.approvals!r} with bulk={self.bulk!r}",
                                    fix="use shares between 0 and 1 that add up to at most 1")
@@ -100,8 +100,11 @@ class Scenario:
             raise BadArgumentError(field="restart_after", problem=f"is {self.restart_after!r}",
                                    fix="pass seconds > 0 (math.inf: killed workers stay down)")
         if self.idle_poll_max < self.idle_poll:
-            raise BadArgumentError(field="idle_poll_max", problem=f"is {self.idle_poll_max!r}, below idle_poll={self.idle_poll!r}",
-                                   fix="keep idle_poll <= idle_poll_max")
+            raise BadArgumentError(
+                field="idle_poll_max",
+                problem=f"is {self.idle_poll_max!r}, below idle_poll={self.idle_poll!r}",
+                fix="keep idle_poll <= idle_poll_max",
+            )
         if self.gateway_capacity is not None:
             arguments.whole("gateway_capacity", self.gateway_capacity)
         if not isinstance(self.faults, tuple) or not all(isinstance(f, Fault) for f in self.faults):

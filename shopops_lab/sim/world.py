@@ -11,13 +11,13 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from enum import IntEnum
-from typing import Any, Callable
+from typing import Any
 
 from shopops_lab.backpressure import Decision, Gateway, Signals, as_policy
 from shopops_lab.clock import FakeClock
-from shopops_lab.effects import Fault as ProviderFault
+from shopops_lab.effects import ProviderFault
 from shopops_lab.errors import LeaseExpiredError, LeaseSettledError, StaleTokenError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence

@@ -23,8 +23,10 @@ opening their own store on the same URL.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from functools import wraps
-from typing import Any, Callable, ContextManager, Iterable, Protocol
+from typing import Any, Protocol
 
 from shopops_lab.errors import ShopOpsError, SimulatedCrash, StoreOpenError
 from shopops_lab.events import EventLog
@@ -69,7 +71,7 @@ class Store(Protocol):
     transactional: bool
     """False for a store with nothing to roll back (memory): the engine then runs its calls
     directly, without entering `atomic`."""
-    atomic: ContextManager[Any]
+    atomic: AbstractContextManager[Any]
     """Reentrant: a block inside a block joins the outer transaction. Leaving the outer block
     normally commits everything in it; leaving it with any exception (a crash, a refused
     write, a bug) rolls all of it back, as in any database."""

@@ -139,7 +139,7 @@ class MemoryStore:
     def close(self) -> None:
         """Nothing to let go of."""
 
-    def __enter__(self) -> "MemoryStore":
+    def __enter__(self) -> MemoryStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

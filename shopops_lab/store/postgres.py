@@ -13,7 +13,8 @@ e.g. `?options=-csearch_path%3Dclass_a`), so a class can share one server.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from shopops_lab.errors import StoreOpenError
 from shopops_lab.store.sql import SQLStore, schema
@@ -65,8 +66,11 @@ class PostgresStore(SQLStore):
                 cursor = connection.execute(sql, params)
             return cursor
         except self._lost as error:
-            raise StoreOpenError(target=self.target, reason=f"the connection failed: {_first_line(error)}",
-                                 fix="check that the server is running and reachable, then open the store again") from None
+            raise StoreOpenError(
+                target=self.target,
+                reason=f"the connection failed: {_first_line(error)}",
+                fix="check that the server is running and reachable, then open the store again",
+            ) from None
 
     def _send(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Inside a transaction, hold a statement without an answer until the next one that

@@ -14,7 +14,8 @@ found by `seq` (an item's id is `item_id(seq)`), so the readable id needs no ind
 from __future__ import annotations
 
 import json
-from typing import Any, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from shopops_lab.errors import ForeignStoreError
 from shopops_lab.events import EventKind, EventLog
@@ -83,7 +84,7 @@ class _Transaction:
 
     __slots__ = ("_store", "_depth")
 
-    def __init__(self, store: "SQLStore") -> None:
+    def __init__(self, store: SQLStore) -> None:
         self._store = store
         self._depth = 0
 
@@ -110,7 +111,7 @@ class DatabaseLog(EventLog):
 
     __slots__ = ("_store", "_last")
 
-    def __init__(self, store: "SQLStore") -> None:
+    def __init__(self, store: SQLStore) -> None:
         super().__init__()
         self._store = store
         self._last = 0  # the database seq of the newest row fetched
@@ -387,7 +388,7 @@ class SQLStore:
         return [(s, (time, _KINDS[kind], item, case, worker, token, attempt, _info(info)))
                 for s, time, kind, item, case, worker, token, attempt, info in rows]
 
-    def __enter__(self) -> "SQLStore":
+    def __enter__(self) -> SQLStore:
         return self
 
     def __exit__(self, *exc: object) -> None:

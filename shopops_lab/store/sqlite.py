@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from shopops_lab.errors import ForeignStoreError, StoreOpenError
 from shopops_lab.store.sql import SCHEMA_VERSION, SQLStore, schema
@@ -94,8 +95,12 @@ def _check_file(path: Path, target: str) -> None:
             raise StoreOpenError(target=target, reason=f"it cannot be read ({error.strerror})",
                                  fix="check the file's permissions (ls -l), or choose another path") from None
         if header != _HEADER:
-            raise ForeignStoreError(target=target, found="is not an SQLite database (a damaged file, or another kind)",
-                                    expected=SCHEMA_VERSION, fix="choose another path; keep this file for whoever owns it")
+            raise ForeignStoreError(
+                target=target,
+                found="is not an SQLite database (a damaged file, or another kind)",
+                expected=SCHEMA_VERSION,
+                fix="choose another path; keep this file for whoever owns it",
+            )
 
 
 def _open_error(target: str, error: sqlite3.Error) -> Exception:

@@ -84,3 +84,48 @@ def arrowhead(x1: float, y1: float, x2: float, y2: float, *, color: str,
     px, py = -uy * width / 2, ux * width / 2
     points = f"{num(x2)},{num(y2)} {num(bx + px)},{num(by + py)} {num(bx - px)},{num(by - py)}"
     return f'<polygon points="{points}" fill="{color}" stroke="none"/>'
+
+
+# ---------------------------------------------------------------------------- elements
+# Geometry (positions, sizes, a path's steps) goes through `num`; style is written as
+# given, so `fill_opacity=0.16` stays 0.16. Style names are SVG's with `_` for `-` (`cls`
+# for `class`); a style of None is left out. Attributes keep the order they are passed in.
+
+def rect(x: float, y: float, width: float, height: float, **style: object) -> str:
+    return _element("rect", {"x": x, "y": y, "width": width, "height": height}, style)
+
+
+def line(x1: float, y1: float, x2: float, y2: float, **style: object) -> str:
+    return _element("line", {"x1": x1, "y1": y1, "x2": x2, "y2": y2}, style)
+
+
+def circle(cx: float, cy: float, r: float, **style: object) -> str:
+    return _element("circle", {"cx": cx, "cy": cy, "r": r}, style)
+
+
+def path(*steps: str | float, **style: object) -> str:
+    """A path from its steps: path("M", 0, 0, "L", 10, 10, stroke="#333")."""
+    return _element("path", {"d": " ".join(s if isinstance(s, str) else num(s) for s in steps)}, style)
+
+
+def polyline(points: list[tuple[float, float]], **style: object) -> str:
+    return _element("polyline", {"points": " ".join(f"{num(x)},{num(y)}" for x, y in points)}, style)
+
+
+def cross(x: float, y: float, half: float, **style: object) -> str:
+    """An X centred on (x, y), `half` wide each way."""
+    return path("M", x - half, y - half, "L", x + half, y + half,
+                "M", x - half, y + half, "L", x + half, y - half, **style)
+
+
+def group(cls: str, *children: str, tip: str | None = None) -> str:
+    """A <g class=...> on one line, with `tip` as the <title> a pointer shows."""
+    title = "" if tip is None else f"<title>{esc(tip)}</title>"
+    return f'<g class="{cls}">{title}{"".join(children)}</g>'
+
+
+def _element(tag: str, geometry: dict[str, float | str], style: dict[str, object]) -> str:
+    attributes = [f'{name}="{value if isinstance(value, str) else num(value)}"' for name, value in geometry.items()]
+    attributes += [f'{"class" if name == "cls" else name.replace("_", "-")}="{value}"'
+                   for name, value in style.items() if value is not None]
+    return f"<{tag} {' '.join(attributes)}/>"

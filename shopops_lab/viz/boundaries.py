@@ -136,9 +136,8 @@ def svg() -> str:
         left, right = middle - _GROUP_WIDTH / 2, middle + _GROUP_WIDTH / 2
         top = min(b.y for b in members) - _BOX_HEIGHT / 2 - 34
         bottom = max(b.y for b in members) + _BOX_HEIGHT / 2 + 14
-        body.append(f'<g class="group"><rect x="{_svg.num(left)}" y="{_svg.num(top)}" '
-                    f'width="{_svg.num(right - left)}" height="{_svg.num(bottom - top)}" fill="none" '
-                    f'stroke="#888"/>{_svg.text((left + right) / 2, top + 16, group.label, size=11)}</g>')
+        body.append(_svg.group("group", _svg.rect(left, top, right - left, bottom - top, fill="none", stroke="#888"),
+                               _svg.text((left + right) / 2, top + 16, group.label, size=11)))
     for arrow in ARROWS:
         body.append(_arrow(arrow, boxes[arrow.source], boxes[arrow.target]))
     for box in BOXES:
@@ -164,8 +163,7 @@ def _box(box: _Box) -> str:
     first = box.y + 4 - (len(lines) - 1) * 8
     texts = [_svg.text(box.x, first + 16 * i, line, size=size) for i, line in enumerate(lines)]
     return "\n".join([f'<g class="box {box.name}">',
-                      f'<rect x="{_svg.num(left)}" y="{_svg.num(top)}" width="{_svg.num(box.width)}" '
-                      f'height="{_svg.num(_BOX_HEIGHT)}" rx="{corner}" fill="{box.fill}" stroke="#555"/>',
+                      _svg.rect(left, top, box.width, _BOX_HEIGHT, rx=corner, fill=box.fill, stroke="#555"),
                       *texts, "</g>"])
 
 
@@ -177,12 +175,12 @@ def _arrow(arrow: _Arrow, source: _Box, target: _Box) -> str:
     x1, y1 = _svg.border(source.x + ox, source.y + oy, source.width / 2 + 2, _BOX_HEIGHT / 2 + 2, dx, dy)
     x2, y2 = _svg.border(target.x + ox, target.y + oy, target.width / 2 + 2, _BOX_HEIGHT / 2 + 2, -dx, -dy)
     color = LIT if arrow.lit else "#444"
-    dash = {"dashed": ' stroke-dasharray="6 4"', "dotted": ' stroke-dasharray="2 3"'}.get(arrow.style, "")
+    dash = {"dashed": "6 4", "dotted": "2 3"}.get(arrow.style)
     head = arrow.style != "dotted"
     end_x, end_y = (x2 - ux * 8, y2 - uy * 8) if head else (x2, y2)
     parts = [f'<g class="arrow {arrow.source}-{arrow.target}' + (' lit"' if arrow.lit else '"') + ">",
-             f'<line x1="{_svg.num(x1)}" y1="{_svg.num(y1)}" x2="{_svg.num(end_x)}" y2="{_svg.num(end_y)}" '
-             f'stroke="{color}" stroke-width="{2.4 if arrow.lit else 1.2}"{dash}/>']
+             _svg.line(x1, y1, end_x, end_y, stroke=color, stroke_width=2.4 if arrow.lit else 1.2,
+                       stroke_dasharray=dash)]
     if head:
         parts.append(_svg.arrowhead(x1, y1, x2, y2, color=color))
     if arrow.label:

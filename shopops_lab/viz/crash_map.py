@@ -39,14 +39,12 @@ def crash_map(*reports: Any) -> Diagram:
             box = BROKEN_BOX if row.violations else BOX
             if i:
                 top = y - GAP
-                body.append(f'<line x1="{_svg.num(middle)}" y1="{_svg.num(top)}" x2="{_svg.num(middle)}" '
-                            f'y2="{_svg.num(y)}" stroke="{EDGE}" stroke-width="1.2"/>')
+                body.append(_svg.line(middle, top, middle, y, stroke=EDGE, stroke_width=1.2))
                 body.append(_svg.arrowhead(middle, top, middle, y, color=EDGE, length=7, width=6))
                 body.append(_svg.text(middle + 8, top + GAP / 2 + 4, _action(report, row), size=10,
                                       anchor="start", fill="#444"))
             fill = BAD_FILL if row.violations else OK_FILL
-            body.append(f'<rect x="{_svg.num(left + 12)}" y="{_svg.num(y)}" width="{_svg.num(COLUMN - 24)}" '
-                        f'height="{box}" rx="8" fill="{fill}" stroke="#888"/>')
+            body.append(_svg.rect(left + 12, y, COLUMN - 24, box, rx=8, fill=fill, stroke="#888"))
             body.append(_svg.text(middle, y + 18, row.label, size=11))
             if row.violations:
                 broke = ", ".join(sorted(row.violations))

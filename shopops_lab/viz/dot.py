@@ -21,9 +21,10 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.viz import _svg
 
@@ -101,9 +102,7 @@ def render(source: str, *, title: str = "diagram", engine: str = "auto",
     if not isinstance(source, str) or not source.strip():
         raise BadArgumentError(field="source", problem=f"is {source!r}",
                                fix="pass DOT text, e.g. 'digraph { ready -> leased }'")
-    if engine not in ENGINES:
-        raise BadArgumentError(field="engine", problem=f"is {engine!r}",
-                               fix=f"pass one of {', '.join(map(repr, ENGINES))}")
+    arguments.choice("engine", engine, ENGINES, f"pass one of {', '.join(map(repr, ENGINES))}")
     reason = "Graphviz drawing switched off" if engine == "fallback" else ""
     if not reason:
         if dot_available():

@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from shopops_lab import metrics
+from shopops_lab import arguments, metrics
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.viz.panels import FaultPeriod, Panel, Series
@@ -140,7 +140,7 @@ def _depth_panel(log: EventLog, faults: list[FaultPeriod]) -> Panel:
 def _latency_panel(log: EventLog, bucket: float | None, budget: float | None,
                    faults: list[FaultPeriod]) -> Panel:
     rows = p95_series(log, bucket)
-    limit = None if budget is None else _number("budget", budget)
+    limit = None if budget is None else arguments.finite("budget", budget, "pass a number of seconds")
     panel = Panel(title="gateway p95 latency", xlabel="time (s)", ylabel="p95 latency (s)",
                   faults=tuple(faults), budget=limit, legend=True)
     if not rows:
@@ -182,7 +182,7 @@ def _rows(log: EventLog) -> list[tuple]:
 def _latency(info: Any) -> float | None:
     """A gateway call's duration: `seconds` (the gateway's key) or `latency`."""
     value = info.get("seconds", info.get("latency"))
-    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else value
+    return value if arguments.is_number(value) else None
 
 
 def _faults(faults: Sequence[FaultPeriod] | None, log: EventLog) -> list[FaultPeriod]:
@@ -191,7 +191,7 @@ def _faults(faults: Sequence[FaultPeriod] | None, log: EventLog) -> list[FaultPe
     periods = []
     for fault in faults:
         ok = (isinstance(fault, (tuple, list)) and len(fault) == 3 and isinstance(fault[2], str)
-              and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in fault[:2])
+              and all(map(arguments.is_number, fault[:2]))
               and fault[0] <= fault[1])
         if not ok:
             raise BadArgumentError(field="faults", problem=f"has {fault!r}",
@@ -201,18 +201,11 @@ def _faults(faults: Sequence[FaultPeriod] | None, log: EventLog) -> list[FaultPe
     return periods
 
 
-def _number(field: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix="pass a number of seconds")
-    return float(value)
-
-
 def _bucket(bucket: float | None, rows: list[tuple], *, buckets: int = 40) -> float:
     """The bucket width: as given, or a round number giving about `buckets` over the log."""
     if bucket is not None:
-        if _number("bucket", bucket) <= 0:
-            raise BadArgumentError(field="bucket", problem=f"is {bucket!r}", fix="pass a positive number of seconds")
-        return float(bucket)
+        arguments.finite("bucket", bucket, "pass a number of seconds")
+        return arguments.number("bucket", bucket, "pass a positive number of seconds", above=0)
     times = [row[0] for row in rows]
     raw = max(max(times) - min(times), 1.0) / buckets
     power = 10 ** math.floor(math.log10(raw))

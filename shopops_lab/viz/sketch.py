@@ -44,8 +44,7 @@ def _panel(panel: Panel, left: float, top: float, width: float, height: float) -
            f'<text x="0" y="0" font-size="11" text-anchor="middle" fill="#444" class="ylabel" '
            f'transform="translate({_svg.num(left + 16)} {_svg.num((y0 + y1) / 2)}) rotate(-90)">'
            f'{_svg.esc(panel.ylabel)}</text>',
-           f'<rect x="{_svg.num(x0)}" y="{_svg.num(y1)}" width="{_svg.num(x1 - x0)}" '
-           f'height="{_svg.num(y0 - y1)}" fill="none" stroke="#999"/>']
+           _svg.rect(x0, y1, x1 - x0, y0 - y1, fill="none", stroke="#999")]
     if panel.empty:
         out += [_svg.text((x0 + x1) / 2, (y0 + y1) / 2, "no data yet", size=12, fill="#666"), "</g>"]
         return out
@@ -64,21 +63,20 @@ def _panel(panel: Panel, left: float, top: float, width: float, height: float) -
         return y0 - y / top_value * (y0 - y1)
 
     for start, end, label in panel.faults:
-        out.append(f'<rect x="{_svg.num(px(start))}" y="{_svg.num(y1)}" width="{_svg.num(max(px(end) - px(start), 1))}" '
-                   f'height="{_svg.num(y0 - y1)}" fill="{_FAULT}" fill-opacity="0.12" class="fault"/>')
+        out.append(_svg.rect(px(start), y1, max(px(end) - px(start), 1), y0 - y1, fill=_FAULT, fill_opacity=0.12,
+                             cls="fault"))
         out.append(_svg.text(px(start) + 3, y1 + 12, label, size=10, anchor="start", fill="#a01010"))
     for x, value, color in panel.bars:
         bar_w = (x1 - x0) / max(len(panel.bars) * 1.5, 1)
-        out.append(f'<rect x="{_svg.num(px(x) - bar_w / 2)}" y="{_svg.num(py(value))}" width="{_svg.num(bar_w)}" '
-                   f'height="{_svg.num(y0 - py(value))}" fill="{color}" class="bar"/>')
+        out.append(_svg.rect(px(x) - bar_w / 2, py(value), bar_w, y0 - py(value), fill=color, cls="bar"))
         out.append(_svg.text(px(x), py(value) - 3, value, size=10))
         out.append(_svg.text(px(x), y0 + 14, x, size=10, fill="#444"))
     for line in panel.series:
-        points = " ".join(f"{_svg.num(px(x))},{_svg.num(py(y))}" for x, y in _stepped(line))
-        out.append(f'<polyline points="{points}" fill="none" stroke="{line.color}" stroke-width="1.5" class="line"/>')
+        out.append(_svg.polyline([(px(x), py(y)) for x, y in _stepped(line)], fill="none", stroke=line.color,
+                                 stroke_width=1.5, cls="line"))
     if panel.budget is not None:
-        out.append(f'<line x1="{_svg.num(x0)}" y1="{_svg.num(py(panel.budget))}" x2="{_svg.num(x1)}" '
-                   f'y2="{_svg.num(py(panel.budget))}" stroke="{_FAULT}" stroke-dasharray="6 4" class="budget"/>')
+        out.append(_svg.line(x0, py(panel.budget), x1, py(panel.budget), stroke=_FAULT, stroke_dasharray="6 4",
+                             cls="budget"))
     out += [_svg.text(x0 - 4, y0 + 4, 0, size=10, anchor="end", fill="#444"),
             _svg.text(x0 - 4, y1 + 10, _round(top_value), size=10, anchor="end", fill="#444")]
     if not panel.bars:

@@ -16,6 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.states import TRANSITIONS, ItemState
@@ -63,9 +64,7 @@ def state_machine(queue: Any = None, highlight: Edge | str | None = None, *,
     Graphviz when `dot` runs and the kit's own layout otherwise; "fallback" always uses
     the kit's own layout (what JupyterLite shows).
     """
-    if engine not in ENGINES:
-        raise BadArgumentError(field="engine", problem=f"is {engine!r}",
-                               fix="pass 'auto' (Graphviz where it runs, the default) or 'fallback'")
+    arguments.choice("engine", engine, ENGINES, "pass 'auto' (Graphviz where it runs, the default) or 'fallback'")
     counts = None
     if queue is not None:
         if not callable(getattr(queue, "counts", None)) or not isinstance(getattr(queue, "log", None), EventLog):
@@ -129,13 +128,12 @@ def lease_svg(counts: Mapping[ItemState, int] | None = None, highlight: Edge | s
         body.extend(_edge_svg(start, pos[target], label, entry=source is None, parallel=two_way,
                               lit=edge == (source, target), name=f"{_name(source)}-{target.value}"))
     ex, ey = _ENTRY_POS
-    body.append(f'<circle cx="{_svg.num(ex)}" cy="{_svg.num(ey)}" r="6" fill="#222" class="entry"/>')
+    body.append(_svg.circle(ex, ey, 6, fill="#222", cls="entry"))
     for state in _states():
         x, y = pos[state]
         body.append(f'<g class="state {state.value}">')
-        body.append(f'<rect x="{_svg.num(x - _BOX_W / 2)}" y="{_svg.num(y - _BOX_H / 2)}" '
-                    f'width="{_svg.num(_BOX_W)}" height="{_svg.num(_BOX_H)}" rx="14" '
-                    f'fill="{_FILL.get(state, "#ffffff")}" stroke="#555" stroke-width="1.2"/>')
+        body.append(_svg.rect(x - _BOX_W / 2, y - _BOX_H / 2, _BOX_W, _BOX_H, rx=14, fill=_FILL.get(state, "#ffffff"),
+                              stroke="#555", stroke_width=1.2))
         if counts is None:
             body.append(_svg.text(x, y + 5, state.value, size=15, weight="bold"))
         else:
@@ -215,8 +213,7 @@ def _edge_svg(start: tuple[float, float], end: tuple[float, float], label: str, 
     else:
         anchor, my = "middle", (my - 2 if ly < 0 else my + 11)
     return [f'<g class="{cls}">',
-            f'<line x1="{_svg.num(sx)}" y1="{_svg.num(sy)}" x2="{_svg.num(tx - ux * 8)}" '
-            f'y2="{_svg.num(ty - uy * 8)}" stroke="{color}" stroke-width="{width}"/>',
+            _svg.line(sx, sy, tx - ux * 8, ty - uy * 8, stroke=color, stroke_width=width),
             _svg.arrowhead(sx, sy, tx, ty, color=color, length=10, width=8 if lit else 7),
             _svg.text(mx, my, label, size=12, anchor=anchor, fill=color,
                       weight="bold" if lit else None, cls="label"),

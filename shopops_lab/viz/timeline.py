@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shopops_lab import arguments
@@ -38,6 +38,7 @@ COLORS = {"acked": "#2ca02c", "nacked": "#ff7f0e", "expired": "#8c8c8c", "lost":
 _ENDINGS = {EventKind.ACKED: "acked", EventKind.NACKED: "nacked", EventKind.EXPIRED: "expired",
             EventKind.LEASE_LOST: "lost"}
 _STARTS = (EventKind.LEASED, EventKind.DELIVERED_TWICE)
+_DOWN = {EventKind.WORKER_CRASHED: "crash", EventKind.WORKER_PAUSED: "pause"}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -140,127 +141,173 @@ def build_timeline(log: EventLog | Iterable[Event], *, cases: Iterable[str] | No
     `cases` / `workers` keep only those; `until` drops everything after that time. When
     more than `max_leases` leases or `max_workers` workers remain, the first ones are
     kept and `note` says what was left out.
+
+    Three steps: scan the log once into rows, filter them by case and worker, and cut a
+    window that fits the picture.
     """
     events = _events(log)
-    case_set = _names("cases", cases)
-    worker_set = _names("workers", workers)
+    case_set = None if cases is None else arguments.names("cases", cases, "O-1001")
+    worker_set = None if workers is None else arguments.names("workers", workers, "W1")
     arguments.whole("max_leases", max_leases)
     arguments.whole("max_workers", max_workers)
     if until is not None:
-        if isinstance(until, bool) or not isinstance(until, (int, float)) or until != until:
-            raise BadArgumentError(field="until", problem=f"is {until!r}",
-                                   fix="pass a time in seconds, e.g. until=120")
+        until = arguments.number("until", until, "pass a time in seconds, e.g. until=120")
         events = [e for e in events if e.time <= until]
     if not events:
         return _empty(until)
-    end = float(until) if until is not None else events[-1].time
-    end_seq = events[-1].seq
+    scan = _Scan(end=until if until is not None else events[-1].time, end_seq=events[-1].seq)
+    for event in events:
+        scan.read(event)
+    lanes, leases, totals = _filter(scan, case_set, worker_set, max_workers)
+    return _window(scan, lanes, leases, max_leases, totals, busy_only=worker_set is None)
 
-    leases: list[dict[str, Any]] = []
-    open_leases: dict[tuple[str | None, int | None, str | None], dict[str, Any]] = {}
-    bands: list[dict[str, Any]] = []
-    open_bands: dict[str, dict[str, Any]] = {}
-    contacts: list[ContactMark] = []
-    rejections: list[Rejection] = []
-    seen_intents: set[tuple[str | None, str | None]] = set()
-    ended_last: dict[str | None, dict[str, Any]] = {}
-    for e in events:
+
+_Row = dict[str, Any]  # a lease or band being read: its fields, until it is frozen
+
+
+@dataclass
+class _Scan:
+    """The log read once: lease and band rows (those still open end at `end`), contacts
+    and rejections, in log order."""
+
+    end: float
+    end_seq: int
+    leases: list[_Row] = field(default_factory=list)
+    bands: list[_Row] = field(default_factory=list)
+    contacts: list[ContactMark] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+    _open_leases: dict[tuple[str | None, int | None, str | None], _Row] = field(default_factory=dict)
+    _open_bands: dict[str, _Row] = field(default_factory=dict)
+    _ended_last: dict[str | None, _Row] = field(default_factory=dict)
+    _intents: set[tuple[str | None, str | None]] = field(default_factory=set)
+
+    def read(self, e: Event) -> None:
         kind = e.kind
-        if kind in _STARTS and e.worker_id is not None:
-            row = {"item_id": e.item_id, "case_id": e.case_id, "worker_id": e.worker_id, "token": e.token,
-                   "attempt": e.attempt, "start": e.time, "end": end, "outcome": "open", "dead": False,
-                   "copy": kind is EventKind.DELIVERED_TWICE, "start_seq": e.seq, "end_seq": end_seq}
-            leases.append(row)
-            open_leases[(e.item_id, e.token, e.worker_id)] = row
-        elif kind in _ENDINGS:
-            # keyed by worker too: a duplicated delivery gives two workers the same token
-            row = open_leases.pop((e.item_id, e.token, e.worker_id), None)
-            if row is not None:
-                # an expiry is noticed on the queue's next call; the lease ended at its deadline
-                ended = e.info.get("expires_at", e.time) if kind is EventKind.EXPIRED else e.time
-                row.update(end=min(float(ended), e.time), outcome=_ENDINGS[kind], end_seq=e.seq)
-                ended_last[e.item_id] = row
+        if kind in _ENDINGS:
+            self._end_lease(e)
         elif kind is EventKind.DEAD_LETTERED:
-            row = ended_last.get(e.item_id)
+            row = self._ended_last.get(e.item_id)
             if row is not None and row["token"] == e.token:
                 row["dead"] = True
-        elif kind in (EventKind.WORKER_CRASHED, EventKind.WORKER_PAUSED) and e.worker_id is not None:
-            if e.worker_id not in open_bands:
-                band = {"worker_id": e.worker_id, "start": e.time, "end": end, "open": True,
-                        "kind": "crash" if kind is EventKind.WORKER_CRASHED else "pause",
-                        "start_seq": e.seq, "end_seq": end_seq}
-                bands.append(band)
-                open_bands[e.worker_id] = band
-        elif kind is EventKind.WORKER_RESUMED and e.worker_id is not None:
-            band = open_bands.pop(e.worker_id, None)
+        elif e.worker_id is None:
+            return
+        elif kind in _STARTS:
+            row = {"item_id": e.item_id, "case_id": e.case_id, "worker_id": e.worker_id, "token": e.token,
+                   "attempt": e.attempt, "start": e.time, "end": self.end, "outcome": "open", "dead": False,
+                   "copy": kind is EventKind.DELIVERED_TWICE, "start_seq": e.seq, "end_seq": self.end_seq}
+            self.leases.append(row)
+            self._open_leases[(e.item_id, e.token, e.worker_id)] = row
+        elif kind in _DOWN:
+            self._down(e)
+        elif kind is EventKind.WORKER_RESUMED:
+            band = self._open_bands.pop(e.worker_id, None)
             if band is not None:
                 band.update(end=e.time, open=False, end_seq=e.seq)
-        elif kind in (EventKind.CONTACT_SENT, EventKind.CONTACT_DEDUPED) and e.worker_id is not None:
-            intent = (e.case_id, e.info.get("idem_key"))
-            sent = kind is EventKind.CONTACT_SENT
-            contacts.append(ContactMark(worker_id=e.worker_id, case_id=e.case_id, time=e.time, seq=e.seq,
-                                        message_id=e.info.get("message_id"), idem_key=intent[1],
-                                        duplicate=sent and intent in seen_intents, deduped=not sent))
-            if sent:
-                seen_intents.add(intent)
-        elif kind is EventKind.STALE_REJECTED and e.worker_id is not None:
-            rejections.append(Rejection(worker_id=e.worker_id, item_id=e.item_id, case_id=e.case_id,
-                                        token=e.token, time=e.time, seq=e.seq))
+        elif kind in (EventKind.CONTACT_SENT, EventKind.CONTACT_DEDUPED):
+            self._contact(e)
+        elif kind is EventKind.STALE_REJECTED:
+            self.rejections.append(Rejection(worker_id=e.worker_id, item_id=e.item_id, case_id=e.case_id,
+                                             token=e.token, time=e.time, seq=e.seq))
 
+    def _end_lease(self, e: Event) -> None:
+        # keyed by worker too: a duplicated delivery gives two workers the same token
+        row = self._open_leases.pop((e.item_id, e.token, e.worker_id), None)
+        if row is not None:
+            # an expiry is noticed on the queue's next call; the lease ended at its deadline
+            ended = e.info.get("expires_at", e.time) if e.kind is EventKind.EXPIRED else e.time
+            row.update(end=min(float(ended), e.time), outcome=_ENDINGS[e.kind], end_seq=e.seq)
+            self._ended_last[e.item_id] = row
+
+    def _down(self, e: Event) -> None:
+        if e.worker_id not in self._open_bands:
+            band = {"worker_id": e.worker_id, "start": e.time, "end": self.end, "open": True,
+                    "kind": _DOWN[e.kind], "start_seq": e.seq, "end_seq": self.end_seq}
+            self.bands.append(band)
+            self._open_bands[e.worker_id] = band
+
+    def _contact(self, e: Event) -> None:
+        intent = (e.case_id, e.info.get("idem_key"))
+        sent = e.kind is EventKind.CONTACT_SENT
+        self.contacts.append(ContactMark(worker_id=e.worker_id, case_id=e.case_id, time=e.time, seq=e.seq,
+                                         message_id=e.info.get("message_id"), idem_key=intent[1],
+                                         duplicate=sent and intent in self._intents, deduped=not sent))
+        if sent:
+            self._intents.add(intent)
+
+
+def _filter(scan: _Scan, case_set: frozenset[str] | None, worker_set: frozenset[str] | None,
+            max_workers: int) -> tuple[list[str], list[_Row], tuple[int, int]]:
+    """Keep the chosen cases (in place) and workers: the lanes to draw (at most
+    `max_workers`), the leases on them, and (leases, workers) before the lane cap."""
     if case_set is not None:
-        leases = [r for r in leases if r["case_id"] in case_set]
-        contacts = [c for c in contacts if c.case_id in case_set]
-        rejections = [r for r in rejections if r.case_id in case_set]
-    lanes = sorted({r["worker_id"] for r in leases} | {c.worker_id for c in contacts}
-                   | {r.worker_id for r in rejections}
-                   | ({b["worker_id"] for b in bands} if case_set is None else set()), key=natural_key)
+        scan.leases = [r for r in scan.leases if r["case_id"] in case_set]
+        scan.contacts = [c for c in scan.contacts if c.case_id in case_set]
+        scan.rejections = [r for r in scan.rejections if r.case_id in case_set]
     if worker_set is not None:
         lanes = sorted(worker_set, key=natural_key)
-        leases = [r for r in leases if r["worker_id"] in worker_set]
-    total_workers, total_leases = len(lanes), len(leases)
-    lanes = lanes[:max_workers]
-    shown = set(lanes)
-    leases = [r for r in leases if r["worker_id"] in shown]
+        leases = [r for r in scan.leases if r["worker_id"] in worker_set]
+    else:
+        busy = ({r["worker_id"] for r in scan.leases} | {c.worker_id for c in scan.contacts}
+                | {r.worker_id for r in scan.rejections}
+                | ({b["worker_id"] for b in scan.bands} if case_set is None else set()))
+        lanes, leases = sorted(busy, key=natural_key), scan.leases
+    totals = (len(leases), len(lanes))
+    shown = set(lanes[:max_workers])
+    return lanes[:max_workers], [r for r in leases if r["worker_id"] in shown], totals
 
+
+def _window(scan: _Scan, lanes: list[str], leases: list[_Row], max_leases: int, totals: tuple[int, int], *,
+            busy_only: bool) -> Timeline:
+    """Freeze what is in view: with more than `max_leases` leases, the log up to the moment
+    the first lease left out began. `busy_only` drops lanes left with nothing to show."""
+    end, end_seq = scan.end, scan.end_seq
     if len(leases) > max_leases:
-        # a window: the log up to the moment the first lease left out began
         cut = leases[max_leases]
         end, end_seq = cut["start"], cut["start_seq"] - 1
         leases = leases[:max_leases]
         for row in leases:
             if row["end_seq"] > end_seq:
                 row.update(end=end, end_seq=end_seq, outcome="open", dead=False)
+    shown = set(lanes)
 
     def in_view(worker: str, seq: int) -> bool:
         return worker in shown and seq <= end_seq
 
     spans = tuple(LeaseSpan(**r) for r in leases)
-    kept_bands = tuple(Band(**{**b, "end": min(b["end"], end), "end_seq": min(b["end_seq"], end_seq),
-                               "open": b["open"] or b["end_seq"] > end_seq})
-                       for b in bands if in_view(b["worker_id"], b["start_seq"]))
-    kept_contacts = tuple(c for c in contacts if in_view(c.worker_id, c.seq))
-    kept_rejections = tuple(r for r in rejections if in_view(r.worker_id, r.seq))
-    if worker_set is None:  # after a cut, keep only the lanes with something to show
-        busy = ({s.worker_id for s in spans} | {b.worker_id for b in kept_bands}
-                | {c.worker_id for c in kept_contacts} | {r.worker_id for r in kept_rejections})
+    bands = tuple(Band(**{**b, "end": min(b["end"], end), "end_seq": min(b["end_seq"], end_seq),
+                          "open": b["open"] or b["end_seq"] > end_seq})
+                  for b in scan.bands if in_view(b["worker_id"], b["start_seq"]))
+    contacts = tuple(c for c in scan.contacts if in_view(c.worker_id, c.seq))
+    rejections = tuple(r for r in scan.rejections if in_view(r.worker_id, r.seq))
+    marks = (*spans, *bands, *contacts, *rejections)
+    if busy_only:  # after a cut, keep only the lanes with something to show
+        busy = {m.worker_id for m in marks}
         lanes = [w for w in lanes if w in busy]
+    total_leases, total_workers = totals
+    return Timeline(lanes=tuple(lanes), leases=spans, bands=bands, contacts=contacts, rejections=rejections,
+                    links=_links(spans), start=min((_start(m) for m in marks), default=0.0), end=end,
+                    start_seq=min((_start_seq(m) for m in marks), default=0), end_seq=end_seq,
+                    total_leases=total_leases, total_workers=total_workers,
+                    note=_note(len(spans), total_leases, len(lanes), total_workers))
+
+
+def _start(mark: LeaseSpan | Band | ContactMark | Rejection) -> float:
+    return mark.start if isinstance(mark, (LeaseSpan, Band)) else mark.time
+
+
+def _start_seq(mark: LeaseSpan | Band | ContactMark | Rejection) -> int:
+    return mark.start_seq if isinstance(mark, (LeaseSpan, Band)) else mark.seq
+
+
+def _note(leases: int, total_leases: int, lanes: int, total_workers: int) -> str:
     notes = []
-    if len(spans) < total_leases:
-        notes.append(f"{len(spans)} of {total_leases:,} leases")
-    if total_workers > len(lanes):
-        notes.append(f"{len(lanes)} of {total_workers:,} workers")
-    note = ""
-    if notes:
-        note = f"showing {' and '.join(notes)}; pass cases=[...], workers=[...] or until=... to zoom"
-    links = _links(spans)
-    times = ([s.start for s in spans] + [b.start for b in kept_bands] + [c.time for c in kept_contacts]
-             + [r.time for r in kept_rejections])
-    seqs = ([s.start_seq for s in spans] + [b.start_seq for b in kept_bands] + [c.seq for c in kept_contacts]
-            + [r.seq for r in kept_rejections])
-    return Timeline(lanes=tuple(lanes), leases=spans, bands=kept_bands, contacts=kept_contacts,
-                    rejections=kept_rejections, links=links, start=min(times, default=0.0),
-                    end=end, start_seq=min(seqs, default=0), end_seq=end_seq,
-                    total_leases=total_leases, total_workers=total_workers, note=note)
+    if leases < total_leases:
+        notes.append(f"{leases} of {total_leases:,} leases")
+    if total_workers > lanes:
+        notes.append(f"{lanes} of {total_workers:,} workers")
+    if not notes:
+        return ""
+    return f"showing {' and '.join(notes)}; pass cases=[...], workers=[...] or until=... to zoom"
 
 
 def timeline(log: EventLog | Iterable[Event], *, cases: Iterable[str] | None = None,
@@ -269,8 +316,7 @@ def timeline(log: EventLog | Iterable[Event], *, cases: Iterable[str] | None = N
              max_workers: int = MAX_WORKERS) -> Diagram:
     """Draw deliveries per worker. axis="time" spaces events by the clock; axis="seq"
     spaces them by their order in the log (useful when the clock never moved)."""
-    if axis not in ("time", "seq"):
-        raise BadArgumentError(field="axis", problem=f"is {axis!r}", fix="pass 'time' or 'seq'")
+    arguments.choice("axis", axis, ("time", "seq"), "pass 'time' or 'seq'")
     data = build_timeline(log, cases=cases, workers=workers, until=until,
                           max_leases=max_leases, max_workers=max_workers)
     return Diagram(title=TITLE, svg=draw(data, axis=axis), engine="builtin", note=data.note)
@@ -278,10 +324,13 @@ def timeline(log: EventLog | Iterable[Event], *, cases: Iterable[str] | None = N
 
 # ---------------------------------------------------------------------------- drawing
 _LEFT, _RIGHT, _LANE, _WIDTH = 70.0, 30.0, 40.0, 860.0
+_PLOT_WIDTH = _WIDTH - _LEFT - _RIGHT
+_LINK, _STALE = "#7b3294", "#8b0000"  # redelivery arrows; refused stale writes
 
 
 def draw(data: Timeline, *, axis: str = "time") -> str:
-    """The SVG of a `Timeline`."""
+    """The SVG of a `Timeline`: lanes and axis, then one layer each for bands, leases,
+    redelivery links, contacts and rejections, then the legend."""
     top = 44.0 if data.note else 28.0
     height = top + _LANE * max(1, len(data.lanes)) + 70
     body: list[str] = [_svg.text(_LEFT, 18, f"{TITLE}: {len(data.leases)} leases on "
@@ -291,74 +340,114 @@ def draw(data: Timeline, *, axis: str = "time") -> str:
     if not data.lanes:
         body.append(_svg.text(_WIDTH / 2, top + 24, "no leases to show yet", size=13, fill="#666"))
         return _svg.document(_WIDTH, height, body, label=TITLE)
+    frame = _Frame.of(data, top, by_seq=axis == "seq")
+    bars = [frame.bar(span) for span in data.leases]
+    body += [*_lanes(frame), *_bands(frame, data.bands), *_leases(data.leases, bars),
+             *_links_drawn(data, bars), *_contacts(frame, data.contacts), *_rejections(frame, data.rejections),
+             *_legend(frame.bottom + 54)]
+    return _svg.document(_WIDTH, height, body, label=TITLE)
 
-    by_seq = axis == "seq"
-    lo, hi = (data.start_seq, data.end_seq + 1) if by_seq else (data.start, data.end)
-    ticks, lo, hi = _ticks(lo, hi, whole=by_seq)
-    span = hi - lo
-    plot_w = _WIDTH - _LEFT - _RIGHT
 
-    def x_of(value: float) -> float:
-        return _LEFT + (value - lo) / span * plot_w
+@dataclass(frozen=True)
+class _Frame:
+    """Where things go: lanes from `top` down, and the x of a time (or, `by_seq`, of an
+    event's number in the log) between the first and last tick."""
 
-    lane_y = {w: top + _LANE * i + _LANE / 2 for i, w in enumerate(data.lanes)}
-    bottom = top + _LANE * len(data.lanes)
+    lanes: tuple[str, ...]
+    top: float
+    by_seq: bool
+    ticks: list[float]
+    lo: float
+    hi: float
 
-    for i, worker in enumerate(data.lanes):
-        y = lane_y[worker]
+    @classmethod
+    def of(cls, data: Timeline, top: float, *, by_seq: bool) -> _Frame:
+        lo, hi = (data.start_seq, data.end_seq + 1) if by_seq else (data.start, data.end)
+        ticks, lo, hi = _ticks(lo, hi, whole=by_seq)
+        return cls(data.lanes, top, by_seq, ticks, lo, hi)
+
+    @property
+    def bottom(self) -> float:
+        return self.top + _LANE * len(self.lanes)
+
+    def at(self, value: float) -> float:
+        return _LEFT + (value - self.lo) / (self.hi - self.lo) * _PLOT_WIDTH
+
+    def x(self, time: float, seq: int) -> float:
+        return self.at(seq if self.by_seq else time)
+
+    def y(self, worker: str) -> float:
+        """The middle of `worker`'s lane."""
+        return self.top + _LANE * self.lanes.index(worker) + _LANE / 2
+
+    def bar(self, span: LeaseSpan) -> tuple[float, float, float]:
+        """Where a lease's bar starts and ends, and its lane's middle."""
+        x1 = self.x(span.start, span.start_seq)
+        return x1, max(self.x(span.end, span.end_seq), x1 + 3), self.y(span.worker_id)
+
+
+def _lanes(frame: _Frame) -> list[str]:
+    """Striped lanes with their workers' names, the time axis and its ticks."""
+    body = []
+    for i, worker in enumerate(frame.lanes):
+        y = frame.y(worker)
         if i % 2 == 0:
-            body.append(f'<rect x="{_svg.num(_LEFT)}" y="{_svg.num(y - _LANE / 2)}" width="{_svg.num(plot_w)}" '
-                        f'height="{_svg.num(_LANE)}" fill="#f5f5f5"/>')
+            body.append(_svg.rect(_LEFT, y - _LANE / 2, _PLOT_WIDTH, _LANE, fill="#f5f5f5"))
         body.append(_svg.text(_LEFT - 8, y + 4, worker, size=12, anchor="end", weight="bold", cls="lane"))
-    for t in ticks:
-        x = x_of(t)
-        body.append(f'<line x1="{_svg.num(x)}" y1="{_svg.num(top)}" x2="{_svg.num(x)}" y2="{_svg.num(bottom + 5)}" '
-                    f'stroke="#dddddd" stroke-width="1"/>')
+    bottom = frame.bottom
+    for t in frame.ticks:
+        x = frame.at(t)
+        body.append(_svg.line(x, frame.top, x, bottom + 5, stroke="#dddddd", stroke_width=1))
         body.append(_svg.text(x, bottom + 18, f"{t:g}", size=11, fill="#444"))
-    body.append(f'<line x1="{_svg.num(_LEFT)}" y1="{_svg.num(bottom)}" x2="{_svg.num(_WIDTH - _RIGHT)}" '
-                f'y2="{_svg.num(bottom)}" stroke="#444" stroke-width="1"/>')
-    caption = "event number in the log" if by_seq else "time (s)"
+    body.append(_svg.line(_LEFT, bottom, _WIDTH - _RIGHT, bottom, stroke="#444", stroke_width=1))
+    caption = "event number in the log" if frame.by_seq else "time (s)"
     body.append(_svg.text(_WIDTH - _RIGHT, bottom + 34, caption, size=11, anchor="end", fill="#444"))
+    return body
 
-    for band in data.bands:
-        x1, x2 = x_of(band.start_seq if by_seq else band.start), x_of(band.end_seq if by_seq else band.end)
-        y = lane_y[band.worker_id] - _LANE / 2
+
+def _bands(frame: _Frame, bands: tuple[Band, ...]) -> list[str]:
+    """A shaded, dashed box over each period a worker was down or frozen."""
+    body = []
+    for band in bands:
+        x1, x2 = frame.x(band.start, band.start_seq), frame.x(band.end, band.end_seq)
+        y = frame.y(band.worker_id) - _LANE / 2
         color = "#d62728" if band.kind == "crash" else "#e6a800"
         word = "crashed" if band.kind == "crash" else "paused"
         until_text = "end of view" if band.open else f"t={band.end:g}"
-        body.append(f'<g class="band {band.kind}"><title>{_svg.esc(band.worker_id)} {word} at t={band.start:g} '
-                    f'until {until_text}</title>'
-                    f'<rect x="{_svg.num(x1)}" y="{_svg.num(y + 1)}" width="{_svg.num(max(x2 - x1, 2))}" '
-                    f'height="{_svg.num(_LANE - 2)}" fill="{color}" fill-opacity="0.16" '
-                    f'stroke="{color}" stroke-opacity="0.5" stroke-dasharray="3,2"/>'
-                    + _svg.text(x1 + 3, y + _LANE - 5, word, size=9, anchor="start", fill=color) + "</g>")
+        body.append(_svg.group(
+            f"band {band.kind}",
+            _svg.rect(x1, y + 1, max(x2 - x1, 2), _LANE - 2, fill=color, fill_opacity=0.16, stroke=color,
+                      stroke_opacity=0.5, stroke_dasharray="3,2"),
+            _svg.text(x1 + 3, y + _LANE - 5, word, size=9, anchor="start", fill=color),
+            tip=f"{band.worker_id} {word} at t={band.start:g} until {until_text}"))
+    return body
 
-    bars: list[tuple[float, float, float]] = []
-    for span_ in data.leases:
-        x1 = x_of(span_.start_seq if by_seq else span_.start)
-        x2 = max(x_of(span_.end_seq if by_seq else span_.end), x1 + 3)
-        y = lane_y[span_.worker_id]
-        bars.append((x1, x2, y))
-        color = COLORS[span_.outcome]
-        dash = ' stroke-dasharray="4,2"' if span_.outcome == "open" else ""
-        how = "still held" if span_.outcome == "open" else f"{span_.outcome} at t={span_.end:g}"
-        dead = ", then dead-lettered" if span_.dead else ""
-        got = "got a duplicate delivery of" if span_.copy else "leased"
-        tip = (f"{span_.worker_id} {got} {span_.case_id} ({span_.item_id}, token {span_.token}, "
-               f"attempt {span_.attempt}) at t={span_.start:g}; {how}{dead}")
-        cls = span_.outcome + (" dead" if span_.dead else "") + (" copy" if span_.copy else "")
-        parts = [f'<g class="lease {cls}"><title>{_svg.esc(tip)}</title>',
-                 f'<rect x="{_svg.num(x1)}" y="{_svg.num(y - 7)}" width="{_svg.num(x2 - x1)}" height="14" rx="3" '
-                 f'fill="{color}" stroke="#333" stroke-width="0.6"{dash}/>']
-        label = f"{span_.case_id} #{span_.attempt}" + (" (copy)" if span_.copy else "")
+
+def _leases(leases: tuple[LeaseSpan, ...], bars: list[tuple[float, float, float]]) -> list[str]:
+    """A bar per lease, coloured by how it ended, labelled where it is wide enough."""
+    body = []
+    for span, (x1, x2, y) in zip(leases, bars):
+        how = "still held" if span.outcome == "open" else f"{span.outcome} at t={span.end:g}"
+        dead = ", then dead-lettered" if span.dead else ""
+        got = "got a duplicate delivery of" if span.copy else "leased"
+        tip = (f"{span.worker_id} {got} {span.case_id} ({span.item_id}, token {span.token}, "
+               f"attempt {span.attempt}) at t={span.start:g}; {how}{dead}")
+        parts = [_svg.rect(x1, y - 7, x2 - x1, 14, rx=3, fill=COLORS[span.outcome], stroke="#333",
+                           stroke_width=0.6, stroke_dasharray="4,2" if span.outcome == "open" else None)]
+        label = f"{span.case_id} #{span.attempt}" + (" (copy)" if span.copy else "")
         if x2 - x1 >= 6.5 * len(label) + 6:
             parts.append(_svg.text((x1 + x2) / 2, y + 4, label, size=10,
-                                   fill="#111" if span_.outcome in ("open", "expired") else "#fff"))
-        if span_.dead:
+                                   fill="#111" if span.outcome in ("open", "expired") else "#fff"))
+        if span.dead:
             parts.append(_svg.text(x2 + 3, y + 4, "DLQ", size=9, anchor="start", fill="#8b0000", weight="bold"))
-        parts.append("</g>")
-        body.append("".join(parts))
+        cls = span.outcome + (" dead" if span.dead else "") + (" copy" if span.copy else "")
+        body.append(_svg.group(f"lease {cls}", *parts, tip=tip))
+    return body
 
+
+def _links_drawn(data: Timeline, bars: list[tuple[float, float, float]]) -> list[str]:
+    """A dashed arrow from a lease that ended unacked to the item's next lease."""
+    body = []
     for link in data.links:
         _, x1, y1 = bars[link.source]      # from the end of the lease that was lost...
         x2, _, y2 = bars[link.target]      # ...to the start of the next one
@@ -368,64 +457,60 @@ def draw(data: Timeline, *, axis: str = "time") -> str:
             y2 = y2 - 7 if y2 > y1 else y2 + 7
             cx, cy = (x1 + x2) / 2 + 14, (y1 + y2) / 2
         src, dst = data.leases[link.source], data.leases[link.target]
-        tip = (f"redelivery of {src.item_id}: {src.worker_id} (token {src.token}) {src.outcome}, "
-               f"{dst.worker_id} got token {dst.token}")
-        body.append(f'<g class="link"><title>{_svg.esc(tip)}</title>'
-                    f'<path d="M {_svg.num(x1)} {_svg.num(y1)} Q {_svg.num(cx)} {_svg.num(cy)} '
-                    f'{_svg.num(x2)} {_svg.num(y2)}" fill="none" stroke="#7b3294" stroke-width="1.4" '
-                    f'stroke-dasharray="5,3"/>'
-                    + _svg.arrowhead(cx, cy, x2, y2, color="#7b3294", length=8, width=6) + "</g>")
+        body.append(_svg.group(
+            "link",
+            _svg.path("M", x1, y1, "Q", cx, cy, x2, y2, fill="none", stroke=_LINK, stroke_width=1.4,
+                      stroke_dasharray="5,3"),
+            _svg.arrowhead(cx, cy, x2, y2, color=_LINK, length=8, width=6),
+            tip=(f"redelivery of {src.item_id}: {src.worker_id} (token {src.token}) {src.outcome}, "
+                 f"{dst.worker_id} got token {dst.token}")))
+    return body
 
-    for c in data.contacts:
-        x, y = x_of(c.seq if by_seq else c.time), lane_y[c.worker_id] - 13
-        what = "deduped repeat (nothing sent)" if c.deduped else (
-            "DUPLICATE contact" if c.duplicate else "contact sent")
-        tip = f"{what}: {c.case_id} {c.idem_key or ''} {c.message_id or ''} by {c.worker_id} at t={c.time:g}"
-        cls = "deduped" if c.deduped else ("duplicate" if c.duplicate else "sent")
+
+def _contacts(frame: _Frame, contacts: tuple[ContactMark, ...]) -> list[str]:
+    """A dot above the bars per message: blue sent, red duplicate, hollow deduped."""
+    body = []
+    for c in contacts:
+        x, y = frame.x(c.time, c.seq), frame.y(c.worker_id) - 13
         if c.deduped:
-            dot = (f'<circle cx="{_svg.num(x)}" cy="{_svg.num(y)}" r="4" fill="white" '
-                   f'stroke="#1f77b4" stroke-width="1.5"/>')
+            what, cls, dot = "deduped repeat (nothing sent)", "deduped", _svg.circle(
+                x, y, 4, fill="white", stroke="#1f77b4", stroke_width=1.5)
         elif c.duplicate:
-            dot = (f'<circle cx="{_svg.num(x)}" cy="{_svg.num(y)}" r="5.5" fill="#d62728" '
-                   f'stroke="#7f0000" stroke-width="1"/>')
+            what, cls, dot = "DUPLICATE contact", "duplicate", _svg.circle(
+                x, y, 5.5, fill="#d62728", stroke="#7f0000", stroke_width=1)
         else:
-            dot = f'<circle cx="{_svg.num(x)}" cy="{_svg.num(y)}" r="4.5" fill="#1f77b4"/>'
-        body.append(f'<g class="contact {cls}"><title>{_svg.esc(" ".join(tip.split()))}</title>{dot}</g>')
+            what, cls, dot = "contact sent", "sent", _svg.circle(x, y, 4.5, fill="#1f77b4")
+        tip = f"{what}: {c.case_id} {c.idem_key or ''} {c.message_id or ''} by {c.worker_id} at t={c.time:g}"
+        body.append(_svg.group(f"contact {cls}", dot, tip=" ".join(tip.split())))
+    return body
 
-    for r in data.rejections:
-        x, y = x_of(r.seq if by_seq else r.time), lane_y[r.worker_id] + 13
-        tip = f"stale write refused: {r.worker_id} still had token {r.token} for {r.item_id} at t={r.time:g}"
-        body.append(f'<g class="rejection"><title>{_svg.esc(tip)}</title>'
-                    f'<path d="M {_svg.num(x - 4)} {_svg.num(y - 4)} L {_svg.num(x + 4)} {_svg.num(y + 4)} '
-                    f'M {_svg.num(x - 4)} {_svg.num(y + 4)} L {_svg.num(x + 4)} {_svg.num(y - 4)}" '
-                    f'stroke="#8b0000" stroke-width="2"/></g>')
 
-    body.extend(_legend(bottom + 54))
-    return _svg.document(_WIDTH, height, body, label=TITLE)
+def _rejections(frame: _Frame, rejections: tuple[Rejection, ...]) -> list[str]:
+    """A cross below the bars per stale write the store refused."""
+    return [_svg.group("rejection",
+                       _svg.cross(frame.x(r.time, r.seq), frame.y(r.worker_id) + 13, 4, stroke=_STALE, stroke_width=2),
+                       tip=f"stale write refused: {r.worker_id} still had token {r.token} for {r.item_id} "
+                           f"at t={r.time:g}")
+            for r in rejections]
 
 
 def _legend(y: float) -> list[str]:
     items: list[str] = []
     x = _LEFT
     for outcome in ("acked", "nacked", "expired", "lost", "open"):
-        dash = ' stroke-dasharray="4,2"' if outcome == "open" else ""
-        items.append(f'<rect x="{_svg.num(x)}" y="{_svg.num(y - 9)}" width="18" height="10" rx="2" '
-                     f'fill="{COLORS[outcome]}" stroke="#333" stroke-width="0.6"{dash}/>')
+        items.append(_svg.rect(x, y - 9, 18, 10, rx=2, fill=COLORS[outcome], stroke="#333", stroke_width=0.6,
+                               stroke_dasharray="4,2" if outcome == "open" else None))
         items.append(_svg.text(x + 22, y, "held" if outcome == "open" else outcome, size=10, anchor="start"))
         x += 72
     for fill, stroke, label in (("#1f77b4", "none", "contact"), ("#d62728", "#7f0000", "duplicate"),
                                 ("white", "#1f77b4", "deduped")):
-        items.append(f'<circle cx="{_svg.num(x + 5)}" cy="{_svg.num(y - 4)}" r="4.5" fill="{fill}" '
-                     f'stroke="{stroke}" stroke-width="1.5"/>')
+        items.append(_svg.circle(x + 5, y - 4, 4.5, fill=fill, stroke=stroke, stroke_width=1.5))
         items.append(_svg.text(x + 14, y, label, size=10, anchor="start"))
         x += 76
-    items.append(f'<path d="M {_svg.num(x)} {_svg.num(y - 4)} L {_svg.num(x + 18)} {_svg.num(y - 4)}" '
-                 f'stroke="#7b3294" stroke-width="1.4" stroke-dasharray="5,3"/>')
+    items.append(_svg.path("M", x, y - 4, "L", x + 18, y - 4, stroke=_LINK, stroke_width=1.4, stroke_dasharray="5,3"))
     items.append(_svg.text(x + 22, y, "redelivery", size=10, anchor="start"))
     x += 86
-    items.append(f'<path d="M {_svg.num(x)} {_svg.num(y - 8)} L {_svg.num(x + 8)} {_svg.num(y)} '
-                 f'M {_svg.num(x)} {_svg.num(y)} L {_svg.num(x + 8)} {_svg.num(y - 8)}" '
-                 f'stroke="#8b0000" stroke-width="2"/>')
+    items.append(_svg.cross(x + 4, y - 4, 4, stroke=_STALE, stroke_width=2))
     items.append(_svg.text(x + 12, y, "stale write refused", size=10, anchor="start"))
     return ['<g class="legend">', *items, "</g>"]
 
@@ -469,20 +554,7 @@ def _events(log: Any) -> list[Event]:
                            fix="pass an EventLog, e.g. timeline(queue.log)")
 
 
-def _names(field: str, values: Iterable[str] | None) -> frozenset[str] | None:
-    if values is None:
-        return None
-    if isinstance(values, str):
-        raise BadArgumentError(field=field, problem=f"is the string {values!r}",
-                               fix=f"pass a list, e.g. {field}=[{values!r}]")
-    names = frozenset(values)
-    if not names or not all(isinstance(v, str) and v for v in names):
-        raise BadArgumentError(field=field, problem=f"is {sorted(map(repr, names))}",
-                               fix=f"pass a non-empty list of names, e.g. {field}=['O-1001']")
-    return names
-
-
 def _empty(until: float | None) -> Timeline:
-    end = 0.0 if until is None else float(until)
+    end = 0.0 if until is None else until
     return Timeline(lanes=(), leases=(), bands=(), contacts=(), rejections=(), links=(), start=0.0,
                     end=end, start_seq=0, end_seq=0, total_leases=0, total_workers=0, note="")

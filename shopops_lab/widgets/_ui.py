@@ -1,8 +1,9 @@
 """Loading ipywidgets only when a widget is drawn, so the logic runs anywhere."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 
 def ipywidgets() -> ModuleType | None:

@@ -33,7 +33,7 @@ from shopops_lab.viz.state_machine import state_machine
 from shopops_lab.widgets import _ui
 from shopops_lab.worker.queue import InMemoryQueue, Lease
 
-__all__ = ["CASES", "WORKERS", "PlaygroundModel", "PlaygroundState", "QueuePlayground", "Step"]
+__all__ = ["CASES", "WORKERS", "PlaygroundModel", "PlaygroundState", "QueuePlayground", "Action"]
 
 WORKERS = ("W1", "W2", "W3")
 CASES = ("O-1001", "A-1002", "O-1003")
@@ -41,7 +41,7 @@ _START = "An empty queue at t=0. Enqueue a case, then let a worker acquire it."
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Step:
+class Action:
     """One recorded action: what was done, to whom."""
 
     action: str
@@ -51,6 +51,9 @@ class Step:
         if self.action == "advance":
             return f"advance {self.arg:g} s"
         return self.action if self.arg is None else f"{self.action} {self.arg}"
+
+
+Step = Action  # its old name
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -95,7 +98,7 @@ class PlaygroundModel:
         self.lease_seconds = lease_seconds
         self.max_attempts = max_attempts
         self.workers = tuple(workers)
-        self._steps: list[Step] = []
+        self._steps: list[Action] = []
         self._cursor = 0
         self.message = _START
         self._reset()  # the queue validates lease_seconds and max_attempts
@@ -105,34 +108,34 @@ class PlaygroundModel:
         if not isinstance(case_id, str) or not case_id.strip():
             raise BadArgumentError(field="case_id", problem=f"is {case_id!r}",
                                    fix="pass a case id such as 'O-1001'")
-        return self._record(Step(action="enqueue", arg=case_id))
+        return self._record(Action(action="enqueue", arg=case_id))
 
     def acquire(self, worker: str) -> str:
-        return self._record(Step(action="acquire", arg=self._worker(worker)))
+        return self._record(Action(action="acquire", arg=self._worker(worker)))
 
     def heartbeat(self, worker: str) -> str:
-        return self._record(Step(action="heartbeat", arg=self._worker(worker)))
+        return self._record(Action(action="heartbeat", arg=self._worker(worker)))
 
     def ack(self, worker: str) -> str:
-        return self._record(Step(action="ack", arg=self._worker(worker)))
+        return self._record(Action(action="ack", arg=self._worker(worker)))
 
     def nack(self, worker: str) -> str:
-        return self._record(Step(action="nack", arg=self._worker(worker)))
+        return self._record(Action(action="nack", arg=self._worker(worker)))
 
     def crash(self, worker: str) -> str:
         """The worker dies and forgets its lease; the queue only learns at expiry."""
-        return self._record(Step(action="crash", arg=self._worker(worker)))
+        return self._record(Action(action="crash", arg=self._worker(worker)))
 
     def advance(self, seconds: float) -> str:
         seconds = arguments.seconds("seconds", seconds, "pass a positive number of seconds, e.g. 10")
-        return self._record(Step(action="advance", arg=seconds))
+        return self._record(Action(action="advance", arg=seconds))
 
     def replay(self, item_id: str | None = None) -> str:
         """Send a dead item (the oldest, if none is named) back to ready."""
         if item_id is not None and (not isinstance(item_id, str) or not item_id):
             raise BadArgumentError(field="item_id", problem=f"is {item_id!r}",
                                    fix="pass an id from the DLQ, e.g. 'item-0001', or leave it out")
-        return self._record(Step(action="replay", arg=item_id))
+        return self._record(Action(action="replay", arg=item_id))
 
     # ---------------------------------------------------------------- history
     @property
@@ -184,7 +187,7 @@ class PlaygroundModel:
                                    fix=f"pass one of {', '.join(map(repr, self.workers))}")
         return worker
 
-    def _record(self, step: Step) -> str:
+    def _record(self, step: Action) -> str:
         del self._steps[self._cursor:]  # a new action after back() drops the undone ones
         self._steps.append(step)
         self._cursor += 1
@@ -198,7 +201,7 @@ class PlaygroundModel:
             message = self._apply(step)
         return message
 
-    def _apply(self, step: Step) -> str:
+    def _apply(self, step: Action) -> str:
         if step.action == "advance":
             self.clock.advance(step.arg)
             notes = self._expire()
@@ -209,7 +212,7 @@ class PlaygroundModel:
     def _expire(self) -> list[str]:
         """Let the queue notice leases whose deadline passed, and say so."""
         mark = len(self.queue.log)
-        self.queue._expire_leases()
+        self.queue.expire_leases()
         notes = []
         for e in self.queue.log.events[mark:]:
             if e.kind is EventKind.EXPIRED:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.widgets import _ui
 
@@ -44,9 +45,8 @@ class Quiz(_ui.LiveWidget):
         if not _listlike(options) or len(options) < 2 or not all(isinstance(o, str) and o for o in options):
             raise BadArgumentError(field="options", problem=f"is {options!r}",
                                    fix="pass a list of at least two non-empty strings")
-        if isinstance(answer_index, bool) or not isinstance(answer_index, int) or not 0 <= answer_index < len(options):
-            raise BadArgumentError(field="answer_index", problem=f"is {answer_index!r}",
-                                   fix=f"pass the index of the right option, 0 to {len(options) - 1}")
+        arguments.whole("answer_index", answer_index, 0, f"pass the index of the right option, 0 to {len(options) - 1}",
+                        most=len(options) - 1)
         if not _listlike(explanations) or len(explanations) != len(options) or not all(
                 isinstance(e, str) and e for e in explanations):
             raise BadArgumentError(field="explanations", problem=f"is {explanations!r} for {len(options)} options",
@@ -64,9 +64,8 @@ class Quiz(_ui.LiveWidget):
 
     def answer(self, index: int) -> Feedback:
         """Feedback for picking option `index` (in the order shown)."""
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(self.options):
-            raise BadArgumentError(field="index", problem=f"is {index!r}",
-                                   fix=f"pass the number of an option, 0 to {len(self.options) - 1}")
+        arguments.whole("index", index, 0, f"pass the number of an option, 0 to {len(self.options) - 1}",
+                        most=len(self.options) - 1)
         if index == self.answer_index:
             return Feedback(correct=True, message=f"Correct. {self.explanations[index]}")
         message = f"Not quite. {self.explanations[index]}"

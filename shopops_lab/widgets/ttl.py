@@ -93,12 +93,10 @@ def evaluate_policy(latency: LatencyModel, ttl: float, heartbeat_interval: float
     arguments.whole("missed_tolerance", missed_tolerance, 0)
     arguments.whole("runs", runs, 1)
     arguments.whole("workers", workers, 1)
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise BadArgumentError(field="seed", problem=f"is {seed!r}", fix="pass a whole number, e.g. seed=0")
+    arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=0")
     p = miss_probability
-    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p < 1:
-        raise BadArgumentError(field="miss_probability", problem=f"is {p!r}",
-                               fix="pass the chance that one heartbeat is lost, between 0 and 1, e.g. 0.01")
+    arguments.number("miss_probability", p,
+                     "pass the chance that one heartbeat is lost, between 0 and 1, e.g. 0.01", least=0, below=1)
 
     rng = random.Random(seed)
     lost_runs = detected = 0
@@ -169,20 +167,17 @@ def policy_svg(latency: LatencyModel, ttl: float, heartbeat_interval: float | No
             _svg.text(left - 8, 74, "lease", size=11, anchor="end")]
     for upto, shade, label in ((latency.max, "#c6dbef", "max"), (latency.p99, "#6baed6", "p99"),
                                (latency.p50, "#2171b5", "p50")):
-        body.append(f'<rect x="{_svg.num(x(0))}" y="22" width="{_svg.num(x(upto) - x(0))}" height="16" '
-                    f'fill="{shade}"/>')
+        body.append(_svg.rect(x(0), 22, x(upto) - x(0), 16, fill=shade))
         body.append(_svg.text(x(upto), 16, f"{label} {upto:g}s", size=10, fill="#08306b"))
     covered = ttl if h is None or h >= ttl else latency.max + ttl  # how far the lease reaches
     lost = "#d62728" if covered <= latency.max else "#2ca02c"
-    body.append(f'<rect x="{_svg.num(x(0))}" y="64" width="{_svg.num(x(min(covered, span)) - x(0))}" '
-                f'height="14" fill="{lost}" fill-opacity="0.35" stroke="{lost}"/>')
+    body.append(_svg.rect(x(0), 64, x(min(covered, span)) - x(0), 14, fill=lost, fill_opacity=0.35, stroke=lost))
     if h is None or h >= ttl:
         body.append(_svg.text(x(min(ttl, span)), 96, f"deadline t={ttl:g}s", size=10, fill="#333"))
     if h is not None:
         k = 1
         while k * h < latency.max and k <= 400:
-            body.append(f'<line x1="{_svg.num(x(k * h))}" y1="60" x2="{_svg.num(x(k * h))}" y2="82" '
-                        f'stroke="#333" stroke-width="1"/>')
+            body.append(_svg.line(x(k * h), 60, x(k * h), 82, stroke="#333", stroke_width=1))
             k += 1
         body.append(_svg.text(x(0), 112, f"| heartbeat every {h:g}s renews the lease to now + {ttl:g}s",
                               size=10, anchor="start", fill="#333"))

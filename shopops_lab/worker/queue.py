@@ -15,13 +15,14 @@ happen together or not at all.
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from shopops_lab import arguments
 from shopops_lab.arguments import MAX_TIME
-from shopops_lab.clock import Clock
+from shopops_lab.clock import Clock, resolve
 from shopops_lab.errors import (
     BadArgumentError,
     LeaseExpiredError,
@@ -75,10 +76,10 @@ class QueueId:
 
     __slots__ = ()
 
-    def __copy__(self) -> "QueueId":
+    def __copy__(self) -> QueueId:
         return self
 
-    def __deepcopy__(self, memo: dict) -> "QueueId":
+    def __deepcopy__(self, memo: dict) -> QueueId:
         return self
 
     def __repr__(self) -> str:
@@ -149,14 +150,15 @@ class Queue:
                  clock: Clock | None = None, *, log: EventLog | None = None,
                  store: Store | str | None = None) -> None:
         self.lease_seconds = arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
-        arguments.whole("max_attempts", max_attempts, 1, "pass a whole number >= 1 (how many deliveries before the DLQ)")
+        arguments.whole("max_attempts", max_attempts, 1,
+                        "pass a whole number >= 1 (how many deliveries before the DLQ)")
         self.clock: Clock = arguments.clock(clock)
         self.store: Store = store_for(store, log)
         self.max_attempts = max_attempts
         self.id = QueueId()
         self._fence = TokenFence("item", store=self.store)
         self.log = self.store.log
-        self._record = self.log.appender()  # hot events skip append()'s keyword handling
+        self._append_event = self.log.appender()  # hot events, as tuple rows: no keyword handling
         # the store's hot methods, looked up once
         self._get, self._next, self._due = self.store.get_item, self.store.next_ready, self.store.due_leases
         self._write, self._add = self.store.write_item, self.store.add_item
@@ -164,7 +166,7 @@ class Queue:
         self._last_time = float("-inf")
 
     @classmethod
-    def open(cls, url: str, **settings: Any) -> "Queue":
+    def open(cls, url: str, **settings: Any) -> Queue:
         """The queue kept at `url` (`Queue.open("sqlite:///shopops.db", lease_seconds=30)`)."""
         return cls(store=open_store(url), **settings)
 
@@ -178,9 +180,9 @@ class Queue:
             arguments.text("case_id", case_id, "the case this work belongs to, e.g. case_id='O-1001'")
             arguments.text("tenant_id", tenant_id, "the store the case belongs to, e.g. tenant_id='store_northline'")
             arguments.text("kind", kind, "what the item asks for, e.g. kind='contact_send'")
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise BadArgumentError(field="priority", problem=f"is {priority!r}",
-                                   fix="pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
+        if priority.__class__ is not Priority:  # the usual value, checked in one test
+            arguments.whole("priority", priority, None,
+                            "pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
         body, flat = flat_copy({} if payload is None else payload)
         if not isinstance(body, dict):
             raise BadArgumentError(field="payload", problem=f"is {arguments.a(type(payload).__name__)}",
@@ -194,7 +196,7 @@ class Queue:
         row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
         row.enqueued_at = t = self._time(now)
         self._add(row)
-        self._record((t, _ENQUEUED, row.id, case_id, None, None, None,
+        self._append_event((t, _ENQUEUED, row.id, case_id, None, None, None,
                       {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)}))
         return row.id
 
@@ -208,10 +210,11 @@ class Queue:
         """
         if type(worker_id) is not str or not worker_id.strip():
             arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
-        seconds = self.lease_seconds if lease_seconds is None else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
-        if max_priority is not None and (isinstance(max_priority, bool) or not isinstance(max_priority, int)):
-            raise BadArgumentError(field="max_priority", problem=f"is {max_priority!r}",
-                                   fix="pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out")
+        seconds = (self.lease_seconds if lease_seconds is None
+                   else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX))
+        if max_priority is not None:
+            arguments.whole("max_priority", max_priority, None,
+                            "pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out")
         t = self._time(now)
         due = self._due(t)
         if due:
@@ -226,7 +229,7 @@ class Queue:
         row.expires_at = t + seconds
         row.ended_by = None
         self._move(row, _LEASED)
-        self._record((t, _LEASED_EVENT, row.id, row.case_id, worker_id, row.token, row.attempts,
+        self._append_event((t, _LEASED_EVENT, row.id, row.case_id, worker_id, row.token, row.attempts,
                       {"expires_at": row.expires_at}))
         payload = row.payload
         return Lease(row.id, row.case_id, row.tenant_id, row.kind, worker_id, row.token, row.attempts, t,
@@ -260,7 +263,7 @@ class Queue:
         self._live(lease, row, "ack", t)
         row.ended_by = "acked"
         self._move(row, _DONE)
-        self._record((t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token, row.attempts, {}))
+        self._append_event((t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token, row.attempts, {}))
 
     def nack(self, lease: Lease, error: object = None, *, now: float | None = None) -> ItemState:
         """Give the item back after a failure. It is ready again, or dead if this was its
@@ -314,12 +317,16 @@ class Queue:
             return Outcome.OK
         return Outcome.DEAD if row.state is _DEAD else Outcome.RETRIED
 
-    def _expire_leases(self, now: float | None = None) -> list[str]:
+    def expire_leases(self, now: float | None = None) -> list[str]:
         """Return every lease whose deadline has passed to the queue (or the DLQ if it
         was the last attempt). The queue also does this on each call; lessons call it
         directly to force an expiry. Returns the expired item ids."""
         t = self._time(now)
         return self._expire(self._due(t), t)
+
+    def _expire_leases(self, now: float | None = None) -> list[str]:
+        """`expire_leases` under the name the labs first met it by."""
+        return self.expire_leases(now)
 
     # ------------------------------------------------------------------ what only the worker knows
     def worker_crashed(self, worker_id: str, lease: Lease | None = None, *, case_id: str | None = None,
@@ -346,7 +353,7 @@ class Queue:
         arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
         if case_id is not None:
             arguments.text("case_id", case_id, "the case it was working on, e.g. 'O-1001', or leave it out")
-        self.log.append(kind, arguments.time_of(now, self.clock), item_id=None if lease is None else lease.item_id,
+        self.log.append(kind, resolve(self.clock, now), item_id=None if lease is None else lease.item_id,
                         case_id=case_id, worker_id=worker_id)
 
     # ------------------------------------------------------------------ the DLQ
@@ -412,13 +419,14 @@ class Queue:
         if now is None:
             t = self.clock.now()
             if t.__class__ is not float or not _EARLIEST <= t <= MAX_TIME:  # one cheap test for the usual reading
-                t = arguments.time_of(None, self.clock)
+                t = resolve(self.clock)
             if t < self._last_time:
                 t = self._last_time
         else:
             t = arguments.moment("now", now)
             if t < self._last_time:
-                raise BadArgumentError(field="now", problem=f"is {now:g}, earlier than t={self._last_time:g} already seen",
+                raise BadArgumentError(field="now",
+                                       problem=f"is {now:g}, earlier than t={self._last_time:g} already seen",
                                        fix="time only moves forward; pass a later now= or advance the clock")
         self._last_time = t
         return t
@@ -475,8 +483,7 @@ class Queue:
         if row is None:
             raise UnknownLeaseError(reason=f"no item {lease.item_id} in this queue")
         token = lease.token
-        if (lease.case_id != row.case_id or isinstance(token, bool) or not isinstance(token, int)
-                or token > row.token or token < 1):
+        if lease.case_id != row.case_id or not arguments.is_whole(token) or not 1 <= token <= row.token:
             raise UnknownLeaseError(reason=f"item {lease.item_id} never granted token {lease.token} "
                                            f"for case {lease.case_id}")
         return row
@@ -502,7 +509,7 @@ class InMemoryQueue(Queue):
         super().__init__(lease_seconds, max_attempts, clock, log=log)
 
 
-_TRANSACTIONAL = ("enqueue", "acquire", "heartbeat", "ack", "nack", "_expire_leases", "replay_dlq")
+_TRANSACTIONAL = ("enqueue", "acquire", "heartbeat", "ack", "nack", "expire_leases", "replay_dlq")
 _EARLIEST = -MAX_TIME
 _EDGES = frozenset(TRANSITIONS)  # the table's edges, for a quick membership test on every move
 _SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"

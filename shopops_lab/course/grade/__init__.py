@@ -16,7 +16,14 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-_LAZY = {"grade": "run", "GradeReport": "run", "Limits": "sandbox", "Status": "results", "Mark": "results", "Key": "key"}
+_LAZY = {
+    "grade": "run",
+    "GradeReport": "run",
+    "Limits": "sandbox",
+    "Status": "results",
+    "Mark": "results",
+    "Key": "key",
+}
 
 __all__ = list(_LAZY)
 

@@ -26,8 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="limit per cell, so per exercise: a hung answer costs its exercise (default: 60)")
     parser.add_argument("--notebook-timeout", metavar="SECONDS", type=float, default=600.0,
                         help="limit for a whole submission (default: 600)")
-    parser.add_argument("--memory", metavar="MB", type=int, default=2048,
-                        help="memory a submission may add to the grader's own, where the OS enforces it (default: 2048)")
+    parser.add_argument(
+        "--memory",
+        metavar="MB",
+        type=int,
+        default=2048,
+        help="memory a submission may add to the grader's own, where the OS enforces it (default: 2048)",
+    )
     parser.add_argument("--manual", metavar="SCORES.csv",
                         help="a manual.csv from an earlier run with its score column filled in: merged into the grades")
 
@@ -69,7 +74,9 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     _positive("--timeout", args.timeout)
     _positive("--notebook-timeout", args.notebook_timeout)
     _positive("--memory", args.memory)
-    limits = Limits(cell_seconds=args.timeout, notebook_seconds=max(args.notebook_timeout, args.timeout), memory_mb=args.memory)
+    limits = Limits(
+        cell_seconds=args.timeout, notebook_seconds=max(args.notebook_timeout, args.timeout), memory_mb=args.memory
+    )
     started = time.monotonic()
     report = grade(args.submissions, key=args.key, out=args.out, jobs=args.jobs, limits=limits, manual=args.manual,
                    progress=lambda total: Progress(total, stderr))

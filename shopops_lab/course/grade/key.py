@@ -26,7 +26,9 @@ from shopops_lab.course.metadata import Problem, cell_text, is_test_cell
 from shopops_lab.errors import BadArgumentError
 
 # `lab01.exercise.grade(send_followup)`, `lab05.exercise.grade(run)  # a comment`
-CHECK_CALL = re.compile(r"^(lab\d{2})\.([A-Za-z_]\w*)\.grade\(\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)?\s*,?\s*\)\s*(?:#.*)?$")
+CHECK_CALL = re.compile(
+    r"^(lab\d{2})\.([A-Za-z_]\w*)\.grade\(\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)?\s*,?\s*\)\s*(?:#.*)?$"
+)
 CHECKS_PACKAGE = "shopops_lab.checks"
 
 
@@ -146,7 +148,9 @@ def _graded(master: Any) -> Iterator[GradedCell]:
         if not meta.get("grade"):
             continue
         if is_test_cell(cell):
-            yield GradedCell(meta["grade_id"], float(meta.get("points", 0)), Kind.AUTO, index, CheckCall.parse(cell_text(cell)))
+            yield GradedCell(
+                meta["grade_id"], float(meta.get("points", 0)), Kind.AUTO, index, CheckCall.parse(cell_text(cell))
+            )
         else:
             yield GradedCell(meta["grade_id"], float(meta.get("points", 0)), Kind.MANUAL, index)
 
@@ -177,8 +181,11 @@ class Key:
     def load(cls, key: str | Path | None) -> Key:
         """Read `key` (a folder of NN_*.ipynb masters, or one master); refuse anything else."""
         if key is None:
-            raise BadArgumentError(field="--key", problem="is missing: the grader rebuilds every submission from its master",
-                                   fix="pass the folder of master notebooks, e.g. --key solutions/")
+            raise BadArgumentError(
+                field="--key",
+                problem="is missing: the grader rebuilds every submission from its master",
+                fix="pass the folder of master notebooks, e.g. --key solutions/",
+            )
         path = Path(key)
         if path.is_dir():
             paths = sorted(p for p in path.glob("*.ipynb") if MASTER_NAME.match(p.name))
@@ -188,11 +195,19 @@ class Key:
             paths = []
         if not paths:
             what = "does not exist" if not path.exists() else "holds no NN_*.ipynb master notebook"
-            raise BadArgumentError(field=f"--key {key}", problem=what, fix="pass the kit's solutions/ folder (or one master, e.g. solutions/01_leases_and_redelivery.ipynb)")
+            raise BadArgumentError(
+                field=f"--key {key}",
+                problem=what,
+                fix="pass the kit's solutions/ folder (or one master, e.g. solutions/01_leases_and_redelivery.ipynb)",
+            )
         masters: dict[str, Master] = {}
         for master in map(_master, paths):
             if master.lab in masters:
-                raise BadArgumentError(field=f"--key {key}", problem=f"holds two masters of lab {master.lab} ({masters[master.lab].path.name}, {master.path.name})",
-                                       fix="keep one master per lab in the key")
+                raise BadArgumentError(
+                    field=f"--key {key}",
+                    problem=f"holds two masters of lab {master.lab} "
+                            f"({masters[master.lab].path.name}, {master.path.name})",
+                    fix="keep one master per lab in the key",
+                )
             masters[master.lab] = master
         return cls(masters=masters, source=path)

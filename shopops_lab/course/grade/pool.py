@@ -228,20 +228,36 @@ class Pool:
                 written = next(w for w in run.plan.written if w.grade_id == cell.grade_id)
                 mark, points = (Mark.BY_HAND, None) if written.answered else (Mark.NOT_ATTEMPTED, 0.0)
                 message = "To be graded by hand." if written.answered else "Not answered."
-                exercises.append(ExerciseResult(cell.grade_id, cell.kind, mark, points, cell.points, message, answer=written.text))
+                exercises.append(
+                    ExerciseResult(cell.grade_id, cell.kind, mark, points, cell.points, message, answer=written.text)
+                )
                 continue
             exercises.append(self._exercise(run, cell.index, cell.grade_id, cell.points, blocked))
         status, reason = _status(exercises, run)
         notes = (*run.plan.notes, *(f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
                                     for index, cause in sorted(run.stopped.items())))
         if run.tampered:
-            notes = (*notes, f"the notebook changed the kit ({', '.join(run.tampered[:5])}); every check ran on the kit as installed")
-        return SubmissionResult(submission=run.submission, lab=run.plan.lab, status=status, reason=reason,
-                                exercises=tuple(exercises), restored=run.plan.restored, notes=notes, title=run.master.title)
+            notes = (
+                *notes,
+                f"the notebook changed the kit ({', '.join(run.tampered[:5])}); "
+                "every check ran on the kit as installed",
+            )
+        return SubmissionResult(
+            submission=run.submission,
+            lab=run.plan.lab,
+            status=status,
+            reason=reason,
+            exercises=tuple(exercises),
+            restored=run.plan.restored,
+            notes=notes,
+            title=run.master.title,
+        )
 
     def _exercise(self, run: _Run, index: int, grade_id: str, points: float, blocked: dict[int, int]) -> ExerciseResult:
         def scored(mark: Mark, message: str, evidence: Sequence[str] = ()) -> ExerciseResult:
-            return ExerciseResult(grade_id, Kind.AUTO, mark, points if mark is Mark.CORRECT else 0.0, points, message, tuple(evidence))
+            return ExerciseResult(
+                grade_id, Kind.AUTO, mark, points if mark is Mark.CORRECT else 0.0, points, message, tuple(evidence)
+            )
 
         if index in run.results:
             mark, message, evidence = run.results[index]
@@ -252,9 +268,15 @@ class Pool:
             mark = Mark.TIMEOUT if cause.startswith("did not finish") else Mark.ERROR
             if culprit == index:
                 return scored(mark, f"Your answer {cause} while this exercise was checked, so it scores 0.")
-            return scored(mark, f"Not checked: cell {run.plan.step(culprit).grade_id}, which this exercise depends on, {cause}.")
+            return scored(
+                mark, f"Not checked: cell {run.plan.step(culprit).grade_id}, which this exercise depends on, {cause}."
+            )
         if run.out_of_time:
-            return scored(Mark.TIMEOUT, f"Not checked: the notebook ran past its {self.limits.notebook_seconds:g} s limit before this exercise.")
+            return scored(
+                Mark.TIMEOUT,
+                f"Not checked: the notebook ran past its {self.limits.notebook_seconds:g} s limit "
+                "before this exercise.",
+            )
         return scored(Mark.ERROR, f"Not checked: {run.failure or 'the grading process ended early'}.")
 
 

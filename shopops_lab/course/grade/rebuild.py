@@ -33,7 +33,7 @@ class Role(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Step:
+class PlannedCell:
     """One code cell to run: its index in the master, its grade_id and role, the source to
     run, and the top-level names it binds and reads."""
 
@@ -61,12 +61,12 @@ class Plan:
     """A submission rebuilt from its master, ready to run."""
 
     lab: str
-    steps: tuple[Step, ...]
+    steps: tuple[PlannedCell, ...]
     written: tuple[Written, ...]
     restored: tuple[str, ...]
     notes: tuple[str, ...]
 
-    def step(self, index: int) -> Step:
+    def step(self, index: int) -> PlannedCell:
         return next(step for step in self.steps if step.index == index)
 
     def blocked(self, stopped: Collection[int]) -> dict[int, int]:
@@ -184,7 +184,7 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
     graded = {cell.index: cell for cell in master.graded}
     changed: dict[str, list[str]] = {"deleted": [], "edited": [], "retyped": []}
     answer_notes: list[str] = []
-    steps: list[Step] = []
+    steps: list[PlannedCell] = []
     written: list[Written] = []
     for index, (cell, given) in enumerate(zip(master.notebook.cells, master.student.cells)):
         grade_id = master_ids[index]
@@ -193,7 +193,10 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
         if is_answer:
             usable = theirs is not None and theirs.get("cell_type") == cell.cell_type
             if not usable:
-                answer_notes.append(f"answer cell {grade_id} is {'missing' if theirs is None else 'no longer ' + cell.cell_type}: graded as unanswered")
+                answer_notes.append(
+                    f"answer cell {grade_id} is {'missing' if theirs is None else 'no longer ' + cell.cell_type}: "
+                    "graded as unanswered"
+                )
             text = _text(theirs) if usable else cell_text(given)
         else:
             text = cell_text(cell)
@@ -205,7 +208,9 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
                 changed["edited"].append(grade_id)
         if cell.cell_type == "markdown":
             if is_answer and index in graded:
-                written.append(Written(grade_id, graded[index].points, text, answered=text.strip() != cell_text(given).strip()))
+                written.append(
+                    Written(grade_id, graded[index].points, text, answered=text.strip() != cell_text(given).strip())
+                )
             continue
         role = Role.ANSWER if is_answer else Role.TEST if is_test_cell(cell) else Role.CODE
         check = graded[index].check if role is Role.TEST else None
@@ -215,13 +220,20 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
             defines = defines | learner_defines
         if isinstance(check, CheckCall):
             defines, reads = frozenset(), frozenset(check.answers)
-        steps.append(Step(index, grade_id, role, text, defines, reads, graded.get(index)))
+        steps.append(PlannedCell(index, grade_id, role, text, defines, reads, graded.get(index)))
     restored = [line for kind, ids in changed.items() for line in _summarise(kind, ids)]
     if order != [grade_id for grade_id in master_ids if grade_id in mine]:
         restored.append("put the cells back in the master's order")
     if stray:
-        restored.append(f"ignored {stray} cell{'s' if stray > 1 else ''} the master does not have (answers belong in the answer cells)")
-    restored.extend(f"cell {grade_id} appears {count} times: the first one was graded" for grade_id, count in sorted(counts.items()) if count > 1)
+        restored.append(
+            f"ignored {stray} cell{'s' if stray > 1 else ''} the master does not have "
+            "(answers belong in the answer cells)"
+        )
+    restored.extend(
+        f"cell {grade_id} appears {count} times: the first one was graded"
+        for grade_id, count in sorted(counts.items())
+        if count > 1
+    )
     return Plan(lab=master.lab, steps=tuple(steps), written=tuple(written), restored=tuple(restored),
                 notes=(*notes, *answer_notes))
 

@@ -34,15 +34,20 @@ MANUAL_FIELDS = ("submission", "student", "lab", "grade_id", "max_points", "scor
 def prepare_out(out: str | Path | None) -> Path:
     """The gradebook folder, created if need be; refused unless this user can write in it."""
     if not out:
-        raise BadArgumentError(field="--out", problem="is missing", fix="name a folder for the gradebook, e.g. --out grades/")
+        raise BadArgumentError(
+            field="--out", problem="is missing", fix="name a folder for the gradebook, e.g. --out grades/"
+        )
     path = Path(out)
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path, prefix=".shopops-write-test-"):
             pass
     except OSError as exc:
-        raise BadArgumentError(field=f"--out {out}", problem=f"is not a folder this user can write ({exc.strerror or exc})",
-                               fix="pass a folder you can write to, e.g. --out ~/grades/lab01") from None
+        raise BadArgumentError(
+            field=f"--out {out}",
+            problem=f"is not a folder this user can write ({exc.strerror or exc})",
+            fix="pass a folder you can write to, e.g. --out ~/grades/lab01",
+        ) from None
     return path
 
 
@@ -67,8 +72,11 @@ class ManualScores:
         try:
             text = Path(path).read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
-            raise BadArgumentError(field=where, problem=f"cannot be read ({type(exc).__name__}: {exc})",
-                                   fix=f"pass the {MANUAL_CSV} a previous run wrote, with the score column filled in") from None
+            raise BadArgumentError(
+                field=where,
+                problem=f"cannot be read ({type(exc).__name__}: {exc})",
+                fix=f"pass the {MANUAL_CSV} a previous run wrote, with the score column filled in",
+            ) from None
         rows = csv.DictReader(io.StringIO(text))
         missing = [name for name in ("submission", "grade_id", "score") if name not in (rows.fieldnames or ())]
         if missing:
@@ -91,8 +99,11 @@ class ManualScores:
             except ValueError:
                 score = math.nan
             if not 0 <= score <= most:
-                raise BadArgumentError(field=f"{where}, line {line}, score", problem=f"is {raw!r}, not a number from 0 to {points(most)}",
-                                       fix="write the points earned, or leave it empty to grade it later")
+                raise BadArgumentError(
+                    field=f"{where}, line {line}, score",
+                    problem=f"is {raw!r}, not a number from 0 to {points(most)}",
+                    fix="write the points earned, or leave it empty to grade it later",
+                )
             scores[(row["submission"], row["grade_id"])] = score
         return cls(scores=scores, source=str(path))
 
@@ -141,7 +152,19 @@ def grades_csv(results: Sequence[SubmissionResult], key: Key) -> str:
     maxima = {(lab, cell.grade_id): cell.points for lab, master in key.masters.items() for cell in master.graded}
     labs = {lab for lab, _, _ in columns}
     total = points(key.masters[next(iter(labs))].max_points) if len(labs) == 1 else ""
-    writer.writerow(["max", "", "/".join(sorted(labs)), "", "", *(points(maxima[(lab, gid)]) for lab, gid, _ in columns), total, total, ""])
+    writer.writerow(
+        [
+            "max",
+            "",
+            "/".join(sorted(labs)),
+            "",
+            "",
+            *(points(maxima[(lab, gid)]) for lab, gid, _ in columns),
+            total,
+            total,
+            "",
+        ]
+    )
     for result in results:
         by_id = {exercise.grade_id: exercise for exercise in result.exercises}
         cells = [points(by_id[gid].points) if lab == result.lab and gid in by_id else "" for lab, gid, _ in columns]
@@ -155,20 +178,47 @@ def grades_json(results: Sequence[SubmissionResult], key: Key) -> str:
     labs = sorted({result.lab for result in results if result.lab in key.masters})
     document = {
         "kit_version": __version__,
-        "labs": {lab: {"title": key.masters[lab].title, "version": key.masters[lab].version,
-                       "max_points": key.masters[lab].max_points, "hand_graded_points": key.masters[lab].manual_points,
-                       "cells": [{"grade_id": c.grade_id, "kind": c.kind.value, "points": c.points} for c in key.masters[lab].graded]}
-                 for lab in labs},
+        "labs": {
+            lab: {
+                "title": key.masters[lab].title,
+                "version": key.masters[lab].version,
+                "max_points": key.masters[lab].max_points,
+                "hand_graded_points": key.masters[lab].manual_points,
+                "cells": [
+                    {"grade_id": c.grade_id, "kind": c.kind.value, "points": c.points} for c in key.masters[lab].graded
+                ],
+            }
+            for lab in labs
+        },
         "summary": summary_counts(results),
-        "submissions": [{
-            "submission": result.submission.name, "student": result.submission.student, "lab": result.lab,
-            "file": result.submission.path.as_posix(), "status": result.status.value, "reason": result.reason,
-            "points": result.points, "max_points": _max_points(result, key), "needs_manual": result.needs_manual,
-            "exercises": [{"grade_id": e.grade_id, "kind": e.kind.value, "mark": e.mark.value, "points": e.points,
-                           "max_points": e.max_points, "message": e.message, "evidence": list(e.evidence)}
-                          for e in result.exercises],
-            "restored": list(result.restored), "notes": list(result.notes),
-        } for result in results],
+        "submissions": [
+            {
+                "submission": result.submission.name,
+                "student": result.submission.student,
+                "lab": result.lab,
+                "file": result.submission.path.as_posix(),
+                "status": result.status.value,
+                "reason": result.reason,
+                "points": result.points,
+                "max_points": _max_points(result, key),
+                "needs_manual": result.needs_manual,
+                "exercises": [
+                    {
+                        "grade_id": e.grade_id,
+                        "kind": e.kind.value,
+                        "mark": e.mark.value,
+                        "points": e.points,
+                        "max_points": e.max_points,
+                        "message": e.message,
+                        "evidence": list(e.evidence),
+                    }
+                    for e in result.exercises
+                ],
+                "restored": list(result.restored),
+                "notes": list(result.notes),
+            }
+            for result in results
+        ],
     }
     return json.dumps(document, indent=1, ensure_ascii=False) + "\n"
 
@@ -185,9 +235,11 @@ def manual_csv(results: Sequence[SubmissionResult]) -> str:
     return stream.getvalue()
 
 
-STYLE = """body{font:15px/1.5 system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#222}
-table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}
-.correct{color:#1a7f37}.incorrect,.error,.timeout{color:#b42318}.muted{color:#666}pre{white-space:pre-wrap;background:#f6f8fa;padding:.6rem}"""
+STYLE = ("body{font:15px/1.5 system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#222}\n"
+         "table{border-collapse:collapse;width:100%}"
+         "td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}\n"
+         ".correct{color:#1a7f37}.incorrect,.error,.timeout{color:#b42318}.muted{color:#666}"
+         "pre{white-space:pre-wrap;background:#f6f8fa;padding:.6rem}")
 
 
 def feedback_html(result: SubmissionResult, key: Key) -> str:
@@ -196,10 +248,13 @@ def feedback_html(result: SubmissionResult, key: Key) -> str:
     e = html.escape
     title = f"Lab {result.lab} — {result.title}" if result.title else f"Lab {result.lab or '?'}"
     total = _max_points(result, key)
-    parts = [f"<!doctype html><html lang=en><meta charset=utf-8><title>{e(title)}: feedback</title><style>{STYLE}</style>",
-             f"<h1>{e(title)}</h1><p>Feedback for <b>{e(result.submission.student)}</b> "
-             f"({e(result.submission.name)}): <b>{points(result.points)}</b> of {points(total)} points"
-             + (" so far; written answers are still to be graded by hand." if result.needs_manual else ".") + "</p>"]
+    parts = [
+        f"<!doctype html><html lang=en><meta charset=utf-8><title>{e(title)}: feedback</title><style>{STYLE}</style>",
+        f"<h1>{e(title)}</h1><p>Feedback for <b>{e(result.submission.student)}</b> "
+        f"({e(result.submission.name)}): <b>{points(result.points)}</b> of {points(total)} points"
+        + (" so far; written answers are still to be graded by hand." if result.needs_manual else ".")
+        + "</p>",
+    ]
     if result.status is Status.INVALID:
         parts.append(f"<p class=error>This submission could not be graded: {e(result.reason)}</p>")
     if result.exercises:
@@ -222,7 +277,8 @@ def _exercise_row(exercise: ExerciseResult) -> str:
         body += "<pre>" + e("\n".join(exercise.evidence)) + "</pre>"
     if exercise.kind is Kind.MANUAL and exercise.answer:
         body += "<p class=muted>Your answer:</p><pre>" + e(exercise.answer) + "</pre>"
-    return f"<tr><td>{e(exercise.grade_id)}</td><td>{points(exercise.points) or '–'} / {points(exercise.max_points)}</td><td>{body}</td></tr>"
+    score = f"{points(exercise.points) or '–'} / {points(exercise.max_points)}"
+    return f"<tr><td>{e(exercise.grade_id)}</td><td>{score}</td><td>{body}</td></tr>"
 
 
 def summary_counts(results: Iterable[SubmissionResult]) -> dict[str, int]:

@@ -27,7 +27,8 @@ class GradeReport:
     warnings: tuple[str, ...] = ()
 
     def summary(self, seconds: float) -> str:
-        """`graded 38, timeout 1, invalid 1, error 0: 40 submissions in 6.2 s (0.15 s each, 2 at a time) -> grades/grades.csv`"""
+        """The run in one line, e.g. `graded 38, timeout 1, invalid 1, error 0: 40 submissions
+        in 6.2 s (0.15 s each, 2 at a time) -> grades/grades.csv`"""
         counts = report.summary_counts(self.results)
         each = seconds / max(len(self.results), 1)
         parts = ", ".join(f"{status} {count}" for status, count in counts.items())

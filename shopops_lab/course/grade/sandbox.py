@@ -32,9 +32,9 @@ from importlib import import_module
 from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
-from shopops_lab.course.grade.key import Key, Kind
-from shopops_lab.course.grade.rebuild import Plan, Role, Step
 from shopops_lab.course.errors import GradingEnvironmentError
+from shopops_lab.course.grade.key import Key, Kind
+from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
 
 KIT = "shopops_lab"
 MESSAGE_LIMIT = 4000   # characters of one check message kept (the learner's own exception text can be long)
@@ -77,11 +77,15 @@ class _Saved:
         return cls(namespace, saved, tuple(saved), tuple(saved.values()))
 
     def changed(self) -> bool:
-        return len(self.namespace) != len(self.keys) or not all(map(operator.is_, map(self.namespace.get, self.keys), self.values))
+        return len(self.namespace) != len(self.keys) or not all(
+            map(operator.is_, map(self.namespace.get, self.keys), self.values)
+        )
 
     def changed_keys(self) -> list[str]:
         current, saved = self.namespace, self.saved
-        return sorted(key for key in set(current) | set(saved) if current.get(key, saved) is not saved.get(key, current))
+        return sorted(
+            key for key in set(current) | set(saved) if current.get(key, saved) is not saved.get(key, current)
+        )
 
 
 @dataclass(frozen=True)
@@ -102,13 +106,19 @@ class KitSnapshot:
 
     @classmethod
     def take(cls, graders: Iterable[Any]) -> KitSnapshot:
-        kit = {name: module for name, module in list(sys.modules.items()) if isinstance(module, ModuleType) and _is_kit(name)}
+        kit = {
+            name: module
+            for name, module in list(sys.modules.items())
+            if isinstance(module, ModuleType) and _is_kit(name)
+        }
         used = {value.__name__: value for module in kit.values() for value in vars(module).values()
                 if isinstance(value, ModuleType) and value is not sys}
         modules = {**used, **kit, "builtins": builtins}
         values = [value for module in kit.values() for value in vars(module).values()]
         classes = {id(value): value for value in values if isinstance(value, type) and _is_kit(value.__module__)}
-        functions = {id(value): value for value in values if isinstance(value, FunctionType) and _is_kit(value.__module__)}
+        functions = {
+            id(value): value for value in values if isinstance(value, FunctionType) and _is_kit(value.__module__)
+        }
         for klass in classes.values():  # methods are functions too
             functions.update((id(value), value) for value in vars(klass).values() if isinstance(value, FunctionType))
         return cls(
@@ -131,7 +141,11 @@ class KitSnapshot:
             if saved.changed():
                 namespace = saved.namespace
                 keys = saved.changed_keys()
-                imported = {key: namespace[key] for key in keys if key not in saved.saved and _submodule(namespace[key], name, key)}
+                imported = {
+                    key: namespace[key]
+                    for key in keys
+                    if key not in saved.saved and _submodule(namespace[key], name, key)
+                }
                 if _is_kit(name):
                     changed.extend(f"{name}.{key}" for key in keys if key not in imported)
                 namespace.clear()
@@ -160,7 +174,11 @@ class KitSnapshot:
 
 def _submodule(value: Any, package: str, key: str) -> bool:
     """`package.key` is a submodule imported since: Python set it as an attribute, not the learner."""
-    return isinstance(value, ModuleType) and value.__name__ == f"{package}.{key}" and sys.modules.get(value.__name__) is value
+    return (
+        isinstance(value, ModuleType)
+        and value.__name__ == f"{package}.{key}"
+        and sys.modules.get(value.__name__) is value
+    )
 
 
 @dataclass(frozen=True)
@@ -183,8 +201,12 @@ class Warm:
                 except Exception as exc:
                     from shopops_lab.doctor import kit_install_command
 
-                    raise GradingEnvironmentError(lab=lab, module=module, error=f"{type(exc).__name__}: {exc}",
-                                                  fix=f"install the kit with its dependencies: {kit_install_command()}") from exc
+                    raise GradingEnvironmentError(
+                        lab=lab,
+                        module=module,
+                        error=f"{type(exc).__name__}: {exc}",
+                        fix=f"install the kit with its dependencies: {kit_install_command()}",
+                    ) from exc
         graders = {(lab, cell.index): cell.check.grader()
                    for lab, master in key.masters.items() for cell in master.graded
                    if cell.kind is Kind.AUTO and cell.check is not None}
@@ -293,7 +315,7 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def _compile(step: Step) -> CodeType:
+def _compile(step: PlannedCell) -> CodeType:
     try:
         return compile(step.source, f"<cell {step.grade_id}>", "exec")
     except SyntaxError:
@@ -345,7 +367,7 @@ class _Runner:
                 blocked = self.job.plan.blocked(stopped)
         self.send(["done"])
 
-    def _execute(self, step: Step) -> None:
+    def _execute(self, step: PlannedCell) -> None:
         code = _compile(step)
         if step.role is Role.TEST:  # a test cell the kit's checks do not back: nbgrader's rule, and
             self._restore()         # nbgrader's strength (it runs in the learner's namespace)
@@ -363,7 +385,7 @@ class _Runner:
         if changed:
             self.send(["tampered", changed[:EVIDENCE_LIMIT]])
 
-    def _check(self, step: Step) -> None:
+    def _check(self, step: PlannedCell) -> None:
         grader = self.warm.graders[(self.job.plan.lab, step.index)]
         answers = [self.namespace.get(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
         self._restore()
