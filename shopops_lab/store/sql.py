@@ -14,6 +14,7 @@ found by `seq` (an item's id is `item_id(seq)`), so the readable id needs no ind
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -172,7 +173,7 @@ class DatabaseLog(EventLog):
         return super().last
 
 
-class SQLStore:
+class SQLStore(ABC):
     """The statements both SQL backends run. A dialect sets the placeholders, the locking
     clauses and how numbers are drawn; everything else is here, once."""
 
@@ -191,35 +192,42 @@ class SQLStore:
         self._log_mark = 0
 
     # ------------------------------------------------------------------ the dialect's part
+    @abstractmethod
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement and return its cursor, for the rows it answers."""
-        raise NotImplementedError
 
     def _send(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Run one statement whose answer nobody reads (a backend may send it later, with
         the next statement or the commit, in the same transaction)."""
         self._execute(sql, params)
 
+    @abstractmethod
     def _start(self) -> None:
-        raise NotImplementedError
+        """Begin a transaction that holds its write lock until `_finish`."""
 
+    @abstractmethod
     def _finish(self, commit: bool) -> None:
-        raise NotImplementedError
+        """Commit (`commit=True`) or roll back the open transaction."""
 
+    @abstractmethod
     def _tables(self) -> set[str]:
-        raise NotImplementedError
+        """The names of the database's tables (ours or anyone's), to decide whether to adopt it."""
 
+    @abstractmethod
     def _next_seq(self) -> int:
-        raise NotImplementedError
+        """The next item's number, drawn inside the open transaction."""
 
+    @abstractmethod
     def _next_position(self) -> int:
-        raise NotImplementedError
+        """The next place in a case's line (also drawn for items moved to the back)."""
 
+    @abstractmethod
     def _schema(self) -> list[str]:
-        raise NotImplementedError
+        """The schema's statements in this dialect's words."""
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Close the connection; the store cannot be used afterwards."""
 
     def _sql(self, sql: str) -> str:
         if self.placeholder == "?":
