@@ -2,6 +2,7 @@
 these check what the outputs and sources say)."""
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 LABS = ("00_start_here", "01_leases_and_redelivery", "02_poison_messages_and_the_dlq",
         "03_heartbeats_and_ttl_design", "04_fencing_tokens", "05_checkpoints_and_receipts",
-        "06_outbox", "07_burst_day")
+        "06_outbox", "07_burst_day", "08_real_crashes")
 NOTEBOOKS = [ROOT / folder / f"{lab}.ipynb" for folder in ("solutions", "notebooks") for lab in LABS]
 MACHINE_PATH = re.compile(r"/(tmp|root|home|work|Users)/[A-Za-z0-9_.-]+")
 ADDRESS = re.compile(r"0x[0-9a-f]{8,}")
@@ -102,3 +103,22 @@ def test_stored_diagrams_hold_under_nbval_without_graphviz():
                            "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"), *labs],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_answer_cells_carry_the_hints_that_hint_prints(lab):
+    """An answer cell's `shopops_lab.hints` metadata and its exercise's `hint(n)` say the same,
+    so an instructor reading the master sees what a learner is told."""
+    checks = importlib.import_module(f"shopops_lab.checks.lab{lab[:2]}")
+    exercises = {e.answer: e for e in vars(checks).values() if hasattr(e, "hints") and hasattr(e, "answer")}
+    master = nbformat.read(ROOT / "solutions" / f"{lab}.ipynb", as_version=4)
+    seen = 0
+    for cell in master.cells:
+        hints = cell.metadata.get("shopops_lab", {}).get("hints")
+        if hints:
+            named = [exercise for name, exercise in exercises.items()
+                     if re.search(rf"^(def|class) {name}\b|^{name} =", cell.source, re.M)]
+            assert len(named) == 1, (lab, cell.source[:80])
+            assert tuple(hints) == tuple(named[0].hints), (lab, named[0].id)
+            seen += 1
+    assert seen == len(exercises)
