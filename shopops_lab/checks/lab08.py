@@ -41,7 +41,7 @@ from shopops_lab.viz.stop_map import stop_map as draw_stop_map
 from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import Lease, Queue
 
-__all__ = ["CRASH_QUIZ", "RECORDED", "RECORDED_RUNS", "RefundRun", "Shop", "chaos_summary", "exercise",
+__all__ = ["CRASH_QUIZ", "RECORDED", "RECORDED_RUNS", "STOPS", "RefundRun", "Shop", "chaos_summary", "exercise",
            "processes_available", "replay", "run_refunds", "show", "stop_map", "story", "table"]
 
 SEEDS = (1, 2, 3)
