@@ -93,7 +93,7 @@ def stop_map(stops: Sequence[Stop], *, title: str, note: str = "") -> Diagram:
     any, is one line under the title (e.g. that this is a recorded run)."""
     if not stops or not all(isinstance(stop, Stop) for stop in stops):
         raise BadArgumentError(field="stops", problem="are missing or not Stop rows",
-                               fix="pass a run's stops, e.g. lab08.stop_map(run, 'your handler')")
+                               fix="pass one Stop per stop point, e.g. run.stop_rows() of a lab 08 run")
     cells = MARGIN * 2 + CELL * len(stops) + GAP * (len(stops) - 1)
     width = max(cells, NARROWEST)
     top = TOP + (NOTE if note else 0)
