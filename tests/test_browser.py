@@ -274,4 +274,8 @@ def test_lab_08_explains_itself_offline_in_jupyterlite_and_shows_its_recorded_ru
         assert any("no (a browser-only notebook)" in text for text in outputs)  # the first code cell says so
         assert sum("(recorded run: this notebook cannot start processes)" in text for text in outputs) == 4
         assert any("refunded  40.00 in 2 credit(s)" in text for text in outputs)  # the recorded double refund
+        maps = [svg for svg in svg_outputs(page) if "<title>stop map: the naive handler" in svg]
+        assert len(maps) == 1 and "<title>stop map: the naive handler, seed 4 (recorded run)</title>" in maps[0]
+        assert maps[0].count('<g class="stop repeated">') == 1  # the double refund, drawn from the recording
+        assert any("stop map needs real worker processes" in text for text in outputs)  # the learner's: one line
         assert blocked == [], f"requests left the site: {blocked}"

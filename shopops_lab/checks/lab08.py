@@ -9,9 +9,10 @@ worker frozen before its handler until its lease ran out and another worker took
 over (it then wakes up stale). What decides is the money: every order credited exactly
 once, none left out, never how the handler is spelled.
 
-`replay(handle, seed)` tells one seed's story, order by order. In a browser-only notebook
+`replay(handle, seed)` tells one seed's story, order by order, and `stop_map(run, ...)` draws
+it: one cell per stop, coloured by how its order ended. In a browser-only notebook
 (JupyterLite) nothing here can start a process; `processes_available()` says so, and the lab
-shows the recorded runs in `RECORDED` instead.
+shows the recorded runs in `RECORDED` (and draws those in `RECORDED_RUNS`) instead.
 """
 from __future__ import annotations
 
@@ -34,11 +35,14 @@ from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, is_stub
 from shopops_lab.clock import SystemClock
 from shopops_lab.states import ItemState
 from shopops_lab.store import Store, open_store
+from shopops_lab.viz.dot import Diagram
+from shopops_lab.viz.stop_map import Outcome, Stop
+from shopops_lab.viz.stop_map import stop_map as draw_stop_map
 from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import Lease, Queue
 
-__all__ = ["CRASH_QUIZ", "RECORDED", "RefundRun", "Shop", "chaos_summary", "exercise", "processes_available",
-           "replay", "run_refunds", "show", "story", "table"]
+__all__ = ["CRASH_QUIZ", "RECORDED", "RECORDED_RUNS", "STOPS", "RefundRun", "Shop", "chaos_summary", "exercise",
+           "processes_available", "replay", "run_refunds", "show", "stop_map", "story", "table"]
 
 SEEDS = (1, 2, 3)
 LEASE_SECONDS = 0.5
@@ -109,6 +113,7 @@ class Shop:
 
 
 _REFUNDS = "refund"  # the shop's table: order -> {"refunded": total, "credits": how many}
+_NO_REFUND = {"refunded": 0.0, "credits": 0}
 
 
 class _Refunds:
@@ -141,30 +146,53 @@ class RefundRun:
     stops: dict[str, Kill] = field(default_factory=dict)          # order -> the stop planned on it
     happened: set[str] = field(default_factory=set)               # orders whose stop happened
     errors: dict[str, str] = field(default_factory=dict)          # order -> the last error of a dead item
+    recorded: bool = False                                        # True: stored with the lab, not run here
+
+    def outcome(self, order: str) -> Outcome:
+        """How `order` ended: from what the database holds, never from timing."""
+        refund = self.refunds.get(order, _NO_REFUND)
+        if self.ends[order] == ItemState.DEAD.value:
+            return Outcome.DEAD
+        if refund["credits"] > 1:
+            return Outcome.REPEATED
+        if refund["credits"] == 0:
+            return Outcome.NEVER
+        return Outcome.ONCE if refund["refunded"] == self.orders[order] else Outcome.WRONG_AMOUNT
 
     def problems(self) -> list[str]:
         """Every order not refunded exactly once, in words, with the stop that caused it."""
         found = []
         for order, amount in self.orders.items():
-            refund = self.refunds.get(order, {"refunded": 0.0, "credits": 0})
+            refund = self.refunds.get(order, _NO_REFUND)
             why = f": {_WHY[self.stops[order].point]}" if order in self.happened else ""
-            if self.ends[order] == ItemState.DEAD.value:
+            outcome = self.outcome(order)
+            if outcome is Outcome.DEAD:
                 found.append(f"order {order} ended in the dead-letter queue: your handler raised "
                              f"{self.errors.get(order, 'an error')} on every delivery.")
-            elif refund["credits"] > 1:
+            elif outcome is Outcome.REPEATED:
                 found.append(f"order {order} was refunded {refund['credits']} times, {refund['refunded']:.2f} "
                              f"instead of {amount:.2f}{why}.")
-            elif refund["credits"] == 0:
+            elif outcome is Outcome.NEVER:
                 found.append(f"order {order} was never refunded, yet its delivery was acknowledged{why}.")
-            elif refund["refunded"] != amount:
+            elif outcome is Outcome.WRONG_AMOUNT:
                 found.append(f"order {order} was refunded {refund['refunded']:.2f}, but it asked for {amount:.2f}: "
                              "credit the amount its delivery carries.")
         return found
 
+    def stop_rows(self) -> list[Stop]:
+        """One row per stop, in the order a delivery reaches them: what `stop_map` draws."""
+        rows = []
+        for order, kill in sorted(self.stops.items(), key=lambda pair: _Refunds.points.index(pair[1].point)):
+            refund = self.refunds.get(order, _NO_REFUND)
+            rows.append(Stop(point=kill.point, paused=kill.pause, reached=order in self.happened, order=order,
+                             asked=self.orders[order], refunded=refund["refunded"], credits=refund["credits"],
+                             outcome=self.outcome(order)))
+        return rows
+
     def lines(self) -> list[str]:
         rows = []
         for order, amount in self.orders.items():
-            refund = self.refunds.get(order, {"refunded": 0.0, "credits": 0})
+            refund = self.refunds.get(order, _NO_REFUND)
             stop = self.stops[order]
             what = (f"{'paused' if stop.pause else 'killed'} {stop.point}" if order in self.happened
                     else f"({stop.point} planned, never reached)")
@@ -261,6 +289,24 @@ def story(run: RefundRun) -> str:
     return "\n".join([*run.lines(), *(problems or ["every order refunded exactly once."])])
 
 
+def stop_map(run: RefundRun | None, handler: str) -> Diagram | None:
+    """`run` as a picture: one cell per stop, in the order a delivery reaches them, coloured
+    by how its order ended. Drawn from what the run recorded per order (never from its
+    timing), so a seed draws the same picture every time, and a recorded run says so.
+    `run` None (no run to draw yet): one line saying why, and no picture."""
+    if run is None:
+        print("Your handler's stop map needs real worker processes: open the lab in JupyterLab to draw it."
+              if not processes_available() else
+              "Your handler's stop map appears here once the cell above has run your handle.")
+        return None
+    arguments.instance("run", run, RefundRun, "what lab08.run_refunds(...) returned")
+    arguments.text("handler", handler, "whose run this is, e.g. 'your handler'")
+    title = f"stop map: {handler}, seed {run.seed}" + (" (recorded run)" if run.recorded else "")
+    note = ("recorded run: this notebook cannot start processes, so the map is drawn from the run stored with the lab"
+            if run.recorded else "")
+    return draw_stop_map(run.stop_rows(), title=title, note=note)
+
+
 def table(path: str, sql: str) -> None:
     """Print a query's rows under their column names, aligned (numbers as a person writes them),
     from the SQLite file at `path`, opened read-only: any SQLite client would show the same."""
@@ -323,6 +369,22 @@ CRASH_QUIZ = Quiz(
 
 
 # ------------------------------------------------------------------ the recorded runs, for JupyterLite
+def _kill(n: int, point: str) -> Kill:
+    return Kill(item_id=f"item-{n:04d}", attempt=1, point=point)
+
+
+RECORDED_RUNS: dict[str, RefundRun] = {  # the outcomes behind the recordings that have a picture
+    "naive": RefundRun(
+        seed=4, recorded=True,
+        orders={"O-1001": 20.0, "O-1002": 35.0, "O-1003": 12.5},
+        refunds={"O-1001": {"refunded": 40.0, "credits": 2}, "O-1002": {"refunded": 35.0, "credits": 1},
+                 "O-1003": {"refunded": 12.5, "credits": 1}},
+        ends={"O-1001": "done", "O-1002": "done", "O-1003": "done"},
+        stops={"O-1001": _kill(1, "after_credit"), "O-1002": _kill(2, "after_handler"),
+               "O-1003": _kill(3, "after_ack")},
+        happened={"O-1001", "O-1002", "O-1003"}),
+}
+
 RECORDED: dict[str, str] = {  # what the live cells print (a test holds them to the master's stored outputs)
     "file-rows": (
         "id         case_id  state   worker_id  token  attempts  expires_at\n"
@@ -343,13 +405,7 @@ RECORDED: dict[str, str] = {  # what the live cells print (a test holds them to 
         "7    31    stale_rejected  item-0001  W1         1\n"
         "8    31    acked           item-0001  W2         2"
     ),
-    "naive": (
-        "O-1001: asked  20.00, refunded  40.00 in 2 credit(s); item done; worker killed after_credit\n"
-        "O-1002: asked  35.00, refunded  35.00 in 1 credit(s); item done; worker killed after_handler\n"
-        "O-1003: asked  12.50, refunded  12.50 in 1 credit(s); item done; worker killed after_ack\n"
-        "order O-1001 was refunded 2 times, 40.00 instead of 20.00: a worker was killed right after its credit, "
-        "before its ack."
-    ),
+    "naive": story(RECORDED_RUNS["naive"]),
     "chaos": (
         "idempotent adapter: 24 emails, 3 worker processes, 12 SIGKILLs (5 after_acquire, 5 after_send, 1 in_ack, 1 "
         "after_ack)\n"
@@ -371,8 +427,9 @@ RECORDED: dict[str, str] = {  # what the live cells print (a test holds them to 
 
 def show(name: str, live: Callable[[], Any]) -> Any:
     """Run `live` (which prints) where this notebook can start processes and open database
-    files, and return what it returns; in a browser-only notebook, print its recorded output."""
+    files, and return what it returns; in a browser-only notebook, print its recorded output
+    and return its recorded run, if it has one (for `stop_map`), else None."""
     if processes_available():
         return live()
     print(f"(recorded run: this notebook cannot start processes)\n{RECORDED[name]}")
-    return None
+    return RECORDED_RUNS.get(name)

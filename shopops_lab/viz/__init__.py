@@ -1,5 +1,5 @@
 """Pictures of what the queue did: the lease state machine, deliveries per worker, the
-crash explorer's map, plots.
+crash explorer's map, the stop map of real kills, plots.
 
 Every picture is deterministic (same input, same bytes) so notebooks can store their
 outputs. Graphviz draws the diagrams wherever `dot` runs, and the kit's own layout
@@ -16,7 +16,8 @@ from shopops_lab.viz.state_machine import (
            lease_svg,
            state_machine,
 )
+from shopops_lab.viz.stop_map import stop_map
 from shopops_lab.viz.timeline import Timeline, build_timeline, timeline
 
 __all__ = ["Diagram", "Timeline", "build_timeline", "crash_map", "dot_available", "last_transition", "lease_dot",
-           "lease_svg", "outbox_boundaries", "render", "state_machine", "timeline"]
+           "lease_svg", "outbox_boundaries", "render", "state_machine", "stop_map", "timeline"]
