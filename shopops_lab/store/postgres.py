@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shopops_lab.errors import StoreOpenError
+from shopops_lab.store.base import ItemRow
 from shopops_lab.store.sql import SQLStore, schema
 
 __all__ = ["PostgresStore"]
@@ -100,10 +101,11 @@ class PostgresStore(SQLStore):
         return schema(auto_key="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", item_key="BIGINT PRIMARY KEY",
                       real="DOUBLE PRECISION") + ["CREATE SEQUENCE item_seq", "CREATE SEQUENCE item_position"]
 
-    def _next_seq(self) -> int:
-        return self._execute("SELECT nextval('item_seq')").fetchone()[0]
+    def _numbers(self, case_id: str) -> tuple[int, int]:
+        return self._execute("SELECT nextval('item_seq'), nextval('item_position')").fetchone()
 
-    def _next_position(self) -> int:
+    def _back_of_line(self, row: ItemRow) -> int:
+        # One sequence for every line: concurrent writers never draw the same place.
         return self._execute("SELECT nextval('item_position')").fetchone()[0]
 
     def close(self) -> None:

@@ -214,12 +214,14 @@ class SQLStore(ABC):
         """The names of the database's tables (ours or anyone's), to decide whether to adopt it."""
 
     @abstractmethod
-    def _next_seq(self) -> int:
-        """The next item's number, drawn inside the open transaction."""
+    def _numbers(self, case_id: str) -> tuple[int, int]:
+        """A new item's number and its place at the back of its case's line, drawn inside
+        the open transaction in one statement."""
 
     @abstractmethod
-    def _next_position(self) -> int:
-        """The next place in a case's line (also drawn for items moved to the back)."""
+    def _back_of_line(self, row: ItemRow) -> int:
+        """A place behind every other item in `row`'s line: its case's line (ready and
+        leased items), or the dead-letter line if `row` is dead."""
 
     @abstractmethod
     def _schema(self) -> list[str]:
@@ -281,9 +283,8 @@ class SQLStore(ABC):
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
-        row.seq = self._next_seq()
+        row.seq, row.position = self._numbers(row.case_id)
         row.id = item_id(row.seq)
-        row.position = self._next_position()
         if self.atomic.open:
             self._rows[row.seq] = row
         self._send(self._sql(f"INSERT INTO items ({_ITEM_COLUMNS}) VALUES ({', '.join('?' * 19)})"),
@@ -313,7 +314,7 @@ class SQLStore(ABC):
 
     def write_item(self, row: ItemRow, source: ItemState) -> None:
         if (source, row.state) in _NEW_POSITION:
-            row.position = self._next_position()
+            row.position = self._back_of_line(row)
         self._send(self._sql(
             "UPDATE items SET state = ?, attempts = ?, token = ?, worker_id = ?, expires_at = ?,"
             " lease_seconds = ?, last_error = ?, dead_at = ?, replays = ?, ended_by = ?, position = ?"

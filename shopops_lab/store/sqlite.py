@@ -16,11 +16,20 @@ from pathlib import Path
 from typing import Any
 
 from shopops_lab.errors import ForeignStoreError, StoreOpenError
+from shopops_lab.states import ItemState
+from shopops_lab.store.base import ItemRow
 from shopops_lab.store.sql import SCHEMA_VERSION, SQLStore, schema
 
 __all__ = ["SQLiteStore"]
 
 _HEADER = b"SQLite format 3\x00"
+# The back of a case's line: behind its ready items and the leased one (which comes back
+# to the front if its lease ends). Both lookups run on the partial indexes of the schema.
+_CASE_LAST = ("max(coalesce((SELECT max(position) FROM items WHERE case_id = ? AND state = 'ready'), 0),"
+              " coalesce((SELECT position FROM items WHERE case_id = ? AND state = 'leased'), 0)) + 1")
+_NUMBERS = f"SELECT coalesce((SELECT max(seq) FROM items), 0) + 1, {_CASE_LAST}"
+_BACK_OF_CASE_LINE = f"SELECT {_CASE_LAST}"
+_BACK_OF_DEAD_LINE = "SELECT coalesce(max(position), 0) + 1 FROM items WHERE state = 'dead'"
 SYNCHRONOUS = ("full", "normal")
 
 
@@ -67,11 +76,15 @@ class SQLiteStore(SQLStore):
     def _schema(self) -> list[str]:
         return schema(auto_key="INTEGER PRIMARY KEY", item_key="INTEGER PRIMARY KEY", real="REAL")
 
-    def _next_seq(self) -> int:
-        return self._connection.execute("SELECT coalesce(max(seq), 0) + 1 FROM items").fetchone()[0]
+    # Writers take turns (BEGIN IMMEDIATE), so a number read inside the transaction is still
+    # free when it is written: no counter row to update on every enqueue.
+    def _numbers(self, case_id: str) -> tuple[int, int]:
+        return self._connection.execute(_NUMBERS, (case_id, case_id)).fetchone()
 
-    def _next_position(self) -> int:
-        return self.next_number("item_position")
+    def _back_of_line(self, row: ItemRow) -> int:
+        if row.state is ItemState.DEAD:
+            return self._connection.execute(_BACK_OF_DEAD_LINE).fetchone()[0]
+        return self._connection.execute(_BACK_OF_CASE_LINE, (row.case_id, row.case_id)).fetchone()[0]
 
     def close(self) -> None:
         self._connection.close()
