@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shopops_lab.errors import StoreOpenError
-from shopops_lab.store.base import ItemRow
+from shopops_lab.store.base import ItemRow, item_id
 from shopops_lab.store.sql import SQLStore, schema
 
 __all__ = ["PostgresStore"]
@@ -101,8 +101,10 @@ class PostgresStore(SQLStore):
         return schema(auto_key="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", item_key="BIGINT PRIMARY KEY",
                       real="DOUBLE PRECISION") + ["CREATE SEQUENCE item_seq", "CREATE SEQUENCE item_position"]
 
-    def _numbers(self, case_id: str) -> tuple[int, int]:
-        return self._execute("SELECT nextval('item_seq'), nextval('item_position')").fetchone()
+    def _insert_item(self, case_id: str, columns: tuple) -> tuple[int, int]:
+        seq, position = self._execute("SELECT nextval('item_seq'), nextval('item_position')").fetchone()
+        self._send(self._sql.insert_item, (seq, item_id(seq), *columns, position))
+        return seq, position
 
     def _back_of_line(self, row: ItemRow) -> int:
         # One sequence for every line: concurrent writers never draw the same place.

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from json import encoder as json_encoder
 from typing import Any
 
 from shopops_lab.errors import ForeignStoreError
@@ -34,7 +35,7 @@ TABLES = ("shopops_meta", "items", "events", "records", "counters")
 _STATES = {state.value: state for state in ItemState}
 _READY, _LEASED, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DEAD
 _KINDS = {kind.value: kind for kind in EventKind}
-_ITEM_COLUMNS = ("seq, id, case_id, tenant_id, kind, payload, priority, state, attempts, token, worker_id, "
+ITEM_COLUMNS = ("seq, id, case_id, tenant_id, kind, payload, priority, state, attempts, token, worker_id, "
                  "expires_at, lease_seconds, enqueued_at, last_error, dead_at, replays, ended_by, position")
 _NEW_POSITION = {(_LEASED, _DEAD), (_DEAD, _READY)}  # into the dead-letter line, or to the back of the case
 
@@ -97,7 +98,7 @@ class Statements:
 
 def statements(*, placeholder: str, lock: str, skip_locked: str) -> Statements:
     """The statements with a dialect's placeholder and locking clauses."""
-    select = f"SELECT {_ITEM_COLUMNS} FROM items"
+    select = f"SELECT {ITEM_COLUMNS} FROM items"
     ready = (f"{select} AS i WHERE i.state = 'ready'{{urgent}}"
              " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
              " AND o.position < i.position)"
@@ -105,7 +106,7 @@ def statements(*, placeholder: str, lock: str, skip_locked: str) -> Statements:
              f" ORDER BY i.priority, i.seq LIMIT 1{skip_locked}")
     texts = {
         "insert_meta": "INSERT INTO shopops_meta (key, value) VALUES (?, ?), (?, ?)",
-        "insert_item": f"INSERT INTO items ({_ITEM_COLUMNS}) VALUES ({', '.join('?' * 19)})",
+        "insert_item": f"INSERT INTO items ({ITEM_COLUMNS}) VALUES ({', '.join('?' * 19)})",
         "get_item": f"{select} WHERE seq = ?{lock}",
         "next_ready": ready.format(urgent=""),
         "next_urgent": ready.format(urgent=" AND i.priority <= ?"),
@@ -141,7 +142,17 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_plain).encode  # made once: the C encoder
+def _json_writer() -> Callable[[Any], str]:
+    """Compact JSON text, NaN refused. `json.dumps` builds its C encoder anew on every call
+    (half its time for a small dict); this one is built once."""
+    if json_encoder.c_make_encoder is None:  # a Python without the C accelerator
+        return json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_plain).encode
+    encode = json_encoder.c_make_encoder(None, _plain, json_encoder.encode_basestring_ascii, None, ":", ",",
+                                         False, False, False)
+    return lambda value: "".join(encode(value, 0))
+
+
+dumps = _json_writer()
 
 
 class _Transaction:
@@ -284,9 +295,10 @@ class SQLStore(ABC):
         """The names of the database's tables (ours or anyone's), to decide whether to adopt it."""
 
     @abstractmethod
-    def _numbers(self, case_id: str) -> tuple[int, int]:
-        """A new item's number and its place at the back of its case's line, drawn inside
-        the open transaction in one statement."""
+    def _insert_item(self, case_id: str, columns: tuple) -> tuple[int, int]:
+        """Insert a new item with `columns` (case_id to ended_by, as in `ITEM_COLUMNS`); the
+        store draws its number (`seq`; its id is `item_id(seq)`) and its place at the back
+        of its case's line, and returns (seq, position)."""
 
     @abstractmethod
     def _back_of_line(self, row: ItemRow) -> int:
@@ -344,14 +356,13 @@ class SQLStore(ABC):
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
-        row.seq, row.position = self._numbers(row.case_id)
+        row.seq, row.position = self._insert_item(
+            row.case_id, (row.case_id, row.tenant_id, row.kind, dumps(row.payload), int(row.priority), row.state.value,
+                          row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds, row.enqueued_at,
+                          row.last_error, row.dead_at, row.replays, row.ended_by))
         row.id = item_id(row.seq)
         if self.atomic.open:
             self._rows[row.seq] = row
-        self._send(self._sql.insert_item,
-                      (row.seq, row.id, row.case_id, row.tenant_id, row.kind, dumps(row.payload), int(row.priority),
-                       row.state.value, row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds,
-                       row.enqueued_at, row.last_error, row.dead_at, row.replays, row.ended_by, row.position))
 
     def get_item(self, item_id: str) -> ItemRow | None:
         seq = item_seq(item_id)

@@ -18,7 +18,7 @@ from typing import Any
 from shopops_lab.errors import ForeignStoreError, StoreOpenError
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import ItemRow
-from shopops_lab.store.sql import SCHEMA_VERSION, SQLStore, schema
+from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, schema
 
 __all__ = ["SQLiteStore"]
 
@@ -27,7 +27,10 @@ _HEADER = b"SQLite format 3\x00"
 # to the front if its lease ends). Both lookups run on the partial indexes of the schema.
 _CASE_LAST = ("max(coalesce((SELECT max(position) FROM items WHERE case_id = ? AND state = 'ready'), 0),"
               " coalesce((SELECT position FROM items WHERE case_id = ? AND state = 'leased'), 0)) + 1")
-_NUMBERS = f"SELECT coalesce((SELECT max(seq) FROM items), 0) + 1, {_CASE_LAST}"
+# One statement draws the new item's number (its id is item_id(seq)) and place, and inserts it.
+_NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM items)"  # the table's last row: one step down its b-tree
+_INSERT_ITEM = (f"INSERT INTO items ({ITEM_COLUMNS}) VALUES ({_NEXT_SEQ}, printf('item-%04d', {_NEXT_SEQ}),"
+                f" {', '.join('?' * 16)}, {_CASE_LAST}) RETURNING seq, position")
 _BACK_OF_CASE_LINE = f"SELECT {_CASE_LAST}"
 _BACK_OF_DEAD_LINE = "SELECT coalesce(max(position), 0) + 1 FROM items WHERE state = 'dead'"
 SYNCHRONOUS = ("full", "normal")
@@ -78,8 +81,8 @@ class SQLiteStore(SQLStore):
 
     # Writers take turns (BEGIN IMMEDIATE), so a number read inside the transaction is still
     # free when it is written: no counter row to update on every enqueue.
-    def _numbers(self, case_id: str) -> tuple[int, int]:
-        return self._connection.execute(_NUMBERS, (case_id, case_id)).fetchone()
+    def _insert_item(self, case_id: str, columns: tuple) -> tuple[int, int]:
+        return self._connection.execute(_INSERT_ITEM, (*columns, case_id, case_id)).fetchone()
 
     def _back_of_line(self, row: ItemRow) -> int:
         if row.state is ItemState.DEAD:
