@@ -34,6 +34,7 @@ _INSERT_ITEM = (f"INSERT INTO items ({ITEM_COLUMNS}) VALUES ({_NEXT_SEQ}, printf
 _BACK_OF_CASE_LINE = f"SELECT {_CASE_LAST}"
 _BACK_OF_DEAD_LINE = "SELECT coalesce(max(position), 0) + 1 FROM items WHERE state = 'dead'"
 SYNCHRONOUS = ("full", "normal")
+MIN_SQLITE = (3, 35)  # UPDATE/INSERT ... RETURNING
 
 
 class SQLiteStore(SQLStore):
@@ -44,6 +45,7 @@ class SQLiteStore(SQLStore):
         super().__init__(url or f"sqlite:///{path}", str(path))
         self.path = path
         self.synchronous = synchronous
+        _check_version(self.target)
         _check_file(path, self.target)
         try:
             self._connection = sqlite3.connect(path, isolation_level=None, timeout=30)
@@ -91,6 +93,18 @@ class SQLiteStore(SQLStore):
 
     def close(self) -> None:
         self._connection.close()
+
+
+def _check_version(target: str) -> None:
+    """The statements use RETURNING (SQLite 3.35, 2021): refuse an older library before
+    touching the file, rather than fail on the first enqueue."""
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        raise StoreOpenError(
+            target=target,
+            reason=f"this Python's SQLite library is version {sqlite3.sqlite_version}; the store needs "
+                   f"{'.'.join(map(str, MIN_SQLITE))} or newer",
+            fix="use a Python built with a newer SQLite (python.org and conda builds, Debian 12 and Ubuntu 22.04 "
+                "have one), or memory: / postgresql:// instead")
 
 
 def _check_file(path: Path, target: str) -> None:
