@@ -98,7 +98,9 @@ class Statements:
 
 def statements(*, placeholder: str, lock: str, skip_locked: str) -> Statements:
     """The statements with a dialect's placeholder and locking clauses."""
-    select = f"SELECT {ITEM_COLUMNS} FROM items"
+    # The driver builds a description of every column on every execute, rows or none:
+    # `id` is left out (it is item_id(seq)), and a query that is usually empty asks for `seq` alone.
+    select = f"SELECT {ITEM_COLUMNS.replace(' id,', '')} FROM items"
     ready = (f"{select} AS i WHERE i.state = 'ready'{{urgent}}"
              " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
              " AND o.position < i.position)"
@@ -110,7 +112,8 @@ def statements(*, placeholder: str, lock: str, skip_locked: str) -> Statements:
         "get_item": f"{select} WHERE seq = ?{lock}",
         "next_ready": ready.format(urgent=""),
         "next_urgent": ready.format(urgent=" AND i.priority <= ?"),
-        "due_leases": f"{select} WHERE state = 'leased' AND expires_at <= ? ORDER BY expires_at, seq{skip_locked}",
+        "due_leases": f"SELECT seq FROM items WHERE state = 'leased' AND expires_at <= ? ORDER BY expires_at, seq"
+                      f"{skip_locked}",
         "write_item": ("UPDATE items SET state = ?, attempts = ?, token = ?, worker_id = ?, expires_at = ?,"
                        " lease_seconds = ?, last_error = ?, dead_at = ?, replays = ?, ended_by = ?, position = ?"
                        " WHERE seq = ?"),
@@ -375,7 +378,8 @@ class SQLStore(ABC):
         return rows[0] if rows else None
 
     def due_leases(self, t: float) -> list[ItemRow]:
-        return self._items(self._sql.due_leases, (t,))
+        due = self._execute(self._sql.due_leases, (t,)).fetchall()  # almost always none
+        return [self._items(self._sql.get_item, found)[0] for found in due] if due else []
 
     def write_item(self, row: ItemRow, source: ItemState) -> None:
         if (source, row.state) in _NEW_POSITION:
@@ -467,9 +471,10 @@ def _info(text: str) -> dict[str, Any]:
 
 def _item_row(values: Sequence[Any]) -> ItemRow:
     row = ItemRow()
-    (row.seq, row.id, row.case_id, row.tenant_id, row.kind, payload, row.priority, state, row.attempts,
+    (row.seq, row.case_id, row.tenant_id, row.kind, payload, row.priority, state, row.attempts,
      row.token, row.worker_id, row.expires_at, row.lease_seconds, row.enqueued_at, row.last_error, row.dead_at,
      row.replays, row.ended_by, row.position) = values
+    row.id = item_id(row.seq)
     row.payload = json.loads(payload)
     row.flat = is_flat(row.payload)
     row.state = _STATES[state]
