@@ -22,7 +22,7 @@ def add(store: Store, case_id: str, priority: int = 1, payload: dict | None = No
     row.payload, row.flat = payload or {}, not payload
     row.priority, row.state, row.attempts, row.token, row.worker_id = priority, READY, 0, 0, None
     row.expires_at, row.lease_seconds, row.enqueued_at = None, 30.0, 0.0
-    row.last_error, row.dead_at, row.replays, row.ended_by, row.position = None, None, 0, None, None
+    row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
     with store.atomic:
         store.add_item(row)
     return row

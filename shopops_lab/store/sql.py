@@ -35,9 +35,11 @@ TABLES = ("shopops_meta", "items", "events", "records", "counters")
 _STATES = {state.value: state for state in ItemState}
 _READY, _LEASED, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DEAD
 _KINDS = {kind.value: kind for kind in EventKind}
-ITEM_COLUMNS = ("seq, id, case_id, tenant_id, kind, payload, priority, state, attempts, token, worker_id, "
-                 "expires_at, lease_seconds, enqueued_at, last_error, dead_at, replays, ended_by, position")
-_NEW_POSITION = {(_LEASED, _DEAD), (_DEAD, _READY)}  # into the dead-letter line, or to the back of the case
+# The columns a row is read from, in `_item_row`'s order. A new row also has `id` (item_id(seq),
+# for readers of the table) and `position`, its place in its line: the database draws it and
+# compares it, so Python never holds it.
+ITEM_COLUMNS = ("seq, case_id, tenant_id, kind, payload, priority, state, attempts, token, worker_id, "
+                "expires_at, lease_seconds, enqueued_at, last_error, dead_at, replays, ended_by")
 
 
 def schema(*, auto_key: str, item_key: str, real: str) -> list[str]:
@@ -75,12 +77,13 @@ class Statements:
     paths hand the driver the same string each time (and its statement cache hits)."""
 
     insert_meta: str
-    insert_item: str
     get_item: str
     next_ready: str
     next_urgent: str
     due_leases: str
     write_item: str
+    to_back_of_case: str
+    to_dead_line: str
     all_items: str
     items_in_state: str
     dead_items: str
@@ -96,11 +99,15 @@ class Statements:
     events_after: str
 
 
-def statements(*, placeholder: str, lock: str, skip_locked: str) -> Statements:
-    """The statements with a dialect's placeholder and locking clauses."""
-    # The driver builds a description of every column on every execute, rows or none:
-    # `id` is left out (it is item_id(seq)), and a query that is usually empty asks for `seq` alone.
-    select = f"SELECT {ITEM_COLUMNS.replace(' id,', '')} FROM items"
+def statements(*, placeholder: str, lock: str, skip_locked: str, back_of_case: str, back_of_dead_line: str
+               ) -> Statements:
+    """The statements with a dialect's placeholder and locking clauses, and its expressions for
+    a place behind every other item of the updated row's case line or of the dead-letter line."""
+    # The driver describes every column of a query on every execute, rows or none: a query that
+    # is usually empty (due leases) asks for `seq` alone.
+    select = f"SELECT {ITEM_COLUMNS} FROM items"
+    write = ("UPDATE items SET state = ?, attempts = ?, token = ?, worker_id = ?, expires_at = ?,"
+             " lease_seconds = ?, last_error = ?, dead_at = ?, replays = ?, ended_by = ?{} WHERE seq = ?")
     ready = (f"{select} AS i WHERE i.state = 'ready'{{urgent}}"
              " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
              " AND o.position < i.position)"
@@ -108,15 +115,14 @@ def statements(*, placeholder: str, lock: str, skip_locked: str) -> Statements:
              f" ORDER BY i.priority, i.seq LIMIT 1{skip_locked}")
     texts = {
         "insert_meta": "INSERT INTO shopops_meta (key, value) VALUES (?, ?), (?, ?)",
-        "insert_item": f"INSERT INTO items ({ITEM_COLUMNS}) VALUES ({', '.join('?' * 19)})",
         "get_item": f"{select} WHERE seq = ?{lock}",
         "next_ready": ready.format(urgent=""),
         "next_urgent": ready.format(urgent=" AND i.priority <= ?"),
         "due_leases": f"SELECT seq FROM items WHERE state = 'leased' AND expires_at <= ? ORDER BY expires_at, seq"
                       f"{skip_locked}",
-        "write_item": ("UPDATE items SET state = ?, attempts = ?, token = ?, worker_id = ?, expires_at = ?,"
-                       " lease_seconds = ?, last_error = ?, dead_at = ?, replays = ?, ended_by = ?, position = ?"
-                       " WHERE seq = ?"),
+        "write_item": write.format(""),
+        "to_back_of_case": write.format(f", position = {back_of_case}"),
+        "to_dead_line": write.format(f", position = {back_of_dead_line}"),
         "all_items": f"{select} ORDER BY seq",
         "items_in_state": f"{select} WHERE state = ? ORDER BY seq",
         "dead_items": f"{select} WHERE state = 'dead' ORDER BY position",
@@ -261,11 +267,13 @@ class SQLStore(ABC):
     lock = ""          # appended to a SELECT that the transaction will change
     skip_locked = ""   # the same, for a SELECT any free row answers (other workers skip ours)
     placeholder = "?"
-    _sql = statements(placeholder="?", lock="", skip_locked="")
+    back_of_case = ""       # an expression: a place behind every item in the updated row's case line
+    back_of_dead_line = ""  # the same, behind every dead item
 
     def __init_subclass__(cls, **settings: Any) -> None:
         super().__init_subclass__(**settings)
-        cls._sql = statements(placeholder=cls.placeholder, lock=cls.lock, skip_locked=cls.skip_locked)
+        cls._sql = statements(placeholder=cls.placeholder, lock=cls.lock, skip_locked=cls.skip_locked,
+                              back_of_case=cls.back_of_case, back_of_dead_line=cls.back_of_dead_line)
 
     def __init__(self, url: str, target: str) -> None:
         self.url = url
@@ -298,15 +306,10 @@ class SQLStore(ABC):
         """The names of the database's tables (ours or anyone's), to decide whether to adopt it."""
 
     @abstractmethod
-    def _insert_item(self, case_id: str, columns: tuple) -> tuple[int, int]:
-        """Insert a new item with `columns` (case_id to ended_by, as in `ITEM_COLUMNS`); the
-        store draws its number (`seq`; its id is `item_id(seq)`) and its place at the back
-        of its case's line, and returns (seq, position)."""
-
-    @abstractmethod
-    def _back_of_line(self, row: ItemRow) -> int:
-        """A place behind every other item in `row`'s line: its case's line (ready and
-        leased items), or the dead-letter line if `row` is dead."""
+    def _insert_item(self, columns: tuple) -> int:
+        """Insert a new item with `columns` (case_id to ended_by, as in `ITEM_COLUMNS`): the
+        store draws its number (`seq`; its id is `item_id(seq)`) and a place behind every
+        item of its case's line (ready and leased), and returns the number."""
 
     @abstractmethod
     def _schema(self) -> list[str]:
@@ -359,10 +362,10 @@ class SQLStore(ABC):
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
-        row.seq, row.position = self._insert_item(
-            row.case_id, (row.case_id, row.tenant_id, row.kind, dumps(row.payload), int(row.priority), row.state.value,
-                          row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds, row.enqueued_at,
-                          row.last_error, row.dead_at, row.replays, row.ended_by))
+        row.seq = self._insert_item(
+            (row.case_id, row.tenant_id, row.kind, dumps(row.payload), int(row.priority), row.state.value,
+             row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds, row.enqueued_at,
+             row.last_error, row.dead_at, row.replays, row.ended_by))
         row.id = item_id(row.seq)
         if self.atomic.open:
             self._rows[row.seq] = row
@@ -382,11 +385,15 @@ class SQLStore(ABC):
         return [self._items(self._sql.get_item, found)[0] for found in due] if due else []
 
     def write_item(self, row: ItemRow, source: ItemState) -> None:
-        if (source, row.state) in _NEW_POSITION:
-            row.position = self._back_of_line(row)
-        self._send(self._sql.write_item,
-                   (row.state.value, row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds,
-             row.last_error, row.dead_at, row.replays, row.ended_by, row.position, row.seq))
+        state = row.state
+        if state is _DEAD and source is _LEASED:
+            statement = self._sql.to_dead_line
+        elif state is _READY and source is _DEAD:  # a replay: to the back of its case
+            statement = self._sql.to_back_of_case
+        else:  # back from a lease keeps its place: the front of its case
+            statement = self._sql.write_item
+        self._send(statement, (state.value, row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds,
+                               row.last_error, row.dead_at, row.replays, row.ended_by, row.seq))
 
     def item_rows(self, state: ItemState | None = None) -> list[ItemRow]:
         if state is None:
@@ -473,7 +480,7 @@ def _item_row(values: Sequence[Any]) -> ItemRow:
     row = ItemRow()
     (row.seq, row.case_id, row.tenant_id, row.kind, payload, row.priority, state, row.attempts,
      row.token, row.worker_id, row.expires_at, row.lease_seconds, row.enqueued_at, row.last_error, row.dead_at,
-     row.replays, row.ended_by, row.position) = values
+     row.replays, row.ended_by) = values
     row.id = item_id(row.seq)
     row.payload = json.loads(payload)
     row.flat = is_flat(row.payload)

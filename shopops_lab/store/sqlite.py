@@ -16,29 +16,34 @@ from pathlib import Path
 from typing import Any
 
 from shopops_lab.errors import ForeignStoreError, StoreOpenError
-from shopops_lab.states import ItemState
-from shopops_lab.store.base import ItemRow
 from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, schema
 
 __all__ = ["SQLiteStore"]
 
 _HEADER = b"SQLite format 3\x00"
-# The back of a case's line: behind its ready items and the leased one (which comes back
-# to the front if its lease ends). Both lookups run on the partial indexes of the schema.
-_CASE_LAST = ("max(coalesce((SELECT max(position) FROM items WHERE case_id = ? AND state = 'ready'), 0),"
-              " coalesce((SELECT position FROM items WHERE case_id = ? AND state = 'leased'), 0)) + 1")
-# One statement draws the new item's number (its id is item_id(seq)) and place, and inserts it.
+
+
+def _back_of_case(case: str) -> str:
+    """A place behind the ready items of `case` and its leased one (which comes back to the
+    front if its lease ends): two lookups on the schema's partial indexes. Writers take turns
+    (BEGIN IMMEDIATE), so no other writer can take the same place meanwhile."""
+    return (f"max(coalesce((SELECT max(o.position) FROM items AS o WHERE o.case_id = {case} AND o.state = 'ready'), 0),"
+            f" coalesce((SELECT l.position FROM items AS l WHERE l.case_id = {case} AND l.state = 'leased'), 0)) + 1")
+
+
+# One statement numbers, places and inserts a new item: no counter row written per enqueue,
+# and no RETURNING (SQLite collects returned rows in a temporary table); the number is the rowid.
 _NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM items)"  # the table's last row: one step down its b-tree
-_INSERT_ITEM = (f"INSERT INTO items ({ITEM_COLUMNS}) VALUES ({_NEXT_SEQ}, printf('item-%04d', {_NEXT_SEQ}),"
-                f" {', '.join('?' * 16)}, {_CASE_LAST}) RETURNING seq, position")
-_BACK_OF_CASE_LINE = f"SELECT {_CASE_LAST}"
-_BACK_OF_DEAD_LINE = "SELECT coalesce(max(position), 0) + 1 FROM items WHERE state = 'dead'"
+_INSERT_ITEM = (f"INSERT INTO items ({ITEM_COLUMNS}, id, position) VALUES ({_NEXT_SEQ}, {', '.join('?' * 16)},"
+                f" printf('item-%04d', {_NEXT_SEQ}), {_back_of_case('?')})")
 SYNCHRONOUS = ("full", "normal")
 MIN_SQLITE = (3, 35)  # UPDATE/INSERT ... RETURNING
 
 
 class SQLiteStore(SQLStore):
     dialect = "sqlite"
+    back_of_case = _back_of_case("items.case_id")
+    back_of_dead_line = "(SELECT coalesce(max(d.position), 0) + 1 FROM items AS d WHERE d.state = 'dead')"
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "full", url: str | None = None) -> None:
         path = Path(path)
@@ -81,15 +86,9 @@ class SQLiteStore(SQLStore):
     def _schema(self) -> list[str]:
         return schema(auto_key="INTEGER PRIMARY KEY", item_key="INTEGER PRIMARY KEY", real="REAL")
 
-    # Writers take turns (BEGIN IMMEDIATE), so a number read inside the transaction is still
-    # free when it is written: no counter row to update on every enqueue.
-    def _insert_item(self, case_id: str, columns: tuple) -> tuple[int, int]:
-        return self._connection.execute(_INSERT_ITEM, (*columns, case_id, case_id)).fetchone()
-
-    def _back_of_line(self, row: ItemRow) -> int:
-        if row.state is ItemState.DEAD:
-            return self._connection.execute(_BACK_OF_DEAD_LINE).fetchone()[0]
-        return self._connection.execute(_BACK_OF_CASE_LINE, (row.case_id, row.case_id)).fetchone()[0]
+    def _insert_item(self, columns: tuple) -> int:
+        case_id = columns[0]
+        return self._connection.execute(_INSERT_ITEM, (*columns, case_id, case_id)).lastrowid
 
     def close(self) -> None:
         self._connection.close()
