@@ -44,14 +44,15 @@ ITEM_COLUMNS = ("seq, case_id, tenant_id, kind, payload, priority, state, attemp
 
 def schema(*, auto_key: str, item_key: str, real: str) -> list[str]:
     """The tables and indexes, in a dialect's words for an auto-numbered key, the items' key
-    (numbered by the store) and a double."""
+    (numbered by the store) and a double. The state check is spelled with OR: SQLite checks an
+    IN list of more than two values through a temporary index built on every write."""
     return [
         "CREATE TABLE shopops_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         f"""CREATE TABLE items (
             seq {item_key}, id TEXT NOT NULL,
             case_id TEXT NOT NULL, tenant_id TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL,
             priority INTEGER NOT NULL,
-            state TEXT NOT NULL CHECK (state IN ('ready', 'leased', 'done', 'dead')),
+            state TEXT NOT NULL CHECK (state = 'ready' OR state = 'leased' OR state = 'done' OR state = 'dead'),
             attempts INTEGER NOT NULL, token INTEGER NOT NULL, worker_id TEXT,
             expires_at {real}, lease_seconds {real} NOT NULL, enqueued_at {real} NOT NULL,
             last_error TEXT, dead_at {real}, replays INTEGER NOT NULL, ended_by TEXT,
