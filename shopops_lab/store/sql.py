@@ -391,7 +391,7 @@ class SQLStore(ABC):
             statement = self._sql.to_dead_line
         elif state is _READY and source is _DEAD:  # a replay: to the back of its case
             statement = self._sql.to_back_of_case
-        else:  # back from a lease keeps its place: the front of its case
+        else:  # any other change keeps the item's place (back from a lease: the front of its case)
             statement = self._sql.write_item
         self._send(statement, (state.value, row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds,
                                row.last_error, row.dead_at, row.replays, row.ended_by, row.seq))
