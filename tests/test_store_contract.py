@@ -22,7 +22,7 @@ def add(store: Store, case_id: str, priority: int = 1, payload: dict | None = No
     row.payload, row.flat = payload or {}, not payload
     row.priority, row.state, row.attempts, row.token, row.worker_id = priority, READY, 0, 0, None
     row.expires_at, row.lease_seconds, row.enqueued_at = None, 30.0, 0.0
-    row.last_error, row.dead_at, row.replays, row.ended_by, row.position = None, None, 0, None, None
+    row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
     with store.atomic:
         store.add_item(row)
     return row
@@ -90,6 +90,24 @@ def test_a_returned_item_goes_to_the_front_and_a_replayed_one_to_the_back(backen
     move(store, second, LEASED)
     move(store, second, DONE)
     assert served(store) == first.id
+
+
+def test_an_item_added_or_replayed_while_its_case_is_held_waits_behind_the_held_one(backend: Backend):
+    store = backend.open()
+    dead = add(store, "O-1001")
+    move(store, dead, LEASED)
+    move(store, dead, DEAD)
+    held = add(store, "O-1001")
+    move(store, held, LEASED)
+    added = add(store, "O-1001")  # the case's line is empty but for the held item
+    move(store, dead, READY)      # replayed while the case is held
+    move(store, held, READY)      # its lease ended: back to the front
+    rows, order = {row.id: row for row in (dead, held, added)}, []
+    while (next_id := served(store)) is not None:
+        order.append(next_id)
+        move(store, rows[next_id], LEASED)
+        move(store, rows[next_id], DONE)
+    assert order == [held.id, added.id, dead.id]
 
 
 def test_dead_items_line_up_in_the_order_they_died(backend: Backend):

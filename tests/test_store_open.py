@@ -56,6 +56,16 @@ def test_a_missing_folder_is_named_with_the_command_that_makes_it(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_sqlite_library_without_returning_is_refused_by_version_before_the_file_is_made(tmp_path, monkeypatch):
+    monkeypatch.setattr(sqlite3, "sqlite_version_info", (3, 34, 1))
+    monkeypatch.setattr(sqlite3, "sqlite_version", "3.34.1")
+    with pytest.raises(StoreOpenError) as caught:
+        open_store(f"sqlite:///{tmp_path / 'shopops.db'}")
+    assert "SQLite library is version 3.34.1; the store needs 3.35 or newer" in str(caught.value)
+    assert "newer SQLite" in str(caught.value)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_folder_where_the_file_should_be_is_refused(tmp_path):
     (tmp_path / "shopops.db").mkdir()
     with pytest.raises(StoreOpenError, match="that is a folder, not a file"):

@@ -51,12 +51,12 @@ def item_seq(item_id: str) -> int | None:
 class ItemRow:
     """One queue item as the store keeps it. The engine changes the fields and calls
     `store.write_item(row, source)`; nobody outside the engine ever sees a row (the queue
-    hands out frozen `Item` snapshots). `position` orders an item in its line: its case's
-    ready line, or the dead-letter queue."""
+    hands out frozen `Item` snapshots). An item's place in its line (its case's line, or the
+    dead-letter queue) is the store's own business."""
 
     __slots__ = ("seq", "id", "case_id", "tenant_id", "kind", "payload", "flat", "priority", "state",
                  "attempts", "token", "worker_id", "expires_at", "lease_seconds", "enqueued_at",
-                 "last_error", "dead_at", "replays", "ended_by", "position")
+                 "last_error", "dead_at", "replays", "ended_by")
 
     def __repr__(self) -> str:
         return f"ItemRow({self.id}, case {self.case_id}, {self.state.value}, token {self.token})"

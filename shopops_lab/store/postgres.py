@@ -17,10 +17,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from shopops_lab.errors import StoreOpenError
-from shopops_lab.store.sql import SQLStore, schema
+from shopops_lab.store.base import item_id
+from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, schema
 
 __all__ = ["PostgresStore"]
 
+_INSERT_ITEM = (f"INSERT INTO items ({ITEM_COLUMNS}, id, position)"
+                f" VALUES ({', '.join(['%s'] * 18)}, nextval('item_position'))")
 _SETUP_LOCK = 0x5709_0915  # an advisory lock: two processes opening a new database take turns
 _INSTALL = "pip install 'psycopg[binary]>=3.2,<4'  (or: pip install 'shopops-lab[postgres]')"
 
@@ -30,6 +33,8 @@ class PostgresStore(SQLStore):
     lock = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
     placeholder = "%s"
+    # One sequence numbers every line's places: concurrent writers never draw the same one.
+    back_of_case = back_of_dead_line = "nextval('item_position')"
 
     def __init__(self, url: str, *, target: str | None = None) -> None:
         super().__init__(url, target or url)
@@ -100,11 +105,10 @@ class PostgresStore(SQLStore):
         return schema(auto_key="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", item_key="BIGINT PRIMARY KEY",
                       real="DOUBLE PRECISION") + ["CREATE SEQUENCE item_seq", "CREATE SEQUENCE item_position"]
 
-    def _next_seq(self) -> int:
-        return self._execute("SELECT nextval('item_seq')").fetchone()[0]
-
-    def _next_position(self) -> int:
-        return self._execute("SELECT nextval('item_position')").fetchone()[0]
+    def _insert_item(self, columns: tuple) -> int:
+        seq = self._execute("SELECT nextval('item_seq')").fetchone()[0]
+        self._send(_INSERT_ITEM, (seq, *columns, item_id(seq)))
+        return seq
 
     def close(self) -> None:
         self._connection.close()

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from json import encoder as json_encoder
 from typing import Any
 
 from shopops_lab.errors import ForeignStoreError
@@ -33,21 +35,24 @@ TABLES = ("shopops_meta", "items", "events", "records", "counters")
 _STATES = {state.value: state for state in ItemState}
 _READY, _LEASED, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DEAD
 _KINDS = {kind.value: kind for kind in EventKind}
-_ITEM_COLUMNS = ("seq, id, case_id, tenant_id, kind, payload, priority, state, attempts, token, worker_id, "
-                 "expires_at, lease_seconds, enqueued_at, last_error, dead_at, replays, ended_by, position")
-_NEW_POSITION = {(_LEASED, _DEAD), (_DEAD, _READY)}  # into the dead-letter line, or to the back of the case
+# The columns a row is read from, in `_item_row`'s order. A new row also has `id` (item_id(seq),
+# for readers of the table) and `position`, its place in its line: the database draws it and
+# compares it, so Python never holds it.
+ITEM_COLUMNS = ("seq, case_id, tenant_id, kind, payload, priority, state, attempts, token, worker_id, "
+                "expires_at, lease_seconds, enqueued_at, last_error, dead_at, replays, ended_by")
 
 
 def schema(*, auto_key: str, item_key: str, real: str) -> list[str]:
     """The tables and indexes, in a dialect's words for an auto-numbered key, the items' key
-    (numbered by the store) and a double."""
+    (numbered by the store) and a double. The state check is spelled with OR: SQLite checks an
+    IN list of more than two values through a temporary index built on every write."""
     return [
         "CREATE TABLE shopops_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         f"""CREATE TABLE items (
             seq {item_key}, id TEXT NOT NULL,
             case_id TEXT NOT NULL, tenant_id TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL,
             priority INTEGER NOT NULL,
-            state TEXT NOT NULL CHECK (state IN ('ready', 'leased', 'done', 'dead')),
+            state TEXT NOT NULL CHECK (state = 'ready' OR state = 'leased' OR state = 'done' OR state = 'dead'),
             attempts INTEGER NOT NULL, token INTEGER NOT NULL, worker_id TEXT,
             expires_at {real}, lease_seconds {real} NOT NULL, enqueued_at {real} NOT NULL,
             last_error TEXT, dead_at {real}, replays INTEGER NOT NULL, ended_by TEXT,
@@ -66,7 +71,78 @@ def schema(*, auto_key: str, item_key: str, real: str) -> list[str]:
     ]
 
 
-_CONVERTED: dict[str, str] = {}  # statements with ? placeholders -> with the dialect's
+@dataclass(frozen=True, slots=True)
+class Statements:
+    """Every statement the stores run, in one dialect's words. Written once here with `?`
+    placeholders and translated when a dialect's class is made, never per call, so the hot
+    paths hand the driver the same string each time (and its statement cache hits)."""
+
+    insert_meta: str
+    get_item: str
+    next_ready: str
+    next_urgent: str
+    due_leases: str
+    write_item: str
+    to_back_of_case: str
+    to_dead_line: str
+    all_items: str
+    items_in_state: str
+    dead_items: str
+    item_counts: str
+    item_count: str
+    get: str
+    put: str
+    put_new: str
+    scan: str
+    next_number: str
+    insert_event: str
+    count_events: str
+    events_after: str
+
+
+def statements(*, placeholder: str, lock: str, skip_locked: str, back_of_case: str, back_of_dead_line: str
+               ) -> Statements:
+    """The statements with a dialect's placeholder and locking clauses, and its expressions for
+    a place behind every other item of the updated row's case line or of the dead-letter line."""
+    # The driver describes every column of a query on every execute, rows or none: a query that
+    # is usually empty (due leases) asks for the least it can, and sorts nothing (SQLite would
+    # open a sorter for it on every call).
+    select = f"SELECT {ITEM_COLUMNS} FROM items"
+    write = ("UPDATE items SET state = ?, attempts = ?, token = ?, worker_id = ?, expires_at = ?,"
+             " lease_seconds = ?, last_error = ?, dead_at = ?, replays = ?, ended_by = ?{} WHERE seq = ?")
+    ready = (f"{select} AS i WHERE i.state = 'ready'{{urgent}}"
+             " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
+             " AND o.position < i.position)"
+             " AND NOT EXISTS (SELECT 1 FROM items AS l WHERE l.case_id = i.case_id AND l.state = 'leased')"
+             f" ORDER BY i.priority, i.seq LIMIT 1{skip_locked}")
+    texts = {
+        "insert_meta": "INSERT INTO shopops_meta (key, value) VALUES (?, ?), (?, ?)",
+        "get_item": f"{select} WHERE seq = ?{lock}",
+        "next_ready": ready.format(urgent=""),
+        "next_urgent": ready.format(urgent=" AND i.priority <= ?"),
+        "due_leases": f"SELECT expires_at, seq FROM items WHERE state = 'leased' AND expires_at <= ?{skip_locked}",
+        "write_item": write.format(""),
+        "to_back_of_case": write.format(f", position = {back_of_case}"),
+        "to_dead_line": write.format(f", position = {back_of_dead_line}"),
+        "all_items": f"{select} ORDER BY seq",
+        "items_in_state": f"{select} WHERE state = ? ORDER BY seq",
+        "dead_items": f"{select} WHERE state = 'dead' ORDER BY position",
+        "item_counts": "SELECT state, count(*) FROM items GROUP BY state",
+        "item_count": "SELECT count(*) FROM items WHERE state = ?",
+        "get": f"SELECT value FROM records WHERE kind = ? AND key = ?{lock}",
+        "put": ("INSERT INTO records (kind, key, value) VALUES (?, ?, ?)"
+                " ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"),
+        "put_new": "INSERT INTO records (kind, key, value) VALUES (?, ?, ?) ON CONFLICT (kind, key) DO NOTHING",
+        "scan": "SELECT key, value FROM records WHERE kind = ? ORDER BY seq",
+        "next_number": ("INSERT INTO counters (name, value) VALUES (?, 1)"
+                        " ON CONFLICT (name) DO UPDATE SET value = counters.value + 1 RETURNING value"),
+        "insert_event": ("INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
+                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+        "count_events": "SELECT count(*) FROM events WHERE seq <= ?",
+        "events_after": ("SELECT seq, time, kind, item_id, case_id, worker_id, token, attempt, info FROM events"
+                         " WHERE seq > ? ORDER BY seq"),
+    }
+    return Statements(**{name: text.replace("?", placeholder) for name, text in texts.items()})
 
 
 def _plain(value: Any) -> Any:
@@ -76,7 +152,17 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_plain).encode  # made once: the C encoder
+def _json_writer() -> Callable[[Any], str]:
+    """Compact JSON text, NaN refused. `json.dumps` builds its C encoder anew on every call
+    (half its time for a small dict); this one is built once."""
+    if json_encoder.c_make_encoder is None:  # a Python without the C accelerator
+        return json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_plain).encode
+    encode = json_encoder.c_make_encoder(None, _plain, json_encoder.encode_basestring_ascii, None, ":", ",",
+                                         False, False, False)
+    return lambda value: "".join(encode(value, 0))
+
+
+dumps = _json_writer()
 
 
 class _Transaction:
@@ -182,6 +268,13 @@ class SQLStore(ABC):
     lock = ""          # appended to a SELECT that the transaction will change
     skip_locked = ""   # the same, for a SELECT any free row answers (other workers skip ours)
     placeholder = "?"
+    back_of_case = ""       # an expression: a place behind every item in the updated row's case line
+    back_of_dead_line = ""  # the same, behind every dead item
+
+    def __init_subclass__(cls, **settings: Any) -> None:
+        super().__init_subclass__(**settings)
+        cls._sql = statements(placeholder=cls.placeholder, lock=cls.lock, skip_locked=cls.skip_locked,
+                              back_of_case=cls.back_of_case, back_of_dead_line=cls.back_of_dead_line)
 
     def __init__(self, url: str, target: str) -> None:
         self.url = url
@@ -214,12 +307,10 @@ class SQLStore(ABC):
         """The names of the database's tables (ours or anyone's), to decide whether to adopt it."""
 
     @abstractmethod
-    def _next_seq(self) -> int:
-        """The next item's number, drawn inside the open transaction."""
-
-    @abstractmethod
-    def _next_position(self) -> int:
-        """The next place in a case's line (also drawn for items moved to the back)."""
+    def _insert_item(self, columns: tuple) -> int:
+        """Insert a new item with `columns` (case_id to ended_by, as in `ITEM_COLUMNS`): the
+        store draws its number (`seq`; its id is `item_id(seq)`) and a place behind every
+        item of its case's line (ready and leased), and returns the number."""
 
     @abstractmethod
     def _schema(self) -> list[str]:
@@ -228,14 +319,6 @@ class SQLStore(ABC):
     @abstractmethod
     def close(self) -> None:
         """Close the connection; the store cannot be used afterwards."""
-
-    def _sql(self, sql: str) -> str:
-        if self.placeholder == "?":
-            return sql
-        converted = _CONVERTED.get(sql)
-        if converted is None:
-            converted = _CONVERTED[sql] = sql.replace("?", self.placeholder)
-        return converted
 
     def _end(self, *, commit: bool) -> None:
         try:
@@ -257,8 +340,7 @@ class SQLStore(ABC):
         if not tables:
             for statement in self._schema():
                 self._execute(statement)
-            self._execute(self._sql("INSERT INTO shopops_meta (key, value) VALUES (?, ?), (?, ?)"),
-                          ("program", PROGRAM, "schema_version", str(SCHEMA_VERSION)))
+            self._execute(self._sql.insert_meta, ("program", PROGRAM, "schema_version", str(SCHEMA_VERSION)))
             return
         fix = "point the URL at a new file or an empty database; this one was not changed"
         if "shopops_meta" not in tables:
@@ -281,69 +363,62 @@ class SQLStore(ABC):
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
-        row.seq = self._next_seq()
+        row.seq = self._insert_item(
+            (row.case_id, row.tenant_id, row.kind, dumps(row.payload), int(row.priority), row.state.value,
+             row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds, row.enqueued_at,
+             row.last_error, row.dead_at, row.replays, row.ended_by))
         row.id = item_id(row.seq)
-        row.position = self._next_position()
         if self.atomic.open:
             self._rows[row.seq] = row
-        self._send(self._sql(f"INSERT INTO items ({_ITEM_COLUMNS}) VALUES ({', '.join('?' * 19)})"),
-                      (row.seq, row.id, row.case_id, row.tenant_id, row.kind, dumps(row.payload), int(row.priority),
-                       row.state.value, row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds,
-                       row.enqueued_at, row.last_error, row.dead_at, row.replays, row.ended_by, row.position))
 
     def get_item(self, item_id: str) -> ItemRow | None:
         seq = item_seq(item_id)
-        rows = [] if seq is None else self._items(f"SELECT {_ITEM_COLUMNS} FROM items WHERE seq = ?{self.lock}", (seq,))
+        rows = [] if seq is None else self._items(self._sql.get_item, (seq,))
         return rows[0] if rows else None
 
     def next_ready(self, max_priority: int | None) -> ItemRow | None:
-        urgent = "" if max_priority is None else " AND i.priority <= ?"
-        rows = self._items(
-            f"SELECT {_ITEM_COLUMNS} FROM items AS i WHERE i.state = 'ready'{urgent}"
-            " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
-            " AND o.position < i.position)"
-            " AND NOT EXISTS (SELECT 1 FROM items AS l WHERE l.case_id = i.case_id AND l.state = 'leased')"
-            f" ORDER BY i.priority, i.seq LIMIT 1{self.skip_locked}",
-            () if max_priority is None else (int(max_priority),))
+        rows = (self._items(self._sql.next_ready) if max_priority is None
+                else self._items(self._sql.next_urgent, (int(max_priority),)))
         return rows[0] if rows else None
 
     def due_leases(self, t: float) -> list[ItemRow]:
-        return self._items(f"SELECT {_ITEM_COLUMNS} FROM items WHERE state = 'leased' AND expires_at <= ?"
-                           f" ORDER BY expires_at, seq{self.skip_locked}", (t,))
+        due = self._execute(self._sql.due_leases, (t,)).fetchall()  # almost always none
+        return [self._items(self._sql.get_item, (seq,))[0] for _, seq in sorted(due)] if due else []
 
     def write_item(self, row: ItemRow, source: ItemState) -> None:
-        if (source, row.state) in _NEW_POSITION:
-            row.position = self._next_position()
-        self._send(self._sql(
-            "UPDATE items SET state = ?, attempts = ?, token = ?, worker_id = ?, expires_at = ?,"
-            " lease_seconds = ?, last_error = ?, dead_at = ?, replays = ?, ended_by = ?, position = ?"
-            " WHERE seq = ?"),
-            (row.state.value, row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds,
-             row.last_error, row.dead_at, row.replays, row.ended_by, row.position, row.seq))
+        state = row.state
+        if state is _DEAD and source is _LEASED:
+            statement = self._sql.to_dead_line
+        elif state is _READY and source is _DEAD:  # a replay: to the back of its case
+            statement = self._sql.to_back_of_case
+        else:  # any other change keeps the item's place (back from a lease: the front of its case)
+            statement = self._sql.write_item
+        self._send(statement, (state.value, row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds,
+                               row.last_error, row.dead_at, row.replays, row.ended_by, row.seq))
 
     def item_rows(self, state: ItemState | None = None) -> list[ItemRow]:
         if state is None:
-            return self._items(f"SELECT {_ITEM_COLUMNS} FROM items ORDER BY seq")
-        return self._items(f"SELECT {_ITEM_COLUMNS} FROM items WHERE state = ? ORDER BY seq", (state.value,))
+            return self._items(self._sql.all_items)
+        return self._items(self._sql.items_in_state, (state.value,))
 
     def dead_rows(self) -> list[ItemRow]:
-        return self._items(f"SELECT {_ITEM_COLUMNS} FROM items WHERE state = 'dead' ORDER BY position")
+        return self._items(self._sql.dead_items)
 
     def item_counts(self) -> dict[ItemState, int]:
         counts = {state: 0 for state in ItemState}
-        for state, n in self._execute("SELECT state, count(*) FROM items GROUP BY state").fetchall():
+        for state, n in self._execute(self._sql.item_counts).fetchall():
             counts[_STATES[state]] = n
         return counts
 
     def item_count(self, state: ItemState) -> int:
-        return self._execute(self._sql("SELECT count(*) FROM items WHERE state = ?"), (state.value,)).fetchone()[0]
+        return self._execute(self._sql.item_count, (state.value,)).fetchone()[0]
 
     def _items(self, sql: str, params: Sequence[Any] = ()) -> list[ItemRow]:
         """Rows as `ItemRow`s; inside a transaction the same item is always the same object,
         so a change the engine made to it earlier in the transaction is not lost."""
         cached = self._rows if self.atomic.open else {}
         found = []
-        for values in self._execute(self._sql(sql), params).fetchall():
+        for values in self._execute(sql, params).fetchall():
             row = cached.get(values[0])
             if row is None:
                 row = cached[values[0]] = _item_row(values)
@@ -352,47 +427,36 @@ class SQLStore(ABC):
 
     # ------------------------------------------------------------------ records
     def get(self, kind: str, key: str) -> Any:
-        found = self._execute(self._sql(f"SELECT value FROM records WHERE kind = ? AND key = ?{self.lock}"),
-                              (kind, key)).fetchone()
+        found = self._execute(self._sql.get, (kind, key)).fetchone()
         return None if found is None else json.loads(found[0])
 
     def put(self, kind: str, key: str, value: Any) -> None:
-        self._send(self._sql("INSERT INTO records (kind, key, value) VALUES (?, ?, ?)"
-                             " ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"),
-                   (kind, key, dumps(value)))
+        self._send(self._sql.put, (kind, key, dumps(value)))
 
     def put_new(self, kind: str, key: str, value: Any) -> bool:
-        cursor = self._execute(self._sql("INSERT INTO records (kind, key, value) VALUES (?, ?, ?)"
-                                         " ON CONFLICT (kind, key) DO NOTHING"), (kind, key, dumps(value)))
+        cursor = self._execute(self._sql.put_new, (kind, key, dumps(value)))
         return cursor.rowcount == 1
 
     def scan(self, kind: str) -> list[tuple[str, Any]]:
-        rows = self._execute(self._sql("SELECT key, value FROM records WHERE kind = ? ORDER BY seq"), (kind,))
+        rows = self._execute(self._sql.scan, (kind,))
         return [(key, json.loads(value)) for key, value in rows.fetchall()]
 
     def next_number(self, name: str) -> int:
-        return self._execute(self._sql(
-            "INSERT INTO counters (name, value) VALUES (?, 1)"
-            " ON CONFLICT (name) DO UPDATE SET value = counters.value + 1 RETURNING value"), (name,)).fetchone()[0]
+        return self._execute(self._sql.next_number, (name,)).fetchone()[0]
 
     # ------------------------------------------------------------------ events
     def _insert_event(self, row: tuple) -> int:
         """Write one event row; -1 for its seq, which the database gives it."""
         time, kind, item, case, worker, token, attempt, info = row
-        self._send(self._sql(
-            "INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
-            (time, kind.value if isinstance(kind, EventKind) else str(kind), item, case, worker, token, attempt,
-             dumps(info)))
+        self._send(self._sql.insert_event, (time, kind.value if isinstance(kind, EventKind) else str(kind), item,
+                                            case, worker, token, attempt, dumps(info)))
         return -1
 
     def _count_events(self, upto: int) -> int:
-        return self._execute(self._sql("SELECT count(*) FROM events WHERE seq <= ?"), (upto,)).fetchone()[0]
+        return self._execute(self._sql.count_events, (upto,)).fetchone()[0]
 
     def _events_after(self, seq: int) -> list[tuple[int, tuple]]:
-        rows = self._execute(self._sql(
-            "SELECT seq, time, kind, item_id, case_id, worker_id, token, attempt, info FROM events"
-            " WHERE seq > ? ORDER BY seq"), (seq,)).fetchall()
+        rows = self._execute(self._sql.events_after, (seq,)).fetchall()
         return [(s, (time, _KINDS[kind], item, case, worker, token, attempt, _info(info)))
                 for s, time, kind, item, case, worker, token, attempt, info in rows]
 
@@ -415,9 +479,10 @@ def _info(text: str) -> dict[str, Any]:
 
 def _item_row(values: Sequence[Any]) -> ItemRow:
     row = ItemRow()
-    (row.seq, row.id, row.case_id, row.tenant_id, row.kind, payload, row.priority, state, row.attempts,
+    (row.seq, row.case_id, row.tenant_id, row.kind, payload, row.priority, state, row.attempts,
      row.token, row.worker_id, row.expires_at, row.lease_seconds, row.enqueued_at, row.last_error, row.dead_at,
-     row.replays, row.ended_by, row.position) = values
+     row.replays, row.ended_by) = values
+    row.id = item_id(row.seq)
     row.payload = json.loads(payload)
     row.flat = is_flat(row.payload)
     row.state = _STATES[state]

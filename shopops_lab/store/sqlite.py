@@ -16,22 +16,41 @@ from pathlib import Path
 from typing import Any
 
 from shopops_lab.errors import ForeignStoreError, StoreOpenError
-from shopops_lab.store.sql import SCHEMA_VERSION, SQLStore, schema
+from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, schema
 
 __all__ = ["SQLiteStore"]
 
 _HEADER = b"SQLite format 3\x00"
+
+
+def _back_of_case(case: str) -> str:
+    """A place behind the ready items of `case` and its leased one (which comes back to the
+    front if its lease ends): two lookups on the schema's partial indexes. Writers take turns
+    (BEGIN IMMEDIATE), so no other writer can take the same place meanwhile."""
+    return (f"max(coalesce((SELECT max(o.position) FROM items AS o WHERE o.case_id = {case} AND o.state = 'ready'), 0),"
+            f" coalesce((SELECT l.position FROM items AS l WHERE l.case_id = {case} AND l.state = 'leased'), 0)) + 1")
+
+
+# One statement numbers, places and inserts a new item: no counter row written per enqueue,
+# and no RETURNING (SQLite collects returned rows in a temporary table); the number is the rowid.
+_NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM items)"  # the table's last row: one step down its b-tree
+_INSERT_ITEM = (f"INSERT INTO items ({ITEM_COLUMNS}, id, position) VALUES ({_NEXT_SEQ}, {', '.join('?' * 16)},"
+                f" printf('item-%04d', {_NEXT_SEQ}), {_back_of_case('?')})")
 SYNCHRONOUS = ("full", "normal")
+MIN_SQLITE = (3, 35)  # UPDATE/INSERT ... RETURNING
 
 
 class SQLiteStore(SQLStore):
     dialect = "sqlite"
+    back_of_case = _back_of_case("items.case_id")
+    back_of_dead_line = "(SELECT coalesce(max(d.position), 0) + 1 FROM items AS d WHERE d.state = 'dead')"
 
     def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "full", url: str | None = None) -> None:
         path = Path(path)
         super().__init__(url or f"sqlite:///{path}", str(path))
         self.path = path
         self.synchronous = synchronous
+        _check_version(self.target)
         _check_file(path, self.target)
         try:
             self._connection = sqlite3.connect(path, isolation_level=None, timeout=30)
@@ -67,14 +86,24 @@ class SQLiteStore(SQLStore):
     def _schema(self) -> list[str]:
         return schema(auto_key="INTEGER PRIMARY KEY", item_key="INTEGER PRIMARY KEY", real="REAL")
 
-    def _next_seq(self) -> int:
-        return self._connection.execute("SELECT coalesce(max(seq), 0) + 1 FROM items").fetchone()[0]
-
-    def _next_position(self) -> int:
-        return self.next_number("item_position")
+    def _insert_item(self, columns: tuple) -> int:
+        case_id = columns[0]
+        return self._connection.execute(_INSERT_ITEM, (*columns, case_id, case_id)).lastrowid
 
     def close(self) -> None:
         self._connection.close()
+
+
+def _check_version(target: str) -> None:
+    """The statements use RETURNING (SQLite 3.35, 2021): refuse an older library before
+    touching the file, rather than fail on the first enqueue."""
+    if sqlite3.sqlite_version_info < MIN_SQLITE:
+        raise StoreOpenError(
+            target=target,
+            reason=f"this Python's SQLite library is version {sqlite3.sqlite_version}; the store needs "
+                   f"{'.'.join(map(str, MIN_SQLITE))} or newer",
+            fix="use a Python built with a newer SQLite (python.org and conda builds, Debian 12 and Ubuntu 22.04 "
+                "have one), or memory: / postgresql:// instead")
 
 
 def _check_file(path: Path, target: str) -> None:
