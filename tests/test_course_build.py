@@ -140,8 +140,12 @@ def test_checks_and_hidden_tests_run_in_the_student_copy_and_stubs_at_module_lev
         cells.code("if lab.exercise.answered(send):\n    shown = send(2)\n    print(shown)"),  # guarded
         cells.code("print(shown)"),                                           # unguarded: shown is missing
         cells.code("if lab.exercise.answered(send):\n    print(shown)"),   # guarded again
+        cells.code("seen = None\nif lab.exercise.answered(send):\n    seen = send(3)"),  # a default first
+        cells.code("print(seen)"),                                            # defined either way
+        cells.code("if lab.exercise.answered(send):\n    later = send(4)\nfor _ in []:\n    later = 0"),
+        cells.code("print(later)"),                                           # a loop binding is not sure
     ], lab="09", version="1", title="run all")
-    assert answer_dependent_cells(nb) == {3, 4, 5, 6, 8}
+    assert answer_dependent_cells(nb) == {3, 4, 5, 6, 8, 13}
 
 
 def test_cells_are_locked_except_answers(demo: nbformat.NotebookNode) -> None:

@@ -277,12 +277,18 @@ def names_read_outside_checks(tree: ast.Module) -> set[str]:
 
 def bound_behind_answered(tree: ast.Module) -> set[str]:
     """Names bound only inside `if ....answered(...):` bodies: in the pristine student copy
-    they stay undefined, so a later cell reading them outside such a guard fails."""
+    they stay undefined, so a later cell reading them outside such a guard fails. A name the
+    cell also binds unconditionally (`shown = None` before the guard) is defined either way."""
     names: set[str] = set()
     for node in ast.walk(tree):
         if _behind_answered(node):
             names |= defined_names(ast.Module(body=node.body, type_ignores=[]))
-    return names
+    always = [statement for statement in tree.body if not isinstance(statement, UNCONDITIONAL_NOT)]
+    return names - defined_names(ast.Module(body=always, type_ignores=[]))
+
+
+# Compound statements whose bodies may not run; a binding inside them is not a sure one.
+UNCONDITIONAL_NOT = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match)
 
 
 def raises_when_run(tree: ast.Module) -> bool:
