@@ -52,11 +52,12 @@ class ItemRow:
     """One queue item as the store keeps it. The engine changes the fields and calls
     `store.write_item(row, source)`; nobody outside the engine ever sees a row (the queue
     hands out frozen `Item` snapshots). An item's place in its line (its case's line, or the
-    dead-letter queue) is the store's own business."""
+    dead-letter queue) is the store's own business: the memory store chains a case's ready
+    items through `behind` (the next one in line); other stores leave it unset."""
 
     __slots__ = ("seq", "id", "case_id", "tenant_id", "kind", "payload", "flat", "priority", "state",
                  "attempts", "token", "worker_id", "expires_at", "lease_seconds", "enqueued_at",
-                 "last_error", "dead_at", "replays", "ended_by")
+                 "last_error", "dead_at", "replays", "ended_by", "behind")
 
     def __repr__(self) -> str:
         return f"ItemRow({self.id}, case {self.case_id}, {self.state.value}, token {self.token})"

@@ -5,12 +5,13 @@ survives the process.
 Lookups are O(log n): cases that can be served sit in a heap keyed by their head item's
 (priority, seq), and leases in a heap keyed by deadline, so neither `next_ready` nor
 `due_leases` scans the queue. Heap entries are never removed early; an entry that no longer
-matches its row is skipped when it reaches the top.
+matches its row is skipped when it reaches the top. A case's line of ready items is a chain
+through the rows themselves (`row.behind`), so a burst of one-item cases allocates no
+container per case: fewer objects for Python's garbage collector to walk.
 """
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from typing import Any
 
 from shopops_lab.events import EventLog
@@ -46,7 +47,8 @@ class MemoryStore:
         self.atomic = _NoTransaction()
         self._items: dict[str, ItemRow] = {}
         self.get_item = self._items.get  # the answer is the dict's own lookup: no Python call on every ack
-        self._lines: dict[str, deque[ItemRow]] = {}  # case -> its ready items, head first
+        self._heads: dict[str, ItemRow] = {}  # case -> the first ready item of its line
+        self._tails: dict[str, ItemRow] = {}  # case -> the last; rows in between link by `behind`
         self._held: set[str] = set()                  # cases with a live lease
         self._available: list[tuple[int, int, str]] = []      # (priority, seq, case_id)
         self._expiry: list[tuple[float, int, int, str]] = []  # (expires_at, seq, token, item_id)
@@ -67,7 +69,7 @@ class MemoryStore:
         available = self._available
         if not available or (max_priority is not None and available[0][0] > max_priority):
             return None
-        return self._lines[available[0][2]][0]
+        return self._heads[available[0][2]]
 
     def due_leases(self, t: float) -> list[ItemRow]:
         heap = self._expiry
@@ -87,8 +89,13 @@ class MemoryStore:
         target = row.state
         if source is _READY:  # leased: next_ready answered from the top of the heap
             heapq.heappop(self._available)
-            self._lines[row.case_id].popleft()
-            self._held.add(row.case_id)
+            case_id = row.case_id
+            if row.behind is None:
+                del self._heads[case_id], self._tails[case_id]
+            else:
+                self._heads[case_id] = row.behind
+                row.behind = None
+            self._held.add(case_id)
             heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))
         elif target is _DONE:
             self._release(row)
@@ -167,21 +174,25 @@ class MemoryStore:
     def _make_ready(self, row: ItemRow, *, front: bool) -> None:
         """Queue `row` in its case's line and offer the case if it just became servable."""
         case_id = row.case_id
-        line = self._lines.get(case_id)
-        if line is None:
-            line = self._lines[case_id] = deque()
-        was_empty = not line
-        if front:
-            line.appendleft(row)
+        head = self._heads.get(case_id)
+        if head is None:
+            row.behind = None
+            self._heads[case_id] = self._tails[case_id] = row
+        elif front:
+            row.behind = head
+            self._heads[case_id] = row
         else:
-            line.append(row)
-        if (was_empty or front) and case_id not in self._held:
-            heapq.heappush(self._available, (line[0].priority, line[0].seq, case_id))
+            row.behind = None
+            self._tails[case_id].behind = row
+            self._tails[case_id] = row
+            return  # the case's head is unchanged: it is offered already, or held
+        if case_id not in self._held:
+            heapq.heappush(self._available, (row.priority, row.seq, case_id))
 
     def _release(self, row: ItemRow) -> None:
         """The case's lease is over: offer its next item, if any."""
         case_id = row.case_id
         self._held.discard(case_id)
-        line = self._lines[case_id]
-        if line:
-            heapq.heappush(self._available, (line[0].priority, line[0].seq, case_id))
+        head = self._heads.get(case_id)
+        if head is not None:
+            heapq.heappush(self._available, (head.priority, head.seq, case_id))
