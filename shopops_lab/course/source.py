@@ -275,6 +275,10 @@ def names_read_outside_checks(tree: ast.Module) -> set[str]:
     return names
 
 
+# Compound statements whose bodies may not run: a binding inside one is not a sure one.
+_MAY_NOT_RUN = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match)
+
+
 def bound_behind_answered(tree: ast.Module) -> set[str]:
     """Names bound only inside `if ....answered(...):` bodies: in the pristine student copy
     they stay undefined, so a later cell reading them outside such a guard fails. A name the
@@ -283,12 +287,8 @@ def bound_behind_answered(tree: ast.Module) -> set[str]:
     for node in ast.walk(tree):
         if _behind_answered(node):
             names |= defined_names(ast.Module(body=node.body, type_ignores=[]))
-    always = [statement for statement in tree.body if not isinstance(statement, UNCONDITIONAL_NOT)]
+    always = [statement for statement in tree.body if not isinstance(statement, _MAY_NOT_RUN)]
     return names - defined_names(ast.Module(body=always, type_ignores=[]))
-
-
-# Compound statements whose bodies may not run; a binding inside them is not a sure one.
-UNCONDITIONAL_NOT = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.Try, ast.With, ast.AsyncWith, ast.Match)
 
 
 def raises_when_run(tree: ast.Module) -> bool:

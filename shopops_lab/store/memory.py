@@ -7,7 +7,7 @@ Lookups are O(log n): cases that can be served sit in a heap keyed by their head
 `due_leases` scans the queue. Heap entries are never removed early; an entry that no longer
 matches its row is skipped when it reaches the top. A case's line of ready items is a chain
 through the rows themselves (`row.behind`), so a burst of one-item cases allocates no
-container per case: fewer objects for Python's garbage collector to walk.
+container per case (a deque each cost ~700 bytes) and a drained case leaves nothing behind.
 """
 from __future__ import annotations
 
