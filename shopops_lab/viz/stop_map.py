@@ -71,16 +71,16 @@ class Stop:
         """The cell's big line: what the customer got."""
         if self.outcome is Outcome.DEAD:
             return "dead-lettered"
-        if self.credits == 0:
+        if self.outcome is Outcome.NEVER:
             return "never refunded"
-        return "refunded once" if self.credits == 1 else f"refunded {self.credits}\u00d7"
+        return f"refunded {self.credits}\u00d7" if self.outcome is Outcome.REPEATED else "refunded once"
 
     @property
     def money(self) -> str:
         if self.outcome is Outcome.DEAD:
             return f"{self.refunded:.2f} paid; the handler raised"
         paid = f"{self.refunded:.2f} paid for {self.asked:.2f}"
-        return paid if self.credits < 2 else f"{paid}, in {self.credits} credits"
+        return f"{paid}, in {self.credits} credits" if self.outcome is Outcome.REPEATED else paid
 
     def words(self) -> str:
         """The stop in one phrase, for the text alternative."""
