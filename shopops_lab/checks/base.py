@@ -67,9 +67,40 @@ class Wrong(Exception):
         self.evidence = tuple(evidence)
 
 
+class ForeignAnswer:
+    """An answer that lives in another process (the grader's learner child), seen from the
+    judge. Calling it (or, for a class, making an object from it) crosses to that process;
+    a subclass raises `NotAttempted` itself when the stub answered. The checks treat it like
+    the learner's own function or class, through `call_answer`, `is_stub` and `restart`."""
+
+    kind: str = "function"          # or "class"
+    __name__: str = "answer"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError  # a subclass crosses to the learner's process
+
+    def is_stub(self) -> bool:
+        raise NotImplementedError  # a subclass asks the learner's process
+
+    def restart(self) -> ForeignAnswer:
+        raise NotImplementedError  # a subclass starts the learner's code afresh
+
+
+def restart(answer: Any) -> Any:
+    """The answer as a freshly started worker process would have it: nothing the learner's
+    code kept in memory (module-level dicts, class attributes, closures) survives. A check
+    calls this after every simulated crash, so state kept outside the store is lost, as it
+    would be when the process dies."""
+    if isinstance(answer, ForeignAnswer):
+        return answer.restart()
+    return answer
+
+
 def call_answer(answer: Any, *args: Any, **kwargs: Any) -> Any:
     """Call the learner's function. Its stub's own NotImplementedError becomes
     `NotAttempted`; one raised deeper down is the learner's code failing, and propagates."""
+    if isinstance(answer, ForeignAnswer):
+        return answer(*args, **kwargs)
     try:
         return answer(*args, **kwargs)
     except NotImplementedError as exc:
@@ -93,6 +124,8 @@ def attempt(answer: Any, *args: Any, **kwargs: Any) -> tuple[Any, Exception | No
 def is_stub(answer: Any) -> bool:
     """True while `answer` is still the exercise's stub: a function (or, for a class, one
     of its own methods) whose body does nothing but raise NotImplementedError."""
+    if isinstance(answer, ForeignAnswer):
+        return answer.is_stub()
     return any(code.co_names == ("NotImplementedError",) for code in _codes(answer))
 
 
@@ -199,7 +232,10 @@ class Exercise:
         kind = "class" if self.wants_class else "function"
         if len(answer) == 1:
             value = answer[0]
-            fits = isinstance(value, type) if self.wants_class else callable(value) and not isinstance(value, type)
+            if isinstance(value, ForeignAnswer):
+                fits = value.kind == kind
+            else:
+                fits = isinstance(value, type) if self.wants_class else callable(value) and not isinstance(value, type)
             if fits:
                 return None
             got = describe(value)
