@@ -28,9 +28,10 @@ class Verdict(StrEnum):
     CORRECT = "correct"
     INCORRECT = "incorrect"
     NOT_ATTEMPTED = "not attempted"
+    NOT_JUDGED = "not judged"  # the check could not run as planned here: never a pass, never a fail
 
 
-_MARKS = {Verdict.CORRECT: "✅", Verdict.INCORRECT: "❌", Verdict.NOT_ATTEMPTED: "⏳"}
+_MARKS = {Verdict.CORRECT: "✅", Verdict.INCORRECT: "❌", Verdict.NOT_ATTEMPTED: "⏳", Verdict.NOT_JUDGED: "❔"}
 # Frames in the kit, the standard library or installed packages are not the learner's code.
 _NOT_THE_LEARNERS = tuple({Path(__file__).resolve().parent.parent,
                            *(Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "purelib", "platlib"))})
@@ -57,6 +58,11 @@ class Result:
 
 class NotAttempted(Exception):
     """The exercise's stub itself raised NotImplementedError: nothing is written yet."""
+
+
+class NotJudged(Exception):
+    """The check could not judge the answer here (no processes in this notebook, or a planned
+    step of a run did not happen): the message says why and what to do; it never passes."""
 
 
 class Wrong(Exception):
@@ -182,6 +188,8 @@ class Exercise:
                                   "that raises NotImplementedError), run that cell, then run this one again.")
         except Wrong as wrong:
             return Result(exercise=self.name, verdict=Verdict.INCORRECT, message=str(wrong), evidence=wrong.evidence)
+        except NotJudged as why:
+            return Result(exercise=self.name, verdict=Verdict.NOT_JUDGED, message=str(why))
         except KeyboardInterrupt:
             raise
         except SystemExit as exc:

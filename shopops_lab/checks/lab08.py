@@ -1,18 +1,23 @@
-"""Lab 08: real worker processes on an SQLite file, killed with SIGKILL.
+"""Lab 08: real worker processes on an SQLite file, killed with SIGKILL or frozen, on a plan.
 
 The learner writes `handle(lease, shop)`: refund the order the lease names and ack it, so
 that a SIGKILL anywhere leaves every order refunded exactly once. The check runs the
-handler in real worker processes (forked, so the notebook's own function runs in them) on
-several seeds; each seed stops workers at the same named places: killed right after the
-credit, right after the ack, right after a commit, after the handler returned, and one
-worker frozen before its handler until its lease ran out and another worker took the item
-over (it then wakes up stale). What decides is the money: every order credited exactly
-once, none left out, never how the handler is spelled.
+handler in real worker processes (forked, so the notebook's own function runs in them), one
+order per schedule, and every schedule happens exactly as planned: each worker stops at
+every call it makes into the shop and moves on only when the check says so, and a lease
+runs out when the check moves the clock, never because a machine was slow. It plays the
+delivery whole, a SIGKILL right after each of the handler's steps, and a freeze at each step
+outside a transaction until the lease runs out and a second worker takes the order over
+(whole, or stopped at each of its own steps while the frozen one wakes up stale and
+finishes). What decides is the money: every order credited exactly once, the amount its
+delivery carries, never how the handler is spelled. A failure is shown as the schedule that
+broke it; a planned stop that did not happen voids the run ("not judged"), never passes it.
 
-`replay(handle, seed)` tells one seed's story, order by order, and `stop_map(run, ...)` draws
-it: one cell per stop, coloured by how its order ended. In a browser-only notebook
-(JupyterLite) nothing here can start a process; `processes_available()` says so, and the lab
-shows the recorded runs in `RECORDED` (and draws those in `RECORDED_RUNS`) instead.
+`replay(handle, schedule)` tells one schedule's story, `run_refunds(handle, seed=...)` runs
+one order per named stop, and `stop_map(run, ...)` draws that: one cell per stop, coloured by
+how its order ended. In a browser-only notebook (JupyterLite) nothing here can start a
+process; `processes_available()` says so, the check says where to run it, and the lab shows
+the recorded runs in `RECORDED` (and draws those in `RECORDED_RUNS`) instead.
 """
 from __future__ import annotations
 
@@ -24,15 +29,18 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import cycle
 from pathlib import Path
 from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.chaos.plan import Kill, KillPoint
-from shopops_lab.chaos.run import run_chaos, run_workers
-from shopops_lab.chaos.worker import Stops
-from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, is_stub
-from shopops_lab.clock import SystemClock
+from shopops_lab.chaos.run import run_chaos
+from shopops_lab.chaos.schedules import How, Played, Player, Schedule, explore
+from shopops_lab.chaos.steps import Pause, Stepper, StepsError
+from shopops_lab.checks.base import Exercise, NotAttempted, NotJudged, Wrong, is_stub
+from shopops_lab.clock import FakeClock
+from shopops_lab.errors import ShopOpsError
 from shopops_lab.states import ItemState
 from shopops_lab.store import Store, open_store
 from shopops_lab.viz.dot import Diagram
@@ -44,23 +52,23 @@ from shopops_lab.worker.queue import Lease, Queue
 __all__ = ["CRASH_QUIZ", "RECORDED", "RECORDED_RUNS", "STOPS", "RefundRun", "Shop", "chaos_summary", "exercise",
            "processes_available", "replay", "run_refunds", "show", "stop_map", "story", "table"]
 
-SEEDS = (1, 2, 3)
-LEASE_SECONDS = 0.5
+LEASE_SECONDS = 30.0  # on the clock the check moves: a lease runs out only when a schedule says so
+MAX_ATTEMPTS = 4
+PATIENCE = 60.0       # seconds a worker may stay silent before the run is void (never a verdict)
 AMOUNTS = (12.5, 20.0, 35.0, 49.9)
-# Where the check stops a worker, each on its own order: what each one catches.
+# The named stops of the lab's demonstration, each on its own order: what each one catches.
 STOPS = (("after_credit", False),   # credit committed, ack not: a redelivery credits again
          ("after_ack", False),      # ack committed, credit not yet: the order is never refunded
          ("after_commit", False),   # your transaction committed, and whatever comes after it did not
          ("after_acquire", True),   # frozen past its lease; wakes up stale after a takeover
          ("after_handler", False))  # all done: dying now must cost nothing
-_WHY = {
-    "after_credit": "a worker was killed right after its credit, before its ack",
-    "after_ack": "a worker was killed right after its ack, before its credit",
-    "after_commit": "a worker was killed right after one of your transactions committed",
-    "after_acquire": "a worker froze before its handler ran; its lease ran out, another worker took the order "
-                     "over, and then the frozen one woke up and ran your handler with its stale lease",
-    "after_handler": "a worker was killed after your handler returned",
-}
+# What a worker had just done at each point, for the messages.
+_AFTER = {"after_acquire": "acquiring the order, before your handler ran",
+          "after_refunded": "reading shop.refunded",
+          "after_credit": "a shop.credit",
+          "after_ack": "a shop.ack",
+          "after_commit": "one of your transactions committed",
+          "after_handler": "your handler returned"}
 
 
 def processes_available() -> bool:
@@ -69,47 +77,69 @@ def processes_available() -> bool:
 
 
 class Shop:
-    """What a handler gets: the shop's database, seen through three calls.
+    """What a handler gets: the shop's database, seen through four calls.
 
     * `shop.credit(order, amount)` refunds `amount` to `order`: one committed write of its own,
       or part of your transaction when you are inside one;
     * `shop.ack(lease)` acknowledges the delivery (refused if the lease is no longer yours):
       the same;
+    * `shop.refunded(order)` reads what `order` has been refunded so far;
     * `with shop.transaction():` makes everything inside one transaction: all of it commits
       when the block ends, or none of it, if the worker dies (or anything raises) inside.
+
+    Each call is a point where the check may stop the worker (`pause`), and says what it did.
     """
 
-    def __init__(self, store: Store, queue: Queue, stops: Stops | None = None) -> None:
-        self._store, self._queue, self._stops = store, queue, stops
-        self._lease: Lease | None = None  # the delivery being handled, for the stop points
+    def __init__(self, store: Store, queue: Queue, pause: Pause | None = None) -> None:
+        self._store, self._queue, self._pause = store, queue, pause
 
     def credit(self, order: str, amount: float) -> None:
         with self._store.atomic:
             refund = self._store.get(_REFUNDS, order) or {"refunded": 0.0, "credits": 0}
             self._store.put(_REFUNDS, order, {"refunded": round(refund["refunded"] + amount, 2),
                                               "credits": refund["credits"] + 1})
-        self._stop("after_credit")
+        self._stop("after_credit", f"shop.credit({order!r}, {_money(amount)})")
 
     def ack(self, lease: Lease) -> None:
-        self._queue.ack(lease)
-        self._stop("after_ack")
+        try:
+            self._queue.ack(lease)
+        except ShopOpsError as refused:
+            self._note(f"shop.ack(lease) is refused: {type(refused).__name__}")
+            raise
+        self._stop("after_ack", "shop.ack(lease)")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         outermost = not self._store.atomic.open
-        with self._store.atomic:
-            yield
+        try:
+            with self._store.atomic:
+                yield
+        except BaseException:
+            if outermost:
+                self._note("its transaction rolls back: nothing in it is kept")
+            raise
         if outermost:
-            self._stop("after_commit")
+            self._stop("after_commit", "commits its transaction")
 
     def refunded(self, order: str) -> float:
         """What `order` has been refunded so far."""
         refund = self._store.get(_REFUNDS, order)
-        return 0.0 if refund is None else refund["refunded"]
+        found = 0.0 if refund is None else refund["refunded"]
+        self._stop("after_refunded", f"shop.refunded({order!r}) -> {_money(found)}")
+        return found
 
-    def _stop(self, point: str) -> None:
-        if self._stops is not None and self._lease is not None:
-            self._stops.at(point, self._lease)
+    def _note(self, words: str) -> None:
+        if self._pause is not None:
+            self._pause.note(words)
+
+    def _stop(self, point: str, words: str) -> None:
+        if self._pause is not None:
+            self._pause.note(words)
+            self._pause.at(point)
+
+
+def _money(amount: Any) -> str:
+    return f"{amount:.2f}" if isinstance(amount, (int, float)) else repr(amount)
 
 
 _REFUNDS = "refund"  # the shop's table: order -> {"refunded": total, "credits": how many}
@@ -119,25 +149,18 @@ _NO_REFUND = {"refunded": 0.0, "credits": 0}
 class _Refunds:
     """The workload: each worker process hands every lease to `handle(lease, shop)`."""
 
-    points = ("after_acquire", "after_credit", "after_ack", "after_commit", "after_handler")
-
     def __init__(self, handle: Callable[[Lease, Shop], Any]) -> None:
         self.handle = handle
 
-    def prepare(self, store: Store, queue: Queue, stops: Stops, name: str) -> Callable[[Lease], Any]:
-        shop = Shop(store, queue, stops)
-
-        def run(lease: Lease) -> None:
-            shop._lease = lease
-            self.handle(lease, shop)
-
-        return run
+    def prepare(self, store: Store, queue: Queue, pause: Pause, name: str) -> Callable[[Lease], Any]:
+        shop = Shop(store, queue, pause)
+        return lambda lease: self.handle(lease, shop)
 
 
 @dataclass
 class RefundRun:
     """What one run did: per order its amount, what was credited and how often, the item's
-    end, and the stops that happened on it."""
+    end, the stop planned on it and whether it happened (with why it mattered), and its story."""
 
     seed: int
     orders: dict[str, float] = field(default_factory=dict)        # order -> amount asked for
@@ -146,6 +169,8 @@ class RefundRun:
     stops: dict[str, Kill] = field(default_factory=dict)          # order -> the stop planned on it
     happened: set[str] = field(default_factory=set)               # orders whose stop happened
     errors: dict[str, str] = field(default_factory=dict)          # order -> the last error of a dead item
+    whys: dict[str, str] = field(default_factory=dict)            # order -> what its schedule did, in words
+    stories: dict[str, tuple[str, ...]] = field(default_factory=dict)  # order -> its schedule, line by line
     recorded: bool = False                                        # True: stored with the lab, not run here
 
     def outcome(self, order: str) -> Outcome:
@@ -159,30 +184,36 @@ class RefundRun:
             return Outcome.NEVER
         return Outcome.ONCE if refund["refunded"] == self.orders[order] else Outcome.WRONG_AMOUNT
 
+    def problem(self, order: str) -> str | None:
+        """What went wrong with `order` (None: refunded exactly once), with the schedule that did it."""
+        amount, refund, outcome = self.orders[order], self.refunds.get(order, _NO_REFUND), self.outcome(order)
+        why = f": {self.whys[order]}" if order in self.whys else ""
+        if outcome is Outcome.DEAD:
+            error = self.errors.get(order, "")
+            paid = f" (after {refund['credits']} credit(s))" if refund["credits"] else ""
+            if error.startswith("lease expired"):
+                return (f"order {order} ended in the dead-letter queue{paid}: no delivery of it was ever "
+                        "acknowledged, so each one's lease ran out.")
+            return (f"order {order} ended in the dead-letter queue{paid}: your handler raised "
+                    f"{error.split(':')[0] or 'an error'} on every delivery.")
+        if outcome is Outcome.REPEATED:
+            return (f"order {order} was refunded {refund['credits']} times, {refund['refunded']:.2f} "
+                    f"instead of {amount:.2f}{why}.")
+        if outcome is Outcome.NEVER:
+            return f"order {order} was never refunded, yet its delivery was acknowledged{why}."
+        if outcome is Outcome.WRONG_AMOUNT:
+            return (f"order {order} was refunded {refund['refunded']:.2f}, but it asked for {amount:.2f}: "
+                    "credit the amount its delivery carries.")
+        return None
+
     def problems(self) -> list[str]:
         """Every order not refunded exactly once, in words, with the stop that caused it."""
-        found = []
-        for order, amount in self.orders.items():
-            refund = self.refunds.get(order, _NO_REFUND)
-            why = f": {_WHY[self.stops[order].point]}" if order in self.happened else ""
-            outcome = self.outcome(order)
-            if outcome is Outcome.DEAD:
-                found.append(f"order {order} ended in the dead-letter queue: your handler raised "
-                             f"{self.errors.get(order, 'an error')} on every delivery.")
-            elif outcome is Outcome.REPEATED:
-                found.append(f"order {order} was refunded {refund['credits']} times, {refund['refunded']:.2f} "
-                             f"instead of {amount:.2f}{why}.")
-            elif outcome is Outcome.NEVER:
-                found.append(f"order {order} was never refunded, yet its delivery was acknowledged{why}.")
-            elif outcome is Outcome.WRONG_AMOUNT:
-                found.append(f"order {order} was refunded {refund['refunded']:.2f}, but it asked for {amount:.2f}: "
-                             "credit the amount its delivery carries.")
-        return found
+        return [found for order in self.orders if (found := self.problem(order))]
 
     def stop_rows(self) -> list[Stop]:
         """One row per stop, in the order a delivery reaches them: what `stop_map` draws."""
         rows = []
-        for order, kill in sorted(self.stops.items(), key=lambda pair: _Refunds.points.index(pair[1].point)):
+        for order, kill in sorted(self.stops.items(), key=lambda pair: list(_AFTER).index(pair[1].point)):
             refund = self.refunds.get(order, _NO_REFUND)
             rows.append(Stop(point=kill.point, paused=kill.pause, reached=order in self.happened, order=order,
                              asked=self.orders[order], refunded=refund["refunded"], credits=refund["credits"],
@@ -193,81 +224,147 @@ class RefundRun:
         rows = []
         for order, amount in self.orders.items():
             refund = self.refunds.get(order, _NO_REFUND)
-            stop = self.stops[order]
-            what = (f"{'paused' if stop.pause else 'killed'} {stop.point}" if order in self.happened
-                    else f"({stop.point} planned, never reached)")
+            stop = self.stops.get(order)
+            what = ("worker ran it whole" if stop is None else
+                    f"worker {'paused' if stop.pause else 'killed'} {stop.point}" if order in self.happened
+                    else f"worker ({stop.point} planned, never reached)")
             rows.append(f"{order}: asked {amount:6.2f}, refunded {refund['refunded']:6.2f} in "
-                        f"{refund['credits']} credit(s); item {self.ends[order]}; worker {what}")
+                        f"{refund['credits']} credit(s); item {self.ends[order]}; {what}")
         return rows
 
 
-def run_refunds(handle: Callable[[Lease, Shop], Any], *, seed: int, workers: int = 2,
-                stops: tuple[tuple[str, bool], ...] = STOPS, lease_seconds: float = LEASE_SECONDS) -> RefundRun:
-    """Refund one order per stop in `stops` with `handle` in `workers` real processes on a
-    fresh SQLite file, stopping one worker at each named point; return what happened. A
-    longer lease makes a stall on a busy machine less likely to add a redelivery of its own."""
-    folder = Path(tempfile.mkdtemp(prefix="shopops-lab08-"))
-    try:
-        with open_store(f"sqlite:///{folder / 'shop.db'}?synchronous=normal") as store:
-            queue = Queue(store=store, lease_seconds=lease_seconds, max_attempts=4, clock=SystemClock())
-            rng = random.Random(seed)
-            run = RefundRun(seed=seed)
-            items = {}
-            for n, (point, pause) in enumerate(stops):
-                order = f"O-{1001 + n}"
-                run.orders[order] = rng.choice(AMOUNTS)
-                items[order] = queue.enqueue(case_id=order, tenant_id="store_northline", kind="refund",
-                                             payload={"order": order, "amount": run.orders[order]})
-                run.stops[order] = Kill(item_id=items[order], attempt=1, point=point, pause=pause)
-            order_of = {item: order for order, item in items.items()}
-            plan = tuple(run.stops[order] for order in rng.sample(list(run.orders), len(run.orders)))
-            happened = run_workers(queue, _Refunds(handle), plan, workers=workers, timeout=120)
-            run.happened = {order_of[kill.item_id] for kill in happened}
-            for order, item_id in items.items():
-                item = queue.item(item_id)
-                run.ends[order] = item.state.value
-                if item.last_error:
-                    run.errors[order] = item.last_error.split(":")[0]
-                refund = store.get(_REFUNDS, order)
-                if refund is not None:
-                    run.refunds[order] = refund
-            return run
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+class _Lab:
+    """A fresh SQLite file, the check's own view of it, and the worker processes that run
+    `handle` on it: plays schedules, one order each, and records how each order ended."""
+
+    def __init__(self, handle: Callable[[Lease, Shop], Any], amounts: Iterator[float], seed: int = 0) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="shopops-lab08-"))
+        url = f"sqlite:///{self.folder / 'shop.db'}?synchronous=normal"
+        self.store = open_store(url)
+        self.queue = Queue(store=self.store, lease_seconds=LEASE_SECONDS, max_attempts=MAX_ATTEMPTS,
+                           clock=FakeClock())
+        self.steps = Stepper(url, _Refunds(handle), lease_seconds=LEASE_SECONDS, max_attempts=MAX_ATTEMPTS,
+                             patience=PATIENCE)
+        self.player = Player(self.steps, self.queue)
+        self.amounts, self.run, self._order_of = amounts, RefundRun(seed=seed), {}
+
+    def new_item(self) -> str:
+        """A new order to refund, queued: its item's id."""
+        order = f"O-{1001 + len(self._order_of)}"
+        self.run.orders[order] = amount = next(self.amounts)
+        item_id = self.queue.enqueue(case_id=order, tenant_id="store_northline", kind="refund",
+                                     payload={"order": order, "amount": amount})
+        self._order_of[item_id] = order
+        return item_id
+
+    def record(self, played: Played, planned: str | None = None) -> str:
+        """Note how `played`'s order ended, from what the database holds; return the order."""
+        order, run = self._order_of[played.item_id], self.run
+        item = self.queue.item(played.item_id)
+        run.ends[order] = item.state.value
+        if item.last_error:
+            run.errors[order] = item.last_error
+        refund = self.store.get(_REFUNDS, order)
+        if refund is not None:
+            run.refunds[order] = refund
+        run.stories[order] = played.story
+        stop = played.stop
+        if stop is not None or planned is not None:
+            run.stops[order] = Kill(item_id=played.item_id, attempt=1, point=stop.point if stop else planned,
+                                    pause=played.schedule.how is How.FREEZE)
+        if stop is not None:
+            run.happened.add(order)
+        run.whys[order] = _why(played)
+        return order
+
+    def __enter__(self) -> _Lab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.steps.close()
+            self.store.close()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def replay(handle, seed: int) -> str:
-    """The story of one seed with your `handle`, order by order."""
-    arguments.whole("seed", seed, None, "pass a whole number, e.g. replay(handle, seed=2)")
+def _why(played: Played) -> str:
+    """What `played`'s schedule did to the order, in one phrase."""
+    stop, how = played.stop, played.schedule.how
+    if stop is None:
+        return "with no worker stopped at all"
+    first = f"W1 was {'killed' if how is How.KILL else 'frozen'} right after {_AFTER[stop.point]}"
+    if how is How.KILL:
+        return f"{first}, and the order was delivered again"
+    if played.schedule.second is None:
+        return (f"{first}; its lease ran out, W2 took the order over and ran your handler to the end, and then "
+                "W1 woke up with its stale lease and went on")
+    other = played.second[played.schedule.second].point
+    return (f"{first}; its lease ran out and W2 took the order over; W2 stopped right after {_AFTER[other]} while "
+            "W1 woke up with its stale lease and finished, then W2 went on")
+
+
+def run_refunds(handle: Callable[[Lease, Shop], Any], *, seed: int,
+                stops: tuple[tuple[str, bool], ...] = STOPS) -> RefundRun:
+    """Refund one order per named stop in `stops` with `handle` in real worker processes on a
+    fresh SQLite file: W1 is killed at the stop's first point of that name (or, paused, frozen
+    there until W2 took the order over), then the order is delivered until it is done; `seed`
+    draws the amounts. A stop the handler never reaches is marked so."""
+    arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=4")
+    rng = random.Random(seed)
+    amounts = [rng.choice(AMOUNTS) for _ in stops]
+    with _Lab(handle, iter(amounts), seed) as lab:
+        for point, pause in stops:
+            played = lab.player.play(Schedule(How.FREEZE if pause else How.KILL, point), lab.new_item())
+            lab.record(played, planned=point)
+        return lab.run
+
+
+def replay(handle, schedule: str = "run") -> str:
+    """The story of one schedule the check plays with your `handle` (as its message names it)."""
+    plan = Schedule.parse(schedule)
     if not processes_available():
         return _NO_PROCESSES
     if is_stub(handle):
         return "handle still raises NotImplementedError: write it first."
-    run = run_refunds(handle, seed=seed)
-    problems = run.problems()
-    verdict = "problem: " + " ".join(problems) if problems else "every order refunded exactly once."
-    return "\n".join([f"seed {seed}, {len(run.orders)} orders, 2 worker processes", *run.lines(), verdict])
+    try:
+        with _Lab(handle, cycle(AMOUNTS)) as lab:
+            for played in explore(lab.player, lab.new_item):
+                order = lab.record(played)
+                if played.schedule == plan:
+                    verdict = lab.run.problem(order) or f"order {order} refunded exactly once."
+                    return "\n".join([f"schedule {plan.id}, two worker processes, order {order}:", *played.story,
+                                      verdict])
+    except StepsError as void:
+        return f"this replay is void: {void}"
+    return (f"the check does not play {plan.id} with your handler: it stops a worker only at the points your "
+            "handler passes, and freezes one only outside a transaction while the order is still its own.")
 
 
 def _run(handle) -> str:
     if not processes_available():
-        raise Wrong(_NO_PROCESSES)
+        raise NotJudged(_NO_PROCESSES)
     if is_stub(handle):
         raise NotAttempted()
-    happened = 0
-    for seed in SEEDS:
-        run = run_refunds(handle, seed=seed)
-        problems = run.problems()
-        if problems:
-            raise Wrong(f"{problems[0]} Replay it: print(lab08.replay(handle, seed={seed}))", run.lines())
-        happened += len(run.happened)
-    return (f"on {len(SEEDS)} seeds, real worker processes were SIGKILLed or frozen {happened} times (after a "
-            "credit, after an ack, after a commit, after the handler, and one frozen until its lease ran out), "
-            "and every order was refunded exactly once.")
+    counts = dict.fromkeys(How, 0)
+    try:
+        with _Lab(handle, cycle(AMOUNTS)) as lab:
+            for played in explore(lab.player, lab.new_item):
+                counts[played.schedule.how] += 1
+                problem = lab.run.problem(lab.record(played))
+                if problem:
+                    raise Wrong(f"{problem} Replay it: print(lab08.replay(handle, {played.schedule.id!r}))",
+                                played.story)
+    except StepsError as void:
+        raise NotJudged(f"this run is void, so nothing was judged: {void}") from None
+    return (f"checked all {sum(counts.values())} schedules of two worker processes, one order each: your handler "
+            f"run whole, SIGKILLed right after each of its {counts[How.KILL]} steps, and frozen {counts[How.FREEZE]} "
+            "ways (at a step outside a transaction until its lease ran out, a second worker took the order over, "
+            "and the frozen one woke up stale); every order was refunded exactly once.")
 
 
-_NO_PROCESSES = ("this check starts real worker processes, and a browser-only notebook (JupyterLite) cannot. "
-                 "Open the lab in JupyterLab (your machine, JupyterHub or Binder) to have it graded.")
+_NO_PROCESSES = ("this check needs real processes: run it in JupyterLab (your machine, JupyterHub or Binder). "
+                 "A browser-only notebook (JupyterLite) cannot start them, so nothing was judged here.")
 
 exercise = Exercise(
     id="08.1", title="the commit that closes the crash window", answer="handle", run=_run,
@@ -382,6 +479,7 @@ RECORDED_RUNS: dict[str, RefundRun] = {  # the outcomes behind the recordings th
         ends={"O-1001": "done", "O-1002": "done", "O-1003": "done"},
         stops={"O-1001": _kill(1, "after_credit"), "O-1002": _kill(2, "after_handler"),
                "O-1003": _kill(3, "after_ack")},
+        whys={"O-1001": "W1 was killed right after a shop.credit, and the order was delivered again"},
         happened={"O-1001", "O-1002", "O-1003"}),
 }
 
