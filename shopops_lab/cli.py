@@ -10,11 +10,13 @@ To add a subcommand, decorate its run function in this module:
 `main()` never needs editing: it builds the parser from COMMANDS. A ShopOpsError raised by
 a command, or a usage error, becomes one line `error: <message>` on stderr and exit status 2,
 without a traceback. Output to a closed pipe (`| head`), a full disk or a terminal that
-cannot show every character ends cleanly too.
+cannot show every character ends cleanly too, and a closed standard output (`>&-`) is
+refused before a command starts, so no file a command opens can take its place.
 """
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -87,6 +89,8 @@ def _exit_status(code: object) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse `argv` (default: sys.argv[1:]), run the chosen subcommand, return its status."""
+    if stdout_is_closed():
+        return refuse_closed_stdout()
     _replace_what_the_terminal_cannot_show()
     try:
         status = _run(argv)
@@ -99,6 +103,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         _discard_stdout()
         print(f"error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         return 1
+
+
+def stdout_is_closed() -> bool:
+    """True when the process was started with its standard output closed (`>&-`): Python then
+    has no sys.stdout, and the next file anything opens would become file descriptor 1, where
+    a stray write would land inside it (a database, a notebook)."""
+    if sys.stdout is None:
+        return True
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, ValueError, io.UnsupportedOperation):  # not a real file (a test's capture): open
+        return False
+    try:
+        os.fstat(descriptor)
+    except OSError:
+        return True
+    return False
+
+
+def refuse_closed_stdout() -> int:
+    """One line on stderr (if it is open) and exit status 2: nothing was done."""
+    if sys.stderr is not None:
+        print("error: standard output is closed (>&-), so nothing this command says could be shown; nothing was "
+              "done. Fix: leave it open, or send it to the null device: > /dev/null", file=sys.stderr)
+    return 2
 
 
 def _run(argv: Sequence[str] | None) -> int:

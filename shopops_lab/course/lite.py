@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import errno
 import hashlib
 import importlib
 import importlib.metadata
@@ -124,6 +125,9 @@ def serve(directory: str | os.PathLike[str], *, port: int = 8000, host: str = "1
     if not (root / "jupyter-lite.json").is_file():
         raise BadArgumentError(field="dir", problem=f"{str(root)!r} is not a built JupyterLite site",
                                fix="build one first: shopops-lab lite build --out DIR")
+    if type(port) is not int or not 0 <= port <= 65535:
+        raise BadArgumentError(field="port", problem=f"is {port!r}, not a port (0 to 65535)",
+                               fix="pass a port from 1024 to 65535, e.g. --port 8000, or 0 for a free one")
 
     class Handler(http.server.SimpleHTTPRequestHandler):
         extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
@@ -131,7 +135,10 @@ def serve(directory: str | os.PathLike[str], *, port: int = 8000, host: str = "1
         def log_message(self, format: str, *args: object) -> None:  # quiet: one line per file is noise
             pass
 
-    server = http.server.ThreadingHTTPServer((host, port), functools.partial(Handler, directory=str(root)))
+    try:
+        server = http.server.ThreadingHTTPServer((host, port), functools.partial(Handler, directory=str(root)))
+    except OSError as error:
+        raise _listen_error(host, port, error) from None
     print(f"serving {root} at http://{host}:{server.server_address[1]}/lab/index.html (Ctrl+C stops)", flush=True)
     try:
         server.serve_forever()
@@ -140,6 +147,18 @@ def serve(directory: str | os.PathLike[str], *, port: int = 8000, host: str = "1
     finally:
         server.server_close()
     return 0
+
+
+def _listen_error(host: str, port: int, error: OSError) -> BadArgumentError:
+    """Why the server could not listen, as the one line the command prints."""
+    if error.errno == errno.EADDRINUSE:
+        return BadArgumentError(field="port", problem=f"{port} is already in use on {host}",
+                                fix="stop what listens there, or pass another --port (0 picks a free one)")
+    if error.errno == errno.EACCES:
+        return BadArgumentError(field="port", problem=f"{port} needs more privileges than this user has",
+                                fix="pass a port from 1024 up, e.g. --port 8000")
+    return BadArgumentError(field="host", problem=f"{host!r} cannot be listened on ({error.strerror or error})",
+                            fix="pass an address of this machine, e.g. --host 127.0.0.1")
 
 
 def build_site(
@@ -152,6 +171,7 @@ def build_site(
     """Build the site into `out` (replacing it). Raises LiteBuildError naming what is
     missing (a tool, a download) and the fix; `out` is only replaced once the build worked."""
     out, notebooks_dir = Path(out), Path(notebooks_dir)
+    _replaceable(out, notebooks_dir)
     notebooks = (
         sorted(p for p in notebooks_dir.glob("*.ipynb") if NOTEBOOK.match(p.name)) if notebooks_dir.is_dir() else []
     )
@@ -194,6 +214,27 @@ def build_site(
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return LiteSite(out=out, offline=offline, notebooks=tuple(p.name for p in notebooks),
                     wheels=tuple(sorted(p.name for p in shipped)), size=size)
+
+
+def _replaceable(out: Path, notebooks_dir: Path) -> None:
+    """Refuse an `out` the build would wrongly replace: a file, the folder it is run from (or
+    one holding it or the notebooks), or a folder with files that is not a site this command
+    built. A new folder, an empty one and a previous site are fine. Checked before anything
+    is read or written."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise BadArgumentError(field="out", problem=f"{str(out)!r} is a file, not a folder",
+                               fix="pass a folder for the site, e.g. --out _site; nothing was deleted")
+    where = out.resolve()
+    for inside, what in ((Path.cwd(), "the folder you run this from"), (notebooks_dir, "the notebooks")):
+        inside = inside.resolve()
+        if where == inside or where in inside.parents:
+            raise BadArgumentError(field="out", problem=f"{str(out)!r} holds {what}",
+                                   fix="pass a folder of its own for the site, e.g. --out _site; nothing was deleted")
+    if any(out.iterdir()) and not (out / "jupyter-lite.json").is_file():
+        raise BadArgumentError(field="out", problem=f"{str(out)!r} holds files and is not a site this command built",
+                               fix="pass a new or empty folder, e.g. --out _site; nothing was deleted")
 
 
 # ---------------------------------------------------------------------------- the kit's wheel

@@ -73,7 +73,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from shopops_lab.cli import OneLineErrorParser
+    from shopops_lab.cli import OneLineErrorParser, refuse_closed_stdout, stdout_is_closed
+
+    if stdout_is_closed():
+        return refuse_closed_stdout()
 
     parser = OneLineErrorParser(prog="shopops-lab simulate",
                                 description="Play a burst-day scenario and print its report.")

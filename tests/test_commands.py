@@ -1,0 +1,135 @@
+"""The commands at their edges: a closed standard output, an --out that is not a site, a port
+that cannot be listened on. Each is refused in one line with exit status 2, and nothing is
+deleted or half-written."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from shopops_lab import cli
+from shopops_lab.course import lite
+from shopops_lab.errors import BadArgumentError
+from shopops_lab.sim import cli as sim_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+# one ordinary invocation per subcommand: what each would run if its output were open
+INVOCATIONS = {"doctor": ["doctor"], "build-notebooks": ["build-notebooks", "--check"],
+               "grade": ["grade", "--help"], "simulate": ["simulate", "burst_day"],
+               "lite": ["lite", "serve", "--dir", "."], "chaos": ["chaos", "--db", "sqlite:///{tmp}/c.db"]}
+
+
+def one_error_line(err: str) -> bool:
+    return err.startswith("error: ") and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------- a closed standard output
+def test_every_subcommand_is_covered():
+    assert {command.name for command in cli.COMMANDS} == set(INVOCATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(INVOCATIONS))
+def test_with_stdout_closed_every_subcommand_refuses_in_one_line_and_does_nothing(name, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "COMMANDS", [c if c.name != name else c.__class__(
+        c.name, c.help, c.add_arguments, lambda args: pytest.fail("the command ran")) for c in cli.COMMANDS])
+    monkeypatch.setattr(sys, "stdout", None)
+    assert cli.main([a.format(tmp=tmp_path) for a in INVOCATIONS[name]]) == 2
+    err = capsys.readouterr().err
+    assert one_error_line(err) and "standard output is closed (>&-)" in err and "> /dev/null" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_simulator_on_its_own_refuses_a_closed_stdout_too(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdout", None)
+    assert sim_cli.main(["burst_day"]) == 2
+    assert "standard output is closed" in capsys.readouterr().err
+
+
+def closed_stdout(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`python -m shopops_lab ARGS >&-`: the child starts with file descriptor 1 closed."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "shopops_lab", *args], cwd=cwd, env=env, text=True,
+                          stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1), check=False)
+
+
+def test_a_really_closed_stdout_starts_no_chaos_run_and_opens_no_database(tmp_path):
+    done = closed_stdout("chaos", "--db", f"sqlite:///{tmp_path / 'c.db'}", "--items", "2", "--kills", "0",
+                         cwd=tmp_path)
+    assert done.returncode == 2 and one_error_line(done.stderr), done.stderr
+    assert not (tmp_path / "c.db").exists()
+
+
+def test_an_open_stdout_is_not_mistaken_for_a_closed_one(capsys):
+    assert not cli.stdout_is_closed()
+    assert cli.main(["simulate", "burst_day", "--items", "4"]) in (0, 1)
+    assert capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- lite build --out
+def test_lite_build_out_dot_is_refused_and_nothing_is_deleted(tmp_path, monkeypatch, capsys):
+    (tmp_path / "notes.txt").write_text("mine")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["lite", "build", "--out", "."]) == 2
+    err = capsys.readouterr().err
+    assert one_error_line(err) and "out '.' holds the folder you run this from" in err
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_lite_build_refuses_every_folder_that_is_not_a_previous_site(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    notebooks = tmp_path / "course" / "notebooks"
+    notebooks.mkdir(parents=True)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "thesis.tex").write_text("years")
+    (tmp_path / "a-file").write_text("x")
+    for out, words in ((tmp_path / "work", "holds files and is not a site this command built"),
+                       (tmp_path / "a-file", "is a file, not a folder"),
+                       (tmp_path / "course", "holds the notebooks"), (tmp_path.parent, "holds the folder you run")):
+        with pytest.raises(BadArgumentError, match=words):
+            lite.build_site(out, notebooks_dir=notebooks)
+    assert (tmp_path / "work" / "thesis.tex").read_text() == "years" and (tmp_path / "a-file").exists()
+
+
+def test_a_new_an_empty_and_a_previous_site_folder_may_be_replaced(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "jupyter-lite.json").write_text("{}")
+    (site / "old.whl").write_text("")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for out in (tmp_path / "new", empty, site):
+        lite._replaceable(out, tmp_path / "notebooks")   # no refusal
+
+
+# ---------------------------------------------------------------------------- lite serve --port
+@pytest.fixture
+def site(tmp_path):
+    (tmp_path / "jupyter-lite.json").write_text("{}")
+    return tmp_path
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_a_port_out_of_range_is_one_line_and_exit_2(port, site, capsys):
+    assert cli.main(["lite", "serve", "--dir", str(site), "--port", port]) == 2
+    err = capsys.readouterr().err
+    assert one_error_line(err) and f"port is {port}, not a port (0 to 65535)" in err
+
+
+def test_a_port_in_use_says_so_in_one_line(site, capsys):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli.main(["lite", "serve", "--dir", str(site), "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert one_error_line(err) and f"port {port} is already in use on 127.0.0.1" in err and "--port" in err
+
+
+def test_a_host_that_cannot_be_listened_on_is_named(site, capsys):
+    assert cli.main(["lite", "serve", "--dir", str(site), "--port", "0", "--host", "203.0.113.9"]) == 2
+    err = capsys.readouterr().err
+    assert one_error_line(err) and "host '203.0.113.9' cannot be listened on" in err
