@@ -164,7 +164,7 @@ def test_a_database_that_already_holds_work_is_refused_unchanged(tmp_path, capsy
 
 def test_kills_are_sigkill(tmp_path, monkeypatch):
     sent = []
-    import shopops_lab.chaos.run as chaos_run
+    import shopops_lab.chaos.supervisor as chaos_run
 
     real_kill = chaos_run.os.kill
     monkeypatch.setattr(chaos_run.os, "kill", lambda pid, sig: (sent.append(sig), real_kill(pid, sig)))

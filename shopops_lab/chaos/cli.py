@@ -17,7 +17,8 @@ examples:
   shopops-lab chaos --db sqlite:///chaos.db --items 40 --workers 3 --kills 12 --seed 7
   shopops-lab chaos --db postgresql://class@db.example/shopops --workers 8 --kills 20 --json
 
-every run needs a new, empty database. exit status: 0 valid, 1 the checker found an anomaly,
+every run needs a new, empty database; a run stopped halfway (the database restarted, the
+disk filled up) is finished with --db URL --resume. exit status: 0 valid, 1 the checker found an anomaly,
 2 bad input or a run that could not finish."""
 
 
@@ -38,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lease-seconds", type=float, default=1.0,
                         help="how long a killed worker's item stays invisible before it comes back (default 1)")
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds (default 300)")
+    parser.add_argument("--resume", action="store_true",
+                        help="finish the run already on --db (stopped halfway), with its own settings")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.epilog = EPILOG
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
@@ -47,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from shopops_lab.chaos.run import run_chaos
 
     report = run_chaos(args.db, items=args.items, workers=args.workers, kills=args.kills, seed=args.seed,
-                       adapter=args.adapter, lease_seconds=args.lease_seconds, timeout=args.timeout)
+                       adapter=args.adapter, lease_seconds=args.lease_seconds, timeout=args.timeout,
+                       resume=args.resume)
     print(json.dumps(report.as_dict(), sort_keys=True) if args.json else report)
     return 1 if report.valid is False else 0

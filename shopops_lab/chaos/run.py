@@ -1,48 +1,44 @@
 """The chaos supervisor: real worker processes on a shared database, killed with SIGKILL.
 
-`run_chaos` fills an empty database with a morning's emails (a few of them poison), writes
-the settings and a seeded kill plan into it, forks the workers, kills each one that reports
-a planned point, restarts it, and waits until the queue is drained. Then it reads the
-database's event history, which every process wrote, and lets the checker judge it.
-`run_workers` is the same machinery for any workload: lab 08 runs the learner's handler on it.
+`run_chaos` claims an empty database for one run (atomically: a second run on it is refused),
+fills it with a morning's emails (a few of them poison), writes the settings and a seeded
+kill plan into it, and lets the supervisor (`run_workers`) fork the workers, kill them where
+the plan says and restart them until the queue is drained. Then it reads the database's
+event history, which every process wrote, and lets the checker judge it. A run stopped
+halfway (the database restarted, the disk filled up) says so in one line, and
+`run_chaos(url, resume=True)` (`--resume`) finishes it: the kills already in the history
+are not planned again.
 
 What a report says depends only on the seed and the adapter, never on process timing:
-every planned kill happens, every item ends done or dead-lettered, and an item is
-emailed twice only if a kill (or a stall) let a second worker send it again.
+every planned kill lands (a kill a slow worker missed moves to the item's redelivery),
+every item ends done or dead-lettered, and an item is emailed twice only if a kill (or a
+stall) let a second worker send it again.
 """
 from __future__ import annotations
 
-import os
+import errno
 import random
-import signal
-import time
-import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.chaos.emails import EmailWorkload, fill_morning
 from shopops_lab.chaos.plan import Kill, KillPoint, plan_kills
-from shopops_lab.chaos.worker import SETUP, Workload, serve
+from shopops_lab.chaos.supervisor import ChaosError, run_workers
+from shopops_lab.chaos.worker import SETUP
 from shopops_lab.checker import AnomalyName, CheckResult, check
 from shopops_lab.clock import SystemClock
-from shopops_lab.errors import BadArgumentError, ShopOpsError
+from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind
 from shopops_lab.states import ItemState
 from shopops_lab.store import MemoryStore, open_store, redact
 from shopops_lab.worker.queue import Queue
 
-if TYPE_CHECKING:
-    from multiprocessing.connection import Connection
-
 __all__ = ["ADAPTERS", "ChaosError", "ChaosReport", "run_chaos", "run_workers"]
 
 ADAPTERS = ("idempotent", "naive")
 LIMITS = {"items": 2_000, "workers": 16, "kills": 500}
-
-
-class ChaosError(ShopOpsError):
-    """The chaos run could not finish: {reason}. Fix: {fix}."""
+RUN = ("chaos", "run")  # the claim: a run's first write, made once per database, holding its settings
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -98,32 +94,97 @@ class ChaosReport:
 
 def run_chaos(url: str, *, items: int = 40, workers: int = 3, kills: int = 12, seed: int = 0,
               adapter: str = "idempotent", lease_seconds: float = 1.0, max_attempts: int = 5,
-              timeout: float = 300.0) -> ChaosReport:
+              timeout: float = 300.0, resume: bool = False) -> ChaosReport:
     """Run `workers` processes over `items` emails on the empty database at `url`, killing
-    them `kills` times at points drawn from `seed`; return what happened, checked."""
+    them `kills` times at points drawn from `seed`; return what happened, checked. With
+    `resume`, finish the run already on `url` instead (its own settings, its kills still to land)."""
+    if resume:
+        return _resume(url, timeout)
     _check_settings(items, workers, kills, seed, adapter, timeout)
-    with _empty_queue(url, lease_seconds, max_attempts) as queue:
+    settings = {"items": items, "workers": workers, "kills": kills, "seed": seed, "adapter": adapter,
+                "lease_seconds": lease_seconds, "max_attempts": max_attempts}
+    with _claimed(url, settings) as queue:
         rng = random.Random(seed)
-        ids, poison = fill_morning(queue, rng, items)
+        try:
+            ids, poison = fill_morning(queue, rng, items)
+        except (BadArgumentError, ChaosError):
+            raise
+        except Exception as error:  # noqa: BLE001 - the database failed: one line, and what to do
+            raise _halfway(url, error, resumable=False) from None
         plan = plan_kills(rng, ids, poison, kills, max_attempts)
-        killed = run_workers(queue, EmailWorkload(adapter), plan, workers=workers, timeout=timeout)
-        return _report(redact(url), seed, adapter, workers, queue, killed, max_attempts)
+        return _drive(url, queue, settings, plan, timeout)
 
 
-class _empty_queue:
-    """The queue on the new, empty database at `url` (refused if it is memory or holds work)."""
+def _resume(url: str, timeout: float) -> ChaosReport:
+    arguments.seconds("timeout", timeout)
+    store = open_store(url)
+    try:
+        settings, setup = store.get(*RUN), store.get(*SETUP)
+        if settings is None or setup is None:
+            raise BadArgumentError(field="db", problem="holds no chaos run that got as far as its plan",
+                                   fix="start a new run on a new, empty database (without --resume)")
+        queue = Queue(store=store, lease_seconds=settings["lease_seconds"], max_attempts=settings["max_attempts"],
+                      clock=SystemClock())
+        plan = _still_to_land(tuple(map(Kill.from_dict, setup["stops"])), queue)
+        return _drive(url, queue, settings, plan, timeout)
+    finally:
+        store.close()
 
-    def __init__(self, url: str, lease_seconds: float, max_attempts: int) -> None:
+
+def _drive(url: str, queue: Queue, settings: dict[str, Any], plan: tuple[Kill, ...], timeout: float) -> ChaosReport:
+    """Run the workers over `plan` and report; a database that fails halfway is one line saying how to resume."""
+    try:
+        run_workers(queue, EmailWorkload(settings["adapter"]), plan, workers=settings["workers"], timeout=timeout)
+        return _report(redact(url), settings, queue)
+    except (BadArgumentError, ChaosError):
+        raise
+    except Exception as error:  # noqa: BLE001 - the database failed: one line, and what to do
+        raise _halfway(url, error, resumable=True) from None
+
+
+def _still_to_land(plan: tuple[Kill, ...], queue: Queue) -> tuple[Kill, ...]:
+    """The kills of `plan` the history does not hold yet (matched as the supervisor matches them)."""
+    left: dict[str, list[Kill]] = {}
+    for kill in sorted(plan, key=lambda k: (k.item_id, k.attempt)):
+        left.setdefault(kill.item_id, []).append(kill)
+    for event in queue.log.where(EventKind.WORKER_CRASHED):
+        kills = left.get(event.item_id)
+        if kills and kills[0].point == event.info.get("point") and kills[0].attempt <= (event.attempt or 0):
+            kills.pop(0)
+    return tuple(kill for kills in left.values() for kill in kills)
+
+
+def _halfway(url: str, error: Exception, *, resumable: bool) -> ChaosError:
+    """A database error in the middle of a run, as one line: what happened and what to do."""
+    text = f"{type(error).__name__}: {error}".splitlines()[0]
+    full = "disk is full" in text or "No space left" in text or getattr(error, "errno", None) == errno.ENOSPC
+    reason = "the disk that holds the database is full" if full else f"the database failed halfway: {text}"
+    then = "free some space, then " if full else "when the database is back, "
+    fix = (f"{then}finish the run: shopops-lab chaos --db {redact(url)} --resume" if resumable
+           else f"{then}start a new run on a new, empty database")
+    return ChaosError(reason=reason, fix=fix)
+
+
+class _claimed:
+    """The queue on the new, empty database at `url`, claimed for one run in one transaction
+    (refused if it is memory, holds work, or another run claimed it first)."""
+
+    def __init__(self, url: str, settings: dict[str, Any]) -> None:
         self.store = open_store(url)
         try:
             if isinstance(self.store, MemoryStore):
                 raise BadArgumentError(field="db", problem="is memory:, which no other process can see",
                                        fix="use a database the workers share, e.g. --db sqlite:///chaos.db")
-            self.queue = Queue(store=self.store, lease_seconds=lease_seconds, max_attempts=max_attempts,
-                               clock=SystemClock())
-            if len(self.queue):
-                raise BadArgumentError(field="db", problem=f"already holds {len(self.queue)} items",
-                                       fix="give every chaos run a new, empty database (a new file name)")
+            self.queue = Queue(store=self.store, lease_seconds=settings["lease_seconds"],
+                               max_attempts=settings["max_attempts"], clock=SystemClock())
+            with self.store.atomic:
+                if len(self.queue):
+                    raise BadArgumentError(field="db", problem=f"already holds {len(self.queue)} items",
+                                           fix="give every chaos run a new, empty database (a new file name)")
+                if not self.store.put_new(*RUN, settings):
+                    raise BadArgumentError(field="db", problem="is already claimed by another chaos run",
+                                           fix="give every chaos run a new, empty database (a new file name), "
+                                               "or finish that run with --resume")
         except BaseException:
             self.store.close()
             raise
@@ -133,19 +194,6 @@ class _empty_queue:
 
     def __exit__(self, *exc: object) -> None:
         self.store.close()
-
-
-def run_workers(queue: Queue, workload: Workload, plan: tuple[Kill, ...], *, workers: int,
-                timeout: float = 300.0) -> tuple[Kill, ...]:
-    """Fork `workers` processes running `workload` on `queue`'s database until it is drained,
-    stopping them where `plan` says; returns the stops that happened, in plan order."""
-    if not hasattr(os, "fork"):
-        raise ChaosError(reason="real worker processes are started with fork, which this system lacks",
-                         fix="run it on Linux or macOS (in a browser-only notebook, read the recorded run)")
-    with queue.store.atomic:
-        queue.store.put(*SETUP, {"lease_seconds": queue.lease_seconds, "max_attempts": queue.max_attempts,
-                                 "stops": [k.as_dict() for k in plan]})
-    return _Supervisor(queue, workload, plan, workers, timeout).run()
 
 
 def _check_settings(items: int, workers: int, kills: int, seed: int, adapter: str, timeout: float) -> None:
@@ -160,122 +208,21 @@ def _check_settings(items: int, workers: int, kills: int, seed: int, adapter: st
     arguments.seconds("timeout", timeout)
 
 
-class _Supervisor:
-    """Forks the workers, kills the one that reports a planned point and restarts it, lets a
-    paused one go on once its item belongs to someone else, and waits until all of them
-    found the queue drained."""
-
-    def __init__(self, queue: Queue, workload: Workload, plan: tuple[Kill, ...], workers: int,
-                 timeout: float) -> None:
-        self.queue, self.workload, self.timeout = queue, workload, timeout
-        self.plan = {(k.item_id, k.attempt): k for k in plan}
-        self.url = queue.store.url
-        self.procs: dict[str, tuple[int, Connection]] = {}  # name -> (pid, pipe)
-        self.paused: dict[str, tuple[str, int]] = {}        # name -> (item, token) it waits on
-        self.happened: list[Kill] = []
-        self.names = [f"W{n}" for n in range(1, workers + 1)]
-
-    def run(self) -> tuple[Kill, ...]:
-        from multiprocessing.connection import wait  # here, not at import: a browser's Python has no processes
-
-        deadline = time.monotonic() + self.timeout
-        try:
-            for name in self.names:
-                self._start(name, None)
-            while self.procs:
-                if time.monotonic() > deadline:
-                    raise ChaosError(reason=f"the queue was not drained within {self.timeout:g} s "
-                                            f"(counts: {_counts(self.queue)})",
-                                     fix="pass a larger timeout, or fewer items, on a busy machine")
-                self._release_paused()
-                ready = wait([pipe for _, pipe in self.procs.values()], timeout=0.05)
-                for name, (pid, pipe) in list(self.procs.items()):
-                    if pipe in ready:
-                        self._read(name, pid, pipe)
-        finally:
-            for pid, pipe in self.procs.values():
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                pipe.close()
-        order = {key: n for n, key in enumerate(self.plan)}
-        return tuple(sorted(self.happened, key=lambda k: order[k.item_id, k.attempt]))
-
-    def _start(self, name: str, crashed: tuple | None) -> None:
-        """Fork a worker (os.fork itself: a process started by multiprocessing, such as a grader's,
-        may not have multiprocessing children)."""
-        from multiprocessing import Pipe
-
-        mine, theirs = Pipe()
-        with warnings.catch_warnings():  # Python 3.12+ warns that a threaded parent (a notebook) forks
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # the worker: it never returns into the supervisor's code, whatever happens
-            try:
-                mine.close()
-                serve(self.url, name, self.workload, theirs, crashed)
-            finally:
-                os._exit(1)
-        theirs.close()
-        self.procs[name] = (pid, mine)
-
-    def _read(self, name: str, pid: int, pipe: Connection) -> None:
-        try:
-            message = pipe.recv()
-        except EOFError:
-            message = ("failed", "it ended without a word")
-        if message[0] == "stopped":
-            _, point, item_id, attempt, token = message
-            stop = self.plan[item_id, attempt]
-            self.happened.append(stop)
-            if stop.pause:
-                self.paused[name] = (item_id, token)
-            else:
-                self._kill(name, pid, pipe, (item_id, attempt, point, SystemClock().now()))
-            return
-        del self.procs[name]
-        os.waitpid(pid, 0)
-        pipe.close()
-        if message[0] != "drained":
-            raise ChaosError(reason=f"worker {name} failed on its own: {message[1]}",
-                             fix="run it again; if it repeats, the handler has a bug (or report it with the seed)")
-
-    def _kill(self, name: str, pid: int, pipe: Connection, crashed: tuple) -> None:
-        os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        pipe.close()
-        if os.waitstatus_to_exitcode(status) != -signal.SIGKILL:
-            raise ChaosError(reason=f"worker {name} ended with status {os.waitstatus_to_exitcode(status)}, "
-                                    "not by the SIGKILL sent to it",
-                             fix="run it again; if it repeats, report it with the seed")
-        # The restarted worker writes the crash into the history: another worker may be stopped
-        # inside a transaction right now, and a write from here would wait for it forever.
-        self._start(name, crashed)
-
-    def _release_paused(self) -> None:
-        """A paused worker goes on once its item has a newer token (someone took it over) or is over."""
-        for name, (item_id, token) in list(self.paused.items()):
-            item = self.queue.item(item_id)
-            if item.token > token or item.state in (ItemState.DONE, ItemState.DEAD):
-                del self.paused[name]
-                self.procs[name][1].send("go")
-
-
-def _counts(queue: Queue) -> str:
-    return ", ".join(f"{state.value} {n}" for state, n in queue.counts().items())
-
-
 def _by_point(killed: tuple[Kill, ...]) -> list[tuple[KillPoint, int]]:
     return [(point, sum(1 for k in killed if k.point == point)) for point in KillPoint]
 
 
-def _report(db: str, seed: int, adapter: str, workers: int, queue: Queue, killed: tuple[Kill, ...],
-            max_attempts: int) -> ChaosReport:
+def _report(db: str, settings: dict[str, Any], queue: Queue) -> ChaosReport:
+    """The report, read from the database's history alone (a resumed run's too)."""
     history = queue.log
-    result = check(history, max_attempts=max_attempts)
+    result = check(history, max_attempts=settings["max_attempts"])
     counts = queue.counts()
     leased = history.where(EventKind.LEASED)
-    return ChaosReport(db=db, seed=seed, adapter=adapter, workers=workers, items=len(queue),
-                       done=counts[ItemState.DONE], dead_lettered=counts[ItemState.DEAD],
+    killed = tuple(sorted((Kill(item_id=e.item_id, attempt=e.attempt, point=KillPoint(e.info["point"]))
+                           for e in history.where(EventKind.WORKER_CRASHED)),
+                          key=lambda k: (k.item_id, k.attempt, list(KillPoint).index(k.point))))
+    return ChaosReport(db=db, seed=settings["seed"], adapter=settings["adapter"], workers=settings["workers"],
+                       items=len(queue), done=counts[ItemState.DONE], dead_lettered=counts[ItemState.DEAD],
                        lost=len(result.of(AnomalyName.LOST_ITEM)),
                        double_contacts=len(result.of(AnomalyName.DOUBLE_CONTACT)), kills=len(killed),
                        redeliveries=sum(1 for e in leased if (e.attempt or 1) > 1), killed=killed, result=result)

@@ -3,13 +3,15 @@
 The supervisor forks it (os.fork), so it runs any handler, the learner's own included. It opens its
 own store on the database, reads the run's settings and stop plan from it, and loops:
 acquire, hand the lease to the workload's handler, repeat. The handler passes named points
-(`stops.at("after_send", lease)`); at a planned one the worker reports over its pipe and
-waits there, for a SIGKILL, or (a planned pause) for word that another worker has taken
-its item over, after which it carries on, stale.
+(`stops.at("after_send", lease)`); at a point where the plan has a kill for its item (on this
+delivery or an earlier one that never got there, e.g. because it stalled), the worker reports
+over its pipe and waits: the supervisor SIGKILLs it there, or says go when that kill has
+already landed elsewhere. On Linux the kernel kills a worker whose supervisor died.
 """
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 import traceback
@@ -27,10 +29,11 @@ from shopops_lab.worker.queue import Lease, Queue
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-__all__ = ["SETUP", "Stops", "Workload", "serve"]
+__all__ = ["SETUP", "Stops", "Workload", "die_with_parent", "serve"]
 
 SETUP = ("chaos", "setup")  # the record the supervisor writes and every worker reads
 _POLL_SECONDS = 0.02        # how long an idle worker waits before asking again
+_PR_SET_PDEATHSIG = 1      # linux/prctl.h
 _LOST = (StaleTokenError, LeaseExpiredError, LeaseSettledError)  # the lease is over: someone else owns the item
 
 
@@ -46,19 +49,31 @@ class Workload(Protocol):
 class Stops:
     """The worker's side of the stop plan."""
 
-    def __init__(self, name: str, plan: dict[tuple[str, int], Kill], conn: Connection, store: Store) -> None:
-        self.name, self._plan, self._conn, self._store = name, plan, conn, store
+    def __init__(self, name: str, plan: tuple[Kill, ...], conn: Connection) -> None:
+        self.name, self._conn = name, conn
+        self._plan: dict[str, list[Kill]] = {}
+        for kill in plan:
+            self._plan.setdefault(kill.item_id, []).append(kill)
 
     def at(self, point: str, lease: Lease) -> None:
-        """Stop here if the plan says so: wait for the SIGKILL, or for the end of a pause."""
-        stop = self._plan.get((lease.item_id, lease.attempt))
-        if stop is None or stop.point != point:
+        """Ask the supervisor here if a kill of this item may land here (planned on this delivery or
+        an earlier one): wait for the SIGKILL, or for go if that kill has landed already."""
+        if not any(k.point == point and k.attempt <= lease.attempt for k in self._plan.get(lease.item_id, ())):
             return
-        if stop.pause and self._store.atomic.open:
-            return  # a worker paused inside a transaction holds its item: nobody could take it over
         self._conn.send(("stopped", point, lease.item_id, lease.attempt, lease.token))
         if self._conn.recv() != "go":
             os._exit(3)
+
+
+def die_with_parent(parent: int) -> None:
+    """In a freshly forked worker: on Linux, have the kernel SIGKILL this process the moment its
+    supervisor dies, however it dies (PR_SET_PDEATHSIG); and end now if it is already gone."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def serve(url: str, name: str, workload: Workload, conn: Connection, crashed: tuple | None) -> None:
@@ -73,8 +88,7 @@ def serve(url: str, name: str, workload: Workload, conn: Connection, crashed: tu
             item_id, attempt, point, at = crashed
             queue.log.append(EventKind.WORKER_CRASHED, at, worker_id=name, item_id=item_id,
                              case_id=queue.item(item_id).case_id, attempt=attempt, point=point, signal="SIGKILL")
-        plan = {(kill.item_id, kill.attempt): kill for kill in map(Kill.from_dict, setup["stops"])}
-        stops = Stops(name, plan, conn, store)
+        stops = Stops(name, tuple(map(Kill.from_dict, setup["stops"])), conn)
         _drain(queue, workload.prepare(store, queue, stops, name), stops, name)
     except BaseException:
         conn.send(("failed", traceback.format_exc().strip().splitlines()[-1]))
