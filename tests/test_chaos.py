@@ -4,15 +4,22 @@ by the seed, every planned kill happens, and the checker reads the database's ow
 from __future__ import annotations
 
 import json
+import os
 import random
+import select
 import signal
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from store_backends import postgres_url, with_schema
 
+import shopops_lab.chaos.run as chaos_run
+import shopops_lab.chaos.supervisor as chaos_supervisor
 from shopops_lab.chaos import ChaosReport, Kill, KillPoint, plan_kills, run_chaos
-from shopops_lab.chaos.emails import POISON_ERROR
+from shopops_lab.chaos.emails import POISON_ERROR, EmailWorkload
 from shopops_lab.checker import AnomalyName
 from shopops_lab.cli import main
 from shopops_lab.errors import BadArgumentError
@@ -22,6 +29,7 @@ from shopops_lab.store import open_store
 from shopops_lab.worker.queue import Queue
 
 SMALL = {"items": 16, "workers": 3, "kills": 12}
+ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---------------------------------------------------------------------- the plan
@@ -164,9 +172,196 @@ def test_a_database_that_already_holds_work_is_refused_unchanged(tmp_path, capsy
 
 def test_kills_are_sigkill(tmp_path, monkeypatch):
     sent = []
-    import shopops_lab.chaos.supervisor as chaos_run
-
-    real_kill = chaos_run.os.kill
-    monkeypatch.setattr(chaos_run.os, "kill", lambda pid, sig: (sent.append(sig), real_kill(pid, sig)))
+    real_kill = chaos_supervisor.os.kill
+    monkeypatch.setattr(chaos_supervisor.os, "kill", lambda pid, sig: (sent.append(sig), real_kill(pid, sig)))
     report = run_chaos(f"sqlite:///{tmp_path / 'k.db'}", items=4, workers=2, kills=2, seed=1)
     assert sent == [signal.SIGKILL] * 2 == [signal.SIGKILL] * report.kills
+
+
+# ---------------------------------------------------------------------- a kill a slow worker missed
+class StallsOnce(EmailWorkload):
+    """The email workload, but item-0001's first delivery loses its lease right after its send,
+    as a worker slower than its lease would: its ack is refused, so its planned kill in the
+    ack's transaction cannot land on it."""
+
+    def prepare(self, store, queue, stops, name):
+        handle = super().prepare(store, queue, stops, name)
+
+        def slow(lease):
+            if lease.item_id == "item-0001" and lease.attempt == 1:
+                original = stops.at
+
+                def at(point, held):
+                    original(point, held)
+                    if point == KillPoint.AFTER_SEND and held.attempt == 1:
+                        queue.expire_leases(now=held.expires_at + 1)  # the stall: its lease ran out
+
+                stops.at = at
+            return handle(lease)
+
+        return slow
+
+
+def test_a_kill_a_slow_worker_missed_lands_on_the_redelivery(tmp_path):
+    with open_store(f"sqlite:///{tmp_path / 'stall.db'}") as store:
+        queue = Queue(store=store, lease_seconds=1, max_attempts=5)
+        queue.enqueue(case_id="O-1001", payload={"idem_key": "O-1001:email:1", "to": "o-1001@example.com"})
+        plan = (Kill(item_id="item-0001", attempt=1, point=KillPoint.IN_ACK),)
+        landed = chaos_supervisor.run_workers(queue, StallsOnce("idempotent"), plan, workers=1)
+        # on the redelivery (or, if that one was slow too, a later one): never dropped
+        assert [(k.item_id, k.point) for k in landed] == [("item-0001", KillPoint.IN_ACK)] and landed[0].attempt >= 2
+        crashed = [(e.item_id, e.attempt, e.info["point"]) for e in queue.log.where(EventKind.WORKER_CRASHED)]
+        assert crashed == [("item-0001", landed[0].attempt, "in_ack")]
+        assert queue.item("item-0001").state is ItemState.DONE
+
+
+def test_still_to_land_is_the_plan_minus_the_kills_in_the_history(tmp_path):
+    with open_store(f"sqlite:///{tmp_path / 'h.db'}") as store:
+        queue = Queue(store=store)
+        one = Kill(item_id="item-0001", attempt=1, point=KillPoint.AFTER_SEND)
+        two = Kill(item_id="item-0001", attempt=2, point=KillPoint.AFTER_ACK)
+        other = Kill(item_id="item-0002", attempt=1, point=KillPoint.AFTER_ACQUIRE)
+        queue.enqueue(case_id="O-1001")
+        queue.log.append(EventKind.WORKER_CRASHED, 1.0, worker_id="W1", item_id="item-0001", case_id="O-1001",
+                         attempt=2, point="after_send", signal="SIGKILL")   # landed on a redelivery
+        assert chaos_run._still_to_land((one, two, other), queue) == (two, other)
+
+
+# ---------------------------------------------------------------------- workers die with their supervisor
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_worker_is_set_to_die_with_its_supervisor(tmp_path):
+    import ctypes
+
+    class Asks(EmailWorkload):
+        def prepare(self, store, queue, stops, name):
+            signal_number = ctypes.c_int()
+            ctypes.CDLL(None).prctl(2, ctypes.byref(signal_number), 0, 0, 0)   # PR_GET_PDEATHSIG
+            with store.atomic:
+                store.put("test", name, signal_number.value)
+            return super().prepare(store, queue, stops, name)
+
+    with open_store(f"sqlite:///{tmp_path / 'p.db'}") as store:
+        queue = Queue(store=store, lease_seconds=30)
+        queue.enqueue(case_id="O-1001", payload={"idem_key": "O-1001:email:1", "to": "o-1001@example.com"})
+        chaos_supervisor.run_workers(queue, Asks("idempotent"), (), workers=2)
+        assert [store.get("test", name) for name in ("W1", "W2")] == [signal.SIGKILL] * 2
+
+
+SUPERVISOR = """
+import os, signal, sys
+from shopops_lab.chaos.emails import EmailWorkload
+from shopops_lab.chaos.supervisor import run_workers
+from shopops_lab.store import open_store
+from shopops_lab.worker.queue import Queue
+
+FD = int(sys.argv[2])
+
+class Hangs(EmailWorkload):
+    def prepare(self, store, queue, stops, name):
+        def handle(lease):
+            os.write(FD, b"%d\\n" % os.getpid())
+            signal.pause()
+        return handle
+
+store = open_store(sys.argv[1])
+queue = Queue(store=store, lease_seconds=600)
+queue.enqueue(case_id="O-1001")
+run_workers(queue, Hangs("idempotent"), (), workers=1)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_killing_the_supervisor_kills_its_workers(tmp_path):
+    read, write = os.pipe()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISOR, f"sqlite:///{tmp_path / 's.db'}", str(write)],
+                                  pass_fds=(write,), env=env)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        worker = int(pipe.readline())        # the worker is running its handler, hanging there
+        supervisor.kill()                    # SIGKILL: the supervisor runs no cleanup at all
+        supervisor.wait()
+        ready, _, _ = select.select([pipe], [], [], 60)   # a guard against a hang, not a timing
+        assert ready and pipe.read() == b"", f"worker {worker} outlived its supervisor"
+
+
+# ---------------------------------------------------------------------- one run per database
+def test_a_database_claimed_by_another_run_is_refused_before_anything_is_written(tmp_path, capsys):
+    path = tmp_path / "claimed.db"
+    with open_store(f"sqlite:///{path}") as store, store.atomic:
+        store.put("chaos", "run", {"seed": 1})   # another run got here first and is about to fill it
+    assert main(["chaos", "--db", f"sqlite:///{path}", "--items", "2", "--kills", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "db is already claimed by another chaos run" in err and "--resume" in err
+    with open_store(f"sqlite:///{path}") as store:
+        assert len(Queue(store=store)) == 0
+
+
+def test_of_two_runs_started_together_on_one_database_exactly_one_runs(tmp_path):
+    db = f"sqlite:///{tmp_path / 'both.db'}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "shopops_lab", "chaos", "--db", db, "--items", "3", "--workers", "1",
+               "--kills", "0"]
+    runs = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    results = sorted((run.wait(), run.stderr.read()) for run in runs)
+    for run in runs:
+        run.stderr.close()
+    assert [status for status, _ in results] == [0, 2], results
+    assert "error: db already holds 3 items" in results[1][1] or "db is already claimed" in results[1][1]
+    assert results[1][1].count("\n") == 1
+    with open_store(db) as store:
+        assert len(Queue(store=store)) == 3
+
+
+# ---------------------------------------------------------------------- a run stopped halfway
+def test_a_full_disk_while_filling_is_one_line(tmp_path, monkeypatch, capsys):
+    def full(*args):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(chaos_run, "fill_morning", full)
+    assert main(["chaos", "--db", f"sqlite:///{tmp_path / 'f.db'}"]) == 2
+    err = capsys.readouterr().err
+    assert err == ("error: The chaos run could not finish: the disk that holds the database is full. Fix: free some "
+                   "space, then start a new run on a new, empty database.\n")
+
+
+def test_a_full_disk_in_a_worker_is_one_line_that_says_how_to_finish(tmp_path, monkeypatch, capsys):
+    def full(self, *args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(Queue, "acquire", full)   # the forked workers inherit it
+    db = f"sqlite:///{tmp_path / 'w.db'}"
+    assert main(["chaos", "--db", db, "--items", "4", "--kills", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "database or disk is full" in err
+    assert f"free some space on the disk that holds the database, then finish the run: shopops-lab chaos --db {db} " \
+           "--resume" in err
+
+
+def test_a_run_interrupted_halfway_says_how_to_finish_and_resume_finishes_it(tmp_path, monkeypatch, capsys):
+    real_kill, kills = chaos_supervisor._Supervisor._kill, []
+
+    def kill_then_lose_the_database(self, *args):
+        real_kill(self, *args)
+        kills.append(args)
+        if len(kills) == 5:
+            raise sqlite3.OperationalError("disk I/O error")   # the database went away
+
+    monkeypatch.setattr(chaos_supervisor._Supervisor, "_kill", kill_then_lose_the_database)
+    db = f"sqlite:///{tmp_path / 'r.db'}"
+    args = ["chaos", "--db", db, "--seed", "11", *[f"--{k}={v}" for k, v in SMALL.items()]]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the database failed halfway: OperationalError: disk I/O error" in err
+    assert f"when the database is back, finish the run: shopops-lab chaos --db {db} --resume" in err
+    monkeypatch.setattr(chaos_supervisor._Supervisor, "_kill", real_kill)
+    assert main(["chaos", "--db", db, "--resume", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["kills"], report["lost"], report["valid"], report["items"]) == (12, 0, True, 16)
+    assert report["done"] + report["dead_lettered"] == 16
+
+
+def test_resume_without_a_run_is_refused(tmp_path, capsys):
+    assert main(["chaos", "--db", f"sqlite:///{tmp_path / 'none.db'}", "--resume"]) == 2
+    assert "holds no chaos run that got as far as its plan" in capsys.readouterr().err
