@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from shopops_lab.chaos.worker import die_with_parent
 from shopops_lab.errors import LeaseExpiredError, LeaseSettledError, ShopOpsError, StaleTokenError
 from shopops_lab.store import Store, open_store
 from shopops_lab.worker.queue import Lease, Queue
@@ -146,11 +147,13 @@ class Stepper:
         from multiprocessing import Pipe  # here, not at import: a browser's Python has no processes
 
         mine, theirs = Pipe()
+        parent = os.getpid()
         with warnings.catch_warnings():  # Python 3.12+ warns that a threaded parent (a notebook) forks
             warnings.simplefilter("ignore", DeprecationWarning)
             pid = os.fork()
         if pid == 0:  # the worker: it never returns into the supervisor's code, whatever happens
             try:
+                die_with_parent(parent)
                 mine.close()
                 _work(self.url, name, self.workload, theirs, self.settings)
             except BaseException as error:  # noqa: BLE001 - told to the supervisor, which voids the run
