@@ -3,8 +3,9 @@
 A kill is named by what it interrupts, not by when: "whoever holds item-0007 on its first
 attempt dies right after the email went out". Every worker reads the plan; the one that
 reaches a planned point reports it and waits, and the supervisor kills it with SIGKILL
-right there. Which process happens to hold the item depends on timing; where the kill
-lands does not, so the same seed always interrupts the same work at the same places.
+right there (a delivery that lost its lease before getting there passes the kill on to the
+item's redelivery). Which process happens to hold the item depends on timing; where the
+kill lands does not, so the same seed always interrupts the same work at the same places.
 """
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ class KillPoint(StrEnum):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Kill:
-    """Whoever holds `item_id` on delivery number `attempt` dies at `point` (SIGKILL), or,
-    with `pause`, freezes there until another worker has taken the item over, then goes on
-    as a stale worker. Points are named by the workload (`KillPoint` for the emails)."""
+    """Whoever holds `item_id` on delivery number `attempt` dies at `point` (SIGKILL). In a
+    record of lab 08's schedules, `pause` marks a worker frozen there instead (until another
+    worker took the item over). Points are named by the workload (`KillPoint` for the emails)."""
 
     item_id: str
     attempt: int
