@@ -365,3 +365,22 @@ def test_a_run_interrupted_halfway_says_how_to_finish_and_resume_finishes_it(tmp
 def test_resume_without_a_run_is_refused(tmp_path, capsys):
     assert main(["chaos", "--db", f"sqlite:///{tmp_path / 'none.db'}", "--resume"]) == 2
     assert "holds no chaos run that got as far as its plan" in capsys.readouterr().err
+
+
+def test_on_postgres_a_schema_claimed_by_another_run_is_refused():
+    server = postgres_url()  # skips (or, in CI, fails) before psycopg is needed
+    import psycopg
+
+    with psycopg.connect(server, autocommit=True) as admin:
+        admin.execute("DROP SCHEMA IF EXISTS chaos_claim CASCADE")
+        admin.execute("CREATE SCHEMA chaos_claim")
+        try:
+            db = with_schema(server, "chaos_claim")
+            with open_store(db) as store, store.atomic:
+                store.put("chaos", "run", {"seed": 1})
+            with pytest.raises(BadArgumentError, match="already claimed by another chaos run"):
+                run_chaos(db, items=2, workers=1, kills=0)
+            with open_store(db) as store:
+                assert len(Queue(store=store)) == 0
+        finally:
+            admin.execute("DROP SCHEMA chaos_claim CASCADE")

@@ -1,6 +1,7 @@
-"""Lab 08's check, attacked: the handlers a learner would write, each judged by what real
-worker processes, killed with SIGKILL at named places, did to the money. Wrong ones are
-refused with the order and the place that prove it; right ones written differently pass."""
+"""Lab 08 around its check: the replay of one schedule, the stub, a notebook without processes,
+the recorded runs JupyterLite shows, and the stop map of a run with named stops (real worker
+processes killed or frozen at the first point of that name). The wrong and right handlers
+themselves are in test_check_accuracy_lab08.py."""
 from __future__ import annotations
 
 import re
