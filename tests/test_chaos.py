@@ -384,3 +384,13 @@ def test_on_postgres_a_schema_claimed_by_another_run_is_refused():
                 assert len(Queue(store=store)) == 0
         finally:
             admin.execute("DROP SCHEMA chaos_claim CASCADE")
+
+
+def test_an_interrupted_run_says_how_to_finish_it(tmp_path, monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(chaos_run, "run_chaos", interrupted)
+    db = f"sqlite:///{tmp_path / 'i.db'}"
+    assert main(["chaos", "--db", db]) == 130
+    assert capsys.readouterr().err == f"interrupted: finish the run with shopops-lab chaos --db {db} --resume\n"

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from shopops_lab.chaos.run import ADAPTERS, LIMITS
+from shopops_lab.store import redact
 
 __all__ = ["add_arguments", "run"]
 
@@ -49,8 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from shopops_lab.chaos.run import run_chaos
 
-    report = run_chaos(args.db, items=args.items, workers=args.workers, kills=args.kills, seed=args.seed,
-                       adapter=args.adapter, lease_seconds=args.lease_seconds, timeout=args.timeout,
-                       resume=args.resume)
+    try:
+        report = run_chaos(args.db, items=args.items, workers=args.workers, kills=args.kills, seed=args.seed,
+                           adapter=args.adapter, lease_seconds=args.lease_seconds, timeout=args.timeout,
+                           resume=args.resume)
+    except KeyboardInterrupt:  # the workers are gone already (the supervisor's cleanup): say how to go on
+        print(f"interrupted: finish the run with shopops-lab chaos --db {redact(args.db)} --resume", file=sys.stderr)
+        return 130
     print(json.dumps(report.as_dict(), sort_keys=True) if args.json else report)
     return 1 if report.valid is False else 0
