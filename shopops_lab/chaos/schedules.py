@@ -117,7 +117,9 @@ class Player:
     def _plan(self, schedule: Schedule) -> bool:
         """Play `schedule` up to W1's planned stop: True if it happened there (a kill ends W1
         there; a freeze and a run go on in `_freeze` and `_finish`)."""
-        self._take("W1")
+        if not self._take("W1"):
+            raise StepsError(reason=f"W1 found no delivery of {self._item} to acquire",
+                             fix="run the check again; if it repeats, report it")
         if schedule.how is How.RUN:
             return False
         if not self._to("W1", schedule.first):
