@@ -100,7 +100,7 @@ class World(Protocol):
     def fingerprint(self) -> Hashable: ...        # everything the future depends on, but the processes' memory
     def broken(self) -> str | None: ...           # an invariant broken now, said decisive fact first
     def finished(self) -> str | None: ...         # asked when no move is left: nothing lost?
-    def crashed(self, actor: str) -> None: ...    # the actor's process died
+    def crashed(self, actor: str) -> str | None: ...   # the actor's process died; what follows, in words
 
 
 @dataclass(frozen=True)
@@ -211,6 +211,11 @@ class Run:
             self._dead = True
             raise _Crash()
 
+    @property
+    def fault(self) -> Fault | None:
+        """The fault the schedule puts in the step being played (None for a clean step)."""
+        return self._fault
+
     def _begin(self, actor: str, fault: Fault | None) -> None:
         self.current_actor = actor
         self._fault, self._seen, self.points, self._dead = fault, {}, [], False
@@ -317,7 +322,8 @@ def _step(played: _Played, move: Move, event: Event) -> None:
             said = f"{move.name}: {move.actor}'s process dies ({event.fault.words if event.fault else 'crash'})"
     played.points = list(run.points)
     if crashed:
-        world.crashed(move.actor)
+        then = world.crashed(move.actor)
+        said = f"{said}; {then}" if then else said
         run._died(move.actor)
     played.steps.append(Step(event=event, actor=move.actor, peer=move.peer, said=said, crashed=crashed))
 
