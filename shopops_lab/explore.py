@@ -164,6 +164,7 @@ class Run:
         self._dead = False
         self._in_call = False
         self.current_actor = ""            # whose step is being played
+        self.fired = False                 # did the step's fault happen?
 
     def answer(self, actor: str) -> Any:
         """`actor`'s process's copy of the learner's code (fresh at its start and after a crash)."""
@@ -198,6 +199,7 @@ class Run:
         fault = self._fault
         if fault is None or (fault.point, fault.nth) != (point, self._seen[point]):
             return False
+        self.fired = True
         if fault.kind is FaultKind.LOST_REQUEST:
             self._dead = True
             raise _Crash()
@@ -218,7 +220,7 @@ class Run:
 
     def _begin(self, actor: str, fault: Fault | None) -> None:
         self.current_actor = actor
-        self._fault, self._seen, self.points, self._dead = fault, {}, [], False
+        self._fault, self._seen, self.points, self._dead, self.fired = fault, {}, [], False, False
 
     def _died(self, actor: str) -> None:
         self._copies.pop(actor, None)   # its next step starts a fresh process
@@ -321,6 +323,9 @@ def _step(played: _Played, move: Move, event: Event) -> None:
             crashed = True
             said = f"{move.name}: {move.actor}'s process dies ({event.fault.words if event.fault else 'crash'})"
     played.points = list(run.points)
+    if event.fault is not None and not run.fired:
+        raise BadArgumentError(field="schedule", problem=f"asks for {event.words!r}, but that step made no such kit "
+                               "call", fix="copy the schedule from the check's message")
     if crashed:
         then = world.crashed(move.actor)
         said = f"{said}; {then}" if then else said

@@ -179,8 +179,8 @@ def test_the_handler_check_states_its_bound_and_the_memory_of_a_process_does_not
 
 
 def test_a_crash_after_the_send_is_a_lost_reply_and_the_redelivery_is_safe():
-    replayed = lab01.replay(sends_and_returns_the_message_id,
-                            "W1 acquire · W1 handle (crash after send) · leases expire · W2 acquire · W2 handle · W2 ack")
+    schedule = "W1 acquire · W1 handle (crash after send) · leases expire · W2 acquire · W2 handle · W2 ack"
+    replayed = lab01.replay(sends_and_returns_the_message_id, schedule)
     lines = str(replayed).splitlines()
     assert lines[1] == "2. W1 handle: W1's process dies (crash after send)"
     assert lines[4] == "5. W2 handles item-0001: no new email" and replayed.problem is None
