@@ -8,7 +8,7 @@ from check_accuracy import Spec, accuracy_tests, refused
 
 from shopops_lab.checks import lab04
 from shopops_lab.errors import ShopOpsError, StaleTokenError
-from shopops_lab.fencing import NaiveResultStore
+from shopops_lab.fencing import NaiveResultStore, TokenFence
 
 # ---------------------------------------------------------------------------- 04.1 right, written differently
 
@@ -184,6 +184,23 @@ class KeepsTheWriterInAClassAttribute(NaiveResultStore):
         super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
 
 
+class DelegatesToTheKitFence(NaiveResultStore):
+    """Hands the decision to the kit's TokenFence instead of writing the comparison."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.fence = TokenFence("job")
+
+    def claim(self, job_id, worker_id, *, now=None):
+        token = super().claim(job_id, worker_id, now=now)
+        self.fence.observe(job_id, token, worker_id=worker_id)
+        return token
+
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        self.fence.check(job_id, token, t=0, op="complete")
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+
+
 class NotAStore:
     def complete(self, job_id, result, *, token, worker_id=None, now=None):
         return None
@@ -220,6 +237,8 @@ STORE = Spec(
                 "(the newest is 2)", "(3 steps): W7 claim · W9 claim · X write"),
         refused(HidesItsWrite, "the store refused X's write with token 0, but it now holds the dict",
                 "a refused write must change nothing"),
+        refused(DelegatesToTheKitFence, "the store hands the decision to the kit's TokenFence, which already "
+                "implements this rule"),
         refused(NotAStore, "NotAStore is not a subclass of NaiveResultStore"),
         refused(AcceptsOnlyTheNewest(), "this check needs your class FencedResultStore itself",
                 "an AcceptsOnlyTheNewest object"),

@@ -93,15 +93,18 @@ def _run_handler(handler, lease, adapter: _ScenarioAdapter) -> None:
 
 # ------------------------------------------------------------------ the explored check
 # The mornings the check explores, by name (no random numbers: every schedule of each is
-# played). Each is two items on one queue, two workers, one lease expiry, one crash.
-SEEDS = ("an email queued twice", "two emails for one case")
+# played), each with one lease expiry and one crash anywhere.
+SEEDS = ("one email, two workers", "three items of one case")
 _CASE, _TO = "O-1002", "customer-2@example.com"
-_MORNINGS = {
-    "an email queued twice": (("4", "refund_confirmation"), ("4", "refund_confirmation")),
-    "two emails for one case": (("4", "refund_confirmation"), ("5", "refund_confirmation")),
+_MORNINGS = {   # the emails queued (step, template), and the workers that take them
+    "one email, two workers": ((("4", "refund_confirmation"),), ("W1", "W2")),
+    "three items of one case": ((("4", "refund_confirmation"), ("4", "refund_confirmation"),
+                                 ("5", "refund_confirmation")), ("W1",)),
 }
-WORKERS = ("W1", "W2")
-BOUND_WORDS = "2 workers, 2 items, 1 lease expiry, a crash anywhere"
+BOUNDS = {"one email, two workers": "1 email taken by 2 workers",
+          "three items of one case": "3 items of one case (one email queued twice, and a second email) taken by "
+                                     "1 worker"}
+BOUND_WORDS = "1 lease expiry, a crash anywhere"
 
 
 class _Morning:
@@ -117,7 +120,8 @@ class _Morning:
         self.template: dict[str, str] = {}
         self.status: dict[str, str] = {}                    # item id -> ready / leased / done (as the queue has it)
         self.attempts: dict[str, int] = {}
-        for step, template in _MORNINGS[morning]:
+        emails, self.workers = _MORNINGS[morning]
+        for step, template in emails:
             key = f"{_CASE}:email:{step}"
             item_id = self.queue.enqueue(case_id=_CASE, tenant_id="store_northline", kind="contact_send",
                                          payload={"idem_key": key, "to": _TO, "template": template})
@@ -126,7 +130,7 @@ class _Morning:
         self.emails: dict[str, list[tuple[Contact, str]]] = {key: [] for key in self.template}   # reached the customer
         self.calls: dict[str, int] = dict.fromkeys(self.template, 0)                 # send() calls per email
         self.acked: set[str] = set()
-        self.state = dict.fromkeys(WORKERS, "idle")
+        self.state = dict.fromkeys(self.workers, "idle")
         self.lease: dict[str, Lease] = {}
         self.problem: str | None = None
         self.facade = _adapter_for(run, self)
@@ -135,7 +139,7 @@ class _Morning:
         moves: list[Move] = []
         leased = "leased" in self.status.values()
         ready = not leased and "ready" in self.status.values()   # the queue hands out one item of a case at a time
-        for who in WORKERS:
+        for who in self.workers:
             state = self.state[who]
             if state == "idle" and ready:
                 moves.append(Move(f"{who} acquire", who, self._acquire, peer="queue"))
@@ -154,7 +158,7 @@ class _Morning:
         sent = tuple((k, tuple((c.message_id, c.to, c.case_id, i) for c, i in v))
                      for k, v in sorted(self.emails.items()))
         held = tuple((w, self.state[w], self.lease[w].item_id if w in self.lease else None,
-                      self.lease[w].token if w in self.lease else None) for w in WORKERS)
+                      self.lease[w].token if w in self.lease else None) for w in self.workers)
         return items, sent, held, tuple(sorted(self.calls.items())), tuple(sorted(self.acked))
 
     def broken(self) -> str | None:
@@ -271,7 +275,8 @@ def _adapter_for(run: Run, world: _Morning) -> Any:
 
 
 def scenario(morning: str = SEEDS[0]) -> Scenario:
-    return Scenario(name=morning, bound=Bound(words=BOUND_WORDS, budget={"crash": 1, "expiry": 1}),
+    return Scenario(name=morning, bound=Bound(words=f"{BOUNDS[morning]}, {BOUND_WORDS}",
+                                              budget={"crash": 1, "expiry": 1}),
                     start=lambda run: _Morning(run, morning))
 
 
@@ -288,8 +293,9 @@ def _run(handler) -> str:
         found = explore(scenario(morning), handler)
         refuse(found, f'lab01.replay(send_followup, "{{schedule}}", morning="{morning}")')
         schedules += found.schedules
-    return (f"checked all {schedules:,} schedules of {BOUND_WORDS} ({' and '.join(SEEDS)}): every acknowledged "
-            "email reached its customer exactly once, redeliveries and crashes included.")
+    mornings = "; ".join(BOUNDS[morning] for morning in SEEDS)
+    return (f"checked all {schedules:,} schedules of two mornings, each with {BOUND_WORDS} ({mornings}): every "
+            "acknowledged email reached its customer exactly once, redeliveries and crashes included.")
 
 
 exercise = Exercise(

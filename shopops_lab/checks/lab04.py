@@ -21,7 +21,7 @@ from shopops_lab.clock import FakeClock
 from shopops_lab.errors import StaleTokenError
 from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
-from shopops_lab.fencing import NaiveResultStore
+from shopops_lab.fencing import NaiveResultStore, TokenFence
 from shopops_lab.widgets.quiz import Quiz
 
 JOB = "job-1"
@@ -100,6 +100,10 @@ class _Fencing:
         called = run.call(self.store.complete, JOB, result, token=token, worker_id=who)
         what = f"{who}'s {'late copy of its ' if again else ''}write with token {token}"
         current = token == self.newest and token > 0
+        if self._delegates():
+            self.problem = ("the store hands the decision to the kit's TokenFence, which already implements this "
+                            "rule: compare the tokens in complete() yourself.")
+            return f"{what}: decided by the kit's TokenFence"
         if called.error is None:
             said = f"{what}: accepted"
             if not current:
@@ -125,6 +129,11 @@ class _Fencing:
                             f"{describe(NaiveResultStore.result(self.store, JOB))}: a refused write must change "
                             "nothing. Decide before you write.")
         return said
+
+    def _delegates(self) -> bool:
+        """Does the learner's store keep a TokenFence (the kit's own fencing rule) to decide for it?"""
+        kept = [*vars(self.store).values(), *vars(type(self.store)).values()]
+        return any(isinstance(value, TokenFence) for value in kept)
 
     def _kept(self) -> Any:
         """What the store holds, read by the kit's own methods (the learner's class may override them)."""

@@ -19,13 +19,14 @@ never how the learner spells the records. `replay(handle, schedule)` plays any s
 """
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from shopops_lab.checks.base import Exercise, describe, error_text
 from shopops_lab.checks.fresh import canonical
 from shopops_lab.explore import Bound, FaultKind, Move, Replayed, Run, Scenario, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
-from shopops_lab.outbox import Delivery
+from shopops_lab.outbox import Delivery, IdempotentConsumer
 from shopops_lab.widgets.quiz import Quiz
 
 FAILURE = "payments API timed out"
@@ -35,6 +36,7 @@ CONSUMERS = ("C1", "C2")
 BOUND = Bound(words="2 consumers, 3 deliveries of 2 refunds, 1 failed payment call, a crash anywhere",
               budget={"crash": 1, "fail": 1}, faults=(FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY, FaultKind.FAIL))
 SEEDS = ()   # no random numbers: every schedule within BOUND is played
+_KIT_APPLY = IdempotentConsumer._apply.__code__
 
 
 class _Refunds:
@@ -215,6 +217,9 @@ def _facades(run: Run, world: _Refunds) -> tuple[Any, Any]:
 
     def apply(delivery: Delivery) -> None:
         """Perform the refund of `delivery`; raises ConnectionError when the payments API fails."""
+        if sys._getframe(1).f_code is _KIT_APPLY:     # called by the kit's own consumer, not by handle
+            world._fail("handle hands the delivery to the kit's IdempotentConsumer, which already implements this "
+                        "exercise: write the duplicate check and the record in handle yourself.")
         if not isinstance(delivery, Delivery):
             raise TypeError(f"apply() takes the delivery itself, not {type(delivery).__name__}")
         if run.enter("apply", can_fail=True):
