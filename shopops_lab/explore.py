@@ -20,6 +20,25 @@ covered stays exact. After every step the world's invariants are asked (`broken`
 at the end of a schedule its final promise (`finished`). The first schedule found broken
 is a shortest one, written in words (`Event.words`), replayable with `replay`, and drawn as
 a space-time diagram (`shopops_lab.viz.spacetime`).
+
+How a check uses it (labs 01, 04, 06 are worked examples)::
+
+    class _World:                                  # one fresh world per schedule
+        def __init__(self, run):                   # run.answer("W1"): W1's process's copy of the answer
+            ...
+        def moves(self):                           # [Move("W1 handle", "W1", self._handle, peer="queue"),
+            ...                                    #  Move("W1 crash", "W1", crash=True, cost="crash"), ...]
+        def _handle(self, run):                    # a learner call: one atomic step
+            called = run.call(run.answer(run.current_actor), lease, facade)
+            return "W1 handles item-0001: ..."     # the sentence for the trace
+        # fingerprint(), broken(), finished(), crashed(actor)
+
+    # inside a facade method the learner calls:  failing = run.enter("send"); ...effect...; run.leave("send")
+    scenario = Scenario("name", Bound(words="2 workers, 1 expiry, a crash anywhere",
+                                      budget={"crash": 1, "expiry": 1}), start=_World)
+    found = explore(scenario, answer)               # found.summary: "checked all 1,234 schedules of ..."
+    refuse(found, 'labNN.replay(answer, "{schedule}")')   # raises Wrong with the shortest schedule
+    replay(scenario, answer, "W1 acquire · W1 handle (crash after send)")   # one schedule, seed-free
 """
 from __future__ import annotations
 
