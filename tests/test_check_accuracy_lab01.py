@@ -3,7 +3,9 @@ every schedule of two workers, one lease expiry and a crash anywhere, the shorte
 breaking one shown), and what an expired lease leads to."""
 from __future__ import annotations
 
-from check_accuracy import Spec, accuracy_tests, refused
+import re
+
+from check_accuracy import Spec, accuracy_tests, refused, replay_tests
 
 from shopops_lab.checks import lab01
 
@@ -132,6 +134,8 @@ HANDLER = Spec(
                 "'ledger'"),
     ),
     secrets=('payload["idem_key"]', "lease.payload[", "idem_key=lease"),
+    replay=lambda answer, schedule, message: lab01.replay(answer, schedule,
+                                                          morning=re.search(r'morning="([^"]+)"', message)[1]),
 )
 
 
@@ -184,3 +188,4 @@ def test_a_crash_after_the_send_is_a_lost_reply_and_the_redelivery_is_safe():
     lines = str(replayed).splitlines()
     assert lines[1] == "2. W1 handle: W1's process dies (crash after send)"
     assert lines[4] == "5. W2 handles item-0001: no new email" and replayed.problem is None
+test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(HANDLER)

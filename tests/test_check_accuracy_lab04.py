@@ -4,7 +4,7 @@ control rejects the stale completion."""
 from __future__ import annotations
 
 import pytest
-from check_accuracy import Spec, accuracy_tests, refused
+from check_accuracy import Spec, accuracy_tests, refused, replay_tests
 
 from shopops_lab.checks import lab04
 from shopops_lab.errors import ShopOpsError, StaleTokenError
@@ -244,6 +244,7 @@ STORE = Spec(
                 "an AcceptsOnlyTheNewest object"),
     ),
     secrets=("token != current", "current_token(job_id)", "current == 0"),
+    replay=lambda answer, schedule, message: lab04.replay(answer, schedule),
 )
 
 
@@ -308,3 +309,4 @@ CONTROL = Spec(
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
  test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(STORE, CONTROL)
+test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(STORE)

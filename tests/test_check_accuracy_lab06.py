@@ -3,7 +3,7 @@ two consumers, a failed payment call and a crash anywhere, by what happened to t
 and what `handle` returned, never by how it spells its records in `processed`."""
 from __future__ import annotations
 
-from check_accuracy import Spec, accuracy_tests, refused
+from check_accuracy import Spec, accuracy_tests, refused, replay_tests
 
 from shopops_lab.checks import lab06
 from shopops_lab.outbox import IdempotentConsumer
@@ -196,6 +196,7 @@ SPEC = Spec(
         refused(returns_a_string_that_equals_anything, "handle returned the AlwaysEqual 'yes'"),
     ),
     secrets=("processed.add(", "in processed", "apply(delivery) first"),
+    replay=lambda answer, schedule, message: lab06.replay(answer, schedule),
 )
 
 (test_a_right_answer_written_differently_is_accepted,
@@ -217,3 +218,4 @@ def test_a_kill_runs_no_except_but_a_failed_payment_does():
     killed = lab06.replay(records_first_and_undoes_in_except, "C1 handle (crash before apply) · C1 handle · C1 ack "
                           "· C1 handle · C1 ack · C1 handle · C1 ack")
     assert killed.problem.startswith("out-0001 (refund 35.00 for O-1001) was never applied")
+test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(SPEC)
