@@ -305,11 +305,15 @@ def _enabled(world: World, bound: Bound, spent: Mapping[str, int]) -> list[Move]
     return [m for m in world.moves() if _budget_left(bound, spent, m.cost)]
 
 
-def _play(scenario: Scenario, answer: Any, events: Sequence[Event]) -> _Played:
-    """Play `events` on a fresh world; stop at the first broken invariant."""
-    run = Run(answer)
-    world = scenario.start(run)
-    played = _Played(steps=[], world=world, run=run, spent={}, moves=_enabled(world, scenario.bound, {}))
+def _play(scenario: Scenario, answer: Any, events: Sequence[Event], *, go_on: _Played | None = None) -> _Played:
+    """Play `events` on a fresh world (or on after `go_on`, a schedule already played,
+    which is used up); stop at the first broken invariant."""
+    if go_on is None:
+        run = Run(answer)
+        world = scenario.start(run)
+        played = _Played(steps=[], world=world, run=run, spent={}, moves=_enabled(world, scenario.bound, {}))
+    else:
+        played, world = go_on, go_on.world
     for event in events:
         move = next((m for m in played.moves if m.name == event.move), None)
         if move is None:
@@ -368,19 +372,20 @@ def explore(scenario: Scenario, answer: Any) -> Exploration:
     """Search every schedule of `scenario` within its bound, breadth first; stop at the
     first (so shortest) one that breaks a promise."""
     root = _play(scenario, answer, ())
-    frontier: list[tuple[tuple[Event, ...], list[Move], dict[str, int], int]] = [((), root.moves, {}, 1)]
+    frontier: list[list] = [[(), root.moves, {}, 1, root]]   # schedule, moves, budget spent, paths, its world
     states, schedules = 1, 0
     for depth in range(scenario.bound.max_steps + 1):
         if not frontier:
             return Exploration(scenario.name, scenario.bound, schedules, states, None)
         merged: dict[Hashable, list] = {}
-        for events, moves, spent, paths in frontier:
+        for events, moves, spent, paths, live in frontier:
             if not moves:
                 schedules += paths
                 continue
-            for move in moves:
+            for move in moves:   # the first move goes on from the node's own world; the rest replay
                 first = events + (Event(move.name),)
-                played = _play(scenario, answer, first)
+                played = _play(scenario, answer, first[-1:], go_on=live) if live else _play(scenario, answer, first)
+                live = None
                 children = [(first, played)]
                 for event in _variants(scenario.bound, spent, move.name, played.points):
                     children.append((events + (event,), _play(scenario, answer, events + (event,))))
@@ -392,9 +397,9 @@ def explore(scenario: Scenario, answer: Any) -> Exploration:
                     if key in merged:
                         merged[key][3] += paths
                     else:
-                        merged[key] = [schedule, child.moves, child.spent, paths]
+                        merged[key] = [schedule, child.moves, dict(child.spent), paths, child]
         states += len(merged)
-        frontier = [tuple(value) for value in merged.values()]
+        frontier = list(merged.values())
     raise BadArgumentError(field="scenario", problem=f"{scenario.name} has schedules longer than "
                            f"{scenario.bound.max_steps} steps", fix="give every worker a finite program")
 
