@@ -239,7 +239,11 @@ class Exercise:
         if not self.hints:
             print("No hints for this one: re-read the cell above the exercise.")
             return
-        level = max(1, min(int(level), len(self.hints)))
+        if isinstance(level, bool) or not isinstance(level, int):
+            print(f"hint() takes a number: hint(1) is a nudge, up to hint({len(self.hints)}), the shape of the "
+                  f"answer. It got {describe(level)}.")
+            return
+        level = max(1, min(level, len(self.hints)))
         more = f" (hint({level + 1}) says more)" if level < len(self.hints) else ""
         print(f"Hint {level} of {len(self.hints)}{more}: {self.hints[level - 1]}")
 
