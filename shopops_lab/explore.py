@@ -466,4 +466,5 @@ def refuse(exploration: Exploration, replay_line: str) -> None:
         return
     n = len(found.events)
     raise Wrong(f"{found.problem} The shortest schedule that shows it ({n} step{'s' if n != 1 else ''}): "
-                f"{found.words}. Replay it: {replay_line.format(schedule=found.words)}", found.lines)
+                f"{found.words}. Replay it: {replay_line.format(schedule=found.words)} (print it for the steps; "
+                ".diagram() draws them).", found.lines)
