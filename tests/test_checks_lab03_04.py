@@ -128,7 +128,13 @@ def test_lab04_not_attempted_only_for_the_stub_itself():
 
     deeper = lab04.exercise.result(CallsAHelperThatIsNotWritten)
     assert deeper.verdict is Verdict.INCORRECT
-    assert "the store refused it with NotImplementedError" in deeper.message
+    assert "the store refused X's write with token 0 with NotImplementedError" in deeper.message
+
+
+def test_lab04_a_hint_asked_for_in_words_is_a_friendly_message(capsys):
+    lab04.exercise.hint("two")
+    assert capsys.readouterr().out == ("hint() takes a number: hint(1) is a nudge, up to hint(3), the shape of the "
+                                       "answer. It got the str 'two'.\n")
 
 
 def test_lab04_the_store_token_check_is_the_control():
