@@ -218,11 +218,18 @@ class Exercise:
         return True
 
     def hint(self, level: int = 1) -> None:
-        """Print hint `level` (1 = a nudge, higher = closer to the shape of the answer)."""
+        """Print hint `level` (1 = a nudge, higher = closer to the shape of the answer).
+        Anything but a number gets a friendly line, not a traceback."""
         if not self.hints:
             print("No hints for this one: re-read the cell above the exercise.")
             return
-        level = max(1, min(int(level), len(self.hints)))
+        if isinstance(level, str) and level.strip().isdigit():
+            level = int(level)
+        if isinstance(level, bool) or not isinstance(level, int):
+            print(f"Hints are numbered 1 to {len(self.hints)}: hint(1) is a nudge, hint({len(self.hints)}) the "
+                  "shape of the answer. Ask with a number, e.g. hint(2).")
+            return
+        level = max(1, min(level, len(self.hints)))
         more = f" (hint({level + 1}) says more)" if level < len(self.hints) else ""
         print(f"Hint {level} of {len(self.hints)}{more}: {self.hints[level - 1]}")
 
