@@ -15,6 +15,7 @@ instead of a traceback while the stub is untouched.
 """
 from __future__ import annotations
 
+import functools
 import sysconfig
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,12 +89,28 @@ class ForeignAnswer:
 
 def restart(answer: Any) -> Any:
     """The answer as a freshly started worker process would have it: nothing the learner's
-    code kept in memory (module-level dicts, class attributes, closures) survives. A check
-    calls this after every simulated crash, so state kept outside the store is lost, as it
-    would be when the process dies."""
+    code kept in memory (module-level dicts, lists and sets, class attributes, closure
+    cells, function attributes, default arguments) survives: the answer and the learner's
+    functions and classes it reaches are rebuilt on fresh copies of those values, as they
+    were when the check began (see `checks.fresh`). A check calls this before every
+    schedule and after every simulated crash, so state kept outside the store is lost, as
+    it would be when the process dies."""
     if isinstance(answer, ForeignAnswer):
         return answer.restart()
-    return answer
+    from shopops_lab.checks.fresh import fresh_copy
+    return fresh_copy(answer, _learners)
+
+
+def memory(answer: Any) -> Any:
+    """A hashable picture of what a restarted answer keeps in its process's memory, so
+    two processes in different states are told apart; None when it cannot be seen (an
+    answer in another process may say so through its own `memory()`)."""
+    if isinstance(answer, ForeignAnswer):
+        look = getattr(answer, "memory", None)
+        return look() if callable(look) else object()
+    from shopops_lab.checks.fresh import memory as seen
+    found = seen(answer)
+    return object() if found is None else found
 
 
 def call_answer(answer: Any, *args: Any, **kwargs: Any) -> Any:
@@ -285,6 +302,7 @@ def _where(exc: BaseException) -> str:
     return f" (in {found.tb_frame.f_code.co_name}, line {found.tb_lineno})"
 
 
+@functools.lru_cache(maxsize=512)
 def _learners(filename: str) -> bool:
     if filename.startswith("<"):                  # exec'd code is the learner's; "<frozen ...>" is Python's
         return not filename.startswith("<frozen")

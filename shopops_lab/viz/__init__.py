@@ -10,6 +10,7 @@ loading matplotlib (and sketched by the kit where matplotlib is missing).
 from shopops_lab.viz.boundaries import outbox_boundaries
 from shopops_lab.viz.crash_map import crash_map
 from shopops_lab.viz.dot import Diagram, dot_available, render
+from shopops_lab.viz.spacetime import spacetime
 from shopops_lab.viz.state_machine import (
            last_transition,
            lease_dot,
@@ -20,4 +21,4 @@ from shopops_lab.viz.stop_map import stop_map
 from shopops_lab.viz.timeline import Timeline, build_timeline, timeline
 
 __all__ = ["Diagram", "Timeline", "build_timeline", "crash_map", "dot_available", "last_transition", "lease_dot",
-           "lease_svg", "outbox_boundaries", "render", "state_machine", "stop_map", "timeline"]
+           "lease_svg", "outbox_boundaries", "render", "spacetime", "state_machine", "stop_map", "timeline"]

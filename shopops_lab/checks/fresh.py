@@ -1,0 +1,176 @@
+"""A learner's answer as a freshly started process would have it (in this process).
+
+A crash is a process death: whatever the learner's code kept in memory (module-level
+dicts, lists and sets, class attributes, closure cells, function attributes, default
+arguments) is gone, and the code starts again from its source. Re-running the notebook's
+cells is not possible here, so `fresh_copy` does the equivalent: it rebuilds the answer's
+function (or class) and every function and class of the learner's it reaches (through the
+global names its code uses, its closures, defaults and bases) bound to a new globals dict,
+and deep-copies every other mutable value reached that way. The original is never run by
+a check, so each copy starts from the state the values had when the check began.
+
+What the learner's code did not reach by name (the kit, modules, builtins) is shared, as
+a restarted worker would import it again. `memory(copy)` is a hashable picture of the
+copy's own mutable state, so the schedule explorer can tell two processes apart.
+"""
+from __future__ import annotations
+
+import copy
+import sys
+import weakref
+from collections.abc import Hashable
+from types import BuiltinFunctionType, CellType, CodeType, FunctionType, MethodType, ModuleType
+from typing import Any
+
+_ATOMIC = (type(None), bool, int, float, complex, str, bytes, range, ModuleType, BuiltinFunctionType, CodeType)
+_SKIP_CLASS_KEYS = frozenset({"__dict__", "__weakref__"})
+_MEMORIES: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+_LIMIT = 6
+
+
+def fresh_copy(answer: Any, learners: Any) -> Any:
+    """`answer` rebuilt with fresh memory. `learners(filename)` says which code is the learner's."""
+    rebuilder = _Rebuilder(learners)
+    try:
+        fresh = rebuilder.value(answer)
+        rebuilder.drain()
+    except Exception:  # noqa: BLE001 - an answer we cannot rebuild runs as it is (its memory then survives)
+        return answer
+    try:
+        _MEMORIES[fresh] = rebuilder.mutable
+    except TypeError:
+        pass
+    return fresh
+
+
+def memory(fresh: Any) -> Hashable:
+    """The copy's own mutable values, as a hashable picture (None when unknown)."""
+    values = _MEMORIES.get(fresh) if _weakable(fresh) else None
+    return None if values is None else canonical(values)
+
+
+def _weakable(value: Any) -> bool:
+    try:
+        weakref.ref(value)
+    except TypeError:
+        return False
+    return True
+
+
+class _Rebuilder:
+    def __init__(self, learners: Any) -> None:
+        self.learners = learners
+        self.memo: dict[int, Any] = {}             # shared with copy.deepcopy
+        self.globals: dict[int, dict[str, Any]] = {}
+        self.pending: list[tuple[dict[str, Any], dict[str, Any], str]] = []
+        self.mutable: list[Any] = []
+
+    def value(self, value: Any) -> Any:
+        if id(value) in self.memo:
+            return self.memo[id(value)]
+        if isinstance(value, FunctionType):
+            return self.function(value) if self.learners(value.__code__.co_filename) else value
+        if isinstance(value, MethodType):
+            return MethodType(self.value(value.__func__), self.value(value.__self__))
+        if isinstance(value, type):
+            return self.cls(value) if self._own(value) else value
+        if isinstance(value, _ATOMIC) or callable(value) and not hasattr(value, "__dict__"):
+            return value
+        if isinstance(value, (staticmethod, classmethod)):
+            return type(value)(self.value(value.__func__))
+        if isinstance(value, property):
+            return property(*(self.value(f) for f in (value.fget, value.fset, value.fdel)), value.__doc__)
+        try:
+            fresh = copy.deepcopy(value, self.memo)
+        except Exception:  # noqa: BLE001 - a value that cannot be copied stays shared
+            return value
+        self.mutable.append(fresh)
+        return fresh
+
+    def _own(self, cls: type) -> bool:
+        """A class the learner wrote: one of its functions is theirs, or its module is."""
+        if any(isinstance(f, FunctionType) and self.learners(f.__code__.co_filename) for f in vars(cls).values()):
+            return True
+        if cls.__module__ == "builtins":
+            return False
+        file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+        return file is None or self.learners(file)
+
+    def function(self, fn: FunctionType) -> FunctionType:
+        fresh_globals = self._globals(fn.__globals__)
+        closure = None
+        if fn.__closure__ is not None:
+            closure = tuple(CellType() for _ in fn.__closure__)
+        fresh = FunctionType(fn.__code__, fresh_globals, fn.__name__, None, closure)
+        self.memo[id(fn)] = fresh
+        for old, new in zip(fn.__closure__ or (), closure or ()):
+            try:
+                new.cell_contents = self.value(old.cell_contents)
+            except ValueError:   # an empty cell stays empty
+                pass
+        fresh.__defaults__ = self.value(fn.__defaults__)
+        fresh.__kwdefaults__ = self.value(fn.__kwdefaults__)
+        fresh.__dict__.update(self.value(dict(fn.__dict__)))
+        fresh.__qualname__, fresh.__module__, fresh.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+        for name in _names(fn.__code__):
+            if name in fn.__globals__:
+                self.pending.append((fresh_globals, fn.__globals__, name))
+        return fresh
+
+    def cls(self, cls: type) -> type:
+        members = {k: v for k, v in vars(cls).items() if k not in _SKIP_CLASS_KEYS}
+        slots = members.get("__slots__", ())
+        slots = (slots,) if isinstance(slots, str) else tuple(slots)
+        for name in slots:
+            members.pop(name, None)
+        bases = tuple(self.value(base) for base in cls.__bases__)
+        fresh = type(cls)(cls.__name__, bases, {k: members.pop(k) for k in ("__slots__", "__module__", "__qualname__")
+                                                  if k in members})
+        self.memo[id(cls)] = fresh
+        for name, member in members.items():
+            setattr(fresh, name, self.value(member))
+        return fresh
+
+    def _globals(self, original: dict[str, Any]) -> dict[str, Any]:
+        if id(original) not in self.globals:
+            self.globals[id(original)] = dict(original)
+        return self.globals[id(original)]
+
+    def drain(self) -> None:
+        while self.pending:
+            fresh_globals, original, name = self.pending.pop()
+            value = original[name]
+            if fresh_globals.get(name) is value:
+                fresh_globals[name] = self.value(value)
+
+
+def _names(code: CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _names(const)
+    return names
+
+
+def canonical(value: Any, depth: int = 0, seen: frozenset[int] = frozenset()) -> Hashable:
+    """A hashable, order-free picture of `value`'s contents (sets and dicts sorted, objects
+    by their attributes, event logs and clocks by type only), for telling states apart."""
+    if isinstance(value, (type(None), bool, int, float, str, bytes)):
+        return (type(value).__name__, value)
+    if depth > _LIMIT or id(value) in seen:
+        return ("...", type(value).__name__)
+    seen = seen | {id(value)}
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(canonical(v, depth + 1, seen) for v in value))
+    if isinstance(value, (set, frozenset)):
+        return ("set", tuple(sorted((canonical(v, depth + 1, seen) for v in value), key=repr)))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted(((canonical(k, depth + 1, seen), canonical(v, depth + 1, seen))
+                                      for k, v in value.items()), key=repr)))
+    if isinstance(value, (FunctionType, type, ModuleType)) or type(value).__name__ in ("EventLog", "FakeClock"):
+        return (type(value).__name__, getattr(value, "__qualname__", ""))
+    fields = getattr(value, "__dict__", None)
+    if fields is None:
+        slots = [s for c in type(value).__mro__ for s in getattr(c, "__slots__", ()) if isinstance(s, str)]
+        fields = {s: getattr(value, s) for s in slots if hasattr(value, s)}
+    return (type(value).__qualname__, canonical(dict(fields), depth + 1, seen))

@@ -1,0 +1,432 @@
+"""The schedule explorer: a check searches every schedule in a small, stated scope instead
+of sampling a few seeded ones, and shows the shortest schedule that breaks a promise.
+
+A `Scenario` builds a fresh `World` for each schedule. The world offers `Move`s: harness
+steps (claim, expire a lease, ack, deliver) and learner-call steps, in which the learner's
+function runs whole, as ONE atomic step. Inside a learner call every kit call made through
+a facade the world handed it is a fault point: the facade asks the `Run` (`enter` before
+the call, `leave` after it), and the schedule may crash the worker's process there (before
+the call: the request is lost; after it: the reply is lost) or make the call fail. A crash
+abandons the learner call (facades refuse everything after it, so no `except` or `finally`
+of the learner's has an effect) and the worker's next step runs `restart(answer)`: nothing
+kept in the process's memory survives. Each worker process has its own copy of the answer.
+
+`explore` enumerates every schedule within the scenario's `Bound` breadth first, by
+stateless re-execution (a fresh world and fresh answers for every schedule, so nothing
+leaks from one schedule into the next). Two schedules that reach the same state (the
+world's fingerprint, every process's memory, the budget spent, the step count) are merged:
+steps of different workers that commute are explored once, while the count of schedules
+covered stays exact. After every step the world's invariants are asked (`broken`), and
+at the end of a schedule its final promise (`finished`). The first schedule found broken
+is a shortest one, written in words (`Event.words`), replayable with `replay`, and drawn as
+a space-time diagram (`shopops_lab.viz.spacetime`).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
+
+from shopops_lab.checks.base import Wrong, attempt, memory, restart
+from shopops_lab.errors import BadArgumentError
+
+__all__ = ["Bound", "Called", "Counterexample", "Event", "Exploration", "Fault", "FaultKind", "Move", "Run",
+           "Replayed", "Scenario", "Step", "World", "explore", "parse", "refuse", "replay"]
+
+SEPARATOR = " · "
+
+
+class FaultKind(StrEnum):
+    """What a schedule does to one kit call inside a learner call."""
+
+    LOST_REQUEST = "crash before"   # the process dies before the call: it never happens
+    LOST_REPLY = "crash after"      # the call takes effect, then the process dies
+    FAIL = "fails"                  # the call raises (the facade's own error); the process lives
+
+    @property
+    def budget(self) -> str:
+        return "fail" if self is FaultKind.FAIL else "crash"
+
+
+CRASHES = (FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY)
+
+
+@dataclass(frozen=True, order=True)
+class Fault:
+    """`kind` at the `nth` (1-based) kit call named `point` in one learner call."""
+
+    kind: FaultKind
+    point: str
+    nth: int = 1
+
+    @property
+    def words(self) -> str:
+        where = self.point if self.nth == 1 else f"{self.point} {self.nth}"
+        return f"{where} fails" if self.kind is FaultKind.FAIL else f"{self.kind.value} {where}"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One step of a schedule: the move's name and the fault it suffers, if any."""
+
+    move: str
+    fault: Fault | None = None
+
+    @property
+    def words(self) -> str:
+        return self.move if self.fault is None else f"{self.move} ({self.fault.words})"
+
+
+@dataclass(frozen=True)
+class Move:
+    """A step a world offers now. `act(run)` performs it and returns the sentence that
+    narrates it. `peer` is whom it talks to (a lane of the diagram); `cost` the budget it
+    spends ("expiry", "crash"); `crash=True` makes it the actor's process dying (no act)."""
+
+    name: str
+    actor: str
+    act: Callable[[Run], str] | None = None
+    peer: str | None = None
+    cost: str | None = None
+    crash: bool = False
+
+
+class World(Protocol):
+    """One fresh world of a scenario, for one schedule."""
+
+    def moves(self) -> Sequence[Move]: ...        # enabled now, in a stable order, names unique
+    def fingerprint(self) -> Hashable: ...        # everything the future depends on, but the processes' memory
+    def broken(self) -> str | None: ...           # an invariant broken now, said decisive fact first
+    def finished(self) -> str | None: ...         # asked when no move is left: nothing lost?
+    def crashed(self, actor: str) -> None: ...    # the actor's process died
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The scope searched: `words` for the learner ("2 workers, 1 expiry, a crash
+    anywhere"), `budget` per kind ("crash", "fail", or a move's `cost`), `faults` the
+    kinds injected at kit calls."""
+
+    words: str
+    budget: Mapping[str, int] = field(default_factory=dict)
+    faults: tuple[FaultKind, ...] = CRASHES
+    max_steps: int = 60
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A name, the bound, and `start(run)`, which builds a fresh world (using
+    `run.answer(actor)` for each process's copy of the learner's code)."""
+
+    name: str
+    bound: Bound
+    start: Callable[[Run], World]
+
+
+class _Crash(BaseException):
+    """The process died inside a learner call. A BaseException, so `except Exception`
+    in the learner's code lets it through; even a bare `except` cannot undo it (the
+    run stays dead and every later kit call is refused)."""
+
+
+@dataclass(frozen=True)
+class Called:
+    """What a learner call did: returned `value`, or raised `error`."""
+
+    value: Any = None
+    error: Exception | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step as it happened, for the words and the diagram."""
+
+    event: Event
+    actor: str
+    peer: str | None
+    said: str
+    crashed: bool
+    problem: str | None = None
+
+
+class Run:
+    """One schedule being played: the processes' copies of the answer, and the gate
+    the facades ask at every kit call."""
+
+    def __init__(self, answer: Any) -> None:
+        self._answer = answer
+        self._copies: dict[str, Any] = {}
+        self._fault: Fault | None = None
+        self._seen: dict[str, int] = {}
+        self.points: list[tuple[str, bool]] = []   # the kit calls of the current learner call, in order
+        self._dead = False
+        self._in_call = False
+        self.current_actor = ""            # whose step is being played
+
+    def answer(self, actor: str) -> Any:
+        """`actor`'s process's copy of the learner's code (fresh at its start and after a crash)."""
+        if actor not in self._copies:
+            self._copies[actor] = restart(self._answer)
+        return self._copies[actor]
+
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Called:
+        """Run a learner call as one step. Raises `_Crash` out of the move's act if the
+        schedule crashed the process inside it (whatever the learner's code did then)."""
+        self._in_call = True
+        try:
+            value, error = attempt(fn, *args, **kwargs)
+        except _Crash:
+            value, error = None, None
+        finally:
+            self._in_call = False
+        if self._dead:
+            raise _Crash()
+        return Called(value, error)
+
+    def enter(self, point: str, *, can_fail: bool = False) -> bool:
+        """A facade is about to make kit call `point`. Raises (the process dies, the call
+        never happens) for a lost request; True when the schedule makes this call fail
+        (only where `can_fail`: the facade then raises its own error)."""
+        if self._dead:
+            raise _Crash()
+        if not self._in_call:
+            return False
+        self.points.append((point, can_fail))
+        self._seen[point] = self._seen.get(point, 0) + 1
+        fault = self._fault
+        if fault is None or (fault.point, fault.nth) != (point, self._seen[point]):
+            return False
+        if fault.kind is FaultKind.LOST_REQUEST:
+            self._dead = True
+            raise _Crash()
+        return fault.kind is FaultKind.FAIL
+
+    def leave(self, point: str) -> None:
+        """The kit call `point` took effect: for a lost reply, the process dies now."""
+        fault = self._fault
+        if (self._in_call and fault is not None and fault.kind is FaultKind.LOST_REPLY
+                and (fault.point, fault.nth) == (point, self._seen.get(point))):
+            self._dead = True
+            raise _Crash()
+
+    def _begin(self, actor: str, fault: Fault | None) -> None:
+        self.current_actor = actor
+        self._fault, self._seen, self.points, self._dead = fault, {}, [], False
+
+    def _died(self, actor: str) -> None:
+        self._copies.pop(actor, None)   # its next step starts a fresh process
+        self._dead = False
+
+    def _memory(self) -> Hashable:
+        return tuple((actor, memory(copy)) for actor, copy in sorted(self._copies.items()))
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """The shortest schedule found broken, what broke, and each step as it happened."""
+
+    events: tuple[Event, ...]
+    problem: str
+    steps: tuple[Step, ...]
+
+    @property
+    def words(self) -> str:
+        return SEPARATOR.join(event.words for event in self.events)
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        return tuple(f"{n}. {step.said}" for n, step in enumerate(self.steps, 1))
+
+    def diagram(self, title: str = "the shortest breaking schedule") -> Any:
+        from shopops_lab.viz.spacetime import spacetime
+        return spacetime(self.steps, title=title, problem=self.problem)
+
+
+@dataclass(frozen=True)
+class Exploration:
+    """What a search covered (every schedule within the bound, as `schedules`, through
+    `states` distinct states) and the shortest counterexample, if any."""
+
+    scenario: str
+    bound: Bound
+    schedules: int
+    states: int
+    counterexample: Counterexample | None
+
+    @property
+    def summary(self) -> str:
+        return f"checked all {self.schedules:,} schedules of {self.bound.words}"
+
+
+@dataclass
+class _Played:
+    steps: list[Step]
+    world: World | None
+    run: Run
+    spent: dict[str, int]
+    moves: list[Move]
+    problem: str | None = None
+    points: list[tuple[str, bool]] = field(default_factory=list)
+
+
+def _budget_left(bound: Bound, spent: Mapping[str, int], kind: str | None) -> bool:
+    return kind is None or spent.get(kind, 0) < bound.budget.get(kind, 0)
+
+
+def _enabled(world: World, bound: Bound, spent: Mapping[str, int]) -> list[Move]:
+    return [m for m in world.moves() if _budget_left(bound, spent, m.cost)]
+
+
+def _play(scenario: Scenario, answer: Any, events: Sequence[Event]) -> _Played:
+    """Play `events` on a fresh world; stop at the first broken invariant."""
+    run = Run(answer)
+    world = scenario.start(run)
+    played = _Played(steps=[], world=world, run=run, spent={}, moves=_enabled(world, scenario.bound, {}))
+    for event in events:
+        move = next((m for m in played.moves if m.name == event.move), None)
+        if move is None:
+            raise BadArgumentError(field="schedule", problem=f"has the step {event.move!r}, which cannot happen "
+                                   f"there (possible: {', '.join(m.name for m in played.moves) or 'none'})",
+                                   fix="copy the schedule from the check's message")
+        _step(played, move, event)
+        played.problem = world.broken()
+        played.moves = _enabled(world, scenario.bound, played.spent)
+        if played.problem is None and not played.moves:
+            played.problem = world.finished()
+        if played.problem is not None:
+            break
+    return played
+
+
+def _step(played: _Played, move: Move, event: Event) -> None:
+    run, world, spent = played.run, played.world, played.spent
+    if move.cost is not None:
+        spent[move.cost] = spent.get(move.cost, 0) + 1
+    if event.fault is not None:
+        spent[event.fault.kind.budget] = spent.get(event.fault.kind.budget, 0) + 1
+    run._begin(move.actor, event.fault)
+    crashed = move.crash
+    said = f"{move.actor}'s process dies" if move.crash else ""
+    if not move.crash:
+        try:
+            said = move.act(run) if move.act is not None else move.name
+        except _Crash:
+            crashed = True
+            said = f"{move.name}: {move.actor}'s process dies ({event.fault.words if event.fault else 'crash'})"
+    played.points = list(run.points)
+    if crashed:
+        world.crashed(move.actor)
+        run._died(move.actor)
+    played.steps.append(Step(event=event, actor=move.actor, peer=move.peer, said=said, crashed=crashed))
+
+
+def _variants(bound: Bound, spent: Mapping[str, int], move: str, points: list[tuple[str, bool]]) -> list[Event]:
+    """The faulty versions of a learner call that made the kit calls `points`."""
+    events: list[Event] = []
+    seen: dict[str, int] = {}
+    for point, can_fail in points:
+        seen[point] = seen.get(point, 0) + 1
+        for kind in bound.faults:
+            if (kind is not FaultKind.FAIL or can_fail) and _budget_left(bound, spent, kind.budget):
+                events.append(Event(move, Fault(kind, point, seen[point])))
+    return events
+
+
+def explore(scenario: Scenario, answer: Any) -> Exploration:
+    """Search every schedule of `scenario` within its bound, breadth first; stop at the
+    first (so shortest) one that breaks a promise."""
+    root = _play(scenario, answer, ())
+    frontier: list[tuple[tuple[Event, ...], list[Move], dict[str, int], int]] = [((), root.moves, {}, 1)]
+    states, schedules = 1, 0
+    for depth in range(scenario.bound.max_steps + 1):
+        if not frontier:
+            return Exploration(scenario.name, scenario.bound, schedules, states, None)
+        merged: dict[Hashable, list] = {}
+        for events, moves, spent, paths in frontier:
+            if not moves:
+                schedules += paths
+                continue
+            for move in moves:
+                first = events + (Event(move.name),)
+                played = _play(scenario, answer, first)
+                children = [(first, played)]
+                for event in _variants(scenario.bound, spent, move.name, played.points):
+                    children.append((events + (event,), _play(scenario, answer, events + (event,))))
+                for schedule, child in children:
+                    if child.problem is not None:
+                        return Exploration(scenario.name, scenario.bound, schedules, states,
+                                           Counterexample(schedule, child.problem, tuple(child.steps)))
+                    key = (depth, child.world.fingerprint(), child.run._memory(), tuple(sorted(child.spent.items())))
+                    if key in merged:
+                        merged[key][3] += paths
+                    else:
+                        merged[key] = [schedule, child.moves, child.spent, paths]
+        states += len(merged)
+        frontier = [tuple(value) for value in merged.values()]
+    raise BadArgumentError(field="scenario", problem=f"{scenario.name} has schedules longer than "
+                           f"{scenario.bound.max_steps} steps", fix="give every worker a finite program")
+
+
+_FAULT = re.compile(r"^(?P<move>.+?) \((?:(?P<crash>crash before|crash after) (?P<p1>\S+)(?: (?P<n1>\d+))?"
+                    r"|(?P<p2>\S+)(?: (?P<n2>\d+))? fails)\)$")
+
+
+def parse(words: str) -> tuple[Event, ...]:
+    """The events of a schedule written as `Event.words` joined by ' · ' (or '·')."""
+    if not isinstance(words, str) or not words.strip():
+        raise BadArgumentError(field="schedule", problem=f"is {words!r}",
+                               fix='pass the schedule from the check\'s message, e.g. "W7 claim · W7 write"')
+    events = []
+    for part in (p.strip() for p in words.split("·")):
+        found = _FAULT.match(part)
+        if found is None:
+            events.append(Event(part))
+        elif found["crash"]:
+            events.append(Event(found["move"], Fault(FaultKind(found["crash"]), found["p1"], int(found["n1"] or 1))))
+        else:
+            events.append(Event(found["move"], Fault(FaultKind.FAIL, found["p2"], int(found["n2"] or 1))))
+    return tuple(events)
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A schedule played step by step: what each step did, and what broke (or None)."""
+
+    events: tuple[Event, ...]
+    steps: tuple[Step, ...]
+    problem: str | None
+    complete: bool
+
+    def __str__(self) -> str:
+        lines = [f"{n}. {step.said}" for n, step in enumerate(self.steps, 1)]
+        if self.problem:
+            lines.append(f"broken: {self.problem}")
+        elif not self.complete:
+            lines.append("nothing broken so far (the schedule stops before the end).")
+        else:
+            lines.append("nothing broken.")
+        return "\n".join(lines)
+
+    def diagram(self, title: str = "the schedule replayed") -> Any:
+        from shopops_lab.viz.spacetime import spacetime
+        return spacetime(self.steps, title=title, problem=self.problem)
+
+
+def replay(scenario: Scenario, answer: Any, words: str | Sequence[Event]) -> Replayed:
+    """Play one schedule (as written in a check's message) with `answer`, seed-free."""
+    events = parse(words) if isinstance(words, str) else tuple(words)
+    played = _play(scenario, answer, events)
+    return Replayed(events, tuple(played.steps), played.problem, complete=not played.moves)
+
+
+def refuse(exploration: Exploration, replay_line: str) -> None:
+    """Raise `Wrong` for a counterexample: what broke first, then the shortest schedule
+    in words and the line that replays it; the steps as evidence."""
+    found = exploration.counterexample
+    if found is None:
+        return
+    n = len(found.events)
+    raise Wrong(f"{found.problem} The shortest schedule that shows it ({n} step{'s' if n != 1 else ''}): "
+                f"{found.words}. Replay it: {replay_line.format(schedule=found.words)}", found.lines)
