@@ -16,7 +16,7 @@ import weakref
 from typing import Any
 
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
-from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text
+from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text, restart
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
 from shopops_lab.effects import ProviderFault
 from shopops_lab.recovery import CrashPoint, Env
@@ -55,10 +55,16 @@ class _AsWorker:
     """The learner's run as the check calls it: with a worker's view of each Env, and
     what every run returned noted, for the `returns_message_id` promise."""
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: Any, returned: weakref.WeakKeyDictionary[Env, list[Any]] | None = None) -> None:
         self.run = run
         self.__name__ = getattr(run, "__name__", "run")
-        self.returned: weakref.WeakKeyDictionary[Env, list[Any]] = weakref.WeakKeyDictionary()
+        self.returned: weakref.WeakKeyDictionary[Env, list[Any]] = (
+            weakref.WeakKeyDictionary() if returned is None else returned)
+
+    def restarted(self) -> _AsWorker:
+        """The learner's run as a new worker process has it (nothing it kept in memory
+        survives), still noting what every run returned."""
+        return _AsWorker(restart(self.run), self.returned)
 
     def __call__(self, job_id: str, env: Env) -> Any:
         result = self.run(job_id, env.for_worker())
@@ -71,7 +77,7 @@ class _AsWorker:
         if len(delivered) != 1:
             return None   # effect_exactly_once says what went wrong
         for result in self.returned.get(obs.env, ()):
-            if result != delivered[0]:
+            if type(result) is not str or result != delivered[0]:   # a str, not a look-alike
                 return (f"a run that finished returned {describe(result)}, but the email that reached the "
                         f"customer is {delivered[0]}")
         return None
@@ -82,7 +88,7 @@ def exploration(run: Any, faults=(), job_id: str = "O-1001") -> ExplorationRepor
     worker = _AsWorker(run)
     invariants = (*DEFAULT_INVARIANTS, Invariant(name="returns_message_id", check=worker.returns_message_id,
                                                  about="every run that finished returned the email's message id"))
-    return explore(worker, faults=faults, job_id=job_id, invariants=invariants)
+    return explore(worker, faults=faults, job_id=job_id, invariants=invariants, fresh=_AsWorker.restarted)
 
 
 def _replay(faults, job_id: str) -> str:
@@ -140,7 +146,7 @@ def _changed_plan(run, crash: CrashPoint) -> None:
     env.arm(None)
     effects = len(env.effects)
     env.note("--- run 2, workflow v2 deployed, checkpoint not migrated ---")
-    refused = _deliver(run, env) is not None
+    refused = _deliver(restart(run), env) is not None
     if not refused or len(env.effects) != effects:
         ran = ", ".join(env.effects[effects:]) or "nothing"
         raise Wrong(f"{story}; your run {'carried on' if not refused else 'raised, but only after running ' + ran} "
@@ -148,7 +154,7 @@ def _changed_plan(run, crash: CrashPoint) -> None:
                     "migrates the checkpoint explicitly.", env.trace)
     env.checkpoints.migrate("O-1001", "v2", lambda checkpoint: checkpoint)
     env.note("--- run 3, after migrating the checkpoint to v2 ---")
-    returned, exc = attempt(run, "O-1001", env.for_worker())
+    returned, exc = attempt(restart(run), "O-1001", env.for_worker())
     if exc is not None:  # the learner's error, with the trace
         raise Wrong(f"{story}; after the checkpoint was migrated to v2, your run raised {error_text(exc)}",
                     env.trace)
@@ -158,7 +164,7 @@ def _changed_plan(run, crash: CrashPoint) -> None:
                 else f"publish reached the customer {len(sent)} times ({', '.join(sent) or 'never'})")
         raise Wrong(f"{story}; after the migration to v2, {what}: a migrated checkpoint keeps its confirmed steps "
                     "and the operations it already started.", env.trace)
-    if returned != sent[0]:
+    if type(returned) is not str or returned != sent[0]:
         raise Wrong(f"{story}; after the migration your run finished and returned {describe(returned)}, but the email "
                     f"that reached the customer is {sent[0]}: return its message id.", env.trace)
 
