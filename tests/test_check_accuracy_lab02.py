@@ -247,6 +247,22 @@ def capitalises_the_state(deliveries, max_attempts):
     return "Done" if "ok" in deliveries else "Ready"
 
 
+class SaysYes(str):
+    """A state whose == agrees with anything."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+def answers_with_a_look_alike(deliveries, max_attempts):
+    return SaysYes("done")
+
+
 WHERE = Spec(
     exercise=lab02.knowledge,
     right=(counts_deliveries_up_to_the_limit, one_delivery_at_a_time),
@@ -261,6 +277,7 @@ WHERE = Spec(
                 "Play that list through by hand"),
         refused(names_the_queue_not_the_state, "returned the str 'dlq'", "return the item's state"),
         refused(capitalises_the_state, "returned the str 'Done'", "return the item's state"),
+        refused(answers_with_a_look_alike, "returned the SaysYes 'done'", "return the item's state"),
     ),
     secrets=("replay_deliveries",),
 )
