@@ -376,3 +376,34 @@ def test_an_acknowledged_job_is_never_delivered_again():
     assert row.violations["completed"].startswith("the job was acknowledged with the checkpoint confirming only "
                                                   "[fetch, summarize], and a queue never delivers")
     assert "O-1001 was acknowledged: the queue does not deliver it again" in row.trace
+
+
+# ---------------------------------------------------------------------- lab 05's schedules, replayed
+def test_a_schedule_from_the_check_replays_step_by_step_and_draws():
+    from shopops_lab.checks import lab05
+
+    fine = lab05.replay(learners_run, "W1 runs O-1001 (crash after send) · O-1001's lease expires · W2 runs O-1001")
+    assert fine.problem is None and fine.complete
+    assert [step.actor for step in fine.steps] == ["W1", "queue", "W2"]
+    assert fine.steps[0].crashed and "lookup O-1001:publish:v1 -> ok msg-0001" in fine.steps[2].said
+    twice = lab05.replay(remembers_in_memory, "W1 runs O-1001 (crash after send) · O-1001's lease expires · "
+                                             "W1 runs O-1001")
+    assert twice.problem.startswith("O-1001:publish:v1 was sent again without being looked up first")
+    assert str(twice).splitlines()[-1].startswith("broken: O-1001:publish:v1 was sent again")
+    assert twice.diagram() is not None
+
+
+def test_a_duplicate_first_delivery_runs_on_both_workers_and_changes_nothing():
+    from shopops_lab.checks import lab05
+
+    both = lab05.replay(learners_run, "queue hands O-1001 to W1 and W2 · W1 runs O-1001 (duplicate) · "
+                                      "W2 runs O-1001 (duplicate)")
+    assert both.problem is None and both.complete
+    assert "skip" not in both.steps[2].said and "send" not in both.steps[2].said   # the second run repeats nothing
+
+
+def test_after_an_ack_the_queue_offers_nothing_more():
+    from shopops_lab.checks import lab05
+
+    acked = lab05.replay(learners_run, "W1 runs O-1001 (crash after ack)")
+    assert acked.problem is None and acked.complete   # done and acked: no lease to expire, no redelivery
