@@ -20,6 +20,25 @@ covered stays exact. After every step the world's invariants are asked (`broken`
 at the end of a schedule its final promise (`finished`). The first schedule found broken
 is a shortest one, written in words (`Event.words`), replayable with `replay`, and drawn as
 a space-time diagram (`shopops_lab.viz.spacetime`).
+
+How a check uses it (labs 01, 04, 06 are worked examples)::
+
+    class _World:                                  # one fresh world per schedule
+        def __init__(self, run):                   # run.answer("W1"): W1's process's copy of the answer
+            ...
+        def moves(self):                           # [Move("W1 handle", "W1", self._handle, peer="queue"),
+            ...                                    #  Move("W1 crash", "W1", crash=True, cost="crash"), ...]
+        def _handle(self, run):                    # a learner call: one atomic step
+            called = run.call(run.answer(run.current_actor), lease, facade)
+            return "W1 handles item-0001: ..."     # the sentence for the trace
+        # fingerprint(), broken(), finished(), crashed(actor)
+
+    # inside a facade method the learner calls:  failing = run.enter("send"); ...effect...; run.leave("send")
+    scenario = Scenario("name", Bound(words="2 workers, 1 expiry, a crash anywhere",
+                                      budget={"crash": 1, "expiry": 1}), start=_World)
+    found = explore(scenario, answer)               # found.summary: "checked all 1,234 schedules of ..."
+    refuse(found, 'labNN.replay(answer, "{schedule}")')   # raises Wrong with the shortest schedule
+    replay(scenario, answer, "W1 acquire · W1 handle (crash after send)")   # one schedule, seed-free
 """
 from __future__ import annotations
 
@@ -100,7 +119,7 @@ class World(Protocol):
     def fingerprint(self) -> Hashable: ...        # everything the future depends on, but the processes' memory
     def broken(self) -> str | None: ...           # an invariant broken now, said decisive fact first
     def finished(self) -> str | None: ...         # asked when no move is left: nothing lost?
-    def crashed(self, actor: str) -> None: ...    # the actor's process died
+    def crashed(self, actor: str) -> str | None: ...   # the actor's process died; what follows, in words
 
 
 @dataclass(frozen=True)
@@ -164,6 +183,7 @@ class Run:
         self._dead = False
         self._in_call = False
         self.current_actor = ""            # whose step is being played
+        self.fired = False                 # did the step's fault happen?
 
     def answer(self, actor: str) -> Any:
         """`actor`'s process's copy of the learner's code (fresh at its start and after a crash)."""
@@ -198,6 +218,7 @@ class Run:
         fault = self._fault
         if fault is None or (fault.point, fault.nth) != (point, self._seen[point]):
             return False
+        self.fired = True
         if fault.kind is FaultKind.LOST_REQUEST:
             self._dead = True
             raise _Crash()
@@ -211,9 +232,14 @@ class Run:
             self._dead = True
             raise _Crash()
 
+    @property
+    def fault(self) -> Fault | None:
+        """The fault the schedule puts in the step being played (None for a clean step)."""
+        return self._fault
+
     def _begin(self, actor: str, fault: Fault | None) -> None:
         self.current_actor = actor
-        self._fault, self._seen, self.points, self._dead = fault, {}, [], False
+        self._fault, self._seen, self.points, self._dead, self.fired = fault, {}, [], False, False
 
     def _died(self, actor: str) -> None:
         self._copies.pop(actor, None)   # its next step starts a fresh process
@@ -279,11 +305,15 @@ def _enabled(world: World, bound: Bound, spent: Mapping[str, int]) -> list[Move]
     return [m for m in world.moves() if _budget_left(bound, spent, m.cost)]
 
 
-def _play(scenario: Scenario, answer: Any, events: Sequence[Event]) -> _Played:
-    """Play `events` on a fresh world; stop at the first broken invariant."""
-    run = Run(answer)
-    world = scenario.start(run)
-    played = _Played(steps=[], world=world, run=run, spent={}, moves=_enabled(world, scenario.bound, {}))
+def _play(scenario: Scenario, answer: Any, events: Sequence[Event], *, go_on: _Played | None = None) -> _Played:
+    """Play `events` on a fresh world (or on after `go_on`, a schedule already played,
+    which is used up); stop at the first broken invariant."""
+    if go_on is None:
+        run = Run(answer)
+        world = scenario.start(run)
+        played = _Played(steps=[], world=world, run=run, spent={}, moves=_enabled(world, scenario.bound, {}))
+    else:
+        played, world = go_on, go_on.world
     for event in events:
         move = next((m for m in played.moves if m.name == event.move), None)
         if move is None:
@@ -316,8 +346,12 @@ def _step(played: _Played, move: Move, event: Event) -> None:
             crashed = True
             said = f"{move.name}: {move.actor}'s process dies ({event.fault.words if event.fault else 'crash'})"
     played.points = list(run.points)
+    if event.fault is not None and not run.fired:
+        raise BadArgumentError(field="schedule", problem=f"asks for {event.words!r}, but that step made no such kit "
+                               "call", fix="copy the schedule from the check's message")
     if crashed:
-        world.crashed(move.actor)
+        then = world.crashed(move.actor)
+        said = f"{said}; {then}" if then else said
         run._died(move.actor)
     played.steps.append(Step(event=event, actor=move.actor, peer=move.peer, said=said, crashed=crashed))
 
@@ -338,19 +372,20 @@ def explore(scenario: Scenario, answer: Any) -> Exploration:
     """Search every schedule of `scenario` within its bound, breadth first; stop at the
     first (so shortest) one that breaks a promise."""
     root = _play(scenario, answer, ())
-    frontier: list[tuple[tuple[Event, ...], list[Move], dict[str, int], int]] = [((), root.moves, {}, 1)]
+    frontier: list[list] = [[(), root.moves, {}, 1, root]]   # schedule, moves, budget spent, paths, its world
     states, schedules = 1, 0
     for depth in range(scenario.bound.max_steps + 1):
         if not frontier:
             return Exploration(scenario.name, scenario.bound, schedules, states, None)
         merged: dict[Hashable, list] = {}
-        for events, moves, spent, paths in frontier:
+        for events, moves, spent, paths, live in frontier:
             if not moves:
                 schedules += paths
                 continue
-            for move in moves:
+            for move in moves:   # the first move goes on from the node's own world; the rest replay
                 first = events + (Event(move.name),)
-                played = _play(scenario, answer, first)
+                played = _play(scenario, answer, first[-1:], go_on=live) if live else _play(scenario, answer, first)
+                live = None
                 children = [(first, played)]
                 for event in _variants(scenario.bound, spent, move.name, played.points):
                     children.append((events + (event,), _play(scenario, answer, events + (event,))))
@@ -362,9 +397,9 @@ def explore(scenario: Scenario, answer: Any) -> Exploration:
                     if key in merged:
                         merged[key][3] += paths
                     else:
-                        merged[key] = [schedule, child.moves, child.spent, paths]
+                        merged[key] = [schedule, child.moves, dict(child.spent), paths, child]
         states += len(merged)
-        frontier = [tuple(value) for value in merged.values()]
+        frontier = list(merged.values())
     raise BadArgumentError(field="scenario", problem=f"{scenario.name} has schedules longer than "
                            f"{scenario.bound.max_steps} steps", fix="give every worker a finite program")
 

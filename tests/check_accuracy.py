@@ -8,6 +8,8 @@ of the one case, must not appear). When a new mistake is seen, it joins the list
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +41,11 @@ class Spec:
     right: tuple[Any, ...]
     wrong: tuple[Refused, ...]
     secrets: tuple[str, ...] = ()
+    replay: Callable[[Any, str, str], Any] | None = None   # (answer, schedule, message) -> the lab's replay
+
+
+_SHORTEST = re.compile(r"^(?P<problem>.*) The shortest schedule that shows it \((?P<n>\d+) steps?\): "
+                       r"(?P<schedule>.*?)\. Replay it: ", re.S)
 
 
 def _name(answer: Any) -> str:
@@ -79,3 +86,23 @@ def accuracy_tests(*specs: Spec):
     return (test_a_right_answer_written_differently_is_accepted,
             test_a_plausible_wrong_answer_is_refused_with_its_evidence,
             test_the_specification_has_enough_right_and_wrong_answers)
+
+
+def replay_tests(*specs: Spec):
+    """For an explored check (a Spec with `replay`): the test that every schedule a refusal
+    shows replays, seed-free, to the same problem in the same number of steps."""
+    explored = [pytest.param(spec, case, id=f"{spec.exercise.id}-{_name(case.answer)}")
+                for spec in specs if spec.replay is not None for case in spec.wrong]
+
+    @pytest.mark.parametrize(("spec", "case"), explored)
+    def test_the_schedule_a_refusal_shows_replays_to_the_same_problem(spec: Spec, case: Refused) -> None:
+        """An explored check's refusal names a schedule; replayed seed-free, that schedule
+        breaks the same promise in the same number of steps."""
+        message = spec.exercise.result(case.answer).message
+        found = _SHORTEST.match(message)
+        if found is None:           # refused before any schedule ran (not the learner's class, ...)
+            return
+        replayed = spec.replay(case.answer, found["schedule"], message)
+        assert replayed.problem == found["problem"] and len(replayed.steps) == int(found["n"])
+
+    return test_the_schedule_a_refusal_shows_replays_to_the_same_problem

@@ -1,8 +1,11 @@
-"""The specification of lab 01's checks: a handler that is safe to run twice, and what an
-expired lease leads to."""
+"""The specification of lab 01's checks: a handler that is safe to run twice (judged on
+every schedule of two workers, one lease expiry and a crash anywhere, the shortest
+breaking one shown), and what an expired lease leads to."""
 from __future__ import annotations
 
-from check_accuracy import Spec, accuracy_tests, refused
+import re
+
+from check_accuracy import Spec, accuracy_tests, refused, replay_tests
 
 from shopops_lab.checks import lab01
 
@@ -19,6 +22,12 @@ def sends_and_returns_the_message_id(lease, adapter):
 def sends_with_keywords_only(lease, adapter):
     where = {"case_id": lease.case_id, "to": lease.payload.get("to")}
     adapter.send(idem_key=lease.payload.get("idem_key"), body="We are sorry for the delay.", **where)
+
+
+def sends_through_a_helper_with_defaults(lease, adapter, *, body="Sorry for the wait."):
+    def deliver(payload, case):
+        return adapter.send(payload["idem_key"], case_id=case, to=payload["to"], body=body)
+    return deliver(dict(lease.payload), lease.case_id)
 
 
 # ---------------------------------------------------------------------------- 01.1 wrong, as learners write them
@@ -63,24 +72,70 @@ def hard_codes_the_case(lease, adapter):
     return adapter.send(lease.payload["idem_key"], case_id="O-1001", to=lease.payload["to"], body="sorry")
 
 
+def key_from_the_worker(lease, adapter):
+    """Each worker's own send is idempotent; two workers' are not."""
+    return adapter.send(f"{lease.payload['idem_key']}:{lease.worker_id}", case_id=lease.case_id,
+                        to=lease.payload["to"], body="sorry")
+
+
+_NUMBER: dict = {}
+
+
+def numbers_emails_in_its_own_memory(lease, adapter):
+    """State outside the store: the email's number comes from a count kept in the process."""
+    _NUMBER[lease.case_id] = _NUMBER.get(lease.case_id, 0) + 1
+    return adapter.send(f"{lease.case_id}:email:{_NUMBER[lease.case_id]}", case_id=lease.case_id,
+                        to=lease.payload["to"], body="sorry")
+
+
+_DONE_CASES: set = set()
+
+
+def sends_once_per_case(lease, adapter):
+    """Records the case as done in process memory: the case's second email is skipped."""
+    if lease.case_id in _DONE_CASES:
+        return None
+    result = adapter.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"], body="sorry")
+    _DONE_CASES.add(lease.case_id)
+    return result
+
+
+def forges_the_ledger(lease, adapter):
+    """Reaches for the adapter's ledger to make a send look done: the facade has none."""
+    adapter.ledger.record(lease.payload["idem_key"])
+    return None
+
+
 HANDLER = Spec(
     exercise=lab01.exercise,
-    right=(sends_and_returns_the_message_id, sends_with_keywords_only),
+    right=(sends_and_returns_the_message_id, sends_with_keywords_only, sends_through_a_helper_with_defaults),
     wrong=(
-        refused(key_from_the_attempt, "reached the customer 2 times (seed 1)", "msg-0001", "by W1",
-                "Both deliveries of the same work"),
+        refused(key_from_the_attempt, "email O-1002:email:4 (refund_confirmation) reached the customer 2 times",
+                "msg-0001 sent by W1 for item-0001 and msg-0002 by W2 for item-0001",
+                "Both deliveries of the same work",
+                "(5 steps): W1 acquire · W1 handle · leases expire · W2 acquire · W2 handle",
+                "5. W2 handles item-0001: msg-0002 to customer-2@example.com"),
         refused(key_from_the_token, "reached the customer 2 times", "Both deliveries of the same work"),
         refused(key_is_the_item_id, "reached the customer 2 times", "queued again when the planner restarted",
-                "a new item, the same email"),
+                "a new item, the same email", 'morning="three items of one case"'),
         refused(key_is_the_case, "never reached", "with a key the adapter had already seen"),
-        refused(key_from_case_and_template, "O-1001:email:5 (refund_confirmation) never reached",
-                "already seen", "not just the case, the customer or the kind of email"),
+        refused(key_from_case_and_template, "O-1002:email:5 (refund_confirmation) never reached",
+                "already seen", "not just the case, the customer or the kind of email",
+                'morning="three items of one case"'),
         refused(key_is_the_address, "never reached", "already seen"),
-        refused(skips_redeliveries, "never reached", "no delivery sent it"),
+        refused(skips_redeliveries, "never reached", "no delivery sent it", "(crash before send)",
+                "leases expire"),
         refused(forgets_the_address, "went to 'customer'", "not to the address in the item's payload"),
         refused(hard_codes_the_case, "was filed under case_id 'O-1001'"),
+        refused(key_from_the_worker, "reached the customer 2 times", "by W1 for item-0001", "by W2 for item-0001"),
+        refused(numbers_emails_in_its_own_memory, "reached the customer 2 times"),
+        refused(sends_once_per_case, "O-1002:email:5 (refund_confirmation) never reached", "no delivery sent it"),
+        refused(forges_the_ledger, "the handler raised AttributeError: 'EmailAdapter' object has no attribute "
+                "'ledger'"),
     ),
     secrets=('payload["idem_key"]', "lease.payload[", "idem_key=lease"),
+    replay=lambda answer, schedule, message: lab01.replay(answer, schedule,
+                                                          morning=re.search(r'morning="([^"]+)"', message)[1]),
 )
 
 
@@ -115,3 +170,22 @@ KNOWLEDGE = Spec(
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
  test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(HANDLER, KNOWLEDGE)
+
+
+def test_the_handler_check_states_its_bound_and_the_memory_of_a_process_does_not_outlive_it():
+    """The success message states the bound; a wrong answer that keeps its count in module
+    memory is judged from a fresh process every schedule, so checking it twice says the same."""
+    result = lab01.exercise.result(sends_and_returns_the_message_id)
+    assert result.message.startswith("checked all ") and "schedules of two mornings, each with 1 lease expiry, a " \
+        "crash anywhere (1 email taken by 2 workers; 3 items of one case" in result.message
+    first = str(lab01.exercise.result(numbers_emails_in_its_own_memory))
+    assert first == str(lab01.exercise.result(numbers_emails_in_its_own_memory)) and _NUMBER == {}
+
+
+def test_a_crash_after_the_send_is_a_lost_reply_and_the_redelivery_is_safe():
+    schedule = "W1 acquire · W1 handle (crash after send) · leases expire · W2 acquire · W2 handle · W2 ack"
+    replayed = lab01.replay(sends_and_returns_the_message_id, schedule)
+    lines = str(replayed).splitlines()
+    assert lines[1] == "2. W1 handle: W1's process dies (crash after send)"
+    assert lines[4] == "5. W2 handles item-0001: no new email" and replayed.problem is None
+test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(HANDLER)

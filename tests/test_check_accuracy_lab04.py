@@ -1,14 +1,14 @@
-"""The specification of lab 04's checks: a fenced result store, judged in five orders of
-claims and writes, and which control rejects the stale completion."""
+"""The specification of lab 04's checks: a fenced result store, judged on every schedule of
+claims and writes within the check's bound (the shortest breaking one shown), and which
+control rejects the stale completion."""
 from __future__ import annotations
 
 import pytest
-from check_accuracy import Spec, accuracy_tests, refused
+from check_accuracy import Spec, accuracy_tests, refused, replay_tests
 
 from shopops_lab.checks import lab04
-from shopops_lab.checks.base import Wrong
 from shopops_lab.errors import ShopOpsError, StaleTokenError
-from shopops_lab.fencing import NaiveResultStore
+from shopops_lab.fencing import NaiveResultStore, TokenFence
 
 # ---------------------------------------------------------------------------- 04.1 right, written differently
 
@@ -103,48 +103,171 @@ class WrongError(NaiveResultStore):
         super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
 
 
+class LocksOntoTheFirstWriter(NaiveResultStore):
+    """Fences the first write by token, then trusts whoever wrote first (the issue's store)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.owner = {}
+
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        current = self.current_token(job_id)
+        owner = self.owner.get(job_id)
+        if (owner is None and (token != current or current == 0)) or (owner is not None and worker_id != owner):
+            raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
+        self.owner.setdefault(job_id, worker_id)
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+
+
+class RemembersTheFirstToken(NaiveResultStore):
+    """Accepts the token of the first accepted write ever after (the issue's other store)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.first = {}
+
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        current = self.current_token(job_id)
+        expected = self.first.get(job_id, current)
+        if token != expected or expected == 0:
+            raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
+        self.first[job_id] = token
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+
+
+class RefusesOnlyTheTokenJustBefore(NaiveResultStore):
+    """A fixed count: only the token one below the newest is treated as stale."""
+
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        current = self.current_token(job_id)
+        if token == current - 1 or current == 0:
+            raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+
+
+class HidesItsWrite(NaiveResultStore):
+    """Writes before deciding, then forges what result() reports so the refusal looks clean."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.shown = {}
+
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+        current = self.current_token(job_id)
+        if token != current or current == 0:
+            raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
+        self.shown[job_id] = (result, (worker_id, token))
+
+    def result(self, job_id):
+        return self.shown.get(job_id, (None, None))[0]
+
+    def written_by(self, job_id):
+        return self.shown.get(job_id, (None, None))[1]
+
+
+class KeepsTheWriterInAClassAttribute(NaiveResultStore):
+    """Right, written with its ledger of claims in a class attribute: each fresh store (each
+    schedule) starts from a fresh class, so nothing leaks from one schedule into the next."""
+
+    claims = {}
+
+    def claim(self, job_id, worker_id, *, now=None):
+        token = super().claim(job_id, worker_id, now=now)
+        type(self).claims[job_id] = token
+        return token
+
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        newest = type(self).claims.get(job_id)
+        if newest is None or token != newest:
+            raise StaleTokenError(what=f"job {job_id}", token=token, current=newest or 0)
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+
+
+class DelegatesToTheKitFence(NaiveResultStore):
+    """Hands the decision to the kit's TokenFence instead of writing the comparison."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.fence = TokenFence("job")
+
+    def claim(self, job_id, worker_id, *, now=None):
+        token = super().claim(job_id, worker_id, now=now)
+        self.fence.observe(job_id, token, worker_id=worker_id)
+        return token
+
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        self.fence.check(job_id, token, t=0, op="complete")
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+
+
 class NotAStore:
     def complete(self, job_id, result, *, token, worker_id=None, now=None):
         return None
 
 
+BOUND = "checked all 4,032 schedules of W7 (claim, write, write), W9 (claim, write, claim, write)"
+
 STORE = Spec(
     exercise=lab04.exercise,
-    right=(AcceptsOnlyTheNewest, KeepsItsOwnLedger),
+    right=(AcceptsOnlyTheNewest, KeepsItsOwnLedger, KeepsTheWriterInAClassAttribute),
     wrong=(
-        refused(NaiveResultStore, "stale write second (seed 1)", "then A wrote with token", "and the store accepted it",
-                "a token older than the newest one belongs to a claim that is over"),
-        refused(OnlyOnceAResultExists, "stale write first (seed 1)", "whether or not anything is stored yet"),
-        refused(OnlyOlder, "forged tokens (seed 1)", "a token the store never issued (", "whoever sends it"),
-        refused(FencesOnTheName, "forged tokens (seed 1)", "then B wrote with a token the store never issued"),
-        refused(ForgetsTheUnclaimedJob, "never claimed (seed 1): nobody has claimed",
-                "a token the store never issued (0, while none was ever issued)"),
-        refused(RefusesTheHolder, "the current one, and the store refused it with StaleTokenError"),
+        refused(NaiveResultStore, "the store accepted X's write with token 0, a token it never issued (nobody has "
+                "claimed job-1)", "The shortest schedule that shows it (1 step): X write",
+                'lab04.replay(FencedResultStore, "X write")', "1. X's write with token 0: accepted"),
+        refused(OnlyOnceAResultExists, "the store accepted X's write with token 0, a token it never issued"),
+        refused(OnlyOlder, "the store accepted X's write with token 0, a token it never issued"),
+        refused(FencesOnTheName, "the store accepted W9's late copy of its write with token 1, while token 2 (W9's "
+                "claim) is the newest", "whoever sends it",
+                "(4 steps): W9 claim · W9 write · W9 claim · W9 write again"),
+        refused(ForgetsTheUnclaimedJob, "the store accepted X's write with token 0, a token it never issued (nobody "
+                "has claimed job-1)"),
+        refused(RefusesTheHolder, "the store refused W7's write with token 1, the newest token, with StaleTokenError",
+                "(2 steps): W7 claim · W7 write"),
         refused(WritesThenRefuses, "a refused write must change nothing", "Decide before you write"),
-        refused(SwappedTokens, "should say which token the write carried and which one is current"),
-        refused(WrongError, "was refused, but with ShopOpsError; raise StaleTokenError"),
+        refused(SwappedTokens, "should say which token the write carried and which one is current (token=0, "
+                "current=1)"),
+        refused(WrongError, "the store refused X's write with token 0 with ShopOpsError, not StaleTokenError"),
+        refused(LocksOntoTheFirstWriter, "the store accepted W7's write with token 1, while token 2 (W9's claim) is "
+                "the newest", "(4 steps): W7 claim · W7 write · W9 claim · W7 write",
+                'lab04.replay(FencedResultStore, "W7 claim · W7 write · W9 claim · W7 write")'),
+        refused(RemembersTheFirstToken, "the store accepted W7's write with token 1, while token 2 (W9's claim) is "
+                "the newest", "W7 claim · W7 write · W9 claim · W7 write"),
+        refused(RefusesOnlyTheTokenJustBefore, "the store accepted X's write with token 0, a token it never issued "
+                "(the newest is 2)", "(3 steps): W7 claim · W9 claim · X write"),
+        refused(HidesItsWrite, "the store refused X's write with token 0, but it now holds the dict",
+                "a refused write must change nothing"),
+        refused(DelegatesToTheKitFence, "the store hands the decision to the kit's TokenFence, which already "
+                "implements this rule"),
         refused(NotAStore, "NotAStore is not a subclass of NaiveResultStore"),
         refused(AcceptsOnlyTheNewest(), "this check needs your class FencedResultStore itself",
                 "an AcceptsOnlyTheNewest object"),
     ),
     secrets=("token != current", "current_token(job_id)", "current == 0"),
+    replay=lambda answer, schedule, message: lab04.replay(answer, schedule),
 )
 
 
-@pytest.mark.parametrize(("situation", "store"), [
-    ("stale write second", NaiveResultStore),
-    ("stale write first", OnlyOnceAResultExists),
-    ("forged tokens", OnlyOlder),
-    ("re-claimed by the same worker", FencesOnTheName),
-    ("never claimed", ForgetsTheUnclaimedJob),
-])
-def test_each_order_of_claims_and_writes_alone_refuses_the_store_it_is_there_for(situation, store):
-    """The check covers every order of the issue: each one, played on its own, refuses the
-    store whose mistake it is there to show."""
-    (name, play, lesson), = [s for s in lab04.SITUATIONS if s[0] == situation]
-    with pytest.raises(Wrong) as caught:
-        play(lab04._Story(store, 1, "job-x", name, lesson))
-    assert str(caught.value).startswith(f"{situation} (seed 1): ") and lesson in str(caught.value)
+def test_the_issue_schedule_refuses_the_stale_writer_and_replays_without_a_seed():
+    """W7 writes, W9 claims, stale W7 writes again: refused by a fenced store, accepted by
+    the store that locks onto its first writer, and the replay says so step by step."""
+    schedule = "W7 claim · W7 write · W9 claim · W7 write"
+    good, bad = lab04.replay(AcceptsOnlyTheNewest, schedule), lab04.replay(LocksOntoTheFirstWriter, schedule)
+    assert good.problem is None and "4. W7's write with token 1: refused (StaleTokenError)" in str(good)
+    assert bad.problem.startswith("the store accepted W7's write with token 1, while token 2")
+    assert str(bad).splitlines()[3] == "4. W7's write with token 1: accepted"
+    svg = bad.diagram().svg
+    assert 'role="img"' in svg and "aria-label=" in svg and svg == lab04.replay(LocksOntoTheFirstWriter,
+                                                                                 schedule).diagram().svg
+
+
+def test_a_right_store_is_told_the_bound_it_was_checked_in():
+    assert lab04.exercise.result(AcceptsOnlyTheNewest).message.startswith(BOUND)
+
+
+def test_a_schedule_that_cannot_happen_is_a_bad_argument():
+    with pytest.raises(ShopOpsError, match="schedule"):
+        lab04.replay(AcceptsOnlyTheNewest, "W7 write")
 
 
 # ---------------------------------------------------------------------------- 04.2
@@ -186,3 +309,4 @@ CONTROL = Spec(
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
  test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(STORE, CONTROL)
+test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(STORE)

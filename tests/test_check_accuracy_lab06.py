@@ -1,10 +1,12 @@
-"""The specification of lab 06's check: an idempotent consumer, judged by what happened to
-the refunds and what `handle` returned, never by how it spells its records in `processed`."""
+"""The specification of lab 06's check: an idempotent consumer, judged on every schedule of
+two consumers, a failed payment call and a crash anywhere, by what happened to the refunds
+and what `handle` returned, never by how it spells its records in `processed`."""
 from __future__ import annotations
 
-from check_accuracy import Spec, accuracy_tests, refused
+from check_accuracy import Spec, accuracy_tests, refused, replay_tests
 
 from shopops_lab.checks import lab06
+from shopops_lab.outbox import IdempotentConsumer
 
 # ---------------------------------------------------------------------------- right, written differently
 
@@ -25,6 +27,18 @@ def records_topic_and_id(delivery, processed, apply):
         apply(delivery)           # raises on a failed payment: nothing recorded, the copy comes back
         processed.add(record)
     return not seen
+
+
+def asks_then_records_with_a_guard_clause(delivery, processed, apply):
+    already = delivery.message_id in processed
+    if already:
+        return False
+    try:
+        apply(delivery)
+    except ConnectionError:
+        raise                     # caught only to say so: the copy comes back
+    processed.add(delivery.message_id)
+    return True
 
 
 # ---------------------------------------------------------------------------- wrong, as learners write them
@@ -97,30 +111,111 @@ def remembers_in_its_own_memory(delivery, processed, apply):
     return True
 
 
+def records_first_and_undoes_in_except(delivery, processed, apply):
+    """Record before the effect, undo on failure: a kill runs no except, so the record stays."""
+    if delivery.message_id in processed:
+        return False
+    processed.add(delivery.message_id)
+    try:
+        apply(delivery)
+    except BaseException:
+        processed.discard(delivery.message_id)
+        raise
+    return True
+
+
+_CONSUMER = IdempotentConsumer()
+
+
+def delegates_to_the_kit_consumer(delivery, processed, apply):
+    """Hands the work to the kit's consumer, whose record lives in this process's memory."""
+    _CONSUMER.effect = apply
+    return _CONSUMER.handle(delivery)
+
+
+def keeps_only_the_latest_record(delivery, processed, apply):
+    """A fixed count of one record: forgets every older message."""
+    if delivery.message_id in processed:
+        return False
+    apply(delivery)
+    for old in list(processed):
+        processed.discard(old)
+    processed.add(delivery.message_id)
+    return True
+
+
+def returns_a_word(delivery, processed, apply):
+    if delivery.message_id in processed:
+        return "skipped"
+    apply(delivery)
+    processed.add(delivery.message_id)
+    return "applied"
+
+
+class AlwaysEqual(str):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+def returns_a_string_that_equals_anything(delivery, processed, apply):
+    if delivery.message_id in processed:
+        return AlwaysEqual("no")
+    apply(delivery)
+    processed.add(delivery.message_id)
+    return AlwaysEqual("yes")
+
+
 SPEC = Spec(
     exercise=lab06.exercise,
-    right=(records_a_derived_key, records_topic_and_id),
+    right=(records_a_derived_key, records_topic_and_id, asks_then_records_with_a_guard_clause),
     wrong=(
         refused(applies_everything, "out-0001 (refund 35.00 for O-1001) was applied twice, by delivery #1 and again "
-                "by #2 (seed 1)", "the dispatcher crashed after publishing #1, before marking it sent",
-                "#2 out-0001 (refund 35.00 for O-1001): handle returned True - refund applied",
-                "Replay it: print(lab06.replay(handle, seed=1))"),
-        refused(dedupes_on_the_delivery_number, "was applied twice, by delivery #1 and again by #2 (seed 1)"),
-        refused(marks_before_applying, "delivery #7 of out-0003 (refund 12.50 for O-1002) was skipped although "
-                "out-0003 had never been applied (seed 1)", "its first apply failed (payments API timed out)"),
-        refused(swallows_the_failure, "on delivery #5 of out-0003, apply raised ConnectionError (payments API timed "
-                "out) but handle returned False", "the error was swallowed"),
-        refused(dedupes_on_the_payload, "delivery #4 of out-0002 (refund 35.00 for O-1001) was skipped", "only "
+                "by #2: #2 is a copy of the same message.", "(2 steps): C1 handle · C2 handle",
+                'Replay it: lab06.replay(handle, "C1 handle · C2 handle")',
+                "2. C2 takes #2 out-0001, handle returns True: refund applied"),
+        refused(dedupes_on_the_delivery_number, "was applied twice, by delivery #1 and again by #2"),
+        refused(marks_before_applying, "out-0002 (refund 35.00 for O-1001) was never applied, yet every copy of it "
+                "was acknowledged", "the consumer died on #3 (crash after processed.add)",
+                "was skipped as a duplicate, though no refund of it had been applied"),
+        refused(swallows_the_failure, "on delivery #1 of out-0001, apply raised ConnectionError (payments API timed "
+                "out) but handle returned False", "(1 step): C1 handle (apply fails)"),
+        refused(dedupes_on_the_payload, "out-0002 (refund 35.00 for O-1001) was never applied", "only "
                 "out-0001, a different message with the same case and amount, had been applied"),
         refused(returns_nothing, "handle returned None for delivery #1 of out-0001, which it applied"),
-        refused(applies_twice_to_be_sure, "was applied 2 times, all by delivery #1 (seed 1)",
-                "call apply once per message"),
-        refused(remembers_in_its_own_memory, "was skipped although", "had never been applied",
-                "nothing had applied it before"),
+        refused(applies_twice_to_be_sure, "was applied twice by delivery #1 alone", "call apply once per message"),
+        refused(remembers_in_its_own_memory, "out-0001 (refund 35.00 for O-1001) was applied twice",
+                "C1 handle · C2 handle"),
+        refused(records_first_and_undoes_in_except, "out-0002 (refund 35.00 for O-1001) was never applied",
+                "(crash after processed.add)"),
+        refused(delegates_to_the_kit_consumer, "handle hands the delivery to the kit's IdempotentConsumer, which "
+                "already implements this exercise"),
+        refused(keeps_only_the_latest_record, "out-0001 (refund 35.00 for O-1001) was applied twice"),
+        refused(returns_a_word, "handle returned the str 'applied' for delivery #1 of out-0001, which it applied"),
+        refused(returns_a_string_that_equals_anything, "handle returned the AlwaysEqual 'yes'"),
     ),
     secrets=("processed.add(", "in processed", "apply(delivery) first"),
+    replay=lambda answer, schedule, message: lab06.replay(answer, schedule),
 )
 
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
  test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(SPEC)
+
+
+def test_the_consumer_check_states_its_bound():
+    result = lab06.exercise.result(records_a_derived_key)
+    assert result.message.startswith("checked all ") and ("schedules of 2 consumers, 3 deliveries of 2 refunds, 1 "
+                                                         "failed payment call, a crash anywhere") in result.message
+
+
+def test_a_kill_runs_no_except_but_a_failed_payment_does():
+    """The same answer survives a failed payment (its except undoes the record) and loses
+    the refund to a kill between its record and the refund (no except runs)."""
+    failed = lab06.replay(records_first_and_undoes_in_except, "C1 handle (apply fails) · C1 handle · C1 ack")
+    assert failed.problem is None
+    killed = lab06.replay(records_first_and_undoes_in_except, "C1 handle (crash before apply) · C1 handle · C1 ack "
+                          "· C1 handle · C1 ack · C1 handle · C1 ack")
+    assert killed.problem.startswith("out-0001 (refund 35.00 for O-1001) was never applied")
+test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(SPEC)

@@ -128,7 +128,7 @@ def test_lab04_not_attempted_only_for_the_stub_itself():
 
     deeper = lab04.exercise.result(CallsAHelperThatIsNotWritten)
     assert deeper.verdict is Verdict.INCORRECT
-    assert "the store refused it with NotImplementedError" in deeper.message
+    assert "the store refused X's write with token 0 with NotImplementedError" in deeper.message
 
 
 def test_lab04_the_store_token_check_is_the_control():

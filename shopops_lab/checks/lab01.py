@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable
+from typing import Any
 
-from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe
+from shopops_lab import arguments
+from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe, error_text
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import Contact, EmailAdapter
+from shopops_lab.errors import ShopOpsError
 from shopops_lab.events import EventLog
+from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, explore, refuse
+from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.widgets.quiz import Quiz
-from shopops_lab.worker.queue import InMemoryQueue, Item
-
-SEEDS = (1, 2, 3, 5, 8)
+from shopops_lab.worker.queue import InMemoryQueue, Lease
 
 # How a first delivery ends, as the seed decides. A worker that dies "before_send" never
 # reached the adapter; one that dies "after_send" emailed the customer, then lost its ack.
@@ -88,60 +91,211 @@ def _run_handler(handler, lease, adapter: _ScenarioAdapter) -> None:
     call_answer(handler, lease, adapter)
 
 
-def _deliveries(queue: InMemoryQueue, items: list[Item]) -> str:
-    leases = [e for item in items for e in queue.log.where("leased", item_id=item.id)]
-    return " and ".join(f"{e.worker_id} at t={e.time:g}" for e in leases)
+# ------------------------------------------------------------------ the explored check
+# The mornings the check explores, by name (no random numbers: every schedule of each is
+# played), each with one lease expiry and one crash anywhere.
+SEEDS = ("one email, two workers", "three items of one case")
+_CASE, _TO = "O-1002", "customer-2@example.com"
+_MORNINGS = {   # the emails queued (step, template), and the workers that take them
+    "one email, two workers": ((("4", "refund_confirmation"),), ("W1", "W2")),
+    "three items of one case": ((("4", "refund_confirmation"), ("4", "refund_confirmation"),
+                                 ("5", "refund_confirmation")), ("W1",)),
+}
+BOUNDS = {"one email, two workers": "1 email taken by 2 workers",
+          "three items of one case": "3 items of one case (one email queued twice, and a second email) taken by "
+                                     "1 worker"}
+BOUND_WORDS = "1 lease expiry, a crash anywhere"
+
+
+class _Morning:
+    """One schedule's world: the queue, the real idempotent adapter (its ledger is the
+    evidence, never handed to the learner's code), and each worker's step."""
+
+    def __init__(self, run: Run, morning: str) -> None:
+        self.run, self.morning = run, morning
+        self.clock = FakeClock()
+        self.queue = InMemoryQueue(lease_seconds=30, max_attempts=5, clock=self.clock, log=EventLog())
+        self.adapter = EmailAdapter(log=self.queue.log, clock=self.clock)
+        self.intent: dict[str, str] = {}                    # item id -> the email (its key) it carries
+        self.template: dict[str, str] = {}
+        self.status: dict[str, str] = {}                    # item id -> ready / leased / done (as the queue has it)
+        self.attempts: dict[str, int] = {}
+        emails, self.workers = _MORNINGS[morning]
+        for step, template in emails:
+            key = f"{_CASE}:email:{step}"
+            item_id = self.queue.enqueue(case_id=_CASE, tenant_id="store_northline", kind="contact_send",
+                                         payload={"idem_key": key, "to": _TO, "template": template})
+            self.intent[item_id], self.template[key] = key, template
+            self.status[item_id], self.attempts[item_id] = "ready", 0
+        self.emails: dict[str, list[tuple[Contact, str]]] = {key: [] for key in self.template}   # reached the customer
+        self.calls: dict[str, int] = dict.fromkeys(self.template, 0)                 # send() calls per email
+        self.acked: set[str] = set()
+        self.state = dict.fromkeys(self.workers, "idle")
+        self.lease: dict[str, Lease] = {}
+        self.problem: str | None = None
+        self.facade = _adapter_for(run, self)
+
+    def moves(self) -> list[Move]:
+        moves: list[Move] = []
+        leased = "leased" in self.status.values()
+        ready = not leased and "ready" in self.status.values()   # the queue hands out one item of a case at a time
+        for who in self.workers:
+            state = self.state[who]
+            if state == "idle" and ready:
+                moves.append(Move(f"{who} acquire", who, self._acquire, peer="queue"))
+            elif state == "holding":
+                moves.append(Move(f"{who} handle", who, self._handle, peer="provider"))
+            elif state == "handled":
+                moves.append(Move(f"{who} ack", who, self._ack, peer="queue"))
+            if state == "handled":   # a crash before or inside the handler happens at its kit calls
+                moves.append(Move(f"{who} crash", who, crash=True, cost="crash"))
+        if leased:
+            moves.append(Move("leases expire", "clock", self._expire, peer="queue", cost="expiry"))
+        return moves
+
+    def fingerprint(self) -> Any:
+        items = tuple((i, self.status[i], self.attempts[i]) for i in sorted(self.status))
+        sent = tuple((k, tuple((c.message_id, c.to, c.case_id, i) for c, i in v))
+                     for k, v in sorted(self.emails.items()))
+        held = tuple((w, self.state[w], self.lease[w].item_id if w in self.lease else None,
+                      self.lease[w].token if w in self.lease else None) for w in self.workers)
+        return items, sent, held, tuple(sorted(self.calls.items())), tuple(sorted(self.acked))
+
+    def broken(self) -> str | None:
+        return self.problem
+
+    def finished(self) -> str | None:
+        for item_id in sorted(self.acked):
+            key = self.intent[item_id]
+            if not self.emails[key]:
+                return self._never(key, item_id)
+        return None
+
+    def crashed(self, actor: str) -> None:
+        if actor in self.state:
+            self.state[actor] = "idle"       # a fresh process; its lease stays until it expires
+            self.lease.pop(actor, None)
+
+    def _acquire(self, run: Run) -> str:
+        who = run.current_actor
+        lease = self.queue.acquire(who)
+        self.lease[who], self.state[who] = lease, "holding"
+        self.status[lease.item_id], self.attempts[lease.item_id] = "leased", lease.attempt
+        return f"{who} acquires {lease.item_id} ({self.intent[lease.item_id]}), attempt {lease.attempt}"
+
+    def _handle(self, run: Run) -> str:
+        who = run.current_actor
+        lease = self.lease[who]
+        before = {key: len(v) for key, v in self.emails.items()}
+        self.handling = lease
+        called = run.call(run.answer(who), lease, self.facade)
+        self.state[who] = "handled"
+        if called.error is not None:
+            self.problem = (f"the handler raised {error_text(called.error)} for {lease.item_id} "
+                            f"({self.intent[lease.item_id]}).")
+        new = [c for key, v in self.emails.items() for c, _ in v[before[key]:]]
+        sent = ", ".join(f"{c.message_id} to {c.to}" for c in new) or "no new email"
+        return f"{who} handles {lease.item_id}: {sent}"
+
+    def _ack(self, run: Run) -> str:
+        who = run.current_actor
+        lease = self.lease.pop(who)
+        self.state[who] = "idle"
+        try:
+            self.queue.ack(lease)
+        except ShopOpsError as exc:
+            return f"{who} acks {lease.item_id}: refused ({type(exc).__name__})"
+        self.acked.add(lease.item_id)
+        self.status[lease.item_id] = "done"
+        return f"{who} acks {lease.item_id}: done"
+
+    def _expire(self, run: Run) -> str:
+        self.clock.advance(31)
+        expired = self.queue.expire_leases()
+        self.status.update(dict.fromkeys(expired, "ready"))
+        return f"31 s pass: the lease on {', '.join(expired)} expires"
+
+    def sent(self, lease: Lease, contacts: list[Contact]) -> None:
+        """The adapter delivered `contacts` while `lease` was being handled."""
+        key = self.intent[lease.item_id]
+        self.calls[key] += 1
+        for contact in contacts:
+            self.emails[key].append((contact, lease.item_id))
+            what = f"case {_CASE}'s email {key} ({self.template[key]})"
+            if contact.to != _TO:
+                self.problem = f"{what} went to {contact.to!r}, not to the address in the item's payload ({_TO})."
+            elif contact.case_id != lease.case_id:
+                self.problem = (f"{what} was filed under case_id {contact.case_id!r}: pass the case of the lease "
+                                "being handled, so the ledger and the checker can find it.")
+            elif len(self.emails[key]) > 1:
+                self.problem = self._twice(key)
+
+    def _twice(self, key: str) -> str:
+        (one, first), (two, second) = self.emails[key][:2]
+        why = (f"{second} is the same email as {first}, queued again when the planner restarted: a new item, the "
+               "same email. Two items of one email must look like one send to the provider." if first != second else
+               "Both deliveries of the same work must look like one send to the provider.")
+        return (f"case {_CASE}'s email {key} ({self.template[key]}) reached the customer 2 times: {one.message_id} "
+                f"sent by {one.worker_id} for {first} and {two.message_id} by {two.worker_id} for {second}. {why}")
+
+    def _never(self, key: str, item_id: str) -> str:
+        what = f"case {_CASE}'s email {key} ({self.template[key]}) never reached {_TO}, yet {item_id} was acknowledged"
+        if self.calls[key]:
+            return (f"{what}: the handler did call send(), but with a key the adapter had already seen, so it "
+                    "returned an earlier message instead. The key must name this one email, not just the case, "
+                    "the customer or the kind of email.")
+        return (f"{what}: no delivery sent it. Send on every delivery, redeliveries included, and let the adapter's "
+                "key decide whether the customer already has it.")
+
+
+def _adapter_for(run: Run, world: _Morning) -> Any:
+    """What the handler is handed: an adapter with send() and nothing else. The real
+    adapter and its ledger stay with the check."""
+    real = world.adapter
+
+    class EmailAdapter:
+        """Sends an email through the idempotent provider: send(idem_key, case_id=..., to=..., body=...)."""
+
+        __slots__ = ()
+
+        def send(self, idem_key, *, case_id, to="customer", body="", worker_id=None, now=None):
+            lease = world.handling
+            run.enter("send")
+            before = len(real.ledger)
+            result = real.send(idem_key, case_id=case_id, to=to, body=body,
+                               worker_id=worker_id or run.current_actor, now=now)
+            world.sent(lease, real.ledger.contacts()[before:] if len(real.ledger) > before else [])
+            run.leave("send")
+            return result
+
+        def __repr__(self) -> str:
+            return "<EmailAdapter: send(idem_key, case_id=..., to=..., body=...)>"
+
+    return EmailAdapter()
+
+
+def scenario(morning: str = SEEDS[0]) -> Scenario:
+    return Scenario(name=morning, bound=Bound(words=f"{BOUNDS[morning]}, {BOUND_WORDS}",
+                                              budget={"crash": 1, "expiry": 1}),
+                    start=lambda run: _Morning(run, morning))
+
+
+def replay(handler, schedule: str, morning: str = SEEDS[0]) -> Replayed:
+    """Play one schedule (as the check's message writes it) of `morning` with your handler:
+    print it for the steps, or call .diagram() for the picture."""
+    arguments.choice("morning", morning, tuple(_MORNINGS), f"pass one of {', '.join(map(repr, _MORNINGS))}")
+    return replay_schedule(scenario(morning), handler, schedule)
 
 
 def _run(handler) -> str:
-    for seed in SEEDS:
-        queue, adapter, crashed = forced_expiry(handler, seed)
-        intents: dict[str, list[Item]] = {}
-        for item in queue.items():
-            intents.setdefault(item.payload["idem_key"], []).append(item)
-        for key, items in intents.items():
-            _judge(seed, queue, adapter, key, items)
-    return (f"in {len(SEEDS)} seeded runs some workers died after sending and some before, and one email was "
-            "queued twice; every crashed case was delivered again, and every email reached its customer exactly once.")
-
-
-def _judge(seed: int, queue: InMemoryQueue, adapter: _ScenarioAdapter, key: str, items: list[Item]) -> None:
-    """One planned email (`key`), queued as `items` (two when it was submitted twice)."""
-    first = items[0]
-    to, case = first.payload["to"], first.case_id
-    what = f"case {case}'s email {key} ({first.payload['template']})"
-    emails = [email for item in items for email in adapter.emails.get(item.id, [])]
-    if not emails:
-        if any(adapter.calls.get(item.id) for item in items):
-            raise Wrong(
-                f"{what} never reached {to} (seed {seed}): the handler did call send(), but with a key "
-                "the adapter had already seen, so it returned an earlier message instead. The key must "
-                "name this one email, not just the case, the customer or the kind of email.")
-        raise Wrong(
-            f"{what} never reached {to} (seed {seed}): it was delivered to {_deliveries(queue, items)}, "
-            "and no delivery sent it. Send on every delivery, redeliveries included, and let the "
-            "adapter's key decide whether the customer already has it.")
-    if len(emails) > 1:
-        emails.sort(key=lambda c: c.message_id)
-        by_item = {c.message_id: item.id for item in items for c in adapter.emails.get(item.id, [])}
-        one, two = emails[0], emails[1]
-        resubmitted = by_item[one.message_id] != by_item[two.message_id]
-        why = (f"{by_item[two.message_id]} is the same email as {by_item[one.message_id]}, queued again when the "
-               "planner restarted: a new item, the same email. Two items of one email must look like one send "
-               "to the provider." if resubmitted else
-               "Both deliveries of the same work must look like one send to the provider.")
-        raise Wrong(
-            f"{what} reached the customer {len(emails)} times (seed {seed}): {one.message_id} at t={one.time:g} by "
-            f"{one.worker_id} for {by_item[one.message_id]} and {two.message_id} at t={two.time:g} by "
-            f"{two.worker_id} for {by_item[two.message_id]}. {why}",
-            [f"{c.message_id} to {c.to}, key {c.idem_key}, by {c.worker_id} for {by_item[c.message_id]}"
-             for c in emails])
-    email = emails[0]
-    if email.to != to:
-        raise Wrong(f"{what} went to {email.to!r}, not to the address in the item's payload ({to}) (seed {seed}).")
-    if email.case_id != case:
-        raise Wrong(f"{what} was filed under case_id {email.case_id!r} (seed {seed}): pass the case of the lease "
-                    "being handled, so the ledger and the checker can find it.")
+    schedules = 0
+    for morning in SEEDS:
+        found = explore(scenario(morning), handler)
+        refuse(found, f'lab01.replay(send_followup, "{{schedule}}", morning="{morning}")')
+        schedules += found.schedules
+    mornings = "; ".join(BOUNDS[morning] for morning in SEEDS)
+    return (f"checked all {schedules:,} schedules of two mornings, each with {BOUND_WORDS} ({mornings}): every "
+            "acknowledged email reached its customer exactly once, redeliveries and crashes included.")
 
 
 exercise = Exercise(

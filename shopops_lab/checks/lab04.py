@@ -1,158 +1,171 @@
 """Lab 04: the store, not the worker, must refuse a completion under an old token.
 
-The check plays five orders of claims and writes on fresh stores, on five seeds each: a
-stale write after the new holder's and one before it (nothing stored yet), tokens never
-issued (from a stranger, or under the holder's own name), a worker that claimed again and
-still sends its first token, and a job nobody claimed. Only the token may decide: a store
-that looks at the worker's name, or at whether a result exists, fails one of them.
+The check explores: two workers share job-1 on one store made from the learner's class.
+W7 claims it and writes twice (the second write may come after it lost the job); W9
+claims, writes, claims again and writes; X, which never claimed, sends one write with
+token 0; and one write request may arrive a second time, late (its reply was lost and it
+was sent again). Every interleaving of those steps is played on a fresh store, and after
+each write the store must have accepted it exactly when its token is the newest one issued
+(and some claim issued it), refused it otherwise with StaleTokenError naming both tokens,
+and changed nothing when it refused. Only the token may decide: a store that looks at the
+worker's name, at whether a result exists, or at the first writer's token fails a schedule,
+and the check shows the shortest one. `replay(store_class, schedule)` plays any schedule.
 """
 from __future__ import annotations
 
-import random
+from typing import Any
 
-from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe
+from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe, error_text
+from shopops_lab.checks.fresh import canonical
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import StaleTokenError
-from shopops_lab.fencing import NaiveResultStore
+from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, explore, refuse
+from shopops_lab.explore import replay as replay_schedule
+from shopops_lab.fencing import NaiveResultStore, TokenFence
 from shopops_lab.widgets.quiz import Quiz
 
-SEEDS = (1, 2, 3, 4, 5)
+JOB = "job-1"
+PROGRAMS = {"W7": ("claim", "write", "write"), "W9": ("claim", "write", "claim", "write"), "X": ("write",)}
+STORE = "store"
+BOUND = Bound(words="W7 (claim, write, write), W9 (claim, write, claim, write), a stranger X writing token 0, "
+                    "and one write request arriving again late", budget={"late copy": 1}, faults=())
 
 
-class _Story:
-    """One seeded situation on a fresh store: claims happen, writes arrive, and each write
-    must be accepted or refused. A write is judged by its token only; the worker's name
-    and whether a result is stored yet must not matter."""
+class _Fencing:
+    """One schedule's world: the learner's store, and the check's own ledger of the tokens
+    claims returned (the learner's code never sees it)."""
 
-    def __init__(self, store_class, seed: int, job: str, situation: str, lesson: str) -> None:
-        self.rng = random.Random(seed)
-        self.seed, self.job, self.situation, self.lesson = seed, job, situation, lesson
-        self.store = store_class(clock=FakeClock())
-        self.told: list[str] = []
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.store = run.answer(STORE)(clock=FakeClock())
+        self.pc = dict.fromkeys(PROGRAMS, 0)
+        self.held: dict[str, int] = {"X": 0}     # the token each worker writes with
+        self.holder: dict[int, str] = {}         # token -> who claimed it
+        self.sent: dict[str, int] = {}           # each worker's last write request (its token)
+        self.newest = 0
+        self.problem: str | None = None
 
-    def claim(self, worker: str) -> int:
-        token = self.store.claim(self.job, worker)
-        self.told.append(f"{worker} claims {self.job}: token {token}")
-        self.store.clock.advance(self.rng.randint(1, 4))
-        return token
+    def moves(self) -> list[Move]:
+        moves = [Move(f"{who} {program[self.pc[who]]}", who, self._claim if program[self.pc[who]] == "claim"
+                      else self._write, peer=STORE)
+                 for who, program in PROGRAMS.items() if self.pc[who] < len(program)]
+        moves += [Move(f"{who} write again", who, self._again, peer=STORE, cost="late copy")
+                  for who in sorted(self.sent)]
+        return moves
 
-    def earlier_claims(self) -> None:
-        """Workers that came and went before the story begins (their tokens are long stale)."""
-        for n in range(self.rng.randint(1, 3)):
-            self.claim(f"W{n + 1}")
+    def fingerprint(self) -> Any:
+        return (tuple(self.pc.items()), tuple(sorted(self.held.items())), tuple(sorted(self.sent.items())),
+                self.newest, canonical(vars(self.store)))
 
-    def _what(self) -> str:
-        return f"{self.situation} (seed {self.seed}): " + ("; ".join(self.told) or f"nobody has claimed {self.job}")
+    def broken(self) -> str | None:
+        return self.problem
 
-    def _held(self) -> tuple:
-        return self.store.result(self.job), self.store.written_by(self.job)
+    def finished(self) -> str | None:
+        return None
 
-    def accepts(self, worker: str, token: int) -> None:
-        """A write that must be accepted: `token` is the job's current token."""
-        result = {"decision": f"by {worker}", "token": token}
-        _, err = attempt(self.store.complete, self.job, result, token=token, worker_id=worker)
-        if err is not None:  # the learner's store: report what it did
-            raise Wrong(f"{self._what()}; then {worker} wrote with token {token}, the current one, and the store "
-                        f"refused it with {type(err).__name__}: only tokens other than the current one may be "
-                        "refused.", [str(err)])
-        self.told.append(f"{worker} writes with token {token}: accepted")
-        if self.store.result(self.job) != result:
-            raise Wrong(f"{self._what()}; but the store holds {self.store.result(self.job)}: an accepted write "
-                        "must be stored.")
+    def crashed(self, actor: str) -> None:
+        pass
 
-    def refuses(self, worker: str, token: int, *, current: int) -> None:
-        """A write that must be refused with StaleTokenError(token=token, current=current),
-        leaving the store exactly as it was."""
-        before = self._held()
-        _, err = attempt(self.store.complete, self.job, {"decision": f"by {worker}", "token": token},
-                         token=token, worker_id=worker)
-        if isinstance(err, StaleTokenError):
-            said = (getattr(err, "token", None), getattr(err, "current", None))
-            if said != (token, current):
-                raise Wrong(f"{self._what()}; {worker}'s write with token {token} was refused, but the "
-                            f"StaleTokenError should say which token the write carried and which one is current "
-                            f"(token={token}, current={current}); it said token={said[0]}, current={said[1]}.",
-                            [str(err)])
-        elif err is not None:  # the learner's store: report what it did
-            raise Wrong(f"{self._what()}; {worker}'s write with token {token} was refused, but with "
-                        f"{type(err).__name__}; raise StaleTokenError so the caller knows it lost ownership.",
-                        [str(err)])
-        else:
-            newest = f"the newest is {current}" if current else "none was ever issued"
-            issued = (f"a token the store never issued ({token}, while {newest})"
-                      if token > current or token < 1 else f"token {token}, while {newest}")
-            raise Wrong(f"{self._what()}; then {worker} wrote with {issued}, and the store accepted it: "
-                        f"{self.lesson}. Refuse every token except the current one.",
-                        [f"the store now holds {self.store.result(self.job)}, written by "
-                         f"{self.store.written_by(self.job)}"])
-        if self._held() != before:
-            raise Wrong(f"{self._what()}; {worker}'s write with token {token} was refused, but the store now holds "
-                        f"{self.store.result(self.job)} written by {self.store.written_by(self.job)}: a refused write "
-                        "must change nothing. Decide before you write.")
-        self.told.append(f"{worker} writes with token {token}: refused")
+    def _claim(self, run: Run) -> str:
+        who = run.current_actor
+        self.pc[who] += 1
+        called = run.call(self.store.claim, JOB, who)
+        token = called.value
+        if called.error is not None:
+            self.problem = f"{who}'s claim of {JOB} raised {error_text(called.error)}: claim must hand out a token."
+            return f"{who} claims {JOB}: {error_text(called.error)}"
+        if type(token) is not int or token <= self.newest:
+            self.problem = (f"{who}'s claim of {JOB} returned {describe(token)}, after token {self.newest} had been "
+                            "issued: each claim must return a whole number above every earlier token.")
+            return f"{who} claims {JOB}: {describe(token)}"
+        self.newest = self.held[who] = token
+        self.holder[token] = who
+        return f"{who} claims {JOB}: token {token}"
+
+    def _write(self, run: Run) -> str:
+        who = run.current_actor
+        self.pc[who] += 1
+        self.sent[who] = self.held[who]
+        return self._judge(run, who, self.held[who])
+
+    def _again(self, run: Run) -> str:
+        who = run.current_actor
+        token = self.sent.pop(who)
+        return self._judge(run, who, token, again=True)
+
+    def _judge(self, run: Run, who: str, token: int, *, again: bool = False) -> str:
+        """The write arrives; the store's answer must follow the token alone."""
+        before = self._kept()
+        result = {"decision": f"by {who}", "token": token}
+        called = run.call(self.store.complete, JOB, result, token=token, worker_id=who)
+        what = f"{who}'s {'late copy of its ' if again else ''}write with token {token}"
+        current = token == self.newest and token > 0
+        if self._delegates():
+            self.problem = ("the store hands the decision to the kit's TokenFence, which already implements this "
+                            "rule: compare the tokens in complete() yourself.")
+            return f"{what}: decided by the kit's TokenFence"
+        if called.error is None:
+            said = f"{what}: accepted"
+            if not current:
+                self.problem = f"the store accepted {what}, {self._stale(token)}. Refuse every token but the newest."
+            elif (held := NaiveResultStore.result(self.store, JOB)) != result:
+                self.problem = f"the store accepted {what} but holds {describe(held)}: an accepted write is stored."
+            return said
+        said = f"{what}: refused ({type(called.error).__name__})"
+        if current:
+            self.problem = (f"the store refused {what}, the newest token, with {type(called.error).__name__}: only "
+                            "tokens other than the current one may be refused.")
+        elif not isinstance(called.error, StaleTokenError):
+            self.problem = (f"the store refused {what} with {type(called.error).__name__}, not StaleTokenError: "
+                            "raise StaleTokenError so the caller knows it lost ownership.")
+        elif (called.error.token, called.error.current) != (token, self.newest) or not all(
+                type(n) is int for n in (called.error.token, called.error.current)):
+            self.problem = (f"the store refused {what}, but its StaleTokenError said token="
+                            f"{called.error.token!r}, current={called.error.current!r}; it should say which "
+                            f"token the write carried and which one is current (token={token}, "
+                            f"current={self.newest}).")
+        elif self._kept() != before:
+            self.problem = (f"the store refused {what}, but it now holds "
+                            f"{describe(NaiveResultStore.result(self.store, JOB))}: a refused write must change "
+                            "nothing. Decide before you write.")
+        return said
+
+    def _delegates(self) -> bool:
+        """Does the learner's store keep a TokenFence (the kit's own fencing rule) to decide for it?"""
+        kept = [*vars(self.store).values(), *vars(type(self.store)).values()]
+        return any(isinstance(value, TokenFence) for value in kept)
+
+    def _kept(self) -> Any:
+        """What the store holds, read by the kit's own methods (the learner's class may override them)."""
+        return canonical((NaiveResultStore.result(self.store, JOB), NaiveResultStore.written_by(self.store, JOB)))
+
+    def _stale(self, token: int) -> str:
+        if self.newest == 0:
+            return f"a token it never issued (nobody has claimed {JOB})"
+        if token > self.newest or token < 1:
+            return f"a token it never issued (the newest is {self.newest})"
+        return (f"while token {self.newest} ({self.holder[self.newest]}'s claim) is the newest: a token older than "
+                "the newest belongs to a claim that is over, whoever sends it and whatever is stored")
 
 
-def _stale_second(story: _Story) -> None:
-    story.earlier_claims()
-    a, b = story.claim("A"), story.claim("B")
-    story.accepts("B", b)
-    story.refuses("A", a, current=b)
-    story.accepts("B", b)          # the holder may write again
+def scenario() -> Scenario:
+    return Scenario(name="fenced store", bound=BOUND, start=_Fencing)
 
 
-def _stale_first(story: _Story) -> None:
-    story.earlier_claims()
-    a, b = story.claim("A"), story.claim("B")
-    story.refuses("A", a, current=b)   # nothing stored yet: still stale
-    story.accepts("B", b)
-
-
-def _forged(story: _Story) -> None:
-    story.earlier_claims()
-    a, b = story.claim("A"), story.claim("B")
-    story.refuses("B", b + story.rng.randint(1, 9), current=b)   # under the holder's own name, first write
-    story.refuses("A", 0, current=b)
-    story.accepts("B", b)
-    story.refuses("B", a, current=b)                              # the holder's name, somebody's old token
-
-
-def _reclaimed(story: _Story) -> None:
-    story.earlier_claims()
-    first, b = story.claim("A"), story.claim("B")
-    again = story.claim("A")                                      # A takes it back with a new token
-    story.refuses("A", first, current=again)
-    story.refuses("B", b, current=again)
-    story.accepts("A", again)
-
-
-def _never_claimed(story: _Story) -> None:
-    story.refuses("A", 0, current=0)                              # nobody ever claimed this job
-    story.refuses("A", 1, current=0)
-    story.accepts("A", story.claim("A"))
-
-
-# (the situation, how it plays, what an accepted refusal-worthy write there shows)
-SITUATIONS = (
-    ("stale write second", _stale_second, "a token older than the newest one belongs to a claim that is over"),
-    ("stale write first", _stale_first, "a stale token is stale whether or not anything is stored yet"),
-    ("forged tokens", _forged, "a token that is not the newest belongs to no live claim, whoever sends it"),
-    ("re-claimed by the same worker", _reclaimed,
-     "a claim ends when a newer one is issued, even to the same worker: the token says which claim a write "
-     "belongs to, the name cannot"),
-    ("never claimed", _never_claimed, "nobody holds a job that was never claimed, so no token is current for it"),
-)
+def replay(store_class, schedule: str) -> Replayed:
+    """Play one schedule (as the check's message writes it) on a fresh store of `store_class`:
+    print it for the steps, or call .diagram() for the picture."""
+    return replay_schedule(scenario(), store_class, schedule)
 
 
 def _run(store_class) -> str:
     if not issubclass(store_class, NaiveResultStore):
         raise Wrong(f"{store_class.__name__} is not a subclass of NaiveResultStore: write "
                     "class FencedResultStore(NaiveResultStore) and override complete(...).")
-    for seed in SEEDS:
-        for n, (situation, play, lesson) in enumerate(SITUATIONS):
-            play(_Story(store_class, seed, f"job-{seed}{n}", situation, lesson))
-    return (f"in {len(SEEDS)} seeded runs of {len(SITUATIONS)} situations (a stale write second and first, forged "
-            "tokens, a worker that re-claimed, a job never claimed) the store refused every token but the current "
-            "one, changed nothing when it refused, and accepted the current holder's writes.")
+    found = explore(scenario(), store_class)
+    refuse(found, 'lab04.replay(FencedResultStore, "{schedule}")')
+    return (f"{found.summary}: the store accepted exactly the writes under the newest token, refused every "
+            "other with StaleTokenError naming both tokens, and changed nothing when it refused.")
 
 
 exercise = Exercise(

@@ -1,232 +1,251 @@
 """Lab 06: a consumer that applies each outbox message once, however often it arrives.
 
-The learner writes `handle(delivery, processed, apply)`. Each seeded scenario commits
-refunds through an outbox, lets the dispatcher crash after publishing (so a message is
-published twice), has the broker redeliver a copy (a consumer that died before its
-ack), and makes the payments API fail once, so the failed delivery must come back and
-be applied then. Jordan's case O-1001 has two separate refunds of the same amount: two
-messages with the same payload, which only their message ids tell apart.
+The learner writes `handle(delivery, processed, apply)`. The check explores: two refunds
+of the same case and amount (out-0001 and out-0002, told apart only by their message ids),
+out-0001 published twice (the dispatcher crashed after publishing it, before marking it
+sent), two consumers C1 and C2 taking deliveries from one broker, one payment call that
+times out, and one consumer process that dies anywhere: before or after any call it makes
+to `processed` or `apply`, or after `handle` returned but before its ack. Every schedule of
+that is played; a delivery whose consumer died, or whose handle raised, comes back as a
+new copy, and a consumer that died starts again from a fresh process.
 
-The check judges what happened to the refunds (each applied exactly once, a failed one
-applied later) and what `handle` returned, never how the learner spells the records in
-`processed`: a message id, a derived key or a tuple all do. Every seed is a fresh world
-with the same message ids, so a memory kept anywhere but in `processed` shows up as a
-refund skipped in the next seed.
-
-`replay(handle, seed)` returns the whole story of one scenario as text, for a learner
-who wants to see what their function did delivery by delivery.
+`processed` and the refunds live in one database: each write to `processed` commits the
+refunds applied before it in the same call, returning from `handle` commits the rest, and
+a death rolls back whatever was not committed (a kill runs no `except`). So a refund and
+the record written after it cannot be split by a crash, while a record written before the
+refund can outlive it. The check judges what happened to the refunds (each applied exactly
+once) and what `handle` returned (exactly True when it applied, False when it skipped),
+never how the learner spells the records. `replay(handle, schedule)` plays any schedule.
 """
 from __future__ import annotations
 
-import random
-from dataclasses import dataclass, field
+import sys
 from typing import Any
 
-from shopops_lab import arguments
-from shopops_lab.checks.base import Exercise, NotAttempted, Wrong, attempt
-from shopops_lab.clock import FakeClock
-from shopops_lab.errors import SimulatedCrash
-from shopops_lab.events import EventLog
-from shopops_lab.outbox import Broker, Delivery, Dispatcher, OutboxStore
+from shopops_lab.checks.base import Exercise, describe, error_text
+from shopops_lab.checks.fresh import canonical
+from shopops_lab.explore import Bound, FaultKind, Move, Replayed, Run, Scenario, explore, refuse
+from shopops_lab.explore import replay as replay_schedule
+from shopops_lab.outbox import Delivery, IdempotentConsumer
 from shopops_lab.widgets.quiz import Quiz
 
-SEEDS = (1, 2, 3, 4, 5)
 FAILURE = "payments API timed out"
+MESSAGES = {"out-0001": ("O-1001", 35.0), "out-0002": ("O-1001", 35.0)}
+PUBLISHED = ("out-0001", "out-0001", "out-0002")   # the dispatcher published out-0001 twice
+CONSUMERS = ("C1", "C2")
+BOUND = Bound(words="2 consumers, 3 deliveries of 2 refunds, 1 failed payment call, a crash anywhere",
+              budget={"crash": 1, "fail": 1}, faults=(FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY, FaultKind.FAIL))
+SEEDS = ()   # no random numbers: every schedule within BOUND is played
+_KIT_APPLY = IdempotentConsumer._apply.__code__
 
 
-@dataclass
-class _Story:
-    """What happened in one scenario: a line per delivery, the first problem, the counts."""
+class _Refunds:
+    """One schedule's world: the broker's pending copies, the consumers, the database
+    (`processed` records and committed refunds) the learner's code reaches only through
+    its two facades."""
 
-    seed: int
-    lines: list[str] = field(default_factory=list)
-    problem: str | None = None
-    applied: dict[str, list[int]] = field(default_factory=dict)   # message id -> delivery seqs that applied it
-    messages: dict[str, str] = field(default_factory=dict)        # message id -> "O-1001 12.5"
-    processed: set = field(default_factory=set)
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.pending = [self._copy(mid, n) for n, mid in enumerate(PUBLISHED, 1)]   # the broker's queue, oldest first
+        self.seq = len(self.pending)
+        self.records: set[Any] = set()                           # the processed table
+        self.applied: dict[str, list[int]] = {mid: [] for mid in MESSAGES}   # committed refunds
+        self.staged: list[Delivery] = []                         # applied in this call, not committed
+        self.state = dict.fromkeys(CONSUMERS, "idle")
+        self.held: dict[str, Delivery] = {}
+        self.history: dict[str, list[str]] = {mid: [] for mid in MESSAGES}
+        self.failed = False
+        self.problem: str | None = None
+        self.processed, self.apply = _facades(run, self)
 
-    def fail(self, text: str) -> None:
+    def _copy(self, mid: str, seq: int) -> Delivery:
+        case, amount = MESSAGES[mid]
+        return Delivery(seq=seq, message_id=mid, topic="refund.issued", payload={"case_id": case, "amount": amount})
+
+    def _again(self, delivery: Delivery) -> str:
+        self.seq += 1
+        self.pending.append(self._copy(delivery.message_id, self.seq))
+        return f"the broker delivers {delivery.message_id} again as #{self.seq}"
+
+    def moves(self) -> list[Move]:
+        moves = []
+        for who in CONSUMERS:
+            state = self.state[who]
+            if state == "idle" and self.pending:
+                moves.append(Move(f"{who} handle", who, self._handle, peer="database"))
+            elif state == "handled":
+                moves.append(Move(f"{who} ack", who, self._ack, peer="broker"))
+                moves.append(Move(f"{who} crash", who, crash=True, cost="crash"))
+        return moves
+
+    def fingerprint(self) -> Any:
+        return (tuple((d.seq, d.message_id) for d in self.pending), canonical(self.records),
+                tuple((m, tuple(s)) for m, s in self.applied.items()), tuple(self.state.items()),
+                tuple((w, d.seq) for w, d in sorted(self.held.items())), self.seq)
+
+    def broken(self) -> str | None:
+        return self.problem
+
+    def finished(self) -> str | None:
+        for mid, seqs in self.applied.items():
+            if not seqs:
+                return f"{_named(mid)} was never applied, yet every copy of it was acknowledged: {self._why(mid)}"
+        return None
+
+    def crashed(self, actor: str) -> str | None:
+        self.staged.clear()                       # the open transaction is rolled back
+        delivery = self.held.pop(actor, None)
+        self.state[actor] = "idle"
+        if delivery is None:
+            return None
+        how = f" ({self.run.fault.words})" if self.run.fault is not None else " (after handle returned, before its ack)"
+        self.history[delivery.message_id].append(f"the consumer died on #{delivery.seq}{how}")
+        return self._again(delivery)
+
+    def commit(self) -> None:
+        for delivery in self.staged:
+            seqs = self.applied[delivery.message_id]
+            seqs.append(delivery.seq)
+            if len(seqs) > 1 and seqs[0] == seqs[1]:
+                self._fail(f"{_named(delivery.message_id)} was applied twice by delivery #{seqs[0]} alone: call apply "
+                           "once per message.")
+            elif len(seqs) > 1:
+                self._fail(f"{_named(delivery.message_id)} was applied twice, by delivery #{seqs[0]} and again by "
+                           f"#{seqs[1]}: #{seqs[1]} is a copy of the same message.")
+        self.staged.clear()
+
+    def _ack(self, run: Run) -> str:
+        who = run.current_actor
+        delivery = self.held.pop(who)
+        self.state[who] = "idle"
+        return f"{who} acks #{delivery.seq}"
+
+    def _handle(self, run: Run) -> str:
+        who = run.current_actor
+        delivery = self.pending.pop(0)
+        self.held[who], self.state[who] = delivery, "holding"
+        self.failed, self.current = False, delivery
+        before = len(self.applied[delivery.message_id])
+        called = run.call(run.answer(who), delivery, self.processed, self.apply)
+        if called.error is not None:
+            return self._raised(who, delivery, called.error)
+        self.commit()
+        self.state[who] = "handled"
+        applied = len(self.applied[delivery.message_id]) > before
+        said = (f"{who} takes #{delivery.seq} {delivery.message_id}, handle returns {called.value!r}"
+                + (": refund applied" if applied else ""))
+        if self.failed and not applied:
+            self._fail(f"on delivery #{delivery.seq} of {delivery.message_id}, apply raised ConnectionError "
+                       f"({FAILURE}) but handle returned {called.value!r}, so the consumer acknowledges the delivery "
+                       "and the refund never happens. Let the error propagate: an unacknowledged delivery comes back.")
+        elif type(called.value) is not bool or called.value != applied:
+            did = "applied" if applied else "skipped"
+            self._fail(f"handle returned {describe(called.value)} for delivery #{delivery.seq} of "
+                       f"{delivery.message_id}, which it {did}: return True when you apply a message and False when "
+                       "you skip a duplicate.")
+        if not applied:
+            self.history[delivery.message_id].append(f"#{delivery.seq} was skipped as a duplicate")
+        return said
+
+    def _raised(self, who: str, delivery: Delivery, error: Exception) -> str:
+        self.staged.clear()
+        del self.held[who]
+        self.state[who] = "idle"
+        if not self.failed:
+            self._fail(f"handle raised {error_text(error)} on delivery #{delivery.seq} of {delivery.message_id}, "
+                       "though apply did not fail there.")
+        self.history[delivery.message_id].append(f"its apply failed on #{delivery.seq} ({FAILURE})")
+        return (f"{who} takes #{delivery.seq} {delivery.message_id}: apply failed, handle raises "
+                f"{type(error).__name__}; {self._again(delivery)}")
+
+    def _fail(self, text: str) -> None:
         if self.problem is None:
             self.problem = text
-            self.lines.append(f"   ^ {text}")
+
+    def _why(self, mid: str) -> str:
+        twins = [m for m in MESSAGES if m != mid and self.applied[m]]
+        said = "; ".join(self.history[mid])
+        if twins and not any("failed" in h or "died" in h for h in self.history[mid]):
+            return (f"{said}, though only {twins[0]}, a different message with the same case and amount, had been "
+                    "applied.")
+        return f"{said}, though no refund of it had been applied."
 
 
-def _outbox(rng: random.Random, story: _Story) -> tuple[Broker, dict[int, str]]:
-    """Commit the refunds, dispatch with crashes; returns the broker and why each copy exists."""
-    clock = FakeClock()
-    log = EventLog()
-    outbox, broker = OutboxStore(clock=clock, log=log), Broker()
-    dispatcher = Dispatcher(outbox, broker)
-    cases = [f"O-{1001 + n}" for n in range(rng.randint(3, 5))]
-    for n, case in enumerate(cases):
-        amount = rng.choice((12.5, 20.0, 35.0))
-        for _ in range(2 if n == 0 else 1):  # O-1001: two mugs returned, two refunds of one size
-            message_id = outbox.commit({"id": case, "status": "refund_approved"},
-                                       {"topic": "refund.issued", "payload": {"case_id": case, "amount": amount}})
-            story.messages[message_id] = f"{amount:.2f} for {case}"
-    origin: dict[int, str] = {}
-    first: dict[str, int] = {}  # message id -> the delivery that published it first
-    crashed = False
-    while outbox.pending():
-        clock.advance(1)
-        crash = not crashed or rng.random() < 0.3
-        before = len(broker.deliveries)
-        try:
-            dispatcher.dispatch_once(crash_after_publish=crash)
-        except SimulatedCrash:
-            crashed = True
-            story.lines.append(f"dispatcher published {broker.deliveries[-1].message_id} as "
-                               f"#{broker.deliveries[-1].seq} and crashed before marking it sent")
-        else:
-            published = ", ".join(f"{d.message_id} as #{d.seq}" for d in broker.deliveries[before:])
-            story.lines.append(f"dispatcher published {published} and marked them sent")
-        for delivery in broker.deliveries[before:]:
-            if delivery.message_id in first:
-                origin[delivery.seq] = (f"the dispatcher crashed after publishing #{first[delivery.message_id]}, "
-                                        "before marking it sent, so it published the message again")
-            else:
-                first[delivery.message_id] = delivery.seq
-    return broker, origin
+def _named(mid: str) -> str:
+    case, amount = MESSAGES[mid]
+    return f"{mid} (refund {amount:.2f} for {case})"
 
 
-def _copy(broker: Broker, delivery: Delivery) -> Delivery:
-    """The broker hands the same message out again (same message id, new delivery number)."""
-    again = Delivery(seq=len(broker.deliveries) + 1, message_id=delivery.message_id, topic=delivery.topic,
-                     payload=delivery.payload)
-    broker.deliveries.append(again)
-    return again
+def _facades(run: Run, world: _Refunds) -> tuple[Any, Any]:
+    """What handle is handed: the processed table (in, add, discard, remove, len, iter)
+    and apply(delivery). The database behind them stays with the check."""
 
+    class Processed:
+        """The durable record of processed messages: `key in processed`, processed.add(key)."""
 
-def _play(handle, seed: int) -> _Story:
-    """Run one scenario to the end with the learner's `handle`, noting the first problem."""
-    rng = random.Random(seed)
-    story = _Story(seed=seed)
-    broker, origin = _outbox(rng, story)
-    ids = sorted(story.messages)
-    failing = rng.choice(ids[1:])                       # its first apply fails
-    echoed = rng.choice(broker.deliveries).seq          # the broker delivers this one once more
-    failed_once: set[str] = set()
-    call = {"raised": False}
+        __slots__ = ()
+
+        def __contains__(self, key: Any) -> bool:
+            return key in world.records
+
+        def __len__(self) -> int:
+            return len(world.records)
+
+        def __iter__(self):
+            return iter(sorted(world.records, key=repr))
+
+        def add(self, key: Any) -> None:
+            self._write("processed.add", world.records.add, key)
+
+        def discard(self, key: Any) -> None:
+            self._write("processed.discard", world.records.discard, key)
+
+        def remove(self, key: Any) -> None:
+            if key not in world.records:
+                raise KeyError(key)
+            self._write("processed.remove", world.records.discard, key)
+
+        def _write(self, point: str, change: Any, key: Any) -> None:
+            hash(key)
+            run.enter(point)
+            world.commit()           # this write commits the refunds applied before it
+            change(key)
+            run.leave(point)
+
+        def __repr__(self) -> str:
+            return f"<processed: {len(world.records)} records>"
 
     def apply(delivery: Delivery) -> None:
+        """Perform the refund of `delivery`; raises ConnectionError when the payments API fails."""
+        if sys._getframe(1).f_code is _KIT_APPLY:     # called by the kit's own consumer, not by handle
+            world._fail("handle hands the delivery to the kit's IdempotentConsumer, which already implements this "
+                        "exercise: write the duplicate check and the record in handle yourself.")
         if not isinstance(delivery, Delivery):
             raise TypeError(f"apply() takes the delivery itself, not {type(delivery).__name__}")
-        if delivery.message_id == failing and failing not in failed_once:
-            failed_once.add(failing)
-            call["raised"] = True
+        if run.enter("apply", can_fail=True):
+            world.failed = True
             raise ConnectionError(FAILURE)
-        story.applied.setdefault(delivery.message_id, []).append(delivery.seq)
+        world.staged.append(delivery)
+        run.leave("apply")
 
-    index = 0
-    while index < len(broker.deliveries):
-        delivery = broker.deliveries[index]
-        index += 1
-        done_before = list(story.applied.get(delivery.message_id, ()))
-        call["raised"] = False
-        returned, raised = attempt(handle, delivery, story.processed, apply)
-        if raised is not None:
-            _judge_raise(story, broker, origin, delivery, raised, apply_failed=call["raised"])
-            continue
-        _judge_return(story, delivery, returned, done_before, apply_failed=call["raised"],
-                      failed_once=failed_once, origin=origin)
-        if delivery.seq == echoed:
-            again = _copy(broker, delivery)
-            origin[again.seq] = f"the consumer that took #{delivery.seq} died before acknowledging it"
-            story.lines.append(f"   (the consumer died before acknowledging #{delivery.seq}: the broker delivers "
-                               f"{delivery.message_id} again as #{again.seq})")
-    _tally(story, ids)
-    return story
+    return Processed(), apply
 
 
-def _named(story: _Story, delivery: Delivery) -> str:
-    return f"#{delivery.seq} {delivery.message_id} (refund {story.messages[delivery.message_id]})"
+def scenario() -> Scenario:
+    return Scenario(name="idempotent consumer", bound=BOUND, start=_Refunds)
 
 
-def _judge_raise(story: _Story, broker: Broker, origin: dict[int, str], delivery: Delivery, exc: Exception, *,
-                 apply_failed: bool) -> None:
-    """`handle` raised: right when apply failed (the delivery comes back), wrong otherwise."""
-    seq, mid, name = delivery.seq, delivery.message_id, _named(story, delivery)
-    if apply_failed:
-        again = _copy(broker, delivery)
-        origin[again.seq] = f"its apply failed on #{seq} ({FAILURE}), so #{seq} was never acknowledged"
-        story.lines.append(f"{name}: apply failed ({FAILURE}); handle raised {type(exc).__name__}: "
-                           f"not acknowledged, the broker delivers it again as #{again.seq}")
-    else:
-        story.lines.append(f"{name}: handle raised {type(exc).__name__}: {exc}")
-        story.fail(f"handle raised {type(exc).__name__}: {exc} on delivery #{seq} of {mid} (seed {story.seed}), "
-                   "though apply did not fail there.")
-
-
-def _judge_return(story: _Story, delivery: Delivery, returned: Any, done_before: list[int], *, apply_failed: bool,
-                  failed_once: set[str], origin: dict[int, str]) -> None:
-    """`handle` returned: the delivery is acknowledged, so it must have applied a new
-    message once, skipped a copy, and said which it did."""
-    seq, mid, seed = delivery.seq, delivery.message_id, story.seed
-    applied_now = len(story.applied.get(mid, [])) > len(done_before)
-    story.lines.append(f"{_named(story, delivery)}: handle returned {returned!r}"
-                       + (" - refund applied" if applied_now else "")
-                       + (f" - apply failed ({FAILURE}) and the error was swallowed" if apply_failed else ""))
-    if apply_failed:
-        story.fail(f"on delivery #{seq} of {mid}, apply raised ConnectionError ({FAILURE}) but handle returned "
-                   f"{returned!r}, so the consumer acknowledges the delivery and the refund never happens "
-                   f"(seed {seed}). Let the error propagate: an unacknowledged delivery comes back.")
-    elif applied_now and done_before:
-        why = origin.get(seq, "the broker delivered it again")
-        story.fail(f"{mid} (refund {story.messages[mid]}) was applied twice, by delivery #{done_before[0]} and "
-                   f"again by #{seq} (seed {seed}). #{seq} is a copy of the same message: {why}.")
-    elif not applied_now and not done_before:
-        if mid in failed_once:
-            reason = (f"its first apply failed ({FAILURE}), and a message whose apply failed has not been "
-                      "processed yet")
-        else:
-            twins = [m for m, text in story.messages.items() if text == story.messages[mid] and m != mid
-                     and story.applied.get(m)]
-            reason = (f"only {twins[0]}, a different message with the same case and amount, had been "
-                      "applied" if twins else "nothing had applied it before in this scenario, which starts "
-                      "with an empty processed set")
-        story.fail(f"delivery #{seq} of {mid} (refund {story.messages[mid]}) was skipped although {mid} had "
-                   f"never been applied (seed {seed}): {reason}.")
-    elif bool(returned) != applied_now:
-        story.fail(f"handle returned {returned!r} for delivery #{seq} of {mid}, which it "
-                   f"{'applied' if applied_now else 'skipped'}: return True when you apply a message and "
-                   "False when you skip a duplicate.")
-
-
-def _tally(story: _Story, ids: list[str]) -> None:
-    """Every message applied exactly once, over the whole scenario."""
-    for mid in ids:
-        seqs = story.applied.get(mid, [])
-        if not seqs:
-            story.fail(f"{mid} (refund {story.messages[mid]}) was never applied (seed {story.seed}).")
-        elif len(seqs) > 1:
-            by = (f"all by delivery #{seqs[0]}" if len(set(seqs)) == 1
-                  else "by deliveries " + ", ".join(f"#{n}" for n in seqs))
-            story.fail(f"{mid} (refund {story.messages[mid]}) was applied {len(seqs)} times, {by} "
-                       f"(seed {story.seed}): call apply once per message.")
-    counts = ", ".join(f"{mid} x{len(story.applied.get(mid, []))}" for mid in ids)
-    story.lines.append(f"refunds applied per message: {counts}")
-
-
-def replay(handle, seed: int) -> str:
-    """The story of scenario `seed` with your `handle`, delivery by delivery."""
-    arguments.whole("seed", seed, None, "pass a whole number, e.g. replay(handle, seed=3)")
-    try:
-        story = _play(handle, seed)
-    except NotAttempted:
-        return "handle still raises NotImplementedError: write it first."
-    verdict = f"problem: {story.problem}" if story.problem else "every message applied exactly once."
-    return "\n".join([f"scenario seed {seed}", *story.lines, verdict])
+def replay(handle, schedule: str) -> Replayed:
+    """Play one schedule (as the check's message writes it) with your `handle`: print it
+    for the steps, or call .diagram() for the picture."""
+    return replay_schedule(scenario(), handle, schedule)
 
 
 def _run(handle) -> str:
-    copies = 0
-    for seed in SEEDS:
-        story = _play(handle, seed)
-        if story.problem:
-            raise Wrong(f"{story.problem} Replay it: print(lab06.replay(handle, seed={seed}))", story.lines)
-        copies += sum(len(seqs) for seqs in story.applied.values())
-    return (f"in {len(SEEDS)} seeded scenarios (dispatcher crashes, broker redeliveries, a failed payment "
-            f"call, two refunds with the same payload) every one of {copies} refunds was applied exactly once.")
+    found = explore(scenario(), handle)
+    refuse(found, 'lab06.replay(handle, "{schedule}")')
+    return (f"{found.summary}: every refund was applied exactly once, and handle said each time whether it "
+            "applied or skipped.")
 
 
 exercise = Exercise(
@@ -237,8 +256,8 @@ exercise = Exercise(
            "delivery.message_id is the outbox's id (out-0001); delivery.seq numbers the copies. processed is a "
            "set that outlives the consumer: `in` to ask, .add() to record. apply(delivery) performs the "
            "refund and raises if the payments API fails.",
-           "Shape: already in processed? return False. Otherwise apply(delivery) first, and only when it "
-           "returned, add the message id to processed and return True. Do not catch the error from apply."),
+           "Shape: a guard that returns False for a message already recorded; then the refund; then the record; "
+           "then True. Nothing that catches the refund's error."),
 )
 
 

@@ -19,7 +19,7 @@ from shopops_lab.viz.dot import Diagram
 
 __all__ = ["spacetime"]
 
-LANE, ROW, TOP, MARGIN, LABEL = 170, 34, 46, 20, 190
+LANE, ROW, TOP, MARGIN, LABEL = 190, 34, 46, 20, 250
 INK, BAD, MUTED = "#333", "#b01c1c", "#777"
 
 
@@ -36,14 +36,14 @@ def spacetime(steps: Sequence[Any], *, title: str = "schedule", problem: str | N
     x = {who: MARGIN + LABEL + LANE * n + LANE / 2 for n, who in enumerate(lanes)}
     bottom = TOP + ROW * (len(steps) + 0.5)
     width = MARGIN * 2 + LABEL + LANE * max(len(lanes), 1)
-    height = bottom + (40 if problem else 16)
+    said = _wrap(f"broken: {problem}", max(int(width / 6.2), 40)) if problem else []
+    height = bottom + 16 + 15 * len(said)
     body = [_svg.text(x[who], TOP - 16, who, size=13, weight="bold") for who in lanes]
     body += _lanes(steps, lanes, x, bottom)
     for n, step in enumerate(steps):
         body += _row(n, step, x)
-    if problem:
-        body.append(_svg.text(MARGIN, bottom + 24, _short(f"broken: {problem}", 150), size=11, anchor="start",
-                              fill=BAD))
+    for n, text in enumerate(said):
+        body.append(_svg.text(MARGIN, bottom + 20 + 15 * n, text, size=11, anchor="start", fill=BAD))
     label = f"{title}: " + "; ".join(f"{n}. {s.event.words}{' (process dies)' if s.crashed else ''}"
                                      for n, s in enumerate(steps, 1))
     summary = label + (f"; broken: {problem}" if problem else "")
@@ -72,19 +72,37 @@ def _row(n: int, step: Any, x: dict[str, float]) -> list[str]:
     y = TOP + ROW * n + ROW / 2
     here = x[step.actor]
     color = BAD if step.crashed else INK
-    body = [_svg.text(MARGIN, y + 4, f"{n + 1}. {_short(step.event.words, 30)}", size=11, anchor="start",
+    body = [_svg.text(MARGIN, y + 4, f"{n + 1}. {_short(step.event.words, 42)}", size=11, anchor="start",
                       fill=color)]
     if step.peer is not None and step.peer != step.actor:
         there = x[step.peer]
         body.append(_svg.line(here, y, there, y, stroke=color, stroke_width=1.2))
         body.append(_svg.arrowhead(here, y, there, y, color=color, length=7, width=6))
-        body.append(_svg.text((here + there) / 2, y - 5, _short(step.said.split(": ", 1)[-1], 34), size=9,
-                              fill=color))
+        body.append(_svg.text((here + there) / 2, y - 5, _short(_what(step), 40), size=9, fill=color))
     if step.crashed:
         body.append(_svg.cross(here, y, 6, stroke=BAD, stroke_width=2.4))
     else:
         body.append(_svg.circle(here, y, 4, fill=INK))
     return body
+
+
+def _what(step: Any) -> str:
+    """What the step did, without its actor's name (the lane says who)."""
+    if step.crashed:
+        return "dies" + (f" ({step.event.fault.words})" if step.event.fault is not None else "")
+    said = step.said.removeprefix(f"{step.actor} ").removeprefix(f"{step.actor}'s ")
+    return said.split("; ", 1)[0]
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, line] if line else lines
 
 
 def _short(text: str, limit: int) -> str:

@@ -1,0 +1,95 @@
+"""How long does an explored check take, next to running the master's answer once?
+
+For labs 01, 04 and 06 the check plays every schedule within its bound (fresh world and
+fresh answer per schedule). The peer, timed in the same run, is the master's own answer
+called directly on one plain situation (one delivery handled, one claim and write, one
+refund applied), which is the least any check must do. Printed per lab: the check's
+seconds (best of --runs), the schedules it covers, the peer's seconds per call, the
+ratio check / peer, and PASS/FAIL against the issue's budget of 2 s per check on this
+machine. Always exits 0: benchmarks inform, tests decide.
+
+Run: `.venv/bin/python benchmarks/bench_checks.py [--runs 3]`.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+from pathlib import Path
+from time import perf_counter
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from notebook_answers import answers  # noqa: E402
+
+from shopops_lab.checks import lab01, lab04, lab06  # noqa: E402
+from shopops_lab.clock import FakeClock  # noqa: E402
+from shopops_lab.effects import EmailAdapter  # noqa: E402
+from shopops_lab.explore import explore  # noqa: E402
+from shopops_lab.outbox import Delivery  # noqa: E402
+from shopops_lab.worker.queue import InMemoryQueue  # noqa: E402
+
+BUDGET = 2.0
+MASTERS = {"01": "01_leases_and_redelivery", "04": "04_fencing_tokens", "06": "06_outbox"}
+
+
+def _master(lab: str, name: str):
+    with contextlib.redirect_stdout(io.StringIO()):   # the set-up cell prints its settings
+        return answers(nbformat.read(ROOT / "solutions" / f"{MASTERS[lab]}.ipynb", as_version=4))[name]
+
+
+def _peer_01(handler) -> None:
+    queue = InMemoryQueue(clock=FakeClock())
+    adapter = EmailAdapter(clock=queue.clock)
+    queue.enqueue(case_id="O-1002", payload={"idem_key": "O-1002:email:4", "to": "c@example.com"})
+    lease = queue.acquire("W1")
+    handler(lease, adapter)
+    queue.ack(lease)
+
+
+def _peer_04(store_class) -> None:
+    store = store_class(clock=FakeClock())
+    store.complete("job-1", {"ok": True}, token=store.claim("job-1", "W7"), worker_id="W7")
+
+
+def _peer_06(handle) -> None:
+    handle(Delivery(seq=1, message_id="out-0001", topic="refund.issued", payload={"case_id": "O-1001"}), set(),
+           lambda delivery: None)
+
+
+def _best(fn, runs: int, repeat: int = 1) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        start = perf_counter()
+        for _ in range(repeat):
+            fn()
+        best = min(best, (perf_counter() - start) / repeat)
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    runs = parser.parse_args().runs
+    labs = [("01", lab01, "send_followup", _peer_01, [lab01.scenario(m) for m in lab01.SEEDS]),
+            ("04", lab04, "FencedResultStore", _peer_04, [lab04.scenario()]),
+            ("06", lab06, "handle", _peer_06, [lab06.scenario()])]
+    print(f"{'lab':<4}{'check s':>9}{'schedules':>11}{'peer s':>11}{'ratio':>10}  budget {BUDGET:g} s")
+    for lab, checks, name, peer, scenarios in labs:
+        answer = _master(lab, name)
+        assert checks.exercise.result(answer).correct, lab
+        check = _best(lambda a=answer, c=checks: c.exercise.result(a), runs)
+        schedules = sum(explore(s, answer).schedules for s in scenarios)
+        plain = _best(lambda a=answer, p=peer: p(a), runs, repeat=200)
+        verdict = "PASS" if check <= BUDGET else "FAIL"
+        print(f"{lab:<4}{check:>9.3f}{schedules:>11,}{plain:>11.6f}{check / plain:>10,.0f}  {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
