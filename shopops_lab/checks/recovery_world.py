@@ -100,6 +100,7 @@ class RecoveryWorld:
         self.returned: list[tuple[str, Any]] = []
         self.last = "no run yet"
         self.deliveries = 0                    # runs the queue started (a duplicate counts once)
+        self._started = 0                      # where the running step's trace begins
 
     # ------------------------------------------------------------------ the explorer's side
     def moves(self) -> list[Move]:
@@ -130,9 +131,12 @@ class RecoveryWorld:
                 bool(env.acks), tuple(provider._faults), len(env.adapter.ledger),
                 tuple((w, repr(v)) for w, v in self.returned))
 
-    def crashed(self, actor: str) -> None:
+    def crashed(self, actor: str) -> str:
+        """The process died inside its run: what that run had done by then, for the step's words."""
         self.last = f"{actor}'s process died"
         self._settle(raised=False)
+        did = "; ".join(self.env.trace[self._started:])
+        return f"before that: {did}" if did else "it had done nothing yet"
 
     def broken(self) -> str | None:
         env, job = self.env, self.job_id
@@ -176,7 +180,7 @@ class RecoveryWorld:
                 self.holders = tuple(w for w in self.holders if w != worker)
             elif self.status == "ready":
                 self.status, self.deliveries = "held", self.deliveries + 1
-            start = len(self.env.trace)
+            start = self._started = len(self.env.trace)
             called = run.call(run.answer(worker), self.job_id, _GatedEnv(self.env, run))
             if called.error is not None:
                 self.last = f"{worker}'s run raised {error_text(called.error).rstrip('.')}"
