@@ -9,7 +9,7 @@ import nbformat
 from check_accuracy import Spec, accuracy_tests, refused
 from notebook_answers import answers
 
-from shopops_lab.checkpoint import Checkpoint, Receipt
+from shopops_lab.checkpoint import Checkpoint, Receipt, ReceiptRunner
 from shopops_lab.checks import lab05
 from shopops_lab.effects import SendStatus
 from shopops_lab.errors import EffectFailedError
@@ -258,6 +258,10 @@ def remembers_in_memory(job_id, env):
     return cp.artifacts["publish"]
 
 
+def hands_it_to_the_kit(job_id, env):
+    return ReceiptRunner()(job_id, env)
+
+
 SCOPE = ("searched within 2 workers, a crash at any kit call, a lease expiry, a duplicate delivery and up to 3 "
          "deliveries")
 
@@ -302,6 +306,8 @@ SPEC = Spec(
         refused(acks_in_finally, "with a lost request (the send timed out before reaching the provider: nothing "
                 "went out): the job was "
                 "acknowledged with the checkpoint confirming only [fetch, summarize]", "(1 step, "),
+        refused(hands_it_to_the_kit, "hands the job to the kit's ReceiptRunner", "write it yourself"),
+        refused(ReceiptRunner(), "hands the job to the kit's ReceiptRunner"),
         refused(swallows_the_crash, "with a lost request (the send timed out before reaching the provider: nothing "
                 "went out): W1's run finished and returned the str 'carried on'"),
     ),

@@ -1,7 +1,8 @@
 """No answer in reach (issue 16, item 6): a hint gives the shape of an answer, never a line
 of the master's; a hint asked for with anything but a number is a friendly line; and no
-public name of a lab's check module (or of its notebook's set-up cell) is an answer: no
-constant equal to what a knowledge exercise returns, no function that earns the points."""
+public name of a lab's check module is an answer: no constant equal to what a knowledge
+exercise returns, no function that earns the points. (A kit class the set-up cell imports,
+such as ReceiptRunner, is refused by its lab's check: see the accuracy suites.)"""
 from __future__ import annotations
 
 import importlib
@@ -119,8 +120,7 @@ def test_a_hint_asked_for_by_a_number_in_a_string_or_out_of_range_is_given():
 
 
 def _public(lab: str) -> dict[str, object]:
-    """The names a learner reaches without an underscore: the check module's and, for the
-    lab's notebook, the set-up cell's own."""
+    """The names a learner reaches in the check module without an underscore."""
     module = _module(lab)
     names = {f"lab{lab[:2]}.{name}": value for name, value in vars(module).items()
              if not name.startswith("_") and not isinstance(value, ModuleType)

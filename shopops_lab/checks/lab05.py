@@ -16,6 +16,7 @@ never what to write. `exploration(run, ...)` shows the crash-point table of one 
 """
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
@@ -27,7 +28,7 @@ from shopops_lab.effects import ProviderFault
 from shopops_lab.explore import Replayed
 from shopops_lab.explore import explore as search
 from shopops_lab.explore import replay as replay_schedule
-from shopops_lab.recovery import CrashPoint, Env
+from shopops_lab.recovery import CrashPoint, Env, ReceiptRunner
 from shopops_lab.widgets.quiz import Quiz
 
 __all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "SETTINGS", "exercise", "exploration", "replay"]
@@ -81,9 +82,28 @@ def exploration(run: Any, faults=(), job_id: str = "O-1001") -> ExplorationRepor
     return explore(worker, faults=faults, job_id=job_id, invariants=invariants, fresh=_AsWorker.restarted)
 
 
+# The kit's own receipt recovery: an answer that hands the job to it earns nothing.
+_KIT_RECOVERY = frozenset({ReceiptRunner._perform.__code__})
+
+
 def _probe(run) -> None:
-    """One plain run on fresh stores: the pristine stub raises NotImplementedError here."""
-    attempt(restart(run), "O-1001", Env().for_worker())  # a copy: the learner's own memory stays as it was
+    """One plain run on fresh stores: the pristine stub raises NotImplementedError here,
+    and a run that hands the job to the kit's ReceiptRunner is told so."""
+    handed: list[Any] = []
+
+    def watch(frame, event, arg) -> None:
+        if event == "call" and frame.f_code in _KIT_RECOVERY:
+            handed.append(frame.f_code)
+
+    before = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        attempt(restart(run), "O-1001", Env().for_worker())  # a copy: the learner's own memory stays as it was
+    finally:
+        sys.setprofile(before)
+    if handed:
+        raise Wrong("your run hands the job to the kit's ReceiptRunner, which already implements this recovery: "
+                    "the exercise is to write it yourself, with env's calls and the checkpoint's methods.")
 
 
 def _deliver(run, env: Env) -> BaseException | None:
