@@ -285,3 +285,14 @@ WHERE = Spec(
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
  test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(DRAIN, WHERE)
+
+
+def test_the_dead_letter_queues_range_from_empty_to_past_any_fixed_loop():
+    sizes = []
+    for seed in lab02.SEEDS:
+        queue, dead, _, _ = lab02.poisoned_queue(seed)
+        assert len(queue.dlq_items()) == len(dead) == lab02.DLQ_SIZES[seed]
+        failed_once = [i for i in queue.items() if i.last_error and i.case_id not in dead]
+        assert len(failed_once) == 2 and all(i.state.value == "done" for i in failed_once)   # not dead: not replayed
+        sizes.append(len(dead))
+    assert min(sizes) == 0 and 1 in sizes and max(sizes) > 100
