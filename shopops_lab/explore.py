@@ -42,6 +42,7 @@ How a check uses it (labs 01, 04, 06 are worked examples)::
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -326,6 +327,7 @@ def _play(scenario: Scenario, answer: Any, events: Sequence[Event], *, go_on: _P
         if played.problem is None and not played.moves:
             played.problem = world.finished()
         if played.problem is not None:
+            played.steps[-1] = dataclasses.replace(played.steps[-1], problem=played.problem)
             break
     return played
 

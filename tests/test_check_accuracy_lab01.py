@@ -8,6 +8,7 @@ import re
 from check_accuracy import Spec, accuracy_tests, refused, replay_tests
 
 from shopops_lab.checks import lab01
+from shopops_lab.explore import Run
 
 # ---------------------------------------------------------------------------- 01.1 right, written differently
 
@@ -189,3 +190,11 @@ def test_a_crash_after_the_send_is_a_lost_reply_and_the_redelivery_is_safe():
     assert lines[1] == "2. W1 handle: W1's process dies (crash after send)"
     assert lines[4] == "5. W2 handles item-0001: no new email" and replayed.problem is None
 test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(HANDLER)
+
+
+def test_the_handler_is_handed_send_and_nothing_else():
+    """The evidence (the ledger, the provider, the log) stays with the check: the adapter a
+    handler gets has one public method and no attributes."""
+    adapter = lab01.scenario().start(Run(sends_and_returns_the_message_id)).facade
+    assert [name for name in dir(adapter) if not name.startswith("__")] == ["send"]
+    assert not hasattr(adapter, "__dict__")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from check_accuracy import Spec, accuracy_tests, refused, replay_tests
 
 from shopops_lab.checks import lab06
+from shopops_lab.explore import Run
 from shopops_lab.outbox import IdempotentConsumer
 
 # ---------------------------------------------------------------------------- right, written differently
@@ -219,3 +220,10 @@ def test_a_kill_runs_no_except_but_a_failed_payment_does():
                           "· C1 handle · C1 ack · C1 handle · C1 ack")
     assert killed.problem.startswith("out-0001 (refund 35.00 for O-1001) was never applied")
 test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(SPEC)
+
+
+def test_handle_is_handed_the_record_and_the_refund_and_nothing_else():
+    """What the check judges (the refunds applied) is not an attribute of what handle gets."""
+    world = lab06.scenario().start(Run(records_a_derived_key))
+    assert [n for n in dir(world.processed) if not n.startswith("__")] == ["add", "discard", "remove"]
+    assert not hasattr(world.processed, "__dict__") and vars(world.apply) == {}

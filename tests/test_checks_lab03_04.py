@@ -131,6 +131,12 @@ def test_lab04_not_attempted_only_for_the_stub_itself():
     assert "the store refused X's write with token 0 with NotImplementedError" in deeper.message
 
 
+def test_lab04_a_hint_asked_for_in_words_is_a_friendly_message(capsys):
+    lab04.exercise.hint("two")
+    assert capsys.readouterr().out == ("hint() takes a number: hint(1) is a nudge, up to hint(3), the shape of the "
+                                       "answer. It got the str 'two'.\n")
+
+
 def test_lab04_the_store_token_check_is_the_control():
     assert lab04.knowledge.result(lambda: "store_token_check").verdict is Verdict.CORRECT
     assert lab04.knowledge.result(stub).verdict is Verdict.NOT_ATTEMPTED

@@ -254,3 +254,25 @@ def test_memory_tells_two_processes_apart():
     assert memory(one) == memory(two)
     one("a")
     assert memory(one) != memory(two)
+
+
+_TALLY: dict = {}
+
+
+def _tally(key):
+    _TALLY[key] = _TALLY.get(key, 0) + 1
+    return _TALLY[key]
+
+
+STEPS = {"count": _tally}
+
+
+def counts_through_a_table(key):
+    return STEPS["count"](key)
+
+
+def test_restart_reaches_functions_kept_in_a_table():
+    """A helper reached through a module-level dict is rebuilt too: its own memory is fresh."""
+    fresh = restart(counts_through_a_table)
+    assert fresh("a") == 1 and fresh("a") == 2 and restart(counts_through_a_table)("a") == 1
+    assert _TALLY == {}

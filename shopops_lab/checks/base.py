@@ -243,8 +243,8 @@ class Exercise:
         if isinstance(level, str) and level.strip().isdigit():
             level = int(level)
         if isinstance(level, bool) or not isinstance(level, int):
-            print(f"Hints are numbered 1 to {len(self.hints)}: hint(1) is a nudge, hint({len(self.hints)}) the "
-                  "shape of the answer. Ask with a number, e.g. hint(2).")
+            print(f"hint() takes a number: hint(1) is a nudge, up to hint({len(self.hints)}), the shape of the "
+                  f"answer. It got {describe(level)}.")
             return
         level = max(1, min(level, len(self.hints)))
         more = f" (hint({level + 1}) says more)" if level < len(self.hints) else ""

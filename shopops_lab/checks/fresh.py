@@ -80,12 +80,30 @@ class _Rebuilder:
             return type(value)(self.value(value.__func__))
         if isinstance(value, property):
             return property(*(self.value(f) for f in (value.fget, value.fset, value.fdel)), value.__doc__)
+        self._prebuild(value, 0)
         try:
             fresh = copy.deepcopy(value, self.memo)
         except Exception:  # noqa: BLE001 - a value that cannot be copied stays shared
             return value
         self.mutable.append(fresh)
         return fresh
+
+    def _prebuild(self, value: Any, depth: int) -> None:
+        """Rebuild the learner's functions and classes held inside `value` first, so the
+        deep copy (which copies neither) finds their fresh versions in the shared memo."""
+        if depth > _LIMIT or isinstance(value, _ATOMIC):
+            return
+        if isinstance(value, (FunctionType, type)):
+            self.value(value)
+            return
+        if isinstance(value, dict):
+            inner = [*value.keys(), *value.values()]
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            inner = list(value)
+        else:
+            inner = list(getattr(value, "__dict__", {}).values())
+        for item in inner:
+            self._prebuild(item, depth + 1)
 
     def _own(self, cls: type) -> bool:
         """A class the learner wrote: one of its functions is theirs, or its module is."""

@@ -180,6 +180,13 @@ def _facades(run: Run, world: _Refunds) -> tuple[Any, Any]:
     """What handle is handed: the processed table (in, add, discard, remove, len, iter)
     and apply(delivery). The database behind them stays with the check."""
 
+    def write(point: str, change: Any, key: Any) -> None:
+        hash(key)
+        run.enter(point)
+        world.commit()           # this write commits the refunds applied before it
+        change(key)
+        run.leave(point)
+
     class Processed:
         """The durable record of processed messages: `key in processed`, processed.add(key)."""
 
@@ -195,22 +202,15 @@ def _facades(run: Run, world: _Refunds) -> tuple[Any, Any]:
             return iter(sorted(world.records, key=repr))
 
         def add(self, key: Any) -> None:
-            self._write("processed.add", world.records.add, key)
+            write("processed.add", world.records.add, key)
 
         def discard(self, key: Any) -> None:
-            self._write("processed.discard", world.records.discard, key)
+            write("processed.discard", world.records.discard, key)
 
         def remove(self, key: Any) -> None:
             if key not in world.records:
                 raise KeyError(key)
-            self._write("processed.remove", world.records.discard, key)
-
-        def _write(self, point: str, change: Any, key: Any) -> None:
-            hash(key)
-            run.enter(point)
-            world.commit()           # this write commits the refunds applied before it
-            change(key)
-            run.leave(point)
+            write("processed.remove", world.records.discard, key)
 
         def __repr__(self) -> str:
             return f"<processed: {len(world.records)} records>"

@@ -1,7 +1,8 @@
 """A schedule as a space-time (Lamport) diagram: one vertical line per process (the
 workers, and whatever they talk to: the store, the queue, the broker), time running down,
 one row per step. A step is a dot on its worker's line and, when it talks to another
-process, an arrow to that line labelled with what it did; a crash is a red cross, and the
+process, an arrow to that line labelled with what it did (red for the step that broke a
+promise); a crash is a red cross, and the
 line of a dead process is dashed until its next step (a fresh process). The broken promise
 is written under the last step. Pure SVG, deterministic, with a text alternative.
 
@@ -71,7 +72,7 @@ def _lanes(steps: Sequence[Any], lanes: list[str], x: dict[str, float], bottom: 
 def _row(n: int, step: Any, x: dict[str, float]) -> list[str]:
     y = TOP + ROW * n + ROW / 2
     here = x[step.actor]
-    color = BAD if step.crashed else INK
+    color = BAD if step.crashed or getattr(step, "problem", None) else INK
     body = [_svg.text(MARGIN, y + 4, f"{n + 1}. {_short(step.event.words, 42)}", size=11, anchor="start",
                       fill=color)]
     if step.peer is not None and step.peer != step.actor:
@@ -82,7 +83,7 @@ def _row(n: int, step: Any, x: dict[str, float]) -> list[str]:
     if step.crashed:
         body.append(_svg.cross(here, y, 6, stroke=BAD, stroke_width=2.4))
     else:
-        body.append(_svg.circle(here, y, 4, fill=INK))
+        body.append(_svg.circle(here, y, 4, fill=color))
     return body
 
 
