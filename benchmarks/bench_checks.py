@@ -1,9 +1,9 @@
 """How long does an explored check take, next to running the master's answer once?
 
-For labs 01, 04 and 06 the check plays every schedule within its bound (fresh world and
+For labs 01, 04, 05 and 06 the check plays every schedule within its bound (fresh world and
 fresh answer per schedule). The peer, timed in the same run, is the master's own answer
 called directly on one plain situation (one delivery handled, one claim and write, one
-refund applied), which is the least any check must do. Printed per lab: the check's
+refund applied, one job run to the end), which is the least any check must do. Printed per lab: the check's
 seconds (best of --runs), the schedules it covers, the peer's seconds per call, the
 ratio check / peer, and PASS/FAIL against the issue's budget of 2 s per check on this
 machine. Always exits 0: benchmarks inform, tests decide.
@@ -27,15 +27,17 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from notebook_answers import answers  # noqa: E402
 
-from shopops_lab.checks import lab01, lab04, lab06  # noqa: E402
+from shopops_lab.checks import lab01, lab04, lab05, lab06, recovery_world  # noqa: E402
 from shopops_lab.clock import FakeClock  # noqa: E402
 from shopops_lab.effects import EmailAdapter  # noqa: E402
 from shopops_lab.explore import explore  # noqa: E402
 from shopops_lab.outbox import Delivery  # noqa: E402
+from shopops_lab.recovery import Env  # noqa: E402
 from shopops_lab.worker.queue import InMemoryQueue  # noqa: E402
 
 BUDGET = 2.0
-MASTERS = {"01": "01_leases_and_redelivery", "04": "04_fencing_tokens", "06": "06_outbox"}
+MASTERS = {"01": "01_leases_and_redelivery", "04": "04_fencing_tokens", "05": "05_checkpoints_and_receipts",
+           "06": "06_outbox"}
 
 
 def _master(lab: str, name: str):
@@ -55,6 +57,10 @@ def _peer_01(handler) -> None:
 def _peer_04(store_class) -> None:
     store = store_class(clock=FakeClock())
     store.complete("job-1", {"ok": True}, token=store.claim("job-1", "W7"), worker_id="W7")
+
+
+def _peer_05(run) -> None:
+    run("O-1001", Env().for_worker())
 
 
 def _peer_06(handle) -> None:
@@ -78,6 +84,8 @@ def main() -> int:
     runs = parser.parse_args().runs
     labs = [("01", lab01, "send_followup", _peer_01, [lab01.scenario(m) for m in lab01.SEEDS]),
             ("04", lab04, "FencedResultStore", _peer_04, [lab04.scenario()]),
+            ("05", lab05, "run", _peer_05, [recovery_world.scenario(setting, faults, job)
+                                            for setting, faults, job in lab05.SETTINGS]),
             ("06", lab06, "handle", _peer_06, [lab06.scenario()])]
     print(f"{'lab':<4}{'check s':>9}{'schedules':>11}{'peer s':>11}{'ratio':>10}  budget {BUDGET:g} s")
     for lab, checks, name, peer, scenarios in labs:

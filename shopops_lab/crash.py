@@ -8,7 +8,11 @@ How `explore(run)` works:
    write added: an intent, a receipt, a confirmed step), before and after the ack.
 2. For each point (and once without a crash): fresh stores (`Env`), a run that crashes
    there, then restarts until a run returns (at most MAX_RUNS runs in all), then one
-   more delivery of the finished job (a queue may deliver twice; it must change nothing).
+   more delivery of the finished job (a duplicate the queue handed out before the ack;
+   it must change nothing). A crash is a process death: the next run is the runner as a
+   freshly started process has it (`checks.base.restart`: nothing it kept in memory
+   survives). An acknowledged job is never delivered again, as on a real queue: a run
+   that acked and then died leaves whatever it had not done undone.
 3. Each invariant reads what happened and either holds or says what broke.
 
 `run` is any callable `run(job_id, env)`, e.g. `ReceiptRunner()` or a function you
@@ -25,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
+from shopops_lab.checks.base import restart
 from shopops_lab.effects import ProviderFault
 from shopops_lab.errors import BadArgumentError, SimulatedCrash
 from shopops_lab.recovery import CrashPoint, Env
@@ -84,10 +89,14 @@ def _plan_version_kept(obs: Observation) -> str | None:
 
 
 def _completed(obs: Observation) -> str | None:
-    if not obs.finished:
-        return f"the last run did not finish: {obs.outcomes[-1]}"
     checkpoint = obs.env.checkpoints.load(obs.job_id)
     done = checkpoint.completed if checkpoint is not None else ()
+    acked = any(job_id == obs.job_id for job_id, _, _ in obs.env.acks)
+    if acked and done != obs.workflow.step_ids:
+        return (f"the job was acknowledged with the checkpoint confirming only [{', '.join(done)}], and a queue "
+                "never delivers an acknowledged job again: the rest is never done")
+    if not obs.finished and not acked:   # died after its ack: the job is done all the same
+        return f"the last run did not finish: {obs.outcomes[-1]}"
     if done != obs.workflow.step_ids:
         return f"the checkpoint confirms [{', '.join(done)}], not [{', '.join(obs.workflow.step_ids)}]"
     if not any(job_id == obs.job_id for job_id, _, _ in obs.env.acks):
@@ -205,10 +214,12 @@ class ExplorationReport:
 
 def explore(run: Callable[..., Any], workflow: Workflow | None = None, *,
             invariants: Iterable[Invariant] = DEFAULT_INVARIANTS, faults: Iterable[ProviderFault | str] = (),
-            job_id: str = "O-1001") -> ExplorationReport:
+            job_id: str = "O-1001", fresh: Callable[[Any], Any] = restart) -> ExplorationReport:
     """Crash `run` at every point it passes on `workflow` and check `invariants` after
     each recovery. `faults` are injected into the provider of every fresh Env, e.g.
-    `faults=[ProviderFault.DROP_REPLY]` makes the first delivery lose its reply."""
+    `faults=[ProviderFault.DROP_REPLY]` makes the first delivery lose its reply. Every run
+    is `fresh(run)`, the runner as a new process has it (a check that wraps the learner's
+    function restarts the function inside its wrapper)."""
     if not callable(run):
         raise BadArgumentError(field="run", problem=f"is {run!r}",
                                fix="pass a callable run(job_id, env), e.g. ReceiptRunner() or your function")
@@ -225,24 +236,24 @@ def explore(run: Callable[..., Any], workflow: Workflow | None = None, *,
     discovery = Env(workflow, faults=faults)  # checks the faults too
     faults = discovery.faults
 
-    def fresh() -> Env:
+    def new_env() -> Env:
         return Env(workflow, faults=faults)
 
     discovery.arm(None)
-    _deliver(run, job_id, discovery)
+    _deliver(run, job_id, discovery, fresh)
     points = [None, *discovery.reached]
-    results = tuple(_explore_point(run, job_id, workflow, point, fresh(), invariants) for point in points)
+    results = tuple(_explore_point(run, job_id, workflow, point, new_env(), invariants, fresh) for point in points)
     return ExplorationReport(runner=_name(run), workflow=workflow, faults=tuple(f.value for f in faults),
                              invariants=tuple(i.name for i in invariants), results=results)
 
 
 def _explore_point(run: Callable[..., Any], job_id: str, workflow: Workflow, point: CrashPoint | None,
-                   env: Env, invariants: tuple[Invariant, ...]) -> PointResult:
+                   env: Env, invariants: tuple[Invariant, ...], fresh: Callable[[Any], Any]) -> PointResult:
     env.arm(point)
-    outcomes = _deliver(run, job_id, env)
+    outcomes = _deliver(run, job_id, env, fresh)
     finished = outcomes[-1][1]
-    if finished:  # a queue may deliver a finished job again: it must change nothing
-        outcomes.append(_attempt(run, job_id, env, len(outcomes) + 1))
+    if finished:  # a duplicate handed out before the ack runs after it: it must change nothing
+        outcomes.append(_attempt(fresh(run), job_id, env, len(outcomes) + 1))
         finished = outcomes[-1][1]
     problems = {}
     if point is not None and env.crashed_at is None:
@@ -267,15 +278,23 @@ MAX_RUNS = 3
 _SWALLOWED = " (after catching the crash)"
 
 
-def _deliver(run: Callable[..., Any], job_id: str, env: Env) -> list[tuple[str, bool]]:
+def _deliver(run: Callable[..., Any], job_id: str, env: Env, fresh: Callable[[Any], Any]) -> list[tuple[str, bool]]:
     """Deliver the job until a run returns, at most MAX_RUNS times (a crash, a failed
-    effect and a retry fit); returns each run's (outcome line, returned normally)."""
+    effect and a retry fit); returns each run's (outcome line, returned normally). Each
+    run is a fresh process (`restart`); an acknowledged job is not delivered again."""
     outcomes: list[tuple[str, bool]] = []
     while len(outcomes) < MAX_RUNS:
-        outcomes.append(_attempt(run, job_id, env, len(outcomes) + 1))
+        outcomes.append(_attempt(fresh(run), job_id, env, len(outcomes) + 1))
         if outcomes[-1][1]:
             break
+        if _acked(env, job_id):
+            env.note(f"{job_id} was acknowledged: the queue does not deliver it again")
+            break
     return outcomes
+
+
+def _acked(env: Env, job_id: str) -> bool:
+    return any(acked == job_id for acked, _, _ in env.acks)
 
 
 def _attempt(run: Callable[..., Any], job_id: str, env: Env, n: int) -> tuple[str, bool]:

@@ -53,6 +53,21 @@ def enqueues_twice(queue):
     return queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send")
 
 
+class SaysYes(str):
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+def returns_a_look_alike(queue):
+    queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send")
+    return SaysYes("whatever it is")
+
+
 SPEC = Spec(
     exercise=lab00.warmup,
     right=(enqueue_with_a_payload, enqueue_then_look_it_up),
@@ -64,6 +79,7 @@ SPEC = Spec(
         refused(returns_the_case_id, "you returned 'O-1001', the case id"),
         refused(returns_the_item, "the function returned an Item object"),
         refused(enqueues_twice, "the queue holds 2 items"),
+        refused(returns_a_look_alike, "the function returned the SaysYes 'whatever it is'", "the item id"),
     ),
     secrets=("store_northline", "contact_send"),
 )

@@ -94,21 +94,84 @@ def never_gives_a_failure_back(queue, handler):
             pass
 
 
+def replays_ten_turns(queue, handler):
+    """A fixed number of replay turns: enough for the DLQs the learner saw."""
+    for _ in range(10):
+        dead = queue.dlq_items()
+        if dead:
+            queue.replay_dlq(dead[0].id)
+    while queue.process_one("W1", handler) != "empty":
+        pass
+
+
+def drains_fifty_turns(queue, handler):
+    """Every dead item replayed, then a fixed number of worker turns."""
+    for item in queue.dlq_items():
+        queue.replay_dlq(item.id)
+    for _ in range(50):
+        queue.process_one("W1", handler)
+
+
+def replays_only_the_first(queue, handler):
+    dead = queue.dlq_items()
+    if dead:
+        queue.replay_dlq(dead[0].id)
+    while queue.process_one("W1", handler) != "empty":
+        pass
+
+
+def drains_before_replaying(queue, handler):
+    while queue.process_one("W1", handler) != "empty":
+        pass
+    for item in queue.dlq_items():
+        queue.replay_dlq(item.id)
+
+
+def replays_whatever_failed(queue, handler):
+    """Replays every item that ever failed, the ones that went through on a retry too."""
+    for item in queue.items():
+        if item.last_error:
+            queue.replay_dlq(item.id)
+    while queue.process_one("W1", handler) != "empty":
+        pass
+
+
+def plain_loop_over_a_copy(queue, handler):
+    """Right, written differently: ids first, replay by id, `while True` with a break."""
+    ids = [dead.id for dead in list(queue.dlq_items())]
+    for item_id in ids:
+        queue.replay_dlq(item_id)
+    while True:
+        outcome = queue.process_one("W3", handler)
+        if outcome == "empty":
+            return len(ids)
+
+
 DRAIN = Spec(
     exercise=lab02.exercise,
-    right=(acquires_and_acks_by_hand, replays_by_id_then_loops_until_empty),
+    right=(acquires_and_acks_by_hand, replays_by_id_then_loops_until_empty, plain_loop_over_a_copy),
     wrong=(
-        refused(replays_but_never_drains, "replayed but not processed (seed 1)", "stopped without processing anything"),
-        refused(drains_without_replaying, "are still in the DLQ (seed 1)"),
+        refused(replays_but_never_drains, "1 item was replayed but not processed (seed 1, 1 dead letter): O-2005",
+                "stopped without processing anything"),
+        refused(drains_without_replaying, "the one dead letter is still in the DLQ (seed 1, 1 dead letter): O-2005"),
         refused(stops_at_the_first_failure, "still failing after the fix (seed 9)",
                 "stopped after 1 process_one call, which returned 'retried'", "unfinished"),
-        refused(one_call_per_dead_item, "(seed 9)", "stopped after 3 process_one calls, the last returning 'dead'",
+        refused(one_call_per_dead_item, "(seed 9)", "stopped after 7 process_one calls, the last returning 'ok'",
                 "unfinished"),
         refused(replays_until_the_dlq_is_clean, "was replayed", "times (seed 9)", "retry storm by hand"),
         refused(storms_inside_a_try, "was replayed", "retry storm by hand"),
         refused(loops_while_truthy, "was stopped by the check (seed 1", "the last process_one returned 'empty'",
                 "the loop does not end"),
         refused(never_gives_a_failure_back, "still fails after the fix (seed 9)", "it is leased after 1 replays"),
+        refused(replays_ten_turns, "30 of the 40 dead letters are still in the DLQ (seed 4, 40 dead letters)",
+                "O-2012, O-2013, O-2014, O-2015, O-2017 and 25 more", "however many there are"),
+        refused(drains_fifty_turns, "80 items were replayed but not processed (seed 5, 130 dead letters)",
+                "stopped after 50 process_one calls, the last returning 'ok'", "Drive the queue until it is empty"),
+        refused(replays_only_the_first, "6 of the 7 dead letters are still in the DLQ (seed 2, 7 dead letters)"),
+        refused(drains_before_replaying, "1 item was replayed but not processed (seed 1, 1 dead letter)",
+                "stopped after 1 process_one call, which returned 'empty'"),
+        refused(replays_whatever_failed, "raised NotInDLQError: Item item-0001 is done, not in the dead-letter queue",
+                "(in replays_whatever_failed, line"),
     ),
     secrets=("for item in queue.dlq_items()", "!= \"empty\""),
 )
@@ -184,6 +247,22 @@ def capitalises_the_state(deliveries, max_attempts):
     return "Done" if "ok" in deliveries else "Ready"
 
 
+class SaysYes(str):
+    """A state whose == agrees with anything."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+def answers_with_a_look_alike(deliveries, max_attempts):
+    return SaysYes("done")
+
+
 WHERE = Spec(
     exercise=lab02.knowledge,
     right=(counts_deliveries_up_to_the_limit, one_delivery_at_a_time),
@@ -198,6 +277,7 @@ WHERE = Spec(
                 "Play that list through by hand"),
         refused(names_the_queue_not_the_state, "returned the str 'dlq'", "return the item's state"),
         refused(capitalises_the_state, "returned the str 'Done'", "return the item's state"),
+        refused(answers_with_a_look_alike, "returned the SaysYes 'done'", "return the item's state"),
     ),
     secrets=("replay_deliveries",),
 )
@@ -205,3 +285,14 @@ WHERE = Spec(
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
  test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(DRAIN, WHERE)
+
+
+def test_the_dead_letter_queues_range_from_empty_to_past_any_fixed_loop():
+    sizes = []
+    for seed in lab02.SEEDS:
+        queue, dead, _, _ = lab02.poisoned_queue(seed)
+        assert len(queue.dlq_items()) == len(dead) == lab02.DLQ_SIZES[seed]
+        failed_once = [i for i in queue.items() if i.last_error and i.case_id not in dead]
+        assert len(failed_once) == 2 and all(i.state.value == "done" for i in failed_once)   # not dead: not replayed
+        sizes.append(len(dead))
+    assert min(sizes) == 0 and 1 in sizes and max(sizes) > 100

@@ -9,7 +9,7 @@ import nbformat
 from check_accuracy import Spec, accuracy_tests, refused
 from notebook_answers import answers
 
-from shopops_lab.checkpoint import Checkpoint, Receipt
+from shopops_lab.checkpoint import Checkpoint, Receipt, ReceiptRunner
 from shopops_lab.checks import lab05
 from shopops_lab.effects import SendStatus
 from shopops_lab.errors import EffectFailedError
@@ -186,45 +186,130 @@ def reads_the_inbox(job_id, env):
     return _receipted(job_id, env, inbox=inbox)
 
 
+MASTERS_RUN = answers(nbformat.read(MASTER, as_version=4))["run"]
+
+
 def swallows_the_crash(job_id, env):
     try:
-        return answers(nbformat.read(MASTER, as_version=4))["run"](job_id, env)
-    except Exception:  # noqa: BLE001 - catches the simulated crash too
+        return MASTERS_RUN(job_id, env)
+    except BaseException:  # noqa: BLE001 - catches the simulated crash too, and a refused send
         return "carried on"
 
+
+def acks_first(job_id, env):
+    """Acknowledges the delivery as soon as it holds it, then does the work."""
+    env.ack(job_id, token=env.claim(job_id), result="accepted")
+    return _receipted(job_id, env)
+
+
+def acks_in_finally(job_id, env):
+    """'The queue must never see this job again': acks whatever happens, a failed send too."""
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+    try:
+        for step in env.workflow.steps:
+            if step.id in cp.completed:
+                continue
+            if not step.effect:
+                cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
+                continue
+            op_id = cp.op_for(step.id) or env.op_id(job_id, step.id)
+            outcome = env.lookup(op_id) if op_id in cp.intents else None
+            if outcome is None:
+                cp = env.checkpoints.save(job_id, cp.intend(op_id, step.id), token=token)
+            if outcome is None or outcome.status is SendStatus.FAILED:
+                outcome = env.send(job_id, step.id, op_id, body=_body(cp))
+            if outcome.status is SendStatus.UNKNOWN:
+                outcome = env.lookup(op_id)
+            if outcome.status is not SendStatus.OK:
+                raise EffectFailedError(step=step.id, job_id=job_id, status=outcome.status.value, op_id=op_id)
+            receipt = Receipt(op_id=op_id, step=step.id, message_id=outcome.message_id)
+            cp = env.checkpoints.save(job_id, cp.receive(receipt).confirm(step.id, receipt.message_id), token=token)
+        return cp.artifacts["publish"]
+    finally:
+        env.ack(job_id, token=token, result=cp.artifacts.get("publish"))
+
+
+IN_FLIGHT = {}   # the operations this worker started: in memory, not in the checkpoint
+
+
+def remembers_in_memory(job_id, env):
+    """Keeps the in-flight operation in a module-level dict instead of the checkpoint."""
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if not step.effect:
+            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
+            continue
+        op_id = env.op_id(job_id, step.id)
+        outcome = env.lookup(op_id) if op_id in IN_FLIGHT else None
+        IN_FLIGHT[op_id] = step.id
+        if outcome is None or outcome.status is SendStatus.FAILED:
+            outcome = env.send(job_id, step.id, op_id, body=_body(cp))
+        if outcome.status is SendStatus.UNKNOWN:
+            outcome = env.lookup(op_id)
+        if outcome.status is not SendStatus.OK:
+            raise EffectFailedError(step=step.id, job_id=job_id, status=outcome.status.value, op_id=op_id)
+        cp = env.checkpoints.save(job_id, cp.receive(Receipt(op_id=op_id, step=step.id, message_id=outcome.message_id))
+                                  .confirm(step.id, outcome.message_id), token=token)
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    return cp.artifacts["publish"]
+
+
+def hands_it_to_the_kit(job_id, env):
+    return ReceiptRunner()(job_id, env)
+
+
+SCOPE = ("searched within 2 workers, a crash at any kit call, a lease expiry, a duplicate delivery and up to 3 "
+         "deliveries")
 
 SPEC = Spec(
     exercise=lab05.exercise,
     right=(run_with_a_helper_per_write, asks_on_the_next_run),
     wrong=(
-        refused(one_key_per_attempt, "with a healthy email provider, crashing at after_effect(publish), "
-                "effect_exactly_once broke: publish reached the customer 2 times (msg-0001, msg-0002)",
-                "could not tell whether the email had already gone out", "send publish O-1001:publish:2 -> ok msg-0002",
-                "See every row: print(lab05.exploration(run))"),
-        refused(stable_key_resend, "crashing at after_effect(publish), no_blind_resend broke: O-1001:publish:v1 was "
-                "sent again without looking it up first", "resend O-1001:publish:v1 without a lookup (last known: ok)"),
-        refused(intent_means_sent, "crashing at after_intent(publish), effect_exactly_once broke: publish reached the "
-                "customer 0 times", "treated the email as sent without any proof"),
-        refused(failed_lookup_is_final, "crashing at after_intent(publish), completed broke",
-                "lookup O-1001:publish:v1 -> failed"),
-        refused(unknown_means_sent, "with a lost reply (the email went out, the answer never came back), without a "
-                "crash, returns_message_id broke", "send publish O-1001:publish:v1 -> unknown"),
+        refused(one_key_per_attempt, "with a healthy email provider: the email reached the customer 2 times "
+                "(msg-0001, msg-0002). The shortest schedule that shows it (3 steps, " + SCOPE + "): W1 runs O-1001 "
+                "(crash after send) · O-1001's lease expires · W1 runs O-1001.",
+                "print(lab05.replay(run, \"W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs "
+                "O-1001\"))", "send publish O-1001:publish:2 -> ok msg-0002"),
+        refused(stable_key_resend, "with a healthy email provider: O-1001:publish:v1 was sent again without being "
+                "looked up first", "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
+                "resend O-1001:publish:v1 without a lookup (last known: ok)"),
+        refused(intent_means_sent, "the checkpoint confirms publish, but the email reached the customer 0 times",
+                "treated it as sent without any proof", "W1 runs O-1001 (crash after save 3)"),
+        refused(failed_lookup_is_final, "the job was never finished and acknowledged: W1's run raised "
+                "EffectFailedError", "(4 steps, ", "lookup O-1001:publish:v1 -> failed"),
+        refused(unknown_means_sent, "with a lost reply (the email went out, the answer never came back): W1's run "
+                "finished and returned the str 'O-1001:publish:v1', but the email that reached the customer is "
+                "msg-0001", "(1 step, ", "print(lab05.replay(run, 'W1 runs O-1001', faults=['drop_reply']))"),
         refused(unknown_means_sent_and_the_id_is_asked_for_later, "with a lost request (the send timed out before "
-                "reaching the provider: nothing went out), without a crash, effect_exactly_once broke: publish reached "
-                "the customer 0 times", "treated the email as sent without any proof",
-                "print(lab05.exploration(run, faults=['lose_request']))"),
+                "reaching the provider: nothing went out): the checkpoint confirms publish, but the email reached "
+                "the customer 0 times", "treated it as sent without any proof",
+                "print(lab05.replay(run, 'W1 runs O-1001', faults=['lose_request']))"),
         refused(ignores_the_plan_version, "O-1001 was half done under workflow v1 (stopped at "
                 "after_checkpoint(summarize), confirmed: fetch, summarize) when v2 was deployed; your run carried on",
                 "--- run 2, workflow v2 deployed, checkpoint not migrated ---"),
         refused(forgets_the_operation_it_started, "(stopped at after_effect(publish), confirmed: fetch, summarize)",
                 "after the migration to v2, publish reached the customer 2 times (msg-0001, msg-0002)",
                 "send publish O-1001:publish:v2 -> ok msg-0002"),
-        refused(returns_nothing, "returns_message_id broke: a run that finished returned None, but the email that "
-                "reached the customer is msg-0001", "return the message id"),
-        refused(reads_the_inbox, "run 2 raised AttributeError: a worker's env has no 'adapter'",
+        refused(returns_nothing, "W1's run finished and returned None, but the email that reached the customer is "
+                "msg-0001: return its message id", "(1 step, "),
+        refused(reads_the_inbox, "W1's run raised AttributeError: a worker's env has no 'adapter'",
                 "a real worker cannot see the provider's inbox"),
-        refused(swallows_the_crash, "explorer broke: run 1 caught the crash at before_effect(fetch); let "
-                "SimulatedCrash propagate", "run 1 returned 'carried on' (after catching the crash)"),
+        refused(acks_first, "the job was acknowledged with the checkpoint confirming only []; a queue never "
+                "delivers an acknowledged job again", "(1 step, ", "W1 runs O-1001 (crash after ack)"),
+        refused(remembers_in_memory, "O-1001:publish:v1 was sent again without being looked up first",
+                "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
+                "resend O-1001:publish:v1 without a lookup (last known: ok)"),
+        refused(acks_in_finally, "with a lost request (the send timed out before reaching the provider: nothing "
+                "went out): the job was "
+                "acknowledged with the checkpoint confirming only [fetch, summarize]", "(1 step, "),
+        refused(hands_it_to_the_kit, "hands the job to the kit's ReceiptRunner", "write it yourself"),
+        refused(ReceiptRunner(), "hands the job to the kit's ReceiptRunner"),
+        refused(swallows_the_crash, "with a lost request (the send timed out before reaching the provider: nothing "
+                "went out): W1's run finished and returned the str 'carried on'"),
     ),
     secrets=("cp.op_for(", ".intend(", "cp.receive("),
 )

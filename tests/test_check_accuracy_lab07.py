@@ -90,9 +90,31 @@ def trips_over_the_afternoon(signals):
     return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= CAPACITY else acquire()
 
 
+def tuned_to_the_notebooks_spike(signals):
+    """Sheds by signal, but only in the window where the notebook's day (seed 3) spiked."""
+    if 420 <= signals.now <= 1680 and signals.in_flight >= CAPACITY:
+        return acquire(max_priority=Priority.APPROVAL)
+    return acquire()
+
+
+def caps_at_one_and_a_half_times_capacity(signals):
+    return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= 15 else acquire()
+
+
+def sheds_on_the_lagging_p95(signals):
+    """Reads the gateway's p95, which describes calls that already finished."""
+    return acquire(max_priority=Priority.APPROVAL) if signals.gateway_p95 > 40 else acquire()
+
+
+def sheds_bulk_only_in_two_steps(signals):
+    """Right, written differently: a ladder by priority, by in-flight calls."""
+    full = signals.in_flight >= CAPACITY
+    return acquire(max_priority=Priority.APPROVAL if full else Priority.BULK)
+
+
 POLICY = Spec(
     exercise=lab07.exercise,
-    right=(sheds_in_two_steps, KIT_POLICY),
+    right=(sheds_in_two_steps, KIT_POLICY, sheds_bulk_only_in_two_steps),
     wrong=(
         refused(NoBackpressure(), "the gateway melted: 36 model calls timed out (limit 15)",
                 "(seed 3, 3,000 items, gateway spike 3x slower from t=420 s for 1,260 s)",
@@ -113,6 +135,12 @@ POLICY = Spec(
                 "at t=0"),
         refused(trips_over_the_afternoon, "during burst day (seed 3) at t=1,000 s your policy raised KeyError: "
                 "'afternoon', on Signals(", "print(lab07.trial(trips_over_the_afternoon, seed=3))"),
+        refused(tuned_to_the_notebooks_spike, "the gateway melted: 28 model calls timed out (limit 15)",
+                "(seed 13, 3,000 items, gateway spike 4x slower from t=2,340 s for 1,080 s)"),
+        refused(caps_at_one_and_a_half_times_capacity, "the gateway melted: 23 model calls timed out (limit 15)",
+                "with up to 17 calls in flight on a gateway that serves 10 at full speed", "(seed 3"),
+        refused(sheds_on_the_lagging_p95, "too slow: the last item was settled at t=10,506 s",
+                "only 4.6 model calls were in flight although the gateway serves 10", "(seed 3"),
         refused(acquire(), "this check needs your function my_policy itself, and it got a Decision object"),
     ),
     secrets=("in_flight >=", "GATEWAY_CAPACITY", "max_priority=Priority.APPROVAL)\n"),
@@ -130,17 +158,46 @@ def picked_from_the_pieces():
     return frozenset(piece for piece in lab07.PIECES if piece.startswith(keep))
 
 
-CONTRACT = Spec(
+CONTRACT = frozenset({"at_least_once_delivery", "idempotency_keys", "fencing_tokens", "checkpoints"})
+
+
+class AnyLabel(str):
+    """A label that says it equals every other: the contract by look-alike."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+class AgreeableSet(set):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = None
+
+
+def as_a_dict():
+    return dict.fromkeys(CONTRACT, True)
+
+
+THE_CONTRACT = Spec(
     exercise=lab07.knowledge,
     right=(as_a_list, picked_from_the_pieces),
     wrong=(
-        refused(lambda: set(lab07.CONTRACT) | {"exactly_once_delivery"}, "'exactly_once_delivery' is not part of the "
+        refused(lambda: set(CONTRACT) | {"exactly_once_delivery"}, "'exactly_once_delivery' is not part of the "
                 "contract", "no broker can promise it"),
-        refused(lambda: set(lab07.CONTRACT) | {"retry_until_success"}, "'retry_until_success' is not part",
+        refused(lambda: set(CONTRACT) | {"retry_until_success"}, "'retry_until_success' is not part",
                 "retry storm"),
-        refused(lambda: set(lab07.CONTRACT) | {"long_leases"}, "'long_leases' is not part", "never impossible"),
-        refused(lambda: set(lab07.CONTRACT) - {"checkpoints"}, "1 piece is missing", "(lab 05)",
-                hidden=("checkpoints",)),
+        refused(lambda: set(CONTRACT) | {"long_leases"}, "'long_leases' is not part", "never impossible"),
+        refused(lambda: set(CONTRACT) - {"checkpoints"}, "1 piece is missing", "steps that were already done",
+                hidden=("checkpoints", "(lab 05)")),
+        refused(lambda: set(CONTRACT) - {"fencing_tokens"}, "1 piece is missing", "wakes up stale",
+                hidden=("fencing", "token", "lab 04")),
+        refused(lambda: {AnyLabel(label) for label in CONTRACT}, "holding the AnyLabel", "every label is a plain str"),
+        refused(lambda: AgreeableSet(), "the_contract() returned the AgreeableSet AgreeableSet()",
+                "return a set of labels"),
+        refused(as_a_dict, "the_contract() returned the dict", "return a set of labels"),
         refused(lambda: {"at_least_once_delivery", "idempotency_keys"}, "2 pieces are missing",
                 hidden=("fencing_tokens", "checkpoints")),
         refused(lambda: "idempotency_keys", "returned the str 'idempotency_keys'", "return a set of labels"),
@@ -151,4 +208,4 @@ CONTRACT = Spec(
 
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(POLICY, CONTRACT)
+ test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(POLICY, THE_CONTRACT)

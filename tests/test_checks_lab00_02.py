@@ -91,7 +91,7 @@ def test_check_prints_and_never_raises(capsys):
 
 
 def test_the_knowledge_check_of_lab02_agrees_with_a_real_queue():
-    assert lab02.replay_deliveries(["crash", "crash", "ok"], 3) == "done"
-    assert lab02.replay_deliveries(["crash", "fail", "crash", "ok"], 3) == "dead"
-    assert lab02.replay_deliveries(["fail"], 3) == "ready"
-    assert lab02.replay_deliveries([], 1) == "ready"
+    assert lab02._replay_deliveries(["crash", "crash", "ok"], 3) == "done"
+    assert lab02._replay_deliveries(["crash", "fail", "crash", "ok"], 3) == "dead"
+    assert lab02._replay_deliveries(["fail"], 3) == "ready"
+    assert lab02._replay_deliveries([], 1) == "ready"

@@ -6,6 +6,7 @@ policies: tests/test_check_accuracy_lab07.py.
 from __future__ import annotations
 
 import dataclasses
+from functools import cache
 from pathlib import Path
 
 import nbformat
@@ -22,6 +23,8 @@ from shopops_lab.worker.queue import Priority
 ROOT = Path(__file__).resolve().parent.parent
 LAB07 = ROOT / "solutions" / "07_burst_day.ipynb"
 CAPACITY = 10
+CONTRACT = frozenset({"at_least_once_delivery", "idempotency_keys", "fencing_tokens", "checkpoints"})
+PROVEN_SEEDS = range(1, 14)   # thirteen days: the graded ones and ten more
 
 
 def stub(*args, **kwargs):
@@ -30,6 +33,13 @@ def stub(*args, **kwargs):
 
 def cap_at_capacity(signals):
     return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= CAPACITY else acquire()
+
+
+@cache
+def day_of(seed):
+    """One burst day under the master's policy, played once per test session (warm state
+    shared by the tests that read it)."""
+    return lab07.trial(cap_at_capacity, seed=seed)
 
 
 def test_the_stub_is_not_attempted_and_a_policy_that_calls_a_stub_is_incorrect():
@@ -66,55 +76,74 @@ def test_the_rules_are_asked_on_a_grid_in_three_orders():
 
 
 def test_trial_shows_every_measurement_against_its_limit_and_limits_name_each_problem():
-    day = lab07.trial(cap_at_capacity, seed=3)
+    day = day_of(3)
     assert day.problems() == []
     text = str(day)
     assert text.splitlines()[0] == ("burst day, seed 3, 3,000 items, policy cap_at_capacity, gateway spike 3x slower "
                                     "from t=420 s for 1,260 s")
     assert "✓ work:      all 3,000 settled (2,998 done, 2 dead-lettered), the last at t=3,370 s (limit 5,400 s)" in text
-    assert "✓ approvals: 134 done, p95 53 s from arrival to done (limit 90 s)" in text
+    assert "✓ approvals: 134 done, p95 53 s from arrival to done (limit 120 s)" in text
     assert "✓ gateway:   5 of 3,022 calls timed out (limit 15)" in text
     assert "✓ customers: 0 double contacts" in text
     assert "replay: run(lab07.burst_day(3), seed=3, items=3000, policy=cap_at_capacity)" in text
     assert str(lab07.trial(cap_at_capacity, seed=3)) == text   # the same day, replayed from its seed
     strict = lab07.Limits(approval_p95=30, timeouts=1, finish_by=3000)
     problems = dataclasses.replace(day, limits=strict).problems()
-    assert [p.split(":")[0] for p in problems] == ["approvals starved", "the gateway melted", "too slow"]
+    assert [p.split(":")[0] for p in problems] == ["the gateway melted", "approvals starved", "too slow"]
 
 
 def test_a_number_just_over_its_limit_never_reads_as_the_limit():
-    day = lab07.trial(cap_at_capacity, seed=3)
-    over = dataclasses.replace(day, approval_p95=90.04, finished_at=5400.4)
+    over = dataclasses.replace(day_of(3), approval_p95=120.04, finished_at=5400.4)
     problems = over.problems()
-    assert "their p95 from arrival to done was 90.04 s, over the 90 s budget" in problems[0]
+    assert "their p95 from arrival to done was 120.04 s, over the 120 s budget" in problems[0]
     assert "the last item was settled at t=5,400.4 s" in problems[1]
-    assert "p95 90.04 s from arrival to done (limit 90 s)" in over.lines()[1]
+    assert "p95 120.04 s from arrival to done (limit 120 s)" in over.lines()[1]
     assert lab07._past(89.6, 90) == "90" and lab07._past(121.2, 90) == "121"
+
+
+def test_the_timed_out_calls_come_first_whatever_else_broke():
+    melted = dataclasses.replace(day_of(3), timeouts=40, approval_p95=300.0, finished_at=6000.0,
+                                 kinds={**day_of(3).kinds, "bulk_outreach": (1, 1228)})
+    problems = melted.problems()
+    assert problems[0].startswith("the gateway melted: 40 model calls timed out (limit 15)")
+    assert [p.split(":")[0] for p in problems[1:]] == ["work left undone", "approvals starved"]
+
+
+@pytest.mark.parametrize("seed", PROVEN_SEEDS)
+def test_the_masters_policy_keeps_every_limit_on_every_seed_with_room_to_spare(seed):
+    """The graded seeds are three of these; a right policy must pass whichever it meets.
+    Room: approvals within 90% of their budget, timeouts within two thirds of theirs."""
+    day = day_of(seed)
+    assert day.problems() == [], str(day)
+    assert day.approval_p95 <= 0.9 * lab07.LIMITS.approval_p95, str(day)
+    assert day.timeouts <= 2 * lab07.LIMITS.timeouts / 3, str(day)
+    assert set(lab07.SEEDS) <= set(PROVEN_SEEDS)
 
 
 # --------------------------------------------------------------------------- exercise 7.2
 
 def test_the_four_pieces_are_the_contract_in_any_collection():
     for shape in (set, frozenset, list, tuple):
-        result = lab07.knowledge.result(lambda shape=shape: shape(sorted(lab07.CONTRACT)))
+        result = lab07.knowledge.result(lambda shape=shape: shape(sorted(CONTRACT)))
         assert result.verdict is Verdict.CORRECT, str(result)
-    assert lab07.knowledge.grade(lambda: set(lab07.CONTRACT)) is None
+    assert lab07.knowledge.grade(lambda: set(CONTRACT)) is None
+    assert not hasattr(lab07, "CONTRACT")   # no answer in reach
 
 
-@pytest.mark.parametrize("extra", sorted(set(lab07.PIECES) - lab07.CONTRACT))
+@pytest.mark.parametrize("extra", sorted(set(lab07.PIECES) - CONTRACT))
 def test_each_distractor_is_explained(extra):
-    result = lab07.knowledge.result(lambda: set(lab07.CONTRACT) | {extra})
+    result = lab07.knowledge.result(lambda: set(CONTRACT) | {extra})
     assert result.verdict is Verdict.INCORRECT
     assert result.message.startswith(f"{extra!r} is not part of the contract: ")
 
 
-@pytest.mark.parametrize("missing, lab", [("at_least_once_delivery", "lab 01"), ("idempotency_keys", "lab 01"),
-                                          ("fencing_tokens", "lab 04"), ("checkpoints", "lab 05")])
-def test_a_missing_piece_is_described_by_what_goes_wrong_without_it(missing, lab):
-    result = lab07.knowledge.result(lambda: set(lab07.CONTRACT) - {missing})
+@pytest.mark.parametrize("missing", sorted(CONTRACT))
+def test_a_missing_piece_is_described_by_what_goes_wrong_without_it_never_named(missing):
+    result = lab07.knowledge.result(lambda: set(CONTRACT) - {missing})
     assert result.verdict is Verdict.INCORRECT
-    assert result.message.startswith("1 piece is missing: without it, ") and f"({lab})" in result.message
-    assert missing not in result.message
+    assert result.message.startswith("1 piece is missing: without it, ")
+    named = {missing, *missing.split("_"), "lab 0"} - {"at", "least", "once"}   # nor the lab whose title names it
+    assert not [word for word in named if word in result.message], result.message
 
 
 def test_the_contract_rejects_wrong_shapes_and_unknown_labels():

@@ -5,6 +5,8 @@ effect happened but its checkpoint was not written. A function written the way l
 asks (`run(job_id, env)`) is checked the same way."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from shopops_lab.checkpoint import (
@@ -192,7 +194,9 @@ def test_a_runner_that_rewrites_the_plan_version_breaks_plan_version_kept():
     report = explore(reinterpreting_run)
     row = report.result(None)
     assert row.violations["plan_version_kept"] == "a checkpoint was written under v0-draft, but the workflow is v1"
-    assert row.violations["completed"] == "the checkpoint confirms [fetch, summarize], not [fetch, summarize, publish]"
+    assert row.violations["completed"] == ("the job was acknowledged with the checkpoint confirming only [fetch, "
+                                           "summarize], and a queue never delivers an acknowledged job again: the rest "
+                                           "is never done")
     assert row.violations["effect_exactly_once"] == "publish reached the customer 0 times"
 
 
@@ -237,9 +241,8 @@ def test_swallowing_the_crash_is_reported():
 
 
 def test_a_point_the_runner_no_longer_passes_is_reported():
-    calls = []
-
-    def moody_run(job_id, env):  # keeps memory across runs: exactly what a crash would wipe
+    def moody_run(job_id, env):  # keeps a count outside its process (a crash cannot wipe it)
+        calls = sys.modules[__name__].__dict__.setdefault("moody_calls", [])
         calls.append(job_id)
         if len(calls) == 1:
             env.checkpoints.save(job_id, Checkpoint.start(env.workflow.version), token=env.claim(job_id))
@@ -323,3 +326,84 @@ def test_an_env_for_each_point_so_rows_do_not_leak_into_each_other():
         assert sum("claim O-1001 -> token 1" == line for line in row.trace) == 1
         assert row.trace[0] == "--- run 1 ---"
     assert Env().adapter.ledger.contacts() == []
+
+
+# ---------------------------------------------------------------------- a crash is a process death
+IN_FLIGHT = {}   # module-level memory: gone when the worker's process dies
+
+
+def remembers_in_memory(job_id, env):
+    """Keeps the operation it started in a module-level dict instead of the checkpoint."""
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if not step.effect:
+            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
+            continue
+        op = env.op_id(job_id, step.id)
+        outcome = env.lookup(op) if op in IN_FLIGHT else None
+        IN_FLIGHT[op] = step.id
+        if outcome is None or outcome.status is SendStatus.FAILED:
+            outcome = env.send(job_id, step.id, op, body=cp.artifacts["summarize"])
+        if outcome.status is SendStatus.UNKNOWN:
+            outcome = env.lookup(op)
+        receipt = Receipt(op_id=op, step=step.id, message_id=outcome.message_id)
+        cp = env.checkpoints.save(job_id, cp.receive(receipt).confirm(step.id, receipt.message_id), token=token)
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    return cp.artifacts["publish"]
+
+
+def test_memory_kept_outside_the_checkpoint_does_not_survive_a_crash():
+    report = explore(remembers_in_memory)
+    assert failing(report) == {"after_effect(publish)": ["no_blind_resend"]}
+    row = report.result("after_effect(publish)")
+    assert row.violations["no_blind_resend"] == "O-1001:publish:v1 was sent again without looking it up first"
+    assert IN_FLIGHT == {}   # the check ran copies: the learner's own dict was never touched
+
+
+def test_an_acknowledged_job_is_never_delivered_again():
+    def acks_then_works(job_id, env):
+        token = env.claim(job_id)
+        env.ack(job_id, token=token, result=None)
+        learners_run(job_id, env)
+
+    report = explore(acks_then_works)
+    row = report.result("before_effect(publish)")
+    assert row.outcomes == ("run 1 crashed at before_effect(publish)",)   # no run 2: the job was acked
+    assert row.violations["effect_exactly_once"] == "publish reached the customer 0 times"
+    assert row.violations["completed"].startswith("the job was acknowledged with the checkpoint confirming only "
+                                                  "[fetch, summarize], and a queue never delivers")
+    assert "O-1001 was acknowledged: the queue does not deliver it again" in row.trace
+
+
+# ---------------------------------------------------------------------- lab 05's schedules, replayed
+def test_a_schedule_from_the_check_replays_step_by_step_and_draws():
+    from shopops_lab.checks import lab05
+
+    fine = lab05.replay(learners_run, "W1 runs O-1001 (crash after send) · O-1001's lease expires · W2 runs O-1001")
+    assert fine.problem is None and fine.complete
+    assert [step.actor for step in fine.steps] == ["W1", "queue", "W2"]
+    assert fine.steps[0].crashed and "lookup O-1001:publish:v1 -> ok msg-0001" in fine.steps[2].said
+    twice = lab05.replay(remembers_in_memory, "W1 runs O-1001 (crash after send) · O-1001's lease expires · "
+                                             "W1 runs O-1001")
+    assert twice.problem.startswith("O-1001:publish:v1 was sent again without being looked up first")
+    assert str(twice).splitlines()[-1].startswith("broken: O-1001:publish:v1 was sent again")
+    assert twice.diagram() is not None
+
+
+def test_a_duplicate_first_delivery_runs_on_both_workers_and_changes_nothing():
+    from shopops_lab.checks import lab05
+
+    both = lab05.replay(learners_run, "queue hands O-1001 to W1 and W2 · W1 runs O-1001 (duplicate) · "
+                                      "W2 runs O-1001 (duplicate)")
+    assert both.problem is None and both.complete
+    assert "skip" not in both.steps[2].said and "send" not in both.steps[2].said   # the second run repeats nothing
+
+
+def test_after_an_ack_the_queue_offers_nothing_more():
+    from shopops_lab.checks import lab05
+
+    acked = lab05.replay(learners_run, "W1 runs O-1001 (crash after ack)")
+    assert acked.problem is None and acked.complete   # done and acked: no lease to expire, no redelivery

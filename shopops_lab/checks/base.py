@@ -243,10 +243,13 @@ class Exercise:
         return True
 
     def hint(self, level: int = 1) -> None:
-        """Print hint `level` (1 = a nudge, higher = closer to the shape of the answer)."""
+        """Print hint `level` (1 = a nudge, higher = closer to the shape of the answer).
+        Anything but a number gets a friendly line, not a traceback."""
         if not self.hints:
             print("No hints for this one: re-read the cell above the exercise.")
             return
+        if isinstance(level, str) and level.strip().isdigit():
+            level = int(level)
         if isinstance(level, bool) or not isinstance(level, int):
             print(f"hint() takes a number: hint(1) is a nudge, up to hint({len(self.hints)}), the shape of the "
                   f"answer. It got {describe(level)}.")

@@ -107,7 +107,8 @@ class _Rebuilder:
 
     def _own(self, cls: type) -> bool:
         """A class the learner wrote: one of its functions is theirs, or its module is."""
-        if any(isinstance(f, FunctionType) and self.learners(f.__code__.co_filename) for f in vars(cls).values()):
+        if any(isinstance(f, FunctionType) and f.__code__.co_filename != "<string>"   # a dataclass's own methods
+               and self.learners(f.__code__.co_filename) for f in vars(cls).values()):
             return True
         if cls.__module__ == "builtins":
             return False

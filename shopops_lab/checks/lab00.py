@@ -11,7 +11,7 @@ from shopops_lab.worker.queue import InMemoryQueue
 def _run(enqueue_first_case) -> str:
     queue = InMemoryQueue(lease_seconds=30, max_attempts=5, clock=FakeClock())
     item_id = call_answer(enqueue_first_case, queue)
-    if not isinstance(item_id, str):
+    if type(item_id) is not str:   # a str, not a look-alike whose == says yes to anything
         raise Wrong(f"the function returned {describe(item_id)}; return what queue.enqueue(...) gives back "
                     "(the item id).")
     items = queue.items()
@@ -34,7 +34,8 @@ warmup = Exercise(
     id="00.1", title="enqueue the first case", answer="enqueue_first_case", run=_run,
     hints=("The queue object has a method that adds work; it takes keyword arguments only.",
            "Look at `help(queue.enqueue)`: it needs case_id, tenant_id and kind.",
-           "One line: return queue.enqueue(case_id=..., tenant_id=..., kind=...) with the values from the story."),
+           "Shape: one line that hands the story's case, store and kind to the queue's method that adds work, "
+           "by keyword, and returns what that method gives back."),
 )
 
 

@@ -9,8 +9,6 @@ from shopops_lab.states import ItemState
 from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import InMemoryQueue, Outcome
 
-SEEDS = (1, 2, 3, 4)
-
 
 class _Runaway(BaseException):
     """Raised into the learner's loop once it has used up its budget of queue calls. A
@@ -96,24 +94,39 @@ def _call(replay_and_drain, queue: InMemoryQueue, handler, seed: int) -> _Budget
     return view
 
 
-def poisoned_queue(seed: int, *, one_still_broken: bool = False):
-    """A queue where some orders used the old schema and died; returns it and the fixed handler."""
+# How many orders died, by seed: from none to far more than any loop written with a number
+# in it, so only a loop that runs until the DLQ (and then the queue) is empty finishes them.
+DLQ_SIZES = {1: 1, 2: 7, 3: 0, 4: 40, 5: 130}
+SEEDS = tuple(DLQ_SIZES)
+BROKEN_SEED, BROKEN_SIZE = 9, 7
+
+
+def poisoned_queue(seed: int, *, size: int | None = None, one_still_broken: bool = False):
+    """A queue where `size` orders used the old schema and died (by default, the seed's
+    number), some others failed once on a timeout and then went through, and the rest were
+    fine; returns it, the dead cases and the fixed handler, with the list it records in."""
     rng = random.Random(seed)
+    size = DLQ_SIZES.get(seed, 3) if size is None else size
     queue = InMemoryQueue(lease_seconds=30, max_attempts=3, clock=FakeClock())
-    cases = [f"O-{2001 + n}" for n in range(rng.randint(4, 7))]
-    old = set(rng.sample(cases, k=rng.randint(1, 3)))
+    cases = [f"O-{2001 + n}" for n in range(size + rng.randint(3, 6))]
+    old = set(rng.sample(cases, k=size))
+    flaky = set(rng.sample(sorted(set(cases) - old), k=2))   # failed once, then done: not dead
     for case in cases:
         payload = {"order": {"id": case, "total": 10 + len(case)}} if case in old else {"order_id": case, "total": 10}
         queue.enqueue(case_id=case, tenant_id="store_northline", kind="refund_review", payload=payload)
+    timed_out: set[str] = set()
 
     def old_handler(lease):
+        if lease.case_id in flaky and lease.case_id not in timed_out:
+            timed_out.add(lease.case_id)
+            raise TimeoutError("the payments API did not answer")
         if "order_id" not in lease.payload:
             raise KeyError("order_id")
 
     while queue.process_one("W1", old_handler) != Outcome.EMPTY:
         pass
     handled: list[str] = []
-    still_broken = {min(old)} if one_still_broken else set()
+    still_broken = {min(old)} if one_still_broken and old else set()
 
     def fixed_handler(lease):
         if lease.case_id in still_broken:
@@ -124,49 +137,74 @@ def poisoned_queue(seed: int, *, one_still_broken: bool = False):
     return queue, sorted(old), fixed_handler, handled
 
 
+def _some(cases: list[str], shown: int = 5) -> str:
+    """'O-2003, O-2007' or 'O-2003, ..., O-2011 and 35 more': a long list stays one line."""
+    if len(cases) <= shown:
+        return ", ".join(cases)
+    return f"{', '.join(cases[:shown])} and {len(cases) - shown} more"
+
+
+def _dead_letters(n: int) -> str:
+    return f"{n} dead letter{'' if n == 1 else 's'}"
+
+
+def _drained(replay_and_drain, seed: int) -> None:
+    """One seeded DLQ, replayed and drained by the learner's function, judged by the queue."""
+    queue, dead, fixed, handled = poisoned_queue(seed)
+    if sorted(item.case_id for item in queue.dlq_items()) != dead:
+        raise AssertionError("scenario set-up failed")  # the kit's bug, not the learner's
+    size = f"seed {seed}, {_dead_letters(len(dead))}"
+    view = _call(replay_and_drain, queue, fixed, seed)
+    left = [item.case_id for item in queue.dlq_items()]
+    if left:
+        still = (f"the one dead letter is still in the DLQ ({size}): {left[0]}" if len(dead) == 1 else
+                 f"{len(left)} of the {len(dead)} dead letters are still in the DLQ ({size}): {_some(left)}")
+        raise Wrong(f"after your function, {still}. Replay every dead item once the handler is fixed, however "
+                    "many there are.")
+    not_done = [item.case_id for item in queue.items() if item.state is not ItemState.DONE]
+    if not_done:
+        were = "1 item was" if len(not_done) == 1 else f"{len(not_done)} items were"
+        raise Wrong(f"{were} replayed but not processed ({size}): {_some(not_done)}; your "
+                    f"function {view.stopped()}. Drive the queue until it is empty.")
+    if sorted(handled) != dead:
+        twice = sorted({c for c in handled if handled.count(c) > 1})
+        raise Wrong(f"the fixed handler ran {len(handled)} times for {len(set(handled))} orders, but {len(dead)} "
+                    f"needed it ({size})" + (f"; {_some(twice)} more than once" if twice else "") + ".")
+    replays = {item.case_id: item.replays for item in queue.items() if item.replays}
+    if sorted(replays) != dead or any(n != 1 for n in replays.values()):
+        odd = sorted(set(replays) ^ set(dead)) or sorted(c for c, n in replays.items() if n != 1)
+        raise Wrong(f"each dead item should be replayed exactly once ({size}); not so for {_some(odd)}.")
+
+
 def _run(replay_and_drain) -> str:
     for seed in SEEDS:
-        queue, dead, fixed, handled = poisoned_queue(seed)
-        if sorted(item.case_id for item in queue.dlq_items()) != dead:
-            raise AssertionError("scenario set-up failed")  # the kit's bug, not the learner's
-        view = _call(replay_and_drain, queue, fixed, seed)
-        left = [item.case_id for item in queue.dlq_items()]
-        if left:
-            raise Wrong(f"after your function, {', '.join(left)} are still in the DLQ (seed {seed}): replay every "
-                        "dead item once the handler is fixed.")
-        not_done = [item.case_id for item in queue.items() if item.state is not ItemState.DONE]
-        if not_done:
-            raise Wrong(f"{', '.join(not_done)} were replayed but not processed (seed {seed}): your function "
-                        f"{view.stopped()}. Drive the queue until it is empty.")
-        if sorted(handled) != dead:
-            twice = sorted({c for c in handled if handled.count(c) > 1})
-            raise Wrong(f"the fixed handler ran for {sorted(handled)} but only {dead} needed it (seed {seed})"
-                        + (f"; {twice} more than once" if twice else "") + ".")
-        replays = {item.case_id: item.replays for item in queue.items() if item.replays}
-        if sorted(replays) != dead or any(n != 1 for n in replays.values()):
-            raise Wrong(f"each dead item should be replayed exactly once; replays were {replays} (seed {seed}).")
-    queue, dead, fixed, handled = poisoned_queue(9, one_still_broken=True)
-    view = _call(replay_and_drain, queue, fixed, 9)
+        _drained(replay_and_drain, seed)
+    queue, dead, fixed, handled = poisoned_queue(BROKEN_SEED, size=BROKEN_SIZE, one_still_broken=True)
+    view = _call(replay_and_drain, queue, fixed, BROKEN_SEED)
     broken = queue.item(next(i.id for i in queue.items() if i.case_id == dead[0]))
     unfinished = [i.case_id for i in queue.items() if i.state is not ItemState.DONE and i.case_id != broken.case_id]
     if unfinished:
-        raise Wrong(f"with {broken.case_id} still failing after the fix (seed 9), your function "
-                    f"{view.stopped()}, and left {', '.join(unfinished)} unfinished. One bad item must not hold up "
+        raise Wrong(f"with {broken.case_id} still failing after the fix (seed {BROKEN_SEED}), your function "
+                    f"{view.stopped()}, and left {_some(unfinished)} unfinished. One bad item must not hold up "
                     "the rest: keep going until process_one returns 'empty'; the failing item goes back to the "
                     "DLQ by itself.")
     if broken.state is not ItemState.DEAD or broken.replays != 1:
-        raise Wrong(f"{broken.case_id} still fails after the fix (seed 9); it should be replayed once and end back in "
-                    f"the DLQ for a human, but it is {broken.state.value} after {broken.replays} replays.")
-    return (f"in {len(SEEDS)} seeded runs every dead letter was replayed once and finished, and with one item "
-            "still broken your loop stopped instead of storming.")
+        raise Wrong(f"{broken.case_id} still fails after the fix (seed {BROKEN_SEED}); it should be replayed once and "
+                    f"end back in the DLQ for a human, but it is {broken.state.value} after {broken.replays} replays.")
+    sizes = sorted(DLQ_SIZES.values())
+    return (f"in {len(SEEDS)} seeded runs, with DLQs of {', '.join(map(str, sizes[:-1]))} and {sizes[-1]} items, "
+            "every dead letter was replayed once and finished, and with one item still broken your loop stopped "
+            "instead of storming.")
 
 
 exercise = Exercise(
     id="02.1", title="replay the DLQ after the fix", answer="replay_and_drain", run=_run,
     hints=("Two phases: first bring every dead item back, then let a worker work until nothing is left.",
-           "queue.dlq_items() lists the dead items; queue.replay_dlq(item.id) sends one back; "
+           "queue.dlq_items() lists the dead items; queue.replay_dlq(item_id) sends one back; "
            "queue.process_one(worker_id, handler) returns 'empty' when nothing is left.",
-           "Shape: for item in queue.dlq_items(): replay it; then loop process_one(...) until it returns 'empty'."),
+           "Shape: one loop over every dead item, sending each back once; then a second loop that lets one "
+           "worker process until the queue says it is empty. No number of turns written in: the DLQ may hold "
+           "none, or hundreds."),
 )
 
 
@@ -178,7 +216,7 @@ _FIXED = ((["ok"], 3), (["fail", "ok"], 3), (["crash", "crash"], 3), (["fail", "
           (["fail"], 1), (["crash", "crash"], 4))
 
 
-def replay_deliveries(deliveries, max_attempts: int) -> str:
+def _replay_deliveries(deliveries, max_attempts: int) -> str:
     """Where one item ends on a real queue when its deliveries go as listed ("ok": handled
     and acked, "fail": the handler raised, "crash": the worker died and the lease ran out)."""
     clock = FakeClock()
@@ -227,7 +265,7 @@ MISREADINGS = (
 
 def _cases():
     yield from _FIXED
-    for seed in SEEDS:
+    for seed in (1, 2, 3, 4):
         rng = random.Random(seed)
         for _ in range(6):
             yield [rng.choice(("fail", "crash", "crash", "ok")) for _ in range(rng.randint(1, 7))], rng.randint(1, 5)
@@ -237,11 +275,11 @@ def _knowledge(where_does_it_end) -> str:
     answers = []
     for deliveries, limit in _cases():
         got = call_answer(where_does_it_end, list(deliveries), limit)
-        if not isinstance(got, str) or got not in ("ready", "done", "dead"):
+        if type(got) is not str or got not in ("ready", "done", "dead"):   # a str, not a look-alike
             raise Wrong(f"for {deliveries} the function returned {describe(got)}; return the item's state: 'ready', "
                         "'done' or 'dead'.")
         answers.append((deliveries, limit, got))
-    wrong = [(d, limit, got) for d, limit, got in answers if got != replay_deliveries(d, limit)]
+    wrong = [(d, limit, got) for d, limit, got in answers if got != _replay_deliveries(d, limit)]
     if not wrong:
         return "your predictions match a real queue on every sequence, crashes included."
     deliveries, limit, got = wrong[0]

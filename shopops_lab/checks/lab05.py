@@ -1,28 +1,37 @@
-"""Lab 05: recover a workflow with operation receipts, verified at every crash point.
+"""Lab 05: recover a workflow with operation receipts, judged on every schedule in a bound.
 
-The learner writes `run(job_id, env)`. The check crashes it at every point it passes
-(`shopops_lab.crash.explore`) with a healthy provider, a lost reply (the email went out),
-a lost request (nothing went out: the same *unknown* to the caller, so guessing either
-way fails one of the two), a refused send, and on a second job; then it changes the
-workflow version under half-done jobs, one of them stopped right after its email. The
-runner gets what a real worker has (`Env.for_worker()`: receipts and `lookup`, no inbox)
-and must return the message id of the email that reached the customer. A failure names
-the setting, the crash point, the broken promise and the trace of that row: what
-happened, never what to write. `exploration(run, ...)` replays a setting as the check ran it.
+The learner writes `run(job_id, env)`. The check searches every schedule of two workers
+within a stated bound (`shopops_lab.explore`, with the world of
+`shopops_lab.checks.recovery_world`): the worker's process may die at any kit call it makes
+(before the call: the request is lost; after it: the reply is lost), a lease may run out,
+the queue may hand the first delivery to both workers, and a run that raised is delivered
+again; an acknowledged job never is, and a restarted worker runs the answer afresh
+(`restart`: nothing it kept in memory survives). It does so with a healthy provider, a lost
+reply, a lost request, a refused send, and on a second job; then it changes the workflow
+version under half-done jobs. The runner gets what a real worker has (receipts and
+`lookup`, no inbox) and must return the message id of the email that reached the
+customer. A failure names the setting and the broken promise, then the shortest schedule
+that breaks it and the line that replays it (`replay(run, schedule)`): what happened,
+never what to write. `exploration(run, ...)` shows the crash-point table of one setting.
 """
 from __future__ import annotations
 
+import sys
 import weakref
 from typing import Any
 
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
-from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text
+from shopops_lab.checks import recovery_world
+from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text, restart
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
 from shopops_lab.effects import ProviderFault
-from shopops_lab.recovery import CrashPoint, Env
+from shopops_lab.explore import Replayed
+from shopops_lab.explore import explore as search
+from shopops_lab.explore import replay as replay_schedule
+from shopops_lab.recovery import CrashPoint, Env, ReceiptRunner
 from shopops_lab.widgets.quiz import Quiz
 
-__all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "SETTINGS", "exercise", "exploration"]
+__all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "SETTINGS", "exercise", "exploration", "replay"]
 
 # (how a message names the setting, faults, job id)
 SETTINGS = (
@@ -33,32 +42,20 @@ SETTINGS = (
     ("a refused send (the provider said no, nothing went out)", (ProviderFault.FAIL,), "O-1001"),
     ("a lost reply on job A-1002", (ProviderFault.DROP_REPLY,), "A-1002"),
 )
-MAX_TRACE = 40
-
-# One nudge per promise: what the broken promise means, not how to keep it.
-WHY = {
-    "effect_exactly_once": "After the restart your run could not tell whether the email had already gone out.",
-    "artifacts_reused": "A step that was already confirmed ran again; a confirmed artifact must be reused, "
-                        "or it no longer matches what was approved.",
-    "plan_version_kept": "A checkpoint was written under a different workflow version than the one running.",
-    "completed": "The job must end with every step confirmed in the checkpoint and the delivery acknowledged.",
-    "no_blind_resend": "The restart sent an operation again while its earlier outcome was not a known failure: "
-                       "find out what happened to it before sending.",
-    "returns_message_id": "The exercise asks run to return the message id of the email the customer received.",
-    "explorer": "The explorer could not crash your run as planned.",
-}
-NEVER_SENT = "Your run treated the email as sent without any proof that it was."
-FIRST = ("explorer", "completed")  # a run that cannot finish (or be crashed) is told before anything else
-
-
 class _AsWorker:
     """The learner's run as the check calls it: with a worker's view of each Env, and
     what every run returned noted, for the `returns_message_id` promise."""
 
-    def __init__(self, run: Any) -> None:
+    def __init__(self, run: Any, returned: weakref.WeakKeyDictionary[Env, list[Any]] | None = None) -> None:
         self.run = run
         self.__name__ = getattr(run, "__name__", "run")
-        self.returned: weakref.WeakKeyDictionary[Env, list[Any]] = weakref.WeakKeyDictionary()
+        self.returned: weakref.WeakKeyDictionary[Env, list[Any]] = (
+            weakref.WeakKeyDictionary() if returned is None else returned)
+
+    def restarted(self) -> _AsWorker:
+        """The learner's run as a new worker process has it (nothing it kept in memory
+        survives), still noting what every run returned."""
+        return _AsWorker(restart(self.run), self.returned)
 
     def __call__(self, job_id: str, env: Env) -> Any:
         result = self.run(job_id, env.for_worker())
@@ -71,7 +68,7 @@ class _AsWorker:
         if len(delivered) != 1:
             return None   # effect_exactly_once says what went wrong
         for result in self.returned.get(obs.env, ()):
-            if result != delivered[0]:
+            if type(result) is not str or result != delivered[0]:   # a str, not a look-alike
                 return (f"a run that finished returned {describe(result)}, but the email that reached the "
                         f"customer is {delivered[0]}")
         return None
@@ -82,35 +79,31 @@ def exploration(run: Any, faults=(), job_id: str = "O-1001") -> ExplorationRepor
     worker = _AsWorker(run)
     invariants = (*DEFAULT_INVARIANTS, Invariant(name="returns_message_id", check=worker.returns_message_id,
                                                  about="every run that finished returned the email's message id"))
-    return explore(worker, faults=faults, job_id=job_id, invariants=invariants)
+    return explore(worker, faults=faults, job_id=job_id, invariants=invariants, fresh=_AsWorker.restarted)
 
 
-def _replay(faults, job_id: str) -> str:
-    args = "".join([f", faults={[f.value for f in faults]!r}" if faults else "",
-                    f", job_id={job_id!r}" if job_id != "O-1001" else ""])
-    return f"print(lab05.exploration(run{args}))"
+# The kit's own receipt recovery: an answer that hands the job to it earns nothing.
+_KIT_RECOVERY = frozenset({ReceiptRunner._perform.__code__})
 
 
 def _probe(run) -> None:
-    """One plain run on fresh stores: the pristine stub raises NotImplementedError here."""
-    attempt(run, "O-1001", Env().for_worker())  # anything else it raises is judged, with its trace, by the exploration
+    """One plain run on fresh stores: the pristine stub raises NotImplementedError here,
+    and a run that hands the job to the kit's ReceiptRunner is told so."""
+    handed: list[Any] = []
 
+    def watch(frame, event, arg) -> None:
+        if event == "call" and frame.f_code in _KIT_RECOVERY:
+            handed.append(frame.f_code)
 
-def _failure(report: ExplorationReport, setting: str, replay: str) -> Wrong:
-    row = report.first_failure
-    name = next(n for n in (*FIRST, *row.violations) if n in row.violations)
-    what = row.violations[name].rstrip(".")
-    never_sent = name == "effect_exactly_once" and " 0 times" in what
-    why = NEVER_SENT if never_sent else WHY.get(name, "")
-    where = "without a crash" if row.point is None else f"crashing at {row.label}"
-    more = len(report.failures) - 1
-    message = (f"with {setting}, {where}, {name} broke: {what}. {why}"
-               + (f" ({more} more crash point{'s' if more > 1 else ''} failed too.)" if more > 0 else "")
-               + f" See every row: {replay}")
-    trace = list(row.trace)
-    if len(trace) > MAX_TRACE:
-        trace = trace[:MAX_TRACE] + [f"... {len(row.trace) - MAX_TRACE} more lines ({replay})"]
-    return Wrong(message, [f"trace of {row.label}:", *trace])
+    before = sys.getprofile()
+    sys.setprofile(watch)
+    try:
+        attempt(restart(run), "O-1001", Env().for_worker())  # a copy: the learner's own memory stays as it was
+    finally:
+        sys.setprofile(before)
+    if handed:
+        raise Wrong("your run hands the job to the kit's ReceiptRunner, which already implements this recovery: "
+                    "the exercise is to write it yourself, with env's calls and the checkpoint's methods.")
 
 
 def _deliver(run, env: Env) -> BaseException | None:
@@ -129,7 +122,7 @@ def _changed_plan(run, crash: CrashPoint) -> None:
     env = Env()
     env.arm(crash)
     env.note(f"--- run 1, workflow v1, crashes at {crash} ---")
-    _deliver(run, env)
+    _deliver(restart(run), env)
     if env.crashed_at is None:
         raise Wrong(f"your run never reached {crash}, so the changed-plan scenario could not stop it there: "
                     "confirm each step in the checkpoint as soon as it is done.", env.trace)
@@ -140,7 +133,7 @@ def _changed_plan(run, crash: CrashPoint) -> None:
     env.arm(None)
     effects = len(env.effects)
     env.note("--- run 2, workflow v2 deployed, checkpoint not migrated ---")
-    refused = _deliver(run, env) is not None
+    refused = _deliver(restart(run), env) is not None
     if not refused or len(env.effects) != effects:
         ran = ", ".join(env.effects[effects:]) or "nothing"
         raise Wrong(f"{story}; your run {'carried on' if not refused else 'raised, but only after running ' + ran} "
@@ -148,7 +141,7 @@ def _changed_plan(run, crash: CrashPoint) -> None:
                     "migrates the checkpoint explicitly.", env.trace)
     env.checkpoints.migrate("O-1001", "v2", lambda checkpoint: checkpoint)
     env.note("--- run 3, after migrating the checkpoint to v2 ---")
-    returned, exc = attempt(run, "O-1001", env.for_worker())
+    returned, exc = attempt(restart(run), "O-1001", env.for_worker())
     if exc is not None:  # the learner's error, with the trace
         raise Wrong(f"{story}; after the checkpoint was migrated to v2, your run raised {error_text(exc)}",
                     env.trace)
@@ -158,25 +151,44 @@ def _changed_plan(run, crash: CrashPoint) -> None:
                 else f"publish reached the customer {len(sent)} times ({', '.join(sent) or 'never'})")
         raise Wrong(f"{story}; after the migration to v2, {what}: a migrated checkpoint keeps its confirmed steps "
                     "and the operations it already started.", env.trace)
-    if returned != sent[0]:
+    if type(returned) is not str or returned != sent[0]:
         raise Wrong(f"{story}; after the migration your run finished and returned {describe(returned)}, but the email "
                     f"that reached the customer is {sent[0]}: return its message id.", env.trace)
 
 
+def replay(run: Any, schedule: str, faults=(), job_id: str = "O-1001") -> Replayed:
+    """Play one schedule from the check's message with `run`, step by step: what each
+    worker did, and what broke. `print()` it, or `.diagram()` for the space-time picture."""
+    faults = tuple(ProviderFault(f) for f in faults)
+    setting = next((name for name, f, job in SETTINGS if f == faults and job == job_id), "your settings")
+    return replay_schedule(recovery_world.scenario(setting, faults, job_id), run, schedule)
+
+
+def _searched(run, setting: str, faults, job_id: str) -> int:
+    """Every schedule of the setting within the bound; the shortest breaking one is refused."""
+    found = search(recovery_world.scenario(setting, faults, job_id), run)
+    if found.counterexample is None:
+        return found.schedules
+    counter = found.counterexample
+    args = "".join([f", faults={[f.value for f in faults]!r}" if faults else "",
+                    f", job_id={job_id!r}" if job_id != "O-1001" else ""])
+    n = len(counter.events)
+    steps = f"{n} step{'s' if n != 1 else ''}"
+    raise Wrong(f"with {setting}: {counter.problem} The shortest schedule that shows it ({steps}"
+                f", searched within {found.bound.words.split(', with ')[0]}): {counter.words}. Replay it: "
+                f"print(lab05.replay(run, {counter.words!r}{args}))", counter.lines)
+
+
 def _run(run) -> str:
     _probe(run)
-    points = 0
-    for setting, faults, job_id in SETTINGS:
-        report = exploration(run, faults=faults, job_id=job_id)
-        if not report.passed:
-            raise _failure(report, setting, _replay(faults, job_id))
-        points += len(report.results)
+    schedules = sum(_searched(run, setting, faults, job_id) for setting, faults, job_id in SETTINGS)
     for crash in CHANGED_PLAN_CRASHES:
         _changed_plan(run, crash)
-    return (f"{points} crash points explored in {len(SETTINGS)} settings (healthy, lost reply, lost request, "
-            "refused send, another job): every restart recovered with one email, no step redone, no blind resend "
-            "and the right message id returned; and a changed workflow was refused until migrated, then finished "
-            "without a second email.")
+    return (f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, in "
+            f"{len(SETTINGS)} settings (healthy, lost reply, lost request, refused send, another job): the email "
+            "reached the customer once, no step was redone, nothing was resent blind, the job was acknowledged only "
+            "once done and every run returned the email's message id; and a changed workflow was refused until "
+            "migrated, then finished without a second email.")
 
 
 exercise = Exercise(
@@ -189,10 +201,12 @@ exercise = Exercise(
            "env.checkpoints.save(job_id, cp, token=token). env.op_id(job_id, step) gives an id that is the same "
            "on every run; cp.op_for(step) finds one already chosen. env.lookup(op_id) says ok (with the "
            "message id) or failed.",
-           "Shape of a customer-visible step: op = cp.op_for(step) or env.op_id(...). If op is among cp.intents, "
-           "look it up; otherwise save the intent. Send only if nothing was delivered. If the send says unknown, "
-           "look it up. Not ok in the end? raise, so the next delivery tries again. Ok: save receipt + confirm "
-           "in one checkpoint write. After the loop, env.ack(job_id, token=token, result=...)."),
+           "Shape of a customer-visible step: reuse the operation id the checkpoint already chose, or make the "
+           "stable one. An intent already stored means an earlier run may have sent: ask the provider before "
+           "anything else; no intent yet: store one first. Send only when nothing was delivered, and ask again when "
+           "the answer is unknown. Not delivered in the end? raise, so the next delivery tries again. Delivered: "
+           "store the receipt and the confirmed step in one write. Acknowledge the job only once every step is "
+           "confirmed, and return the email's message id."),
 )
 
 

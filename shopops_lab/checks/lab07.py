@@ -7,11 +7,14 @@ holds it to the lab's two rules directly: the same signals always get the same d
 holds approvals back with everything else). Then it plays `burst_day` (3,000 items, its
 chaos, and a gateway spike whose start, length and strength the seed decides, so a
 policy that sheds by the clock instead of by a signal meets a spike it did not expect)
-on three seeds and holds the policy to four promises, each measured from the event log:
+on three seeds, two more than the notebook plays (a right policy passes on every seed,
+tests/test_checks_lab07.py plays thirteen), and holds the policy to four promises, each
+measured from the event log (a failure names the decisive one first: timed-out model
+calls, which slow everything else down):
 
 - work gets done: every item done or dead-lettered, the last one within `finish_by`;
 - approvals keep flowing: 95 of 100 approval resumes done within `approval_p95` seconds
-  of arriving, and no `approval_starved` anomaly;
+  of arriving (room for a 5x spike from the first minute), and no `approval_starved` anomaly;
 - the gateway does not melt: at most `timeouts` model calls time out;
 - no customer is contacted twice, and the checker finds nothing else.
 
@@ -40,12 +43,14 @@ from shopops_lab.sim.scenarios import APPROVAL, BULK, INTAKE, Scenario, get_scen
 from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import Priority
 
-__all__ = ["CONTRACT", "DOUBLE_POOL_QUIZ", "ITEMS", "LIMITS", "PIECES", "SEEDS", "Limits", "Trial",
+__all__ = ["DOUBLE_POOL_QUIZ", "ITEMS", "LIMITS", "PIECES", "SEEDS", "Limits", "Trial",
            "burst_day", "exercise", "knowledge", "trial"]
 
 SCENARIO = "burst_day"
 ITEMS = 3000                 # a shorter burst than the story's 10,000, so the check takes about a second
-SEEDS = (3, 4, 8)
+# The notebook plays seed 3; the check two more days, whose spikes come first thing (9: 4.5x
+# from t=0) and late (13: from t=2,340 s), so shedding by the clock meets a spike it missed.
+SEEDS = (3, 9, 13)
 CHUNK = 300.0                # simulated seconds between looks at the wake-up count
 MAX_STEPS = 200_000          # a sound day of 3,000 items takes about 12,000 worker wake-ups
 _KIND_NAMES = {INTAKE: "intake", BULK: "bulk outreach", APPROVAL: "approvals"}
@@ -55,7 +60,10 @@ _KIND_NAMES = {INTAKE: "intake", BULK: "bulk outreach", APPROVAL: "approvals"}
 class Limits:
     """What ShopOps promises on burst day (the exercise's grading limits)."""
 
-    approval_p95: float = 90.0     # seconds from an approval's arrival to done, for 95 of 100 of them
+    # Seconds from an approval's arrival to done, for 95 of 100 of them. A spike of 5x from the
+    # first minute slows every call, the approvals' own included: a sound policy then reaches
+    # about 106 s, so the budget leaves it room (tests/test_checks_lab07.py plays 12 seeds).
+    approval_p95: float = 120.0
     timeouts: int = 15             # model calls that may time out in one day (0.5% of 3,000 items)
     finish_by: float = 5400.0      # every item done or dead-lettered by then (90 minutes)
 
@@ -118,8 +126,16 @@ class Trial:
         return sum(total - settled for settled, total in self.kinds.values())
 
     def problems(self) -> list[str]:
-        """Every limit this day breaks, one sentence each (empty when all hold)."""
+        """Every limit this day breaks, one sentence each (empty when all hold), the decisive
+        one first: timed-out model calls explain slow approvals and unfinished work, not the
+        other way round."""
         lim, found = self.limits, []
+        if self.timeouts > lim.timeouts:
+            gateway = "" if self.capacity is None else f" on a gateway that serves {self.capacity} at full speed"
+            found.append(f"the gateway melted: {self.timeouts} model calls timed out (limit {lim.timeouts}), "
+                         f"its p95 reached {_s(self.gateway_p95)}, with up to {self.max_in_flight} calls in "
+                         f"flight{gateway}; every timeout held a worker for the whole timeout and then sent "
+                         "its item round again")
         if self.stopped:
             found.append(f"the workers kept waking up without getting work done: the run was stopped at "
                          f"t={self.end:,.0f} s after {self.steps:,} wake-ups (a sound day of {self.items:,} items "
@@ -140,12 +156,6 @@ class Trial:
         if self.anomalies.get("approval_starved"):
             found.append(f"the checker found {self.anomalies['approval_starved']} starved approval(s): "
                          f"{self.first_anomaly['approval_starved']}")
-        if self.timeouts > lim.timeouts:
-            gateway = "" if self.capacity is None else f" on a gateway that serves {self.capacity} at full speed"
-            found.append(f"the gateway melted: {self.timeouts} model calls timed out (limit {lim.timeouts}), "
-                         f"its p95 reached {_s(self.gateway_p95)}, with up to {self.max_in_flight} calls in "
-                         f"flight{gateway}; every timeout held a worker for the whole timeout and then sent "
-                         "its item round again")
         if (not self.stopped and not self.unfinished and self.finished_at is not None
                 and self.finished_at > lim.finish_by):
             room = "" if self.capacity is None else f" although the gateway serves {self.capacity} at full speed"
@@ -436,7 +446,7 @@ PIECES = {
     "retry_until_success": "a failing item is retried until it succeeds, however long that takes",
     "long_leases": "leases long enough that no worker ever loses one while it is still working",
 }
-CONTRACT = frozenset({"at_least_once_delivery", "idempotency_keys", "fencing_tokens", "checkpoints"})
+_CONTRACT = frozenset({"at_least_once_delivery", "idempotency_keys", "fencing_tokens", "checkpoints"})
 
 _WHY_NOT = {
     "exactly_once_delivery": ("no broker can promise it across crash domains: to the queue, a worker that "
@@ -447,29 +457,35 @@ _WHY_NOT = {
     "long_leases": ("a long lease only delays the redelivery after a crash, and a frozen worker can outlive "
                     "any lease (lab 03); it makes duplicates rarer, never impossible."),
 }
+# What goes wrong without a missing piece: the failure, never the piece's name, nor the lab
+# whose title would name it.
 _MISSING = {
-    "at_least_once_delivery": "without it, the case held by a worker that died is simply lost (lab 01)",
-    "idempotency_keys": "without it, every redelivery after a send is a second email to the customer (lab 01)",
-    "fencing_tokens": ("without it, a worker that wakes up stale overwrites its successor's record (lab 04)"),
-    "checkpoints": ("without it, a redelivered case redoes steps that were already confirmed, and an "
-                    "effect with an unknown outcome is repeated instead of looked up (lab 05)"),
+    "at_least_once_delivery": "without it, the case held by a worker that died is simply lost",
+    "idempotency_keys": "without it, every redelivery after a send is a second email to the customer",
+    "fencing_tokens": "without it, a worker that wakes up stale overwrites its successor's record",
+    "checkpoints": ("without it, a redelivered case redoes steps that were already done, and an effect "
+                    "whose outcome is unknown is repeated instead of looked up"),
 }
 
 
 def _contract(the_contract: Any) -> str:
     picked = call_answer(the_contract)
-    if isinstance(picked, str) or not isinstance(picked, (set, frozenset, list, tuple)):
+    if type(picked) not in (set, frozenset, list, tuple):   # exact types: a look-alike's == proves nothing
         raise Wrong(f"the_contract() returned {describe(picked)}; return a set of labels from lab07.PIECES, "
                     "e.g. {'label_one', 'label_two'}.")
-    unknown = sorted(str(p) for p in picked if p not in PIECES)
+    odd = next((p for p in picked if type(p) is not str), None)
+    if odd is not None:
+        raise Wrong(f"the_contract() returned a {type(picked).__name__} holding {describe(odd)}; every label is a "
+                    "plain str, a key of lab07.PIECES.")
+    unknown = sorted(p for p in picked if p not in PIECES)
     if unknown:
         raise Wrong(f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not among the labels; "
                     f"use the keys of lab07.PIECES: {', '.join(PIECES)}.")
     chosen = set(picked)
-    extra = sorted(chosen - CONTRACT)
+    extra = sorted(chosen - _CONTRACT)
     if extra:
         raise Wrong(f"{extra[0]!r} is not part of the contract: {_WHY_NOT[extra[0]]}")
-    missing = sorted(CONTRACT - chosen)
+    missing = sorted(_CONTRACT - chosen)
     if missing:
         if len(missing) == 1:
             raise Wrong(f"1 piece is missing: {_MISSING[missing[0]]}.")
