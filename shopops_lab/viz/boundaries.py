@@ -85,7 +85,8 @@ _BOX_HEIGHT = 44.0
 def outbox_boundaries(*, engine: str = "auto") -> Diagram:
     """The picture: Graphviz's where `dot` runs, the kit's own elsewhere (engine="fallback"
     always draws the kit's own)."""
-    return render(dot_source(), title=TITLE, engine=engine, fallback_svg=svg(), summary=summary())
+    return render(dot_source(), title=TITLE, engine=engine, fallback_svg=svg(), summary=summary(),
+                  max_width=_svg.NARROW_WIDTH)
 
 
 def summary() -> str:
@@ -142,7 +143,8 @@ def svg() -> str:
         body.append(_arrow(arrow, boxes[arrow.source], boxes[arrow.target]))
     for box in BOXES:
         body.append(_box(box))
-    return _svg.document(_WIDTH, _HEIGHT, body, label=TITLE, desc=summary(), diagram=True)
+    return _svg.document(_WIDTH, _HEIGHT, body, label=TITLE, desc=summary(), diagram=True,
+                         max_width=_svg.NARROW_WIDTH)
 
 
 # ---------------------------------------------------------------------------- internals
