@@ -76,31 +76,39 @@ def _attribute(tag: str, name: str) -> str | None:
     return None if found is None else found.group(1)
 
 
-def alt_text(svg: str) -> str:
-    """What an SVG says in words: its title, then its description (the first of each, which
-    the kit writes first inside the root), or its aria-label when it has no title."""
+def words(svg: str) -> tuple[str, str]:
+    """(title, description) of an SVG: the first <title> and the <desc> right after it, which
+    the kit writes first inside the root; the aria-label when there is no title."""
     root = _ROOT.search(svg)
     if root is None:
-        return ""
-    head = svg[root.end():]
-    title, desc = _TITLE.match(head.lstrip()), _DESC.search(head)
+        return "", ""
+    head = svg[root.end():].lstrip()
+    title = _TITLE.match(head)
     label = html.unescape(title.group(1)) if title else html.unescape(_attribute(root.group(0), "aria-label") or "")
-    if desc and title and head.lstrip()[title.end():].lstrip().startswith("<desc>"):
-        return f"{label}: {html.unescape(desc.group(1))}"
-    return label
+    desc = _DESC.match(head[title.end():].lstrip()) if title else None
+    return label, html.unescape(desc.group(1)) if desc else ""
 
 
-def image(svg: str) -> str:
+def alt_text(svg: str, summary: str = "") -> str:
+    """What an SVG says in words: its title, then its description (or `summary` if it has none)."""
+    label, desc = words(svg)
+    desc = desc or summary
+    return f"{label}: {desc}" if label and desc else label or desc
+
+
+def image(svg: str, *, summary: str = "") -> str:
     """The SVG as an <img> whose alt text a screen reader announces. A notebook shows an SVG
     output through an <img> that has no alt, and a <title> inside the image is not read out;
-    an HTML output carrying this tag is. Marked DIAGRAM_CLASS too when the SVG is."""
+    an HTML output carrying this tag is. Marked DIAGRAM_CLASS too when the SVG is. `summary`
+    completes the alt text of an SVG that has no description of its own."""
     root = _ROOT.search(svg)
     tag = root.group(0) if root else ""
     size = "".join(f' {name}="{value}"' for name in ("width", "height")
                    if (value := _attribute(tag, name)) is not None)
     classes = PICTURE_CLASS + (f" {DIAGRAM_CLASS}" if DIAGRAM_CLASS in (_attribute(tag, "class") or "").split() else "")
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return f'<img class="{classes}" alt="{esc(alt_text(svg))}"{size} src="data:image/svg+xml;base64,{data}">'
+    return (f'<img class="{classes}" alt="{esc(alt_text(svg, summary))}"{size} '
+            f'src="data:image/svg+xml;base64,{data}">')
 
 
 def png_image(png: bytes, *, alt: str, width: float, height: float) -> str:

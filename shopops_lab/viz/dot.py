@@ -70,7 +70,7 @@ class Diagram:
         """The picture as an <img> with alt text (a screen reader announces it; the SVG output
         alone is shown through an <img> without one), or the DOT source when there is none."""
         if self.svg is not None:
-            return _svg.image(self.svg)
+            return _svg.image(self.svg, summary=self.summary)
         note = f"<p>{html.escape(self.note)}</p>" if self.note else ""
         return f"{note}<pre>{html.escape(self.source or '')}</pre>"
 
