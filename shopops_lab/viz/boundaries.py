@@ -100,8 +100,9 @@ def summary() -> str:
 
 
 def dot_source() -> str:
-    """The DOT text Graphviz draws: laid out left to right, compact enough for one screen."""
-    lines = ["digraph boundaries {", "  rankdir=LR; nodesep=0.3; ranksep=0.45;",
+    """The DOT text Graphviz draws: top to bottom, so it fits a 930 px output area at full size
+    (left to right it is 1,600 px wide, and its words shrink to half size when scaled)."""
+    lines = ["digraph boundaries {", "  rankdir=TB; nodesep=0.5; ranksep=0.4;",
              '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11];',
              '  edge [fontname="Helvetica", fontsize=10];']
     grouped = {member for group in GROUPS for member in group.members}
