@@ -23,6 +23,7 @@ from shopops_lab.course.errors import (
     NotebookInvalidError,
 )
 from shopops_lab.course.metadata import (
+    INSTRUCTOR_KEYS,
     NOTEBOOK_NAME,
     RAISES_EXCEPTION,
     Problem,
@@ -169,6 +170,7 @@ def _student(master: NotebookNode) -> NotebookNode:
             cell.outputs = []
             cell.execution_count = None
         cell.metadata.pop("execution", None)
+        _drop_instructor_notes(cell)
         cell.metadata["editable"] = answer
         cell.metadata["deletable"] = False
         tags = [tag for tag in cell.metadata.get("tags", []) if tag != RAISES_EXCEPTION]
@@ -179,6 +181,18 @@ def _student(master: NotebookNode) -> NotebookNode:
         else:
             cell.metadata.pop("tags", None)
     return student
+
+
+def _drop_instructor_notes(cell: NotebookNode) -> None:
+    """A written answer's rubric is for the grader: the student copy keeps none of it (its
+    text sits in the answer cell, which the stub replaces whole)."""
+    kit = cell.metadata.get("shopops_lab")
+    if not isinstance(kit, dict):
+        return
+    for key in INSTRUCTOR_KEYS:
+        kit.pop(key, None)
+    if not kit:
+        del cell.metadata["shopops_lab"]
 
 
 def _cell_label(cell: NotebookNode) -> str:

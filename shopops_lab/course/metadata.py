@@ -26,7 +26,8 @@ RAISES_EXCEPTION = "raises-exception"
 LAB_ID = re.compile(r"^\d{2}$")
 NOTEBOOK_NAME = re.compile(r"^(\d{2})_.+\.ipynb$")
 KIT_NOTEBOOK_KEYS = {"lab", "version", "title"}
-KIT_CELL_KEYS = {"hints", "needs_answer"}
+KIT_CELL_KEYS = {"hints", "needs_answer", "rubric"}
+INSTRUCTOR_KEYS = ("rubric",)  # cell-level kit keys for the grader only: the build drops them
 
 Role = Literal["master", "student"]
 
@@ -216,6 +217,8 @@ def _kit_cell_rules(cell: Any) -> Iterator[tuple[str, str, str]]:
             "must be a list of non-empty strings",
             'write hints as ["first hint", "second hint"]',
         )
+    if "rubric" in kit:
+        yield from _rubric_rules(cell, kit["rubric"])
     if "needs_answer" in kit:
         if not isinstance(kit["needs_answer"], bool):
             yield "metadata.shopops_lab.needs_answer", "must be true or false", "write true or false"
@@ -225,6 +228,30 @@ def _kit_cell_rules(cell: Any) -> Iterator[tuple[str, str, str]]:
                 "only code cells run, so only they can need an answer",
                 "remove it",
             )
+
+
+def _rubric_rules(cell: Any, rubric: Any) -> Iterator[tuple[str, str, str]]:
+    """A written answer's rubric: [{"points": n, "element": "..."}, ...], on a hand-graded
+    markdown answer only, its points adding up to the cell's."""
+    field = "metadata.shopops_lab.rubric"
+    meta = cell.get("metadata", {}).get("nbgrader", {})
+    if not (cell.get("cell_type") == "markdown" and _flag(meta, "grade") and _flag(meta, "solution")):
+        yield field, "only a hand-graded written answer has a rubric", "move it to the written answer's cell"
+        return
+    entries = rubric if isinstance(rubric, list) else None
+    if not entries or not all(
+        isinstance(entry, dict) and set(entry) == {"points", "element"}
+        and isinstance(entry["points"], (int, float)) and not isinstance(entry["points"], bool) and entry["points"] > 0
+        and isinstance(entry["element"], str) and entry["element"].strip()
+        for entry in entries
+    ):
+        yield field, "must be a non-empty list of {\"points\": n > 0, \"element\": \"...\"}", \
+            'write [{"points": 1, "element": "names the unknown outcome"}, ...]'
+        return
+    total, points = sum(entry["points"] for entry in entries), meta.get("points")
+    if isinstance(points, (int, float)) and abs(total - points) > 1e-9:
+        yield (field, f"adds up to {total:g} points, the cell is worth {points:g}",
+               "make the elements add up to the cell's points")
 
 
 def _source_rules(cell: Any, meta: dict[str, Any], role: Role) -> Iterator[tuple[str, str, str]]:
@@ -390,6 +417,10 @@ def validate_notebook(nb: Any, name: str, *, role: Role = "master") -> list[Prob
             else:
                 meta = {}
         found.extend(_kit_cell_rules(cell))
+        kit = cell_meta.get("shopops_lab")
+        if role == "student" and isinstance(kit, dict) and any(key in kit for key in INSTRUCTOR_KEYS):
+            found.append(("metadata.shopops_lab.rubric", "is for the grader and must not reach students",
+                          "regenerate it with shopops-lab build-notebooks"))
         if role == "master" and RAISES_EXCEPTION in cell_meta.get("tags", []):
             found.append(
                 (

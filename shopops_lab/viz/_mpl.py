@@ -14,7 +14,8 @@ from typing import Any
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from shopops_lab.viz.panels import Panel
+from shopops_lab.viz import _svg
+from shopops_lab.viz.panels import Panel, describe
 
 __all__ = ["DPI", "PlotFigure", "figure", "png_bytes"]
 
@@ -22,19 +23,28 @@ DPI = 100
 
 
 class PlotFigure(Figure):
-    """A matplotlib Figure that shows itself in a notebook as deterministic PNG."""
+    """A matplotlib Figure that shows itself in a notebook as deterministic PNG, and as an
+    <img> carrying `alt`, the plot in words, which a screen reader announces (a PNG output
+    alone is shown without alt text)."""
+
+    alt = ""
 
     def _repr_png_(self) -> bytes:
         return png_bytes(self)
+
+    def _repr_html_(self) -> str:
+        width, height = self.get_size_inches()
+        return _svg.png_image(png_bytes(self), alt=self.alt, width=width * DPI, height=height * DPI)
 
     def __repr__(self) -> str:
         width, height = self.get_size_inches()
         return f"<PlotFigure {width:g}x{height:g} in, {len(self.axes)} axes>"
 
 
-def figure(panels: list[Panel], *, size: tuple[float, float]) -> PlotFigure:
-    """One panel on its own, or four on a 2x2 grid."""
+def figure(panels: list[Panel], *, size: tuple[float, float], title: str = "plot") -> PlotFigure:
+    """One panel on its own, or four on a 2x2 grid; `title` heads its alt text."""
     fig = PlotFigure(figsize=size, dpi=DPI, layout="constrained")
+    fig.alt = describe(panels, title=title)
     FigureCanvasAgg(fig)
     axes = fig.subplots(2, 2).ravel().tolist() if len(panels) == 4 else [fig.subplots()]
     for ax, panel in zip(axes, panels):

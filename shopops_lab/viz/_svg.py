@@ -7,14 +7,22 @@ can never clash.
 """
 from __future__ import annotations
 
+import base64
 import html
 import math
+import re
 
 FONT = "Helvetica,Arial,sans-serif"
 MAX_WIDTH = 1200
 """Widest a picture is shown, in px: JupyterLab's output area is about 1,220 px wide at a
 1,400 px window, and a wider SVG is clipped there. A larger drawing keeps its viewBox
 and is scaled down to this width."""
+NARROW_WIDTH = 930
+"""Widest a picture that must fit a narrower window is shown, in px: JupyterLab's output area
+at a 1,024 px window, with the file browser closed."""
+PICTURE_CLASS = "shopops-picture"
+"""Marks the <img> a picture is shown through (see `image`), so stored notebook outputs can be
+compared by its text alternative."""
 DIAGRAM_CLASS = "shopops-diagram"
 """Marks a picture that Graphviz or the kit may draw: its `<desc>` says what it shows in
 words both renderers share, which is what stored notebook outputs compare (see
@@ -34,11 +42,11 @@ def esc(text: object) -> str:
 
 
 def document(width: float, height: float, body: list[str], *, label: str, desc: str = "",
-             diagram: bool = False) -> str:
-    """Wrap `body` elements in an <svg> root with a fixed size, no wider than MAX_WIDTH,
+             diagram: bool = False, max_width: float = MAX_WIDTH) -> str:
+    """Wrap `body` elements in an <svg> root with a fixed size, no wider than `max_width`,
     and a text alternative: `label` as its title, `desc` (if any) as its description.
     `diagram=True` marks a picture Graphviz may draw instead (DIAGRAM_CLASS)."""
-    shown_width, shown_height = fit(width, height)
+    shown_width, shown_height = fit(width, height, max_width)
     cls = f' class="{DIAGRAM_CLASS}"' if diagram else ""
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{num(shown_width)}" height="{num(shown_height)}" '
             f'viewBox="0 0 {num(width)} {num(height)}" role="img" aria-label="{esc(label)}"{cls} '
@@ -51,11 +59,63 @@ def alternative(label: str, desc: str = "") -> list[str]:
     return [f"<title>{esc(label)}</title>", *([f"<desc>{esc(desc)}</desc>"] if desc else [])]
 
 
-def fit(width: float, height: float) -> tuple[float, float]:
-    """The size to show a width x height picture at: as drawn, or scaled to MAX_WIDTH."""
-    if width <= MAX_WIDTH:
+def fit(width: float, height: float, max_width: float = MAX_WIDTH) -> tuple[float, float]:
+    """The size to show a width x height picture at: as drawn, or scaled to `max_width`."""
+    if width <= max_width:
         return width, height
-    return MAX_WIDTH, height * MAX_WIDTH / width
+    return max_width, height * max_width / width
+
+
+_ROOT = re.compile(r"<svg\b[^>]*>")
+_TITLE = re.compile(r"<title>([^<]*)</title>")
+_DESC = re.compile(r"<desc>([^<]*)</desc>")
+
+
+def _attribute(tag: str, name: str) -> str | None:
+    found = re.search(rf'\s{name}="([^"]*)"', tag)
+    return None if found is None else found.group(1)
+
+
+def words(svg: str) -> tuple[str, str]:
+    """(title, description) of an SVG: the first <title> and the <desc> right after it, which
+    the kit writes first inside the root; the aria-label when there is no title."""
+    root = _ROOT.search(svg)
+    if root is None:
+        return "", ""
+    head = svg[root.end():].lstrip()
+    title = _TITLE.match(head)
+    label = html.unescape(title.group(1)) if title else html.unescape(_attribute(root.group(0), "aria-label") or "")
+    desc = _DESC.match(head[title.end():].lstrip()) if title else None
+    return label, html.unescape(desc.group(1)) if desc else ""
+
+
+def alt_text(svg: str, summary: str = "") -> str:
+    """What an SVG says in words: its title, then its description (or `summary` if it has none)."""
+    label, desc = words(svg)
+    desc = desc or summary
+    return f"{label}: {desc}" if label and desc else label or desc
+
+
+def image(svg: str, *, summary: str = "") -> str:
+    """The SVG as an <img> whose alt text a screen reader announces. A notebook shows an SVG
+    output through an <img> that has no alt, and a <title> inside the image is not read out;
+    an HTML output carrying this tag is. Marked DIAGRAM_CLASS too when the SVG is. `summary`
+    completes the alt text of an SVG that has no description of its own."""
+    root = _ROOT.search(svg)
+    tag = root.group(0) if root else ""
+    size = "".join(f' {name}="{value}"' for name in ("width", "height")
+                   if (value := _attribute(tag, name)) is not None)
+    classes = PICTURE_CLASS + (f" {DIAGRAM_CLASS}" if DIAGRAM_CLASS in (_attribute(tag, "class") or "").split() else "")
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return (f'<img class="{classes}" alt="{esc(alt_text(svg, summary))}"{size} '
+            f'src="data:image/svg+xml;base64,{data}">')
+
+
+def png_image(png: bytes, *, alt: str, width: float, height: float) -> str:
+    """PNG bytes as an <img> with its alt text (see `image`)."""
+    data = base64.b64encode(png).decode("ascii")
+    return (f'<img class="{PICTURE_CLASS}" alt="{esc(alt)}" width="{num(width)}" height="{num(height)}" '
+            f'src="data:image/png;base64,{data}">')
 
 
 def text(x: float, y: float, content: object, *, size: float = 12, anchor: str = "middle",

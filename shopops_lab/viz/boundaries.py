@@ -85,7 +85,8 @@ _BOX_HEIGHT = 44.0
 def outbox_boundaries(*, engine: str = "auto") -> Diagram:
     """The picture: Graphviz's where `dot` runs, the kit's own elsewhere (engine="fallback"
     always draws the kit's own)."""
-    return render(dot_source(), title=TITLE, engine=engine, fallback_svg=svg(), summary=summary())
+    return render(dot_source(), title=TITLE, engine=engine, fallback_svg=svg(), summary=summary(),
+                  max_width=_svg.NARROW_WIDTH)
 
 
 def summary() -> str:
@@ -99,8 +100,9 @@ def summary() -> str:
 
 
 def dot_source() -> str:
-    """The DOT text Graphviz draws: laid out left to right, compact enough for one screen."""
-    lines = ["digraph boundaries {", "  rankdir=LR; nodesep=0.3; ranksep=0.45;",
+    """The DOT text Graphviz draws: top to bottom, so it fits a 930 px output area at full size
+    (left to right it is 1,600 px wide, and its words shrink to half size when scaled)."""
+    lines = ["digraph boundaries {", "  rankdir=TB; nodesep=0.5; ranksep=0.4;",
              '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11];',
              '  edge [fontname="Helvetica", fontsize=10];']
     grouped = {member for group in GROUPS for member in group.members}
@@ -142,7 +144,8 @@ def svg() -> str:
         body.append(_arrow(arrow, boxes[arrow.source], boxes[arrow.target]))
     for box in BOXES:
         body.append(_box(box))
-    return _svg.document(_WIDTH, _HEIGHT, body, label=TITLE, desc=summary(), diagram=True)
+    return _svg.document(_WIDTH, _HEIGHT, body, label=TITLE, desc=summary(), diagram=True,
+                         max_width=_svg.NARROW_WIDTH)
 
 
 # ---------------------------------------------------------------------------- internals

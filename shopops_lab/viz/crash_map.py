@@ -51,7 +51,16 @@ def crash_map(*reports: Any) -> Diagram:
                 body.append(_svg.text(middle, y + 34, f"restart breaks {broke}", size=10, fill="#a11"))
             y += box + GAP
     title = "crash map: " + " vs ".join(r.runner for r in reports)
-    return Diagram(title=title, svg=_svg.document(width, height, body, label=title), engine="builtin")
+    desc = " ".join(_column_words(report, rows) for report, rows in zip(reports, columns))
+    return Diagram(title=title, svg=_svg.document(width, height, body, label=title, desc=desc), engine="builtin")
+
+
+def _column_words(report: Any, rows: list[Any]) -> str:
+    """One column in words: its crash points in order, and which restarts break what."""
+    broken = [f"{row.label} (restart breaks {', '.join(sorted(row.violations))})" for row in rows if row.violations]
+    verdict = (f"{len(broken)} of them break{'s' if len(broken) == 1 else ''} a promise: {'; '.join(broken)}"
+               if broken else "none breaks a promise")
+    return f"{report.runner}: {len(rows)} crash points, {', '.join(row.label for row in rows)}; {verdict}."
 
 
 def _action(report: Any, row: Any) -> str:

@@ -66,9 +66,11 @@ class Diagram:
     def _repr_svg_(self) -> str | None:
         return self.svg
 
-    def _repr_html_(self) -> str | None:
+    def _repr_html_(self) -> str:
+        """The picture as an <img> with alt text (a screen reader announces it; the SVG output
+        alone is shown through an <img> without one), or the DOT source when there is none."""
         if self.svg is not None:
-            return None
+            return _svg.image(self.svg, summary=self.summary)
         note = f"<p>{html.escape(self.note)}</p>" if self.note else ""
         return f"{note}<pre>{html.escape(self.source or '')}</pre>"
 
@@ -94,11 +96,12 @@ def dot_available(which: Callable[[str], str | None] = shutil.which) -> bool:
 
 
 def render(source: str, *, title: str = "diagram", engine: str = "auto",
-           fallback_svg: str | None = None, summary: str = "") -> Diagram:
+           fallback_svg: str | None = None, summary: str = "", max_width: float = _svg.MAX_WIDTH) -> Diagram:
     """Draw DOT `source`: with Graphviz when `dot_available()` (engine="auto", the
     default), else with `fallback_svg` (the kit's own drawing), else as the DOT source
     itself. engine="fallback" never runs Graphviz: what a machine without it shows.
-    `summary` says what the picture shows; it becomes the SVG's description."""
+    `summary` says what the picture shows; it becomes the SVG's description. Graphviz's
+    drawing is shown no wider than `max_width` px."""
     if not isinstance(source, str) or not source.strip():
         raise BadArgumentError(field="source", problem=f"is {source!r}",
                                fix="pass DOT text, e.g. 'digraph { ready -> leased }'")
@@ -108,8 +111,8 @@ def render(source: str, *, title: str = "diagram", engine: str = "auto",
         if dot_available():
             svg, reason = _run_dot(source)
             if svg is not None:
-                return Diagram(title=title, svg=accessible(svg, title=title, desc=summary), source=source,
-                               engine="dot", summary=summary)
+                return Diagram(title=title, svg=accessible(svg, title=title, desc=summary, max_width=max_width),
+                               source=source, engine="dot", summary=summary)
         else:
             reason = "Graphviz `dot` cannot run in the browser" if in_browser() else "Graphviz `dot` not found"
     if fallback_svg is not None:
@@ -119,17 +122,17 @@ def render(source: str, *, title: str = "diagram", engine: str = "auto",
                    summary=summary)
 
 
-def accessible(svg: str, *, title: str, desc: str = "") -> str:
+def accessible(svg: str, *, title: str, desc: str = "", max_width: float = _svg.MAX_WIDTH) -> str:
     """Graphviz's SVG made like the kit's own: a title and description first, `role` and
     `aria-label` on the root, marked as a diagram, and sized in px no wider than
-    `_svg.MAX_WIDTH` (its viewBox keeps the drawing whole)."""
+    `max_width` (its viewBox keeps the drawing whole)."""
     root = _ROOT.search(svg)
     if root is None:
         return svg
     sizes = {name: float(value) * 4 / 3 for name, value in _POINTS.findall(root.group(0))}
     tag = " ".join(_POINTS.sub("", root.group(0))[:-1].split())
     if len(sizes) == 2:
-        width, height = _svg.fit(sizes["width"], sizes["height"])
+        width, height = _svg.fit(sizes["width"], sizes["height"], max_width)
         tag += f' width="{_svg.num(width)}" height="{_svg.num(height)}"'
     tag += f' role="img" aria-label="{_svg.esc(title)}" class="{_svg.DIAGRAM_CLASS}">'
     return svg[:root.start()] + "\n".join([tag, *_svg.alternative(title, desc)]) + svg[root.end():]

@@ -122,7 +122,7 @@ def _draw(panels: list[Panel], *, title: str, size: tuple[float, float] = SIZE) 
         from shopops_lab.viz import sketch
 
         return sketch.sketch(panels, title=title, size=size)
-    return mpl.figure(panels, size=size)
+    return mpl.figure(panels, size=size, title=title)
 
 
 # ---------------------------------------------------------------------------- panels

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from shopops_lab.viz import _svg
 from shopops_lab.viz.dot import Diagram
-from shopops_lab.viz.panels import Panel, Series
+from shopops_lab.viz.panels import Panel, Series, describe
 
 __all__ = ["NOTE", "sketch"]
 
@@ -32,7 +32,8 @@ def sketch(panels: list[Panel], *, title: str, size: tuple[float, float]) -> Dia
     for n, panel in enumerate(panels):
         left, top = (n % columns) * cell_w, _NOTE_HEIGHT + (n // columns) * cell_h
         body.extend(_panel(panel, left, top, cell_w, cell_h))
-    return Diagram(title=title, svg=_svg.document(width, height, body, label=title), engine="builtin",
+    return Diagram(title=title, svg=_svg.document(width, height, body, label=title,
+                                                  desc=describe(panels, title=title)), engine="builtin",
                    note=NOTE)
 
 

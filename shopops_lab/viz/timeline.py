@@ -339,13 +339,39 @@ def draw(data: Timeline, *, axis: str = "time") -> str:
         body.append(_svg.text(_LEFT, 36, data.note, size=12, anchor="start", fill="#b35900", cls="note"))
     if not data.lanes:
         body.append(_svg.text(_WIDTH / 2, top + 24, "no leases to show yet", size=13, fill="#666"))
-        return _svg.document(_WIDTH, height, body, label=TITLE)
+        return _svg.document(_WIDTH, height, body, label=TITLE, desc="no leases to show yet")
     frame = _Frame.of(data, top, by_seq=axis == "seq")
     bars = [frame.bar(span) for span in data.leases]
     body += [*_lanes(frame), *_bands(frame, data.bands), *_leases(data.leases, bars),
              *_links_drawn(data, bars), *_contacts(frame, data.contacts), *_rejections(frame, data.rejections),
              *_legend(frame.bottom + 54)]
-    return _svg.document(_WIDTH, height, body, label=TITLE)
+    return _svg.document(_WIDTH, height, body, label=TITLE, desc=describe(data))
+
+
+def describe(data: Timeline) -> str:
+    """The timeline in words, for its text alternative: per worker, its leases in order with
+    how each ended, its crashes and pauses, its sends and its refused writes."""
+    if not data.lanes:
+        return "no leases to show yet"
+    lanes = []
+    for worker in data.lanes:
+        said = [f"{_span(span)}" for span in data.leases if span.worker_id == worker]
+        said += [f"{band.kind} from t={band.start:g}" + ("" if band.open else f" to t={band.end:g}")
+                 for band in data.bands if band.worker_id == worker]
+        said += [f"{'a repeat send absorbed' if mark.deduped else 'a second message' if mark.duplicate else 'a send'}"
+                 f" to {mark.case_id} at t={mark.time:g}" for mark in data.contacts if mark.worker_id == worker]
+        said += [f"a write refused at t={refused.time:g} (stale token {refused.token})"
+                 for refused in data.rejections if refused.worker_id == worker]
+        lanes.append(f"{worker}: {', '.join(said)}")
+    redelivered = f"; {len(data.links)} redelivery arrow(s)" if data.links else ""
+    return f"{len(data.leases)} leases on {len(data.lanes)} workers{redelivered}. " + ". ".join(lanes) + "." + \
+        (f" ({data.note})" if data.note else "")
+
+
+def _span(span: LeaseSpan) -> str:
+    ended = "open" if span.outcome == "open" else f"{span.outcome} at t={span.end:g}"
+    return (f"{span.item_id} ({span.case_id}) from t={span.start:g}, {ended}"
+            + (", to the dead-letter queue" if span.dead else ""))
 
 
 @dataclass(frozen=True)
