@@ -11,14 +11,16 @@ It also proves the nbgrader behaviours the validator guards against (a trailing 
 partial credit, stderr scores 0, 'END SOLUTION' is matched anywhere in a line) and that
 our generator cuts exactly what nbgrader cuts.
 
-The venv is built once per machine (tests/nbgrader_env.py). Without PyPI access the tests
-skip, saying how to install nbgrader.
+The venv is built once per machine and kept in ~/.cache/shopops-lab/nbgrader/, keyed by the
+requirements (tests/nbgrader_env.py). Without PyPI access the tests skip, saying how to
+install nbgrader.
 """
 from __future__ import annotations
 
 import json
 import shutil
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,10 +43,11 @@ RELEASE_GRADED = ("01_leases_and_redelivery", "04_fencing_tokens")
 
 
 @pytest.fixture(scope="session")
-def nbgrader_python() -> Path:
-    """Python of the cached venv made by the README's instructor install."""
+def nbgrader_python() -> Iterator[Path]:
+    """Python of the cached venv made by the README's instructor install, held while the tests grade."""
     try:
-        return nbgrader_env.ensure_venv(ROOT)
+        with nbgrader_env.using_venv(ROOT) as python:
+            yield python
     except nbgrader_env.NbgraderUnavailable as exc:
         pytest.skip(f"the nbgrader round trip needs `{nbgrader_env.README_INSTALL} <this repository>` in a venv, "
                     f"and that failed (no network to PyPI?): {exc}")
