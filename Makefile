@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 # worker, and files that share a built site are kept together (tests/conftest.py). XDIST= runs serially.
 XDIST ?= -n auto --dist loadfile
 # make test-fast: everything but the suites marked slow (tests/conftest.py), Hypothesis on its quick profile
-FAST_ARGS ?= -m "not slow"
+FAST_ARGS ?= -m 'not slow'
 # CI sets this: pytest's exit 5 (it collected no test) is reported, not a failure of the run
 ALLOW_NO_TESTS ?=
 NBVAL_ARGS ?= --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg

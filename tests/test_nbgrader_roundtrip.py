@@ -224,3 +224,18 @@ def test_nbgrader_behaviours_the_validator_guards_against(graded: Graded) -> Non
 def test_the_readme_tells_instructors_this_install() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"{nbgrader_env.README_INSTALL} /path/to/shopops-lab" in readme
+
+
+def test_the_venv_is_cached_outside_the_temp_folder_keyed_by_what_it_installs(tmp_path: Path, monkeypatch) -> None:
+    """The key follows the requirements, not the kit's code, config or checkout folder."""
+    monkeypatch.delenv("SHOPOPS_NBGRADER_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert nbgrader_env.cache_dir() == tmp_path / "cache" / "shopops-lab" / "nbgrader"
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    checkout = tmp_path / "another-checkout"
+    checkout.mkdir()
+    (checkout / "pyproject.toml").write_text(pyproject + "\n[tool.example]\nsetting = 1\n")
+    assert nbgrader_env.requirements_key(checkout) == nbgrader_env.requirements_key(ROOT)
+    (checkout / "pyproject.toml").write_text(pyproject.replace('"jsonschema>=4.21,<5"', '"jsonschema>=4.22,<5"'))
+    assert nbgrader_env.requirements_key(checkout) != nbgrader_env.requirements_key(ROOT)
+    assert nbgrader_env.venv_path(ROOT).parent == nbgrader_env.cache_dir()
