@@ -28,6 +28,12 @@ SLOW_FILES: dict[str, str] = {
     "test_lite.py": "lite",  # builds the offline JupyterLite site (npm; PyPI the first time)
     "test_nbgrader_roundtrip.py": "nbgrader",  # real nbgrader, in its own cached venv, grades every lab
 }
+# Single tests that run whole notebooks in kernels, as nbval does: the `notebooks` kind.
+NOTEBOOK_RUNS: frozenset[str] = frozenset({
+    "test_course_build.py::test_execute_runs_both_and_errors_only_in_tagged_cells",
+    "test_course_build.py::test_nbval_runs_the_pristine_student_notebooks",
+    "test_notebooks.py::test_stored_diagrams_hold_under_nbval_without_graphviz",
+})
 # Files that share one thing run in one worker, one after the other: the session-scoped Lite
 # site is built once (not once per worker), and two Chromiums never fight for two cores.
 # (xdist's own `xdist_group` mark does not work with pytest 9.2: xdist 3.8 renames the item
@@ -60,8 +66,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         kinds = []
-        if item.path.suffix == ".ipynb":
-            kinds.append("notebooks")  # an nbval cell
+        if item.path.suffix == ".ipynb" or f"{item.path.name}::{item.name}" in NOTEBOOK_RUNS:
+            kinds.append("notebooks")  # an nbval cell, or a test running notebooks in kernels
         elif item.path.name in SLOW_FILES:
             kinds.append(SLOW_FILES[item.path.name])
         if "postgres" in item.nodeid.lower():

@@ -7,7 +7,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
-from conftest import SHARED, SLOW_FILES, worker_scope
+from conftest import NOTEBOOK_RUNS, SHARED, SLOW_FILES, worker_scope
 
 TESTS = Path(__file__).resolve().parent
 PACKAGE = TESTS.parent / "shopops_lab"
@@ -35,6 +35,13 @@ def test_the_slow_files_exist_and_are_in_the_map() -> None:
     for name in [*SLOW_FILES, *SHARED]:
         assert (TESTS / name).exists(), name
         assert f"`{name}`" in MAP, name
+
+
+def test_each_single_slow_test_still_exists() -> None:
+    """A renamed test would silently leave the `slow` set and slow down `make test-fast`."""
+    for nodeid in sorted(NOTEBOOK_RUNS):
+        file, name = nodeid.split("::")
+        assert f"def {name}(" in (TESTS / file).read_text(encoding="utf-8"), nodeid
 
 
 @pytest.mark.parametrize("nodeid, scope", [
