@@ -21,6 +21,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NoReturn
 
 from shopops_lab import __version__
 from shopops_lab.errors import ShopOpsError
@@ -45,7 +46,7 @@ COMMANDS: list[Command] = []
 class OneLineErrorParser(argparse.ArgumentParser):
     """Usage errors in one line, like the kit's other refusals, pointing at --help."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
 
 

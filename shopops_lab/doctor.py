@@ -40,6 +40,8 @@ REQUIRED_PACKAGES: tuple[tuple[str, str, str], ...] = (
     ("nbval", "nbval", ">=0.11,<0.12"),
     ("hypothesis", "hypothesis", ">=6.100,<7"),
     ("ruff", "ruff", ">=0.17,<0.18"),
+    ("mypy", "mypy", ">=2.4,<3"),
+    ("pytest-xdist", "xdist", ">=3.8,<4"),
 )
 
 DOT_NOTE = (

@@ -1,6 +1,7 @@
 """One exception root for the kit. Each class's docstring is its message template,
 filled from the structured fields it carries, so a learner reads what went wrong and
-code can read `err.token`, `err.field` and friends."""
+code can read `err.token`, `err.field` and friends (annotated under each docstring, for the
+type checker; `fields` has them all)."""
 from __future__ import annotations
 
 from typing import Any
@@ -13,88 +14,163 @@ class ShopOpsError(Exception):
         self.fields = dict(fields)
         for name, value in fields.items():
             setattr(self, name, value)
-        super().__init__(type(self).__doc__.format(**fields))
+        super().__init__((type(self).__doc__ or "").format(**fields))
 
 
 class BadArgumentError(ShopOpsError, ValueError):
     """{field} {problem}. Fix: {fix}."""
 
+    field: str
+    problem: str
+    fix: str
+
 
 class StaleTokenError(ShopOpsError):
     """Stale fencing token for {what}: this write carries token {token}, but the store's current token is {current}. Another worker claimed it after you; stop and do not write."""
+
+    what: str
+    token: int | None
+    current: int | None
 
 
 class LeaseExpiredError(ShopOpsError):
     """The lease on item {item_id} (token {token}) expired at t={expires_at:g}; the item went back to the queue. Stop: a redelivery will handle it."""
 
+    item_id: str
+    token: int
+    expires_at: float
+
 
 class LeaseSettledError(ShopOpsError):
     """The lease on item {item_id} (token {token}) was already {how}; a lease can be settled once (ack or nack)."""
+
+    item_id: str
+    token: int
+    how: str
 
 
 class UnknownLeaseError(ShopOpsError):
     """No lease like this exists: {reason}. Use the Lease that acquire() returned."""
 
+    reason: str
+
 
 class UnknownItemError(ShopOpsError):
     """No item {item_id} in this queue. Fix: pass an id returned by enqueue() or shown by items()/dlq_items()."""
+
+    item_id: str
 
 
 class NotInDLQError(ShopOpsError):
     """Item {item_id} is {state}, not in the dead-letter queue; only dead items can be replayed. Fix: replay an id from dlq_items()."""
 
+    item_id: str
+    state: str
+
 
 class TransitionError(ShopOpsError):
     """{what} cannot move from {source} to {target}: that edge is not in the transition table."""
+
+    what: str
+    source: str
+    target: str
 
 
 class IdempotencyConflictError(ShopOpsError):
     """Request key {key!r} was already used with different parameters ({difference}). Fix: reuse the key only to retry the same request; use a new key for new work."""
 
+    key: str
+    difference: str
+
 
 class WorkflowVersionError(ShopOpsError):
     """The checkpoint was written by workflow version {stored!r} but this runner is {current!r}. Refusing to resume under a changed plan: migrate the checkpoint explicitly."""
+
+    stored: int
+    current: int
 
 
 class LeaseLostError(ShopOpsError):
     """Worker {worker_id} lost its lease on {item_id} (token {token}); stop side effects now."""
 
+    item_id: str
+    token: int
+    worker_id: str
+
 
 class UnknownJobError(ShopOpsError):
     """No job {job_id} in this store. Fix: pass an id returned by submit() or listed by jobs()."""
+
+    job_id: str
 
 
 class JobLeasedError(ShopOpsError):
     """Job {job_id} is leased to worker {owner} (token {token}) until t={expires_at:g}. Wait for the lease to expire or for its owner to finish; do not start the same work twice."""
 
+    job_id: str
+    owner: str
+    token: int
+    expires_at: float
+
 
 class JobNotRunningError(ShopOpsError):
     """Job {job_id} is {state}, not running: {action} needs a running job that you have claimed."""
+
+    job_id: str
+    state: str
+    action: str
 
 
 class VersionConflictError(ShopOpsError):
     """Job {job_id} is at version {current}, not the version {expected} you read. Someone changed it since; get() the job again and decide from what it says now."""
 
+    job_id: str
+    expected: int
+    current: int
+
 
 class SimulatedCrash(ShopOpsError):
     """Simulated crash at {point}: the worker stopped here and lost everything it had not written to a store. Restart by running it again with the same stores."""
+
+    point: str
 
 
 class EffectFailedError(ShopOpsError):
     """The {step} effect of {job_id} came back {status} (operation {op_id}), so the step is not confirmed. The next run must find out what happened before it tries again."""
 
+    step: str
+    job_id: str
+    status: str
+    op_id: str
+
 
 class BudgetExhaustedError(ShopOpsError):
     """Budget {budget!r} has {remaining} left, not enough for {wanted}. The checkpoint carries budgets across restarts, so a resumed run cannot start over with a fresh one."""
+
+    budget: str
+    remaining: float
+    wanted: float
 
 
 class UnknownScenarioError(ShopOpsError):
     """No simulation scenario named {name!r}. Known scenarios: {known}. Fix: pass one of those names, or a Scenario object."""
 
+    name: str
+    known: str
+
 
 class StoreOpenError(ShopOpsError):
     """Cannot open the store {target}: {reason}. Nothing was written. Fix: {fix}."""
 
+    target: str
+    reason: str
+    fix: str
+
 
 class ForeignStoreError(ShopOpsError):
     """{target} {found}, so it is not a ShopOps Lab store this kit can use (it reads schema version {expected}). It was left exactly as it is. Fix: {fix}."""
+
+    target: str
+    expected: str
+    found: str
+    fix: str

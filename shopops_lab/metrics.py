@@ -83,11 +83,7 @@ class Summary:
     def of(cls, values: Iterable[float]) -> Summary:
         """The summary of some finite numbers (an empty iterable gives count=0)."""
         given = list(values) if isinstance(values, Iterable) and not isinstance(values, (str, bytes)) else None
-        wrong = (
-            [v for v in given if not (arguments.is_number(v) and -math.inf < v < math.inf)]
-            if given is not None
-            else None
-        )
+        wrong = [v for v in given or () if not (arguments.is_number(v) and -math.inf < v < math.inf)]
         if given is None or wrong:
             problem = f"is {arguments.a(type(values).__name__)}" if given is None else f"holds {wrong[0]!r}"
             raise BadArgumentError(field="values", problem=problem,

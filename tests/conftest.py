@@ -1,14 +1,81 @@
-"""Fixtures shared by more than one test module."""
+"""Fixtures shared by more than one test module, and how the suite is sorted:
+
+* marks: `slow` (left out by `make test-fast`) on the suites listed below, with the mark
+  of their kind (`browser`, `lite`, `nbgrader`, `postgres`, `notebooks`), registered in
+  pyproject.toml;
+* workers: `make test` runs `pytest -n auto --dist loadfile`: each test file (each notebook)
+  runs whole in one worker, in order, so a notebook's cells share their kernel and a
+  module-scoped fixture is built once. SHARED puts files that share one thing in one worker.
+
+tests/README.md maps labs and modules to tests.
+"""
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from store_backends import BACKENDS, DURABLE, Backend
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Whole files `make test-fast` leaves out, with the mark that says why. One list: add a file
+# here rather than a mark in the file.
+SLOW_FILES: dict[str, str] = {
+    "test_browser.py": "browser",  # every lab in JupyterLab, and the Lite site, in headless Chromium
+    "test_lite.py": "lite",  # builds the offline JupyterLite site (npm; PyPI the first time)
+    "test_nbgrader_roundtrip.py": "nbgrader",  # real nbgrader, in its own cached venv, grades every lab
+}
+# Single tests that run whole notebooks in kernels, as nbval does: the `notebooks` kind.
+NOTEBOOK_RUNS: frozenset[str] = frozenset({
+    "test_course_build.py::test_execute_runs_both_and_errors_only_in_tagged_cells",
+    "test_course_build.py::test_nbval_runs_the_pristine_student_notebooks",
+    "test_notebooks.py::test_stored_diagrams_hold_under_nbval_without_graphviz",
+})
+# Files that share one thing run in one worker, one after the other: the session-scoped Lite
+# site is built once (not once per worker), and two Chromiums never fight for two cores.
+# (xdist's own `xdist_group` mark does not work with pytest 9.2: xdist 3.8 renames the item
+# through an attribute pytest no longer reads; hence this table and the scheduler below.)
+SHARED: dict[str, str] = {
+    "test_browser.py": "offline-site",
+    "test_lite.py": "offline-site",
+}
+
+
+def worker_scope(nodeid: str) -> str:
+    """The unit one worker runs whole: the file (or notebook), or the SHARED group of its file."""
+    path = nodeid.split("::", 1)[0]
+    return SHARED.get(path.rsplit("/", 1)[-1], path)
+
+
+@pytest.hookimpl(optionalhook=True)  # called only when pytest-xdist runs the tests
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedFileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_scope(nodeid)
+
+    return SharedFileScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        kinds = []
+        if item.path.suffix == ".ipynb" or f"{item.path.name}::{item.name}" in NOTEBOOK_RUNS:
+            kinds.append("notebooks")  # an nbval cell, or a test running notebooks in kernels
+        elif item.path.name in SLOW_FILES:
+            kinds.append(SLOW_FILES[item.path.name])
+        if "postgres" in item.nodeid.lower():
+            kinds.append("postgres")  # a case on the PostgreSQL server (it skips without one)
+        for kind in kinds:
+            item.add_marker(kind)
+        if kinds:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -33,6 +33,8 @@ GOOD_VERSIONS = {
     "nbval": "0.11.0",
     "hypothesis": "6.112.0",
     "ruff": "0.17.5",
+    "mypy": "2.4.1",
+    "pytest-xdist": "3.8.0",
     "shopops-lab": "0.1.0",
     "jupyterlab_widgets": "3.0.13",
     "widgetsnbextension": "4.0.13",

@@ -11,14 +11,16 @@ It also proves the nbgrader behaviours the validator guards against (a trailing 
 partial credit, stderr scores 0, 'END SOLUTION' is matched anywhere in a line) and that
 our generator cuts exactly what nbgrader cuts.
 
-The venv is built once per machine (tests/nbgrader_env.py). Without PyPI access the tests
-skip, saying how to install nbgrader.
+The venv is built once per machine and kept in ~/.cache/shopops-lab/nbgrader/, keyed by the
+requirements (tests/nbgrader_env.py). Without PyPI access the tests skip, saying how to
+install nbgrader.
 """
 from __future__ import annotations
 
 import json
 import shutil
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,10 +43,11 @@ RELEASE_GRADED = ("01_leases_and_redelivery", "04_fencing_tokens")
 
 
 @pytest.fixture(scope="session")
-def nbgrader_python() -> Path:
-    """Python of the cached venv made by the README's instructor install."""
+def nbgrader_python() -> Iterator[Path]:
+    """Python of the cached venv made by the README's instructor install, held while the tests grade."""
     try:
-        return nbgrader_env.ensure_venv(ROOT)
+        with nbgrader_env.using_venv(ROOT) as python:
+            yield python
     except nbgrader_env.NbgraderUnavailable as exc:
         pytest.skip(f"the nbgrader round trip needs `{nbgrader_env.README_INSTALL} <this repository>` in a venv, "
                     f"and that failed (no network to PyPI?): {exc}")
@@ -221,3 +224,18 @@ def test_nbgrader_behaviours_the_validator_guards_against(graded: Graded) -> Non
 def test_the_readme_tells_instructors_this_install() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"{nbgrader_env.README_INSTALL} /path/to/shopops-lab" in readme
+
+
+def test_the_venv_is_cached_outside_the_temp_folder_keyed_by_what_it_installs(tmp_path: Path, monkeypatch) -> None:
+    """The key follows the requirements, not the kit's code, config or checkout folder."""
+    monkeypatch.delenv("SHOPOPS_NBGRADER_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert nbgrader_env.cache_dir() == tmp_path / "cache" / "shopops-lab" / "nbgrader"
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    checkout = tmp_path / "another-checkout"
+    checkout.mkdir()
+    (checkout / "pyproject.toml").write_text(pyproject + "\n[tool.example]\nsetting = 1\n")
+    assert nbgrader_env.requirements_key(checkout) == nbgrader_env.requirements_key(ROOT)
+    (checkout / "pyproject.toml").write_text(pyproject.replace('"jsonschema>=4.21,<5"', '"jsonschema>=4.22,<5"'))
+    assert nbgrader_env.requirements_key(checkout) != nbgrader_env.requirements_key(ROOT)
+    assert nbgrader_env.venv_path(ROOT).parent == nbgrader_env.cache_dir()

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from shopops_lab.course import source as src
 from shopops_lab.course.errors import (
@@ -252,9 +253,8 @@ def _run(nb: NotebookNode, name: str, *, master: bool) -> None:
             client.execute(cwd=workdir, env=env, cleanup_kc=True)
         except CellExecutionError as exc:
             index = current["index"]
-            cell = nb.cells[index] if index is not None else {}
             raise NotebookExecutionError(
-                notebook=name, cell=index, grade_id=_cell_label(cell) if cell else "?",
+                notebook=name, cell=index, grade_id=_cell_label(nb.cells[index]) if index is not None else "?",
                 problem=f"raised {exc.ename}: {exc.evalue}"
                         + ("" if master else " in a cell without the raises-exception tag"),
                 fix="make the master run cleanly top to bottom" if master else
@@ -367,8 +367,8 @@ def _differences(expected: NotebookNode, actual: NotebookNode) -> list[str]:
         found.append(f"{len(actual.cells)} cells, the master gives {len(expected.cells)}")
     for index, (want, have) in enumerate(zip(expected.cells, actual.cells)):
         for part in ("cell_type", "id", "source", "metadata"):
-            mine = cell_text(want) if part == "source" else want.get(part)
-            theirs = cell_text(have) if part == "source" else have.get(part)
+            mine: Any = cell_text(want) if part == "source" else want.get(part)
+            theirs: Any = cell_text(have) if part == "source" else have.get(part)
             if mine != theirs:
                 label = "type" if part == "cell_type" else part
                 if part == "metadata":

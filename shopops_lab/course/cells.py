@@ -131,7 +131,7 @@ def test(source: str, grade_id: str, points: float, *, hints: Sequence[str] | No
     return _kit(cell, hints=_hints(hints))
 
 
-test.__test__ = False  # a helper, not a pytest test, even if someone imports it by name
+test.__test__ = False  # type: ignore[attr-defined]  # a helper, not a pytest test, even if someone imports it by name
 
 
 def notebook(cells: Sequence[NotebookNode], lab: str, version: str, title: str) -> NotebookNode:

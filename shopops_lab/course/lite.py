@@ -242,7 +242,9 @@ def kit_wheel(folder: Path) -> Path:
     """A wheel of the installed `shopops_lab` package, written byte for byte the same on
     every run (sorted entries, fixed timestamps): what the site's kernel imports."""
     package = Path(__file__).resolve().parent.parent  # read as files: the course wing imports no engine code
-    version = re.search(r'^__version__ = "([^"]+)"', (package / "__init__.py").read_text(), re.M).group(1)
+    found = re.search(r'^__version__ = "([^"]+)"', (package / "__init__.py").read_text(), re.M)
+    assert found is not None, "shopops_lab/__init__.py names no __version__"
+    version = found.group(1)
     dist = f"shopops_lab-{version}.dist-info"
     files = {f"shopops_lab/{p.relative_to(package).as_posix()}": p.read_bytes()
              for p in sorted(package.rglob("*"))

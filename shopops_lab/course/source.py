@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TypeGuard
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
@@ -243,7 +244,7 @@ and never raise, whatever answer they are given: a cell that only passes an unan
 function to them runs."""
 
 
-def _behind_answered(node: ast.AST) -> bool:
+def _behind_answered(node: ast.AST) -> TypeGuard[ast.If]:
     """`if labNN.exercise.answered(...):` - its body runs only once the answer is written."""
     test = getattr(node, "test", None)
     return (isinstance(node, ast.If) and isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute)

@@ -221,7 +221,7 @@ class FaultPlan:
         self.timed = [f for f in faults if f.timed]
         self._waiting: dict[Point, list[Fault]] = {}
         for fault in faults:
-            if not fault.timed:
+            if fault.point is not None:  # not timed: it waits for its point in some delivery
                 self._waiting.setdefault(fault.point, []).append(fault)
         self.rates = rates
         self._rng = rng

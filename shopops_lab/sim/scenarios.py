@@ -26,7 +26,7 @@ from shopops_lab.backpressure import BackpressurePolicy
 from shopops_lab.checker import APPROVAL_KIND
 from shopops_lab.errors import BadArgumentError, UnknownScenarioError
 from shopops_lab.latency import LatencyModel
-from shopops_lab.sim.faults import Fault, FaultRates
+from shopops_lab.sim.faults import Fault, FaultKind, FaultRates
 from shopops_lab.worker.queue import Priority
 
 # The largest run the simulator takes: a million items is ten burst days (about 350 MB and
@@ -158,7 +158,7 @@ SCENARIOS: dict[str, Scenario] = {
                      "the gateway spikes, and a few poison payloads arrive"),
         items=10_000, workers=20, approvals=0.05, bulk=0.40, approval_spread=3600.0,
         gateway_capacity=10,
-        faults=(Fault("gateway_spike", at=900.0, duration=900.0, factor=4.0),),
+        faults=(Fault(FaultKind.GATEWAY_SPIKE, at=900.0, duration=900.0, factor=4.0),),
         rates=FaultRates(kill_worker=0.002, pause_worker=0.001, lose_ack=0.002, drop_reply=0.002,
                          deliver_twice=0.001, poison=0.0005),
         policy=BackpressurePolicy(p95_budget=40.0, p95_hard=60.0, max_in_flight=10),
@@ -169,14 +169,14 @@ SCENARIOS: dict[str, Scenario] = {
         description=("W1 emails case O-1001 and dies before its ack; the lease expires and W2 "
                      "handles the case again. The idempotency key keeps it to one email"),
         items=3, workers=2,
-        faults=(Fault("kill_worker", item="O-1001", duration=120.0),),
+        faults=(Fault(FaultKind.KILL_WORKER, item="O-1001", duration=120.0),),
     ),
     "poison": Scenario(
         name="poison",
         description=("case O-1003 carries a payload with a bad schema: it fails on every "
                      "delivery and lands in the dead-letter queue after max_attempts"),
         items=6, workers=2,
-        faults=(Fault("poison", item="O-1003"),),
+        faults=(Fault(FaultKind.POISON, item="O-1003"),),
     ),
     "stale_worker": Scenario(
         name="stale_worker",
@@ -184,6 +184,6 @@ SCENARIOS: dict[str, Scenario] = {
                      "takes the case with a newer token. W1 wakes up stale: its send is deduped "
                      "and its checkpoint refused by fencing"),
         items=3, workers=2,
-        faults=(Fault("pause_worker", item="O-1001", duration=90.0),),
+        faults=(Fault(FaultKind.PAUSE_WORKER, item="O-1001", duration=90.0),),
     ),
 }

@@ -150,7 +150,7 @@ def interrupt(world: World, w: Worker, fault: Fault) -> Steps:
     return False
 
 
-def _reason(refused: Exception) -> str:
+def _reason(refused: StaleTokenError | LeaseExpiredError | LeaseSettledError) -> str:
     if isinstance(refused, StaleTokenError):
         return f"stale token: the store is at token {refused.current}"
     if isinstance(refused, LeaseExpiredError):

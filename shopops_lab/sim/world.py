@@ -13,7 +13,7 @@ import random
 from collections import deque
 from collections.abc import Callable, Generator
 from enum import IntEnum
-from typing import Any
+from typing import Any, TypedDict
 
 from shopops_lab.backpressure import Decision, Gateway, Signals, as_policy
 from shopops_lab.clock import FakeClock
@@ -43,6 +43,14 @@ class Rank(IntEnum):
     WORKER = 3
 
 
+class Holding(TypedDict):
+    """What a worker holds, as the item_id / case_id / token fields of an event."""
+
+    item_id: str | None
+    case_id: str | None
+    token: int | None
+
+
 class Worker:
     """One worker's identity and what the world needs to drive it."""
 
@@ -58,7 +66,7 @@ class Worker:
         self.held = False           # held back by the policy at its last poll
         self.up = True
 
-    def holding(self) -> dict[str, object]:
+    def holding(self) -> Holding:
         """What the worker holds, as the item_id / case_id / token fields of an event."""
         lease = self.lease
         if lease is None:
@@ -122,7 +130,7 @@ class World:
         i = self._next_arrival
         take = self.plan.take
         while i < len(arrivals) and arrivals[i][0] <= now:
-            _, index, kind = arrivals[i]
+            _at, index, kind = arrivals[i]
             case_id = f"O-{1001 + index}"
             priority, step = KINDS[kind]
             item_id = f"item-{len(queue) + 1:04d}"   # the queue numbers items in enqueue order
@@ -263,7 +271,7 @@ class World:
         """Record the confirmed send. The store learns of every claim (like a job record
         whose token is bumped when it is claimed), so a write under an older token than the
         item's newest is refused (fenced) or, unfenced, accepted and logged as the anomaly it is."""
-        common = dict(item_id=lease.item_id, case_id=lease.case_id, worker_id=w.id, token=lease.token)
+        common: dict[str, Any] = dict(item_id=lease.item_id, case_id=lease.case_id, worker_id=w.id, token=lease.token)
         if self.scenario.fenced_checkpoints:
             try:
                 self.claims.check(lease.item_id, lease.token, t=self.now, op="checkpoint",

@@ -161,7 +161,8 @@ def _name(state: ItemState | None) -> str:
 
 
 def _label(edge: Edge) -> str:
-    return ENTRY_LABEL if edge == ENTRY_EDGE else TRANSITIONS[edge]
+    source, target = edge
+    return ENTRY_LABEL if source is None else TRANSITIONS[source, target]  # only the entry edge has no source
 
 
 def _edge(value: Edge | str) -> Edge:
@@ -169,15 +170,15 @@ def _edge(value: Edge | str) -> Edge:
     if isinstance(value, str):
         if value == ENTRY_LABEL:
             return ENTRY_EDGE
-        for pair, label in TRANSITIONS.items():
+        for known_edge, label in TRANSITIONS.items():
             if label == value:
-                return pair
+                return known_edge
     elif isinstance(value, tuple) and len(value) == 2:
         try:
-            pair = (None if value[0] is None else ItemState(value[0]), ItemState(value[1]))
+            pair: Edge | None = (None if value[0] is None else ItemState(value[0]), ItemState(value[1]))
         except ValueError:
             pair = None
-        if pair == ENTRY_EDGE or pair in TRANSITIONS:
+        if pair is not None and (pair == ENTRY_EDGE or pair in TRANSITIONS):
             return pair
     known = ", ".join(repr(label) for label in [ENTRY_LABEL, *TRANSITIONS.values()])
     raise BadArgumentError(field="highlight", problem=f"is {value!r}, not an edge of the lease state machine",

@@ -177,7 +177,7 @@ class _Scan:
     contacts: list[ContactMark] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
     _open_leases: dict[tuple[str | None, int | None, str | None], _Row] = field(default_factory=dict)
-    _open_bands: dict[str, _Row] = field(default_factory=dict)
+    _open_bands: dict[str | None, _Row] = field(default_factory=dict)
     _ended_last: dict[str | None, _Row] = field(default_factory=dict)
     _intents: set[tuple[str | None, str | None]] = field(default_factory=set)
 
@@ -228,7 +228,8 @@ class _Scan:
     def _contact(self, e: Event) -> None:
         intent = (e.case_id, e.info.get("idem_key"))
         sent = e.kind is EventKind.CONTACT_SENT
-        self.contacts.append(ContactMark(worker_id=e.worker_id, case_id=e.case_id, time=e.time, seq=e.seq,
+        worker = e.worker_id or ""  # the queue names the worker on every contact it logs
+        self.contacts.append(ContactMark(worker_id=worker, case_id=e.case_id, time=e.time, seq=e.seq,
                                          message_id=e.info.get("message_id"), idem_key=intent[1],
                                          duplicate=sent and intent in self._intents, deduped=not sent))
         if sent:
@@ -279,7 +280,7 @@ def _window(scan: _Scan, lanes: list[str], leases: list[_Row], max_leases: int, 
                   for b in scan.bands if in_view(b["worker_id"], b["start_seq"]))
     contacts = tuple(c for c in scan.contacts if in_view(c.worker_id, c.seq))
     rejections = tuple(r for r in scan.rejections if in_view(r.worker_id, r.seq))
-    marks = (*spans, *bands, *contacts, *rejections)
+    marks: tuple[LeaseSpan | Band | ContactMark | Rejection, ...] = (*spans, *bands, *contacts, *rejections)
     if busy_only:  # after a cut, keep only the lanes with something to show
         busy = {m.worker_id for m in marks}
         lanes = [w for w in lanes if w in busy]

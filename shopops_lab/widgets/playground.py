@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from shopops_lab import arguments
 from shopops_lab.clock import FakeClock
@@ -203,7 +203,7 @@ class PlaygroundModel:
 
     def _apply(self, step: Action) -> str:
         if step.action == "advance":
-            self.clock.advance(step.arg)
+            self.clock.advance(cast(float, step.arg))  # an advance always records its seconds
             notes = self._expire()
             return " ".join([f"The clock moves to t={self.clock.now():g}.", *notes])
         notes = self._expire()
