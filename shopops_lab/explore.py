@@ -290,7 +290,7 @@ class Exploration:
 @dataclass
 class _Played:
     steps: list[Step]
-    world: World | None
+    world: World
     run: Run
     spent: dict[str, int]
     moves: list[Move]
