@@ -31,7 +31,9 @@ class TokenFence:
     `claim(key)` issues the next token; `current(key)` is the newest; `check(key, token)`
     passes the newest and refuses any older one: it logs STALE_REJECTED (with the write's
     `op` and the current token) and raises StaleTokenError. Tokens live in `store`, next to
-    what they guard, so the check and the write it guards share one transaction.
+    what they guard, so the check and the write it guards share one transaction: the fence
+    writes inside the transaction of the component that owns it (its callers are marked
+    `@transaction`), never one of its own.
 
     `name` says what is fenced ("job"); `what` names one key in messages (default "job {key}",
     which reads "job job-0001"). A store that keeps each key's token on its own row (the
@@ -47,8 +49,12 @@ class TokenFence:
         self._kind = f"{name} token"  # its records in the store: "job token", ...
 
     def claim(self, key: str, *, worker_id: str | None = None) -> int:
-        """The next token for `key` (1, 2, 3, ...), held by `worker_id` if given."""
-        held = self.store.get(self._kind, key) or {"token": 0, "holders": {}}
+        """The next token for `key` (1, 2, 3, ...), held by `worker_id` if given. Two claims
+        at once never get the same token: the first claim of a key is one INSERT that only
+        one of them wins, and a later claim reads the key's row locked until it commits."""
+        held = self._locked(key, 1, worker_id)
+        if held is None:
+            return 1
         token = held["token"] + 1
         self.store.put(self._kind, key, {"token": token, "holders": {**held["holders"], str(token): worker_id}})
         return token
@@ -56,9 +62,17 @@ class TokenFence:
     def observe(self, key: str, token: int, *, worker_id: str | None = None) -> None:
         """A token issued elsewhere (a queue's lease) reached this store: if it is newer
         than any seen for `key`, it becomes the current one."""
-        held = self.store.get(self._kind, key) or {"token": 0, "holders": {}}
-        if token > held["token"]:
+        held = self._locked(key, token, worker_id)
+        if held is not None and token > held["token"]:
             self.store.put(self._kind, key, {"token": token, "holders": {**held["holders"], str(token): worker_id}})
+
+    def _locked(self, key: str, first: int, worker_id: str | None) -> dict[str, Any] | None:
+        """None if this call made `key`'s first record (token `first`); else the record,
+        read under a lock held until the transaction ends, so what it says decides the write."""
+        held = self.store.get(self._kind, key)
+        if held is None and self.store.put_new(self._kind, key, {"token": first, "holders": {str(first): worker_id}}):
+            return None
+        return held if held is not None else self.store.get(self._kind, key)
 
     def current(self, key: str) -> int:
         """The newest token issued for `key` (0 before the first claim)."""

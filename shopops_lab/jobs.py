@@ -34,7 +34,7 @@ from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence
 from shopops_lab.payloads import json_copy
 from shopops_lab.states import check_transition
-from shopops_lab.store import Store, one_transaction_per_call, store_for
+from shopops_lab.store import Store, bind_transactions, store_for, transaction
 
 __all__ = ["Claim", "JOB_TRANSITIONS", "Job", "JobState", "JobStore"]
 
@@ -107,9 +107,10 @@ class JobStore:
         self.store: Store = store_for(store, log)
         self.log = self.store.log
         self._fence = TokenFence("job", store=self.store)
-        one_transaction_per_call(self, self.store, _TRANSACTIONAL)
+        bind_transactions(self, self.store)
 
     # ------------------------------------------------------------------ submitting
+    @transaction
     def submit(self, request_key: str, params: Mapping[str, Any] | None = None, *,
                now: float | None = None) -> Job:
         """Record a job, or return the one this request key already made. The same key
@@ -120,9 +121,10 @@ class JobStore:
             raise BadArgumentError(field="params", problem=f"is {arguments.a(type(params).__name__)}",
                                    fix="pass a dict, e.g. params={'case_id': 'O-1001'}")
         t = resolve(self.clock, now)
-        existing = self.store.get(_REQUESTS, request_key)
-        if existing is not None:
-            job = self._get(existing)
+        # One INSERT decides which of any number of concurrent submits makes the job; the
+        # others wait for it to commit and then read its job id.
+        if not self.store.put_new(_REQUESTS, request_key, ""):
+            job = self._get(self.store.get(_REQUESTS, request_key))
             if job.params != body:
                 field = _first_difference(job.params, body)
                 raise IdempotencyConflictError(
@@ -135,12 +137,13 @@ class JobStore:
                   state=JobState.QUEUED, version=1, last_step=None, token=0, owner=None,
                   lease_expires_at=None, result=None, error=None, approval_ref=None,
                   submitted_at=t)
-        self.store.put(_REQUESTS, request_key, job_id)  # the request's idempotency record
+        self.store.put(_REQUESTS, request_key, job_id)  # the request's idempotency record, complete
         self._keep(job)
         self.log.append(EventKind.JOB_SUBMITTED, t, item_id=job_id, request_key=request_key)
         return _handed(job)
 
     # ------------------------------------------------------------------ claiming
+    @transaction
     def claim(self, job_id: str, worker_id: str, *, lease_seconds: float,
               now: float | None = None) -> Claim:
         """Take ownership until now + `lease_seconds`, with a token one above the last.
@@ -163,6 +166,7 @@ class JobStore:
                      expires_at=job.lease_expires_at, last_step=job.last_step, version=job.version)
 
     # ------------------------------------------------------------------ fenced writes
+    @transaction
     def confirm_step(self, job_id: str, step_id: str, *, token: int,
                      expected_version: int | None = None, now: float | None = None) -> Job:
         """Record `step_id` as the last confirmed step. With `expected_version`, also
@@ -181,6 +185,7 @@ class JobStore:
                         token=token, step=step_id, version=job.version)
         return _handed(job)
 
+    @transaction
     def complete(self, job_id: str, *, token: int, result: Any = None, now: float | None = None) -> Job:
         """Finish the job with `result` (JSON). Rejected if a newer claim exists, even
         when the result is right: ownership, not correctness, decides."""
@@ -189,6 +194,7 @@ class JobStore:
         return self._move(job, JobState.SUCCEEDED, t, token=token, result=body, owner=None,
                           lease_expires_at=None)
 
+    @transaction
     def fail(self, job_id: str, *, token: int, error: str, now: float | None = None) -> Job:
         """End the job as failed, saying why."""
         arguments.text("error", error, "what went wrong, e.g. error='provider refused the message'")
@@ -196,6 +202,7 @@ class JobStore:
         return self._move(job, JobState.FAILED, t, token=token, error=error, owner=None,
                           lease_expires_at=None)
 
+    @transaction
     def wait_for_approval(self, job_id: str, *, token: int, now: float | None = None) -> Job:
         """Park the job until a person approves; the worker lets go of it meanwhile."""
         job, t = self._fenced(job_id, token, "wait_for_approval", now)
@@ -203,12 +210,14 @@ class JobStore:
                           lease_expires_at=None)
 
     # ------------------------------------------------------------------ people's actions
+    @transaction
     def approve(self, job_id: str, approval_ref: str, *, now: float | None = None) -> Job:
         """A person approved: the job is queued again, carrying the approval's reference."""
         arguments.text("approval_ref", approval_ref, "the approval's id, e.g. 'appr-0007'")
         job = self._get(job_id)
         return self._move(job, JobState.QUEUED, resolve(self.clock, now), approval_ref=approval_ref)
 
+    @transaction
     def cancel(self, job_id: str, *, reason: str = "cancelled", now: float | None = None) -> Job:
         """Stop the job. A worker still running it finds out on its next write."""
         arguments.text("reason", reason, "the reason, e.g. reason='customer withdrew the request'")
@@ -287,7 +296,6 @@ class JobStore:
 _JOBS, _REQUESTS = "job", "job request"  # the records: job id -> job, request key -> job id
 _RECORD = ("id", "request_key", "params", "state", "version", "last_step", "owner", "lease_expires_at",
            "result", "error", "approval_ref", "submitted_at")
-_TRANSACTIONAL = ("submit", "claim", "confirm_step", "complete", "fail", "wait_for_approval", "approve", "cancel")
 
 
 def _job(record: Mapping[str, Any], token: int) -> Job:

@@ -21,7 +21,7 @@ from shopops_lab.clock import Clock, resolve
 from shopops_lab.errors import BadArgumentError, SimulatedCrash
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import frozen, json_copy
-from shopops_lab.store import Store, one_transaction_per_call, store_for
+from shopops_lab.store import Store, bind_transactions, store_for, transaction
 
 __all__ = ["Broker", "Delivery", "Dispatcher", "IdempotentConsumer", "NaiveConsumer", "OutboxMessage",
            "OutboxStore"]
@@ -59,8 +59,9 @@ class OutboxStore:
         self.clock: Clock = arguments.clock(clock)
         self.store: Store = store_for(store, log)
         self.log = self.store.log
-        one_transaction_per_call(self, self.store, ("commit", "mark_sent"))
+        bind_transactions(self, self.store)
 
+    @transaction
     def commit(self, state_change: Mapping[str, Any], message: Mapping[str, Any], *,
                now: float | None = None) -> str:
         """Apply `state_change` ({"id": row id, field: value, ...}) and record `message`
@@ -81,7 +82,8 @@ class OutboxStore:
         t = resolve(self.clock, now)
         # everything is valid: the transaction cannot fail halfway from here
         row_id = change.pop("id")
-        self.store.put(_ROWS, row_id, {**(self.store.get(_ROWS, row_id) or {}), **change})
+        if not self.store.put_new(_ROWS, row_id, change):  # a new row is one INSERT; a known one is read locked
+            self.store.put(_ROWS, row_id, {**self.store.get(_ROWS, row_id), **change})
         message_id = f"out-{self.store.next_number('out'):04d}"
         self.store.put(_MESSAGES, message_id, {"topic": body["topic"], "payload": payload, "created_at": t,
                                                "sent_at": None})
@@ -93,6 +95,7 @@ class OutboxStore:
         """Messages not yet marked sent, oldest first."""
         return [m for m in self.messages() if m.sent_at is None]
 
+    @transaction
     def mark_sent(self, message_id: str, *, now: float | None = None) -> OutboxMessage:
         record = self.store.get(_MESSAGES, message_id) if isinstance(message_id, str) else None
         if record is None:
@@ -223,23 +226,26 @@ class IdempotentConsumer(_Consumer):
                  clock: Clock | None = None, store: Store | str | None = None) -> None:
         self.store: Store = store_for(store, log)
         super().__init__(effect, log=self.store.log, clock=clock)
-        one_transaction_per_call(self, self.store, ("handle",))
+        bind_transactions(self, self.store)
 
     @property
     def processed(self) -> set[str]:
         """The message ids applied so far (a copy)."""
         return {message_id for message_id, _ in self.store.scan(_PROCESSED)}
 
+    @transaction(calls_out=True)
     def handle(self, delivery: Delivery) -> bool:
         """Apply `delivery` unless its message id was processed before; True if applied.
-        The id is recorded only after the effect returns, so a failed effect is retried."""
+        The id is marked first, with one INSERT only one of any concurrent consumers wins
+        (the others wait for it to commit, then dedupe); the mark, the effect's event and
+        whatever the effect writes to this store are one transaction, so a failed effect
+        leaves no mark and is retried."""
         _delivery(delivery)
-        if self.store.get(_PROCESSED, delivery.message_id) is not None:
+        if not self.store.put_new(_PROCESSED, delivery.message_id, delivery.seq):
             self.log.append(EventKind.MESSAGE_DEDUPED, resolve(self.clock),
                             item_id=delivery.message_id, delivery=delivery.seq)
             return False
         self._apply(delivery)
-        self.store.put(_PROCESSED, delivery.message_id, delivery.seq)
         return True
 
 

@@ -264,7 +264,7 @@ class SQLStore(ABC):
     clauses and how numbers are drawn; everything else is here, once."""
 
     dialect = "sql"
-    transactional = True
+    shared = True  # other connections write the same database: decisions are atomic statements or locked
     lock = ""          # appended to a SELECT that the transaction will change
     skip_locked = ""   # the same, for a SELECT any free row answers (other workers skip ours)
     placeholder = "?"

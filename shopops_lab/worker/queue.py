@@ -36,7 +36,7 @@ from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence
 from shopops_lab.payloads import flat_copy, json_copy
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
-from shopops_lab.store import MemoryStore, Store, one_transaction_per_call, open_store, store_for
+from shopops_lab.store import MemoryStore, Store, bind_transactions, open_store, store_for, transaction
 from shopops_lab.store.base import ItemRow
 
 __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue", "QueueId"]
@@ -162,7 +162,7 @@ class Queue:
         # the store's hot methods, looked up once
         self._get, self._next, self._due = self.store.get_item, self.store.next_ready, self.store.due_leases
         self._write, self._add = self.store.write_item, self.store.add_item
-        one_transaction_per_call(self, self.store, _TRANSACTIONAL)
+        bind_transactions(self, self.store)
         self._last_time = float("-inf")
 
     @classmethod
@@ -171,6 +171,7 @@ class Queue:
         return cls(store=open_store(url), **settings)
 
     # ------------------------------------------------------------------ producing
+    @transaction(checks_first=True)
     def enqueue(self, *, case_id: str | None = None, tenant_id: str = "default",
                 kind: str = "task", payload: Mapping[str, Any] | None = None,
                 priority: int = Priority.NORMAL, now: float | None = None) -> str:
@@ -201,6 +202,7 @@ class Queue:
         return row.id
 
     # ------------------------------------------------------------------ consuming
+    @transaction(checks_first=True)
     def acquire(self, worker_id: str, *, now: float | None = None,
                 lease_seconds: float | None = None, max_priority: int | None = None) -> Lease | None:
         """Lease the next item of a case nobody holds, or None.
@@ -235,6 +237,7 @@ class Queue:
         return Lease(row.id, row.case_id, row.tenant_id, row.kind, worker_id, row.token, row.attempts, t,
                      row.expires_at, dict(payload) if row.flat else json_copy(payload), self.id)
 
+    @transaction(checks_first=True)
     def heartbeat(self, lease: Lease, *, now: float | None = None) -> bool:
         """Extend a live lease to now + its lease time. False once the lease is lost
         (expired, settled, or claimed by someone newer): stop side effects then."""
@@ -252,6 +255,7 @@ class Queue:
                         expires_at=row.expires_at)
         return True
 
+    @transaction(checks_first=True)
     def ack(self, lease: Lease, *, now: float | None = None) -> None:
         """Mark the item done. Raises StaleTokenError if a newer claim exists, and
         LeaseExpiredError / LeaseSettledError if this lease is over."""
@@ -265,6 +269,7 @@ class Queue:
         self._move(row, _DONE)
         self._append_event((t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token, row.attempts, {}))
 
+    @transaction(checks_first=True)
     def nack(self, lease: Lease, error: object = None, *, now: float | None = None) -> ItemState:
         """Give the item back after a failure. It is ready again, or dead if this was its
         last allowed attempt. Returns the item's new state."""
@@ -317,6 +322,7 @@ class Queue:
             return Outcome.OK
         return Outcome.DEAD if row.state is _DEAD else Outcome.RETRIED
 
+    @transaction(checks_first=True)
     def expire_leases(self, now: float | None = None) -> list[str]:
         """Return every lease whose deadline has passed to the queue (or the DLQ if it
         was the last attempt). The queue also does this on each call; lessons call it
@@ -329,17 +335,20 @@ class Queue:
         return self.expire_leases(now)
 
     # ------------------------------------------------------------------ what only the worker knows
+    @transaction(checks_first=True)
     def worker_crashed(self, worker_id: str, lease: Lease | None = None, *, case_id: str | None = None,
                        now: float | None = None) -> None:
         """Note that `worker_id` died (holding `lease`, or working on `case_id`), for the
         timeline and the checker. Nothing changes in the queue: the lease runs out on its own."""
         self._note(EventKind.WORKER_CRASHED, worker_id, lease, case_id, now)
 
+    @transaction(checks_first=True)
     def worker_paused(self, lease: Lease, *, now: float | None = None) -> None:
         """Note that the worker holding `lease` froze (a long GC pause, a stalled call)."""
         self._note(EventKind.WORKER_PAUSED, None, arguments.instance(
             "lease", lease, Lease, "pass the Lease the paused worker holds"), None, now)
 
+    @transaction(checks_first=True)
     def worker_resumed(self, lease: Lease, *, now: float | None = None) -> None:
         """Note that the worker holding `lease` runs again, not knowing how long it was gone."""
         self._note(EventKind.WORKER_RESUMED, None, arguments.instance(
@@ -361,6 +370,7 @@ class Queue:
         """Dead items, oldest death first, with their last error and attempt count."""
         return [_snapshot(row) for row in self.store.dead_rows()]
 
+    @transaction(checks_first=True)
     def replay_dlq(self, item_id: str, *, now: float | None = None) -> None:
         """Send a dead item back to ready with its attempts reset (after a fix)."""
         row = self.store.get_item(item_id) if isinstance(item_id, str) else None
@@ -509,7 +519,6 @@ class InMemoryQueue(Queue):
         super().__init__(lease_seconds, max_attempts, clock, log=log)
 
 
-_TRANSACTIONAL = ("enqueue", "acquire", "heartbeat", "ack", "nack", "expire_leases", "replay_dlq")
 _EARLIEST = -MAX_TIME
 _EDGES = frozenset(TRANSITIONS)  # the table's edges, for a quick membership test on every move
 _SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"
