@@ -191,8 +191,8 @@ def bind_transactions(component: Any, store: Store) -> None:
     transaction back."""
     for name, how in transactional_methods(type(component)).items():
         if store.shared or not how.checks_first:
-            method = getattr(component, name)
-            setattr(component, name, _whole(store.atomic, method) if how.calls_out else _in_transaction(store.atomic, method))
+            wrap = _whole if how.calls_out else _in_transaction
+            setattr(component, name, wrap(store.atomic, getattr(component, name)))
 
 
 def _in_transaction(atomic: Any, method: Callable[..., Any]) -> Callable[..., Any]:
