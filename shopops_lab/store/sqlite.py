@@ -20,7 +20,6 @@ from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, schema
 
 __all__ = ["SQLiteStore"]
 
-_HEADER = b"SQLite format 3\x00"
 
 
 def _back_of_case(case: str) -> str:
@@ -116,20 +115,10 @@ def _check_file(path: Path, target: str) -> None:
     if path.is_dir():
         raise StoreOpenError(target=target, reason="that is a folder, not a file",
                              fix="name a file, e.g. sqlite:///shopops.db")
-    if path.exists() and path.stat().st_size:
-        try:
-            with path.open("rb") as handle:
-                header = handle.read(len(_HEADER))
-        except OSError as error:
-            raise StoreOpenError(target=target, reason=f"it cannot be read ({error.strerror})",
-                                 fix="check the file's permissions (ls -l), or choose another path") from None
-        if header != _HEADER:
-            raise ForeignStoreError(
-                target=target,
-                found="is not an SQLite database (a damaged file, or another kind)",
-                expected=SCHEMA_VERSION,
-                fix="choose another path; keep this file for whoever owns it",
-            )
+    # The file's header is not read here: opening and closing the database file outside
+    # SQLite would drop every POSIX lock this process's other connections hold on it (a
+    # close releases them all), and another process could then reset the WAL under them,
+    # losing commits. SQLite itself refuses a file that is not a database (`_open_error`).
 
 
 def _open_error(target: str, error: sqlite3.Error) -> Exception:
@@ -137,7 +126,10 @@ def _open_error(target: str, error: sqlite3.Error) -> Exception:
     if "readonly" in text or "read-only" in text:
         return StoreOpenError(target=target, reason="the file or its folder is read-only",
                               fix="make both writable (chmod u+w), or copy the file somewhere writable")
-    if "not a database" in text or "malformed" in text:
+    if "not a database" in text:
+        return ForeignStoreError(target=target, found="is not an SQLite database (a damaged file, or another kind)",
+                                 expected=SCHEMA_VERSION, fix="choose another path; keep this file for whoever owns it")
+    if "malformed" in text:
         return ForeignStoreError(target=target, found=f"is damaged ({text})", expected=SCHEMA_VERSION,
                                  fix="restore it from a copy, or start a new file; this one was not changed")
     return StoreOpenError(target=target, reason=text, fix="check the path and its permissions")
