@@ -21,8 +21,8 @@ import atexit
 import math
 import os
 import tempfile
-from pathlib import Path
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
