@@ -285,10 +285,10 @@ class CheckpointStore:
         if current is None:
             raise BadArgumentError(field="job_id", problem=f"{job_id!r} has no checkpoint to migrate",
                                    fix="migrate a job that has run under the old version")
-        if not isinstance(to_version, str) or not to_version.strip():
-            raise BadArgumentError(
-                field="to_version", problem=f"is {to_version!r}", fix="pass the new version, e.g. 'v2'"
-            )
+        if not isinstance(to_version, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", to_version):
+            raise BadArgumentError(field="to_version", problem=f"is {to_version!r}",
+                                   fix="pass the new version as a short label (letters, digits, '_', '.', '-'), "
+                                       "e.g. 'v2'")
         if not callable(fn):
             raise BadArgumentError(field="fn", problem=f"is {fn!r}",
                                    fix="pass a function Checkpoint -> Checkpoint, e.g. lambda cp: cp")

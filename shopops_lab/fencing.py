@@ -17,7 +17,7 @@ from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.clock import Clock, resolve
-from shopops_lab.errors import StaleTokenError
+from shopops_lab.errors import BadArgumentError, StaleTokenError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import json_copy
 from shopops_lab.store import MemoryStore, Store
@@ -79,6 +79,11 @@ class TokenFence:
         held = self.store.get(self._kind, key)
         return 0 if held is None else held["token"]
 
+    def current_token(self, key: str) -> int | None:
+        """The newest token issued for `key`, or None if nobody ever claimed it: no token is
+        current for a key never claimed (lab 04's rule)."""
+        return self.current(key) or None
+
     def holder(self, key: str, token: int) -> str | None:
         """The worker that claimed `key` with `token`, if the claim named one."""
         held = self.store.get(self._kind, key)
@@ -86,11 +91,16 @@ class TokenFence:
 
     def check(self, key: str, token: int, *, t: float, op: str, current: int | None = None,
               item_id: str | None = None, case_id: str | None = None, worker_id: str | None = None) -> None:
-        """Pass if `token` is the newest for `key`; else log the refusal and raise
-        StaleTokenError. The event names `key` as its item and the token's holder as its
-        worker, unless told otherwise."""
+        """Lab 04's rule: pass only the newest token for `key`. Any other (an older one, or
+        one never issued: above the newest, below 1, or any token while none was issued) is
+        logged and refused with StaleTokenError; what is not a whole number at all (nan,
+        True, 1.5) is refused as a bad argument. The event names `key` as its item and the
+        token's holder as its worker, unless told otherwise."""
+        if not arguments.is_whole(token):
+            raise BadArgumentError(field="token", problem=f"is {token!r}, not a whole number",
+                                   fix="pass the int token the claim returned")
         newest = self.current(key) if current is None else current
-        if token < newest:
+        if token != newest or newest < 1:
             self.log.append(EventKind.STALE_REJECTED, t, item_id=key if item_id is None else item_id,
                             case_id=case_id, worker_id=self.holder(key, token) if worker_id is None else worker_id,
                             token=token, op=op, current=newest)

@@ -14,6 +14,7 @@ later, under a claim. Three rules keep the record trustworthy:
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -125,7 +126,7 @@ class JobStore:
         # others wait for it to commit and then read its job id.
         if not self.store.put_new(_REQUESTS, request_key, ""):
             job = self._get(self.store.get(_REQUESTS, request_key))
-            if job.params != body:
+            if _canonical(job.params) != _canonical(body):  # {"approve": 1} is not {"approve": True}
                 field = _first_difference(job.params, body)
                 raise IdempotencyConflictError(
                     key=request_key, field=field,
@@ -162,7 +163,7 @@ class JobStore:
                          lease_expires_at=t + lease_seconds)
         self.log.append(EventKind.JOB_CLAIMED, t, item_id=job_id, worker_id=worker_id, token=token,
                         expires_at=job.lease_expires_at, version=job.version)
-        return Claim(job_id=job_id, worker_id=worker_id, token=token, claimed_at=t,
+        return Claim(job_id=job_id, worker_id=worker_id, token=IssuedToken(token, _issuer(self.store)), claimed_at=t,
                      expires_at=job.lease_expires_at, last_step=job.last_step, version=job.version)
 
     # ------------------------------------------------------------------ fenced writes
@@ -261,6 +262,10 @@ class JobStore:
         if not arguments.is_whole(token) or not 1 <= token <= job.token:
             raise BadArgumentError(field="token", problem=f"is {token!r}, which job {job_id} never issued",
                                    fix="pass the token from the Claim that claim() returned")
+        issuer = getattr(token, "issuer", None)
+        if issuer is not None and issuer != _issuer(self.store):
+            raise BadArgumentError(field="token", problem=f"is token {int(token)} of another job store's {job_id}",
+                                   fix="pass the token from a Claim this job store's claim() returned")
         t = resolve(self.clock, now)
         self._fence.check(job_id, token, t=t, op=op, current=job.token)
         return job, t
@@ -310,6 +315,28 @@ def _handed(job: Job) -> Job:
                    result=json_copy(job.result, "result"))
 
 
+def _canonical(value: Any) -> str:
+    """`value` as JSON text with sorted keys: equal only if the JSON is equal, so True is not
+    1 and 1 is not 1.0, as a client's request body would differ."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=dict)
+
+
 def _first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     return next(key for key in sorted(set(old) | set(new))
-                if key not in old or key not in new or old[key] != new[key])
+                if key not in old or key not in new or _canonical(old[key]) != _canonical(new[key]))
+
+
+class IssuedToken(int):
+    """A claim's token: an int, which also remembers the job store that issued it, so a
+    token from another store (whose job-0001 has a token 1 too) is refused, not taken for
+    this store's. Two stores on one database are one issuer."""
+
+    def __new__(cls, value: int, issuer: Any = None) -> IssuedToken:
+        token = super().__new__(cls, value)
+        token.issuer = issuer
+        return token
+
+
+def _issuer(store: Store) -> Any:
+    """Who issues tokens for `store`: its database (by URL) when shared, else the store itself."""
+    return store.url if store.shared else store

@@ -13,7 +13,7 @@ receiving side must therefore dedupe on the message id (`IdempotentConsumer`);
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shopops_lab import arguments
@@ -36,6 +36,7 @@ class OutboxMessage:
     payload: Mapping[str, Any]
     created_at: float
     sent_at: float | None = None
+    origin: Any = field(default=None, repr=False, compare=False)  # the outbox it came from (its store)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,6 +48,13 @@ class Delivery:
     message_id: str
     topic: str
     payload: Mapping[str, Any]
+    key: str | None = field(default=None, repr=False)
+    """What a consumer dedupes on: the message id, qualified by its outbox when the broker
+    carries messages of more than one (each numbers its own from out-0001)."""
+
+    @property
+    def dedupe_key(self) -> str:
+        return self.message_id if self.key is None else self.key
 
 
 class OutboxStore:
@@ -106,10 +114,11 @@ class OutboxStore:
             record = {**record, "sent_at": t}
             self.store.put(_MESSAGES, message_id, record)
             self.log.append(EventKind.OUTBOX_MARKED_SENT, t, item_id=message_id)
-        return _message(message_id, record)
+        return _message(message_id, record, self.store.url if self.store.shared else self.store)
 
     def messages(self) -> list[OutboxMessage]:
-        return [_message(message_id, record) for message_id, record in self.store.scan(_MESSAGES)]
+        origin = self.store.url if self.store.shared else self.store  # one outbox per database
+        return [_message(message_id, record, origin) for message_id, record in self.store.scan(_MESSAGES)]
 
     def row(self, row_id: str) -> dict[str, Any] | None:
         """A copy of one row of application state, or None."""
@@ -128,9 +137,9 @@ class OutboxStore:
 _ROWS, _MESSAGES = "outbox row", "outbox message"  # the two tables, as records of the store
 
 
-def _message(message_id: str, record: Mapping[str, Any]) -> OutboxMessage:
+def _message(message_id: str, record: Mapping[str, Any], origin: Any) -> OutboxMessage:
     return OutboxMessage(id=message_id, topic=record["topic"], payload=frozen(record["payload"]),
-                         created_at=record["created_at"], sent_at=record["sent_at"])
+                         created_at=record["created_at"], sent_at=record["sent_at"], origin=origin)
 
 
 class Broker:
@@ -138,12 +147,21 @@ class Broker:
 
     def __init__(self) -> None:
         self.deliveries: list[Delivery] = []
+        self._origins: list[Any] = []  # the outboxes published from, in order of their first message
 
     def publish(self, message: OutboxMessage) -> Delivery:
-        """Hand out one more copy of `message` (its payload is read-only all the way down)."""
+        """Hand out one more copy of `message` (its payload is read-only all the way down).
+        Every outbox numbers its messages from out-0001, so a message of the second outbox
+        published here carries a dedupe key of its own (`outbox-2/out-0001`): a consumer of
+        this broker never takes it for the first outbox's message and drops it."""
         arguments.instance("message", message, OutboxMessage, "pass an OutboxMessage, e.g. from outbox.pending()")
+        number = next((n for n, seen in enumerate(self._origins, 1) if seen is message.origin
+                       or (isinstance(seen, str) and seen == message.origin)), None)
+        if number is None:
+            self._origins.append(message.origin)
+            number = len(self._origins)
         delivery = Delivery(seq=len(self.deliveries) + 1, message_id=message.id, topic=message.topic,
-                            payload=message.payload)
+                            payload=message.payload, key=None if number == 1 else f"outbox-{number}/{message.id}")
         self.deliveries.append(delivery)
         return delivery
 
@@ -241,7 +259,7 @@ class IdempotentConsumer(_Consumer):
         whatever the effect writes to this store are one transaction, so a failed effect
         leaves no mark and is retried."""
         _delivery(delivery)
-        if not self.store.put_new(_PROCESSED, delivery.message_id, delivery.seq):
+        if not self.store.put_new(_PROCESSED, delivery.dedupe_key, delivery.seq):
             self.log.append(EventKind.MESSAGE_DEDUPED, resolve(self.clock),
                             item_id=delivery.message_id, delivery=delivery.seq)
             return False

@@ -357,13 +357,13 @@ class Queue:
     def _note(self, kind: EventKind, worker_id: str | None, lease: Lease | None, case_id: str | None,
               now: float | None) -> None:
         if lease is not None:
-            arguments.instance("lease", lease, Lease, "pass the Lease the worker held, or leave it out")
+            self._granted(lease)  # a lease this queue granted, not another queue's with the same item id
             worker_id, case_id = worker_id or lease.worker_id, lease.case_id
         arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
         if case_id is not None:
             arguments.text("case_id", case_id, "the case it was working on, e.g. 'O-1001', or leave it out")
-        self.log.append(kind, resolve(self.clock, now), item_id=None if lease is None else lease.item_id,
-                        case_id=case_id, worker_id=worker_id)
+        self.log.append(kind, self._time(now), item_id=None if lease is None else lease.item_id,
+                        case_id=case_id, worker_id=worker_id)  # time never runs backwards here either
 
     # ------------------------------------------------------------------ the DLQ
     def dlq_items(self) -> list[Item]:
