@@ -76,7 +76,8 @@ class OutboxStore:
         ({"topic": ..., "payload": {...}}) as one transaction; returns the message id
         (`out-0001`). Both are checked before anything is written."""
         change = json_copy(state_change, "state_change")
-        if not isinstance(change, dict) or not isinstance(change.get("id"), str) or not change["id"].strip():
+        if (not isinstance(change, dict) or not isinstance(change.get("id"), str) or not change["id"].strip()
+                or not arguments.storable(change["id"])):
             raise BadArgumentError(field="state_change", problem=f"is {state_change!r}",
                                    fix="pass a dict with the row's 'id', e.g. {'id': 'O-1001', 'status': 'refunded'}")
         body = json_copy(message, "message")
@@ -281,3 +282,6 @@ class NaiveConsumer(_Consumer):
 
 def _delivery(delivery: object) -> None:
     arguments.instance("delivery", delivery, Delivery, "pass a Delivery from broker.deliveries")
+    arguments.text("delivery.message_id", delivery.message_id, "the outbox's id of the message, e.g. 'out-0001'")
+    if delivery.key is not None:
+        arguments.text("delivery.key", delivery.key, "the key the broker gave the delivery, or leave it out")

@@ -33,7 +33,12 @@ from shopops_lab.errors import ShopOpsError, SimulatedCrash, StoreOpenError
 from shopops_lab.events import EventLog
 from shopops_lab.states import ItemState
 
-__all__ = ["ItemRow", "Store", "bind_transactions", "item_id", "item_seq", "transaction", "transactional_methods"]
+__all__ = ["ItemRow", "Store", "StoreFailedError", "bind_transactions", "item_id", "item_seq", "transaction",
+           "transactional_methods"]
+
+
+class StoreFailedError(StoreOpenError):
+    """The store {target} failed: {reason}. This call's changes were rolled back. Fix: {fix}."""
 
 
 def item_id(seq: int) -> str:
@@ -44,7 +49,8 @@ def item_id(seq: int) -> str:
 def item_seq(item_id: str) -> int | None:
     """The inverse of `item_id`, or None for a string no item ever had as its id."""
     digits = item_id[5:] if item_id.startswith("item-") else ""
-    if len(digits) < 4 or not digits.isascii() or not digits.isdigit() or (len(digits) > 4 and digits[0] == "0"):
+    if (not 4 <= len(digits) <= 18 or not digits.isascii() or not digits.isdigit()
+            or (len(digits) > 4 and digits[0] == "0")):  # 18 digits: still a 64-bit integer
         return None
     return int(digits)
 

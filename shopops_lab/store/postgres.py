@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from shopops_lab.errors import StoreOpenError
-from shopops_lab.store.base import item_id
+from shopops_lab.store.base import StoreFailedError, item_id
 from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, schema
 
 __all__ = ["PostgresStore"]
@@ -44,7 +44,7 @@ class PostgresStore(SQLStore):
         except ImportError:
             raise StoreOpenError(target=self.target, reason="the psycopg package is not installed",
                                  fix=_INSTALL) from None
-        self._lost = psycopg.OperationalError
+        self._error, self._integrity = psycopg.Error, psycopg.IntegrityError
         try:
             self._connection = psycopg.connect(url, autocommit=True, connect_timeout=10)
         except psycopg.Error as error:
@@ -70,12 +70,10 @@ class PostgresStore(SQLStore):
                     connection.execute(held, values)
                 cursor = connection.execute(sql, params)
             return cursor
-        except self._lost as error:
-            raise StoreOpenError(
-                target=self.target,
-                reason=f"the connection failed: {_first_line(error)}",
-                fix="check that the server is running and reachable, then open the store again",
-            ) from None
+        except self._integrity:
+            raise  # a broken rule of the schema is a bug of the kit's, shown as it is
+        except self._error as error:
+            raise _failed(self.target, error) from error
 
     def _send(self, sql: str, params: Sequence[Any] = ()) -> None:
         """Inside a transaction, hold a statement without an answer until the next one that
@@ -90,12 +88,28 @@ class PostgresStore(SQLStore):
 
     def _finish(self, commit: bool) -> None:
         if commit:
-            self._execute("COMMIT")
+            try:
+                self._execute("COMMIT")  # the held statements go with it: an error may show only now
+            except BaseException:
+                self._pending.clear()
+                self._abandon()
+                raise
         elif self._pending and self._pending[0][0] == "BEGIN":
             self._pending.clear()  # nothing reached the server: nothing to undo there
         else:
             self._pending.clear()
             self._execute("ROLLBACK")
+
+    def _abandon(self) -> None:
+        """Roll back whatever a failed COMMIT left open, so the next call starts clean (an
+        aborted transaction would refuse every statement after it)."""
+        from psycopg import pq
+
+        try:
+            if self._connection.info.transaction_status != pq.TransactionStatus.IDLE:
+                self._connection.execute("ROLLBACK")
+        except self._error:
+            pass  # the connection is gone: the server rolled back
 
     def _tables(self) -> set[str]:
         rows = self._execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()").fetchall()
@@ -112,6 +126,19 @@ class PostgresStore(SQLStore):
 
     def close(self) -> None:
         self._connection.close()
+
+
+def _failed(target: str, error: Exception) -> StoreOpenError:
+    """A kit error for what the server refused in the middle of a run."""
+    state = getattr(error, "sqlstate", None) or ""
+    if state.startswith("40"):  # serialization failure, deadlock: the server rolled the transaction back
+        return StoreFailedError(target=target, reason=f"the server aborted the transaction: {_first_line(error)}",
+                                fix="run the call again: nothing of it was kept")
+    if state.startswith("08") or not state:  # the connection itself
+        return StoreOpenError(target=target, reason=f"the connection failed: {_first_line(error)}",
+                              fix="check that the server is running and reachable, then open the store again")
+    return StoreFailedError(target=target, reason=f"the server refused a statement: {_first_line(error)}",
+                            fix="check the server's disk, permissions and settings (its log says more)")
 
 
 def _first_line(error: BaseException) -> str:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from shopops_lab.errors import ForeignStoreError, StoreOpenError
+from shopops_lab.store.base import StoreFailedError
 from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, schema
 
 __all__ = ["SQLiteStore"]
@@ -64,18 +65,33 @@ class SQLiteStore(SQLStore):
         except sqlite3.DatabaseError as error:
             self._connection.close()
             raise _open_error(self.target, error) from None
+        except StoreFailedError as failed:  # what SQLite refused while the file was read: named for opening
+            self._connection.close()
+            raise _open_error(self.target, failed.__cause__) from None
         except BaseException:
             self._connection.close()
             raise
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        return self._connection.execute(sql, params)
+        try:
+            return self._connection.execute(sql, params)
+        except sqlite3.IntegrityError:
+            raise  # a broken rule of the schema is a bug of the kit's, shown as it is
+        except sqlite3.Error as error:
+            raise _failed(self.target, error) from error
 
     def _start(self) -> None:
-        self._connection.execute("BEGIN IMMEDIATE")
+        self._execute("BEGIN IMMEDIATE")
 
     def _finish(self, commit: bool) -> None:
-        self._connection.execute("COMMIT" if commit else "ROLLBACK")
+        if not self._connection.in_transaction:
+            return  # SQLite already ended it (a full disk or an I/O error rolls back by itself)
+        try:
+            self._connection.execute("COMMIT" if commit else "ROLLBACK")
+        except sqlite3.Error as error:
+            if self._connection.in_transaction:  # a failed COMMIT leaves it open: end it
+                self._connection.execute("ROLLBACK")
+            raise _failed(self.target, error) from error
 
     def _tables(self) -> set[str]:
         rows = self._connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
@@ -87,7 +103,7 @@ class SQLiteStore(SQLStore):
 
     def _insert_item(self, columns: tuple) -> int:
         case_id = columns[0]
-        return self._connection.execute(_INSERT_ITEM, (*columns, case_id, case_id)).lastrowid
+        return self._execute(_INSERT_ITEM, (*columns, case_id, case_id)).lastrowid
 
     def close(self) -> None:
         self._connection.close()
@@ -119,6 +135,24 @@ def _check_file(path: Path, target: str) -> None:
     # SQLite would drop every POSIX lock this process's other connections hold on it (a
     # close releases them all), and another process could then reset the WAL under them,
     # losing commits. SQLite itself refuses a file that is not a database (`_open_error`).
+
+
+def _failed(target: str, error: sqlite3.Error) -> StoreFailedError:
+    """A kit error for what SQLite refused in the middle of a run, naming the file and the fix."""
+    text = str(error)
+    if "full" in text:
+        return StoreFailedError(target=target, reason="the disk (or the file's quota) is full",
+                                fix="free some space on the disk that holds the file, then run again")
+    if "readonly" in text or "read-only" in text:
+        return StoreFailedError(target=target, reason="the file or its folder is read-only",
+                                fix="make both writable (chmod u+w), or copy the file somewhere writable")
+    if "not a database" in text or "malformed" in text:
+        return StoreFailedError(target=target, reason=f"the file is damaged ({text})",
+                                fix="restore it from a copy, or start a new file (keep this one to inspect)")
+    if "locked" in text or "busy" in text:
+        return StoreFailedError(target=target, reason="another process held the database for too long",
+                                fix="find the process holding it (fuser the file), or try again")
+    return StoreFailedError(target=target, reason=text, fix="check the file, its folder and the disk")
 
 
 def _open_error(target: str, error: sqlite3.Error) -> Exception:

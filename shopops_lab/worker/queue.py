@@ -57,6 +57,10 @@ class Priority(IntEnum):
 
 
 _PRIORITIES = {int(p): p for p in Priority}  # an int -> its Priority name, without an Enum call
+# What every store keeps as a priority: PostgreSQL's INTEGER column, the narrowest.
+MIN_PRIORITY, MAX_PRIORITY = -2**31, 2**31 - 1
+_PRIORITY_FIX = (f"pass a Priority (APPROVAL, NORMAL, BULK) or an int from {MIN_PRIORITY:,} to {MAX_PRIORITY:,}; "
+                 "lower is served first")
 
 
 class Outcome(StrEnum):
@@ -177,13 +181,13 @@ class Queue:
                 priority: int = Priority.NORMAL, now: float | None = None) -> str:
         """Add one item for `case_id` and return its id (`item-0001`, ...)."""
         if not (type(case_id) is str and type(tenant_id) is str and type(kind) is str
-                and case_id.strip() and tenant_id.strip() and kind.strip()):
+                and case_id.strip() and tenant_id.strip() and kind.strip()
+                and (case_id + tenant_id + kind).isascii() and "\x00" not in case_id + tenant_id + kind):
             arguments.text("case_id", case_id, "the case this work belongs to, e.g. case_id='O-1001'")
             arguments.text("tenant_id", tenant_id, "the store the case belongs to, e.g. tenant_id='store_northline'")
             arguments.text("kind", kind, "what the item asks for, e.g. kind='contact_send'")
         if priority.__class__ is not Priority:  # the usual value, checked in one test
-            arguments.whole("priority", priority, None,
-                            "pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
+            arguments.whole("priority", priority, MIN_PRIORITY, _PRIORITY_FIX, most=MAX_PRIORITY)
         body, flat = flat_copy({} if payload is None else payload)
         if not isinstance(body, dict):
             raise BadArgumentError(field="payload", problem=f"is {arguments.a(type(payload).__name__)}",
@@ -210,13 +214,13 @@ class Queue:
         `max_priority` serves only items at least that urgent (used to shed bulk work
         under backpressure); `lease_seconds` overrides the queue's lease for this claim.
         """
-        if type(worker_id) is not str or not worker_id.strip():
+        if type(worker_id) is not str or not worker_id.strip() or not worker_id.isascii() or "\x00" in worker_id:
             arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
         seconds = (self.lease_seconds if lease_seconds is None
                    else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX))
         if max_priority is not None:
-            arguments.whole("max_priority", max_priority, None,
-                            "pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out")
+            arguments.whole("max_priority", max_priority, MIN_PRIORITY,
+                            "pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out", most=MAX_PRIORITY)
         t = self._time(now)
         due = self._due(t)
         if due:
@@ -534,5 +538,7 @@ def _describe(error: object) -> str | None:
     except Exception:
         text = f"<{type(error).__name__} whose str() raised>"
     if isinstance(error, BaseException):
-        return f"{type(error).__name__}: {text}"
+        text = f"{type(error).__name__}: {text}"
+    if not arguments.storable(text):  # kept as text every store can hold: NULs and lone surrogates escaped
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
     return text
