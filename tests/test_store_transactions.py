@@ -27,7 +27,8 @@ from shopops_lab.store import Store
 from shopops_lab.store.base import transactional_methods
 from shopops_lab.worker.queue import Queue
 
-WRITES = ("put", "put_new", "next_number", "add_item", "write_item", "_insert_event")
+WRITES = ("put", "put_new", "next_number", "add_item", "write_item", "_insert_event",
+          "lease_next", "ack_live")  # the last two: PostgreSQL's one-statement acquire and ack
 COMPONENTS = (Queue, JobStore, CheckpointStore, OutboxStore, Dispatcher, IdempotentConsumer, Provider,
               EmailAdapter, ContactLedger)
 
@@ -53,7 +54,8 @@ class Noted:
             begin()
         store._begin = counted_begin
         for name in WRITES:
-            setattr(store, name, self._noting(store, name, getattr(store, name)))
+            if hasattr(store, name):
+                setattr(store, name, self._noting(store, name, getattr(store, name)))
 
     def _noting(self, store: Store, name: str, method: Callable) -> Callable:
         def noted(*args: Any, **kwargs: Any) -> Any:
@@ -234,6 +236,8 @@ DELEGATES = {
     (CheckpointStore, "save"): "_write",  # marked; then on_save, after the commit
     (EmailAdapter, "send"): "Provider.deliver",
     (ContactLedger, "record"): "one statement",
+    (Queue, "acquire"): "_acquire, or on PostgreSQL one statement when no lease is due",
+    (Queue, "ack"): "_ack, or on PostgreSQL one statement when the lease is live and none is due",
 }
 
 
@@ -241,7 +245,8 @@ def test_every_method_that_writes_is_marked_where_it_is_defined():
     unmarked = [(cls.__name__, name) for (cls, name), (_, writes) in CALLS.items()
                 if writes and name not in transactional_methods(cls) and (cls, name) not in DELEGATES]
     assert unmarked == []
-    assert "_write" in transactional_methods(CheckpointStore)
+    assert {"_write"} <= set(transactional_methods(CheckpointStore))
+    assert {"_acquire", "_ack"} <= set(transactional_methods(Queue))
 
 
 @pytest.mark.parametrize(("cls", "method"), list(CALLS), ids=[f"{c.__name__}.{m}" for c, m in CALLS])

@@ -39,6 +39,8 @@ from shopops_lab.states import TRANSITIONS, ItemState, check_transition
 from shopops_lab.store import MemoryStore, Store, bind_transactions, open_store, store_for, transaction
 from shopops_lab.store.base import ItemRow
 
+DUE = "due"  # what a store's lease_next answers when a lease is due
+
 __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue", "QueueId"]
 
 # Looked up once: reading a member off an Enum class costs a descriptor call, on every hot path.
@@ -166,6 +168,9 @@ class Queue:
         # the store's hot methods, looked up once
         self._get, self._next, self._due = self.store.get_item, self.store.next_ready, self.store.due_leases
         self._write, self._add = self.store.write_item, self.store.add_item
+        # A store that can lease and ack in one statement each (PostgreSQL: a round trip saved twice)
+        self._lease_next = getattr(self.store, "lease_next", None)
+        self._ack_live = getattr(self.store, "ack_live", None)
         bind_transactions(self, self.store)
         self._last_time = float("-inf")
 
@@ -206,13 +211,13 @@ class Queue:
         return row.id
 
     # ------------------------------------------------------------------ consuming
-    @transaction(checks_first=True)
     def acquire(self, worker_id: str, *, now: float | None = None,
                 lease_seconds: float | None = None, max_priority: int | None = None) -> Lease | None:
         """Lease the next item of a case nobody holds, or None.
 
         `max_priority` serves only items at least that urgent (used to shed bulk work
         under backpressure); `lease_seconds` overrides the queue's lease for this claim.
+        One transaction: on PostgreSQL, when no lease is due, one statement (`lease_next`).
         """
         if type(worker_id) is not str or not worker_id.strip() or not worker_id.isascii() or "\x00" in worker_id:
             arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
@@ -222,6 +227,19 @@ class Queue:
             arguments.whole("max_priority", max_priority, MIN_PRIORITY,
                             "pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out", most=MAX_PRIORITY)
         t = self._time(now)
+        if self._lease_next is not None:
+            got = self._lease_next(worker_id, t, seconds, max_priority)
+            if got != DUE:
+                if got is None:
+                    return None
+                item, case_id, tenant_id, kind, payload, token, attempts = got
+                return Lease(item, case_id, tenant_id, kind, worker_id, token, attempts, t, t + seconds, payload,
+                             self.id)
+        return self._acquire(worker_id, t, seconds, max_priority)
+
+    @transaction(checks_first=True)
+    def _acquire(self, worker_id: str, t: float, seconds: float, max_priority: int | None) -> Lease | None:
+        """`acquire` after its checks, the long way: expire what is due, then lease."""
         due = self._due(t)
         if due:
             self._expire(due, t)
@@ -259,10 +277,22 @@ class Queue:
                         expires_at=row.expires_at)
         return True
 
-    @transaction(checks_first=True)
     def ack(self, lease: Lease, *, now: float | None = None) -> None:
         """Mark the item done. Raises StaleTokenError if a newer claim exists, and
-        LeaseExpiredError / LeaseSettledError if this lease is over."""
+        LeaseExpiredError / LeaseSettledError if this lease is over. One transaction: on
+        PostgreSQL, when the lease is live and none is due, one statement (`ack_live`)."""
+        if (self._ack_live is not None and lease.__class__ is Lease and lease.queue is self.id
+                and lease.item_id.__class__ is str and lease.case_id.__class__ is str
+                and lease.token.__class__ is int and lease.worker_id.__class__ is str):
+            last = self._last_time
+            if self._ack_live(lease.item_id, lease.case_id, lease.token, lease.worker_id, self._time(now)):
+                return
+            self._last_time = last  # nothing was written: the long way checks the lease before taking the time
+        self._ack(lease, now=now)
+
+    @transaction(checks_first=True)
+    def _ack(self, lease: Lease, *, now: float | None = None) -> None:
+        """`ack`, the long way."""
         row = self._granted(lease)
         t = self._time(now)
         due = self._due(t)
