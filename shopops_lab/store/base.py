@@ -19,7 +19,9 @@ Three kinds of state sit behind the interface:
 * the event log (`store.log`), which every component appends to and the checker reads.
 
 A store is used by one thread at a time; processes and machines share a database by each
-opening their own store on the same URL.
+opening their own store on the same URL. A store that pays a round trip per statement
+(PostgreSQL) may also offer `lease_next` and `ack_live`, the queue's usual acquire and ack as
+one statement each; the queue uses them when they are there and takes the long way otherwise.
 """
 from __future__ import annotations
 

@@ -4,9 +4,14 @@
 Each call of the engine is one transaction at READ COMMITTED. A worker looking for work asks
 for the next free item `FOR UPDATE SKIP LOCKED`, so two workers never wait on (or take) the
 same row; a write under a lease reads its item `FOR UPDATE` first, so the fencing check and
-the write it guards happen under one lock. Every transaction takes that one blocking lock
-before anything else and then only skips, so two transactions never wait on each other in a
-circle.
+the write it guards happen under one lock. When no lease is due, the usual acquire and ack are
+one statement each (`lease_next`, `ack_live`): one round trip, the fenced write and its event.
+
+A record decision (a first claim, an idempotency record) is one `INSERT ... ON CONFLICT DO
+NOTHING`, which waits for a concurrent insert of the same key to commit; a read that decides
+a write locks its row. A call locks the record it is about first, then its token, then a
+counter, in that order everywhere; a deadlock the server breaks anyway is a kit error that
+says to run the call again.
 
 The tables live in the connection's current schema (`public` unless the URL says otherwise,
 e.g. `?options=-csearch_path%3Dclass_a`), so a class can share one server.
