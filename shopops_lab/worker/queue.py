@@ -39,8 +39,6 @@ from shopops_lab.states import TRANSITIONS, ItemState, check_transition
 from shopops_lab.store import MemoryStore, Store, bind_transactions, open_store, store_for, transaction
 from shopops_lab.store.base import ItemRow
 
-DUE = "due"  # what a store's lease_next answers when a lease is due
-
 __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue", "QueueId"]
 
 # Looked up once: reading a member off an Enum class costs a descriptor call, on every hot path.
@@ -59,6 +57,7 @@ class Priority(IntEnum):
 
 
 _PRIORITIES = {int(p): p for p in Priority}  # an int -> its Priority name, without an Enum call
+DUE = "due"  # what a store's lease_next answers when a lease is due (see Store)
 # What every store keeps as a priority: PostgreSQL's INTEGER column, the narrowest.
 MIN_PRIORITY, MAX_PRIORITY = -2**31, 2**31 - 1
 _PRIORITY_FIX = (f"pass a Priority (APPROVAL, NORMAL, BULK) or an int from {MIN_PRIORITY:,} to {MAX_PRIORITY:,}; "
