@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from store_backends import Backend
 
-from shopops_lab.errors import BadArgumentError, StaleTokenError
+from shopops_lab.errors import BadArgumentError, ShopOpsError, StaleTokenError
 from shopops_lab.events import EventKind
 from shopops_lab.jobs import JobStore
 from shopops_lab.states import ItemState
@@ -314,3 +314,19 @@ def test_a_durable_store_keeps_everything_across_a_reopen(durable: Backend):
         assert again.next_number("job") == 2
     assert [e.item_id for e in again.log] == [row.id]
     assert add(again, "O-1002").id == "item-0002"
+
+
+def test_a_write_the_database_refuses_leaves_the_store_usable(durable: Backend):
+    """PostgreSQL sends a held write with the COMMIT: refused there, it must not leave the
+    connection inside an aborted transaction that refuses the next call too."""
+    store = durable.open()
+    row = ItemRow()
+    row.case_id, row.tenant_id, row.kind, row.payload, row.flat = "O-1001", "t", "k", {}, True
+    row.priority, row.state, row.attempts, row.token, row.worker_id = 2**70, READY, 0, 0, None
+    row.expires_at, row.lease_seconds, row.enqueued_at = None, 30.0, 0.0
+    row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
+    with pytest.raises(ShopOpsError), store.atomic:  # no engine call makes this row: the queue refuses it first
+        store.put("job", "job-0001", {"state": "running"})
+        store.add_item(row)
+    assert store.get("job", "job-0001") is None
+    assert add(store, "O-1002").case_id == "O-1002" and store.item_count(READY) == 1

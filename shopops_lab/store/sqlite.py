@@ -79,6 +79,10 @@ class SQLiteStore(SQLStore):
             raise  # a broken rule of the schema is a bug of the kit's, shown as it is
         except sqlite3.Error as error:
             raise _failed(self.target, error) from error
+        except OverflowError as error:  # a Python int SQLite cannot bind
+            raise StoreFailedError(target=self.target, reason="a whole number was wider than 64 bits",
+                                   fix="keep numbers within ±9.2e18 (the kit refuses such numbers itself: "
+                                       "a bug if you see this)") from error
 
     def _start(self) -> None:
         self._execute("BEGIN IMMEDIATE")
