@@ -10,9 +10,13 @@
    attempts and an event log that litequeue does not have. The floor row runs three bare
    one-row commits per cycle: where it is below 2x litequeue, the target cannot be met by
    any queue that commits every operation on this disk.
-2. PostgreSQL (when SHOPOPS_POSTGRES_URL names a server): cycles per second with 1 and 8
-   worker processes on one database, and the scaling ratio. Informational: on a machine
-   with fewer cores than workers the server and the workers share them.
+2. PostgreSQL (when SHOPOPS_POSTGRES_URL names a server): round trips to the server per
+   cycle (enqueue + acquire + ack, each its own committed transaction), beside the floor: a
+   plain `FOR UPDATE SKIP LOCKED` queue, one autocommitted statement per operation (3 round
+   trips, no lease, token, per-case rule or event), measured in the same run, with both
+   speeds. Then cycles per second with 1 and 8 worker processes on one database, and the
+   scaling ratio. Informational: on a machine with fewer cores than workers the server and
+   the workers share them.
 
 Run: `.venv/bin/pip install -r benchmarks/requirements.txt`, then
 `python benchmarks/bench_store.py`. Prints numbers and PASS/FAIL for each target and always
@@ -172,6 +176,52 @@ def _pg_worker(url: str, name: str, ready, go, seconds) -> None:
     seconds.put(perf_counter() - start)
 
 
+def _schema(url: str, name: str) -> str:
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{name}"
+
+
+def pg_round_trips(url: str, n: int = 200) -> dict[str, tuple[float, float]]:
+    """Round trips and cycles/s of ours and of the floor queue, one process, fresh schemas.
+    A round trip is one exchange with the server: a pipeline of several statements is one."""
+    import psycopg
+
+    found = {}
+    schema = f"bench_rt_{os.getpid()}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        admin.execute(f"CREATE SCHEMA {schema}")
+        try:
+            q = Queue(store=_schema(url, schema), clock=SystemClock())
+            store, trips = q.store, [0]
+            execute = store._execute
+
+            def counted(sql, params=()):
+                trips[0] += 1
+                return execute(sql, params)
+            store._execute = counted
+            start = perf_counter()
+            for i in range(n):
+                q.enqueue(case_id=f"O-{1000 + i % CASES}", tenant_id="store_northline", kind="contact_send",
+                          payload=PAYLOAD)
+                q.ack(q.acquire("W1"))
+            found["shopops Queue (postgresql)"] = (trips[0] / n, n / (perf_counter() - start))
+            store.close()
+            with psycopg.connect(_schema(url, schema), autocommit=True) as db:
+                db.execute("CREATE TABLE floor (id BIGSERIAL PRIMARY KEY, payload TEXT NOT NULL, state TEXT NOT NULL)")
+                trips[0] = 0
+                start = perf_counter()
+                for _ in range(n):
+                    db.execute("INSERT INTO floor (payload, state) VALUES (%s, 'ready')", ("O-1001:email:3",))
+                    (taken,) = db.execute("UPDATE floor SET state = 'leased' WHERE id = (SELECT id FROM floor"
+                                          " WHERE state = 'ready' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1)"
+                                          " RETURNING id").fetchone()
+                    db.execute("UPDATE floor SET state = 'done' WHERE id = %s", (taken,))
+                found["(floor) FOR UPDATE SKIP LOCKED"] = (3.0, n / (perf_counter() - start))
+        finally:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+    return found
+
+
 def pg_cycles(url: str, workers: int) -> float:
     """Cycles per second of `workers` processes on one fresh schema."""
     import psycopg
@@ -181,7 +231,7 @@ def pg_cycles(url: str, workers: int) -> float:
         admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
         admin.execute(f"CREATE SCHEMA {schema}")
         try:
-            target = f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+            target = _schema(url, schema)
             Queue(store=target).store.close()  # set the schema up once, before the clock starts
             ctx = multiprocessing.get_context("spawn")
             ready, go, seconds = ctx.Barrier(workers + 1), ctx.Barrier(workers + 1), ctx.Queue()
@@ -225,6 +275,15 @@ def main() -> int:
         print("PostgreSQL: skipped. Start a server (sh scripts/postgres.sh start /tmp/shopops-pg) and set "
               "SHOPOPS_POSTGRES_URL to the URL it prints.")
         return 0
+    print("PostgreSQL, one process, round trips per cycle (enqueue + acquire + ack):")
+    trips = pg_round_trips(url)
+    for name, (per_cycle_trips, speed) in trips.items():
+        print(f"  {name:<32}: {per_cycle_trips:5.1f} round trips, {speed:>9,.0f} cycles/s")
+    ours_trips, ours_speed = trips["shopops Queue (postgresql)"]
+    floor_trips, floor_speed = trips["(floor) FOR UPDATE SKIP LOCKED"]
+    print(f"  {'ratio to the floor':<32}: {ours_trips / floor_trips:5.2f} x the round trips, "
+          f"{ours_speed / floor_speed:.2f} x the speed   target <= {4 / 3:.2f} x (4 round trips)  "
+          f"{'PASS' if ours_trips <= 4 else 'FAIL'}")
     one, eight = pg_cycles(url, 1), pg_cycles(url, 8)
     print(f"PostgreSQL, {PG_CYCLES} cycles per process, {os.cpu_count()} cores on this machine:")
     print(f"  1 worker process   : {one:>9,.0f} cycles/s")

@@ -31,12 +31,37 @@ TIME_FIX = "pass a finite number of seconds, or leave it out to use the clock"
 
 
 def text(field: str, value: object, fix: str) -> str:
-    """A non-blank string; `fix` completes "pass ..." (e.g. "the case id, e.g. 'O-1001'")."""
+    """A non-blank string every store can keep; `fix` completes "pass ..." (e.g. "the case
+    id, e.g. 'O-1001'")."""
     if value is None:
         raise BadArgumentError(field=field, problem="is missing", fix=f"pass {fix}")
     if not isinstance(value, str) or not value.strip():
-        raise BadArgumentError(field=field, problem=f"is {value!r}, not a non-empty string", fix=f"pass {fix}")
+        raise BadArgumentError(field=field, problem=f"is {shown(value)}, not a non-empty string", fix=f"pass {fix}")
+    if not storable(value):
+        raise BadArgumentError(field=field, problem=f"is {shown(value)}, which holds a NUL character or half of a "
+                               "UTF-16 surrogate pair (no database column keeps either)", fix=f"pass {fix}")
     return value
+
+
+def storable(value: str) -> bool:
+    """True if every store keeps `value` as text: no NUL (PostgreSQL refuses it) and no lone
+    surrogate (it has no UTF-8 form). Plain ASCII, the usual id, is checked in C at once."""
+    if value.isascii():
+        return "\x00" not in value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in value
+
+
+def shown(value: object) -> str:
+    """`repr(value)` for a message, or a description where Python will not print it (an int
+    of more than 4,300 digits, or a container holding one)."""
+    try:
+        return repr(value)
+    except ValueError:
+        return f"{a(type(value).__name__)} too large to print"
 
 
 def seconds(field: str, value: object, fix: str = "pass a positive, finite number of seconds") -> float:
@@ -51,7 +76,7 @@ def whole(field: str, value: object, least: int | None = 1, fix: str | None = No
     if (not is_whole(value) or (least is not None and value < least)
             or (most is not None and value > most)):
         raise BadArgumentError(
-            field=field, problem=f"is {value!r}", fix=fix or f"pass a whole number{_limits(least, most)}"
+            field=field, problem=f"is {shown(value)}", fix=fix or f"pass a whole number{_limits(least, most)}"
         )
     return value
 
@@ -68,7 +93,7 @@ def number(field: str, value: object, fix: str, *, least: float = -math.inf, mos
     below where those are given: `above=0, below=math.inf` is "positive and finite"."""
     if (not is_number(value) or not least <= value <= most
             or (above is not None and not value > above) or (below is not None and not value < below)):
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
+        raise BadArgumentError(field=field, problem=f"is {shown(value)}", fix=fix)
     return float(value)
 
 
@@ -85,14 +110,14 @@ def is_whole(value: object) -> bool:
 def flag(field: str, value: object, fix: str) -> bool:
     """True or False, and nothing that merely looks like one (1, "yes", None)."""
     if not isinstance(value, bool):
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
+        raise BadArgumentError(field=field, problem=f"is {shown(value)}", fix=fix)
     return value
 
 
 def choice(field: str, value: object, options: Iterable[object], fix: str) -> Any:
     """`value` if it is one of `options`."""
     if value not in tuple(options):
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
+        raise BadArgumentError(field=field, problem=f"is {shown(value)}", fix=fix)
     return value
 
 
@@ -100,12 +125,12 @@ def names(field: str, values: object, example: str) -> frozenset[str]:
     """A non-empty collection of non-empty strings (a lone string refused: it is no list
     of names); `example` is one such name, for the fix."""
     if isinstance(values, str):
-        raise BadArgumentError(field=field, problem=f"is the string {values!r}",
-                               fix=f"pass a list, e.g. {field}=[{values!r}]")
+        raise BadArgumentError(field=field, problem=f"is the string {shown(values)}",
+                               fix=f"pass a list, e.g. {field}=[{shown(values)}]")
     try:
         names = frozenset(values)  # type: ignore[arg-type]
     except TypeError:
-        raise BadArgumentError(field=field, problem=f"is {values!r}",
+        raise BadArgumentError(field=field, problem=f"is {shown(values)}",
                                fix=f"pass a non-empty list of names, e.g. {field}=[{example!r}]") from None
     if not names or not all(isinstance(v, str) and v for v in names):
         raise BadArgumentError(field=field, problem=f"is {sorted(map(repr, names))}",
@@ -116,7 +141,7 @@ def names(field: str, values: object, example: str) -> frozenset[str]:
 def strings(field: str, value: object, fix: str = "pass a tuple of non-empty strings") -> tuple[str, ...]:
     """A list or tuple of non-empty strings, kept in order (it may be empty)."""
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=fix)
+        raise BadArgumentError(field=field, problem=f"is {shown(value)}", fix=fix)
     return tuple(value)
 
 
@@ -124,7 +149,7 @@ def mapping(field: str, value: object, kind: type, fix: str | None = None) -> Ma
     """A read-only copy of a dict from non-empty strings to `kind` values."""
     if not isinstance(value, Mapping) or not all(isinstance(k, str) and k and isinstance(v, kind)
                                                  for k, v in value.items()):
-        raise BadArgumentError(field=field, problem=f"is {value!r}",
+        raise BadArgumentError(field=field, problem=f"is {shown(value)}",
                                fix=fix or f"pass a dict of non-empty strings to {kind.__name__} values")
     return MappingProxyType(dict(value))
 
@@ -136,13 +161,13 @@ def member(field: str, value: object, kind: type[E], fix: str) -> E:
         return kind(value)
     except (ValueError, TypeError):
         names = ", ".join(str(m.value) for m in kind)  # type: ignore[attr-defined]
-        raise BadArgumentError(field=field, problem=f"is {value!r}", fix=f"pass one of {names}{fix}") from None
+        raise BadArgumentError(field=field, problem=f"is {shown(value)}", fix=f"pass one of {names}{fix}") from None
 
 
 def moment(field: str, value: object, fix: str = TIME_FIX) -> float:
     """A point in time: a finite number of seconds within +-MAX_TIME (bools refused)."""
     if not is_number(value) or not -MAX_TIME <= value <= MAX_TIME:
-        problem = f"is {value!r}"
+        problem = f"is {shown(value)}"
         if is_number(value) and value == value:
             problem += f", outside the +-{MAX_TIME:g} s the kit can time exactly"
         raise BadArgumentError(field=field, problem=problem, fix=fix)
@@ -156,7 +181,7 @@ def clock(value: object) -> Clock:
     if value is None:
         return FakeClock()
     if not callable(getattr(value, "now", None)):
-        raise BadArgumentError(field="clock", problem=f"is {value!r}, which has no now()",
+        raise BadArgumentError(field="clock", problem=f"is {shown(value)}, which has no now()",
                                fix="pass FakeClock() or SystemClock() from shopops_lab")
     return value  # type: ignore[return-value]
 
@@ -190,5 +215,5 @@ def finite(field: str, value: object, fix: str) -> float:
 def callable_(field: str, value: object, fix: str) -> Any:
     """A function (or any callable)."""
     if not callable(value):
-        raise BadArgumentError(field=field, problem=f"is {value!r}, not a function", fix=fix)
+        raise BadArgumentError(field=field, problem=f"is {shown(value)}, not a function", fix=fix)
     return value

@@ -22,7 +22,7 @@ from shopops_lab.clock import Clock, resolve
 from shopops_lab.errors import BadArgumentError, BudgetExhaustedError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence
-from shopops_lab.store import Store, one_transaction_per_call, store_for
+from shopops_lab.store import Store, bind_transactions, store_for, transaction
 
 __all__ = ["Checkpoint", "CheckpointStore", "PUBLISH_WORKFLOW", "Receipt", "Step", "Workflow", "WorkflowStep"]
 
@@ -220,8 +220,9 @@ class CheckpointStore:
         self.log = self.store.log
         self._on_save = on_save
         self._fence = TokenFence("checkpoint", what="the checkpoint of {key}", store=self.store)
-        one_transaction_per_call(self, self.store, ("claim", "verify", "_write", "migrate"))
+        bind_transactions(self, self.store)
 
+    @transaction
     def claim(self, job_id: str, *, now: float | None = None) -> int:
         """A new owner for `job_id`: its token, larger than every earlier one."""
         _job_id(job_id)
@@ -234,6 +235,7 @@ class CheckpointStore:
         """The newest token issued for `job_id` (0 before the first claim)."""
         return self._fence.current(_job_id(job_id))
 
+    @transaction
     def verify(self, job_id: str, token: int, *, op: str = "write", now: float | None = None) -> None:
         """Raise StaleTokenError (and log it) unless `token` is the newest issued."""
         current = self.token(job_id)
@@ -256,6 +258,7 @@ class CheckpointStore:
             self._on_save(job_id, before, stored)
         return stored
 
+    @transaction
     def _write(self, job_id: str, checkpoint: Checkpoint, token: int,
                now: float | None) -> tuple[Checkpoint | None, Checkpoint]:
         if not isinstance(checkpoint, Checkpoint):
@@ -270,20 +273,22 @@ class CheckpointStore:
                         completed=",".join(stored.completed))
         return before, stored
 
+    @transaction
     def migrate(self, job_id: str, to_version: str, fn: Callable[[Checkpoint], Checkpoint], *,
                 now: float | None = None) -> Checkpoint:
         """Move `job_id`'s checkpoint to workflow `to_version` through `fn`, explicitly.
         The migration takes ownership (a new token), so a worker still running the old
         plan can no longer write."""
         t = resolve(self.clock, now)
+        self.token(job_id)  # the token's row first, locked, as every write here takes it: no deadlock with save
         current = self.load(job_id)
         if current is None:
             raise BadArgumentError(field="job_id", problem=f"{job_id!r} has no checkpoint to migrate",
                                    fix="migrate a job that has run under the old version")
-        if not isinstance(to_version, str) or not to_version.strip():
-            raise BadArgumentError(
-                field="to_version", problem=f"is {to_version!r}", fix="pass the new version, e.g. 'v2'"
-            )
+        if not isinstance(to_version, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", to_version):
+            raise BadArgumentError(field="to_version", problem=f"is {to_version!r}",
+                                   fix="pass the new version as a short label (letters, digits, '_', '.', '-'), "
+                                       "e.g. 'v2'")
         if not callable(fn):
             raise BadArgumentError(field="fn", problem=f"is {fn!r}",
                                    fix="pass a function Checkpoint -> Checkpoint, e.g. lambda cp: cp")

@@ -142,8 +142,11 @@ class EventLog:
             kind = _kind(kind)
         if time.__class__ is not float or not -MAX_TIME <= time <= MAX_TIME:
             arguments.moment("time", time, "pass the event's time in seconds, e.g. clock.now()")
-        if info and not _SCALARS.issuperset(map(type, info.values())):
-            info = {key: frozen(value, f"info[{key!r}]") for key, value in info.items()}
+        if info:
+            types = set(map(type, info.values()))
+            if not _SCALARS.issuperset(types) or float in types or int in types:
+                # nested, or a number that might be NaN, infinite or too long to write: checked
+                info = {key: frozen(value, f"info[{key!r}]") for key, value in info.items()}
         rows = self._rows
         rows.append((time, kind, item_id, case_id, worker_id, token, attempt, info))
         return len(rows) - 1

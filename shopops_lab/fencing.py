@@ -17,7 +17,7 @@ from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.clock import Clock, resolve
-from shopops_lab.errors import StaleTokenError
+from shopops_lab.errors import BadArgumentError, StaleTokenError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import json_copy
 from shopops_lab.store import MemoryStore, Store
@@ -31,7 +31,9 @@ class TokenFence:
     `claim(key)` issues the next token; `current(key)` is the newest; `check(key, token)`
     passes the newest and refuses any older one: it logs STALE_REJECTED (with the write's
     `op` and the current token) and raises StaleTokenError. Tokens live in `store`, next to
-    what they guard, so the check and the write it guards share one transaction.
+    what they guard, so the check and the write it guards share one transaction: the fence
+    writes inside the transaction of the component that owns it (its callers are marked
+    `@transaction`), never one of its own.
 
     `name` says what is fenced ("job"); `what` names one key in messages (default "job {key}",
     which reads "job job-0001"). A store that keeps each key's token on its own row (the
@@ -47,8 +49,12 @@ class TokenFence:
         self._kind = f"{name} token"  # its records in the store: "job token", ...
 
     def claim(self, key: str, *, worker_id: str | None = None) -> int:
-        """The next token for `key` (1, 2, 3, ...), held by `worker_id` if given."""
-        held = self.store.get(self._kind, key) or {"token": 0, "holders": {}}
+        """The next token for `key` (1, 2, 3, ...), held by `worker_id` if given. Two claims
+        at once never get the same token: the first claim of a key is one INSERT that only
+        one of them wins, and a later claim reads the key's row locked until it commits."""
+        held = self._locked(key, 1, worker_id)
+        if held is None:
+            return 1
         token = held["token"] + 1
         self.store.put(self._kind, key, {"token": token, "holders": {**held["holders"], str(token): worker_id}})
         return token
@@ -56,14 +62,27 @@ class TokenFence:
     def observe(self, key: str, token: int, *, worker_id: str | None = None) -> None:
         """A token issued elsewhere (a queue's lease) reached this store: if it is newer
         than any seen for `key`, it becomes the current one."""
-        held = self.store.get(self._kind, key) or {"token": 0, "holders": {}}
-        if token > held["token"]:
+        held = self._locked(key, token, worker_id)
+        if held is not None and token > held["token"]:
             self.store.put(self._kind, key, {"token": token, "holders": {**held["holders"], str(token): worker_id}})
+
+    def _locked(self, key: str, first: int, worker_id: str | None) -> dict[str, Any] | None:
+        """None if this call made `key`'s first record (token `first`); else the record,
+        read under a lock held until the transaction ends, so what it says decides the write."""
+        held = self.store.get(self._kind, key)
+        if held is None and self.store.put_new(self._kind, key, {"token": first, "holders": {str(first): worker_id}}):
+            return None
+        return held if held is not None else self.store.get(self._kind, key)
 
     def current(self, key: str) -> int:
         """The newest token issued for `key` (0 before the first claim)."""
         held = self.store.get(self._kind, key)
         return 0 if held is None else held["token"]
+
+    def current_token(self, key: str) -> int | None:
+        """The newest token issued for `key`, or None if nobody ever claimed it: no token is
+        current for a key never claimed (lab 04's rule)."""
+        return self.current(key) or None
 
     def holder(self, key: str, token: int) -> str | None:
         """The worker that claimed `key` with `token`, if the claim named one."""
@@ -72,11 +91,16 @@ class TokenFence:
 
     def check(self, key: str, token: int, *, t: float, op: str, current: int | None = None,
               item_id: str | None = None, case_id: str | None = None, worker_id: str | None = None) -> None:
-        """Pass if `token` is the newest for `key`; else log the refusal and raise
-        StaleTokenError. The event names `key` as its item and the token's holder as its
-        worker, unless told otherwise."""
+        """Lab 04's rule: pass only the newest token for `key`. Any other (an older one, or
+        one never issued: above the newest, below 1, or any token while none was issued) is
+        logged and refused with StaleTokenError; what is not a whole number at all (nan,
+        True, 1.5) is refused as a bad argument. The event names `key` as its item and the
+        token's holder as its worker, unless told otherwise."""
+        if not arguments.is_whole(token):
+            raise BadArgumentError(field="token", problem=f"is {token!r}, not a whole number",
+                                   fix="pass the int token the claim returned")
         newest = self.current(key) if current is None else current
-        if token < newest:
+        if token != newest or newest < 1:
             self.log.append(EventKind.STALE_REJECTED, t, item_id=key if item_id is None else item_id,
                             case_id=case_id, worker_id=self.holder(key, token) if worker_id is None else worker_id,
                             token=token, op=op, current=newest)

@@ -14,6 +14,7 @@ later, under a claim. Three rules keep the record trustworthy:
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -34,7 +35,7 @@ from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence
 from shopops_lab.payloads import json_copy
 from shopops_lab.states import check_transition
-from shopops_lab.store import Store, one_transaction_per_call, store_for
+from shopops_lab.store import Store, bind_transactions, store_for, transaction
 
 __all__ = ["Claim", "JOB_TRANSITIONS", "Job", "JobState", "JobStore"]
 
@@ -107,9 +108,10 @@ class JobStore:
         self.store: Store = store_for(store, log)
         self.log = self.store.log
         self._fence = TokenFence("job", store=self.store)
-        one_transaction_per_call(self, self.store, _TRANSACTIONAL)
+        bind_transactions(self, self.store)
 
     # ------------------------------------------------------------------ submitting
+    @transaction
     def submit(self, request_key: str, params: Mapping[str, Any] | None = None, *,
                now: float | None = None) -> Job:
         """Record a job, or return the one this request key already made. The same key
@@ -120,10 +122,11 @@ class JobStore:
             raise BadArgumentError(field="params", problem=f"is {arguments.a(type(params).__name__)}",
                                    fix="pass a dict, e.g. params={'case_id': 'O-1001'}")
         t = resolve(self.clock, now)
-        existing = self.store.get(_REQUESTS, request_key)
-        if existing is not None:
-            job = self._get(existing)
-            if job.params != body:
+        # One INSERT decides which of any number of concurrent submits makes the job; the
+        # others wait for it to commit and then read its job id.
+        if not self.store.put_new(_REQUESTS, request_key, ""):
+            job = self._get(self.store.get(_REQUESTS, request_key))
+            if _canonical(job.params) != _canonical(body):  # {"approve": 1} is not {"approve": True}
                 field = _first_difference(job.params, body)
                 raise IdempotencyConflictError(
                     key=request_key, field=field,
@@ -135,12 +138,13 @@ class JobStore:
                   state=JobState.QUEUED, version=1, last_step=None, token=0, owner=None,
                   lease_expires_at=None, result=None, error=None, approval_ref=None,
                   submitted_at=t)
-        self.store.put(_REQUESTS, request_key, job_id)  # the request's idempotency record
+        self.store.put(_REQUESTS, request_key, job_id)  # the request's idempotency record, complete
         self._keep(job)
         self.log.append(EventKind.JOB_SUBMITTED, t, item_id=job_id, request_key=request_key)
         return _handed(job)
 
     # ------------------------------------------------------------------ claiming
+    @transaction
     def claim(self, job_id: str, worker_id: str, *, lease_seconds: float,
               now: float | None = None) -> Claim:
         """Take ownership until now + `lease_seconds`, with a token one above the last.
@@ -159,10 +163,11 @@ class JobStore:
                          lease_expires_at=t + lease_seconds)
         self.log.append(EventKind.JOB_CLAIMED, t, item_id=job_id, worker_id=worker_id, token=token,
                         expires_at=job.lease_expires_at, version=job.version)
-        return Claim(job_id=job_id, worker_id=worker_id, token=token, claimed_at=t,
+        return Claim(job_id=job_id, worker_id=worker_id, token=IssuedToken(token, _issuer(self.store)), claimed_at=t,
                      expires_at=job.lease_expires_at, last_step=job.last_step, version=job.version)
 
     # ------------------------------------------------------------------ fenced writes
+    @transaction
     def confirm_step(self, job_id: str, step_id: str, *, token: int,
                      expected_version: int | None = None, now: float | None = None) -> Job:
         """Record `step_id` as the last confirmed step. With `expected_version`, also
@@ -181,6 +186,7 @@ class JobStore:
                         token=token, step=step_id, version=job.version)
         return _handed(job)
 
+    @transaction
     def complete(self, job_id: str, *, token: int, result: Any = None, now: float | None = None) -> Job:
         """Finish the job with `result` (JSON). Rejected if a newer claim exists, even
         when the result is right: ownership, not correctness, decides."""
@@ -189,6 +195,7 @@ class JobStore:
         return self._move(job, JobState.SUCCEEDED, t, token=token, result=body, owner=None,
                           lease_expires_at=None)
 
+    @transaction
     def fail(self, job_id: str, *, token: int, error: str, now: float | None = None) -> Job:
         """End the job as failed, saying why."""
         arguments.text("error", error, "what went wrong, e.g. error='provider refused the message'")
@@ -196,6 +203,7 @@ class JobStore:
         return self._move(job, JobState.FAILED, t, token=token, error=error, owner=None,
                           lease_expires_at=None)
 
+    @transaction
     def wait_for_approval(self, job_id: str, *, token: int, now: float | None = None) -> Job:
         """Park the job until a person approves; the worker lets go of it meanwhile."""
         job, t = self._fenced(job_id, token, "wait_for_approval", now)
@@ -203,12 +211,14 @@ class JobStore:
                           lease_expires_at=None)
 
     # ------------------------------------------------------------------ people's actions
+    @transaction
     def approve(self, job_id: str, approval_ref: str, *, now: float | None = None) -> Job:
         """A person approved: the job is queued again, carrying the approval's reference."""
         arguments.text("approval_ref", approval_ref, "the approval's id, e.g. 'appr-0007'")
         job = self._get(job_id)
         return self._move(job, JobState.QUEUED, resolve(self.clock, now), approval_ref=approval_ref)
 
+    @transaction
     def cancel(self, job_id: str, *, reason: str = "cancelled", now: float | None = None) -> Job:
         """Stop the job. A worker still running it finds out on its next write."""
         arguments.text("reason", reason, "the reason, e.g. reason='customer withdrew the request'")
@@ -252,6 +262,10 @@ class JobStore:
         if not arguments.is_whole(token) or not 1 <= token <= job.token:
             raise BadArgumentError(field="token", problem=f"is {token!r}, which job {job_id} never issued",
                                    fix="pass the token from the Claim that claim() returned")
+        issuer = getattr(token, "issuer", None)
+        if issuer is not None and issuer != _issuer(self.store):
+            raise BadArgumentError(field="token", problem=f"is token {int(token)} of another job store's {job_id}",
+                                   fix="pass the token from a Claim this job store's claim() returned")
         t = resolve(self.clock, now)
         self._fence.check(job_id, token, t=t, op=op, current=job.token)
         return job, t
@@ -287,7 +301,6 @@ class JobStore:
 _JOBS, _REQUESTS = "job", "job request"  # the records: job id -> job, request key -> job id
 _RECORD = ("id", "request_key", "params", "state", "version", "last_step", "owner", "lease_expires_at",
            "result", "error", "approval_ref", "submitted_at")
-_TRANSACTIONAL = ("submit", "claim", "confirm_step", "complete", "fail", "wait_for_approval", "approve", "cancel")
 
 
 def _job(record: Mapping[str, Any], token: int) -> Job:
@@ -302,6 +315,28 @@ def _handed(job: Job) -> Job:
                    result=json_copy(job.result, "result"))
 
 
+def _canonical(value: Any) -> str:
+    """`value` as JSON text with sorted keys: equal only if the JSON is equal, so True is not
+    1 and 1 is not 1.0, as a client's request body would differ."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=dict)
+
+
 def _first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     return next(key for key in sorted(set(old) | set(new))
-                if key not in old or key not in new or old[key] != new[key])
+                if key not in old or key not in new or _canonical(old[key]) != _canonical(new[key]))
+
+
+class IssuedToken(int):
+    """A claim's token: an int, which also remembers the job store that issued it, so a
+    token from another store (whose job-0001 has a token 1 too) is refused, not taken for
+    this store's. Two stores on one database are one issuer."""
+
+    def __new__(cls, value: int, issuer: Any = None) -> IssuedToken:
+        token = super().__new__(cls, value)
+        token.issuer = issuer
+        return token
+
+
+def _issuer(store: Store) -> Any:
+    """Who issues tokens for `store`: its database (by URL) when shared, else the store itself."""
+    return store.url if store.shared else store

@@ -13,7 +13,7 @@ receiving side must therefore dedupe on the message id (`IdempotentConsumer`);
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shopops_lab import arguments
@@ -21,7 +21,7 @@ from shopops_lab.clock import Clock, resolve
 from shopops_lab.errors import BadArgumentError, SimulatedCrash
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import frozen, json_copy
-from shopops_lab.store import Store, one_transaction_per_call, store_for
+from shopops_lab.store import Store, bind_transactions, store_for, transaction
 
 __all__ = ["Broker", "Delivery", "Dispatcher", "IdempotentConsumer", "NaiveConsumer", "OutboxMessage",
            "OutboxStore"]
@@ -36,6 +36,7 @@ class OutboxMessage:
     payload: Mapping[str, Any]
     created_at: float
     sent_at: float | None = None
+    origin: Any = field(default=None, repr=False, compare=False)  # the outbox it came from (its store)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -47,6 +48,13 @@ class Delivery:
     message_id: str
     topic: str
     payload: Mapping[str, Any]
+    key: str | None = field(default=None, repr=False)
+    """What a consumer dedupes on: the message id, qualified by its outbox when the broker
+    carries messages of more than one (each numbers its own from out-0001)."""
+
+    @property
+    def dedupe_key(self) -> str:
+        return self.message_id if self.key is None else self.key
 
 
 class OutboxStore:
@@ -59,15 +67,17 @@ class OutboxStore:
         self.clock: Clock = arguments.clock(clock)
         self.store: Store = store_for(store, log)
         self.log = self.store.log
-        one_transaction_per_call(self, self.store, ("commit", "mark_sent"))
+        bind_transactions(self, self.store)
 
+    @transaction
     def commit(self, state_change: Mapping[str, Any], message: Mapping[str, Any], *,
                now: float | None = None) -> str:
         """Apply `state_change` ({"id": row id, field: value, ...}) and record `message`
         ({"topic": ..., "payload": {...}}) as one transaction; returns the message id
         (`out-0001`). Both are checked before anything is written."""
         change = json_copy(state_change, "state_change")
-        if not isinstance(change, dict) or not isinstance(change.get("id"), str) or not change["id"].strip():
+        if (not isinstance(change, dict) or not isinstance(change.get("id"), str) or not change["id"].strip()
+                or not arguments.storable(change["id"])):
             raise BadArgumentError(field="state_change", problem=f"is {state_change!r}",
                                    fix="pass a dict with the row's 'id', e.g. {'id': 'O-1001', 'status': 'refunded'}")
         body = json_copy(message, "message")
@@ -81,7 +91,8 @@ class OutboxStore:
         t = resolve(self.clock, now)
         # everything is valid: the transaction cannot fail halfway from here
         row_id = change.pop("id")
-        self.store.put(_ROWS, row_id, {**(self.store.get(_ROWS, row_id) or {}), **change})
+        if not self.store.put_new(_ROWS, row_id, change):  # a new row is one INSERT; a known one is read locked
+            self.store.put(_ROWS, row_id, {**self.store.get(_ROWS, row_id), **change})
         message_id = f"out-{self.store.next_number('out'):04d}"
         self.store.put(_MESSAGES, message_id, {"topic": body["topic"], "payload": payload, "created_at": t,
                                                "sent_at": None})
@@ -93,6 +104,7 @@ class OutboxStore:
         """Messages not yet marked sent, oldest first."""
         return [m for m in self.messages() if m.sent_at is None]
 
+    @transaction
     def mark_sent(self, message_id: str, *, now: float | None = None) -> OutboxMessage:
         record = self.store.get(_MESSAGES, message_id) if isinstance(message_id, str) else None
         if record is None:
@@ -103,10 +115,11 @@ class OutboxStore:
             record = {**record, "sent_at": t}
             self.store.put(_MESSAGES, message_id, record)
             self.log.append(EventKind.OUTBOX_MARKED_SENT, t, item_id=message_id)
-        return _message(message_id, record)
+        return _message(message_id, record, self.store.url if self.store.shared else self.store)
 
     def messages(self) -> list[OutboxMessage]:
-        return [_message(message_id, record) for message_id, record in self.store.scan(_MESSAGES)]
+        origin = self.store.url if self.store.shared else self.store  # one outbox per database
+        return [_message(message_id, record, origin) for message_id, record in self.store.scan(_MESSAGES)]
 
     def row(self, row_id: str) -> dict[str, Any] | None:
         """A copy of one row of application state, or None."""
@@ -125,9 +138,9 @@ class OutboxStore:
 _ROWS, _MESSAGES = "outbox row", "outbox message"  # the two tables, as records of the store
 
 
-def _message(message_id: str, record: Mapping[str, Any]) -> OutboxMessage:
+def _message(message_id: str, record: Mapping[str, Any], origin: Any) -> OutboxMessage:
     return OutboxMessage(id=message_id, topic=record["topic"], payload=frozen(record["payload"]),
-                         created_at=record["created_at"], sent_at=record["sent_at"])
+                         created_at=record["created_at"], sent_at=record["sent_at"], origin=origin)
 
 
 class Broker:
@@ -135,12 +148,21 @@ class Broker:
 
     def __init__(self) -> None:
         self.deliveries: list[Delivery] = []
+        self._origins: list[Any] = []  # the outboxes published from, in order of their first message
 
     def publish(self, message: OutboxMessage) -> Delivery:
-        """Hand out one more copy of `message` (its payload is read-only all the way down)."""
+        """Hand out one more copy of `message` (its payload is read-only all the way down).
+        Every outbox numbers its messages from out-0001, so a message of the second outbox
+        published here carries a dedupe key of its own (`outbox-2/out-0001`): a consumer of
+        this broker never takes it for the first outbox's message and drops it."""
         arguments.instance("message", message, OutboxMessage, "pass an OutboxMessage, e.g. from outbox.pending()")
+        number = next((n for n, seen in enumerate(self._origins, 1) if seen is message.origin
+                       or (isinstance(seen, str) and seen == message.origin)), None)
+        if number is None:
+            self._origins.append(message.origin)
+            number = len(self._origins)
         delivery = Delivery(seq=len(self.deliveries) + 1, message_id=message.id, topic=message.topic,
-                            payload=message.payload)
+                            payload=message.payload, key=None if number == 1 else f"outbox-{number}/{message.id}")
         self.deliveries.append(delivery)
         return delivery
 
@@ -223,23 +245,26 @@ class IdempotentConsumer(_Consumer):
                  clock: Clock | None = None, store: Store | str | None = None) -> None:
         self.store: Store = store_for(store, log)
         super().__init__(effect, log=self.store.log, clock=clock)
-        one_transaction_per_call(self, self.store, ("handle",))
+        bind_transactions(self, self.store)
 
     @property
     def processed(self) -> set[str]:
         """The message ids applied so far (a copy)."""
         return {message_id for message_id, _ in self.store.scan(_PROCESSED)}
 
+    @transaction(calls_out=True)
     def handle(self, delivery: Delivery) -> bool:
         """Apply `delivery` unless its message id was processed before; True if applied.
-        The id is recorded only after the effect returns, so a failed effect is retried."""
+        The id is marked first, with one INSERT only one of any concurrent consumers wins
+        (the others wait for it to commit, then dedupe); the mark, the effect's event and
+        whatever the effect writes to this store are one transaction, so a failed effect
+        leaves no mark and is retried."""
         _delivery(delivery)
-        if self.store.get(_PROCESSED, delivery.message_id) is not None:
+        if not self.store.put_new(_PROCESSED, delivery.dedupe_key, delivery.seq):
             self.log.append(EventKind.MESSAGE_DEDUPED, resolve(self.clock),
                             item_id=delivery.message_id, delivery=delivery.seq)
             return False
         self._apply(delivery)
-        self.store.put(_PROCESSED, delivery.message_id, delivery.seq)
         return True
 
 
@@ -257,3 +282,6 @@ class NaiveConsumer(_Consumer):
 
 def _delivery(delivery: object) -> None:
     arguments.instance("delivery", delivery, Delivery, "pass a Delivery from broker.deliveries")
+    arguments.text("delivery.message_id", delivery.message_id, "the outbox's id of the message, e.g. 'out-0001'")
+    if delivery.key is not None:
+        arguments.text("delivery.key", delivery.key, "the key the broker gave the delivery, or leave it out")

@@ -35,7 +35,9 @@ def flat_copy(value: Any, field: str = "payload") -> tuple[Any, bool]:
         # The common case: a flat dict of strings and numbers, checked with C-level loops
         # over the types of its keys and values.
         copy = dict(value)
-        if _FAST.issuperset(map(type, copy.values())) and _KEY.issuperset(map(type, copy)):
+        types = set(map(type, copy.values()))
+        if _FAST.issuperset(types) and _KEY.issuperset(map(type, copy)) and (
+                int not in types or all(-_BIG < v < _BIG for v in copy.values() if v.__class__ is int)):
             return copy, True
     copy = _copy(value, field, ())
     return copy, type(copy) is dict and is_flat(copy)
@@ -45,6 +47,8 @@ def _copy(value: Any, field: str, inside: tuple[int, ...]) -> Any:
     if isinstance(value, _SCALARS):
         if isinstance(value, float) and not -_INF < value < _INF:
             raise _not_json(field, "a NaN" if value != value else "an infinite number")
+        if isinstance(value, int) and not -_BIG < value < _BIG:
+            raise _not_json(field, f"an int of more than {DIGITS:,} digits")
         return value
     if isinstance(value, (Mapping, list, tuple)):
         if id(value) in inside:
@@ -82,6 +86,8 @@ def _freeze(value: Any) -> Any:
 
 
 _INF = float("inf")
+DIGITS = 4_300  # the most digits Python turns into text (sys.int_info.default_max_str_digits)
+_BIG = 10 ** DIGITS
 
 
 def _not_json(field: str, what: str) -> BadArgumentError:

@@ -51,9 +51,10 @@ from shopops_lab.fencing import NaiveResultStore
 from shopops_lab.jobs import JobStore
 from shopops_lab.latency import LatencyModel
 from shopops_lab.metrics import Summary, percentile, queue_metrics, series
-from shopops_lab.outbox import Broker, Dispatcher, IdempotentConsumer, NaiveConsumer, OutboxStore
+from shopops_lab.outbox import Broker, Delivery, Dispatcher, IdempotentConsumer, NaiveConsumer, OutboxStore
 from shopops_lab.sim import run as simulate
-from shopops_lab.worker.queue import InMemoryQueue
+from shopops_lab.states import ItemState
+from shopops_lab.worker.queue import InMemoryQueue, Queue
 
 # --------------------------------------------------------------------------- families of bad values
 
@@ -549,6 +550,141 @@ def test_every_refusal_names_its_field_and_its_fix_in_a_sentence():
 def test_a_rng_that_is_a_random_random_is_what_the_latency_model_wants():
     """The valid neighbour of the rng rows above, so those rows test the refusal, not the call."""
     assert 0 < LatencyModel().sample(random.Random(3)) <= 120
+
+
+# --------------------------------------------------------------------------- what no store can hold, on every backend
+
+HUGE = 10 ** 5000  # more digits than Python will print
+
+
+def store_world(backend) -> SimpleNamespace:
+    """Every store-backed component on one store of `backend`, with a little history."""
+    store = backend.open()
+    clock = FakeClock(10)
+    w = SimpleNamespace(store=store, clock=clock, q=Queue(store=store, clock=clock),
+                        jobs=JobStore(store=store, clock=clock), checkpoints=CheckpointStore(store=store, clock=clock),
+                        outbox=OutboxStore(store=store, clock=clock), email=EmailAdapter(store=store, clock=clock),
+                        consumer=IdempotentConsumer(store=store, clock=clock))
+    w.q.enqueue(case_id="O-1001", payload={"n": 1})
+    w.jobs.submit("O-1001:refund", {"case_id": "O-1001"})
+    w.checkpoints.claim("O-1001")
+    w.outbox.commit({"id": "O-1001", "status": "refunded"}, {"topic": "refund.issued"})
+    w.email.send("O-1001:email:1", case_id="O-1001")
+    return w
+
+
+def observe_store(w: SimpleNamespace) -> tuple:
+    return (w.q.items(), w.q.counts(), w.jobs.jobs(), w.checkpoints.jobs(), w.outbox.rows(), w.outbox.messages(),
+            w.email.ledger.contacts(), w.consumer.processed, w.store.log.to_dicts())
+
+
+NUL, LONE = "O-10\x0001", "O-10\ud80001"  # a NUL character; half of a surrogate pair
+STORE_ROWS: dict[str, Callable[[SimpleNamespace], Any]] = {
+    "enqueue(priority=2**31)": lambda w: w.q.enqueue(case_id="O-1", priority=2**31),
+    "enqueue(priority=-2**31-1)": lambda w: w.q.enqueue(case_id="O-1", priority=-2**31 - 1),
+    "enqueue(priority=2**63)": lambda w: w.q.enqueue(case_id="O-1", priority=2**63),
+    "enqueue(priority=10**5000)": lambda w: w.q.enqueue(case_id="O-1", priority=HUGE),
+    "acquire(max_priority=2**63)": lambda w: w.q.acquire("W1", max_priority=2**63),
+    "enqueue(case_id= NUL)": lambda w: w.q.enqueue(case_id=NUL),
+    "enqueue(case_id= lone surrogate)": lambda w: w.q.enqueue(case_id=LONE),
+    "enqueue(tenant_id= NUL)": lambda w: w.q.enqueue(case_id="O-1", tenant_id=NUL),
+    "enqueue(kind= lone surrogate)": lambda w: w.q.enqueue(case_id="O-1", kind=LONE),
+    "enqueue(payload= 10**5000)": lambda w: w.q.enqueue(case_id="O-1", payload={"n": HUGE}),
+    "enqueue(payload= nested 10**5000)": lambda w: w.q.enqueue(case_id="O-1", payload={"n": [HUGE]}),
+    "acquire(worker_id= NUL)": lambda w: w.q.acquire(NUL),
+    "acquire(worker_id= lone surrogate)": lambda w: w.q.acquire(LONE),
+    "item(item_id= 30 digits)": lambda w: w.q.item("item-" + "9" * 30),
+    "submit(request_key= NUL)": lambda w: w.jobs.submit(NUL),
+    "submit(params= 10**5000)": lambda w: w.jobs.submit("B-1003:refund", {"n": HUGE}),
+    "get(job_id= lone surrogate)": lambda w: w.jobs.get(LONE),
+    "claim(worker_id= NUL)": lambda w: w.jobs.claim("job-0001", NUL, lease_seconds=30),
+    "checkpoints.claim(job_id= NUL)": lambda w: w.checkpoints.claim(NUL),
+    "outbox.commit(id= lone surrogate)": lambda w: w.outbox.commit({"id": LONE}, {"topic": "t"}),
+    "outbox.commit(payload= 10**5000)": lambda w: w.outbox.commit({"id": "O-1"},
+                                                                 {"topic": "t", "payload": {"n": HUGE}}),
+    "email.send(idem_key= NUL)": lambda w: w.email.send(NUL, case_id="O-1001"),
+    "email.send(to= lone surrogate)": lambda w: w.email.send("k", case_id="O-1001", to=LONE),
+    "consumer.handle(message_id= NUL)": lambda w: w.consumer.handle(
+        Delivery(seq=1, message_id=NUL, topic="t", payload={})),
+    "log.append(info nan)": lambda w: w.store.log.append(EventKind.ACKED, 1.0, x=math.nan),
+    "log.append(info 10**5000)": lambda w: w.store.log.append(EventKind.ACKED, 1.0, x=HUGE),
+}
+
+
+@pytest.mark.parametrize("row", list(STORE_ROWS))
+def test_a_value_no_store_can_hold_is_refused_alike_on_every_backend(backend, row):
+    w = store_world(backend)
+    before = observe_store(w)
+    with pytest.raises(ShopOpsError) as err:
+        STORE_ROWS[row](w)
+    assert str(err.value).strip()
+    assert observe_store(w) == before, f"{row} was refused but changed the store first"
+    assert w.q.enqueue(case_id="O-1002") == "item-0002"  # and the store still works (the connection too)
+
+
+def test_an_error_text_no_store_can_hold_is_kept_escaped_on_every_backend(backend):
+    w = store_world(backend)
+    w.q.nack(w.q.acquire("W1"), error=RuntimeError("bad \x00 byte and \ud800 half"))
+    assert w.q.item("item-0001").last_error == "RuntimeError: bad \\x00 byte and \\ud800 half"
+
+
+@pytest.mark.parametrize("info", [{"x": math.nan}, {"x": math.inf}, {"x": HUGE}, {"x": [math.nan]}])
+def test_an_event_log_refuses_what_json_cannot_carry(info):
+    with pytest.raises(ShopOpsError, match="info"):
+        EventLog().append(EventKind.ACKED, 1.0, **info)
+    with pytest.raises(ShopOpsError, match=r"rows\[0\]"):
+        EventLog.from_dicts([{"kind": "acked", "time": 1.0, "info": info}])
+
+
+def test_a_whole_number_too_long_to_print_is_still_a_kit_error():
+    with pytest.raises(ShopOpsError, match="too large to print"):
+        InMemoryQueue(max_attempts=-HUGE)
+
+
+# --------------------------------------------------------------------------- SQLite failing under a run
+
+def sqlite_queue(tmp_path: Path) -> Queue:
+    q = Queue(store=f"sqlite:///{tmp_path / 'shopops.db'}", clock=FakeClock())
+    q.enqueue(case_id="O-1001")
+    return q
+
+
+def test_a_read_only_database_is_a_kit_error_naming_the_file_and_the_fix(tmp_path):
+    q = sqlite_queue(tmp_path)
+    q.store._connection.execute("PRAGMA query_only = 1")  # as a read-only file refuses every write
+    with pytest.raises(ShopOpsError, match=r"shopops\.db failed: the file or its folder is read-only.*chmod"):
+        q.enqueue(case_id="O-1002")
+    q.store._connection.execute("PRAGMA query_only = 0")
+    assert q.enqueue(case_id="O-1002") == "item-0002"  # nothing was left half-open
+
+
+def test_a_full_disk_is_a_kit_error_naming_the_file_and_the_fix(tmp_path):
+    q = sqlite_queue(tmp_path)
+    pages = q.store._connection.execute("PRAGMA page_count").fetchone()[0]
+    q.store._connection.execute(f"PRAGMA max_page_count = {pages}")  # as a full disk refuses to grow the file
+    with pytest.raises(ShopOpsError, match=r"shopops\.db failed: the disk .* is full.*free some space"):
+        for n in range(500):
+            q.enqueue(case_id=f"O-{n}", payload={"text": "x" * 500})
+    q.store._connection.execute(f"PRAGMA max_page_count = {pages * 1000}")
+    assert q.counts()[ItemState.READY] >= 1 and q.enqueue(case_id="O-9999")
+
+
+def test_a_corrupt_page_is_a_kit_error_naming_the_file_and_the_fix(tmp_path):
+    q = sqlite_queue(tmp_path)
+    for n in range(300):
+        q.enqueue(case_id=f"O-{n}", payload={"text": "x" * 200})
+    root, page = (q.store._connection.execute("SELECT rootpage FROM sqlite_master WHERE name = 'items'").fetchone()[0],
+                  q.store._connection.execute("PRAGMA page_size").fetchone()[0])
+    q.store.close()  # the last connection folds the WAL into the file
+    path = tmp_path / "shopops.db"
+    data = bytearray(path.read_bytes())
+    data[(root - 1) * page:root * page] = b"\xa5" * page  # the items table's first page, overwritten
+    path.write_bytes(bytes(data))
+    q = Queue(store=f"sqlite:///{path}")  # the schema and the meta table are intact: it opens
+    with pytest.raises(ShopOpsError, match=r"shopops\.db failed: the file is damaged.*restore it from a copy"):
+        q.counts()
+    with pytest.raises(ShopOpsError, match=r"shopops\.db failed: the file is damaged"):
+        q.enqueue(case_id="O-1002")
 
 
 # --------------------------------------------------------------------------- the command line

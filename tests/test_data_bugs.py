@@ -13,10 +13,11 @@ from shopops_lab.effects import EmailAdapter
 from shopops_lab.errors import (
     BadArgumentError,
     IdempotencyConflictError,
+    StaleTokenError,
     UnknownLeaseError,
 )
 from shopops_lab.events import EventKind, EventLog
-from shopops_lab.fencing import NaiveResultStore
+from shopops_lab.fencing import NaiveResultStore, TokenFence
 from shopops_lab.jobs import JobStore
 from shopops_lab.outbox import Broker, Dispatcher, IdempotentConsumer, NaiveConsumer, OutboxStore
 from shopops_lab.states import ItemState
@@ -243,3 +244,125 @@ def test_a_handler_that_settles_its_own_lease_is_taken_at_its_word(settle, outco
     assert q.process_one("W1", handler) == outcome
     assert q.item("item-0001").state is state
 
+
+
+# =========================================================================== issue 18
+
+def test_two_outboxes_through_one_broker_and_one_consumer_lose_no_message():
+    first, second, broker = OutboxStore(), OutboxStore(), Broker()
+    ids = [first.commit({"id": "O-1001", "status": "refunded"}, {"topic": "refund.issued"}),
+           second.commit({"id": "A-1002", "status": "refunded"}, {"topic": "refund.issued"})]
+    assert ids == ["out-0001", "out-0001"]  # each outbox numbers its own
+    Dispatcher(first, broker).dispatch_once()
+    Dispatcher(second, broker).dispatch_once()
+    applied = []
+    consumer = IdempotentConsumer(lambda d: applied.append((d.message_id, d.payload)))
+    assert consumer.consume(broker) == 2 and len(applied) == 2
+    assert consumer.processed == {"out-0001", "outbox-2/out-0001"}
+    Dispatcher(first, broker).dispatch_once()  # nothing pending; a redelivery is still deduped
+    broker.publish(first.messages()[0])
+    broker.publish(second.messages()[0])
+    assert consumer.consume(broker) == 0 and len(applied) == 2
+
+
+def test_a_job_store_refuses_the_token_of_another_job_store():
+    mine, theirs = JobStore(clock=FakeClock()), JobStore(clock=FakeClock())
+    for jobs in (mine, theirs):
+        jobs.submit("O-1001:refund")
+    claim = mine.claim("job-0001", "A", lease_seconds=30)
+    foreign = theirs.claim("job-0001", "B", lease_seconds=30)
+    assert foreign.token == claim.token == 1 and repr(foreign.token) == "1"
+    with pytest.raises(BadArgumentError, match="another job store"):
+        mine.complete("job-0001", token=foreign.token, result="theirs")
+    assert mine.get("job-0001").state.value == "running"
+    assert mine.complete("job-0001", token=claim.token, result="mine").result == "mine"
+    assert mine.get("job-0001").result == "mine"
+
+
+def test_worker_notes_refuse_another_queues_lease_and_a_time_in_the_past():
+    qa, qb, lease_a, lease_b = two_queues_holding_item_0001()
+    before = len(qa.log)
+    for note in (qa.worker_resumed, qa.worker_paused, lambda lease: qa.worker_crashed("W1", lease)):
+        with pytest.raises(UnknownLeaseError, match="not granted by this queue"):
+            note(lease_b)
+    qa.worker_paused(lease_a, now=100)
+    with pytest.raises(BadArgumentError, match="earlier than t=100"):
+        qa.worker_crashed("W1", lease_a, now=0)
+    assert [e.time for e in qa.log.events[before:]] == [100.0]
+
+
+@pytest.mark.parametrize("version", ["v 2", "", " v2", "v2\n", "v/2"])
+def test_migrate_refuses_a_version_no_workflow_could_have(version):
+    checkpoints = CheckpointStore(clock=FakeClock())
+    token = checkpoints.claim("O-1001")
+    checkpoints.save("O-1001", Checkpoint.start("v1").confirm("fetch", "source-v1"), token=token)
+    with pytest.raises(BadArgumentError, match="to_version"):
+        checkpoints.migrate("O-1001", version, lambda cp: cp)
+    assert checkpoints.token("O-1001") == token and len(checkpoints.history("O-1001")) == 1
+
+
+@pytest.mark.parametrize("token", [math.nan, True, 1.5, "1", None])
+def test_the_fence_refuses_what_is_not_a_token(token):
+    fence = TokenFence("job")
+    fence.claim("job-0001")
+    with pytest.raises(BadArgumentError, match="token"):
+        fence.check("job-0001", token, t=0.0, op="complete")
+    assert len(fence.log) == 0
+
+
+@pytest.mark.parametrize(("claims", "token"), [(0, 1), (0, 0), (1, 2), (1, 0), (1, -1), (2, 3)])
+def test_the_fence_accepts_only_the_current_token_as_lab_04_teaches(claims, token):
+    fence = TokenFence("job")
+    for _ in range(claims):
+        fence.claim("job-0001")
+    with pytest.raises(StaleTokenError) as refused:
+        fence.check("job-0001", token, t=0.0, op="complete")
+    assert (refused.value.token, refused.value.current) == (token, claims)
+    assert [e.kind for e in fence.log] == [EventKind.STALE_REJECTED]
+    assert fence.current_token("job-0001") == (claims or None)
+
+
+def test_a_never_claimed_key_has_no_current_token_and_a_claimed_one_passes():
+    fence = TokenFence("job")
+    assert fence.current_token("job-0001") is None and fence.current("job-0001") == 0
+    token = fence.claim("job-0001")
+    fence.check("job-0001", token, t=0.0, op="complete")
+    assert fence.current_token("job-0001") == 1 and len(fence.log) == 0
+
+
+@pytest.mark.parametrize(("first", "second"), [({"approve": 1}, {"approve": True}),
+                                               ({"amount": 1}, {"amount": 1.0}),
+                                               ({"lines": [0]}, {"lines": [False]})])
+def test_requests_whose_json_differs_are_different_requests(first, second):
+    jobs = JobStore(clock=FakeClock())
+    jobs.submit("O-1001:refund", first)
+    with pytest.raises(IdempotencyConflictError):
+        jobs.submit("O-1001:refund", second)
+    assert len(jobs) == 1 and jobs.submit("O-1001:refund", first).id == "job-0001"
+
+
+def test_opening_a_sqlite_store_never_opens_its_file_outside_sqlite(tmp_path, monkeypatch):
+    """Closing any descriptor of a database file drops every POSIX lock the process holds on
+    it, so another process could reset the WAL under this process's other connections."""
+    import builtins
+    import io
+    import pathlib
+
+    from shopops_lab.store import open_store
+
+    path = tmp_path / "shared.db"
+    keeper = open_store(f"sqlite:///{path}")
+    opened = []
+    real_open = builtins.open
+
+    def spy(file, *args, **kwargs):
+        if str(file).startswith(str(path)):
+            opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", spy)
+    monkeypatch.setattr(io, "open", spy)
+    monkeypatch.setattr(pathlib.Path, "open", lambda self, *a, **k: spy(self, *a, **k))
+    open_store(f"sqlite:///{path}").close()
+    keeper.close()
+    assert opened == []

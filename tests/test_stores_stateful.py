@@ -9,19 +9,27 @@ changing a snapshot a store handed out changed nothing in the store; and the tea
 invariants (tokens and versions only grow, a message is applied once by the idempotent
 consumer however often it is delivered, a failed effect is retried, not lost).
 
+Every machine runs on every backend: memory (the full profile) and SQLite and PostgreSQL
+(fewer, shorter runs: each example empties one database, and every call is a transaction).
+The PostgreSQL machines skip, saying how to run them, when SHOPOPS_POSTGRES_URL is unset.
+
 Profiles as in test_queue_stateful.py: HYPOTHESIS_PROFILE=ci (default) or dev (quick).
 """
 from __future__ import annotations
 
+import atexit
 import math
 import os
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from store_backends import BACKENDS, Backend
 
 from shopops_lab.checkpoint import Checkpoint, CheckpointStore
 from shopops_lab.clock import FakeClock
@@ -39,6 +47,7 @@ from shopops_lab.errors import (
 from shopops_lab.events import EventKind
 from shopops_lab.jobs import JOB_TRANSITIONS, JobState, JobStore
 from shopops_lab.outbox import Broker, Dispatcher, IdempotentConsumer, NaiveConsumer, OutboxStore
+from shopops_lab.store import open_store
 
 settings.register_profile("stores-ci", max_examples=150, deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.too_slow])
@@ -46,6 +55,41 @@ settings.register_profile("stores-dev", max_examples=25, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 PROFILE = "stores-" + os.environ.get("HYPOTHESIS_PROFILE", "ci")
 STEPS = 40
+SQL_EXAMPLES, SQL_STEPS = (20, 25) if PROFILE == "stores-ci" else (5, 15)
+
+
+class Databases:
+    """One database per SQL backend for the whole module, emptied before each example."""
+
+    def __init__(self) -> None:
+        self._made: dict[str, tuple[Backend, str]] = {}
+        self._open: dict[str, Any] = {}  # the store of the running example, per backend
+        self._folder = tempfile.TemporaryDirectory()
+        atexit.register(self.close)
+
+    def store(self, name: str) -> Any:
+        if name == "memory":
+            return None  # each component's own default: a memory store
+        if name not in self._made:
+            backend = Backend(name, Path(self._folder.name))  # skips here, saying how, without a server
+            self._made[name] = (backend, backend.url())
+            self._open[name] = open_store(self._made[name][1])  # sets the database up
+        backend, url = self._made[name]
+        self._open.pop(name).close()  # the last example's
+        backend.empty(url)
+        self._open[name] = store = open_store(url)
+        return store
+
+    def close(self) -> None:
+        for store in self._open.values():
+            store.close()
+        for backend, _ in self._made.values():
+            backend.close()
+        self._made.clear()
+        self._folder.cleanup()
+
+
+DATABASES = Databases()
 
 Q, R, W, S, F, C = (JobState.QUEUED, JobState.RUNNING, JobState.WAITING_FOR_APPROVAL, JobState.SUCCEEDED,
                     JobState.FAILED, JobState.CANCELLED)
@@ -80,9 +124,11 @@ class ModelJob:
 
 
 class JobMachine(RuleBasedStateMachine):
+    backend = "memory"
+
     def __init__(self) -> None:
         super().__init__()
-        self.store = JobStore(clock=FakeClock())
+        self.store = JobStore(clock=FakeClock(), store=DATABASES.store(self.backend))
         self.now = 0.0
         self.jobs: dict[str, ModelJob] = {}
         self.by_key: dict[str, str] = {}
@@ -247,9 +293,11 @@ class CheckpointMachine(RuleBasedStateMachine):
     JOBS = ("O-1001", "A-1002")
     STEPS = ("fetch", "summarize", "publish")
 
+    backend = "memory"
+
     def __init__(self) -> None:
         super().__init__()
-        self.store = CheckpointStore(clock=FakeClock())
+        self.store = CheckpointStore(clock=FakeClock(), store=DATABASES.store(self.backend))
         self.tokens: dict[str, int] = {}
         self.history: dict[str, list[Checkpoint]] = {}
         self.stale = 0
@@ -353,13 +401,16 @@ class ModelOutbox:
 
 
 class OutboxMachine(RuleBasedStateMachine):
+    backend = "memory"
+
     def __init__(self) -> None:
         super().__init__()
-        self.outbox, self.broker = OutboxStore(clock=FakeClock()), Broker()
+        store = DATABASES.store(self.backend)
+        self.outbox, self.broker = OutboxStore(clock=FakeClock(), store=store), Broker()
         self.dispatcher = Dispatcher(self.outbox, self.broker)
         self.fail_next = {"idempotent": False, "naive": False}
         self.effects: dict[str, list[str]] = {"idempotent": [], "naive": []}
-        self.consumers = {"idempotent": IdempotentConsumer(self.effect("idempotent")),
+        self.consumers = {"idempotent": IdempotentConsumer(self.effect("idempotent"), store=store),
                           "naive": NaiveConsumer(self.effect("naive"))}
         self.model = ModelOutbox()
         self.positions = {"idempotent": 0, "naive": 0}
@@ -457,8 +508,19 @@ class OutboxMachine(RuleBasedStateMachine):
         assert self.effects["naive"] == self.model.deliveries[:self.consumers["naive"].position]
 
 
-for machine in (JobMachine, CheckpointMachine, OutboxMachine):
-    machine.TestCase.settings = settings(settings.get_profile(PROFILE), stateful_step_count=STEPS)
-TestJobMachine = JobMachine.TestCase
-TestCheckpointMachine = CheckpointMachine.TestCase
-TestOutboxMachine = OutboxMachine.TestCase
+def on_every_backend(machine: type[RuleBasedStateMachine]) -> dict[str, Any]:
+    """The machine's test case on each backend: TestJobMachineMemory, ...Sqlite, ...Postgresql."""
+    cases = {}
+    for name in BACKENDS:
+        runs = machine if name == "memory" else type(f"{machine.__name__}On{name.title()}", (machine,),
+                                                     {"backend": name})
+        examples, steps = (None, STEPS) if name == "memory" else (SQL_EXAMPLES, SQL_STEPS)
+        profile = settings.get_profile(PROFILE)
+        runs.TestCase.settings = settings(profile, stateful_step_count=steps,
+                                          max_examples=examples or profile.max_examples)
+        cases[f"Test{machine.__name__}{name.title()}"] = runs.TestCase
+    return cases
+
+
+for _machine in (JobMachine, CheckpointMachine, OutboxMachine):
+    globals().update(on_every_backend(_machine))

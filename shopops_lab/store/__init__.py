@@ -15,11 +15,11 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventLog
-from shopops_lab.store.base import ItemRow, Store, item_id, one_transaction_per_call
+from shopops_lab.store.base import ItemRow, Store, bind_transactions, item_id, transaction
 from shopops_lab.store.memory import MemoryStore
 
-__all__ = ["ItemRow", "MemoryStore", "Store", "URL_FORMS", "item_id", "one_transaction_per_call", "open_store",
-           "redact", "store_for"]
+__all__ = ["ItemRow", "MemoryStore", "Store", "URL_FORMS", "bind_transactions", "item_id", "open_store", "redact",
+           "store_for", "transaction"]
 
 URL_FORMS = "memory:, sqlite:///relative/path.db, sqlite:////absolute/path.db or postgresql://user@host:5432/dbname"
 

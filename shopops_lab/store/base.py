@@ -19,12 +19,15 @@ Three kinds of state sit behind the interface:
 * the event log (`store.log`), which every component appends to and the checker reads.
 
 A store is used by one thread at a time; processes and machines share a database by each
-opening their own store on the same URL.
+opening their own store on the same URL. A store that pays a round trip per statement
+(PostgreSQL) may also offer `lease_next` and `ack_live`, the queue's usual acquire and ack as
+one statement each; the queue uses them when they are there and takes the long way otherwise.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from functools import wraps
 from typing import Any, Protocol
 
@@ -32,7 +35,12 @@ from shopops_lab.errors import ShopOpsError, SimulatedCrash, StoreOpenError
 from shopops_lab.events import EventLog
 from shopops_lab.states import ItemState
 
-__all__ = ["ItemRow", "Store", "item_id", "item_seq", "one_transaction_per_call"]
+__all__ = ["ItemRow", "Store", "StoreFailedError", "bind_transactions", "item_id", "item_seq", "transaction",
+           "transactional_methods"]
+
+
+class StoreFailedError(StoreOpenError):
+    """The store {target} failed: {reason}. This call's changes were rolled back. Fix: {fix}."""
 
 
 def item_id(seq: int) -> str:
@@ -43,7 +51,8 @@ def item_id(seq: int) -> str:
 def item_seq(item_id: str) -> int | None:
     """The inverse of `item_id`, or None for a string no item ever had as its id."""
     digits = item_id[5:] if item_id.startswith("item-") else ""
-    if len(digits) < 4 or not digits.isascii() or not digits.isdigit() or (len(digits) > 4 and digits[0] == "0"):
+    if (not 4 <= len(digits) <= 18 or not digits.isascii() or not digits.isdigit()
+            or (len(digits) > 4 and digits[0] == "0")):  # 18 digits: still a 64-bit integer
         return None
     return int(digits)
 
@@ -69,13 +78,17 @@ class Store(Protocol):
 
     url: str
     log: EventLog
-    transactional: bool
-    """False for a store with nothing to roll back (memory): the engine then runs its calls
-    directly, without entering `atomic`."""
+    shared: bool
+    """True when other connections (threads, processes, machines) may write the same data
+    (SQL); False for memory (one thread of one process). A decision on a shared store is one
+    atomic statement or is taken under a lock; see `put_new` and `get`."""
     atomic: AbstractContextManager[Any]
     """Reentrant: a block inside a block joins the outer transaction. Leaving the outer block
     normally commits everything in it; leaving it with any exception (a crash, a refused
-    write, a bug) rolls all of it back, as in any database."""
+    write, a bug) rolls all of it back, as in any database. What memory does not promise:
+    it rolls back records, counters and events, but not a queue item's row (the engine
+    changes the row object itself before `write_item`); the queue, the items' only writer,
+    makes every check before its first write, so its calls never stop halfway."""
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
@@ -113,14 +126,19 @@ class Store(Protocol):
 
     # ------------------------------------------------------------------ records
     def get(self, kind: str, key: str) -> Any:
-        """The JSON value stored under (kind, key), or None."""
+        """The JSON value stored under (kind, key), or None. Inside a transaction the row,
+        if it exists, stays locked until the end (SELECT ... FOR UPDATE), so what was read
+        can decide a write; a key that does not exist yet is taken with `put_new`."""
 
     def put(self, kind: str, key: str, value: Any) -> None:
         """Store `value` (JSON) under (kind, key), replacing any earlier value."""
 
     def put_new(self, kind: str, key: str, value: Any) -> bool:
         """Store `value` only if (kind, key) is free: True if stored, False if it was taken.
-        The primitive under every idempotency record."""
+        One statement (INSERT ... ON CONFLICT DO NOTHING): of any number of
+        concurrent callers exactly one gets True, and a caller that gets False waits for the
+        taker's transaction to end, so a `get` after it reads the taker's committed value.
+        The primitive under every idempotency record and every first claim."""
 
     def scan(self, kind: str) -> list[tuple[str, Any]]:
         """Every (key, value) of `kind`, in the order the keys were first stored."""
@@ -132,20 +150,57 @@ class Store(Protocol):
         """Let go of files and connections."""
 
 
-def one_transaction_per_call(component: Any, store: Store, names: Iterable[str]) -> None:
-    """Make each of `component`'s methods `names` run as one transaction of `store`, by
-    setting a wrapper on the instance. A store with nothing to roll back (memory) is left
-    alone, so its components call their methods directly, at full speed.
+def transaction(method: Callable[..., Any] | None = None, *, checks_first: bool = False,
+                calls_out: bool = False) -> Any:
+    """Mark a method of a component (an object with a `store`) as one transaction of that
+    store, where the method is defined: `bind_transactions` in the component's `__init__`
+    wraps every marked method, so none can be forgotten in a list kept elsewhere.
+
+    `checks_first=True` says the method makes every check before its first write, so on a
+    store no other thread or process writes (memory) nothing could ever need undoing: there
+    it is called directly, at full speed (the queue's hot path). `calls_out=True` says it
+    runs the caller's code (an effect) inside: any exception, a refusal too, then rolls the
+    whole call back (see `bind_transactions` for the refusals an engine call keeps)."""
+    def mark(function: Callable[..., Any]) -> Callable[..., Any]:
+        function.__transaction__ = Marked(checks_first=checks_first, calls_out=calls_out)  # type: ignore[attr-defined]
+        return function
+    return mark if method is None else mark(method)
+
+
+@dataclass(frozen=True, slots=True)
+class Marked:
+    """How a method was marked with `transaction`."""
+
+    checks_first: bool
+    calls_out: bool
+
+
+def transactional_methods(cls: type) -> dict[str, Marked]:
+    """The names of `cls`'s methods marked with `transaction`, and how each was marked."""
+    found = {}
+    for klass in reversed(cls.__mro__):
+        for name, value in vars(klass).items():
+            how = getattr(value, "__transaction__", None)
+            if how is not None:
+                found[name] = how
+            elif name in found and callable(value):
+                del found[name]  # overridden without the mark
+    return found
+
+
+def bind_transactions(component: Any, store: Store) -> None:
+    """Make each of `component`'s methods marked with `transaction` run as one transaction
+    of `store`, by setting a wrapper on the instance.
 
     A call that the engine refuses (a stale token, a lease that is over) keeps what its own
     transaction did before refusing: the engine checks before it writes, so that is only the
-    record of the refusal and the expiries it ran into, as in memory. A call made inside a
-    transaction of yours has no transaction of its own: its refusal, like any error, rolls
-    your whole transaction back."""
-    if not store.transactional:
-        return
-    for name in names:
-        setattr(component, name, _in_transaction(store.atomic, getattr(component, name)))
+    record of the refusal and the expiries it ran into. A call made inside a transaction of
+    yours has no transaction of its own: its refusal, like any error, rolls your whole
+    transaction back."""
+    for name, how in transactional_methods(type(component)).items():
+        if store.shared or not how.checks_first:
+            wrap = _whole if how.calls_out else _in_transaction
+            setattr(component, name, wrap(store.atomic, getattr(component, name)))
 
 
 def _in_transaction(atomic: Any, method: Callable[..., Any]) -> Callable[..., Any]:
@@ -160,4 +215,12 @@ def _in_transaction(atomic: Any, method: Callable[..., Any]) -> Callable[..., An
             except ShopOpsError as refusal:  # commit the refusal's record, then raise it
                 refused = refusal
         raise refused
+    return in_transaction
+
+
+def _whole(atomic: Any, method: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(method)
+    def in_transaction(*args: Any, **kwargs: Any) -> Any:
+        with atomic:
+            return method(*args, **kwargs)
     return in_transaction

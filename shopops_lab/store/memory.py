@@ -24,27 +24,57 @@ _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DON
 _NONE: list[ItemRow] = []  # never appended to
 
 
-class _NoTransaction:
-    """One process's memory has nothing to roll back: a block is just a block."""
+class _Transaction:
+    """`store.atomic` for memory: reentrant; leaving the outer block with an exception undoes
+    the records, counters and events written in it (see `Store.atomic` for what it does not
+    promise). Outside a block nothing is noted (`undo` is None), so the queue's hot path pays
+    nothing. It knows the store's log, not the store: no reference cycle keeps a store alive."""
 
-    __slots__ = ()
+    __slots__ = ("_log", "_depth", "_log_mark", "undo")
+
+    def __init__(self, log: EventLog) -> None:
+        self._log = log
+        self._depth = 0
+        self._log_mark = 0
+        self.undo: list[tuple[dict, str, Any]] | None = None  # (table, key, old value) while a block is open
 
     def __enter__(self) -> None:
-        return None
+        if self._depth == 0:
+            self.undo = []
+            self._log_mark = len(self._log._rows)
+        self._depth += 1
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+    def __exit__(self, kind: type | None, error: BaseException | None, tb: Any) -> None:
+        self._depth -= 1
+        if self._depth:
+            return
+        undo, self.undo = self.undo, None
+        if kind is not None:
+            for table, key, old in reversed(undo or ()):
+                if old is _ABSENT:
+                    table.pop(key, None)
+                else:
+                    table[key] = old
+            del self._log._rows[self._log_mark:]
+            del self._log._events[self._log_mark:]
+
+    @property
+    def open(self) -> bool:
+        return self._depth > 0
+
+
+_ABSENT = object()
 
 
 class MemoryStore:
     """Every piece of state in plain Python structures, for one thread of one process."""
 
     url = "memory:"
-    transactional = False  # nothing to roll back, so the engine skips transactions altogether
+    shared = False  # one thread of one process: nobody else can write between a read and a write
 
     def __init__(self, *, log: EventLog | None = None) -> None:
         self.log = log if log is not None else EventLog()
-        self.atomic = _NoTransaction()
+        self.atomic = _Transaction(self.log)
         self._items: dict[str, ItemRow] = {}
         self.get_item = self._items.get  # the answer is the dict's own lookup: no Python call on every ack
         self._heads: dict[str, ItemRow] = {}  # case -> the first ready item of its line
@@ -127,12 +157,19 @@ class MemoryStore:
         return self._records.get(kind, {}).get(key)
 
     def put(self, kind: str, key: str, value: Any) -> None:
-        self._records.setdefault(kind, {})[key] = value
+        records = self._records.setdefault(kind, {})
+        undo = self.atomic.undo
+        if undo is not None:
+            undo.append((records, key, records.get(key, _ABSENT)))
+        records[key] = value
 
     def put_new(self, kind: str, key: str, value: Any) -> bool:
         records = self._records.setdefault(kind, {})
         if key in records:
             return False
+        undo = self.atomic.undo
+        if undo is not None:
+            undo.append((records, key, _ABSENT))
         records[key] = value
         return True
 
@@ -140,7 +177,11 @@ class MemoryStore:
         return list(self._records.get(kind, {}).items())
 
     def next_number(self, name: str) -> int:
-        number = self._numbers[name] = self._numbers.get(name, 0) + 1
+        numbers = self._numbers
+        undo = self.atomic.undo
+        if undo is not None:
+            undo.append((numbers, name, numbers.get(name, _ABSENT)))
+        number = numbers[name] = numbers.get(name, 0) + 1
         return number
 
     def close(self) -> None:

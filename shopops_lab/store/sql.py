@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from json import encoder as json_encoder
 from typing import Any
 
+from shopops_lab.arguments import storable
 from shopops_lab.errors import ForeignStoreError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.payloads import frozen, is_flat
@@ -264,7 +265,7 @@ class SQLStore(ABC):
     clauses and how numbers are drawn; everything else is here, once."""
 
     dialect = "sql"
-    transactional = True
+    shared = True  # other connections write the same database: decisions are atomic statements or locked
     lock = ""          # appended to a SELECT that the transaction will change
     skip_locked = ""   # the same, for a SELECT any free row answers (other workers skip ours)
     placeholder = "?"
@@ -427,6 +428,8 @@ class SQLStore(ABC):
 
     # ------------------------------------------------------------------ records
     def get(self, kind: str, key: str) -> Any:
+        if not (key.isascii() and "\x00" not in key) and not storable(key):
+            return None  # no row can have this key (a NUL, a lone surrogate): absent, as in memory
         found = self._execute(self._sql.get, (kind, key)).fetchone()
         return None if found is None else json.loads(found[0])
 

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from shopops_lab.errors import ForeignStoreError, StoreOpenError
+from shopops_lab.store.base import StoreFailedError
 from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, schema
 
 __all__ = ["SQLiteStore"]
 
-_HEADER = b"SQLite format 3\x00"
 
 
 def _back_of_case(case: str) -> str:
@@ -65,18 +65,37 @@ class SQLiteStore(SQLStore):
         except sqlite3.DatabaseError as error:
             self._connection.close()
             raise _open_error(self.target, error) from None
+        except StoreFailedError as failed:  # what SQLite refused while the file was read: named for opening
+            self._connection.close()
+            raise _open_error(self.target, failed.__cause__) from None
         except BaseException:
             self._connection.close()
             raise
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
-        return self._connection.execute(sql, params)
+        try:
+            return self._connection.execute(sql, params)
+        except sqlite3.IntegrityError:
+            raise  # a broken rule of the schema is a bug of the kit's, shown as it is
+        except sqlite3.Error as error:
+            raise _failed(self.target, error) from error
+        except OverflowError as error:  # a Python int SQLite cannot bind
+            raise StoreFailedError(target=self.target, reason="a whole number was wider than 64 bits",
+                                   fix="keep numbers within ±9.2e18 (the kit refuses such numbers itself: "
+                                       "a bug if you see this)") from error
 
     def _start(self) -> None:
-        self._connection.execute("BEGIN IMMEDIATE")
+        self._execute("BEGIN IMMEDIATE")
 
     def _finish(self, commit: bool) -> None:
-        self._connection.execute("COMMIT" if commit else "ROLLBACK")
+        if not self._connection.in_transaction:
+            return  # SQLite already ended it (a full disk or an I/O error rolls back by itself)
+        try:
+            self._connection.execute("COMMIT" if commit else "ROLLBACK")
+        except sqlite3.Error as error:
+            if self._connection.in_transaction:  # a failed COMMIT leaves it open: end it
+                self._connection.execute("ROLLBACK")
+            raise _failed(self.target, error) from error
 
     def _tables(self) -> set[str]:
         rows = self._connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
@@ -88,7 +107,7 @@ class SQLiteStore(SQLStore):
 
     def _insert_item(self, columns: tuple) -> int:
         case_id = columns[0]
-        return self._connection.execute(_INSERT_ITEM, (*columns, case_id, case_id)).lastrowid
+        return self._execute(_INSERT_ITEM, (*columns, case_id, case_id)).lastrowid
 
     def close(self) -> None:
         self._connection.close()
@@ -116,20 +135,28 @@ def _check_file(path: Path, target: str) -> None:
     if path.is_dir():
         raise StoreOpenError(target=target, reason="that is a folder, not a file",
                              fix="name a file, e.g. sqlite:///shopops.db")
-    if path.exists() and path.stat().st_size:
-        try:
-            with path.open("rb") as handle:
-                header = handle.read(len(_HEADER))
-        except OSError as error:
-            raise StoreOpenError(target=target, reason=f"it cannot be read ({error.strerror})",
-                                 fix="check the file's permissions (ls -l), or choose another path") from None
-        if header != _HEADER:
-            raise ForeignStoreError(
-                target=target,
-                found="is not an SQLite database (a damaged file, or another kind)",
-                expected=SCHEMA_VERSION,
-                fix="choose another path; keep this file for whoever owns it",
-            )
+    # The file's header is not read here: opening and closing the database file outside
+    # SQLite would drop every POSIX lock this process's other connections hold on it (a
+    # close releases them all), and another process could then reset the WAL under them,
+    # losing commits. SQLite itself refuses a file that is not a database (`_open_error`).
+
+
+def _failed(target: str, error: sqlite3.Error) -> StoreFailedError:
+    """A kit error for what SQLite refused in the middle of a run, naming the file and the fix."""
+    text = str(error)
+    if "full" in text:
+        return StoreFailedError(target=target, reason="the disk (or the file's quota) is full",
+                                fix="free some space on the disk that holds the file, then run again")
+    if "readonly" in text or "read-only" in text:
+        return StoreFailedError(target=target, reason="the file or its folder is read-only",
+                                fix="make both writable (chmod u+w), or copy the file somewhere writable")
+    if "not a database" in text or "malformed" in text:
+        return StoreFailedError(target=target, reason=f"the file is damaged ({text})",
+                                fix="restore it from a copy, or start a new file (keep this one to inspect)")
+    if "locked" in text or "busy" in text:
+        return StoreFailedError(target=target, reason="another process held the database for too long",
+                                fix="find the process holding it (fuser the file), or try again")
+    return StoreFailedError(target=target, reason=text, fix="check the file, its folder and the disk")
 
 
 def _open_error(target: str, error: sqlite3.Error) -> Exception:
@@ -137,7 +164,10 @@ def _open_error(target: str, error: sqlite3.Error) -> Exception:
     if "readonly" in text or "read-only" in text:
         return StoreOpenError(target=target, reason="the file or its folder is read-only",
                               fix="make both writable (chmod u+w), or copy the file somewhere writable")
-    if "not a database" in text or "malformed" in text:
+    if "not a database" in text:
+        return ForeignStoreError(target=target, found="is not an SQLite database (a damaged file, or another kind)",
+                                 expected=SCHEMA_VERSION, fix="choose another path; keep this file for whoever owns it")
+    if "malformed" in text:
         return ForeignStoreError(target=target, found=f"is damaged ({text})", expected=SCHEMA_VERSION,
                                  fix="restore it from a copy, or start a new file; this one was not changed")
     return StoreOpenError(target=target, reason=text, fix="check the path and its permissions")

@@ -36,7 +36,7 @@ from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence
 from shopops_lab.payloads import flat_copy, json_copy
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
-from shopops_lab.store import MemoryStore, Store, one_transaction_per_call, open_store, store_for
+from shopops_lab.store import MemoryStore, Store, bind_transactions, open_store, store_for, transaction
 from shopops_lab.store.base import ItemRow
 
 __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue", "QueueId"]
@@ -57,6 +57,11 @@ class Priority(IntEnum):
 
 
 _PRIORITIES = {int(p): p for p in Priority}  # an int -> its Priority name, without an Enum call
+DUE = "due"  # what a store's lease_next answers when a lease is due (see Store)
+# What every store keeps as a priority: PostgreSQL's INTEGER column, the narrowest.
+MIN_PRIORITY, MAX_PRIORITY = -2**31, 2**31 - 1
+_PRIORITY_FIX = (f"pass a Priority (APPROVAL, NORMAL, BULK) or an int from {MIN_PRIORITY:,} to {MAX_PRIORITY:,}; "
+                 "lower is served first")
 
 
 class Outcome(StrEnum):
@@ -162,7 +167,10 @@ class Queue:
         # the store's hot methods, looked up once
         self._get, self._next, self._due = self.store.get_item, self.store.next_ready, self.store.due_leases
         self._write, self._add = self.store.write_item, self.store.add_item
-        one_transaction_per_call(self, self.store, _TRANSACTIONAL)
+        # A store that can lease and ack in one statement each (PostgreSQL: a round trip saved twice)
+        self._lease_next = getattr(self.store, "lease_next", None)
+        self._ack_live = getattr(self.store, "ack_live", None)
+        bind_transactions(self, self.store)
         self._last_time = float("-inf")
 
     @classmethod
@@ -171,18 +179,19 @@ class Queue:
         return cls(store=open_store(url), **settings)
 
     # ------------------------------------------------------------------ producing
+    @transaction(checks_first=True)
     def enqueue(self, *, case_id: str | None = None, tenant_id: str = "default",
                 kind: str = "task", payload: Mapping[str, Any] | None = None,
                 priority: int = Priority.NORMAL, now: float | None = None) -> str:
         """Add one item for `case_id` and return its id (`item-0001`, ...)."""
         if not (type(case_id) is str and type(tenant_id) is str and type(kind) is str
-                and case_id.strip() and tenant_id.strip() and kind.strip()):
+                and case_id.strip() and tenant_id.strip() and kind.strip()
+                and (case_id + tenant_id + kind).isascii() and "\x00" not in case_id + tenant_id + kind):
             arguments.text("case_id", case_id, "the case this work belongs to, e.g. case_id='O-1001'")
             arguments.text("tenant_id", tenant_id, "the store the case belongs to, e.g. tenant_id='store_northline'")
             arguments.text("kind", kind, "what the item asks for, e.g. kind='contact_send'")
         if priority.__class__ is not Priority:  # the usual value, checked in one test
-            arguments.whole("priority", priority, None,
-                            "pass a Priority (APPROVAL, NORMAL, BULK) or an int; lower is served first")
+            arguments.whole("priority", priority, MIN_PRIORITY, _PRIORITY_FIX, most=MAX_PRIORITY)
         body, flat = flat_copy({} if payload is None else payload)
         if not isinstance(body, dict):
             raise BadArgumentError(field="payload", problem=f"is {arguments.a(type(payload).__name__)}",
@@ -207,15 +216,29 @@ class Queue:
 
         `max_priority` serves only items at least that urgent (used to shed bulk work
         under backpressure); `lease_seconds` overrides the queue's lease for this claim.
+        One transaction: on PostgreSQL, when no lease is due, one statement (`lease_next`).
         """
-        if type(worker_id) is not str or not worker_id.strip():
+        if type(worker_id) is not str or not worker_id.strip() or not worker_id.isascii() or "\x00" in worker_id:
             arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
         seconds = (self.lease_seconds if lease_seconds is None
                    else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX))
         if max_priority is not None:
-            arguments.whole("max_priority", max_priority, None,
-                            "pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out")
+            arguments.whole("max_priority", max_priority, MIN_PRIORITY,
+                            "pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out", most=MAX_PRIORITY)
         t = self._time(now)
+        if self._lease_next is not None:
+            got = self._lease_next(worker_id, t, seconds, max_priority)
+            if got != DUE:
+                if got is None:
+                    return None
+                item, case_id, tenant_id, kind, payload, token, attempts = got
+                return Lease(item, case_id, tenant_id, kind, worker_id, token, attempts, t, t + seconds, payload,
+                             self.id)
+        return self._acquire(worker_id, t, seconds, max_priority)
+
+    @transaction(checks_first=True)
+    def _acquire(self, worker_id: str, t: float, seconds: float, max_priority: int | None) -> Lease | None:
+        """`acquire` after its checks, the long way: expire what is due, then lease."""
         due = self._due(t)
         if due:
             self._expire(due, t)
@@ -235,6 +258,7 @@ class Queue:
         return Lease(row.id, row.case_id, row.tenant_id, row.kind, worker_id, row.token, row.attempts, t,
                      row.expires_at, dict(payload) if row.flat else json_copy(payload), self.id)
 
+    @transaction(checks_first=True)
     def heartbeat(self, lease: Lease, *, now: float | None = None) -> bool:
         """Extend a live lease to now + its lease time. False once the lease is lost
         (expired, settled, or claimed by someone newer): stop side effects then."""
@@ -254,7 +278,20 @@ class Queue:
 
     def ack(self, lease: Lease, *, now: float | None = None) -> None:
         """Mark the item done. Raises StaleTokenError if a newer claim exists, and
-        LeaseExpiredError / LeaseSettledError if this lease is over."""
+        LeaseExpiredError / LeaseSettledError if this lease is over. One transaction: on
+        PostgreSQL, when the lease is live and none is due, one statement (`ack_live`)."""
+        if (self._ack_live is not None and lease.__class__ is Lease and lease.queue is self.id
+                and lease.item_id.__class__ is str and lease.case_id.__class__ is str
+                and lease.token.__class__ is int and lease.worker_id.__class__ is str):
+            last = self._last_time
+            if self._ack_live(lease.item_id, lease.case_id, lease.token, lease.worker_id, self._time(now)):
+                return
+            self._last_time = last  # nothing was written: the long way checks the lease before taking the time
+        self._ack(lease, now=now)
+
+    @transaction(checks_first=True)
+    def _ack(self, lease: Lease, *, now: float | None = None) -> None:
+        """`ack`, the long way."""
         row = self._granted(lease)
         t = self._time(now)
         due = self._due(t)
@@ -265,6 +302,7 @@ class Queue:
         self._move(row, _DONE)
         self._append_event((t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token, row.attempts, {}))
 
+    @transaction(checks_first=True)
     def nack(self, lease: Lease, error: object = None, *, now: float | None = None) -> ItemState:
         """Give the item back after a failure. It is ready again, or dead if this was its
         last allowed attempt. Returns the item's new state."""
@@ -317,6 +355,7 @@ class Queue:
             return Outcome.OK
         return Outcome.DEAD if row.state is _DEAD else Outcome.RETRIED
 
+    @transaction(checks_first=True)
     def expire_leases(self, now: float | None = None) -> list[str]:
         """Return every lease whose deadline has passed to the queue (or the DLQ if it
         was the last attempt). The queue also does this on each call; lessons call it
@@ -329,17 +368,20 @@ class Queue:
         return self.expire_leases(now)
 
     # ------------------------------------------------------------------ what only the worker knows
+    @transaction(checks_first=True)
     def worker_crashed(self, worker_id: str, lease: Lease | None = None, *, case_id: str | None = None,
                        now: float | None = None) -> None:
         """Note that `worker_id` died (holding `lease`, or working on `case_id`), for the
         timeline and the checker. Nothing changes in the queue: the lease runs out on its own."""
         self._note(EventKind.WORKER_CRASHED, worker_id, lease, case_id, now)
 
+    @transaction(checks_first=True)
     def worker_paused(self, lease: Lease, *, now: float | None = None) -> None:
         """Note that the worker holding `lease` froze (a long GC pause, a stalled call)."""
         self._note(EventKind.WORKER_PAUSED, None, arguments.instance(
             "lease", lease, Lease, "pass the Lease the paused worker holds"), None, now)
 
+    @transaction(checks_first=True)
     def worker_resumed(self, lease: Lease, *, now: float | None = None) -> None:
         """Note that the worker holding `lease` runs again, not knowing how long it was gone."""
         self._note(EventKind.WORKER_RESUMED, None, arguments.instance(
@@ -348,19 +390,20 @@ class Queue:
     def _note(self, kind: EventKind, worker_id: str | None, lease: Lease | None, case_id: str | None,
               now: float | None) -> None:
         if lease is not None:
-            arguments.instance("lease", lease, Lease, "pass the Lease the worker held, or leave it out")
+            self._granted(lease)  # a lease this queue granted, not another queue's with the same item id
             worker_id, case_id = worker_id or lease.worker_id, lease.case_id
         arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
         if case_id is not None:
             arguments.text("case_id", case_id, "the case it was working on, e.g. 'O-1001', or leave it out")
-        self.log.append(kind, resolve(self.clock, now), item_id=None if lease is None else lease.item_id,
-                        case_id=case_id, worker_id=worker_id)
+        self.log.append(kind, self._time(now), item_id=None if lease is None else lease.item_id,
+                        case_id=case_id, worker_id=worker_id)  # time never runs backwards here either
 
     # ------------------------------------------------------------------ the DLQ
     def dlq_items(self) -> list[Item]:
         """Dead items, oldest death first, with their last error and attempt count."""
         return [_snapshot(row) for row in self.store.dead_rows()]
 
+    @transaction(checks_first=True)
     def replay_dlq(self, item_id: str, *, now: float | None = None) -> None:
         """Send a dead item back to ready with its attempts reset (after a fix)."""
         row = self.store.get_item(item_id) if isinstance(item_id, str) else None
@@ -509,7 +552,6 @@ class InMemoryQueue(Queue):
         super().__init__(lease_seconds, max_attempts, clock, log=log)
 
 
-_TRANSACTIONAL = ("enqueue", "acquire", "heartbeat", "ack", "nack", "expire_leases", "replay_dlq")
 _EARLIEST = -MAX_TIME
 _EDGES = frozenset(TRANSITIONS)  # the table's edges, for a quick membership test on every move
 _SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"
@@ -525,5 +567,7 @@ def _describe(error: object) -> str | None:
     except Exception:
         text = f"<{type(error).__name__} whose str() raised>"
     if isinstance(error, BaseException):
-        return f"{type(error).__name__}: {text}"
+        text = f"{type(error).__name__}: {text}"
+    if not arguments.storable(text):  # kept as text every store can hold: NULs and lone surrogates escaped
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
     return text
