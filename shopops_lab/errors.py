@@ -1,4 +1,5 @@
-"""One exception root for the kit. Each class's docstring is its message template,
+"""One exception root for the kit's refusals (`ShopOpsError`); control flow (`SimulatedCrash`)
+stands outside it. Each class's docstring is its message template,
 filled from the structured fields it carries, so a learner reads what went wrong and
 code can read `err.token`, `err.field` and friends (annotated under each docstring, for the
 type checker; `fields` has them all)."""
@@ -7,14 +8,18 @@ from __future__ import annotations
 from typing import Any
 
 
-class ShopOpsError(Exception):
-    """ShopOps Lab: {detail}"""
+class _Templated(BaseException):
+    """The docstring is the message, filled from the fields the exception carries."""
 
     def __init__(self, **fields: Any) -> None:
         self.fields = dict(fields)
         for name, value in fields.items():
             setattr(self, name, value)
         super().__init__((type(self).__doc__ or "").format(**fields))
+
+
+class ShopOpsError(_Templated, Exception):
+    """ShopOps Lab: {detail}"""
 
 
 class BadArgumentError(ShopOpsError, ValueError):
@@ -129,8 +134,12 @@ class VersionConflictError(ShopOpsError):
     current: int
 
 
-class SimulatedCrash(ShopOpsError):
+class SimulatedCrash(_Templated):
     """Simulated crash at {point}: the worker stopped here and lost everything it had not written to a store. Restart by running it again with the same stores."""
+
+    # Control flow, not a refusal, so outside the ShopOpsError root (as Hypothesis and huey
+    # keep theirs): a worker's `except ShopOpsError` or `except Exception` cannot swallow its
+    # own death, as a dead process runs no except block.
 
     point: str
 

@@ -209,8 +209,12 @@ def test_bad_crash_points_name_the_field(make, field):
     assert err.value.field == field
 
 
-def test_a_simulated_crash_is_a_shopops_error():
-    assert issubclass(SimulatedCrash, ShopOpsError)
+def test_a_simulated_crash_is_control_flow_outside_the_error_root():
+    # A worker's `except ShopOpsError` (or `except Exception`) must not swallow its own death.
+    assert not issubclass(SimulatedCrash, ShopOpsError)
+    assert not issubclass(SimulatedCrash, Exception)
+    crash = SimulatedCrash(point="after send")
+    assert crash.point == "after send" and "after send" in str(crash)
 
 
 # ---------------------------------------------------------------------- the lesson's example

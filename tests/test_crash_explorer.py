@@ -226,11 +226,24 @@ def test_a_runner_that_keeps_raising_is_reported_with_its_error():
     assert row.outcomes == tuple(f"run {n} raised KeyError: 'summarize'" for n in (1, 2, 3))
 
 
+def test_catching_refusals_lets_the_crash_through():
+    def careful_run(job_id, env):  # catches the kit's refusals, as a worker should
+        try:
+            return ReceiptRunner()(job_id, env)
+        except ShopOpsError:
+            return "carried on"
+
+    report = explore(careful_run)
+    row = report.result("after_effect(publish)")
+    assert "explorer" not in row.violations
+    assert not any("caught the crash" in outcome for outcome in row.outcomes)
+
+
 def test_swallowing_the_crash_is_reported():
     def swallowing_run(job_id, env):
         try:
             return ReceiptRunner()(job_id, env)
-        except ShopOpsError:
+        except BaseException:  # noqa: BLE001 - the mistake under test: catching even a death
             return "carried on"
 
     report = explore(swallowing_run)

@@ -25,6 +25,7 @@ from shopops_lab.checks import recovery_world
 from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text, restart
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
 from shopops_lab.effects import ProviderFault
+from shopops_lab.errors import SimulatedCrash
 from shopops_lab.explore import Replayed
 from shopops_lab.explore import explore as search
 from shopops_lab.explore import replay as replay_schedule
@@ -107,8 +108,13 @@ def _probe(run) -> None:
 
 
 def _deliver(run, env: Env) -> BaseException | None:
-    """One delivery of O-1001 to the learner's run as a worker; what it raised, if anything."""
-    return attempt(run, "O-1001", env.for_worker())[1]  # the planned crash, a refusal, or the learner's error
+    """One delivery of O-1001 to the learner's run as a worker; what it raised, if anything:
+    the planned crash (control flow, so `attempt` lets it through), a refusal, or the
+    learner's error."""
+    try:
+        return attempt(run, "O-1001", env.for_worker())[1]
+    except SimulatedCrash as crash:
+        return crash
 
 
 # Where a v1 worker dies before v2 is deployed: with the summary confirmed, and right

@@ -29,9 +29,10 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import wraps
+from types import MethodType
 from typing import Any, Protocol
 
-from shopops_lab.errors import ShopOpsError, SimulatedCrash, StoreOpenError
+from shopops_lab.errors import ShopOpsError, StoreOpenError
 from shopops_lab.events import EventLog
 from shopops_lab.states import ItemState
 
@@ -200,17 +201,19 @@ def bind_transactions(component: Any, store: Store) -> None:
     for name, how in transactional_methods(type(component)).items():
         if store.shared or not how.checks_first:
             wrap = _whole if how.calls_out else _in_transaction
-            setattr(component, name, wrap(store.atomic, getattr(component, name)))
+            # Bound to the instance as a method, and reading `self.store` when called, so a
+            # copy of the component (copy.deepcopy) runs on its own store, not the original's.
+            setattr(component, name, MethodType(wrap(getattr(type(component), name)), component))
 
 
-def _in_transaction(atomic: Any, method: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(method)
-    def in_transaction(*args: Any, **kwargs: Any) -> Any:
+def _in_transaction(function: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(function)
+    def in_transaction(self: Any, *args: Any, **kwargs: Any) -> Any:
         refused = None
-        with atomic:
+        with self.store.atomic:
             try:
-                return method(*args, **kwargs)
-            except (SimulatedCrash, StoreOpenError):
+                return function(self, *args, **kwargs)
+            except StoreOpenError:
                 raise
             except ShopOpsError as refusal:  # commit the refusal's record, then raise it
                 refused = refusal
@@ -218,9 +221,9 @@ def _in_transaction(atomic: Any, method: Callable[..., Any]) -> Callable[..., An
     return in_transaction
 
 
-def _whole(atomic: Any, method: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(method)
-    def in_transaction(*args: Any, **kwargs: Any) -> Any:
-        with atomic:
-            return method(*args, **kwargs)
+def _whole(function: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(function)
+    def in_transaction(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with self.store.atomic:
+            return function(self, *args, **kwargs)
     return in_transaction
