@@ -132,8 +132,12 @@ def race(sql: Backend, make: Callable[[Store], Any], call: Callable[[Any], Any],
     if sql.name == "sqlite":
         assert b.starting.wait(LIMIT)  # its BEGIN IMMEDIATE now waits for A's transaction to end
     else:
-        while b.is_alive() and not (b.pid and waiting_on_a_lock(sql._admin, b.pid)):
-            b.join(0.002)  # polled until B has finished or the database shows it waiting on A
+        for _ in range(int(LIMIT / 0.002)):  # polled until B has finished or the database shows it waiting on A
+            if not b.is_alive() or (b.pid and waiting_on_a_lock(sql._admin, b.pid)):
+                break
+            b.join(0.002)
+        else:
+            pytest.fail("worker B neither finished nor waited for A")
     a.release.set()
     first = a.outcome()
     try:
