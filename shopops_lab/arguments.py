@@ -17,8 +17,7 @@ from shopops_lab.errors import BadArgumentError
 E = TypeVar("E", bound=Enum)
 
 if TYPE_CHECKING:
-    from shopops_lab.clock import Clock
-    from shopops_lab.events import EventLog
+    pass
 
 # The latest (and, negated, earliest) time the kit accepts, in seconds: about 31,700 years
 # of clock. Far enough for any lesson or wall clock, and near enough that a float still
@@ -172,27 +171,6 @@ def moment(field: str, value: object, fix: str = TIME_FIX) -> float:
             problem += f", outside the +-{MAX_TIME:g} s the kit can time exactly"
         raise BadArgumentError(field=field, problem=problem, fix=fix)
     return float(value)
-
-
-def clock(value: object) -> Clock:
-    """The `clock=` of a component: anything with a now() method, or a fresh FakeClock."""
-    from shopops_lab.clock import FakeClock
-
-    if value is None:
-        return FakeClock()
-    if not callable(getattr(value, "now", None)):
-        raise BadArgumentError(field="clock", problem=f"is {shown(value)}, which has no now()",
-                               fix="pass FakeClock() or SystemClock() from shopops_lab")
-    return value  # type: ignore[return-value]
-
-
-def log(value: object) -> EventLog:
-    """The `log=` of a component: an EventLog to share, or a fresh one."""
-    from shopops_lab.events import EventLog
-
-    if value is None:
-        return EventLog()
-    return instance("log", value, EventLog, "pass an EventLog (e.g. queue.log, to share one log), or leave it out")
 
 
 def instance(field: str, value: Any, kind: type, fix: str) -> Any:

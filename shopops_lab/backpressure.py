@@ -46,7 +46,7 @@ from typing import Any
 from shopops_lab import arguments
 from shopops_lab.arguments import MAX_TIME
 from shopops_lab.errors import BadArgumentError
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import EventKind, EventLog, component_log
 from shopops_lab.latency import LatencyModel
 from shopops_lab.metrics import nearest_rank
 from shopops_lab.worker.queue import Priority
@@ -84,7 +84,7 @@ class Gateway:
         self.window = window
         self.capacity = capacity
         self.max_age = None if max_age is None else float(max_age)
-        self.log = arguments.log(log)
+        self.log = component_log(log)
         self.in_flight = 0
         self.calls = 0
         self.timeouts = 0

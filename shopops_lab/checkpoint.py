@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock, resolve
+from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.errors import BadArgumentError, BudgetExhaustedError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence
@@ -213,7 +213,7 @@ class CheckpointStore:
     def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None,
                  on_save: Callable[[str, Checkpoint | None, Checkpoint], None] | None = None,
                  store: Store | str | None = None) -> None:
-        self.clock: Clock = arguments.clock(clock)
+        self.clock: Clock = component_clock(clock)
         if on_save is not None:
             arguments.callable_("on_save", on_save, "pass a function (job_id, before, after), or leave it out")
         self.store: Store = store_for(store, log)

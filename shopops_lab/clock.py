@@ -75,3 +75,13 @@ class FakeClock:
 
 _CLOCK_FIX = "use a clock whose now() returns finite seconds, e.g. FakeClock() or SystemClock()"
 _FIX = f"pass a finite number of seconds between {-MAX_TIME:g} and {MAX_TIME:g}"
+
+
+def component_clock(value: object) -> Clock:
+    """The `clock=` of a component: anything with a now() method, or a fresh FakeClock."""
+    if value is None:
+        return FakeClock()
+    if not callable(getattr(value, "now", None)):
+        raise BadArgumentError(field="clock", problem=f"is {arguments.shown(value)}, which has no now()",
+                               fix="pass FakeClock() or SystemClock() from shopops_lab")
+    return value  # type: ignore[return-value]

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock, resolve
+from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.errors import BadArgumentError, IdempotencyConflictError
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import EventKind, EventLog, component_log
 from shopops_lab.store import MemoryStore, Store, bind_transactions, transaction
 
 __all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault", "NaiveAdapter", "NaiveEmailAdapter",
@@ -121,10 +121,10 @@ class Provider:
                 raise BadArgumentError(field="ledger", problem="keeps its contacts in another store",
                                        fix="pass store= or ledger=, or a ledger made on the same store")
         self.ledger = ledger if ledger is not None else ContactLedger(
-            store=MemoryStore(log=arguments.log(log)) if store is None else store)
+            store=MemoryStore(log=component_log(log)) if store is None else store)
         self.store = self.ledger.store
-        self.log = self.store.log if log is None else arguments.log(log)
-        self.clock: Clock = arguments.clock(clock)
+        self.log = self.store.log if log is None else component_log(log)
+        self.clock: Clock = component_clock(clock)
         self._operations = f"{self.channel} operation"  # the provider's own idempotency records
         self._faults: deque[ProviderFault] = deque()
         bind_transactions(self, self.store)

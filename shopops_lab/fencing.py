@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock, resolve
+from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.errors import BadArgumentError, StaleTokenError
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import EventKind, EventLog, component_log
 from shopops_lab.payloads import json_copy
 from shopops_lab.store import MemoryStore, Store
 
@@ -114,8 +114,8 @@ class NaiveResultStore:
     """Issues a strictly increasing token per job on each claim; accepts every write."""
 
     def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None) -> None:
-        self.clock: Clock = arguments.clock(clock)
-        self.log = arguments.log(log)
+        self.clock: Clock = component_clock(clock)
+        self.log = component_log(log)
         self._tokens: dict[str, int] = {}
         self._results: dict[str, Any] = {}
         self._writers: dict[str, tuple[str | None, int]] = {}

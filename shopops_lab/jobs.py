@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock, resolve
+from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.errors import (
     BadArgumentError,
     IdempotencyConflictError,
@@ -104,7 +104,7 @@ class JobStore:
 
     def __init__(self, clock: Clock | None = None, log: EventLog | None = None, *,
                  store: Store | str | None = None) -> None:
-        self.clock: Clock = arguments.clock(clock)
+        self.clock: Clock = component_clock(clock)
         self.store: Store = store_for(store, log)
         self.log = self.store.log
         self._fence = TokenFence("job", store=self.store)

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.clock import Clock, resolve
+from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.errors import BadArgumentError, SimulatedCrash
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import EventKind, EventLog, component_log
 from shopops_lab.payloads import frozen, json_copy
 from shopops_lab.store import Store, bind_transactions, store_for, transaction
 
@@ -64,7 +64,7 @@ class OutboxStore:
 
     def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None,
                  store: Store | str | None = None) -> None:
-        self.clock: Clock = arguments.clock(clock)
+        self.clock: Clock = component_clock(clock)
         self.store: Store = store_for(store, log)
         self.log = self.store.log
         bind_transactions(self, self.store)
@@ -209,8 +209,8 @@ class _Consumer:
             raise BadArgumentError(field="effect", problem=f"is {effect!r}",
                                    fix="pass a function that takes a Delivery, or leave it out")
         self.effect = effect
-        self.log = arguments.log(log)
-        self.clock: Clock = arguments.clock(clock)
+        self.log = component_log(log)
+        self.clock: Clock = component_clock(clock)
         self.applied: list[str] = []   # message ids, once per application of the effect
         self.position = 0
 

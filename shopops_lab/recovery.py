@@ -24,7 +24,7 @@ from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Checkpoint, CheckpointStore, Receipt, Workflow, WorkflowStep
-from shopops_lab.clock import Clock, resolve
+from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.effects import (
     ChannelAdapter,
     EmailAdapter,
@@ -38,7 +38,7 @@ from shopops_lab.errors import (
     SimulatedCrash,
     WorkflowVersionError,
 )
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import EventKind, EventLog, component_log
 
 __all__ = ["CrashPoint", "Env", "NaiveCheckpointRunner", "PointKind", "ReceiptRunner", "WorkerEnv"]
 
@@ -147,8 +147,8 @@ class Env:
             raise BadArgumentError(field="workflow", problem=f"is {arguments.a(type(workflow).__name__)}",
                                    fix="pass a Workflow(version=..., steps=[Step(...), ...])")
         self.workflow = workflow
-        self.clock: Clock = arguments.clock(clock)
-        self.log = arguments.log(log)
+        self.clock: Clock = component_clock(clock)
+        self.log = component_log(log)
         if adapter is not None:
             arguments.instance("adapter", adapter, ChannelAdapter,
                                "pass EmailAdapter(...) or another ChannelAdapter, or leave it out")

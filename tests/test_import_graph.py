@@ -20,9 +20,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "shopops_lab"
 
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset({
-    # arguments.clock()/log() build a FakeClock/EventLog, while clock and events validate with
-    # arguments: move those two helpers into clock.py and events.py (issue 20, item 5)
-    frozenset({"shopops_lab.arguments", "shopops_lab.clock", "shopops_lab.events"}),
     # checkpoint re-exports recovery's runners while recovery uses checkpoint's records
     frozenset({"shopops_lab.checkpoint", "shopops_lab.recovery"}),
     # the top-level CLI dispatches to sim.cli, which borrows the top-level CLI's error printing

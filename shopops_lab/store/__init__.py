@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
-from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
-from shopops_lab.events import EventLog
+from shopops_lab.events import EventLog, component_log
 from shopops_lab.store.base import ItemRow, Store, bind_transactions, item_id, transaction
 from shopops_lab.store.memory import MemoryStore
 
@@ -49,7 +48,7 @@ def store_for(store: Store | str | None, log: EventLog | None) -> Store:
     or a new memory store writing to `log`. A store brings its own log (the database's
     history), so `log=` goes only with the memory default."""
     if store is None:
-        return MemoryStore(log=arguments.log(log))
+        return MemoryStore(log=component_log(log))
     if log is not None:
         raise BadArgumentError(field="log", problem="was given together with a store",
                                fix="leave log out: the component writes to its store's log (store.log)")

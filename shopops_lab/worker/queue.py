@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from shopops_lab import arguments
 from shopops_lab.arguments import MAX_TIME
-from shopops_lab.clock import Clock, resolve
+from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.errors import (
     BadArgumentError,
     LeaseExpiredError,
@@ -157,7 +157,7 @@ class Queue:
         self.lease_seconds = arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
         arguments.whole("max_attempts", max_attempts, 1,
                         "pass a whole number >= 1 (how many deliveries before the DLQ)")
-        self.clock: Clock = arguments.clock(clock)
+        self.clock: Clock = component_clock(clock)
         self.store: Store = store_for(store, log)
         self.max_attempts = max_attempts
         self.id = QueueId()
