@@ -16,15 +16,14 @@ refused before a command starts, so no file a command opens can take its place.
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NoReturn
 
 from shopops_lab import __version__
 from shopops_lab.errors import ShopOpsError
+from shopops_lab.terminal import OneLineErrorParser, refuse_closed_stdout, stdout_is_closed
 
 AddArguments = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
@@ -41,13 +40,6 @@ class Command:
 
 
 COMMANDS: list[Command] = []
-
-
-class OneLineErrorParser(argparse.ArgumentParser):
-    """Usage errors in one line, like the kit's other refusals, pointing at --help."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see: {self.prog} --help)\n")
 
 
 def _no_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,31 +96,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _discard_stdout()
         print(f"error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         return 1
-
-
-def stdout_is_closed() -> bool:
-    """True when the process was started with its standard output closed (`>&-`): Python then
-    has no sys.stdout, and the next file anything opens would become file descriptor 1, where
-    a stray write would land inside it (a database, a notebook)."""
-    if sys.stdout is None:
-        return True
-    try:
-        descriptor = sys.stdout.fileno()
-    except (AttributeError, ValueError, io.UnsupportedOperation):  # not a real file (a test's capture): open
-        return False
-    try:
-        os.fstat(descriptor)
-    except OSError:
-        return True
-    return False
-
-
-def refuse_closed_stdout() -> int:
-    """One line on stderr (if it is open) and exit status 2: nothing was done."""
-    if sys.stderr is not None:
-        print("error: standard output is closed (>&-), so nothing this command says could be shown; nothing was "
-              "done. Fix: leave it open, or send it to the null device: > /dev/null", file=sys.stderr)
-    return 2
 
 
 def _run(argv: Sequence[str] | None) -> int:

@@ -22,8 +22,6 @@ PACKAGE = ROOT / "shopops_lab"
 KNOWN_CIRCLES: frozenset[frozenset[str]] = frozenset({
     # checkpoint re-exports recovery's runners while recovery uses checkpoint's records
     frozenset({"shopops_lab.checkpoint", "shopops_lab.recovery"}),
-    # the top-level CLI dispatches to sim.cli, which borrows the top-level CLI's error printing
-    frozenset({"shopops_lab.cli", "shopops_lab.sim.cli"}),
 })
 
 

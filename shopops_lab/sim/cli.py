@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from shopops_lab.errors import ShopOpsError
+from shopops_lab.terminal import OneLineErrorParser, refuse_closed_stdout, stdout_is_closed
 
 __all__ = ["add_arguments", "main", "run"]
 
@@ -73,8 +74,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from shopops_lab.cli import OneLineErrorParser, refuse_closed_stdout, stdout_is_closed
-
     if stdout_is_closed():
         return refuse_closed_stdout()
 
