@@ -341,15 +341,3 @@ def _checkpoint(record: Mapping[str, Any]) -> Checkpoint:
 # ---------------------------------------------------------------------- helpers
 def _job_id(job_id: object) -> str:
     return arguments.text("job_id", job_id, "the job's id, e.g. 'O-1001'")
-
-
-_MOVED = ("CrashPoint", "Env", "NaiveCheckpointRunner", "PointKind", "ReceiptRunner", "WorkerEnv")
-
-
-def __getattr__(name: str) -> Any:
-    """The runners and crash points moved to `shopops_lab.recovery`; the labs import them from here."""
-    if name in _MOVED:
-        from shopops_lab import recovery
-
-        return getattr(recovery, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

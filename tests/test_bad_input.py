@@ -32,16 +32,7 @@ from shopops_lab.backpressure import (
     wait,
 )
 from shopops_lab.checker import check
-from shopops_lab.checkpoint import (
-    Checkpoint,
-    CheckpointStore,
-    CrashPoint,
-    Env,
-    Receipt,
-    ReceiptRunner,
-    Step,
-    Workflow,
-)
+from shopops_lab.checkpoint import Checkpoint, CheckpointStore, Receipt, Step, Workflow
 from shopops_lab.clock import FakeClock
 from shopops_lab.crash import explore
 from shopops_lab.effects import EmailAdapter, Provider
@@ -52,6 +43,7 @@ from shopops_lab.jobs import JobStore
 from shopops_lab.latency import LatencyModel
 from shopops_lab.metrics import Summary, percentile, queue_metrics, series
 from shopops_lab.outbox import Broker, Delivery, Dispatcher, IdempotentConsumer, NaiveConsumer, OutboxStore
+from shopops_lab.recovery import CrashPoint, Env, ReceiptRunner
 from shopops_lab.sim import run as simulate
 from shopops_lab.states import ItemState
 from shopops_lab.worker.queue import InMemoryQueue, Queue

@@ -9,10 +9,11 @@ import nbformat
 from check_accuracy import Spec, accuracy_tests, refused
 from notebook_answers import answers
 
-from shopops_lab.checkpoint import Checkpoint, Receipt, ReceiptRunner
+from shopops_lab.checkpoint import Checkpoint, Receipt
 from shopops_lab.checks import lab05
 from shopops_lab.effects import SendStatus
 from shopops_lab.errors import EffectFailedError
+from shopops_lab.recovery import ReceiptRunner
 
 MASTER = Path(__file__).resolve().parent.parent / "solutions" / "05_checkpoints_and_receipts.ipynb"
 

@@ -3,19 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from shopops_lab.checkpoint import (
-    PUBLISH_WORKFLOW,
-    Checkpoint,
-    CheckpointStore,
-    CrashPoint,
-    Env,
-    NaiveCheckpointRunner,
-    PointKind,
-    Receipt,
-    ReceiptRunner,
-    Step,
-    Workflow,
-)
+from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Checkpoint, CheckpointStore, Receipt, Step, Workflow
 from shopops_lab.effects import ProviderFault, SendStatus
 from shopops_lab.errors import (
     BadArgumentError,
@@ -27,6 +15,7 @@ from shopops_lab.errors import (
     WorkflowVersionError,
 )
 from shopops_lab.events import EventKind
+from shopops_lab.recovery import CrashPoint, Env, NaiveCheckpointRunner, PointKind, ReceiptRunner
 
 JOB = "O-1001"
 V2 = Workflow(version="v2", steps=PUBLISH_WORKFLOW.steps)

@@ -9,19 +9,11 @@ import sys
 
 import pytest
 
-from shopops_lab.checkpoint import (
-    Checkpoint,
-    CrashPoint,
-    Env,
-    NaiveCheckpointRunner,
-    Receipt,
-    ReceiptRunner,
-    Step,
-    Workflow,
-)
+from shopops_lab.checkpoint import Checkpoint, Receipt, Step, Workflow
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, explore
 from shopops_lab.effects import ProviderFault, SendStatus
 from shopops_lab.errors import BadArgumentError, EffectFailedError, ShopOpsError
+from shopops_lab.recovery import CrashPoint, Env, NaiveCheckpointRunner, ReceiptRunner
 
 ALL_POINTS = ["(no crash)", "before_effect(fetch)", "after_effect(fetch)", "after_checkpoint(fetch)",
               "before_effect(summarize)", "after_effect(summarize)", "after_checkpoint(summarize)",

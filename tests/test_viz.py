@@ -528,8 +528,8 @@ def test_diagram_repr_says_what_it_shows():
 
 
 def test_the_crash_map_marks_the_naive_runners_window_and_draws_the_same_every_time():
-    from shopops_lab.checkpoint import NaiveCheckpointRunner, ReceiptRunner
     from shopops_lab.crash import explore
+    from shopops_lab.recovery import NaiveCheckpointRunner, ReceiptRunner
     from shopops_lab.viz import crash_map
 
     naive, receipts = explore(NaiveCheckpointRunner()), explore(ReceiptRunner())
