@@ -23,19 +23,20 @@ from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.viz.panels import FaultPeriod, Panel, Series
 
-__all__ = ["FaultPeriod", "PlotFigure", "attempts_plot", "dashboard", "depth_plot", "fault_periods",
+__all__ = ["FaultPeriod", "attempts_plot", "dashboard", "depth_plot", "fault_periods",
            "latency_plot", "p95_series", "png_bytes", "throughput_plot"]
 
 SIZE = (7.0, 3.0)
 BOARD_SIZE = (11.0, 6.5)
 
 
-def __getattr__(name: str) -> Any:
-    """`PlotFigure` and `png_bytes` need matplotlib: loaded on first use, so this module
-    imports (and sketches) without it."""
-    if name in ("PlotFigure", "png_bytes", "DPI"):
-        return getattr(importlib.import_module("shopops_lab.viz._mpl"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def png_bytes(figure: Any) -> bytes:
+    """A matplotlib plot of this module as PNG bytes, identical across renders. Needs
+    matplotlib, so it is imported here, on use: the module itself imports (and sketches)
+    without it."""
+    from shopops_lab.viz import _mpl
+
+    return _mpl.png_bytes(figure)
 
 
 # ---------------------------------------------------------------------------- series
