@@ -15,6 +15,7 @@ system Chromium. A failing test leaves a screenshot in test-artifacts/.
 """
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -153,9 +154,16 @@ def stored_errors(lab: str) -> int:
 
 
 def svg_outputs(page) -> list[str]:
-    """The SVG pictures in the outputs (JupyterLab shows SVG as an <img> with a data URI)."""
+    """The SVG pictures in the outputs: JupyterLab shows an SVG output as an <img> with a
+    URL-encoded data URI, and the kit's pictures come as an HTML <img> (with its alt text)
+    whose data URI is base64."""
     sources = page.locator(SVG_IMAGES).evaluate_all("imgs => imgs.map(i => i.src)")
-    return [urllib.parse.unquote(src.split(",", 1)[1]) for src in sources]
+    return [_data(src) for src in sources]
+
+
+def _data(uri: str) -> str:
+    head, data = uri.split(",", 1)
+    return base64.b64decode(data).decode("utf-8") if head.endswith(";base64") else urllib.parse.unquote(data)
 
 
 def assert_ran_to_the_end(page, lab: str, prompts: list[str]) -> None:
