@@ -152,6 +152,8 @@ class KitSnapshot:
                 namespace.update(saved.saved, **imported)
         for klass, saved in self.classes:
             for key in saved.changed_keys() if saved.changed() else ():
+                if key == "__slotnames__":  # copyreg's cache, written by copy.deepcopy (a check's restart)
+                    continue
                 with contextlib.suppress(AttributeError, TypeError):
                     if key in saved.saved:
                         setattr(klass, key, saved.saved[key])
