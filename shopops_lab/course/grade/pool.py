@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Any
 
-from shopops_lab.course.grade import sandbox
+from shopops_lab.course.grade import confinement, sandbox
 from shopops_lab.course.grade.key import Key, Kind, Master
 from shopops_lab.course.grade.rebuild import Plan
 from shopops_lab.course.grade.results import ExerciseResult, Mark, Status, SubmissionResult
@@ -64,6 +64,8 @@ class _Run:
     stopped: dict[int, str] = field(default_factory=dict)   # step index -> why it stopped
     results: dict[int, list[Any]] = field(default_factory=dict)  # test step index -> [mark, message, evidence]
     tampered: list[str] = field(default_factory=list)
+    learners: list[int] = field(default_factory=list)  # process groups of the learner's processes
+    uid: int | None = None
     process: Any = None
     connection: Any = None
     scratch: str = ""
@@ -82,6 +84,7 @@ class Pool:
     limits: Limits
     jobs: int
     warm: sandbox.Warm | None = None  # prepared already (the key's imports checked), else prepared here
+    hide: tuple[str, ...] = ()         # what the learner's processes must not see (the key, --out, submissions)
     on_result: Callable[[SubmissionResult], None] = lambda result: None
     clock: Callable[[], float] = time.monotonic
     context: Any = field(default_factory=_context)
@@ -122,8 +125,11 @@ class Pool:
 
     def _start(self, run: _Run) -> None:
         run.scratch = tempfile.mkdtemp(prefix="shopops-grade-")  # fresh for every attempt
+        run.uid = confinement.next_uid() if confinement.can_drop() else None
+        learner_scratch = confinement.learner_folder(run.scratch, run.uid)
         job = Job(plan=run.plan, key=str(self.key.source), limits=self.limits, scratch=run.scratch,
-                  stopped=frozenset(run.stopped), scored=frozenset(run.results))
+                  stopped=frozenset(run.stopped), scored=frozenset(run.results), learner_scratch=learner_scratch,
+                  uid=run.uid, hide=self.hide)
         reader, writer = self.context.Pipe(duplex=False)
         run.process = self.context.Process(target=sandbox.child_main, args=(job, writer), daemon=True)
         run.process.start()
@@ -135,6 +141,8 @@ class Pool:
             run.process.kill()
             run.process.join()
             run.process = None
+        confinement.end(run.learners, run.uid)  # every process the submission started, forks included
+        run.learners.clear()
         if run.connection is not None:
             run.connection.close()
             run.connection = None
@@ -188,6 +196,10 @@ class Pool:
             run.stopped[run.current] = str(message[2])
         elif kind == "tampered":
             run.tampered.extend(str(name) for name in message[1][:20] if str(name) not in run.tampered)
+        elif kind == "learner":
+            if type(message[1]) is not int or message[1] <= 1:
+                raise ValueError(message)
+            run.learners.append(message[1])
         elif kind == "done":
             run.done = True
         elif kind == "failed":
