@@ -211,15 +211,14 @@ def test_the_tricks_do_fool_a_naive_run(monkeypatch: pytest.MonkeyPatch) -> None
     assert type(lab01.exercise) is Exercise and not lab01.exercise.result(wrong).correct
 
 
-def test_changing_the_kit_is_noted_and_a_change_during_a_check_voids_it(graded) -> None:
+def test_changing_the_kit_changes_only_the_learners_own_copy(graded) -> None:
+    """The checks run in the judge's process: a notebook that patches the kit (before or
+    while being checked) patches its own process's copy, and is graded as if it had not."""
     _, rows, _ = graded
-    assert any("changed the kit (shopops_lab.checks.lab01.SEEDS)" in note for note in rows["globals_lab01"].notes)
-    voided = next(e for e in rows["duringcheck_lab01"].exercises if e.grade_id == "send-followup-test")
-    assert (
-        voided.mark is Mark.ERROR
-        and "changed the kit's own code or data (shopops_lab.checks.lab01.SEEDS)" in voided.message
-    )
-    assert rows["duringcheck_lab01"].status is Status.ERROR
+    for name in ("globals_lab01", "duringcheck_lab01"):
+        wrong = next(e for e in rows[name].exercises if e.grade_id == "send-followup-test")
+        assert wrong.mark is Mark.INCORRECT and rows[name].status is Status.GRADED, name
+        assert wrong.message == next(e.message for e in rows["onewrong_lab01"].exercises), name
 
 
 def test_edits_to_locked_cells_are_listed_as_restored(graded) -> None:
@@ -384,24 +383,3 @@ def test_without_fork_each_child_warms_itself_first(tmp_path: Path, monkeypatch:
     fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
     assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 3}
-
-
-GARBLE_PIPE = '''
-import gc, multiprocessing.connection as _connection
-for _o in gc.get_objects():
-    if isinstance(_o, _connection.Connection) and _o.writable:
-        _o.send_bytes(b"{this is not a message")
-'''
-
-
-def test_garbage_on_the_result_pipe_fails_that_submission_only(tmp_path: Path) -> None:
-    """Code that finds the child's pipe can write to it (the README says so); what it writes
-    off the protocol ends that submission as an error, and the run goes on."""
-    fx.write(one_wrong(GARBLE_PIPE), tmp_path / "in" / "garbler_lab01.ipynb")
-    fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
-    report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
-    rows = {r.submission.name: r for r in report.results}
-    garbler = rows["garbler_lab01"]
-    assert garbler.status is Status.ERROR and "sent something it should not have" in garbler.reason
-    assert marks(garbler) == {"send-followup-test": (Mark.INCORRECT, 0), "what-next-test": (Mark.ERROR, 0)}
-    assert rows["right_lab01"].points == 3
