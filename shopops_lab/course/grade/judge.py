@@ -6,6 +6,7 @@ of the learner's code, and reads what the learner's process sends as data only.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
@@ -76,6 +77,9 @@ class JudgePeer(Peer):
 
     def keeps(self, exc: BaseException) -> bool:
         return isinstance(exc, KeyboardInterrupt)
+
+    def stand_in(self, name: str, message: str) -> BaseException:
+        return learner_error(name, False)(message[:4000])
 
     def rebuild(self, described: dict[str, Any]) -> BaseException:
         if "judge" in described:  # the judge's own exception, come back unchanged: the same object
@@ -173,14 +177,23 @@ class Learner:
             return reply[1]
         raise ProtocolError("a cell's outcome of no known shape")
 
+    @contextlib.contextmanager
+    def _locked(self) -> Any:
+        """The control socket to itself: the check may fork worker processes of its own (lab 08),
+        and each asks for its partner here. A lock file opened afresh, so forks do not share it."""
+        with open(os.path.join(self.config["lock"], "control.lock"), "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
     def fork(self) -> JudgePeer:
         """A worker forked from the cells' process as it stands now."""
         ours, theirs = socket.socketpair()
         try:
             self.control.settimeout(CONTROL_SECONDS)
-            send_frame(self.control, ["fork"])
-            socket.send_fds(self.control, [b"F"], [theirs.fileno()])
-            reply = recv_frame(self.control)
+            with self._locked():
+                send_frame(self.control, ["fork"])
+                socket.send_fds(self.control, [b"F"], [theirs.fileno()])
+                reply = recv_frame(self.control)
         except (PeerGone, OSError):
             raise LearnerDied(death(self.process.wait())) from None
         finally:
@@ -195,8 +208,9 @@ class Learner:
         """The last worker's exit status (the cells' process kills it first if it still runs)."""
         try:
             self.control.settimeout(CONTROL_SECONDS)
-            send_frame(self.control, ["reap"])
-            reply = recv_frame(self.control)
+            with self._locked():
+                send_frame(self.control, ["reap"])
+                reply = recv_frame(self.control)
         except (PeerGone, OSError):
             return None
         finally:
@@ -213,9 +227,19 @@ class CheckRun:
     learner: Learner
     peer: JudgePeer | None = None
     generation: int = 0
+    pid: int = 0
 
     def __post_init__(self) -> None:
         self.peer = self.learner.fork()
+        self.pid = os.getpid()
+
+    def own(self) -> None:
+        """In a process the check forked (lab 08's real workers), a worker of its own: calls
+        never share a socket between processes."""
+        if os.getpid() != self.pid:
+            self.peer = self.learner.fork()
+            self.pid = os.getpid()
+            self.generation += 1
 
     def answer(self, name: str) -> Any:
         """What the learner's namespace holds under `name`: a RemoteAnswer for a function or
@@ -255,6 +279,7 @@ class RemoteAnswer(ForeignAnswer):
         self._run, self._handle, self._generation = run, handle, generation
 
     def _current(self) -> Handle:
+        self._run.own()
         if self._generation != self._run.generation:  # restarted since: the same name in the new worker
             fresh = self._run.answer(self.__name__)
             if not isinstance(fresh, RemoteAnswer):

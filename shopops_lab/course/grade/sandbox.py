@@ -401,7 +401,7 @@ def _sender(connection: Any) -> Callable[[list[Any]], None]:
 
 def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
     master_imports = warm.imports.get(job.plan.lab, ())
-    return {"scratch": job.learner_scratch or job.scratch, "uid": job.uid, "hide": list(job.hide),
+    return {"scratch": job.learner_scratch or job.scratch, "lock": job.scratch, "uid": job.uid, "hide": list(job.hide),
             "memory_mb": job.limits.memory_mb, "cpu_seconds": job.limits.notebook_seconds,
             "imports": [f"{KIT}.checks.base", *master_imports]}
 

@@ -26,7 +26,6 @@ HEADER = struct.Struct(">I")
 FRAME_LIMIT = 32 * 2**20   # bytes one frame may hold
 DEPTH_LIMIT = 40           # nesting of one value
 KIT = "shopops_lab"
-OPS = ("iter", "len", "bool", "str", "repr", "getitem", "contains")
 MUTABLE = (list, set, dict)  # containers a call may fill: copied back after it
 ITER_LIMIT = 100_000       # items an iteration across the wire may yield
 
@@ -173,6 +172,13 @@ class Handle:
 
     def __contains__(self, key: Any) -> bool:
         return self._peer.scalar(["op", self._id, "contains", self._peer.encode(key)], bool)
+
+    def __enter__(self) -> Any:  # `with shop.transaction():` on an object of the other side
+        return self._peer.request(["op", self._id, "enter", None])
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        said = None if exc is None else [exact(type(exc).__name__), _text(exc)]
+        return self._peer.scalar(["op", self._id, "exit", said], bool)
 
     def __eq__(self, other: Any) -> bool:  # the same object of the other side, nothing else
         return isinstance(other, Handle) and other._peer is self._peer and other._id == self._id
@@ -416,6 +422,15 @@ class Peer:
             return target[self.decode(argument)]
         if name == "contains":
             return bool(self.decode(argument) in target)
+        if name == "enter":
+            return target.__enter__()
+        if name == "exit":
+            if argument is None:
+                return bool(target.__exit__(None, None, None))
+            if not (type(argument) is list and len(argument) == 2 and all(type(a) is str for a in argument)):
+                raise ProtocolError("an exit of no known shape")
+            raised = self.stand_in(argument[0], argument[1])
+            return bool(target.__exit__(type(raised), raised, None))
         raise ProtocolError(f"an operation {name!r}")
 
     # exceptions ---------------------------------------------------------------------------
@@ -445,6 +460,10 @@ class Peer:
 
     def rebuild(self, described: dict[str, Any]) -> BaseException:
         raise NotImplementedError
+
+    def stand_in(self, name: str, message: str) -> BaseException:
+        """The other side's exception leaving a `with` block of this side's object."""
+        return RuntimeError(f"{name}: {message}")
 
 
 def _text(exc: BaseException) -> str:
