@@ -65,8 +65,10 @@ def send_followup(lease, adapter):
 SEND_BYTES = '''
 import multiprocessing.connection as _connection, socket as _socket
 _send_bytes, _sendall = _connection.Connection.send_bytes, _socket.socket.sendall
-_connection.Connection.send_bytes = lambda self, data, *a: _send_bytes(self, bytes(data).replace(b"incorrect", b"correct"), *a)
-_socket.socket.sendall = lambda self, data, *a: _sendall(self, bytes(data).replace(b"incorrect", b"correct"), *a)
+def _flipped(data):
+    return bytes(data).replace(b"incorrect", b"correct")
+_connection.Connection.send_bytes = lambda self, data, *a: _send_bytes(self, _flipped(data), *a)
+_socket.socket.sendall = lambda self, data, *a: _sendall(self, _flipped(data), *a)
 '''
 SETPROFILE = '''
 import sys

@@ -48,6 +48,13 @@ def prepare_out(out: str | Path | None) -> Path:
             problem=f"is not a folder this user can write ({exc.strerror or exc})",
             fix="pass a folder you can write to, e.g. --out ~/grades/lab01",
         ) from None
+    for name, folder in ((GRADES_CSV, False), (GRADES_JSON, False), (MANUAL_CSV, False), (FEEDBACK, True)):
+        found = path / name
+        if found.exists() and found.is_dir() != folder:
+            raise BadArgumentError(
+                field=f"--out {out}", problem=f"holds {name}, which is {'a file' if folder else 'a folder'}",
+                fix=f"move {found} away, or pass another folder",
+            )
     return path
 
 

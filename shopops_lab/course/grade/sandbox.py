@@ -20,6 +20,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import json
+import math
 import operator
 import os
 import pkgutil
@@ -58,6 +59,16 @@ class Limits:
     cell_seconds: float = 60.0
     notebook_seconds: float = 600.0
     memory_mb: int | None = 2048
+
+    def __post_init__(self) -> None:
+        from shopops_lab.errors import BadArgumentError
+
+        for name, value, most in (("--timeout", self.cell_seconds, 7 * 24 * 3600.0),
+                                  ("--notebook-timeout", self.notebook_seconds, 7 * 24 * 3600.0),
+                                  ("--memory", 1 if self.memory_mb is None else self.memory_mb, 2**20)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 < value <= most):
+                raise BadArgumentError(field=name, problem=f"is {value!r}",
+                                       fix=f"pass a number above 0 and at most {most:g}")
 
 
 def _is_kit(module_name: str | None) -> bool:
