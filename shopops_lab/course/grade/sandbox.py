@@ -1,19 +1,23 @@
-"""The process that grades one submission, and what makes it hard to fool.
+"""The judge: the process that grades one submission, without running any of its code.
 
 The parent loads the kit once (`Warm.prepare`): the modules the masters import, the check
-object behind every test cell, and a snapshot of the kit's state, all before any learner
-code exists. Each submission then runs in a child forked from that warm parent (or, where
-fork is missing, a fresh interpreter that warms itself first). The child sets its limits
-(memory, file size, CPU), silences output, and runs the plan's cells in order: the master's
-code and the learner's answers as they are, but every test cell as a call of the check
-object taken beforehand, on the kit restored from the snapshot. So rebinding `labNN.exercise`,
-patching a check module's globals or printing "correct" changes nothing, and a kit changed
-*while* a check runs voids that check instead of passing it.
+object behind every test cell, and a snapshot of the kit's state. Each submission then
+gets a judge forked from that warm parent (or, where fork is missing, a fresh interpreter
+that warms itself first). The judge starts the learner's process (`judge.Learner`: a fresh
+interpreter, confined before any learner code, see `learner.py`) and walks the plan: the
+master's code cells and the learner's answers run *there*; every test cell backed by a
+kit check runs *here*, as a call of the check object taken beforehand, with the learner's
+answers as `RemoteAnswer`s whose calls cross to a worker forked in the learner's process.
+So nothing the learner's code does to its own memory (rebinding checks, patching the kit,
+flipping enum values, walking the heap or the stack, rewriting pipes) reaches a verdict.
+The judge keeps the time (its own timer, which learner code cannot swallow): a cell past
+its limit, or a learner process that dies or speaks off the protocol, stops that cell,
+and a fresh learner process replays the cells that ran.
 
-The child reports over a pipe, one JSON message per event (never pickle: the parent must
-not run anything the learner's process sends): ["cell", i] before each cell, ["stopped", i,
-cause] when a cell ran past its limit or raised SystemExit, ["result", i, mark, message,
-evidence], ["tampered", names], and ["done"]. It never reports a score: the parent scores.
+The judge reports to the parent over a pipe, one JSON message per event: ["cell", i]
+before each cell, ["stopped", i, cause], ["result", i, mark, message, evidence],
+["learner", pgid] for each learner process it starts (the parent kills them all when the
+submission ends), and ["done"]. It never reports a score: the parent scores.
 """
 from __future__ import annotations
 
