@@ -109,6 +109,8 @@ CLASS = {
     "tophang_lab01": lambda: fx.submission("01", {"send-followup": fx.RIGHT, "what-next": TOP_HANG}),
     "crash_lab01": lambda: fx.submission("01", {"send-followup": CRASH, "what-next": fx.RIGHT}),
     "exit_lab01": lambda: fx.submission("01", {"send-followup": fx.RIGHT, "what-next": TOP_EXIT}),
+    "exitafter_lab01": lambda: fx.submission("01", {"send-followup": fx.RIGHT,
+                                                    "what-next": right("what-next") + "\n" + TOP_EXIT}),
     "hog_lab01": lambda: fx.submission("01", {"send-followup": HOG, "what-next": fx.RIGHT}),
     "nometa_lab01": without_metadata,
     "oldversion_lab01": other_version,
@@ -251,14 +253,21 @@ def test_a_hang_costs_only_its_exercise_and_only_once(graded) -> None:
     assert marks(top) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.TIMEOUT, 0)}
 
 
-def test_a_crash_or_exit_is_an_error_row_and_the_other_exercise_is_still_graded(graded) -> None:
+def test_a_crash_is_an_error_row_and_the_other_exercise_is_still_graded(graded) -> None:
     _, rows, _ = graded
     crash = rows["crash_lab01"]
     assert crash.status is Status.ERROR and crash.points == 1
     assert "ended the grading process (exit code 3)" in crash.reason
-    exited = rows["exit_lab01"]
-    assert marks(exited) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.ERROR, 0)}
-    assert "called sys.exit(2)" in exited.reason
+
+
+def test_sys_exit_ends_only_its_cell_as_in_jupyter_and_is_noted(graded) -> None:
+    _, rows, _ = graded
+    exited = rows["exit_lab01"]  # sys.exit() instead of an answer: no function to check, nothing else lost
+    assert marks(exited) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.INCORRECT, 0)}
+    assert exited.status is Status.GRADED
+    assert any("cell what-next called sys.exit(2), which ends only that cell" in note for note in exited.notes)
+    after = rows["exitafter_lab01"]  # a right answer that ends with sys.exit(): full marks
+    assert after.points == 3 and after.status is Status.GRADED
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the memory limit is enforced where RLIMIT_AS is (Linux)")

@@ -161,8 +161,7 @@ class Learner:
         """Run a cell in the learner's namespace: None when it ran, else how it ended
         ({"exit": code} for SystemExit, {"type", "msg", "base"} for an exception)."""
         outcome = self._exec(source, name)
-        if outcome is None or not (outcome.get("base") or "exit" in outcome):
-            self.history.append((source, name))  # a cell's own error still leaves what it bound
+        self.history.append((source, name))  # a cell's own error still leaves what it bound
         return outcome
 
     def _exec(self, source: str, name: str) -> dict[str, Any] | None:

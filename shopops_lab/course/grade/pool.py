@@ -63,8 +63,8 @@ class _Run:
     started: float
     stopped: dict[int, str] = field(default_factory=dict)   # step index -> why it stopped
     results: dict[int, list[Any]] = field(default_factory=dict)  # test step index -> [mark, message, evidence]
-    tampered: list[str] = field(default_factory=list)
     learners: list[int] = field(default_factory=list)  # process groups of the learner's processes
+    noted: list[str] = field(default_factory=list)     # what the judge noted for the instructor
     uid: int | None = None
     process: Any = None
     connection: Any = None
@@ -194,8 +194,9 @@ class Pool:
             run.results[run.current] = [mark, text, [str(line) for line in evidence]]
         elif kind == "stopped" and run.current is not None:
             run.stopped[run.current] = str(message[2])
-        elif kind == "tampered":
-            run.tampered.extend(str(name) for name in message[1][:20] if str(name) not in run.tampered)
+        elif kind == "note":
+            if str(message[1]) not in run.noted and len(run.noted) < 20:
+                run.noted.append(str(message[1])[:500])
         elif kind == "learner":
             if type(message[1]) is not int or message[1] <= 1:
                 raise ValueError(message)
@@ -246,14 +247,9 @@ class Pool:
                 continue
             exercises.append(self._exercise(run, cell.index, cell.grade_id, cell.points, blocked))
         status, reason = _status(exercises, run)
-        notes = (*run.plan.notes, *(f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
-                                    for index, cause in sorted(run.stopped.items())))
-        if run.tampered:
-            notes = (
-                *notes,
-                f"the notebook changed the kit ({', '.join(run.tampered[:5])}); "
-                "every check ran on the kit as installed",
-            )
+        stops = (f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
+                 for index, cause in sorted(run.stopped.items()))
+        notes = (*run.plan.notes, *run.noted, *stops)
         return SubmissionResult(
             submission=run.submission,
             lab=run.plan.lab,

@@ -380,16 +380,18 @@ class _Runner:
             raise _Stopped("sent something it should not have") from None
 
     def _execute(self, step: PlannedCell) -> None:
+        """A cell's own error, even sys.exit(), ends that cell only, as in Jupyter: what it
+        bound before stays, and later cells run (a sys.exit is noted for the instructor)."""
         outcome = self.learner.run(step.source, f"<cell {step.grade_id}>")
         if step.role is Role.TEST:  # a test cell the kit's checks do not back: nbgrader's rule (and its
             if outcome is None:     # weakness: it runs, and is reported, in the learner's process)
                 self.send(["result", step.index, "correct", "", []])
-            elif not (outcome.get("base") or "exit" in outcome):
-                text = f"{outcome.get('type')}: {outcome.get('msg')}"
+            else:
+                text = _stop_cause(outcome) if "exit" in outcome else f"{outcome.get('type')}: {outcome.get('msg')}"
                 self.send(["result", step.index, "incorrect", _truncate(text), []])
-                return
-        if outcome is not None and (outcome.get("base") or "exit" in outcome):
-            raise _Stopped(_stop_cause(outcome))
+        elif outcome is not None and "exit" in outcome:
+            self.send(["note", f"cell {step.grade_id} {_stop_cause(outcome)}, which ends only that cell, as in "
+                               "Jupyter; the cells after it were run"])
 
     def _check(self, step: PlannedCell) -> None:
         grader = self.warm.graders[(self.job.plan.lab, step.index)]
