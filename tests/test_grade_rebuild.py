@@ -193,6 +193,23 @@ def test_edited_deleted_retyped_reordered_and_added_cells_change_nothing_and_are
     )
 
 
+def test_a_duplicated_answer_cell_grades_the_last_copy_that_is_not_the_stub(key: Key) -> None:
+    import copy
+
+    stub_first = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN})
+    at = stub_first.cells.index(fx.cell(stub_first, "send-followup"))
+    later = copy.deepcopy(stub_first.cells[at])
+    stub_first.cells[at].source = fx.submission("01").cells[at].source   # the stub, then the answer below it
+    stub_first.cells.insert(at + 1, later)
+    answer_first = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN})
+    stub = copy.deepcopy(fx.submission("01").cells[at])
+    answer_first.cells.insert(at + 1, stub)                              # the answer, then a fresh stub copy
+    for nb in (stub_first, answer_first):
+        plan = plan_of(nb, key)
+        assert next(s for s in plan.steps if s.grade_id == "send-followup").source == fx.KEY_FROM_TOKEN.strip("\n")
+        assert plan.restored == ("cell send-followup appears 2 times: the last one answered was graded",)
+
+
 def test_a_missing_or_retyped_answer_cell_is_graded_as_unanswered(key: Key) -> None:
     nb = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN, "what-next": fx.EVERYTHING_STOPS})
     nb.cells.remove(fx.cell(nb, "send-followup"))

@@ -145,9 +145,11 @@ def _grade_id(cell: Any) -> str | None:
     return None
 
 
-def _match(cells: list[Any], known: set[str]) -> tuple[dict[str, Mapping[str, Any]], list[str], Counter[str], int]:
-    """The learner's cells by grade_id (the first of each), their order, how often each
-    grade_id came, and how many cells the master does not have."""
+def _match(cells: list[Any], known: set[str], stubs: Mapping[str, str]
+           ) -> tuple[dict[str, Mapping[str, Any]], list[str], Counter[str], int]:
+    """The learner's cells by grade_id, their order, how often each grade_id came, and how
+    many cells the master does not have. Of an answer cell that came twice (a copy pasted
+    to try something), the last one that is not the stub counts; of any other, the first."""
     mine: dict[str, Mapping[str, Any]] = {}
     order: list[str] = []
     counts: Counter[str] = Counter()
@@ -161,6 +163,8 @@ def _match(cells: list[Any], known: set[str]) -> tuple[dict[str, Mapping[str, An
         if grade_id not in mine:
             mine[grade_id] = cell
             order.append(grade_id)
+        elif grade_id in stubs and _text(cell).strip() != stubs[grade_id]:
+            mine[grade_id] = cell
     return mine, order, counts, stray
 
 
@@ -180,7 +184,10 @@ def _summarise(kind: str, grade_ids: list[str]) -> Iterator[str]:
 def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] = ()) -> Plan:
     """The plan for `notebook` (a submission of `master`'s lab, as parsed JSON)."""
     master_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in master.notebook.cells]
-    mine, order, counts, stray = _match(notebook["cells"], set(master_ids))
+    stubs = {master_ids[index]: cell_text(given).strip() for index, (cell, given)
+             in enumerate(zip(master.notebook.cells, master.student.cells))
+             if cell.metadata["nbgrader"].get("solution") is True}
+    mine, order, counts, stray = _match(notebook["cells"], set(master_ids), stubs)
     graded = {cell.index: cell for cell in master.graded}
     changed: dict[str, list[str]] = {"deleted": [], "edited": [], "retyped": []}
     answer_notes: list[str] = []
@@ -230,7 +237,8 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
             "(answers belong in the answer cells)"
         )
     restored.extend(
-        f"cell {grade_id} appears {count} times: the first one was graded"
+        f"cell {grade_id} appears {count} times: "
+        + ("the last one answered was graded" if grade_id in stubs else "the master's own was run")
         for grade_id, count in sorted(counts.items())
         if count > 1
     )
