@@ -299,7 +299,7 @@ def test_grades_csv_has_a_max_row_and_a_row_per_submission(graded) -> None:
     with open(out / "grades.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
     assert list(table[0])[:5] == ["submission", "student", "lab", "status", "reason"]
-    assert list(table[0])[-3:] == ["points", "max_points", "needs_manual"]
+    assert list(table[0])[-4:] == ["points", "max_points", "needs_manual", "notes"]
     top = table[0]
     assert top["submission"] == "max" and top["send-followup-test"] == "2" and top["explain-policy"] == "3"
     by_name = {row["submission"]: row for row in table[1:]}
@@ -310,6 +310,7 @@ def test_grades_csv_has_a_max_row_and_a_row_per_submission(graded) -> None:
     assert by_name["writer_lab03"]["explain-policy"] == "" and by_name["writer_lab03"]["needs_manual"] == "yes"
     assert by_name["garbage_lab01"]["status"] == "invalid" and by_name["garbage_lab01"]["max_points"] == "3"
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")], "a temp file was left behind"
+    assert "cell what-next called sys.exit(2)" in by_name["exit_lab01"]["notes"]
 
 
 def test_grades_json_holds_every_verdict_and_message(graded) -> None:
@@ -334,6 +335,9 @@ def test_feedback_shows_the_checks_words_and_no_grader_source(graded) -> None:
     assert html.escape(next(e.message for e in rows["onewrong_lab01"].exercises)) in page
     written = pages["writer_lab03.html"]
     assert "to be graded by hand" in written and "Your answer:" in written
+    assert written.lower().count("to be graded by hand") == 1  # the row says it; the summary says "so far"
+    assert "Exercise 01.1 (a handler that is safe to run twice)" in page  # the exercise as the learner knows it
+    assert "Fix:" not in pages["garbage_lab01.html"] and "fix:" not in pages["garbage_lab01.html"]
     secrets = [".grade(", "BEGIN HIDDEN", "BEGIN SOLUTION", right("send-followup").splitlines()[-1].strip()]
     leaks = [(name, secret) for name, text in pages.items() for secret in secrets if secret in text]
     assert leaks == []

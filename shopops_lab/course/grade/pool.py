@@ -19,7 +19,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from typing import Any
 
@@ -94,8 +94,9 @@ class Pool:
         return max(1.0, self.limits.cell_seconds * 0.25)
 
     def run(self, work: Sequence[tuple[Submission, Master, Plan]]) -> list[SubmissionResult]:
+        self.warm = self.warm or sandbox.Warm.prepare(self.key)
         if self.context.get_start_method() == "fork":
-            sandbox.INHERITED["warm"] = self.warm or sandbox.Warm.prepare(self.key)  # every child inherits it
+            sandbox.INHERITED["warm"] = self.warm  # every child inherits it
         gc.collect()
         gc.freeze()  # forked children share the warm parent's pages instead of copying them
         results: list[SubmissionResult] = []
@@ -246,6 +247,7 @@ class Pool:
                 )
                 continue
             exercises.append(self._exercise(run, cell.index, cell.grade_id, cell.points, blocked))
+        exercises = [replace(e, title=self._title(run.master, cell)) for e, cell in zip(exercises, run.master.graded)]
         status, reason = _status(exercises, run)
         stops = (f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
                  for index, cause in sorted(run.stopped.items()))
@@ -260,6 +262,17 @@ class Pool:
             notes=notes,
             title=run.master.title,
         )
+
+    def _title(self, master: Master, cell: Any) -> str:
+        """The check's own name for an exercise, or the heading above a written answer."""
+        grader = (self.warm.graders if self.warm else {}).get((master.lab, cell.index))
+        if grader is not None:
+            return str(grader.name)
+        for above in reversed(master.notebook.cells[: cell.index]):
+            heading = next((line for line in str(above.source).splitlines() if line.startswith("#")), None)
+            if above.cell_type == "markdown" and heading:
+                return heading.lstrip("#").strip()
+        return ""
 
     def _exercise(self, run: _Run, index: int, grade_id: str, points: float, blocked: dict[int, int]) -> ExerciseResult:
         def scored(mark: Mark, message: str, evidence: Sequence[str] = ()) -> ExerciseResult:
