@@ -86,6 +86,15 @@ def without_metadata() -> nbformat.NotebookNode:
     return nb
 
 
+def answered_in_new_cells() -> nbformat.NotebookNode:
+    """Both answers typed into cells the learner added below the stubs, one using a helper."""
+    nb = fx.submission("01")
+    for gid in ("send-followup", "what-next"):
+        at = nb.cells.index(fx.cell(nb, gid))
+        nb.cells.insert(at + 1, nbformat.v4.new_code_cell(right(gid)))
+    return nb
+
+
 def other_version() -> nbformat.NotebookNode:
     nb = fx.all_right("01")
     nb.metadata["shopops_lab"]["version"] = "0"
@@ -113,6 +122,7 @@ CLASS = {
                                                     "what-next": right("what-next") + "\n" + TOP_EXIT}),
     "hog_lab01": lambda: fx.submission("01", {"send-followup": HOG, "what-next": fx.RIGHT}),
     "nometa_lab01": without_metadata,
+    "newcell_lab01": answered_in_new_cells,
     "oldversion_lab01": other_version,
     "writer_lab03": lambda: fx.all_right("03"),
 }
@@ -284,6 +294,12 @@ def test_garbage_and_another_version_are_invalid_rows_with_a_reason(graded) -> N
     assert rows["garbage_lab01"].status is Status.INVALID and "is not a notebook" in rows["garbage_lab01"].reason
     old = rows["oldversion_lab01"]
     assert old.status is Status.INVALID and "version '0' of lab 01" in old.reason and "--key" in old.reason
+
+
+def test_answers_typed_into_added_cells_count(graded) -> None:
+    _, rows, _ = graded
+    result = rows["newcell_lab01"]
+    assert result.points == 3 and "kept 2 cells you added that your answers use" in result.restored
 
 
 def test_a_notebook_without_metadata_is_graded_by_its_name(graded) -> None:

@@ -210,6 +210,34 @@ def test_a_duplicated_answer_cell_grades_the_last_copy_that_is_not_the_stub(key:
         assert plan.restored == ("cell send-followup appears 2 times: the last one answered was graded",)
 
 
+HELPER = "def key_of(lease):\n    return lease.payload['idem_key']\n"
+USES_HELPER = ("def send_followup(lease, adapter):\n    return adapter.send(key_of(lease), case_id=lease.case_id, "
+               "to=lease.payload['to'], body='Sorry!')\n")
+
+
+def test_an_answer_typed_into_a_new_cell_below_its_stub_counts(key: Key) -> None:
+    nb = fx.submission("01")
+    at = nb.cells.index(fx.cell(nb, "send-followup"))
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(fx.right_answer("01", "send-followup")))
+    nb.cells.insert(0, nbformat.v4.new_code_cell("print('just trying things')"))
+    plan = plan_of(nb, key)
+    order = [step.grade_id for step in plan.steps]
+    assert order.index("send-followup") < order.index("added-2") < order.index("send-followup-test")
+    assert "added-1" not in order  # a cell no answer needs is still ignored
+    assert plan.restored == ("kept 1 cell you added that your answers use",
+                             "ignored 1 cell the master does not have (answers belong in the answer cells)")
+
+
+def test_a_helper_in_an_added_cell_counts_wherever_it_was_added(key: Key) -> None:
+    for above in (True, False):
+        nb = fx.submission("01", {"send-followup": USES_HELPER})
+        at = nb.cells.index(fx.cell(nb, "send-followup"))
+        nb.cells.insert(at if above else at + 1, nbformat.v4.new_code_cell(HELPER))
+        steps = [step for step in plan_of(nb, key).steps if step.role is Role.ANSWER]
+        assert [s.grade_id for s in steps][:2] == (["added-1", "send-followup"] if above
+                                                   else ["send-followup", "added-1"])
+
+
 def test_a_missing_or_retyped_answer_cell_is_graded_as_unanswered(key: Key) -> None:
     nb = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN, "what-next": fx.EVERYTHING_STOPS})
     nb.cells.remove(fx.cell(nb, "send-followup"))

@@ -181,6 +181,54 @@ def _summarise(kind: str, grade_ids: list[str]) -> Iterator[str]:
         yield f"restored {len(grade_ids)} {kind} cell{plural} from the master: {', '.join(grade_ids)}"
 
 
+ADDED = 100_000  # the index of the first added cell kept (master cells count from 0)
+
+
+def _added(cells: list[Any], master_ids: list[str]) -> list[tuple[int, str, frozenset[str], frozenset[str]]]:
+    """The learner's added code cells: (master index of the cell above it, text, binds, reads)."""
+    where = {grade_id: index for index, grade_id in enumerate(master_ids)}
+    anchor, found = -1, []
+    for cell in cells:
+        grade_id = _grade_id(cell)
+        if grade_id in where:
+            anchor = where[grade_id]
+        elif isinstance(cell, dict) and cell.get("cell_type") == "code":
+            text = _text(cell)
+            found.append((anchor, text, *cell_names(text)))
+    return found
+
+
+def _keep_added(cells: list[Any], master_ids: list[str], steps: list[PlannedCell], stubs: Mapping[str, str]
+                ) -> tuple[list[PlannedCell], int]:
+    """`steps` with the added cells the answers need: a helper an answer calls, or the answer
+    itself typed into a new cell next to its untouched stub (after that stub, so it counts)."""
+    added = _added(cells, master_ids)
+    stub_steps = [s for s in steps if s.role is Role.ANSWER and s.source.strip() == stubs.get(s.grade_id)]
+    provided = {name for s in steps if s not in stub_steps for name in s.defines}
+    needed = {name for s in steps if s.role is Role.ANSWER for name in s.reads}
+    needed |= {name for s in stub_steps for name in s.defines}
+    keep: set[int] = set()
+    grew = True
+    while grew:
+        grew = False
+        for number, (_, _, defines, reads) in enumerate(added):
+            if number not in keep and defines & (needed - provided):
+                keep.add(number)
+                needed |= reads
+                grew = True
+    pending = sorted((max([added[n][0], *(s.index for s in stub_steps if s.defines & added[n][2])]), n)
+                     for n in keep)  # after the cell above it, and after the stub it replaces
+    result: list[PlannedCell] = []
+    for step in [*steps, None]:
+        while pending and (step is None or pending[0][0] < step.index):
+            _, number = pending.pop(0)
+            _, text, defines, reads = added[number]
+            result.append(PlannedCell(ADDED + number, f"added-{number + 1}", Role.ANSWER, text, defines, reads))
+        if step is not None:
+            result.append(step)
+    return result, len(keep)
+
+
 def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] = ()) -> Plan:
     """The plan for `notebook` (a submission of `master`'s lab, as parsed JSON)."""
     master_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in master.notebook.cells]
@@ -228,9 +276,13 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
         if isinstance(check, CheckCall):
             defines, reads = frozenset(), frozenset(check.answers)
         steps.append(PlannedCell(index, grade_id, role, text, defines, reads, graded.get(index)))
+    steps, kept = _keep_added(notebook["cells"], master_ids, steps, stubs)
+    stray -= kept
     restored = [line for kind, ids in changed.items() for line in _summarise(kind, ids)]
     if order != [grade_id for grade_id in master_ids if grade_id in mine]:
         restored.append("put the cells back in the master's order")
+    if kept:
+        restored.append(f"kept {kept} cell{'s' if kept > 1 else ''} you added that your answers use")
     if stray:
         restored.append(
             f"ignored {stray} cell{'s' if stray > 1 else ''} the master does not have "
