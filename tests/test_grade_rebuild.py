@@ -160,6 +160,19 @@ def test_without_metadata_the_file_name_decides_and_says_so(tmp_path, key: Key) 
         read(_one(tmp_path, key, "alice.ipynb", nb), key)
 
 
+def test_large_outputs_are_dropped_while_reading_and_noted(tmp_path, key: Key, monkeypatch) -> None:
+    from shopops_lab.course.grade import rebuild as module
+
+    nb = fx.all_right("01")
+    fx.cell(nb, "send-followup").outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 3 * 2**20)]
+    notebook, _, notes = read(_one(tmp_path, key, "alice_lab01.ipynb", nb), key)
+    assert all(cell.get("outputs", []) == [] for cell in notebook["cells"])
+    assert notes == ("the file is 3 MB; its cell outputs were dropped before grading",)
+    monkeypatch.setattr(module, "MAX_BYTES", 2**20)
+    with pytest.raises(SubmissionInvalidError, match="over the 1 MB a notebook may be.*clear its outputs"):
+        read(_one(tmp_path, key, "bob_lab01.ipynb", nb), key)
+
+
 # --- rebuilding -------------------------------------------------------------------------------
 
 def test_answers_come_from_the_learner_and_everything_else_from_the_master(key: Key) -> None:

@@ -23,7 +23,14 @@ from shopops_lab.course.grade.key import CheckCall, GradedCell, Key, Master, cel
 from shopops_lab.course.grade.submissions import Submission
 from shopops_lab.course.metadata import LAB_ID, cell_text, is_test_cell
 
-MAX_BYTES = 50 * 1024 * 1024  # no notebook of the course comes near; a bigger file is not one
+MAX_BYTES = 256 * 1024 * 1024  # a file larger than this is refused unread (outputs included)
+NOTED_OUTPUT_BYTES = 1024 * 1024  # outputs are dropped while parsing; a notebook this large says so
+
+
+def _without_outputs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as parsed, minus what grading never reads: cell outputs and attachments
+    (so printing a lot, or a large plot, does not cost the learner their notebook)."""
+    return {key: [] if key == "outputs" else {} if key == "attachments" else value for key, value in pairs}
 
 
 class Role(StrEnum):
@@ -102,8 +109,9 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
-            raise invalid(f"is {size / 2**20:.0f} MB, too large to be a notebook of this course", reupload)
-        notebook = json.loads(path.read_bytes())
+            raise invalid(f"is {size / 2**20:.0f} MB, over the {MAX_BYTES // 2**20} MB a notebook may be",
+                          "ask the learner to clear its outputs (Edit > Clear Outputs of All Cells), then upload it")
+        notebook = json.loads(path.read_bytes(), object_pairs_hook=_without_outputs)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise invalid(f"is not a notebook ({type(exc).__name__}: {str(exc)[:200]})", reupload) from None
     if not (isinstance(notebook, dict) and notebook.get("nbformat") == 4 and isinstance(notebook.get("cells"), list)):
@@ -113,6 +121,8 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
     kit = kit if isinstance(kit, dict) else {}
     lab = kit.get("lab") if isinstance(kit.get("lab"), str) and LAB_ID.match(kit["lab"]) else None
     notes: list[str] = []
+    if size > NOTED_OUTPUT_BYTES:
+        notes.append(f"the file is {size / 2**20:.0f} MB; its cell outputs were dropped before grading")
     if lab is None:
         if submission.lab_hint is None:
             raise invalid("says no lab: it has no metadata.shopops_lab.lab and its name has no labNN",
