@@ -251,6 +251,18 @@ def test_a_helper_in_an_added_cell_counts_wherever_it_was_added(key: Key) -> Non
                                                    else ["send-followup", "added-1"])
 
 
+def test_a_notebook_stripped_of_its_metadata_and_ids_is_matched_by_content_and_place(key: Key) -> None:
+    honest = fx.all_right("03")
+    nb = fx.twin(honest)
+    for number, cell in enumerate(nb.cells):
+        cell.metadata = {}
+        cell.id = f"renewed-{number}"
+    plan, original = plan_of(nb, key, "03"), plan_of(honest, key, "03")
+    assert plan.steps == original.steps and plan.written == original.written
+    assert plan.written[0].answered and plan.written[0].text.startswith("I chose a 60 s lease")
+    assert plan.restored == ()
+
+
 def test_a_missing_or_retyped_answer_cell_is_graded_as_unanswered(key: Key) -> None:
     nb = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN, "what-next": fx.EVERYTHING_STOPS})
     nb.cells.remove(fx.cell(nb, "send-followup"))

@@ -155,7 +155,35 @@ def _grade_id(cell: Any) -> str | None:
     return None
 
 
-def _match(cells: list[Any], known: set[str], stubs: Mapping[str, str]
+def _identify(cells: list[Any], master: Master) -> list[str | None]:
+    """Each learner cell's grade_id: from its nbgrader metadata, else its cell id; for a cell
+    with neither (metadata stripped, ids renewed), from its text (a locked cell, or a stub as
+    released), and an answer's from where it stands: right after the cell the master has
+    before that answer."""
+    master_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in master.notebook.cells]
+    where = {grade_id: index for index, grade_id in enumerate(master_ids)}
+    texts = Counter(cell_text(given).strip() for given in master.student.cells)
+    by_text = {cell_text(given).strip(): master_ids[n] for n, given in enumerate(master.student.cells)
+               if texts[cell_text(given).strip()] == 1}
+    ids = [_grade_id(cell) for cell in cells]
+    present = {grade_id for grade_id in ids if grade_id in where}
+    anchor = -1
+    for number, cell in enumerate(cells):
+        if ids[number] not in where and isinstance(cell, dict):
+            found = by_text.get(_text(cell).strip())
+            following = master_ids[anchor + 1] if anchor + 1 < len(master_ids) else None
+            if found is None and following is not None and following not in present \
+                    and master.notebook.cells[anchor + 1].metadata["nbgrader"].get("solution") is True \
+                    and master.notebook.cells[anchor + 1].cell_type == cell.get("cell_type"):
+                found = following
+            if found is not None and found not in present:
+                ids[number] = found
+                present.add(found)
+        anchor = where.get(ids[number], anchor)
+    return ids
+
+
+def _match(cells: list[Any], ids: list[str | None], known: set[str], stubs: Mapping[str, str]
            ) -> tuple[dict[str, Mapping[str, Any]], list[str], Counter[str], int]:
     """The learner's cells by grade_id, their order, how often each grade_id came, and how
     many cells the master does not have. Of an answer cell that came twice (a copy pasted
@@ -164,8 +192,7 @@ def _match(cells: list[Any], known: set[str], stubs: Mapping[str, str]
     order: list[str] = []
     counts: Counter[str] = Counter()
     stray = 0
-    for cell in cells:
-        grade_id = _grade_id(cell)
+    for cell, grade_id in zip(cells, ids):
         if grade_id not in known:
             stray += 1
             continue
@@ -194,12 +221,12 @@ def _summarise(kind: str, grade_ids: list[str]) -> Iterator[str]:
 ADDED = 100_000  # the index of the first added cell kept (master cells count from 0)
 
 
-def _added(cells: list[Any], master_ids: list[str]) -> list[tuple[int, str, frozenset[str], frozenset[str]]]:
+def _added(cells: list[Any], ids: list[str | None], master_ids: list[str]
+           ) -> list[tuple[int, str, frozenset[str], frozenset[str]]]:
     """The learner's added code cells: (master index of the cell above it, text, binds, reads)."""
     where = {grade_id: index for index, grade_id in enumerate(master_ids)}
     anchor, found = -1, []
-    for cell in cells:
-        grade_id = _grade_id(cell)
+    for cell, grade_id in zip(cells, ids):
         if grade_id in where:
             anchor = where[grade_id]
         elif isinstance(cell, dict) and cell.get("cell_type") == "code":
@@ -208,11 +235,11 @@ def _added(cells: list[Any], master_ids: list[str]) -> list[tuple[int, str, froz
     return found
 
 
-def _keep_added(cells: list[Any], master_ids: list[str], steps: list[PlannedCell], stubs: Mapping[str, str]
-                ) -> tuple[list[PlannedCell], int]:
+def _keep_added(cells: list[Any], ids: list[str | None], master_ids: list[str], steps: list[PlannedCell],
+                stubs: Mapping[str, str]) -> tuple[list[PlannedCell], int]:
     """`steps` with the added cells the answers need: a helper an answer calls, or the answer
     itself typed into a new cell next to its untouched stub (after that stub, so it counts)."""
-    added = _added(cells, master_ids)
+    added = _added(cells, ids, master_ids)
     stub_steps = [s for s in steps if s.role is Role.ANSWER and s.source.strip() == stubs.get(s.grade_id)]
     provided = {name for s in steps if s not in stub_steps for name in s.defines}
     needed = {name for s in steps if s.role is Role.ANSWER for name in s.reads}
@@ -245,7 +272,8 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
     stubs = {master_ids[index]: cell_text(given).strip() for index, (cell, given)
              in enumerate(zip(master.notebook.cells, master.student.cells))
              if cell.metadata["nbgrader"].get("solution") is True}
-    mine, order, counts, stray = _match(notebook["cells"], set(master_ids), stubs)
+    ids = _identify(notebook["cells"], master)
+    mine, order, counts, stray = _match(notebook["cells"], ids, set(master_ids), stubs)
     graded = {cell.index: cell for cell in master.graded}
     changed: dict[str, list[str]] = {"deleted": [], "edited": [], "retyped": []}
     answer_notes: list[str] = []
@@ -286,7 +314,7 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
         if isinstance(check, CheckCall):
             defines, reads = frozenset(), frozenset(check.answers)
         steps.append(PlannedCell(index, grade_id, role, text, defines, reads, graded.get(index)))
-    steps, kept = _keep_added(notebook["cells"], master_ids, steps, stubs)
+    steps, kept = _keep_added(notebook["cells"], ids, master_ids, steps, stubs)
     stray -= kept
     restored = [line for kind, ids in changed.items() for line in _summarise(kind, ids)]
     if order != [grade_id for grade_id in master_ids if grade_id in mine]:
