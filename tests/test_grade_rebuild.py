@@ -103,6 +103,15 @@ def test_a_flat_lms_download_names_the_student_and_the_lab(tmp_path, key: Key, f
     assert (found.student, found.lab_hint) == (student, lab)
 
 
+def test_a_lite_download_named_as_its_lab_takes_its_student_from_its_folder(tmp_path, key: Key) -> None:
+    for name in ("01_leases_and_redelivery.ipynb", "lab01.ipynb"):
+        path = fx.write(fx.submission("01"), tmp_path / "frank" / name)
+        for given in (path, path.parent, tmp_path):  # the file itself, its folder, the folder above
+            (found,) = [s for s in find([str(given)], stems(key)) if s.path == path]
+            assert (found.student, found.lab_hint) == ("frank", "01"), (name, given)
+        path.unlink()
+
+
 def test_checkpoints_are_skipped_and_an_empty_folder_is_refused(tmp_path, key: Key) -> None:
     fx.write(fx.submission("01"), tmp_path / "a" / ".ipynb_checkpoints" / "alice_lab01-checkpoint.ipynb")
     with pytest.raises(BadArgumentError, match="hold no .ipynb file"):
