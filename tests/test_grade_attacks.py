@@ -208,7 +208,8 @@ def graded(tmp_path_factory: pytest.TempPathFactory):
     os.chmod(shared, 0o777)  # where the escapee may note its pid
     out = root / "out"
     for name, attack in ATTACKS.items():
-        fx.write(attacked(attack), root / "class" / f"{name}_lab01.ipynb")
+        if name not in NEEDS_ROOT or confinement.can_drop():  # without root they would reach the run itself
+            fx.write(attacked(attack), root / "class" / f"{name}_lab01.ipynb")
     fx.write(attacked(escapee(shared)), root / "class" / "escapee_lab01.ipynb")
     fx.write(attacked(scribbler(out)), root / "class" / "scribbler_lab01.ipynb")
     fx.write(fx.submission("02", {"where-does-it-end": ALWAYS_EQUAL, "replay-and-drain": fx.RIGHT}),
@@ -223,7 +224,13 @@ def points(result) -> dict[str, float | None]:
     return {e.grade_id: e.points for e in result.exercises}
 
 
-@pytest.mark.parametrize("attack", [*ATTACKS, "escapee", "scribbler"])
+# Stopped by another uid and hidden folders: as root only (the README says what stays open without).
+NEEDS_ROOT = {"read_masters", "kill_parents", "judge_memory"}
+
+
+@pytest.mark.parametrize("attack", [
+    pytest.param(name, marks=ROOT_ONLY) if name in NEEDS_ROOT else name for name in [*ATTACKS, "escapee", "scribbler"]
+])
 def test_a_wrong_answer_that_attacks_the_grader_scores_zero(graded, attack: str) -> None:
     rows, _, _ = graded
     result = rows[f"{attack}_lab01"]

@@ -67,7 +67,7 @@ def _set_limits(config: dict[str, Any]) -> None:
     rules = [(resource.RLIMIT_FSIZE, FILE_LIMIT), (resource.RLIMIT_CPU, int(config["cpu_seconds"]) + 5)]
     if config.get("uid") is not None:
         rules.append((resource.RLIMIT_NPROC, PROCESS_LIMIT))
-    if config.get("memory_mb") is not None:
+    if config.get("memory_mb") is not None and os.path.exists("/proc/self/statm"):  # Linux enforces it
         with open("/proc/self/statm") as handle:
             base = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         rules.append((resource.RLIMIT_AS, base + int(config["memory_mb"]) * 2**20))

@@ -195,6 +195,8 @@ class Pool:
             run.results[run.current] = [mark, text, [str(line) for line in evidence]]
         elif kind == "stopped" and run.current is not None:
             run.stopped[run.current] = str(message[2])
+        elif kind == "starting":
+            run.current, run.since = None, self.clock()
         elif kind == "note":
             if str(message[1]) not in run.noted and len(run.noted) < 20:
                 run.noted.append(str(message[1])[:500])

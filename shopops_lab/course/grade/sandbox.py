@@ -359,6 +359,8 @@ class _Runner:
                 self.send(["stopped", step.index, stop.cause])
                 stopped.add(step.index)
                 blocked = self.job.plan.blocked(stopped)
+                self.send(["starting"])  # the parent's start-up deadline, not the cell's, covers the replay
+                self.learner.restart()   # its state is unknown: a fresh one, with the cells that ran
         self.send(["done"])
 
     def _step(self, step: PlannedCell) -> None:
@@ -370,13 +372,10 @@ class _Runner:
                 else:
                     self._execute(step)
         except CellTimeout:
-            self.learner.restart()  # its state is unknown: a fresh one, with the cells that ran
             raise _Stopped(f"did not finish within {self.job.limits.cell_seconds:g} s") from None
         except LearnerDied as died:
-            self.learner.restart()
             raise _Stopped(died.cause) from None
         except ProtocolError:
-            self.learner.restart()
             raise _Stopped("sent something it should not have") from None
 
     def _execute(self, step: PlannedCell) -> None:
