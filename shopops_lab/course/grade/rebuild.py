@@ -266,6 +266,28 @@ def _keep_added(cells: list[Any], ids: list[str | None], master_ids: list[str], 
     return result, len(keep)
 
 
+def _restored(changed: dict[str, list[str]], reordered: bool, kept: int, stray: int, counts: Counter[str],
+              stubs: Mapping[str, str]) -> list[str]:
+    """What the rebuild put back or kept, one line each, for the learner and the instructor."""
+    restored = [line for kind, ids in changed.items() for line in _summarise(kind, ids)]
+    if reordered:
+        restored.append("put the cells back in the master's order")
+    if kept:
+        restored.append(f"kept {kept} cell{'s' if kept > 1 else ''} you added that your answers use")
+    if stray:
+        restored.append(
+            f"ignored {stray} cell{'s' if stray > 1 else ''} the master does not have "
+            "(answers belong in the answer cells)"
+        )
+    restored.extend(
+        f"cell {grade_id} appears {count} times: "
+        + ("the last one answered was graded" if grade_id in stubs else "the master's own was run")
+        for grade_id, count in sorted(counts.items())
+        if count > 1
+    )
+    return restored
+
+
 def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] = ()) -> Plan:
     """The plan for `notebook` (a submission of `master`'s lab, as parsed JSON)."""
     master_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in master.notebook.cells]
@@ -316,22 +338,8 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
         steps.append(PlannedCell(index, grade_id, role, text, defines, reads, graded.get(index)))
     steps, kept = _keep_added(notebook["cells"], ids, master_ids, steps, stubs)
     stray -= kept
-    restored = [line for kind, ids in changed.items() for line in _summarise(kind, ids)]
-    if order != [grade_id for grade_id in master_ids if grade_id in mine]:
-        restored.append("put the cells back in the master's order")
-    if kept:
-        restored.append(f"kept {kept} cell{'s' if kept > 1 else ''} you added that your answers use")
-    if stray:
-        restored.append(
-            f"ignored {stray} cell{'s' if stray > 1 else ''} the master does not have "
-            "(answers belong in the answer cells)"
-        )
-    restored.extend(
-        f"cell {grade_id} appears {count} times: "
-        + ("the last one answered was graded" if grade_id in stubs else "the master's own was run")
-        for grade_id, count in sorted(counts.items())
-        if count > 1
-    )
+    reordered = order != [grade_id for grade_id in master_ids if grade_id in mine]
+    restored = _restored(changed, reordered, kept, stray, counts, stubs)
     return Plan(lab=master.lab, steps=tuple(steps), written=tuple(written), restored=tuple(restored),
                 notes=(*notes, *answer_notes))
 
