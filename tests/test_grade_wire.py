@@ -8,7 +8,7 @@ import pytest
 
 from shopops_lab.checks.base import NotAttempted, call_answer, restart
 from shopops_lab.checks.lab03 import HeartbeatPolicy
-from shopops_lab.course.grade.judge import CheckRun, Learner, LearnerRaised, RemoteAnswer
+from shopops_lab.course.grade.judge import CheckRun, JudgePeer, Learner, LearnerRaised, RemoteAnswer
 from shopops_lab.course.grade.wire import Handle, Peer, ProtocolError
 from shopops_lab.errors import StaleTokenError
 from shopops_lab.fencing import NaiveResultStore
@@ -60,6 +60,12 @@ def peek(thing):
     except AttributeError:
         return "refused"
 
+def reach(thing):
+    try:
+        return thing.os.getpid()
+    except TypeError:
+        return "refused"
+
 def fill(seen, item):
     seen.add(item)
 
@@ -85,7 +91,8 @@ def learner():
 
 
 @pytest.fixture()
-def run(learner):
+def run(learner, monkeypatch):
+    monkeypatch.setattr(JudgePeer, "handed", ("shopops_lab", __name__))  # this file's objects act as the kit's
     check = CheckRun(learner)
     yield check
     check.close()
@@ -152,6 +159,17 @@ def test_only_public_attributes_of_the_judges_objects_cross(run) -> None:
         shown = "fine"
 
     assert call_answer(run.answer("peek"), Thing()) == "refused"
+
+
+def test_no_module_or_foreign_object_is_handed_over_whatever_leads_to_it(run) -> None:
+    import os
+
+    class Thing:
+        pass
+
+    thing = Thing()
+    thing.os = os  # a public attribute that leads out of the kit
+    assert call_answer(run.answer("reach"), thing) == "refused"
 
 
 def test_a_set_the_learner_fills_is_the_checks_own_set_afterwards(run) -> None:

@@ -15,10 +15,20 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import FunctionType, MethodType, ModuleType
 from typing import Any
 
 from shopops_lab.checks.base import ForeignAnswer, NotAttempted
-from shopops_lab.course.grade.wire import Handle, Peer, PeerGone, ProtocolError, kit_class, recv_frame, send_frame
+from shopops_lab.course.grade.wire import (
+    KIT,
+    Handle,
+    Peer,
+    PeerGone,
+    ProtocolError,
+    kit_class,
+    recv_frame,
+    send_frame,
+)
 from shopops_lab.errors import ShopOpsError
 
 BOOT = ("import sys, json; c = json.loads(sys.argv[1]); sys.path[:0] = c['path']; "
@@ -69,11 +79,26 @@ class JudgePeer(Peer):
     """The judge's end of a worker's socket: only public attributes of what it hands over
     cross; the kit's frozen records cross by value; its own timer never crosses."""
 
+    handed = (KIT,)  # the packages whose objects may cross by handle
+
     def __init__(self, sock: socket.socket) -> None:
         super().__init__(sock, public_only=True)
 
     def sends_record(self, value: Any, base: type) -> bool:
         return type(value) is base and bool(base.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+
+    def export(self, value: Any) -> dict[str, Any]:
+        """Only the kit's own objects (and their bound methods) are handed over by handle: a
+        module, a file, a database connection or a function of another library never is,
+        whatever public attribute leads to it."""
+        owner = value.__self__ if isinstance(value, MethodType) else value
+        if isinstance(owner, contextlib._GeneratorContextManager):  # `with shop.transaction():` of a kit method
+            owner = owner.func
+        module = owner.__module__ if isinstance(owner, FunctionType) else type(owner).__module__
+        if isinstance(owner, ModuleType) or not any(module == p or str(module).startswith(p + ".")
+                                                    for p in self.handed):
+            raise TypeError(f"a {type(value).__name__} of {module} is not handed across")
+        return super().export(value)
 
     def keeps(self, exc: BaseException) -> bool:
         return isinstance(exc, KeyboardInterrupt)

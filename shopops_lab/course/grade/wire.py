@@ -363,14 +363,19 @@ class Peer:
         given: dict[str, Any] = {}
         try:
             value = self.answer(message, given)
+            reply = ["ret", self.encode(value), self._changed(given)]
         except (PeerGone, ProtocolError):
             raise
         except BaseException as exc:  # noqa: BLE001 - the other side gets it, as its exception
             if self.keeps(exc):
                 raise
-            send_frame(self.sock, ["exc", self.describe(exc), self._changed(given)])
+            try:
+                changed = self._changed(given)
+            except (TypeError, ValueError, RecursionError):
+                changed = []
+            send_frame(self.sock, ["exc", self.describe(exc), changed])
             return
-        send_frame(self.sock, ["ret", self.encode(value), self._changed(given)])
+        send_frame(self.sock, reply)
 
     def _changed(self, given: dict[str, Any]) -> list[Any]:
         return [[key, self.encode(value)] for key, value in given.items()]
