@@ -412,3 +412,17 @@ def test_without_fork_each_child_warms_itself_first(tmp_path: Path, monkeypatch:
     fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
     assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 3}
+
+
+def test_without_root_the_learner_runs_as_the_graders_user_and_is_still_graded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the grader cannot switch uid (not root, not Linux), the learner's process runs as
+    the grader's own user, unconfined by the file system, and every score is the same."""
+    from shopops_lab.course.grade import confinement
+
+    monkeypatch.setattr(confinement, "can_drop", lambda: False)
+    monkeypatch.setattr(confinement, "can_hide", lambda: False)
+    fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
+    fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
+    report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
+    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 3}
