@@ -23,6 +23,7 @@ from shopops_lab.course import source as src
 from shopops_lab.course.build import MASTER_NAME, build_student
 from shopops_lab.course.errors import NotebookInvalidError
 from shopops_lab.course.metadata import Problem, cell_text, is_test_cell
+from shopops_lab.course.source import MARKER_LINES
 from shopops_lab.errors import BadArgumentError
 
 # `lab01.exercise.grade(send_followup)`, `lab05.exercise.grade(run)  # a comment`
@@ -170,6 +171,28 @@ def _master(path: Path) -> Master:
                   notebook=notebook, student=student, graded=tuple(_graded(notebook)))
 
 
+def _checked(path: Path, key: str | Path) -> Master:
+    """A master of this kit, or one line saying what `path` is instead: a notebook of another
+    course (not a valid master), or a student notebook (every answer is still its stub)."""
+    try:
+        master = _master(path)
+    except NotebookInvalidError as exc:
+        first = str(exc.problems[0]).splitlines()[0] if exc.problems else "not a master"
+        raise BadArgumentError(
+            field=f"--key {key}",
+            problem=f"holds {path.name}, which is not a master notebook of this kit ({first[:200]})",
+            fix="pass the kit's solutions/ folder (the masters, with their answers and hidden tests)",
+        ) from None
+    marked = any(line.strip() in MARKER_LINES for cell in master.notebook.cells if cell.cell_type == "code"
+                 for line in cell_text(cell).splitlines())
+    if not marked:  # a master marks its solutions (and hidden tests); its student copy has none left
+        raise BadArgumentError(
+            field=f"--key {key}", problem=f"holds {path.name}, a student notebook: no cell marks a solution",
+            fix="pass the kit's solutions/ folder (the masters), not notebooks/ or a learner's copy",
+        )
+    return master
+
+
 @dataclass(frozen=True)
 class Key:
     """Every master of the key, by lab id."""
@@ -201,7 +224,7 @@ class Key:
                 fix="pass the kit's solutions/ folder (or one master, e.g. solutions/01_leases_and_redelivery.ipynb)",
             )
         masters: dict[str, Master] = {}
-        for master in map(_master, paths):
+        for master in (_checked(p, key) for p in paths):
             if master.lab in masters:
                 raise BadArgumentError(
                     field=f"--key {key}",

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from shopops_lab.course.errors import SubmissionInvalidError
-from shopops_lab.course.grade import report
+from shopops_lab.course.grade import confinement, report
 from shopops_lab.course.grade.key import Key
 from shopops_lab.course.grade.pool import Pool, invalid
 from shopops_lab.course.grade.rebuild import read, rebuild
@@ -64,7 +64,8 @@ def grade(paths: Sequence[str], *, key: str | Path | None, out: str | Path | Non
             bar.advance(result)
 
     try:
-        for result in Pool(answer_key, limits, jobs, warm=warm, on_result=done).run(work):
+        hide = confinement.hidden(answer_key.source, folder, [submission.path for submission in submissions])
+        for result in Pool(answer_key, limits, jobs, warm=warm, on_result=done, hide=hide).run(work):
             rows[result.submission.name] = result
     finally:
         if bar:
