@@ -83,6 +83,39 @@ class JudgePeer(Peer):
 
     def __init__(self, sock: socket.socket) -> None:
         super().__init__(sock, public_only=True)
+        self.death: BaseException | None = None
+
+    # A BaseException of the check's own raised into a learner call (the explorer's planned
+    # crash) is the learner's process dying there: every later request of that call is
+    # refused with it, and it ends the call here, whatever the learner's code did with it.
+    def request(self, message: list[Any], mutable: dict[str, Any] | None = None) -> Any:
+        if self.depth:
+            return super().request(message, mutable)
+        self.death = None
+        try:
+            value = super().request(message, mutable)
+        except KeyboardInterrupt:
+            raise
+        except BaseException:
+            if self.death is None:
+                raise
+            died, self.death = self.death, None
+            raise died from None
+        if self.death is not None:
+            died, self.death = self.death, None
+            raise died
+        return value
+
+    def serve(self, message: list[Any]) -> None:
+        if self.death is not None:
+            send_frame(self.sock, ["exc", self.describe(self.death), []])
+            return
+        super().serve(message)
+
+    def describe(self, exc: BaseException) -> dict[str, Any]:
+        if not isinstance(exc, Exception):
+            self.death = exc
+        return super().describe(exc)
 
     def sends_record(self, value: Any, base: type) -> bool:
         return type(value) is base and bool(base.__dataclass_params__.frozen)  # type: ignore[attr-defined]
@@ -319,11 +352,42 @@ class RemoteAnswer(ForeignAnswer):
         return handle._peer.scalar(["stub", handle._id], bool)
 
     def restart(self) -> RemoteAnswer:
-        self._run.restart()
-        fresh = self._run.answer(self.__name__)
-        if not isinstance(fresh, RemoteAnswer):
-            raise LearnerDied("the answer is gone after a restart")
-        return fresh
+        """A copy of the answer as the cells left it, on fresh memory, made in the worker by the
+        kit's own `restart` (each copy its own namespace: two workers of a schedule share
+        nothing), so a schedule costs no process start."""
+        handle = self._current()
+        found = handle._peer.request(["restart", self.__name__])
+        if not isinstance(found, Handle):
+            raise ProtocolError("a restart of no known shape")
+        return RemoteAnswer(self._run, self.__name__, self.kind, found, self._generation)
+
+    def memory(self) -> Any:
+        handle = self._current()
+        drawn = handle._peer.request(["memory", handle._id])
+        if drawn is not None and type(drawn) is not str:
+            raise ProtocolError("a memory of no known shape")
+        return object() if drawn is None else ("memory", drawn)
+
+    def picture(self, value: Any) -> Any:
+        handle = self._current()
+        if not (isinstance(value, Handle) and value._peer is handle._peer):
+            return object()
+        return ("picture", handle._peer.scalar(["picture", value._id], str))
+
+    def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
+        names = []
+        for function in functions:
+            owner, _, name = function.__qualname__.rpartition(".")
+            names.append([function.__module__, owner, name])
+        handle = self._current()
+        handle._peer.request(["watch", names])
+
+    def watched(self) -> frozenset[str]:
+        handle = self._current()
+        ran = handle._peer.request(["watched"])
+        if not (isinstance(ran, list) and all(type(name) is str for name in ran)):
+            raise ProtocolError("watched kit functions of no known shape")
+        return frozenset(ran)
 
     @property
     def __bases__(self) -> tuple[type, ...]:  # type: ignore[override]

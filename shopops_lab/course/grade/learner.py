@@ -6,14 +6,18 @@ confines itself (`confine`): as root, a mount namespace of its own in which the 
 output folder and the submissions are empty, then another uid; its limits (memory, file
 size, CPU, processes); its output silenced. It then runs the cells the judge sends, in
 one namespace (`Cells`). For each check the judge asks it to fork a worker (`Worker`)
-from that namespace as it stands: the check's calls run there, and a restart is a fresh
-fork, so nothing a call left in memory survives a simulated crash.
+from that namespace as it stands: the check's calls run there, so nothing a check did
+reaches the next check. Within a check, a restart (the explorer's, at the start of every
+schedule and after every simulated crash) is a copy of the answer on fresh memory, made
+here by the kit's own `restart` from a copy taken before any call ran; each copy has its
+own namespace, so two workers of a schedule share nothing, as in the notebook.
 """
 from __future__ import annotations
 
 import builtins
 import contextlib
 import ctypes
+import hashlib
 import json
 import os
 import random
@@ -196,6 +200,9 @@ class Worker(Peer):
         super().__init__(sock, public_only=False)
         self.namespace = namespace
         self.origin: dict[int, tuple[int, BaseException]] = {}   # id(exception) -> the judge's number
+        self.pristine: dict[str, Any] = {}      # name -> a copy of the answer no call has run
+        self.watching: dict[Any, str] = {}      # code of a kit function -> its qualified name
+        self.ran: set[str] = set()
 
     def serve(self) -> None:  # type: ignore[override]
         while True:
@@ -224,17 +231,53 @@ class Worker(Peer):
             from shopops_lab.checks.base import is_stub
 
             return bool(is_stub(self.target(message[1])))
+        return self.kit_question(message, given)
+
+    def kit_question(self, message: list[Any], given: dict[str, Any]) -> Any:
+        """The explorer's questions, answered by the kit's own code in this process."""
+        from shopops_lab.checks.base import restart
+        from shopops_lab.checks.fresh import canonical, memory
+
+        kind = message[0]
+        if kind == "restart" and len(message) == 2 and message[1] in self.pristine:
+            return restart(self.pristine[message[1]])
+        if kind in ("memory", "picture") and len(message) == 2:
+            drawn = memory(self.target(message[1])) if kind == "memory" else canonical(self.target(message[1]))
+            return None if drawn is None else hashlib.sha256(repr(drawn).encode("utf-8", "replace")).hexdigest()
+        if kind == "watch" and len(message) == 2 and type(message[1]) is list:
+            self.watching, self.ran = dict(_kit_codes(message[1])), set()
+            return None
+        if kind == "watched":
+            self.watching, ran = {}, sorted(self.ran)
+            return ran
         return super().answer(message, given)
 
     def lookup(self, name: str) -> dict[str, Any]:
+        from shopops_lab.checks.base import restart
+
         value = self.namespace.get(name)
         kind = "class" if isinstance(value, type) else "function" if callable(value) else "value"
+        if kind != "value" and name not in self.pristine:
+            self.pristine[name] = restart(value)   # before any call: what every restart copies
         return {"kind": kind, "value": value}
 
     def invoke(self, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         from shopops_lab.checks.base import call_answer
 
-        return call_answer(target, *args, **kwargs)
+        if not self.watching:
+            return call_answer(target, *args, **kwargs)
+        watching, ran = self.watching, self.ran
+
+        def note(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code in watching:
+                ran.add(watching[frame.f_code])
+
+        before = sys.getprofile()
+        sys.setprofile(note)
+        try:
+            return call_answer(target, *args, **kwargs)
+        finally:
+            sys.setprofile(before)
 
     def describe(self, exc: BaseException) -> dict[str, Any]:
         from shopops_lab.checks.base import NotAttempted, _where
@@ -269,6 +312,24 @@ class Worker(Peer):
             exc = type(name, (parent,), {})(described["msg"])
         self.origin[id(exc)] = (described["n"], exc)
         return exc
+
+
+def _kit_codes(names: list[Any]) -> list[tuple[Any, str]]:
+    """The code of each kit function named [module, owner, name] (a kit module already loaded)."""
+    found = []
+    for entry in names:
+        if not (type(entry) is list and len(entry) == 3 and all(type(part) is str for part in entry)):
+            raise ProtocolError("a kit function that is not [module, owner, name]")
+        module, owner, name = entry
+        if module != "shopops_lab" and not module.startswith("shopops_lab."):
+            continue
+        value: Any = sys.modules.get(module)
+        for part in [*owner.split("."), name] if owner else [name]:
+            value = getattr(value, part, None)
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            found.append((code, f"{owner}.{name}" if owner else name))
+    return found
 
 
 def main(raw: str) -> None:
