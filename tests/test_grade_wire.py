@@ -6,12 +6,12 @@ import tempfile
 
 import pytest
 
-from shopops_lab.checks.base import NotAttempted, call_answer, restart
+from shopops_lab.checks.base import NotAttempted, call_answer, memory, picture, restart, watching
 from shopops_lab.checks.lab03 import HeartbeatPolicy
 from shopops_lab.course.grade.judge import CheckRun, JudgePeer, Learner, LearnerRaised, RemoteAnswer
 from shopops_lab.course.grade.wire import Handle, Peer, ProtocolError
 from shopops_lab.errors import StaleTokenError
-from shopops_lab.fencing import NaiveResultStore
+from shopops_lab.fencing import NaiveResultStore, TokenFence
 
 CELLS = '''
 from shopops_lab.checks.lab03 import HeartbeatPolicy
@@ -76,6 +76,18 @@ def count():
 
 class Store(NaiveResultStore):
     pass
+
+def outlives(effect):
+    try:
+        effect("first")
+    except BaseException:
+        pass
+    effect("second")
+    return "carried on"
+
+def fenced(key):
+    from shopops_lab.fencing import TokenFence
+    return TokenFence("job").claim(key)
 '''
 
 
@@ -183,6 +195,50 @@ def test_a_restart_forgets_what_the_learners_code_kept_in_memory(run) -> None:
     assert [call_answer(answer), call_answer(answer)] == [1, 2]
     fresh = restart(answer)
     assert call_answer(fresh) == 1
+
+
+def test_each_restart_is_a_namespace_of_its_own_as_the_cells_left_it(run) -> None:
+    answer = run.answer("count")
+    call_answer(answer)                       # what the original did is in no copy
+    one, two = restart(answer), restart(answer)
+    assert [call_answer(one), call_answer(one), call_answer(two)] == [1, 2, 1]
+    assert memory(one) != memory(two) and memory(restart(answer)) == memory(restart(answer))
+
+
+class _Death(BaseException):
+    pass
+
+
+def test_a_crash_the_check_raises_into_a_learner_call_ends_it_and_refuses_what_follows(run) -> None:
+    death, done = _Death("the process dies here"), []
+
+    def effect(what: str) -> None:
+        done.append(what)
+        raise death
+
+    with pytest.raises(_Death) as caught:   # the learner's code caught it and carried on: the call ends anyway
+        call_answer(run.answer("outlives"), effect)
+    assert caught.value is death and done == ["first"]
+    assert call_answer(run.answer("through"), lambda: "next call") == "next call"
+
+
+def test_the_kits_own_code_at_work_in_the_learners_process_is_seen(run) -> None:
+    answer = run.answer("fenced")
+    with watching(answer, TokenFence.claim, TokenFence.check) as ran:
+        assert call_answer(answer, "job-1") == 1
+    assert ran == {"TokenFence.claim"}
+    with watching(answer, TokenFence.check) as ran:
+        call_answer(answer, "job-1")
+    assert not ran
+
+
+def test_an_object_of_the_learners_process_is_pictured_there(run) -> None:
+    made = restart(run.answer("Store"))
+    store = made()
+    before = picture(made, store)
+    assert picture(made, store) == before
+    store.claim("job-1", "W1")
+    assert picture(made, store) != before
 
 
 def test_a_class_answer_is_a_subclass_of_the_kit_class_it_extends(run) -> None:
