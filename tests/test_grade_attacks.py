@@ -301,5 +301,5 @@ def test_reading_the_masters_gives_the_right_answer_where_they_can_be_read() -> 
     assert lab01.exercise.result(honest).correct
 
 
-def test_a_value_that_equals_everything_fools_a_check_run_in_the_answers_process() -> None:
-    assert lab02.knowledge.result(_define(ALWAYS_EQUAL, "where_does_it_end")).correct
+def test_a_value_that_equals_everything_is_refused_in_the_answers_process_too() -> None:
+    assert not lab02.knowledge.result(_define(ALWAYS_EQUAL, "where_does_it_end")).correct  # exact types compared

@@ -190,9 +190,9 @@ def _run(store_class) -> str:
     foreign = isinstance(store_class, ForeignAnswer)   # in the learner's process: watch the fence's own code run
     with watching(store_class, *_FENCE) if foreign else contextlib.nullcontext(set()) as fenced:
         found = explore(scenario(), store_class)
-    refuse(found, 'lab04.replay(FencedResultStore, "{schedule}")')
-    if fenced:
+    if fenced:   # said first, as the notebook says it at the first write
         raise Wrong(_DELEGATES)
+    refuse(found, 'lab04.replay(FencedResultStore, "{schedule}")')
     return (f"{found.summary}: the store accepted exactly the writes under the newest token, refused every "
             "other with StaleTokenError naming both tokens, and changed nothing when it refused.")
 

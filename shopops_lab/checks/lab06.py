@@ -247,9 +247,9 @@ def _run(handle) -> str:
     foreign = isinstance(handle, ForeignAnswer)   # in the learner's process: watch the kit's consumer run there
     with watching(handle, IdempotentConsumer._apply) if foreign else contextlib.nullcontext(set()) as handed:
         found = explore(scenario(), handle)
-    refuse(found, 'lab06.replay(handle, "{schedule}")')
-    if handed:
+    if handed:   # said first, as the notebook says it at the first refund
         raise Wrong(_DELEGATES)
+    refuse(found, 'lab06.replay(handle, "{schedule}")')
     return (f"{found.summary}: every refund was applied exactly once, and handle said each time whether it "
             "applied or skipped.")
 
