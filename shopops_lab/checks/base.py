@@ -152,14 +152,13 @@ def watching(answer: Any, *functions: Callable[..., Any]) -> Iterator[set[str]]:
     """Note which of the kit's `functions` run inside the learner's calls made in the block,
     in the process where the answer runs: how a check recognises an answer that hands the
     exercise to the kit's own implementation. The set it yields is filled (with their
-    qualified names) when the block ends."""
+    qualified names) when the block ends; a block that raised asks nothing more (its error,
+    or the answer's process gone, is the outcome)."""
     ran: set[str] = set()
     if isinstance(answer, ForeignAnswer):
         answer.watch(functions)
-        try:
-            yield ran
-        finally:
-            ran.update(answer.watched())
+        yield ran
+        ran.update(answer.watched())
         return
     codes = {function.__code__: function.__qualname__ for function in functions}
 
