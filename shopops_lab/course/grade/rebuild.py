@@ -27,7 +27,7 @@ MAX_BYTES = 256 * 1024 * 1024  # a file larger than this is refused unread (outp
 NOTED_OUTPUT_BYTES = 1024 * 1024  # outputs are dropped while parsing; a notebook this large says so
 
 
-def _without_outputs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def without_outputs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object as parsed, minus what grading never reads: cell outputs and attachments
     (so printing a lot, or a large plot, does not cost the learner their notebook)."""
     return {key: [] if key == "outputs" else {} if key == "attachments" else value for key, value in pairs}
@@ -111,7 +111,7 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
         if size > MAX_BYTES:
             raise invalid(f"is {size / 2**20:.0f} MB, over the {MAX_BYTES // 2**20} MB a notebook may be",
                           "ask the learner to clear its outputs (Edit > Clear Outputs of All Cells), then upload it")
-        notebook = json.loads(path.read_bytes(), object_pairs_hook=_without_outputs)
+        notebook = json.loads(path.read_bytes(), object_pairs_hook=without_outputs)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise invalid(f"is not a notebook ({type(exc).__name__}: {str(exc)[:200]})", reupload) from None
     if not (isinstance(notebook, dict) and notebook.get("nbformat") == 4 and isinstance(notebook.get("cells"), list)):
