@@ -279,7 +279,8 @@ class Learner:
 
 @dataclass
 class CheckRun:
-    """One check's view of the learner: a worker process, forked afresh for every restart."""
+    """One check's view of the learner: a worker process forked for the check (the answer's
+    restarts within it are copies made there, see `RemoteAnswer.restart`)."""
 
     learner: Learner
     peer: JudgePeer | None = None
