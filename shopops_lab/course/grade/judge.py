@@ -373,7 +373,10 @@ class RemoteAnswer(ForeignAnswer):
         handle = self._current()
         if not (isinstance(value, Handle) and value._peer is handle._peer):
             return object()
-        return ("picture", handle._peer.scalar(["picture", value._id], str))
+        drawn = handle._peer.request(["picture", value._id])
+        if type(drawn) is not str:
+            raise ProtocolError("a picture of no known shape")
+        return ("picture", drawn)
 
     def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
         names = []
