@@ -1,20 +1,17 @@
-"""How fast does `shopops-lab grade` grade a class, next to nbgrader 0.9.6 `autograde`?
+"""How fast does `shopops-lab grade` grade a class, next to nbgrader 0.9.6 `autograde`, lab by lab?
 
 Both grade the same submissions in the same run, laid out the way nbgrader collects them
-(`submitted/<student>/<assignment>/`): a third right, a third wrong, a third unanswered.
-
-1. Lab 01, 40 submissions: `shopops-lab grade --jobs 2` (a warm parent forking one child
-   per submission) against `nbgrader autograde` (a fresh Jupyter kernel per notebook).
-   Seconds per submission for both, wall time of the whole command (start-up included);
-   target: at least 10x nbgrader's throughput.
-2. The slowest lab (07, burst day: its check simulates three days of 3,000 items), fewer
-   submissions; printed for information.
+(`submitted/<student>/<assignment>/`): right, wrong (where the benchmark has a wrong answer
+for the lab) and unanswered in turn. For each lab the two commands run interleaved,
+`--rounds` times each (nbgrader with --force, ours into a fresh --out), and the medians
+are compared: wall time of the whole command, start-up included, `shopops-lab grade --jobs 2`
+(a warm judge per submission, a fresh confined learner process beside it) against
+`nbgrader autograde` (a fresh Jupyter kernel per notebook). Target: >= 10x on every lab.
 
 nbgrader lives in a virtualenv of its own, built once as the README tells instructors
 (tests/nbgrader_env.py; it needs PyPI the first time). Run:
-`.venv/bin/python benchmarks/bench_grade.py [--submissions 40] [--slow-submissions 6]`.
-Prints numbers, the 10,000-submission estimate and PASS/FAIL, and always exits 0:
-benchmarks inform, tests decide.
+`.venv/bin/python benchmarks/bench_grade.py [--labs 01 07] [--submissions 3] [--rounds 5]`.
+Prints a line per lab and PASS/FAIL, and always exits 0: benchmarks inform, tests decide.
 """
 from __future__ import annotations
 
@@ -25,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from statistics import median
 from time import perf_counter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,22 +34,22 @@ import nbgrader_env  # noqa: E402
 
 TARGET = 10.0
 JOBS = 2
-CLASS = 10_000
 WRONG = {"01": {"send-followup": fx.KEY_FROM_TOKEN, "what-next": fx.EVERYTHING_STOPS},
          "07": {"my-policy": "def my_policy(signals):\n    return acquire()"}}
+LABS = sorted(path.name[:2] for path in fx.SOLUTIONS.glob("[0-9][0-9]_*.ipynb"))
 
 
 def build_class(course: Path, lab: str, count: int) -> str:
     """`count` submissions of `lab` under course/submitted/<student>/<assignment>/; returns the assignment."""
     assignment = f"lab{lab}"
     name = fx.master_path(lab).name
-    variants = [fx.all_right(lab), fx.submission(lab, WRONG[lab]), fx.submission(lab)]
+    variants = [fx.all_right(lab), fx.submission(lab, WRONG.get(lab)), fx.submission(lab)]
     for number in range(count):
         fx.write(variants[number % 3], course / "submitted" / f"s{number:05d}" / assignment / name)
     return assignment
 
 
-def time_nbgrader(python: Path, scratch: Path, lab: str, count: int) -> tuple[float, Path]:
+def nbgrader_course(python: Path, scratch: Path, lab: str, count: int) -> tuple[Path, dict[str, str]]:
     course, _ = nbgrader_env.make_course(scratch)
     env = nbgrader_env.environment(python, scratch)
     assignment = f"lab{lab}"
@@ -64,12 +62,16 @@ def time_nbgrader(python: Path, scratch: Path, lab: str, count: int) -> tuple[fl
     if done.returncode:
         raise SystemExit(f"nbgrader generate_assignment failed:\n{done.stderr[-3000:]}")
     build_class(course, lab, count)
+    return course, env
+
+
+def time_nbgrader(python: Path, course: Path, env: dict[str, str], lab: str) -> float:
     started = perf_counter()
-    done = nbgrader_env.run(python, ["-m", "nbgrader", "autograde", assignment, "--force"], cwd=course, env=env)
+    done = nbgrader_env.run(python, ["-m", "nbgrader", "autograde", f"lab{lab}", "--force"], cwd=course, env=env)
     seconds = perf_counter() - started
     if done.returncode:
         raise SystemExit(f"nbgrader autograde failed:\n{done.stderr[-3000:]}")
-    return seconds, course
+    return seconds
 
 
 def time_ours(submitted: Path, out: Path) -> tuple[float, list[dict[str, str]]]:
@@ -85,40 +87,35 @@ def time_ours(submitted: Path, out: Path) -> tuple[float, list[dict[str, str]]]:
     return seconds, rows
 
 
-def compare(python: Path, lab: str, count: int, *, target: float | None) -> None:
+def compare(python: Path, lab: str, count: int, rounds: int) -> float:
+    theirs, ours = [], []
     with tempfile.TemporaryDirectory(prefix="shopops-bench-grade-") as scratch:
-        theirs, course = time_nbgrader(python, Path(scratch) / "nbgrader", lab, count)
-        one, _ = time_ours(course / "submitted" / "s00000", Path(scratch) / "one")
-        ours, rows = time_ours(course / "submitted", Path(scratch) / "ours")
-    graded = sum(row["status"] == "graded" for row in rows)
-    points = sorted({row["points"] for row in rows})
-    ratio = theirs / ours
-    each = max(ours - one, 0.0) / max(count - 1, 1)  # start-up (imports, loading the key) paid once
-    print(f"lab {lab}, {count} submissions (right / wrong / unanswered):")
-    print(f"  nbgrader {nbgrader_env.NBGRADER_VERSION} autograde : {theirs:7.1f} s  {theirs / count:6.3f} s/submission")
-    print(f"  shopops-lab grade --jobs {JOBS}: {ours:7.1f} s  {ours / count:6.3f} s/submission  "
-          f"({graded}/{count} graded, points seen: {', '.join(points)}); one submission alone: {one:.1f} s")
-    print(
-        f"  throughput ratio: {ratio:.1f}x. Beyond start-up each further submission costs {each:.3f} s, so "
-        f"{CLASS:,} would take ~{(one + each * CLASS) / 60:.0f} min here with {JOBS} jobs "
-        f"(nbgrader: ~{theirs / count * CLASS / 3600:.1f} h)"
-    )
-    if target is not None:
-        print(f"  {'PASS' if ratio >= target else 'FAIL'}: target >= {target:g}x")
+        course, env = nbgrader_course(python, Path(scratch) / "nbgrader", lab, count)
+        for number in range(rounds):  # interleaved: a busy moment slows both
+            theirs.append(time_nbgrader(python, course, env, lab))
+            seconds, rows = time_ours(course / "submitted", Path(scratch) / f"ours{number}")
+            ours.append(seconds)
+    ratio = median(theirs) / median(ours)
+    points = ", ".join(sorted({row["points"] for row in rows}))
+    print(f"lab {lab}: {count} submissions, median of {rounds}: nbgrader {median(theirs):6.1f} s, "
+          f"shopops-lab {median(ours):6.1f} s ({median(ours) / count:.2f} s each; points seen {points}): "
+          f"{ratio:4.1f}x  {'PASS' if ratio >= TARGET else 'FAIL'} (target >= {TARGET:g}x)", flush=True)
+    return ratio
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--submissions", type=int, default=40)
-    parser.add_argument("--slow-submissions", type=int, default=6)
+    parser.add_argument("--labs", nargs="*", default=LABS)
+    parser.add_argument("--submissions", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     try:
         python = nbgrader_env.ensure_venv()
     except nbgrader_env.NbgraderUnavailable as exc:
         print(f"skipped: nbgrader is not available here ({exc})")
         return 0
-    compare(python, "01", args.submissions, target=TARGET)
-    compare(python, "07", args.slow_submissions, target=None)
+    for lab in args.labs:
+        compare(python, lab, args.submissions, args.rounds)
     return 0
 
 

@@ -37,7 +37,7 @@ def master(lab: str) -> nbformat.NotebookNode:
 
 
 def grade_id(cell: nbformat.NotebookNode) -> str:
-    return cell.metadata["nbgrader"]["grade_id"]
+    return cell.metadata.get("nbgrader", {}).get("grade_id", "")
 
 
 def right_answer(lab: str, answer_id: str) -> str:

@@ -113,6 +113,9 @@ def test_the_progress_bar_draws_on_a_terminal_only() -> None:
         (["--key", "NOWHERE", "--out", "OUT"], "does not exist. Fix: pass the kit's solutions/ folder"),
         (["--key", "KEY", "--out", "OUT", "--jobs", "0"], "error: --jobs is 0. Fix: pass 1 or more."),
         (["--key", "KEY", "--out", "OUT", "--timeout", "0"], "error: --timeout is 0. Fix: pass a number above 0"),
+        (["--key", "KEY", "--out", "OUT", "--timeout", "inf"], "error: --timeout is inf. Fix: pass a number above 0"),
+        (["--key", "KEY", "--out", "OUT", "--notebook-timeout", "nan"], "error: --notebook-timeout is nan."),
+        (["--key", "KEY", "--out", "OUT", "--memory", str(10**30)], "error: --memory is 1e+30. Fix: pass a number"),
     ],
 )
 def test_usage_errors_are_one_line_with_the_fix(
@@ -133,6 +136,35 @@ def test_an_empty_folder_or_an_unwritable_out_is_a_usage_error(tmp_path: Path, o
     blocker.write_text("not a folder")
     code, _, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(blocker / "grades"))
     assert code == 2 and "is not a folder this user can write" in err and "Fix: pass a folder you can write to" in err
+
+
+def test_a_gradebook_name_taken_by_a_folder_is_a_usage_error(tmp_path: Path, one_submission: Path) -> None:
+    (tmp_path / "out" / "grades.csv").mkdir(parents=True)
+    code, _, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "holds grades.csv, which is a folder" in err
+    assert list((tmp_path / "out").iterdir()) == [tmp_path / "out" / "grades.csv"]
+
+
+def _key_of(tmp_path: Path, notebooks: dict[str, object]) -> Path:
+    for name, nb in notebooks.items():
+        fx.write(nb, tmp_path / "key" / name)
+    return tmp_path / "key"
+
+
+def test_a_key_of_student_notebooks_or_of_another_course_is_refused(tmp_path: Path, one_submission: Path) -> None:
+    import nbformat
+
+    students = _key_of(tmp_path / "a", {fx.master_path("01").name: fx.submission("01")})
+    code, _, err = run_cli("grade", str(one_submission), "--key", str(students), "--out", str(tmp_path / "out"))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "a student notebook: no cell marks a solution" in err
+    other = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": {
+        "grade_id": "x", "solution": True, "grade": False, "locked": False, "schema_version": 3}})])
+    course = _key_of(tmp_path / "b", {"01_another_course.ipynb": other})
+    code, _, err = run_cli("grade", str(one_submission), "--key", str(course), "--out", str(tmp_path / "out"))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "holds 01_another_course.ipynb, which is not a master notebook of this kit" in err
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_bad_manual_score_is_refused_before_anything_runs(tmp_path: Path, one_submission: Path) -> None:

@@ -103,6 +103,15 @@ def test_a_flat_lms_download_names_the_student_and_the_lab(tmp_path, key: Key, f
     assert (found.student, found.lab_hint) == (student, lab)
 
 
+def test_a_lite_download_named_as_its_lab_takes_its_student_from_its_folder(tmp_path, key: Key) -> None:
+    for name in ("01_leases_and_redelivery.ipynb", "lab01.ipynb"):
+        path = fx.write(fx.submission("01"), tmp_path / "frank" / name)
+        for given in (path, path.parent, tmp_path):  # the file itself, its folder, the folder above
+            (found,) = [s for s in find([str(given)], stems(key)) if s.path == path]
+            assert (found.student, found.lab_hint) == ("frank", "01"), (name, given)
+        path.unlink()
+
+
 def test_checkpoints_are_skipped_and_an_empty_folder_is_refused(tmp_path, key: Key) -> None:
     fx.write(fx.submission("01"), tmp_path / "a" / ".ipynb_checkpoints" / "alice_lab01-checkpoint.ipynb")
     with pytest.raises(BadArgumentError, match="hold no .ipynb file"):
@@ -160,6 +169,19 @@ def test_without_metadata_the_file_name_decides_and_says_so(tmp_path, key: Key) 
         read(_one(tmp_path, key, "alice.ipynb", nb), key)
 
 
+def test_large_outputs_are_dropped_while_reading_and_noted(tmp_path, key: Key, monkeypatch) -> None:
+    from shopops_lab.course.grade import rebuild as module
+
+    nb = fx.all_right("01")
+    fx.cell(nb, "send-followup").outputs = [nbformat.v4.new_output("stream", name="stdout", text="x" * 3 * 2**20)]
+    notebook, _, notes = read(_one(tmp_path, key, "alice_lab01.ipynb", nb), key)
+    assert all(cell.get("outputs", []) == [] for cell in notebook["cells"])
+    assert notes == ("the file is 3 MB; its cell outputs were dropped before grading",)
+    monkeypatch.setattr(module, "MAX_BYTES", 2**20)
+    with pytest.raises(SubmissionInvalidError, match="over the 1 MB a notebook may be.*clear its outputs"):
+        read(_one(tmp_path, key, "bob_lab01.ipynb", nb), key)
+
+
 # --- rebuilding -------------------------------------------------------------------------------
 
 def test_answers_come_from_the_learner_and_everything_else_from_the_master(key: Key) -> None:
@@ -191,6 +213,63 @@ def test_edited_deleted_retyped_reordered_and_added_cells_change_nothing_and_are
         "put the cells back in the master's order",
         "ignored 1 cell the master does not have (answers belong in the answer cells)",
     )
+
+
+def test_a_duplicated_answer_cell_grades_the_last_copy_that_is_not_the_stub(key: Key) -> None:
+    import copy
+
+    stub_first = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN})
+    at = stub_first.cells.index(fx.cell(stub_first, "send-followup"))
+    later = copy.deepcopy(stub_first.cells[at])
+    stub_first.cells[at].source = fx.submission("01").cells[at].source   # the stub, then the answer below it
+    stub_first.cells.insert(at + 1, later)
+    answer_first = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN})
+    stub = copy.deepcopy(fx.submission("01").cells[at])
+    answer_first.cells.insert(at + 1, stub)                              # the answer, then a fresh stub copy
+    for nb in (stub_first, answer_first):
+        plan = plan_of(nb, key)
+        assert next(s for s in plan.steps if s.grade_id == "send-followup").source == fx.KEY_FROM_TOKEN.strip("\n")
+        assert plan.restored == ("cell send-followup appears 2 times: the last one answered was graded",)
+
+
+HELPER = "def key_of(lease):\n    return lease.payload['idem_key']\n"
+USES_HELPER = ("def send_followup(lease, adapter):\n    return adapter.send(key_of(lease), case_id=lease.case_id, "
+               "to=lease.payload['to'], body='Sorry!')\n")
+
+
+def test_an_answer_typed_into_a_new_cell_below_its_stub_counts(key: Key) -> None:
+    nb = fx.submission("01")
+    at = nb.cells.index(fx.cell(nb, "send-followup"))
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(fx.right_answer("01", "send-followup")))
+    nb.cells.insert(0, nbformat.v4.new_code_cell("print('just trying things')"))
+    plan = plan_of(nb, key)
+    order = [step.grade_id for step in plan.steps]
+    assert order.index("send-followup") < order.index("added-2") < order.index("send-followup-test")
+    assert "added-1" not in order  # a cell no answer needs is still ignored
+    assert plan.restored == ("kept 1 cell you added that your answers use",
+                             "ignored 1 cell the master does not have (answers belong in the answer cells)")
+
+
+def test_a_helper_in_an_added_cell_counts_wherever_it_was_added(key: Key) -> None:
+    for above in (True, False):
+        nb = fx.submission("01", {"send-followup": USES_HELPER})
+        at = nb.cells.index(fx.cell(nb, "send-followup"))
+        nb.cells.insert(at if above else at + 1, nbformat.v4.new_code_cell(HELPER))
+        steps = [step for step in plan_of(nb, key).steps if step.role is Role.ANSWER]
+        assert [s.grade_id for s in steps][:2] == (["added-1", "send-followup"] if above
+                                                   else ["send-followup", "added-1"])
+
+
+def test_a_notebook_stripped_of_its_metadata_and_ids_is_matched_by_content_and_place(key: Key) -> None:
+    honest = fx.all_right("03")
+    nb = fx.twin(honest)
+    for number, cell in enumerate(nb.cells):
+        cell.metadata = {}
+        cell.id = f"renewed-{number}"
+    plan, original = plan_of(nb, key, "03"), plan_of(honest, key, "03")
+    assert plan.steps == original.steps and plan.written == original.written
+    assert plan.written[0].answered and plan.written[0].text.startswith("I chose a 60 s lease")
+    assert plan.restored == ()
 
 
 def test_a_missing_or_retyped_answer_cell_is_graded_as_unanswered(key: Key) -> None:

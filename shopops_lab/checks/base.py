@@ -15,9 +15,11 @@ instead of a traceback while the stub is untouched.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+import sys
 import sysconfig
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -92,6 +94,24 @@ class ForeignAnswer:
     def restart(self) -> ForeignAnswer:
         raise NotImplementedError  # a subclass starts the learner's code afresh
 
+    def memory(self) -> Hashable:
+        """What this copy keeps in memory, drawn in its own process by the kit's `fresh.memory`
+        (a digest the judge only compares), or a value equal to nothing when it cannot be seen."""
+        raise NotImplementedError
+
+    def picture(self, value: Any) -> Hashable:
+        """An object of the answer's process (a store made from the learner's class), drawn
+        there by the kit's `fresh.canonical`: to tell two states apart, never to judge."""
+        raise NotImplementedError
+
+    def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
+        """From now on, note which of the kit's `functions` run in the answer's process."""
+        raise NotImplementedError
+
+    def watched(self) -> frozenset[str]:
+        """Stop noting: the qualified names of the watched kit functions that ran."""
+        raise NotImplementedError
+
 
 def restart(answer: Any) -> Any:
     """The answer as a freshly started worker process would have it: nothing the learner's
@@ -112,11 +132,46 @@ def memory(answer: Any) -> Any:
     two processes in different states are told apart; None when it cannot be seen (an
     answer in another process may say so through its own `memory()`)."""
     if isinstance(answer, ForeignAnswer):
-        look = getattr(answer, "memory", None)
-        return look() if callable(look) else object()
+        return answer.memory()
     from shopops_lab.checks.fresh import memory as seen
     found = seen(answer)
     return object() if found is None else found
+
+
+def picture(answer: Any, value: Any) -> Hashable:
+    """A hashable picture of `value`, an object the learner's code made (a store of the
+    learner's class), drawn where it lives: to tell two states of a world apart."""
+    if isinstance(answer, ForeignAnswer):
+        return answer.picture(value)
+    from shopops_lab.checks.fresh import canonical
+    return canonical(value)
+
+
+@contextlib.contextmanager
+def watching(answer: Any, *functions: Callable[..., Any]) -> Iterator[set[str]]:
+    """Note which of the kit's `functions` run inside the learner's calls made in the block,
+    in the process where the answer runs: how a check recognises an answer that hands the
+    exercise to the kit's own implementation. The set it yields is filled (with their
+    qualified names) when the block ends; a block that raised asks nothing more (its error,
+    or the answer's process gone, is the outcome)."""
+    ran: set[str] = set()
+    if isinstance(answer, ForeignAnswer):
+        answer.watch(functions)
+        yield ran
+        ran.update(answer.watched())
+        return
+    codes = {function.__code__: function.__qualname__ for function in functions}
+
+    def note(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code in codes:
+            ran.add(codes[frame.f_code])
+
+    before = sys.getprofile()
+    sys.setprofile(note)
+    try:
+        yield ran
+    finally:
+        sys.setprofile(before)
 
 
 def call_answer(answer: Any, *args: Any, **kwargs: Any) -> Any:

@@ -13,9 +13,19 @@ and the check shows the shortest one. `replay(store_class, schedule)` plays any 
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
-from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe, error_text
+from shopops_lab.checks.base import (
+    Exercise,
+    ForeignAnswer,
+    Wrong,
+    call_answer,
+    describe,
+    error_text,
+    picture,
+    watching,
+)
 from shopops_lab.checks.fresh import canonical
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import StaleTokenError
@@ -37,7 +47,9 @@ class _Fencing:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.store = run.answer(STORE)(clock=FakeClock())
+        self.made = run.answer(STORE)
+        self.store = self.made(clock=FakeClock())
+        self.foreign = isinstance(self.made, ForeignAnswer)   # the store lives in the learner's process
         self.pc = dict.fromkeys(PROGRAMS, 0)
         self.held: dict[str, int] = {"X": 0}     # the token each worker writes with
         self.holder: dict[int, str] = {}         # token -> who claimed it
@@ -55,7 +67,7 @@ class _Fencing:
 
     def fingerprint(self) -> Any:
         return (tuple(self.pc.items()), tuple(sorted(self.held.items())), tuple(sorted(self.sent.items())),
-                self.newest, canonical(vars(self.store)))
+                self.newest, picture(self.made, self.store))
 
     def broken(self) -> str | None:
         return self.problem
@@ -101,14 +113,13 @@ class _Fencing:
         what = f"{who}'s {'late copy of its ' if again else ''}write with token {token}"
         current = token == self.newest and token > 0
         if self._delegates():
-            self.problem = ("the store hands the decision to the kit's TokenFence, which already implements this "
-                            "rule: compare the tokens in complete() yourself.")
+            self.problem = _DELEGATES
             return f"{what}: decided by the kit's TokenFence"
         if called.error is None:
             said = f"{what}: accepted"
             if not current:
                 self.problem = f"the store accepted {what}, {self._stale(token)}. Refuse every token but the newest."
-            elif (held := NaiveResultStore.result(self.store, JOB)) != result:
+            elif (held := self._result()) != result:
                 self.problem = f"the store accepted {what} but holds {describe(held)}: an accepted write is stored."
             return said
         said = f"{what}: refused ({type(called.error).__name__})"
@@ -126,18 +137,27 @@ class _Fencing:
                             f"current={self.newest}).")
         elif self._kept() != before:
             self.problem = (f"the store refused {what}, but it now holds "
-                            f"{describe(NaiveResultStore.result(self.store, JOB))}: a refused write must change "
+                            f"{describe(self._result())}: a refused write must change "
                             "nothing. Decide before you write.")
         return said
 
     def _delegates(self) -> bool:
-        """Does the learner's store keep a TokenFence (the kit's own fencing rule) to decide for it?"""
+        """Does the learner's store keep a TokenFence (the kit's own fencing rule) to decide for it?
+        (A store in the learner's process is asked by watching the fence's code run: see `_run`.)"""
+        if self.foreign:
+            return False
         kept = [*vars(self.store).values(), *vars(type(self.store)).values()]
         return any(isinstance(value, TokenFence) for value in kept)
 
+    def _result(self) -> Any:
+        """What the store holds for the job, read by the kit's own method (the learner's class may
+        override it); a store in the learner's process is read by its behaviour, its own `result`."""
+        return self.store.result(JOB) if self.foreign else NaiveResultStore.result(self.store, JOB)
+
     def _kept(self) -> Any:
-        """What the store holds, read by the kit's own methods (the learner's class may override them)."""
-        return canonical((NaiveResultStore.result(self.store, JOB), NaiveResultStore.written_by(self.store, JOB)))
+        """What the store holds and who wrote it (read as `_result` reads)."""
+        written = self.store.written_by(JOB) if self.foreign else NaiveResultStore.written_by(self.store, JOB)
+        return canonical((self._result(), written))
 
     def _stale(self, token: int) -> str:
         if self.newest == 0:
@@ -146,6 +166,11 @@ class _Fencing:
             return f"a token it never issued (the newest is {self.newest})"
         return (f"while token {self.newest} ({self.holder[self.newest]}'s claim) is the newest: a token older than "
                 "the newest belongs to a claim that is over, whoever sends it and whatever is stored")
+
+
+_DELEGATES = ("the store hands the decision to the kit's TokenFence, which already implements this rule: compare "
+              "the tokens in complete() yourself.")
+_FENCE = (TokenFence.__init__, TokenFence.claim, TokenFence.observe, TokenFence.current, TokenFence.check)
 
 
 def scenario() -> Scenario:
@@ -162,7 +187,11 @@ def _run(store_class) -> str:
     if not issubclass(store_class, NaiveResultStore):
         raise Wrong(f"{store_class.__name__} is not a subclass of NaiveResultStore: write "
                     "class FencedResultStore(NaiveResultStore) and override complete(...).")
-    found = explore(scenario(), store_class)
+    foreign = isinstance(store_class, ForeignAnswer)   # in the learner's process: watch the fence's own code run
+    with watching(store_class, *_FENCE) if foreign else contextlib.nullcontext(set()) as fenced:
+        found = explore(scenario(), store_class)
+    if fenced:   # said first, as the notebook says it at the first write
+        raise Wrong(_DELEGATES)
     refuse(found, 'lab04.replay(FencedResultStore, "{schedule}")')
     return (f"{found.summary}: the store accepted exactly the writes under the newest token, refused every "
             "other with StaleTokenError naming both tokens, and changed nothing when it refused.")

@@ -16,13 +16,12 @@ never what to write. `exploration(run, ...)` shows the crash-point table of one 
 """
 from __future__ import annotations
 
-import sys
 import weakref
 from typing import Any
 
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
 from shopops_lab.checks import recovery_world
-from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text, restart
+from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text, restart, watching
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
 from shopops_lab.effects import ProviderFault
 from shopops_lab.errors import SimulatedCrash
@@ -83,25 +82,13 @@ def exploration(run: Any, faults=(), job_id: str = "O-1001") -> ExplorationRepor
     return explore(worker, faults=faults, job_id=job_id, invariants=invariants, fresh=_AsWorker.restarted)
 
 
-# The kit's own receipt recovery: an answer that hands the job to it earns nothing.
-_KIT_RECOVERY = frozenset({ReceiptRunner._perform.__code__})
-
-
 def _probe(run) -> None:
     """One plain run on fresh stores: the pristine stub raises NotImplementedError here,
-    and a run that hands the job to the kit's ReceiptRunner is told so."""
-    handed: list[Any] = []
-
-    def watch(frame, event, arg) -> None:
-        if event == "call" and frame.f_code in _KIT_RECOVERY:
-            handed.append(frame.f_code)
-
-    before = sys.getprofile()
-    sys.setprofile(watch)
-    try:
-        attempt(restart(run), "O-1001", Env().for_worker())  # a copy: the learner's own memory stays as it was
-    finally:
-        sys.setprofile(before)
+    and a run that hands the job to the kit's ReceiptRunner (its own receipt recovery,
+    watched where the run runs) is told so."""
+    fresh = restart(run)   # a copy: the learner's own memory stays as it was
+    with watching(fresh, ReceiptRunner._perform) as handed:
+        attempt(fresh, "O-1001", Env().for_worker())
     if handed:
         raise Wrong("your run hands the job to the kit's ReceiptRunner, which already implements this recovery: "
                     "the exercise is to write it yourself, with env's calls and the checkpoint's methods.")

@@ -19,10 +19,11 @@ never how the learner spells the records. `replay(handle, schedule)` plays any s
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
-from shopops_lab.checks.base import Exercise, describe, error_text
+from shopops_lab.checks.base import Exercise, ForeignAnswer, Wrong, describe, error_text, watching
 from shopops_lab.checks.fresh import canonical
 from shopops_lab.explore import Bound, FaultKind, Move, Replayed, Run, Scenario, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
@@ -37,6 +38,8 @@ BOUND = Bound(words="2 consumers, 3 deliveries of 2 refunds, 1 failed payment ca
               budget={"crash": 1, "fail": 1}, faults=(FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY, FaultKind.FAIL))
 SEEDS = ()   # no random numbers: every schedule within BOUND is played
 _KIT_APPLY = IdempotentConsumer._apply.__code__
+_DELEGATES = ("handle hands the delivery to the kit's IdempotentConsumer, which already implements this exercise: "
+              "write the duplicate check and the record in handle yourself.")
 
 
 class _Refunds:
@@ -218,8 +221,7 @@ def _facades(run: Run, world: _Refunds) -> tuple[Any, Any]:
     def apply(delivery: Delivery) -> None:
         """Perform the refund of `delivery`; raises ConnectionError when the payments API fails."""
         if sys._getframe(1).f_code is _KIT_APPLY:     # called by the kit's own consumer, not by handle
-            world._fail("handle hands the delivery to the kit's IdempotentConsumer, which already implements this "
-                        "exercise: write the duplicate check and the record in handle yourself.")
+            world._fail(_DELEGATES)
         if not isinstance(delivery, Delivery):
             raise TypeError(f"apply() takes the delivery itself, not {type(delivery).__name__}")
         if run.enter("apply", can_fail=True):
@@ -242,7 +244,11 @@ def replay(handle, schedule: str) -> Replayed:
 
 
 def _run(handle) -> str:
-    found = explore(scenario(), handle)
+    foreign = isinstance(handle, ForeignAnswer)   # in the learner's process: watch the kit's consumer run there
+    with watching(handle, IdempotentConsumer._apply) if foreign else contextlib.nullcontext(set()) as handed:
+        found = explore(scenario(), handle)
+    if handed:   # said first, as the notebook says it at the first refund
+        raise Wrong(_DELEGATES)
     refuse(found, 'lab06.replay(handle, "{schedule}")')
     return (f"{found.summary}: every refund was applied exactly once, and handle said each time whether it "
             "applied or skipped.")

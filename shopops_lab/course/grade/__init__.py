@@ -3,7 +3,11 @@
     key.py          the masters, and the kit check behind each test cell
     submissions.py  finding notebooks and telling whose they are
     rebuild.py      a submission rebuilt from its master (answers in, everything else back)
-    sandbox.py      the per-submission process: limits, the warm kit, the snapshot, the checks
+    sandbox.py      the judge: the warm kit, the snapshot, the checks (never the learner's code)
+    judge.py        the judge's side of the learner: its process, and the answers the checks call
+    learner.py      the learner's process: confined, runs the cells, forks a worker per check
+    wire.py         the typed JSON wire between them (values by value, objects by handle)
+    confinement.py  the learner's uid, hidden folders, and ending every process it started
     pool.py         the parent: children at once, deadlines, restarts, scores
     report.py       grades.csv, grades.json, feedback/, manual.csv and the --manual merge
     run.py          grade(): the whole run as one function

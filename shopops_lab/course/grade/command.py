@@ -6,6 +6,7 @@ every submission gets a row, whatever its code does, and the exit status is 0.""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -37,9 +38,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a manual.csv from an earlier run with its score column filled in: merged into the grades")
 
 
-def _positive(name: str, value: float) -> None:
-    if not value > 0:
-        raise BadArgumentError(field=name, problem=f"is {value:g}", fix=f"pass a number above 0, e.g. {name} 2")
+MAX_SECONDS = 7 * 24 * 3600.0   # a week: any longer limit is no limit
+MAX_MEMORY_MB = 2**20           # a terabyte
+
+
+def _positive(name: str, value: float, most: float, example: str) -> None:
+    if not (math.isfinite(value) and 0 < value <= most):
+        raise BadArgumentError(field=name, problem=f"is {value:g}",
+                               fix=f"pass a number above 0 and at most {most:.0f}, e.g. {name} {example}")
 
 
 @dataclass
@@ -71,9 +77,9 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     if args.jobs < 1:
         raise BadArgumentError(field="--jobs", problem=f"is {args.jobs}", fix="pass 1 or more")
-    _positive("--timeout", args.timeout)
-    _positive("--notebook-timeout", args.notebook_timeout)
-    _positive("--memory", args.memory)
+    _positive("--timeout", args.timeout, MAX_SECONDS, "60")
+    _positive("--notebook-timeout", args.notebook_timeout, MAX_SECONDS, "600")
+    _positive("--memory", args.memory, MAX_MEMORY_MB, "2048")
     limits = Limits(
         cell_seconds=args.timeout, notebook_seconds=max(args.notebook_timeout, args.timeout), memory_mb=args.memory
     )

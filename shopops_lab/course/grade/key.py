@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
@@ -23,6 +23,7 @@ from shopops_lab.course import source as src
 from shopops_lab.course.build import MASTER_NAME, build_student
 from shopops_lab.course.errors import NotebookInvalidError
 from shopops_lab.course.metadata import Problem, cell_text, is_test_cell
+from shopops_lab.course.source import MARKER_LINES
 from shopops_lab.errors import BadArgumentError
 
 # `lab01.exercise.grade(send_followup)`, `lab05.exercise.grade(run)  # a comment`
@@ -170,6 +171,53 @@ def _master(path: Path) -> Master:
                   notebook=notebook, student=student, graded=tuple(_graded(notebook)))
 
 
+def master_paths(key: str | Path | None) -> list[Path]:
+    """The NN_*.ipynb files of `key` (a folder, or one master); refuses a missing or empty key."""
+    if key is None:
+        raise BadArgumentError(
+            field="--key",
+            problem="is missing: the grader rebuilds every submission from its master",
+            fix="pass the folder of master notebooks, e.g. --key solutions/",
+        )
+    path = Path(key)
+    if path.is_dir():
+        paths = sorted(p for p in path.glob("*.ipynb") if MASTER_NAME.match(p.name))
+    elif path.is_file() and MASTER_NAME.match(path.name):
+        paths = [path]
+    else:
+        paths = []
+    if not paths:
+        what = "does not exist" if not path.exists() else "holds no NN_*.ipynb master notebook"
+        raise BadArgumentError(
+            field=f"--key {key}",
+            problem=what,
+            fix="pass the kit's solutions/ folder (or one master, e.g. solutions/01_leases_and_redelivery.ipynb)",
+        )
+    return paths
+
+
+def _checked(path: Path, key: str | Path) -> Master:
+    """A master of this kit, or one line saying what `path` is instead: a notebook of another
+    course (not a valid master), or a student notebook (every answer is still its stub)."""
+    try:
+        master = _master(path)
+    except NotebookInvalidError as exc:
+        first = str(exc.problems[0]).splitlines()[0] if exc.problems else "not a master"
+        raise BadArgumentError(
+            field=f"--key {key}",
+            problem=f"holds {path.name}, which is not a master notebook of this kit ({first[:200]})",
+            fix="pass the kit's solutions/ folder (the masters, with their answers and hidden tests)",
+        ) from None
+    marked = any(line.strip() in MARKER_LINES for cell in master.notebook.cells if cell.cell_type == "code"
+                 for line in cell_text(cell).splitlines())
+    if not marked:  # a master marks its solutions (and hidden tests); its student copy has none left
+        raise BadArgumentError(
+            field=f"--key {key}", problem=f"holds {path.name}, a student notebook: no cell marks a solution",
+            fix="pass the kit's solutions/ folder (the masters), not notebooks/ or a learner's copy",
+        )
+    return master
+
+
 @dataclass(frozen=True)
 class Key:
     """Every master of the key, by lab id."""
@@ -178,30 +226,15 @@ class Key:
     source: Path
 
     @classmethod
-    def load(cls, key: str | Path | None) -> Key:
-        """Read `key` (a folder of NN_*.ipynb masters, or one master); refuse anything else."""
-        if key is None:
-            raise BadArgumentError(
-                field="--key",
-                problem="is missing: the grader rebuilds every submission from its master",
-                fix="pass the folder of master notebooks, e.g. --key solutions/",
-            )
-        path = Path(key)
-        if path.is_dir():
-            paths = sorted(p for p in path.glob("*.ipynb") if MASTER_NAME.match(p.name))
-        elif path.is_file() and MASTER_NAME.match(path.name):
-            paths = [path]
-        else:
-            paths = []
-        if not paths:
-            what = "does not exist" if not path.exists() else "holds no NN_*.ipynb master notebook"
-            raise BadArgumentError(
-                field=f"--key {key}",
-                problem=what,
-                fix="pass the kit's solutions/ folder (or one master, e.g. solutions/01_leases_and_redelivery.ipynb)",
-            )
+    def load(cls, key: str | Path | None, labs: Collection[str] | None = None) -> Key:
+        """Read `key` (a folder of NN_*.ipynb masters, or one master); refuse anything else.
+        With `labs`, only the masters whose file names start with those lab ids are read (all,
+        if none does): checking a master costs more than grading a submission of it."""
+        path, paths = Path(str(key)), master_paths(key)
+        if labs is not None:
+            paths = [p for p in paths if p.name[:2] in labs] or paths
         masters: dict[str, Master] = {}
-        for master in map(_master, paths):
+        for master in (_checked(p, key) for p in paths):
             if master.lab in masters:
                 raise BadArgumentError(
                     field=f"--key {key}",

@@ -19,11 +19,11 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from typing import Any
 
-from shopops_lab.course.grade import sandbox
+from shopops_lab.course.grade import confinement, sandbox
 from shopops_lab.course.grade.key import Key, Kind, Master
 from shopops_lab.course.grade.rebuild import Plan
 from shopops_lab.course.grade.results import ExerciseResult, Mark, Status, SubmissionResult
@@ -63,7 +63,9 @@ class _Run:
     started: float
     stopped: dict[int, str] = field(default_factory=dict)   # step index -> why it stopped
     results: dict[int, list[Any]] = field(default_factory=dict)  # test step index -> [mark, message, evidence]
-    tampered: list[str] = field(default_factory=list)
+    learners: list[int] = field(default_factory=list)  # process groups of the learner's processes
+    noted: list[str] = field(default_factory=list)     # what the judge noted for the instructor
+    uid: int | None = None
     process: Any = None
     connection: Any = None
     scratch: str = ""
@@ -82,6 +84,7 @@ class Pool:
     limits: Limits
     jobs: int
     warm: sandbox.Warm | None = None  # prepared already (the key's imports checked), else prepared here
+    hide: tuple[str, ...] = ()         # what the learner's processes must not see (the key, --out, submissions)
     on_result: Callable[[SubmissionResult], None] = lambda result: None
     clock: Callable[[], float] = time.monotonic
     context: Any = field(default_factory=_context)
@@ -91,8 +94,9 @@ class Pool:
         return max(1.0, self.limits.cell_seconds * 0.25)
 
     def run(self, work: Sequence[tuple[Submission, Master, Plan]]) -> list[SubmissionResult]:
+        self.warm = self.warm or sandbox.Warm.prepare(self.key)
         if self.context.get_start_method() == "fork":
-            sandbox.INHERITED["warm"] = self.warm or sandbox.Warm.prepare(self.key)  # every child inherits it
+            sandbox.INHERITED["warm"] = self.warm  # every child inherits it
         gc.collect()
         gc.freeze()  # forked children share the warm parent's pages instead of copying them
         results: list[SubmissionResult] = []
@@ -122,8 +126,11 @@ class Pool:
 
     def _start(self, run: _Run) -> None:
         run.scratch = tempfile.mkdtemp(prefix="shopops-grade-")  # fresh for every attempt
+        run.uid = confinement.next_uid() if confinement.can_drop() else None
+        learner_scratch = confinement.learner_folder(run.scratch, run.uid)
         job = Job(plan=run.plan, key=str(self.key.source), limits=self.limits, scratch=run.scratch,
-                  stopped=frozenset(run.stopped), scored=frozenset(run.results))
+                  stopped=frozenset(run.stopped), scored=frozenset(run.results), learner_scratch=learner_scratch,
+                  uid=run.uid, hide=self.hide)
         reader, writer = self.context.Pipe(duplex=False)
         run.process = self.context.Process(target=sandbox.child_main, args=(job, writer), daemon=True)
         run.process.start()
@@ -135,6 +142,8 @@ class Pool:
             run.process.kill()
             run.process.join()
             run.process = None
+        confinement.end(run.learners, run.uid)  # every process the submission started, forks included
+        run.learners.clear()
         if run.connection is not None:
             run.connection.close()
             run.connection = None
@@ -186,8 +195,15 @@ class Pool:
             run.results[run.current] = [mark, text, [str(line) for line in evidence]]
         elif kind == "stopped" and run.current is not None:
             run.stopped[run.current] = str(message[2])
-        elif kind == "tampered":
-            run.tampered.extend(str(name) for name in message[1][:20] if str(name) not in run.tampered)
+        elif kind == "starting":
+            run.current, run.since = None, self.clock()
+        elif kind == "note":
+            if str(message[1]) not in run.noted and len(run.noted) < 20:
+                run.noted.append(str(message[1])[:500])
+        elif kind == "learner":
+            if type(message[1]) is not int or message[1] <= 1:
+                raise ValueError(message)
+            run.learners.append(message[1])
         elif kind == "done":
             run.done = True
         elif kind == "failed":
@@ -233,15 +249,11 @@ class Pool:
                 )
                 continue
             exercises.append(self._exercise(run, cell.index, cell.grade_id, cell.points, blocked))
+        exercises = [replace(e, title=self._title(run.master, cell)) for e, cell in zip(exercises, run.master.graded)]
         status, reason = _status(exercises, run)
-        notes = (*run.plan.notes, *(f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
-                                    for index, cause in sorted(run.stopped.items())))
-        if run.tampered:
-            notes = (
-                *notes,
-                f"the notebook changed the kit ({', '.join(run.tampered[:5])}); "
-                "every check ran on the kit as installed",
-            )
+        stops = (f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
+                 for index, cause in sorted(run.stopped.items()))
+        notes = (*run.plan.notes, *run.noted, *stops)
         return SubmissionResult(
             submission=run.submission,
             lab=run.plan.lab,
@@ -252,6 +264,17 @@ class Pool:
             notes=notes,
             title=run.master.title,
         )
+
+    def _title(self, master: Master, cell: Any) -> str:
+        """The check's own name for an exercise, or the heading above a written answer."""
+        grader = (self.warm.graders if self.warm else {}).get((master.lab, cell.index))
+        if grader is not None:
+            return str(grader.name)
+        for above in reversed(master.notebook.cells[: cell.index]):
+            heading = next((line for line in str(above.source).splitlines() if line.startswith("#")), None)
+            if above.cell_type == "markdown" and heading:
+                return heading.lstrip("#").strip()
+        return ""
 
     def _exercise(self, run: _Run, index: int, grade_id: str, points: float, blocked: dict[int, int]) -> ExerciseResult:
         def scored(mark: Mark, message: str, evidence: Sequence[str] = ()) -> ExerciseResult:

@@ -23,7 +23,14 @@ from shopops_lab.course.grade.key import CheckCall, GradedCell, Key, Master, cel
 from shopops_lab.course.grade.submissions import Submission
 from shopops_lab.course.metadata import LAB_ID, cell_text, is_test_cell
 
-MAX_BYTES = 50 * 1024 * 1024  # no notebook of the course comes near; a bigger file is not one
+MAX_BYTES = 256 * 1024 * 1024  # a file larger than this is refused unread (outputs included)
+NOTED_OUTPUT_BYTES = 1024 * 1024  # outputs are dropped while parsing; a notebook this large says so
+
+
+def without_outputs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as parsed, minus what grading never reads: cell outputs and attachments
+    (so printing a lot, or a large plot, does not cost the learner their notebook)."""
+    return {key: [] if key == "outputs" else {} if key == "attachments" else value for key, value in pairs}
 
 
 class Role(StrEnum):
@@ -102,8 +109,9 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
-            raise invalid(f"is {size / 2**20:.0f} MB, too large to be a notebook of this course", reupload)
-        notebook = json.loads(path.read_bytes())
+            raise invalid(f"is {size / 2**20:.0f} MB, over the {MAX_BYTES // 2**20} MB a notebook may be",
+                          "ask the learner to clear its outputs (Edit > Clear Outputs of All Cells), then upload it")
+        notebook = json.loads(path.read_bytes(), object_pairs_hook=without_outputs)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise invalid(f"is not a notebook ({type(exc).__name__}: {str(exc)[:200]})", reupload) from None
     if not (isinstance(notebook, dict) and notebook.get("nbformat") == 4 and isinstance(notebook.get("cells"), list)):
@@ -113,6 +121,8 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
     kit = kit if isinstance(kit, dict) else {}
     lab = kit.get("lab") if isinstance(kit.get("lab"), str) and LAB_ID.match(kit["lab"]) else None
     notes: list[str] = []
+    if size > NOTED_OUTPUT_BYTES:
+        notes.append(f"the file is {size / 2**20:.0f} MB; its cell outputs were dropped before grading")
     if lab is None:
         if submission.lab_hint is None:
             raise invalid("says no lab: it has no metadata.shopops_lab.lab and its name has no labNN",
@@ -145,15 +155,44 @@ def _grade_id(cell: Any) -> str | None:
     return None
 
 
-def _match(cells: list[Any], known: set[str]) -> tuple[dict[str, Mapping[str, Any]], list[str], Counter[str], int]:
-    """The learner's cells by grade_id (the first of each), their order, how often each
-    grade_id came, and how many cells the master does not have."""
+def _identify(cells: list[Any], master: Master) -> list[str | None]:
+    """Each learner cell's grade_id: from its nbgrader metadata, else its cell id; for a cell
+    with neither (metadata stripped, ids renewed), from its text (a locked cell, or a stub as
+    released), and an answer's from where it stands: right after the cell the master has
+    before that answer."""
+    master_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in master.notebook.cells]
+    where = {grade_id: index for index, grade_id in enumerate(master_ids)}
+    texts = Counter(cell_text(given).strip() for given in master.student.cells)
+    by_text = {cell_text(given).strip(): master_ids[n] for n, given in enumerate(master.student.cells)
+               if texts[cell_text(given).strip()] == 1}
+    ids = [_grade_id(cell) for cell in cells]
+    present = {grade_id for grade_id in ids if grade_id in where}
+    anchor = -1
+    for number, cell in enumerate(cells):
+        if ids[number] not in where and isinstance(cell, dict):
+            found = by_text.get(_text(cell).strip())
+            following = master_ids[anchor + 1] if anchor + 1 < len(master_ids) else None
+            if found is None and following is not None and following not in present \
+                    and master.notebook.cells[anchor + 1].metadata["nbgrader"].get("solution") is True \
+                    and master.notebook.cells[anchor + 1].cell_type == cell.get("cell_type"):
+                found = following
+            if found is not None and found not in present:
+                ids[number] = found
+                present.add(found)
+        anchor = where.get(ids[number], anchor)
+    return ids
+
+
+def _match(cells: list[Any], ids: list[str | None], known: set[str], stubs: Mapping[str, str]
+           ) -> tuple[dict[str, Mapping[str, Any]], list[str], Counter[str], int]:
+    """The learner's cells by grade_id, their order, how often each grade_id came, and how
+    many cells the master does not have. Of an answer cell that came twice (a copy pasted
+    to try something), the last one that is not the stub counts; of any other, the first."""
     mine: dict[str, Mapping[str, Any]] = {}
     order: list[str] = []
     counts: Counter[str] = Counter()
     stray = 0
-    for cell in cells:
-        grade_id = _grade_id(cell)
+    for cell, grade_id in zip(cells, ids):
         if grade_id not in known:
             stray += 1
             continue
@@ -161,6 +200,8 @@ def _match(cells: list[Any], known: set[str]) -> tuple[dict[str, Mapping[str, An
         if grade_id not in mine:
             mine[grade_id] = cell
             order.append(grade_id)
+        elif grade_id in stubs and _text(cell).strip() != stubs[grade_id]:
+            mine[grade_id] = cell
     return mine, order, counts, stray
 
 
@@ -177,10 +218,84 @@ def _summarise(kind: str, grade_ids: list[str]) -> Iterator[str]:
         yield f"restored {len(grade_ids)} {kind} cell{plural} from the master: {', '.join(grade_ids)}"
 
 
+ADDED = 100_000  # the index of the first added cell kept (master cells count from 0)
+
+
+def _added(cells: list[Any], ids: list[str | None], master_ids: list[str]
+           ) -> list[tuple[int, str, frozenset[str], frozenset[str]]]:
+    """The learner's added code cells: (master index of the cell above it, text, binds, reads)."""
+    where = {grade_id: index for index, grade_id in enumerate(master_ids)}
+    anchor, found = -1, []
+    for cell, grade_id in zip(cells, ids):
+        if grade_id in where:
+            anchor = where[grade_id]
+        elif isinstance(cell, dict) and cell.get("cell_type") == "code":
+            text = _text(cell)
+            found.append((anchor, text, *cell_names(text)))
+    return found
+
+
+def _keep_added(cells: list[Any], ids: list[str | None], master_ids: list[str], steps: list[PlannedCell],
+                stubs: Mapping[str, str]) -> tuple[list[PlannedCell], int]:
+    """`steps` with the added cells the answers need: a helper an answer calls, or the answer
+    itself typed into a new cell next to its untouched stub (after that stub, so it counts)."""
+    added = _added(cells, ids, master_ids)
+    stub_steps = [s for s in steps if s.role is Role.ANSWER and s.source.strip() == stubs.get(s.grade_id)]
+    provided = {name for s in steps if s not in stub_steps for name in s.defines}
+    needed = {name for s in steps if s.role is Role.ANSWER for name in s.reads}
+    needed |= {name for s in stub_steps for name in s.defines}
+    keep: set[int] = set()
+    grew = True
+    while grew:
+        grew = False
+        for number, (_, _, defines, reads) in enumerate(added):
+            if number not in keep and defines & (needed - provided):
+                keep.add(number)
+                needed |= reads
+                grew = True
+    pending = sorted((max([added[n][0], *(s.index for s in stub_steps if s.defines & added[n][2])]), n)
+                     for n in keep)  # after the cell above it, and after the stub it replaces
+    result: list[PlannedCell] = []
+    for step in [*steps, None]:
+        while pending and (step is None or pending[0][0] < step.index):
+            _, number = pending.pop(0)
+            _, text, defines, reads = added[number]
+            result.append(PlannedCell(ADDED + number, f"added-{number + 1}", Role.ANSWER, text, defines, reads))
+        if step is not None:
+            result.append(step)
+    return result, len(keep)
+
+
+def _restored(changed: dict[str, list[str]], reordered: bool, kept: int, stray: int, counts: Counter[str],
+              stubs: Mapping[str, str]) -> list[str]:
+    """What the rebuild put back or kept, one line each, for the learner and the instructor."""
+    restored = [line for kind, ids in changed.items() for line in _summarise(kind, ids)]
+    if reordered:
+        restored.append("put the cells back in the master's order")
+    if kept:
+        restored.append(f"kept {kept} cell{'s' if kept > 1 else ''} you added that your answers use")
+    if stray:
+        restored.append(
+            f"ignored {stray} cell{'s' if stray > 1 else ''} the master does not have "
+            "(answers belong in the answer cells)"
+        )
+    restored.extend(
+        f"cell {grade_id} appears {count} times: "
+        + ("the last one answered was graded" if grade_id in stubs else "the master's own was run")
+        for grade_id, count in sorted(counts.items())
+        if count > 1
+    )
+    return restored
+
+
 def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] = ()) -> Plan:
     """The plan for `notebook` (a submission of `master`'s lab, as parsed JSON)."""
     master_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in master.notebook.cells]
-    mine, order, counts, stray = _match(notebook["cells"], set(master_ids))
+    stubs = {master_ids[index]: cell_text(given).strip() for index, (cell, given)
+             in enumerate(zip(master.notebook.cells, master.student.cells))
+             if cell.metadata["nbgrader"].get("solution") is True}
+    ids = _identify(notebook["cells"], master)
+    mine, order, counts, stray = _match(notebook["cells"], ids, set(master_ids), stubs)
     graded = {cell.index: cell for cell in master.graded}
     changed: dict[str, list[str]] = {"deleted": [], "edited": [], "retyped": []}
     answer_notes: list[str] = []
@@ -221,19 +336,10 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
         if isinstance(check, CheckCall):
             defines, reads = frozenset(), frozenset(check.answers)
         steps.append(PlannedCell(index, grade_id, role, text, defines, reads, graded.get(index)))
-    restored = [line for kind, ids in changed.items() for line in _summarise(kind, ids)]
-    if order != [grade_id for grade_id in master_ids if grade_id in mine]:
-        restored.append("put the cells back in the master's order")
-    if stray:
-        restored.append(
-            f"ignored {stray} cell{'s' if stray > 1 else ''} the master does not have "
-            "(answers belong in the answer cells)"
-        )
-    restored.extend(
-        f"cell {grade_id} appears {count} times: the first one was graded"
-        for grade_id, count in sorted(counts.items())
-        if count > 1
-    )
+    steps, kept = _keep_added(notebook["cells"], ids, master_ids, steps, stubs)
+    stray -= kept
+    reordered = order != [grade_id for grade_id in master_ids if grade_id in mine]
+    restored = _restored(changed, reordered, kept, stray, counts, stubs)
     return Plan(lab=master.lab, steps=tuple(steps), written=tuple(written), restored=tuple(restored),
                 notes=(*notes, *answer_notes))
 

@@ -48,6 +48,13 @@ def prepare_out(out: str | Path | None) -> Path:
             problem=f"is not a folder this user can write ({exc.strerror or exc})",
             fix="pass a folder you can write to, e.g. --out ~/grades/lab01",
         ) from None
+    for name, folder in ((GRADES_CSV, False), (GRADES_JSON, False), (MANUAL_CSV, False), (FEEDBACK, True)):
+        found = path / name
+        if found.exists() and found.is_dir() != folder:
+            raise BadArgumentError(
+                field=f"--out {out}", problem=f"holds {name}, which is {'a file' if folder else 'a folder'}",
+                fix=f"move {found} away, or pass another folder",
+            )
     return path
 
 
@@ -148,7 +155,7 @@ def grades_csv(results: Sequence[SubmissionResult], key: Key) -> str:
     stream = io.StringIO()
     writer = csv.writer(stream, lineterminator="\n")
     writer.writerow(["submission", "student", "lab", "status", "reason", *(header for _, _, header in columns),
-                     "points", "max_points", "needs_manual"])
+                     "points", "max_points", "needs_manual", "notes"])
     maxima = {(lab, cell.grade_id): cell.points for lab, master in key.masters.items() for cell in master.graded}
     labs = {lab for lab, _, _ in columns}
     total = points(key.masters[next(iter(labs))].max_points) if len(labs) == 1 else ""
@@ -163,6 +170,7 @@ def grades_csv(results: Sequence[SubmissionResult], key: Key) -> str:
             total,
             total,
             "",
+            "",
         ]
     )
     for result in results:
@@ -170,7 +178,7 @@ def grades_csv(results: Sequence[SubmissionResult], key: Key) -> str:
         cells = [points(by_id[gid].points) if lab == result.lab and gid in by_id else "" for lab, gid, _ in columns]
         writer.writerow([result.submission.name, result.submission.student, result.lab or "", result.status.value,
                          result.reason, *cells, points(result.points), points(_max_points(result, key)),
-                         "yes" if result.needs_manual else "no"])
+                         "yes" if result.needs_manual else "no", "; ".join((*result.notes, *result.restored))])
     return stream.getvalue()
 
 
@@ -205,6 +213,7 @@ def grades_json(results: Sequence[SubmissionResult], key: Key) -> str:
                 "exercises": [
                     {
                         "grade_id": e.grade_id,
+                        "title": e.title,
                         "kind": e.kind.value,
                         "mark": e.mark.value,
                         "points": e.points,
@@ -252,11 +261,12 @@ def feedback_html(result: SubmissionResult, key: Key) -> str:
         f"<!doctype html><html lang=en><meta charset=utf-8><title>{e(title)}: feedback</title><style>{STYLE}</style>",
         f"<h1>{e(title)}</h1><p>Feedback for <b>{e(result.submission.student)}</b> "
         f"({e(result.submission.name)}): <b>{points(result.points)}</b> of {points(total)} points"
-        + (" so far; written answers are still to be graded by hand." if result.needs_manual else ".")
+        + (" so far; your instructor reads the written answers." if result.needs_manual else ".")
         + "</p>",
     ]
-    if result.status is Status.INVALID:
-        parts.append(f"<p class=error>This submission could not be graded: {e(result.reason)}</p>")
+    if result.status is Status.INVALID:  # the problem, not the fix (the fix is the instructor's to make)
+        problem = result.reason.split(" (fix: ")[0]
+        parts.append(f"<p class=error>This submission could not be graded: {e(problem)}</p>")
     if result.exercises:
         parts.append("<table><tr><th>exercise</th><th>points</th><th>result</th></tr>")
         for exercise in result.exercises:
@@ -272,13 +282,14 @@ def feedback_html(result: SubmissionResult, key: Key) -> str:
 def _exercise_row(exercise: ExerciseResult) -> str:
     e = html.escape
     css = exercise.mark.value.replace(" ", "-")
-    body = f"<span class={css}>{e(exercise.mark.value)}</span>. {e(exercise.message)}"
+    said = "" if exercise.message.rstrip(".").lower() == exercise.mark.value else f" {e(exercise.message)}"
+    body = f"<span class={css}>{e(exercise.mark.value)}</span>.{said}"
     if exercise.evidence:
         body += "<pre>" + e("\n".join(exercise.evidence)) + "</pre>"
     if exercise.kind is Kind.MANUAL and exercise.answer:
         body += "<p class=muted>Your answer:</p><pre>" + e(exercise.answer) + "</pre>"
     score = f"{points(exercise.points) or '–'} / {points(exercise.max_points)}"
-    return f"<tr><td>{e(exercise.grade_id)}</td><td>{score}</td><td>{body}</td></tr>"
+    return f"<tr><td>{e(exercise.label)}</td><td>{score}</td><td>{body}</td></tr>"
 
 
 def summary_counts(results: Iterable[SubmissionResult]) -> dict[str, int]:

@@ -43,6 +43,11 @@ class ExerciseResult:
     message: str
     evidence: tuple[str, ...] = ()
     answer: str = ""
+    title: str = ""    # what the learner knows the exercise as ("Exercise 01.1 (...)"), else empty
+
+    @property
+    def label(self) -> str:
+        return self.title or self.grade_id
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,31 @@
 """grade(): find, rebuild, run and score every submission, then write the gradebook."""
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from shopops_lab.course.errors import SubmissionInvalidError
-from shopops_lab.course.grade import report
-from shopops_lab.course.grade.key import Key
+from shopops_lab.course.grade import confinement, report
+from shopops_lab.course.grade.key import Key, master_paths
 from shopops_lab.course.grade.pool import Pool, invalid
-from shopops_lab.course.grade.rebuild import read, rebuild
+from shopops_lab.course.grade.rebuild import MAX_BYTES, read, rebuild, without_outputs
 from shopops_lab.course.grade.results import SubmissionResult
 from shopops_lab.course.grade.sandbox import Limits, Warm
-from shopops_lab.course.grade.submissions import find
+from shopops_lab.course.grade.submissions import Submission, find
+
+
+def _lab_of(submission: Submission) -> str | None:
+    """The lab a submission says it is (its metadata), else the one its name says: which
+    masters the run needs. A file that cannot be read says nothing (its row will say why)."""
+    try:
+        with open(submission.path, "rb") as handle:
+            kit = json.loads(handle.read(MAX_BYTES + 1), object_pairs_hook=without_outputs)["metadata"]["shopops_lab"]
+        return str(kit["lab"])
+    except (OSError, ValueError, TypeError, KeyError, RecursionError):
+        return submission.lab_hint
 
 
 @dataclass(frozen=True)
@@ -41,8 +53,8 @@ def grade(paths: Sequence[str], *, key: str | Path | None, out: str | Path | Non
           progress: Callable[[int], Any] | None = None) -> GradeReport:
     """Grade every notebook under `paths` against the masters in `key`; write the gradebook
     to `out`. Bad arguments raise BadArgumentError before anything runs or is written."""
-    answer_key = Key.load(key)
-    submissions = find(paths, {lab: master.stem for lab, master in answer_key.masters.items()})
+    submissions = find(paths, {path.name[:2]: path.stem for path in master_paths(key)})
+    answer_key = Key.load(key, labs={lab for lab in map(_lab_of, submissions) if lab is not None})
     scores = report.ManualScores.read(manual, answer_key) if manual else None
     warm = Warm.prepare(answer_key)  # refuses a lab whose imports fail here, before anything is written
     folder = report.prepare_out(out)
@@ -64,7 +76,8 @@ def grade(paths: Sequence[str], *, key: str | Path | None, out: str | Path | Non
             bar.advance(result)
 
     try:
-        for result in Pool(answer_key, limits, jobs, warm=warm, on_result=done).run(work):
+        hide = confinement.hidden(answer_key.source, folder, [submission.path for submission in submissions])
+        for result in Pool(answer_key, limits, jobs, warm=warm, on_result=done, hide=hide).run(work):
             rows[result.submission.name] = result
     finally:
         if bar:

@@ -1,25 +1,30 @@
-"""The process that grades one submission, and what makes it hard to fool.
+"""The judge: the process that grades one submission, without running any of its code.
 
 The parent loads the kit once (`Warm.prepare`): the modules the masters import, the check
-object behind every test cell, and a snapshot of the kit's state, all before any learner
-code exists. Each submission then runs in a child forked from that warm parent (or, where
-fork is missing, a fresh interpreter that warms itself first). The child sets its limits
-(memory, file size, CPU), silences output, and runs the plan's cells in order: the master's
-code and the learner's answers as they are, but every test cell as a call of the check
-object taken beforehand, on the kit restored from the snapshot. So rebinding `labNN.exercise`,
-patching a check module's globals or printing "correct" changes nothing, and a kit changed
-*while* a check runs voids that check instead of passing it.
+object behind every test cell, and a snapshot of the kit's state. Each submission then
+gets a judge forked from that warm parent (or, where fork is missing, a fresh interpreter
+that warms itself first). The judge starts the learner's process (`judge.Learner`: a fresh
+interpreter, confined before any learner code, see `learner.py`) and walks the plan: the
+master's code cells and the learner's answers run *there*; every test cell backed by a
+kit check runs *here*, as a call of the check object taken beforehand, with the learner's
+answers as `RemoteAnswer`s whose calls cross to a worker forked in the learner's process.
+So nothing the learner's code does to its own memory (rebinding checks, patching the kit,
+flipping enum values, walking the heap or the stack, rewriting pipes) reaches a verdict.
+The judge keeps the time (its own timer, which learner code cannot swallow): a cell past
+its limit, or a learner process that dies or speaks off the protocol, stops that cell,
+and a fresh learner process replays the cells that ran.
 
-The child reports over a pipe, one JSON message per event (never pickle: the parent must
-not run anything the learner's process sends): ["cell", i] before each cell, ["stopped", i,
-cause] when a cell ran past its limit or raised SystemExit, ["result", i, mark, message,
-evidence], ["tampered", names], and ["done"]. It never reports a score: the parent scores.
+The judge reports to the parent over a pipe, one JSON message per event: ["cell", i]
+before each cell, ["stopped", i, cause], ["result", i, mark, message, evidence],
+["learner", pgid] for each learner process it starts (the parent kills them all when the
+submission ends), and ["done"]. It never reports a score: the parent scores.
 """
 from __future__ import annotations
 
 import builtins
 import contextlib
 import json
+import math
 import operator
 import os
 import pkgutil
@@ -33,8 +38,10 @@ from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
 from shopops_lab.course.errors import GradingEnvironmentError
+from shopops_lab.course.grade.judge import CheckRun, Learner, LearnerDied
 from shopops_lab.course.grade.key import Key, Kind
 from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
+from shopops_lab.course.grade.wire import ProtocolError
 
 KIT = "shopops_lab"
 MESSAGE_LIMIT = 4000   # characters of one check message kept (the learner's own exception text can be long)
@@ -56,6 +63,16 @@ class Limits:
     cell_seconds: float = 60.0
     notebook_seconds: float = 600.0
     memory_mb: int | None = 2048
+
+    def __post_init__(self) -> None:
+        from shopops_lab.errors import BadArgumentError
+
+        for name, value, most in (("--timeout", self.cell_seconds, 7 * 24 * 3600.0),
+                                  ("--notebook-timeout", self.notebook_seconds, 7 * 24 * 3600.0),
+                                  ("--memory", 1 if self.memory_mb is None else self.memory_mb, 2**20)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 < value <= most):
+                raise BadArgumentError(field=name, problem=f"is {value!r}",
+                                       fix=f"pass a number above 0 and at most {most:g}")
 
 
 def _is_kit(module_name: str | None) -> bool:
@@ -189,6 +206,7 @@ class Warm:
 
     graders: dict[tuple[str, int], Any]  # (lab, cell index) -> the kit's check object
     snapshot: KitSnapshot
+    imports: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lab -> what its master imports
 
     @classmethod
     def prepare(cls, key: Key) -> Warm:
@@ -212,7 +230,8 @@ class Warm:
         graders = {(lab, cell.index): cell.check.grader()
                    for lab, master in key.masters.items() for cell in master.graded
                    if cell.kind is Kind.AUTO and cell.check is not None}
-        return cls(graders=graders, snapshot=KitSnapshot.take(graders.values()))
+        imports = {lab: tuple(sorted(master.imports())) for lab, master in key.masters.items()}
+        return cls(graders=graders, snapshot=KitSnapshot.take(graders.values()), imports=imports)
 
 
 def _import_kit() -> None:
@@ -242,12 +261,15 @@ class Job:
     scratch: str
     stopped: frozenset[int] = frozenset()
     scored: frozenset[int] = frozenset()
+    learner_scratch: str = ""
+    uid: int | None = None                 # the learner's uid (as root), else None: the grader's own
+    hide: tuple[str, ...] = ()             # paths the learner's process sees empty (as root)
 
 
-# --- inside the child ---------------------------------------------------------------------
+# --- the judge: runs the checks, never the learner's code -------------------------------------
 
 class _Discard:
-    """stdout/stderr of the child: the learner's prints go nowhere (the score never reads them)."""
+    """stdout/stderr of the judge: nothing it prints is read."""
 
     encoding = "utf-8"
 
@@ -261,34 +283,6 @@ class _Discard:
         return False
 
 
-def _address_space() -> int | None:
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _set_limits(limits: Limits) -> None:
-    """Memory (address space beyond what the warm kit already maps), file size and CPU time."""
-    try:
-        import resource
-    except ImportError:  # Windows: the parent's deadlines still apply
-        return
-    rules: list[tuple[int, int]] = [(resource.RLIMIT_FSIZE, FILE_LIMIT),
-                                    (resource.RLIMIT_CPU, int(limits.notebook_seconds) + 5)]
-    base = _address_space()
-    if limits.memory_mb is not None and base is not None:
-        rules.append((resource.RLIMIT_AS, base + limits.memory_mb * 2**20))
-    for rule, value in rules:
-        soft, hard = resource.getrlimit(rule)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(rule, (value, hard))
-    if hasattr(signal, "SIGXFSZ"):
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large file fails its write, not the process
-
-
 def _silence() -> None:
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -298,18 +292,27 @@ def _silence() -> None:
     sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
 
 
+def _undumpable() -> None:
+    """No process of the same user may read or trace the judge's memory (Linux)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+
+
 def _on_alarm(signum: int, frame: Any) -> None:
     raise CellTimeout()
 
 
 @contextlib.contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
-    """Raise CellTimeout in this thread after `seconds`. The learner may swallow it; then
-    the parent's deadline (a little later) ends the process instead."""
+    """Raise CellTimeout in the judge after `seconds`: the judge, not the learner, keeps the
+    time, so no learner code can swallow it. Where setitimer is missing, the parent's
+    deadline (a little later) ends the process instead."""
     if not hasattr(signal, "setitimer"):
         yield
         return
-    signal.signal(signal.SIGALRM, _on_alarm)  # set again each time: a cell may have replaced it
+    signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
@@ -317,21 +320,10 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def _compile(step: PlannedCell) -> CodeType:
-    try:
-        return compile(step.source, f"<cell {step.grade_id}>", "exec")
-    except SyntaxError:
-        from IPython.core.inputtransformer2 import TransformerManager  # %magic and !shell lines
-
-        return compile(TransformerManager().transform_cell(step.source), f"<cell {step.grade_id}>", "exec")
-
-
-def _stop_cause(exc: BaseException, limits: Limits) -> str:
-    if isinstance(exc, CellTimeout):
-        return f"did not finish within {limits.cell_seconds:g} s"
-    if isinstance(exc, SystemExit):
-        return f"called sys.exit({exc.code!r})"
-    return f"raised {type(exc).__name__}"
+def _stop_cause(outcome: dict[str, Any]) -> str:
+    if "exit" in outcome:
+        return f"called sys.exit({outcome['exit']!r})"
+    return f"raised {str(outcome.get('type'))[:80]}"
 
 
 def _truncate(text: Any) -> str:
@@ -339,14 +331,22 @@ def _truncate(text: Any) -> str:
     return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT] + " [...]"
 
 
+class _Stopped(Exception):
+    """A step stopped: it ran past its limit, exited, or its learner process died."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
 @dataclass
 class _Runner:
-    """Runs one job's steps in the child, reporting through `send`."""
+    """Runs one job's steps: the learner's cells in the learner's process, the checks here."""
 
     job: Job
     warm: Warm
     send: Callable[[list[Any]], None]
-    namespace: dict[str, Any] = field(default_factory=lambda: {"__name__": "__main__", "__builtins__": builtins})
+    learner: Learner
 
     def run(self) -> None:
         stopped = set(self.job.stopped)
@@ -356,48 +356,56 @@ class _Runner:
                 continue
             self.send(["cell", step.index])
             try:
-                with _time_limit(self.job.limits.cell_seconds):
-                    if step.role is Role.TEST and (self.job.plan.lab, step.index) in self.warm.graders:
-                        self._check(step)
-                    else:
-                        self._execute(step)
-            except Exception:
-                pass  # a cell's own error: later cells run, as in nbgrader
-            except BaseException as exc:  # ran past its limit, or SystemExit: stop it and what depends on it
-                self.send(["stopped", step.index, _stop_cause(exc, self.job.limits)])
+                self._step(step)
+            except _Stopped as stop:
+                self.send(["stopped", step.index, stop.cause])
                 stopped.add(step.index)
                 blocked = self.job.plan.blocked(stopped)
+                self.send(["starting"])  # the parent's start-up deadline, not the cell's, covers the replay
+                self.learner.restart()   # its state is unknown: a fresh one, with the cells that ran
         self.send(["done"])
 
-    def _execute(self, step: PlannedCell) -> None:
-        code = _compile(step)
-        if step.role is Role.TEST:  # a test cell the kit's checks do not back: nbgrader's rule, and
-            self._restore()         # nbgrader's strength (it runs in the learner's namespace)
-            try:
-                exec(code, self.namespace)
-            except Exception as exc:
-                self.send(["result", step.index, "incorrect", _truncate(f"{type(exc).__name__}: {exc}"), []])
-                return
-            self.send(["result", step.index, "correct", "", []])
-            return
-        exec(code, self.namespace)
+    def _step(self, step: PlannedCell) -> None:
+        graded = step.role is Role.TEST and (self.job.plan.lab, step.index) in self.warm.graders
+        try:
+            with _time_limit(self.job.limits.cell_seconds):
+                if graded:
+                    self._check(step)
+                else:
+                    self._execute(step)
+        except CellTimeout:
+            raise _Stopped(f"did not finish within {self.job.limits.cell_seconds:g} s") from None
+        except LearnerDied as died:
+            raise _Stopped(died.cause) from None
+        except ProtocolError:
+            raise _Stopped("sent something it should not have") from None
 
-    def _restore(self) -> None:
-        changed = self.warm.snapshot.restore()
-        if changed:
-            self.send(["tampered", changed[:EVIDENCE_LIMIT]])
+    def _execute(self, step: PlannedCell) -> None:
+        """A cell's own error, even sys.exit(), ends that cell only, as in Jupyter: what it
+        bound before stays, and later cells run (a sys.exit is noted for the instructor)."""
+        outcome = self.learner.run(step.source, f"<cell {step.grade_id}>")
+        if step.role is Role.TEST:  # a test cell the kit's checks do not back: nbgrader's rule (and its
+            if outcome is None:     # weakness: it runs, and is reported, in the learner's process)
+                self.send(["result", step.index, "correct", "", []])
+            else:
+                text = _stop_cause(outcome) if "exit" in outcome else f"{outcome.get('type')}: {outcome.get('msg')}"
+                self.send(["result", step.index, "incorrect", _truncate(text), []])
+        elif outcome is not None and "exit" in outcome:
+            self.send(["note", f"cell {step.grade_id} {_stop_cause(outcome)}, which ends only that cell, as in "
+                               "Jupyter; the cells after it were run"])
 
     def _check(self, step: PlannedCell) -> None:
         grader = self.warm.graders[(self.job.plan.lab, step.index)]
-        answers = [self.namespace.get(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
-        self._restore()
-        result = grader.result(*answers)
-        during = self.warm.snapshot.restore()
-        if during:
-            message = (f"Not graded: while being checked, your code changed the kit's own code or data "
-                       f"({', '.join(during[:5])}). Answers are graded on the kit as installed.")
-            self.send(["result", step.index, "error", message, []])
-            return
+        run = CheckRun(self.learner)
+        try:
+            answers = [run.answer(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
+            self.warm.snapshot.restore()
+            result = grader.result(*answers)
+        except LearnerDied:
+            raise LearnerDied(run.died()) from None
+        finally:
+            run.close()
+            self.warm.snapshot.restore()
         evidence = [_truncate(line) for line in list(result.evidence)[:EVIDENCE_LIMIT]]
         self.send(["result", step.index, str(result.verdict.value), _truncate(result.message), evidence])
 
@@ -409,27 +417,40 @@ def _sender(connection: Any) -> Callable[[list[Any]], None]:
     return send
 
 
+def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
+    master_imports = warm.imports.get(job.plan.lab, ())
+    return {"scratch": job.learner_scratch or job.scratch, "lock": job.scratch, "uid": job.uid, "hide": list(job.hide),
+            "memory_mb": job.limits.memory_mb, "cpu_seconds": job.limits.notebook_seconds,
+            "imports": [f"{KIT}.checks.base", *master_imports]}
+
+
 def child_main(job: Job, connection: Any) -> None:
-    """Entry point of the child process: never returns, always exits with os._exit."""
+    """Entry point of the judge's process: never returns, always exits with os._exit."""
     status = 0
     send = _sender(connection)
+    learner: Learner | None = None
     try:
+        _undumpable()
         warm = INHERITED.get("warm")
-        if warm is None:  # not forked: warm up here, still before any learner code
+        if warm is None:  # not forked: warm up here
             warm = Warm.prepare(Key.load(job.key))
         os.chdir(job.scratch)
         random.seed(0)
-        _set_limits(job.limits)
         _silence()
+        learner = Learner(_learner_config(job, warm), announce=lambda pid: send(["learner", pid]))
+        learner.start()
     except BaseException as exc:  # before any learner code: the grader's own failure
         with contextlib.suppress(Exception):
             send(["failed", f"{type(exc).__name__}: {exc}"])
+        if learner is not None:
+            learner.stop()
         os._exit(70)  # EX_SOFTWARE
     try:
-        _Runner(job, warm, send).run()
+        _Runner(job, warm, send, learner).run()
     except BaseException:
         status = 70
     finally:
+        learner.stop()
         with contextlib.suppress(Exception):
             connection.close()
         os._exit(status)

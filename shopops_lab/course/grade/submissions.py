@@ -60,8 +60,8 @@ def describe(path: Path, name: str, stems: Mapping[str, str]) -> Submission:
             if student is None and text == path.stem:
                 student = text[: found[1]].strip(SEPARATORS) or None
             break
-    if student is None:
-        student = folders[-1] if folders else path.stem
+    if student is None:  # `<lab>.ipynb` as JupyterLite downloads it: the folder it was put in names its owner
+        student = folders[-1] if folders else path.resolve().parent.name if lab is not None else path.stem
     return Submission(path=path, name=name, student=student, lab_hint=lab)
 
 

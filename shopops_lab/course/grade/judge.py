@@ -1,0 +1,409 @@
+"""The judge's side of one submission: the learner's process it starts (`Learner`), and the
+answers it hands the checks (`RemoteAnswer`, a `ForeignAnswer`), whose calls cross to that
+process. The judge runs the checks, the kit's world and the verdict; it never runs a line
+of the learner's code, and reads what the learner's process sends as data only.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FunctionType, MethodType, ModuleType
+from typing import Any
+
+from shopops_lab.checks.base import ForeignAnswer, NotAttempted
+from shopops_lab.course.grade.wire import (
+    KIT,
+    Handle,
+    Peer,
+    PeerGone,
+    ProtocolError,
+    kit_class,
+    recv_frame,
+    send_frame,
+)
+from shopops_lab.errors import ShopOpsError
+
+BOOT = ("import sys, json; c = json.loads(sys.argv[1]); sys.path[:0] = c['path']; "
+        "from shopops_lab.course.grade.learner import main; main(sys.argv[1])")
+CONTROL_SECONDS = 30.0   # a learner process that does not answer a fork or reap by then is stuck
+
+
+class LearnerRaised(Exception):
+    """The learner's code raised an exception (in its own process); named as the learner's
+    class, with its message and where it was raised."""
+
+
+class LearnerRaisedBase(BaseException):
+    """The same, for a BaseException the learner raised (a check lets it end the check)."""
+
+
+class LearnerDied(PeerGone):
+    """The learner's process ended (a crash, `os._exit`, the memory limit): a KeyboardInterrupt,
+    so the check stops and the grader scores the cell as stopped."""
+
+    def __init__(self, cause: str) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+_RAISED: dict[tuple[str, bool], type] = {}
+
+
+def learner_error(name: str, base: bool) -> type:
+    key = (name if name.isidentifier() and len(name) <= 80 else "Exception", base)
+    if key not in _RAISED:
+        _RAISED[key] = type(key[0], (LearnerRaisedBase if base else LearnerRaised,), {"__module__": "learner"})
+    return _RAISED[key]
+
+
+def death(exitcode: int | None) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = f"signal {-exitcode}"
+        hint = " (out of memory?)" if name == "SIGKILL" else " (CPU time limit)" if name == "SIGXCPU" else ""
+        return f"ended the grading process with {name}{hint}"
+    return f"ended the grading process (exit code {exitcode})"
+
+
+class JudgePeer(Peer):
+    """The judge's end of a worker's socket: only public attributes of what it hands over
+    cross; the kit's frozen records cross by value; its own timer never crosses."""
+
+    handed = (KIT,)  # the packages whose objects may cross by handle
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__(sock, public_only=True)
+        self.death: BaseException | None = None
+
+    # A BaseException of the check's own raised into a learner call (the explorer's planned
+    # crash) is the learner's process dying there: every later request of that call is
+    # refused with it, and it ends the call here, whatever the learner's code did with it.
+    def request(self, message: list[Any], mutable: dict[str, Any] | None = None) -> Any:
+        if self.depth:
+            return super().request(message, mutable)
+        self.death = None
+        try:
+            value = super().request(message, mutable)
+        except KeyboardInterrupt:
+            raise
+        except BaseException:
+            if self.death is None:
+                raise
+            died, self.death = self.death, None
+            raise died from None
+        if self.death is not None:
+            died, self.death = self.death, None
+            raise died
+        return value
+
+    def serve(self, message: list[Any]) -> None:
+        if self.death is not None:
+            send_frame(self.sock, ["exc", self.describe(self.death), []])
+            return
+        super().serve(message)
+
+    def describe(self, exc: BaseException) -> dict[str, Any]:
+        if not isinstance(exc, Exception):
+            self.death = exc
+        return super().describe(exc)
+
+    def sends_record(self, value: Any, base: type) -> bool:
+        return type(value) is base and bool(base.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+
+    def export(self, value: Any) -> dict[str, Any]:
+        """Only the kit's own objects (and their bound methods) are handed over by handle: a
+        module, a file, a database connection or a function of another library never is,
+        whatever public attribute leads to it."""
+        owner = value.__self__ if isinstance(value, MethodType) else value
+        if isinstance(owner, contextlib._GeneratorContextManager):  # `with shop.transaction():` of a kit method
+            owner = owner.func
+        module = owner.__module__ if isinstance(owner, FunctionType) else type(owner).__module__
+        if isinstance(owner, ModuleType) or not any(module == p or str(module).startswith(p + ".")
+                                                    for p in self.handed):
+            raise TypeError(f"a {type(value).__name__} of {module} is not handed across")
+        return super().export(value)
+
+    def keeps(self, exc: BaseException) -> bool:
+        return isinstance(exc, KeyboardInterrupt)
+
+    def stand_in(self, name: str, message: str) -> BaseException:
+        return learner_error(name, False)(message[:4000])
+
+    def rebuild(self, described: dict[str, Any]) -> BaseException:
+        if "judge" in described:  # the judge's own exception, come back unchanged: the same object
+            number = described["judge"]
+            if type(number) is not int or number not in self.thrown:
+                raise ProtocolError("an exception the judge never raised")
+            return self.thrown[number]
+        if described.get("notattempted") is True:
+            return NotAttempted()
+        if "exit" in described:
+            code = described["exit"]
+            if code is not None and type(code) not in (int, str):
+                raise ProtocolError("an exit code that is not a number or text")
+            return SystemExit(code)
+        name, message = described.get("type"), described.get("msg")
+        where, base = described.get("where", ""), described.get("base")
+        if not (type(name) is str and type(message) is str and type(where) is str and type(base) is bool):
+            raise ProtocolError("an exception of no known shape")
+        if "kit" in described and not base:
+            with contextlib.suppress(ProtocolError, Exception):
+                klass = kit_class(described["kit"][0])
+                if issubclass(klass, ShopOpsError) and type(described["kit"][1]) is dict:
+                    return klass(**{str(k): self.decode(v) for k, v in described["kit"][1].items()})
+        return learner_error(name, base)(f"{message[:4000]}{where[:200]}")
+
+
+@dataclass
+class Learner:
+    """The learner's first process (it runs the cells) and how to start it again. `config`
+    is what it needs to confine itself; `announce` tells the grader a process group to kill."""
+
+    config: dict[str, Any]
+    announce: Callable[[int], None]
+    process: Any = None
+    control: Any = None
+    history: list[tuple[str, str]] = field(default_factory=list)
+
+    def start(self) -> None:
+        ours, theirs = socket.socketpair()
+        debug = bool(os.environ.get("SHOPOPS_GRADE_DEBUG"))  # the learner's stderr shown, for the kit's developers
+        config = {**self.config, "fd": theirs.fileno(), "path": list(sys.path), "debug": debug}
+        scratch = self.config["scratch"]
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch,
+               "MPLBACKEND": "Agg", "MPLCONFIGDIR": scratch, "PYTHONHASHSEED": "0", "LANG": "C.UTF-8",
+               "PYTHONDONTWRITEBYTECODE": "1", **({"SHOPOPS_GRADE_DEBUG": "1"} if debug else {})}
+        self.process = subprocess.Popen([sys.executable, "-c", BOOT, json.dumps(config)], pass_fds=(theirs.fileno(),),
+                                        start_new_session=True, cwd=scratch, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=None if debug else subprocess.DEVNULL)
+        theirs.close()
+        self.control = ours
+        self.announce(self.process.pid)
+        try:
+            ready = recv_frame(ours)
+        except (PeerGone, ProtocolError):
+            ready = None
+        if ready != ["ready"]:
+            detail = ready[1] if isinstance(ready, list) and len(ready) == 2 and ready[0] == "failed" else "no reply"
+            raise RuntimeError(f"the learner's process did not start ({str(detail)[:300]})")
+        for source, name in list(self.history):
+            with contextlib.suppress(LearnerDied, ProtocolError):
+                self._exec(source, name)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                self.process.kill()
+            self.process.wait()
+        if self.control is not None:
+            self.control.close()
+        self.process = self.control = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def run(self, source: str, name: str) -> dict[str, Any] | None:
+        """Run a cell in the learner's namespace: None when it ran, else how it ended
+        ({"exit": code} for SystemExit, {"type", "msg", "base"} for an exception)."""
+        outcome = self._exec(source, name)
+        self.history.append((source, name))  # a cell's own error still leaves what it bound
+        return outcome
+
+    def _exec(self, source: str, name: str) -> dict[str, Any] | None:
+        try:
+            send_frame(self.control, ["exec", source, name])
+            reply = recv_frame(self.control)
+        except PeerGone:
+            raise LearnerDied(death(self.process.wait())) from None
+        if reply == ["ret", None]:
+            return None
+        if isinstance(reply, list) and len(reply) == 2 and reply[0] == "exc" and isinstance(reply[1], dict):
+            return reply[1]
+        raise ProtocolError("a cell's outcome of no known shape")
+
+    @contextlib.contextmanager
+    def _locked(self) -> Any:
+        """The control socket to itself: the check may fork worker processes of its own (lab 08),
+        and each asks for its partner here. A lock file opened afresh, so forks do not share it."""
+        with open(os.path.join(self.config["lock"], "control.lock"), "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    def fork(self) -> JudgePeer:
+        """A worker forked from the cells' process as it stands now."""
+        ours, theirs = socket.socketpair()
+        try:
+            self.control.settimeout(CONTROL_SECONDS)
+            with self._locked():
+                send_frame(self.control, ["fork"])
+                socket.send_fds(self.control, [b"F"], [theirs.fileno()])
+                reply = recv_frame(self.control)
+        except (PeerGone, OSError):
+            raise LearnerDied(death(self.process.wait())) from None
+        finally:
+            theirs.close()
+            if self.control is not None:
+                self.control.settimeout(None)
+        if reply != ["ret", None]:
+            raise ProtocolError("a fork's reply of no known shape")
+        return JudgePeer(ours)
+
+    def reap(self) -> int | None:
+        """The last worker's exit status (the cells' process kills it first if it still runs)."""
+        try:
+            self.control.settimeout(CONTROL_SECONDS)
+            with self._locked():
+                send_frame(self.control, ["reap"])
+                reply = recv_frame(self.control)
+        except (PeerGone, OSError):
+            return None
+        finally:
+            if self.control is not None:
+                self.control.settimeout(None)
+        code = reply[1] if isinstance(reply, list) and len(reply) == 2 and reply[0] == "ret" else None
+        return code if type(code) is int else None
+
+
+@dataclass
+class CheckRun:
+    """One check's view of the learner: a worker process forked for the check (the answer's
+    restarts within it are copies made there, see `RemoteAnswer.restart`)."""
+
+    learner: Learner
+    peer: JudgePeer | None = None
+    generation: int = 0
+    pid: int = 0
+
+    def __post_init__(self) -> None:
+        self.peer = self.learner.fork()
+        self.pid = os.getpid()
+
+    def own(self) -> None:
+        """In a process the check forked (lab 08's real workers), a worker of its own: calls
+        never share a socket between processes."""
+        if os.getpid() != self.pid:
+            self.peer = self.learner.fork()
+            self.pid = os.getpid()
+            self.generation += 1
+
+    def answer(self, name: str) -> Any:
+        """What the learner's namespace holds under `name`: a RemoteAnswer for a function or
+        class, else the value itself (so a check can say what it got instead)."""
+        found = self.peer.request(["lookup", name])
+        if not (isinstance(found, dict) and found.get("kind") in ("function", "class", "value")):
+            raise ProtocolError("a lookup of no known shape")
+        if found["kind"] == "value" or not isinstance(found.get("value"), Handle):
+            return found.get("value")
+        return RemoteAnswer(self, name, found["kind"], found["value"], self.generation)
+
+    def restart(self) -> None:
+        """A fresh worker: what the previous one kept in memory is gone (a process death)."""
+        self.close()
+        self.peer = self.learner.fork()
+        self.generation += 1
+
+    def died(self) -> str:
+        """Why the worker is gone, once a call found it gone."""
+        self.close()
+        return death(self.learner.reap()) if self.learner.control is not None else death(None)
+
+    def close(self) -> None:
+        if self.peer is not None:
+            with contextlib.suppress(OSError):
+                self.peer.sock.close()
+            self.peer = None
+            self.learner.reap()
+
+
+class RemoteAnswer(ForeignAnswer):
+    """The learner's function or class, living in a worker process; calls cross to it."""
+
+    def __init__(self, run: CheckRun, name: str, kind: str, handle: Handle, generation: int) -> None:
+        self.kind = kind
+        self.__name__ = name
+        self._run, self._handle, self._generation = run, handle, generation
+
+    def _current(self) -> Handle:
+        self._run.own()
+        if self._generation != self._run.generation:  # restarted since: the same name in the new worker
+            fresh = self._run.answer(self.__name__)
+            if not isinstance(fresh, RemoteAnswer):
+                raise LearnerDied("the answer is gone after a restart")
+            self._handle, self._generation = fresh._handle, fresh._generation
+        return self._handle
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._current()(*args, **kwargs)
+
+    def is_stub(self) -> bool:
+        handle = self._current()
+        return handle._peer.scalar(["stub", handle._id], bool)
+
+    def restart(self) -> RemoteAnswer:
+        """A copy of the answer as the cells left it, on fresh memory, made in the worker by the
+        kit's own `restart` (each copy its own namespace: two workers of a schedule share
+        nothing), so a schedule costs no process start."""
+        handle = self._current()
+        found = handle._peer.request(["restart", self.__name__])
+        if not isinstance(found, Handle):
+            raise ProtocolError("a restart of no known shape")
+        return RemoteAnswer(self._run, self.__name__, self.kind, found, self._generation)
+
+    def memory(self) -> Any:
+        handle = self._current()
+        drawn = handle._peer.request(["memory", handle._id])
+        if drawn is not None and type(drawn) is not str:
+            raise ProtocolError("a memory of no known shape")
+        return object() if drawn is None else ("memory", drawn)
+
+    def picture(self, value: Any) -> Any:
+        handle = self._current()
+        if not (isinstance(value, Handle) and value._peer is handle._peer):
+            return object()
+        drawn = handle._peer.request(["picture", value._id])
+        if type(drawn) is not str:
+            raise ProtocolError("a picture of no known shape")
+        return ("picture", drawn)
+
+    def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
+        names = []
+        for function in functions:
+            owner, _, name = function.__qualname__.rpartition(".")
+            names.append([function.__module__, owner, name])
+        handle = self._current()
+        handle._peer.request(["watch", names])
+
+    def watched(self) -> frozenset[str]:
+        handle = self._current()
+        ran = handle._peer.request(["watched"])
+        if not (isinstance(ran, list) and all(type(name) is str for name in ran)):
+            raise ProtocolError("watched kit functions of no known shape")
+        return frozenset(ran)
+
+    @property
+    def __bases__(self) -> tuple[type, ...]:  # type: ignore[override]
+        """The kit's classes the learner's class derives from, so `issubclass(answer, KitClass)`
+        works on the judge's side (Python walks `__bases__` of what is not a class)."""
+        handle = self._current()
+        names = handle._peer.request(["bases", handle._id])
+        found = []
+        for name in names if isinstance(names, list) else ():
+            with contextlib.suppress(ProtocolError):
+                found.append(kit_class(name))
+        return tuple(found)
+
+    def __repr__(self) -> str:
+        return f"<the learner's {self.kind} {self.__name__}>"

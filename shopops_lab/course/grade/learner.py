@@ -1,0 +1,352 @@
+"""The learner's process: the only place a submission's code runs.
+
+A fresh interpreter (never a fork of the grader, which holds the masters and the other
+submissions in memory) started by the judge with one socket. Before any learner code it
+confines itself (`confine`): as root, a mount namespace of its own in which the key, the
+output folder and the submissions are empty, then another uid; its limits (memory, file
+size, CPU, processes); its output silenced. It then runs the cells the judge sends, in
+one namespace (`Cells`). For each check the judge asks it to fork a worker (`Worker`)
+from that namespace as it stands: the check's calls run there, so nothing a check did
+reaches the next check. Within a check, a restart (the explorer's, at the start of every
+schedule and after every simulated crash) is a copy of the answer on fresh memory, made
+here by the kit's own `restart` from a copy taken before any call ran; each copy has its
+own namespace, so two workers of a schedule share nothing, as in the notebook.
+"""
+from __future__ import annotations
+
+import builtins
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import random
+import signal
+import socket
+import sys
+from types import CodeType
+from typing import Any
+
+from shopops_lab.course.grade.wire import (
+    Peer,
+    PeerGone,
+    ProtocolError,
+    exact,
+    kit_class,
+    kit_name,
+    recv_frame,
+    send_frame,
+)
+
+FILE_LIMIT = 64 * 2**20      # bytes one file written by the learner's code may reach
+PROCESS_LIMIT = 64           # processes of the submission's own uid (as root)
+CLONE_NEWNS, MS_REC, MS_PRIVATE, MS_BIND, MS_RDONLY = 0x20000, 0x4000, 0x40000, 0x1000, 0x1
+
+
+# --- confinement (before any learner code) ----------------------------------------------------
+
+def _mount(libc: Any, source: str, target: str, kind: str | None, flags: int, data: str | None) -> None:
+    if libc.mount(source.encode(), target.encode(), kind.encode() if kind else None, flags,
+                  data.encode() if data else None) != 0:
+        raise OSError(ctypes.get_errno(), f"mount {target}")
+
+
+def _hide(paths: list[str]) -> None:
+    """A mount namespace of this process's own, where each path is empty (a folder) or
+    /dev/null (a file). Linux, as root only."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare")
+    _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE, None)
+    for path in paths:
+        if os.path.isdir(path):
+            _mount(libc, "tmpfs", path, "tmpfs", 0, "size=4k,mode=000")
+        elif os.path.exists(path):
+            _mount(libc, "/dev/null", path, None, MS_BIND, None)
+
+
+def _set_limits(config: dict[str, Any]) -> None:
+    import resource
+
+    rules = [(resource.RLIMIT_FSIZE, FILE_LIMIT), (resource.RLIMIT_CPU, int(config["cpu_seconds"]) + 5)]
+    if config.get("uid") is not None:
+        rules.append((resource.RLIMIT_NPROC, PROCESS_LIMIT))
+    if config.get("memory_mb") is not None and os.path.exists("/proc/self/statm"):  # Linux enforces it
+        with open("/proc/self/statm") as handle:
+            base = int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        rules.append((resource.RLIMIT_AS, base + int(config["memory_mb"]) * 2**20))
+    for rule, value in rules:
+        _, hard = resource.getrlimit(rule)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(rule, (value, hard))
+    if hasattr(signal, "SIGXFSZ"):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large file fails its write, not the process
+
+
+def confine(config: dict[str, Any]) -> None:
+    """Everything that must hold before the first learner cell: raises if it cannot."""
+    uid = config.get("uid")
+    if uid is not None:
+        _hide(list(config.get("hide", ())))
+    if sys.platform != "win32":
+        _set_limits(config)
+    if uid is not None:
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+        if os.getuid() != uid or os.geteuid() != uid:
+            raise OSError("the uid did not change")
+    os.chdir(config["scratch"])
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1) if config.get("debug") else (0, 1, 2):
+        os.dup2(devnull, fd)
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the process
+    if not config.get("debug"):
+        sys.stderr = sys.stdout
+    sys.stdin = open(os.devnull)  # noqa: SIM115
+    random.seed(0)
+
+
+# --- the cells --------------------------------------------------------------------------------
+
+def compile_cell(source: str, filename: str) -> CodeType:
+    try:
+        return compile(source, filename, "exec")
+    except SyntaxError:
+        from IPython.core.inputtransformer2 import TransformerManager  # %magic and !shell lines
+
+        return compile(TransformerManager().transform_cell(source), filename, "exec")
+
+
+def _outcome(exc: BaseException) -> dict[str, Any]:
+    """How a cell ended, for the judge (which only reads it as a report about the learner)."""
+    if isinstance(exc, SystemExit):
+        code = exc.code if exc.code is None or isinstance(exc.code, (int, str)) else str(exc.code)
+        return {"exit": exact(code)}
+    text = ""
+    with contextlib.suppress(Exception):
+        text = exact(str(exc))[:4000]
+    return {"type": exact(type(exc).__name__), "msg": text if isinstance(text, str) else "",
+            "base": not isinstance(exc, Exception)}
+
+
+class Cells:
+    """The first learner process: runs cells, forks workers, reaps them."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        self.workers: list[int] = []
+
+    def serve(self) -> None:
+        while True:
+            try:
+                message = recv_frame(self.sock)
+            except (PeerGone, ProtocolError):
+                os._exit(0)
+            kind = message[0]
+            if kind == "exec":
+                self.execute(message[1], message[2])
+            elif kind == "fork":
+                self.fork()
+            elif kind == "reap":
+                send_frame(self.sock, ["ret", self.reap()])
+            else:
+                os._exit(0)
+
+    def execute(self, source: str, filename: str) -> None:
+        try:
+            exec(compile_cell(source, filename), self.namespace)
+        except BaseException as exc:  # noqa: BLE001 - reported, the judge decides what it costs
+            send_frame(self.sock, ["exc", _outcome(exc)])
+            return
+        send_frame(self.sock, ["ret", None])
+
+    def fork(self) -> None:
+        _, fds, _, _ = socket.recv_fds(self.sock, 1, 1)
+        if len(fds) != 1:
+            os._exit(70)
+        pid = os.fork()
+        if pid == 0:
+            with contextlib.suppress(OSError):
+                self.sock.close()
+            Worker(socket.socket(fileno=fds[0]), self.namespace).serve()
+        os.close(fds[0])
+        self.workers.append(pid)
+        send_frame(self.sock, ["ret", None])
+
+    def reap(self) -> int | None:
+        """The exit status of the last worker (killed first if it still runs): a negative
+        signal number, or the exit code."""
+        if not self.workers:
+            return None
+        pid = self.workers.pop()
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:
+            return None
+        return os.waitstatus_to_exitcode(status)
+
+
+# --- a worker: the check's calls --------------------------------------------------------------
+
+class Worker(Peer):
+    """A fork of the cells' process, serving one check's calls (the judge may read anything)."""
+
+    def __init__(self, sock: socket.socket, namespace: dict[str, Any]) -> None:
+        super().__init__(sock, public_only=False)
+        self.namespace = namespace
+        self.origin: dict[int, tuple[int, BaseException]] = {}   # id(exception) -> the judge's number
+        self.pristine: dict[str, Any] = {}      # name -> a copy of the answer no call has run
+        self.watching: dict[Any, str] = {}      # code of a kit function -> its qualified name
+        self.ran: set[str] = set()
+
+    def serve(self) -> None:  # type: ignore[override]
+        while True:
+            try:
+                message = recv_frame(self.sock)
+                if not (type(message) is list and message and type(message[0]) is str):
+                    break
+                if message[0] == "bye":
+                    break
+                super().serve(message)
+            except (PeerGone, ProtocolError) as exc:
+                if os.environ.get("SHOPOPS_GRADE_DEBUG"):
+                    import traceback
+
+                    traceback.print_exception(exc)
+                break
+        os._exit(0)
+
+    def answer(self, message: list[Any], given: dict[str, Any]) -> Any:
+        kind = message[0]
+        if kind == "lookup":
+            return self.lookup(message[1])
+        if kind == "bases":
+            return [kit_name(base) for base in self.target(message[1]).__mro__ if kit_name(base) is not None]
+        if kind == "stub":
+            from shopops_lab.checks.base import is_stub
+
+            return bool(is_stub(self.target(message[1])))
+        return self.kit_question(message, given)
+
+    def kit_question(self, message: list[Any], given: dict[str, Any]) -> Any:
+        """The explorer's questions, answered by the kit's own code in this process."""
+        from shopops_lab.checks.base import restart
+        from shopops_lab.checks.fresh import canonical, memory
+
+        kind = message[0]
+        if kind == "restart" and len(message) == 2 and message[1] in self.pristine:
+            return restart(self.pristine[message[1]])
+        if kind in ("memory", "picture") and len(message) == 2:
+            drawn = memory(self.target(message[1])) if kind == "memory" else canonical(self.target(message[1]))
+            return None if drawn is None else hashlib.sha256(repr(drawn).encode("utf-8", "replace")).hexdigest()
+        if kind == "watch" and len(message) == 2 and type(message[1]) is list:
+            self.watching, self.ran = dict(_kit_codes(message[1])), set()
+            return None
+        if kind == "watched":
+            self.watching, ran = {}, sorted(self.ran)
+            return ran
+        return super().answer(message, given)
+
+    def lookup(self, name: str) -> dict[str, Any]:
+        from shopops_lab.checks.base import restart
+
+        value = self.namespace.get(name)
+        kind = "class" if isinstance(value, type) else "function" if callable(value) else "value"
+        if kind != "value" and name not in self.pristine:
+            self.pristine[name] = restart(value)   # before any call: what every restart copies
+        return {"kind": kind, "value": value}
+
+    def invoke(self, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        from shopops_lab.checks.base import call_answer
+
+        if not self.watching:
+            return call_answer(target, *args, **kwargs)
+        watching, ran = self.watching, self.ran
+
+        def note(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code in watching:
+                ran.add(watching[frame.f_code])
+
+        before = sys.getprofile()
+        sys.setprofile(note)
+        try:
+            return call_answer(target, *args, **kwargs)
+        finally:
+            sys.setprofile(before)
+
+    def describe(self, exc: BaseException) -> dict[str, Any]:
+        from shopops_lab.checks.base import NotAttempted, _where
+
+        if id(exc) in self.origin and self.origin[id(exc)][1] is exc:
+            return {"judge": self.origin[id(exc)][0]}
+        if isinstance(exc, NotAttempted):
+            return {"notattempted": True}
+        if isinstance(exc, SystemExit):
+            return _outcome(exc)
+        described = super().describe(exc)
+        with contextlib.suppress(Exception):
+            described["where"] = exact(_where(exc))
+        return described
+
+    def rebuild(self, described: dict[str, Any]) -> BaseException:
+        """The judge's exception, raised into the learner's code as the kit's own class (or the
+        built-in one), so `except StaleTokenError:` works as it would in one process."""
+        exc: BaseException | None = None
+        if "kit" in described:
+            with contextlib.suppress(Exception):
+                klass = kit_class(described["kit"][0])
+                exc = klass(**{k: self.decode(v) for k, v in described["kit"][1].items()})
+        if exc is None and "builtin" in described:
+            klass = getattr(builtins, described["builtin"], None)
+            if isinstance(klass, type) and issubclass(klass, BaseException):
+                with contextlib.suppress(Exception):
+                    exc = klass(described["msg"])
+        if exc is None:
+            parent = BaseException if described.get("base") else Exception
+            name = described["type"] if str(described["type"]).isidentifier() else "JudgeError"
+            exc = type(name, (parent,), {})(described["msg"])
+        self.origin[id(exc)] = (described["n"], exc)
+        return exc
+
+
+def _kit_codes(names: list[Any]) -> list[tuple[Any, str]]:
+    """The code of each kit function named [module, owner, name] (a kit module already loaded)."""
+    found = []
+    for entry in names:
+        if not (type(entry) is list and len(entry) == 3 and all(type(part) is str for part in entry)):
+            raise ProtocolError("a kit function that is not [module, owner, name]")
+        module, owner, name = entry
+        if module != "shopops_lab" and not module.startswith("shopops_lab."):
+            continue
+        value: Any = sys.modules.get(module)
+        for part in [*owner.split("."), name] if owner else [name]:
+            value = getattr(value, part, None)
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            found.append((code, f"{owner}.{name}" if owner else name))
+    return found
+
+
+def main(raw: str) -> None:
+    """Entry point of the fresh interpreter: confine, load the kit, serve the cells."""
+    config = json.loads(raw)
+    sock = socket.socket(fileno=config["fd"])
+    try:
+        from importlib import import_module
+
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        for module in config.get("imports", ()):
+            with contextlib.suppress(Exception):
+                import_module(module)
+        confine(config)
+    except BaseException as exc:  # noqa: BLE001 - before any learner code: the grader's own failure
+        with contextlib.suppress(Exception):
+            send_frame(sock, ["failed", f"{type(exc).__name__}: {exc}"])
+        os._exit(70)
+    send_frame(sock, ["ready"])
+    Cells(sock).serve()

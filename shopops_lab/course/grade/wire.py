@@ -1,0 +1,502 @@
+"""The wire between the judge and a learner process: length-prefixed JSON frames over a
+socket, and the values that may cross it. Never pickle: the judge must not run anything
+the learner's process sends, so every frame is data, decoded to exact built-in types.
+
+What crosses by value: None, bool, int, float, str (a `str` subclass arrives as a plain
+str), lists, tuples, sets, frozensets and dicts of those, the kit's enums, and the kit's
+records (its dataclasses, rebuilt through their own constructor on the receiving side).
+Everything else crosses by handle: a number naming the object on the side that owns it.
+Calling a handle, or reading a public attribute of it, is a request to its owner, who
+answers with a value or a handle, or with an exception: the kit's own (by class name and
+fields), a built-in one (by name and message), or the other side's (by name, message and
+where). Requests nest (judge -> learner -> kit callback -> return), never run at once.
+"""
+from __future__ import annotations
+
+import builtins
+import dataclasses
+import enum
+import json
+import struct
+import sys
+from types import MappingProxyType
+from typing import Any
+
+HEADER = struct.Struct(">I")
+FRAME_LIMIT = 32 * 2**20   # bytes one frame may hold
+DEPTH_LIMIT = 40           # nesting of one value
+KIT = "shopops_lab"
+MUTABLE = (list, set, dict)  # containers a call may fill: copied back after it
+ITER_LIMIT = 100_000       # items an iteration across the wire may yield
+
+
+class PeerGone(KeyboardInterrupt):
+    """The other side closed its end (it died, or left): the call cannot be answered."""
+
+
+class ProtocolError(KeyboardInterrupt):
+    """The other side sent something off the protocol. A KeyboardInterrupt, like a timeout:
+    no check may turn it into a verdict of its own; the grader stops the cell instead."""
+
+
+# --- frames -----------------------------------------------------------------------------
+
+def send_frame(sock: Any, message: Any) -> None:
+    data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    if len(data) > FRAME_LIMIT:
+        raise ProtocolError(f"a message of {len(data)} bytes is over the limit")
+    sock.sendall(HEADER.pack(len(data)) + data)
+
+
+def _exactly(sock: Any, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = sock.recv(min(left, 1 << 20))
+        if not chunk:
+            raise PeerGone()
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def recv_frame(sock: Any) -> Any:
+    try:
+        (size,) = HEADER.unpack(_exactly(sock, HEADER.size))
+    except OSError as exc:
+        raise PeerGone() from exc
+    if size > FRAME_LIMIT:
+        raise ProtocolError(f"a message of {size} bytes is over the limit")
+    try:
+        return json.loads(_exactly(sock, size).decode("utf-8", "surrogatepass"))
+    except (ValueError, RecursionError) as exc:
+        raise ProtocolError(f"not JSON ({type(exc).__name__})") from None
+
+
+# --- the kit's classes, by name -----------------------------------------------------------
+
+def kit_name(klass: type) -> list[str] | None:
+    """[module, qualname] of a public class of the kit, else None."""
+    module, qualname = getattr(klass, "__module__", ""), getattr(klass, "__qualname__", "")
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        return None
+    if module != KIT and not module.startswith(KIT + "."):
+        return None
+    if any(part.startswith("_") or part == "<locals>" for part in (*module.split("."), *qualname.split("."))):
+        return None
+    return [module, qualname]
+
+
+def kit_class(name: Any) -> type:
+    """The class a [module, qualname] names: only a public class of a kit module already loaded."""
+    if not (isinstance(name, list) and len(name) == 2 and all(type(part) is str for part in name)):
+        raise ProtocolError("a class name that is not [module, qualname]")
+    module = sys.modules.get(name[0])
+    found: Any = module
+    if module is not None and (name[0] == KIT or name[0].startswith(KIT + ".")):
+        for part in name[1].split("."):
+            found = None if part.startswith("_") else vars(found).get(part)
+            if not (isinstance(found, type) or found is None):
+                found = None
+            if found is None:
+                break
+    if not isinstance(found, type) or kit_name(found) != name:
+        raise ProtocolError(f"{name[0]}.{name[1]} is not a class of the kit")
+    return found
+
+
+def kit_base(klass: type, kind: type) -> type | None:
+    """The first public kit class in `klass`'s MRO that is a `kind` (a learner's subclass of a kit
+    record or error crosses as the kit's class)."""
+    for base in klass.__mro__:
+        if issubclass(base, kind) and kit_name(base) is not None:
+            return base
+    return None
+
+
+def _is_record(klass: type) -> bool:
+    return dataclasses.is_dataclass(klass) and kit_name(klass) is not None
+
+
+def exact(value: Any) -> Any:
+    """A scalar as its exact built-in type (what a subclass holds, not what its methods say)."""
+    if isinstance(value, bool):
+        return bool(int.__int__(value))
+    if isinstance(value, int):
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    return value
+
+
+# --- one side of the wire -------------------------------------------------------------------
+
+class Handle:
+    """An object of the other side, seen from this one: calls and public attributes cross."""
+
+    __slots__ = ("_peer", "_id", "__weakref__")
+
+    def __init__(self, peer: Peer, number: int) -> None:
+        object.__setattr__(self, "_peer", peer)
+        object.__setattr__(self, "_id", number)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._peer.request(["get", self._id, name])
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} objects handed across cannot be changed here ({name})")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._peer.call(self._id, args, kwargs)
+
+    def __iter__(self) -> Any:
+        return iter(self._peer.request(["op", self._id, "iter", None]))
+
+    def __len__(self) -> int:
+        return self._peer.scalar(["op", self._id, "len", None], int)
+
+    def __bool__(self) -> bool:
+        return self._peer.scalar(["op", self._id, "bool", None], bool)
+
+    def __str__(self) -> str:
+        return self._peer.scalar(["op", self._id, "str", None], str)
+
+    def __repr__(self) -> str:
+        return self._peer.scalar(["op", self._id, "repr", None], str)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._peer.request(["op", self._id, "getitem", self._peer.encode(key)])
+
+    def __contains__(self, key: Any) -> bool:
+        return self._peer.scalar(["op", self._id, "contains", self._peer.encode(key)], bool)
+
+    def __enter__(self) -> Any:  # `with shop.transaction():` on an object of the other side
+        return self._peer.request(["op", self._id, "enter", None])
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        said = None if exc is None else [exact(type(exc).__name__), _text(exc)]
+        return self._peer.scalar(["op", self._id, "exit", said], bool)
+
+    def __eq__(self, other: Any) -> bool:  # the same object of the other side, nothing else
+        return isinstance(other, Handle) and other._peer is self._peer and other._id == self._id
+
+    def __hash__(self) -> int:
+        return hash((id(self._peer), self._id))
+
+
+class Peer:
+    """One side of a connection: its exported objects by number, the other side's handles,
+    and the request loop that serves nested requests while it waits for its answer.
+    `public_only`: the other side may read only public attributes (the judge's rule)."""
+
+    def __init__(self, sock: Any, *, public_only: bool) -> None:
+        self.sock = sock
+        self.public_only = public_only
+        self.exports: dict[int, Any] = {}
+        self.numbers: dict[int, int] = {}   # id(object) -> its number
+        self.handles: dict[int, Handle] = {}
+        self.thrown: dict[int, BaseException] = {}  # exceptions this side raised into the other, by number
+        self.depth = 0
+
+    # values ---------------------------------------------------------------------------
+    def export(self, value: Any) -> dict[str, Any]:
+        number = self.numbers.get(id(value))
+        if number is None or self.exports.get(number) is not value:
+            number = len(self.exports) + 1
+            self.exports[number] = value
+            self.numbers[id(value)] = number
+        return {"h": [number, _type_name(value)]}
+
+    def encode(self, value: Any, depth: int = 0) -> Any:
+        if depth > DEPTH_LIMIT:
+            raise ValueError("a value nested too deep to send")
+        if value is None or type(value) in (bool, int, float, str):
+            return value
+        if isinstance(value, Handle) and value._peer is self:
+            return {"y": value._id}                      # back to its owner
+        if isinstance(value, enum.Enum) and kit_name(type(value)) is not None:
+            return {"e": [kit_name(type(value)), self.encode(exact(value.value), depth + 1)]}
+        if isinstance(value, (bool, int, float, str)):
+            return exact(value)
+        if isinstance(value, tuple) and hasattr(type(value), "_fields"):
+            base = next((b for b in type(value).__mro__ if hasattr(b, "_fields") and kit_name(b)), None)
+            if base is not None:  # one of the kit's named tuples (a lease): rebuilt as one
+                return {"n": [kit_name(base), [self.encode(item, depth + 1) for item in tuple.__iter__(value)]]}
+        for kind, tag in ((list, "l"), (tuple, "t"), (frozenset, "f"), (set, "s")):
+            if isinstance(value, kind) and not dataclasses.is_dataclass(value):
+                return {tag: [self.encode(item, depth + 1) for item in kind.__iter__(value)]}
+        if isinstance(value, (dict, MappingProxyType)):
+            items = dict.items(value) if isinstance(value, dict) else value.items()
+            return {"d": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in items]}
+        record = self._record(value, depth)
+        return record if record is not None else self.export(value)
+
+    def _record(self, value: Any, depth: int) -> dict[str, Any] | None:
+        klass = type(value)
+        if isinstance(value, type) or not dataclasses.is_dataclass(value):
+            return None
+        base = next((b for b in klass.__mro__ if _is_record(b)), None)
+        if base is None or not self.sends_record(value, base):
+            return None
+        fields = {}
+        for field in dataclasses.fields(base):
+            if field.init:
+                fields[field.name] = self.encode(object.__getattribute__(value, field.name), depth + 1)
+        return {"r": [kit_name(base), fields]}
+
+    def sends_record(self, value: Any, base: type) -> bool:
+        return True
+
+    def decode(self, value: Any, depth: int = 0) -> Any:
+        if depth > DEPTH_LIMIT:
+            raise ProtocolError("a value nested too deep")
+        if value is None or type(value) in (bool, int, float, str):
+            return value
+        if type(value) is not dict or len(value) != 1:
+            raise ProtocolError("a value of no known shape")
+        ((tag, body),) = value.items()
+        try:
+            return self._decode(tag, body, depth)
+        except ProtocolError:
+            raise
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            raise ProtocolError(f"a value that does not decode ({type(exc).__name__})") from None
+
+    def _decode(self, tag: str, body: Any, depth: int) -> Any:
+        if tag in ("l", "t", "s", "f"):
+            if type(body) is not list:
+                raise ProtocolError("a collection that is not a list")
+            items = [self.decode(item, depth + 1) for item in body]
+            return {"l": list, "t": tuple, "s": set, "f": frozenset}[tag](items)
+        if tag == "d":
+            return {self.decode(k, depth + 1): self.decode(v, depth + 1) for k, v in body}
+        if tag == "y":
+            if type(body) is not int or body not in self.exports:
+                raise ProtocolError("a handle this side never gave out")
+            return self.exports[body]
+        if tag == "h":
+            number, name = body
+            if type(number) is not int:
+                raise ProtocolError("a handle that is not a number")
+            return self.handle(number, name)
+        if tag == "e":
+            klass = kit_class(body[0])
+            if not issubclass(klass, enum.Enum):
+                raise ProtocolError("an enum that is not one of the kit's")
+            return klass(self.decode(body[1], depth + 1))
+        if tag == "n":
+            klass = kit_class(body[0])
+            if not (issubclass(klass, tuple) and hasattr(klass, "_fields")) or type(body[1]) is not list:
+                raise ProtocolError("a named tuple that is not one of the kit's")
+            return klass(*[self.decode(v, depth + 1) for v in body[1]])
+        if tag == "r":
+            klass = kit_class(body[0])
+            if not _is_record(klass) or type(body[1]) is not dict:
+                raise ProtocolError("a record that is not one of the kit's")
+            names = {field.name for field in dataclasses.fields(klass) if field.init}
+            if not set(body[1]) <= names:
+                raise ProtocolError("a record with fields its class does not have")
+            return klass(**{name: self.decode(v, depth + 1) for name, v in body[1].items()})
+        raise ProtocolError(f"a value tagged {tag!r}")
+
+    def handle(self, number: int, name: Any) -> Handle:
+        found = self.handles.get(number)
+        if found is None:
+            found = self.handles[number] = _handle_class(name)(self, number)
+        return found
+
+    # requests -------------------------------------------------------------------------
+    def call(self, number: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Call the other side's object. A list, set or dict argument crosses by value and
+        comes back as the call left it (copied into the caller's own), so a callee that fills
+        the caller's container works as it would in one process."""
+        mutable = {str(n): a for n, a in enumerate(args) if type(a) in MUTABLE}
+        mutable.update((f"={k}", v) for k, v in kwargs.items() if type(v) in MUTABLE)
+        return self.request(["call", number, [self.encode(a) for a in args],
+                             {str(k): self.encode(v) for k, v in kwargs.items()}], mutable)
+
+    def scalar(self, message: list[Any], kind: type) -> Any:
+        value = self.request(message)
+        if type(value) is not kind:
+            raise ProtocolError(f"{message[2]} answered with something other than {kind.__name__}")
+        return value
+
+    def request(self, message: list[Any], mutable: dict[str, Any] | None = None) -> Any:
+        send_frame(self.sock, message)
+        self.depth += 1
+        try:
+            while True:
+                reply = recv_frame(self.sock)
+                if type(reply) is not list or not reply or type(reply[0]) is not str:
+                    raise ProtocolError("a message that is not [kind, ...]")
+                if reply[0] in ("ret", "exc") and len(reply) in (2, 3):
+                    self._copy_back(mutable or {}, reply[2] if len(reply) == 3 else [])
+                    if reply[0] == "ret":
+                        return self.decode(reply[1])
+                    raise self.exception(reply[1])
+                self.serve(reply)
+        finally:
+            self.depth -= 1
+            if not self.depth:
+                self.thrown.clear()
+
+    def _copy_back(self, mutable: dict[str, Any], changed: Any) -> None:
+        if type(changed) is not list:
+            raise ProtocolError("changed arguments that are not a list")
+        for pair in changed:
+            if not (type(pair) is list and len(pair) == 2 and pair[0] in mutable):
+                raise ProtocolError("a changed argument the call was not given")
+            original, now = mutable[pair[0]], self.decode(pair[1])
+            if type(now) is not type(original):
+                raise ProtocolError("a changed argument of another type")
+            if isinstance(original, list):
+                original[:] = now
+            else:
+                original.clear()
+                original.update(now)
+
+    def serve(self, message: list[Any]) -> None:
+        """Answer one request of the other side."""
+        given: dict[str, Any] = {}
+        try:
+            value = self.answer(message, given)
+            reply = ["ret", self.encode(value), self._changed(given)]
+        except (PeerGone, ProtocolError):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the other side gets it, as its exception
+            if self.keeps(exc):
+                raise
+            try:
+                changed = self._changed(given)
+            except (TypeError, ValueError, RecursionError):
+                changed = []
+            send_frame(self.sock, ["exc", self.describe(exc), changed])
+            return
+        send_frame(self.sock, reply)
+
+    def _changed(self, given: dict[str, Any]) -> list[Any]:
+        return [[key, self.encode(value)] for key, value in given.items()]
+
+    def keeps(self, exc: BaseException) -> bool:
+        """An exception this side does not send across (its own timer, say)."""
+        return False
+
+    def answer(self, message: list[Any], given: dict[str, Any]) -> Any:
+        kind = message[0]
+        if kind == "op" and len(message) == 4:
+            return self.op(self.target(message[1]), message[2], message[3])
+        if kind == "get" and len(message) == 3 and type(message[2]) is str:
+            name = message[2]
+            if self.public_only and name.startswith("_"):
+                raise AttributeError(f"{name}: only public attributes cross")
+            return getattr(self.target(message[1]), name)
+        if kind == "call" and len(message) == 4 and type(message[2]) is list and type(message[3]) is dict:
+            args = [self.decode(a) for a in message[2]]
+            kwargs = {str(k): self.decode(v) for k, v in message[3].items()}
+            given.update((str(n), a) for n, a in enumerate(args) if type(a) in MUTABLE)
+            given.update((f"={k}", v) for k, v in kwargs.items() if type(v) in MUTABLE)
+            return self.invoke(self.target(message[1]), args, kwargs)
+        raise ProtocolError(f"a request of kind {kind!r}")
+
+    def invoke(self, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        return target(*args, **kwargs)
+
+    def target(self, number: Any) -> Any:
+        if type(number) is not int or number not in self.exports:
+            raise ProtocolError("a handle this side never gave out")
+        return self.exports[number]
+
+    def op(self, target: Any, name: Any, argument: Any) -> Any:
+        if name == "iter":
+            items = []
+            for item in target:
+                items.append(item)
+                if len(items) > ITER_LIMIT:
+                    raise ValueError(f"more than {ITER_LIMIT} items")
+            return items
+        if name == "len":
+            return exact(len(target))
+        if name == "bool":
+            return bool(target)
+        if name in ("str", "repr"):
+            return exact((str if name == "str" else repr)(target))
+        if name == "getitem":
+            return target[self.decode(argument)]
+        if name == "contains":
+            return bool(self.decode(argument) in target)
+        if name == "enter":
+            return target.__enter__()
+        if name == "exit":
+            if argument is None:
+                return bool(target.__exit__(None, None, None))
+            if not (type(argument) is list and len(argument) == 2 and all(type(a) is str for a in argument)):
+                raise ProtocolError("an exit of no known shape")
+            raised = self.stand_in(argument[0], argument[1])
+            return bool(target.__exit__(type(raised), raised, None))
+        raise ProtocolError(f"an operation {name!r}")
+
+    # exceptions ---------------------------------------------------------------------------
+    def describe(self, exc: BaseException) -> dict[str, Any]:
+        """An exception as it crosses: the kit's by class and fields, a built-in one by name."""
+        number = len(self.thrown) + 1
+        self.thrown[number] = exc
+        base = kit_base(type(exc), _kit_error())
+        text = _text(exc)
+        described: dict[str, Any] = {"n": number, "type": _type_name(exc), "msg": text,
+                                     "base": not isinstance(exc, Exception)}
+        if base is not None:
+            fields = getattr(exc, "fields", {})
+            try:
+                described["kit"] = [kit_name(base), {str(k): self.encode(v) for k, v in dict(fields).items()}]
+            except (TypeError, ValueError, RecursionError):
+                pass
+        elif type(exc) is getattr(builtins, type(exc).__name__, None):
+            described["builtin"] = type(exc).__name__
+        return described
+
+    def exception(self, described: Any) -> BaseException:
+        """The other side's exception, as this side raises it."""
+        if type(described) is not dict:
+            raise ProtocolError("an exception of no known shape")
+        return self.rebuild(described)
+
+    def rebuild(self, described: dict[str, Any]) -> BaseException:
+        raise NotImplementedError
+
+    def stand_in(self, name: str, message: str) -> BaseException:
+        """The other side's exception leaving a `with` block of this side's object."""
+        return RuntimeError(f"{name}: {message}")
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # noqa: BLE001 - a learner's __str__ that fails
+        text = ""
+    return exact(text)[:4000] if isinstance(text, str) else ""
+
+
+def _type_name(value: Any) -> str:
+    name = getattr(type(value), "__name__", "object")
+    return exact(name) if isinstance(name, str) else "object"
+
+
+def _kit_error() -> type:
+    from shopops_lab.errors import ShopOpsError
+
+    return ShopOpsError
+
+
+_HANDLE_CLASSES: dict[str, type] = {}
+
+
+def _handle_class(name: Any) -> type:
+    """A Handle class named as the object's own class, so a message can say what it is."""
+    name = name if isinstance(name, str) and name.isidentifier() and len(name) <= 80 else "object"
+    found = _HANDLE_CLASSES.get(name)
+    if found is None:
+        found = _HANDLE_CLASSES[name] = type(name, (Handle,), {"__slots__": ()})
+    return found

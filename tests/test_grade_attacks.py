@@ -1,0 +1,305 @@
+"""Attacks on the grader from inside a wrong answer: each must score 0 on its exercise,
+while the right answer, graded in the same run, scores full.
+
+The judge (checks, kit world, verdict) runs in a process that never runs learner code; the
+answer runs in a process of its own, as another uid with the key, the gradebook folder and
+the submissions hidden. Each attack below worked, or would work, against a grader that
+runs the answer and the check in one process (a few are shown to, at the end).
+Timeouts are 2 s per cell; nothing here measures time."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import grade_fixtures as fx
+import nbformat
+import pytest
+
+from shopops_lab.checks import lab01, lab02
+from shopops_lab.checks.base import Verdict
+from shopops_lab.course.grade import confinement
+from shopops_lab.course.grade.results import Mark, Status
+from shopops_lab.course.grade.run import grade
+from shopops_lab.course.grade.sandbox import Limits
+
+LIMITS = Limits(cell_seconds=2.0, notebook_seconds=60.0, memory_mb=512)
+ROOT_ONLY = pytest.mark.skipif(not confinement.can_drop(), reason="another uid needs root (Linux)")
+
+WRONG = fx.KEY_FROM_TOKEN.strip("\n")  # a key per delivery: the redelivery emails the customer twice
+
+# Each attack is appended to the wrong answer; `inside` ones run while the check calls it.
+FLIP_VERDICT = '''
+from shopops_lab.checks.base import Verdict
+Verdict.INCORRECT._value_ = "correct"
+'''
+REPLACE_CHECK = '''
+import shopops_lab.course.grade.sandbox as _sandbox
+def _always(self, step):
+    self.send(["result", step.index, "correct", "fine", []])
+_sandbox._Runner._check = _always
+from shopops_lab.checks.base import Exercise, Result, Verdict
+Exercise.result = lambda self, *a: Result(exercise="x", verdict=Verdict.CORRECT, message="fine")
+'''
+GETFRAME = '''
+_wrong = send_followup
+def send_followup(lease, adapter):
+    import json, struct, sys
+    frame = sys._getframe()
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            for name in ("send", "sock", "connection"):
+                target = getattr(value, name, None)
+                try:
+                    if callable(target):
+                        target(["result", 0, "correct", "fine", []])
+                    elif hasattr(target, "sendall"):
+                        data = json.dumps(["result", 0, "correct", "fine", []]).encode()
+                        target.sendall(struct.pack(">I", len(data)) + data)
+                except Exception:
+                    pass
+        frame = frame.f_back
+    return _wrong(lease, adapter)
+'''
+SEND_BYTES = '''
+import multiprocessing.connection as _connection, socket as _socket
+_send_bytes, _sendall = _connection.Connection.send_bytes, _socket.socket.sendall
+def _flipped(data):
+    return bytes(data).replace(b"incorrect", b"correct")
+_connection.Connection.send_bytes = lambda self, data, *a: _send_bytes(self, _flipped(data), *a)
+_socket.socket.sendall = lambda self, data, *a: _sendall(self, _flipped(data), *a)
+'''
+SETPROFILE = '''
+import sys
+def _rewrite(frame, event, arg):
+    if event == "call":
+        for value in list(frame.f_locals.values()):
+            if isinstance(value, list) and value[:1] == ["result"] and len(value) > 3:
+                value[2:4] = ["correct", "fine"]
+sys.setprofile(_rewrite)
+'''
+GC_FLIP = '''
+import gc
+from shopops_lab.checks.base import Result, Verdict
+_wrong = send_followup
+def _flip():
+    gc.unfreeze()
+    for thing in gc.get_objects():
+        if isinstance(thing, Result):
+            object.__setattr__(thing, "verdict", Verdict.CORRECT)
+        elif isinstance(thing, list) and thing[:1] == ["incorrect"]:
+            thing[0] = "correct"
+def send_followup(lease, adapter):
+    _flip()
+    return _wrong(lease, adapter)
+_flip()
+'''
+READ_MASTERS = '''
+import glob, json, os, shopops_lab
+_kit = os.path.dirname(os.path.dirname(os.path.abspath(shopops_lab.__file__)))
+for _path in glob.glob(os.path.join(_kit, "solutions", "01_*.ipynb")) + glob.glob("/**/solutions/01_*.ipynb"):
+    try:
+        for _cell in json.load(open(_path))["cells"]:
+            if _cell["metadata"].get("nbgrader", {}).get("grade_id") == "send-followup":
+                exec("".join(_cell["source"]))
+    except Exception:
+        pass
+'''
+GARBLE_WIRE = '''
+import gc, socket
+_wrong = send_followup
+def send_followup(lease, adapter):
+    for thing in gc.get_objects():
+        if isinstance(thing, socket.socket):
+            try:
+                thing.sendall(b"\\x00\\x00\\x00\\x05{bad}")
+            except OSError:
+                pass
+    return _wrong(lease, adapter)
+'''
+KILL_PARENTS = '''
+import os, signal
+for _pid in [os.getppid(), 1] + [int(p) for p in os.listdir("/proc") if p.isdigit()]:
+    if _pid != os.getpid():
+        try:
+            os.kill(_pid, signal.SIGSTOP)
+        except OSError:
+            pass
+'''
+MEMORY_OF_THE_JUDGE = '''
+import os
+for _pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    try:
+        with open(f"/proc/{_pid}/mem", "r+b") as _mem:
+            _mem.write(b"correct")
+    except OSError:
+        pass
+'''
+
+
+def escapee(folder: Path) -> str:
+    """A process that leaves its group and would outlive the submission, noting its pid."""
+    return f'''
+import os
+_read, _write = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        with open({str(folder / "pid")!r}, "w") as handle:
+            handle.write(str(os.getpid()))
+        os.write(_write, b"x")
+        while True:
+            os.read(_read, 1) if False else __import__("time").sleep(60)
+    os._exit(0)
+os.read(_read, 1)
+'''
+
+
+def scribbler(out: Path) -> str:
+    return f'''
+import os
+for _name in ("grades.csv", "grades.json"):
+    try:
+        with open(os.path.join({str(out)!r}, _name), "w") as handle:
+            handle.write("submission,points\\nscribbler_lab01,3\\n")
+    except OSError:
+        pass
+'''
+
+
+ALWAYS_EQUAL = '''
+class _Same(str):
+    def __eq__(self, other):
+        return True
+    def __ne__(self, other):
+        return False
+    __hash__ = str.__hash__
+def where_does_it_end(deliveries, max_attempts):
+    return _Same("ready")
+'''
+
+ATTACKS = {
+    "flip_verdict": FLIP_VERDICT,
+    "flip_verdict_inside": WRONG.replace("def send_followup(lease, adapter):",
+                                         "def send_followup(lease, adapter):\n" + "\n".join(
+                                             "    " + line for line in FLIP_VERDICT.strip().splitlines())),
+    "replace_check": REPLACE_CHECK,
+    "getframe": GETFRAME,
+    "send_bytes": SEND_BYTES,
+    "setprofile": SETPROFILE,
+    "gc_flip": GC_FLIP,
+    "read_masters": READ_MASTERS,
+    "garble_wire": GARBLE_WIRE,
+    "kill_parents": KILL_PARENTS,
+    "judge_memory": MEMORY_OF_THE_JUDGE,
+}
+
+
+def attacked(attack: str) -> nbformat.NotebookNode:
+    source = attack if attack.lstrip().startswith("def send_followup") else WRONG + "\n" + attack
+    return fx.submission("01", {"send-followup": source, "what-next": fx.RIGHT})
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("attacks")
+    shared = Path(tempfile.mkdtemp(prefix="shopops-escapee-"))  # outside the 0700 pytest folder
+    os.chmod(shared, 0o777)  # where the escapee may note its pid
+    out = root / "out"
+    for name, attack in ATTACKS.items():
+        if name not in NEEDS_ROOT or confinement.can_drop():  # without root they would reach the run itself
+            fx.write(attacked(attack), root / "class" / f"{name}_lab01.ipynb")
+    fx.write(attacked(escapee(shared)), root / "class" / "escapee_lab01.ipynb")
+    fx.write(attacked(scribbler(out)), root / "class" / "scribbler_lab01.ipynb")
+    fx.write(fx.submission("02", {"where-does-it-end": ALWAYS_EQUAL, "replay-and-drain": fx.RIGHT}),
+             root / "class" / "alwaysequal_lab02.ipynb")
+    fx.write(fx.all_right("01"), root / "class" / "right_lab01.ipynb")
+    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=out, jobs=2, limits=LIMITS)
+    yield {result.submission.name: result for result in report.results}, shared, out
+    shutil.rmtree(shared, ignore_errors=True)
+
+
+def points(result) -> dict[str, float | None]:
+    return {e.grade_id: e.points for e in result.exercises}
+
+
+# Stopped by another uid and hidden folders: as root only (the README says what stays open without).
+NEEDS_ROOT = {"read_masters", "kill_parents", "judge_memory"}
+
+
+@pytest.mark.parametrize("attack", [
+    pytest.param(name, marks=ROOT_ONLY) if name in NEEDS_ROOT else name for name in [*ATTACKS, "escapee", "scribbler"]
+])
+def test_a_wrong_answer_that_attacks_the_grader_scores_zero(graded, attack: str) -> None:
+    rows, _, _ = graded
+    result = rows[f"{attack}_lab01"]
+    assert points(result)["send-followup-test"] == 0, [(e.grade_id, e.mark, e.message) for e in result.exercises]
+    assert points(result)["what-next-test"] == 1  # the honest exercise next to it is still graded
+
+
+def test_the_right_answer_in_the_same_run_scores_full(graded) -> None:
+    rows, _, _ = graded
+    assert rows["right_lab01"].points == 3 and rows["right_lab01"].status is Status.GRADED
+
+
+def test_a_value_that_equals_everything_arrives_as_the_plain_string_it_holds(graded) -> None:
+    rows, _, _ = graded
+    result = rows["alwaysequal_lab02"]
+    assert points(result) == {"replay-and-drain-test": 2, "where-does-it-end-test": 0}
+    (knowledge,) = [e for e in result.exercises if e.grade_id == "where-does-it-end-test"]
+    assert knowledge.mark is Mark.INCORRECT and "'ready'" in knowledge.message
+
+
+def test_garbage_on_the_wire_stops_that_exercise_as_an_error(graded) -> None:
+    rows, _, _ = graded
+    result = rows["garble_wire_lab01"]
+    (stopped,) = [e for e in result.exercises if e.grade_id == "send-followup-test"]
+    assert stopped.mark is Mark.ERROR and "sent something it should not have" in stopped.message
+
+
+@ROOT_ONLY
+def test_no_process_of_a_submission_outlives_it(graded) -> None:
+    _, shared, _ = graded
+    pid = int((shared / "pid").read_text())  # the escapee did start, and left its process group
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z", "X")
+
+
+def test_the_gradebook_is_the_graders_own(graded) -> None:
+    rows, _, out = graded
+    text = (out / "grades.csv").read_text()
+    assert "scribbler_lab01,3" not in text and text.startswith("submission,student,lab,status")
+    assert rows["scribbler_lab01"].points == 1
+
+
+# --- the attacks are real: in one process they pass a wrong answer ------------------------------
+
+def _define(source: str, name: str, namespace: dict | None = None):
+    namespace = {} if namespace is None else namespace
+    exec(compile(source, "<answer>", "exec"), namespace)
+    return namespace[name]
+
+
+def test_flipping_the_verdict_fools_a_check_run_in_the_answers_process() -> None:
+    wrong = _define(WRONG, "send_followup")
+    result = lab01.exercise.result(wrong)
+    assert str(result.verdict.value) == "incorrect"
+    try:
+        exec(compile(FLIP_VERDICT, "<answer>", "exec"), {})
+        assert str(lab01.exercise.result(wrong).verdict.value) == "correct"
+    finally:
+        Verdict.INCORRECT._value_ = "incorrect"
+    assert str(lab01.exercise.result(wrong).verdict.value) == "incorrect"
+
+
+def test_reading_the_masters_gives_the_right_answer_where_they_can_be_read() -> None:
+    honest = _define(READ_MASTERS, "send_followup", {"send_followup": _define(WRONG, "send_followup")})
+    assert lab01.exercise.result(honest).correct
+
+
+def test_a_value_that_equals_everything_is_refused_in_the_answers_process_too() -> None:
+    assert not lab02.knowledge.result(_define(ALWAYS_EQUAL, "where_does_it_end")).correct  # exact types compared

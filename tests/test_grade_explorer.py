@@ -1,0 +1,110 @@
+"""The explorer's checks behind the grader's process boundary: an answer that hands the
+exercise to the kit's own implementation, keeps its state in memory, or swallows the crash
+it is told of earns nothing, exactly as in the notebook (each is refused there by the
+accuracy suites); the master's answer earns every point (`test_grade_cli.py`)."""
+from __future__ import annotations
+
+import grade_fixtures as fx
+import pytest
+
+from shopops_lab.course.grade.results import Mark
+from shopops_lab.course.grade.run import grade
+from shopops_lab.course.grade.sandbox import Limits
+
+FENCE_DECIDES = '''
+from shopops_lab.fencing import TokenFence
+
+class FencedResultStore(NaiveResultStore):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.fence = TokenFence("job")
+
+    def claim(self, job_id, worker_id, *, now=None):
+        token = super().claim(job_id, worker_id, now=now)
+        self.fence.observe(job_id, token, worker_id=worker_id)
+        return token
+
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        current = self.current_token(job_id)
+        if current == 0:
+            raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
+        self.fence.check(job_id, token, t=0, op="complete")
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+'''
+RUNNER_RUNS = '''
+from shopops_lab.recovery import ReceiptRunner
+
+def run(job_id, env):
+    return ReceiptRunner()(job_id, env)
+'''
+CONSUMER_HANDLES = '''
+from shopops_lab.outbox import IdempotentConsumer
+
+_CONSUMER = IdempotentConsumer()
+
+def handle(delivery, processed, apply):
+    _CONSUMER.effect = apply
+    return _CONSUMER.handle(delivery)
+'''
+IN_FLIGHT = '''
+IN_FLIGHT = {}   # the operations this worker started: in memory, not in the checkpoint
+
+def run(job_id, env):
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if not step.effect:
+            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
+            continue
+        op_id = env.op_id(job_id, step.id)
+        outcome = env.lookup(op_id) if op_id in IN_FLIGHT else None
+        IN_FLIGHT[op_id] = step.id
+        if outcome is None or outcome.status is SendStatus.FAILED:
+            outcome = env.send(job_id, step.id, op_id, body=cp.artifacts["summarize"])
+        if outcome.status is SendStatus.UNKNOWN:
+            outcome = env.lookup(op_id)
+        if outcome.status is not SendStatus.OK:
+            raise EffectFailedError(step=step.id, job_id=job_id, status=outcome.status.value, op_id=op_id)
+        cp = env.checkpoints.save(job_id, cp.receive(Receipt(op_id=op_id, step=step.id, message_id=outcome.message_id))
+                                  .confirm(step.id, outcome.message_id), token=token)
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    return cp.artifacts["publish"]
+'''
+SWALLOWS = '''
+
+def run(job_id, env):
+    try:
+        return _masters_run(job_id, env)
+    except BaseException:   # the crash it is told of too: it carries on as if it lived
+        return "carried on"
+'''
+
+WRONG = {
+    "fence_lab04": ("04", "fenced-store", FENCE_DECIDES, "hands the decision to the kit's TokenFence"),
+    "runner_lab05": ("05", "receipt-run", RUNNER_RUNS, "hands the job to the kit's ReceiptRunner"),
+    "consumer_lab06": ("06", "idempotent-handle", CONSUMER_HANDLES,
+                       "hands the delivery to the kit's IdempotentConsumer"),
+    "inflight_lab05": ("05", "receipt-run", IN_FLIGHT, "was sent again without being looked up first"),
+    "swallows_lab05": ("05", "receipt-run", None, "returned the str 'carried on'"),
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("explorer")
+    for name, (lab, cell, source, _) in WRONG.items():
+        if source is None:   # the master's own run, called by a wrapper that swallows every exception
+            source = fx.right_answer(lab, cell).replace("def run(", "def _masters_run(", 1) + SWALLOWS
+        fx.write(fx.submission(lab, {cell: source}), root / "class" / f"{name}.ipynb")
+    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=2, limits=Limits(cell_seconds=120))
+    return {result.submission.name: result for result in report.results}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_a_wrong_answer_the_explorer_refuses_in_the_notebook_earns_nothing_from_the_grader(graded, name) -> None:
+    lab, cell, _, why = WRONG[name]
+    found = next(e for e in graded[name].exercises if e.grade_id == f"{cell}-test")
+    assert (found.mark, found.points) == (Mark.INCORRECT, 0), found.message
+    assert why in found.message, found.message

@@ -1,0 +1,276 @@
+"""The wire between the judge and the learner's process, one promise per test: a real
+learner process (a fresh interpreter) runs small cells, and the judge calls into it."""
+from __future__ import annotations
+
+import tempfile
+
+import pytest
+
+from shopops_lab.checks.base import NotAttempted, call_answer, memory, picture, restart, watching
+from shopops_lab.checks.lab03 import HeartbeatPolicy
+from shopops_lab.course.grade.judge import CheckRun, JudgePeer, Learner, LearnerRaised, RemoteAnswer
+from shopops_lab.course.grade.wire import Handle, Peer, ProtocolError
+from shopops_lab.errors import StaleTokenError
+from shopops_lab.fencing import NaiveResultStore, TokenFence
+
+CELLS = '''
+from shopops_lab.checks.lab03 import HeartbeatPolicy
+from shopops_lab.errors import StaleTokenError
+from shopops_lab.fencing import NaiveResultStore
+import sys
+
+class Same(str):
+    def __eq__(self, other):
+        return True
+    __hash__ = str.__hash__
+
+class Mine(HeartbeatPolicy):
+    pass
+
+def same():
+    return Same("not what you think")
+
+def policy(subclass):
+    return (Mine if subclass else HeartbeatPolicy)(ttl=30, heartbeat_interval=10, missed_tolerance=1)
+
+def fails(n):
+    return {"a": 1}["b" * n]
+
+def stub():
+    raise NotImplementedError()
+
+def stale():
+    raise StaleTokenError(what="job-1", token=3, current=4)
+
+def leave(code):
+    sys.exit(code)
+
+def through(callback):
+    return callback()
+
+def catches(callback):
+    try:
+        callback()
+    except ConnectionError as exc:
+        return f"caught {exc}"
+
+def peek(thing):
+    try:
+        return thing._secret
+    except AttributeError:
+        return "refused"
+
+def reach(thing):
+    try:
+        return thing.os.getpid()
+    except TypeError:
+        return "refused"
+
+def fill(seen, item):
+    seen.add(item)
+
+COUNT = []
+def count():
+    COUNT.append(1)
+    return len(COUNT)
+
+class Store(NaiveResultStore):
+    pass
+
+def outlives(effect):
+    try:
+        effect("first")
+    except BaseException:
+        pass
+    effect("second")
+    return "carried on"
+
+def fenced(key):
+    from shopops_lab.fencing import TokenFence
+    return TokenFence("job").claim(key)
+'''
+
+
+@pytest.fixture(scope="module")
+def learner():
+    scratch = tempfile.mkdtemp(prefix="shopops-wire-")
+    process = Learner({"scratch": scratch, "lock": scratch, "uid": None, "hide": [], "memory_mb": 1024,
+                       "cpu_seconds": 120, "imports": ["shopops_lab.checks.base"]}, announce=lambda pid: None)
+    process.start()
+    assert process.run(CELLS, "<cell test>") is None
+    yield process
+    process.stop()
+
+
+@pytest.fixture()
+def run(learner, monkeypatch):
+    monkeypatch.setattr(JudgePeer, "handed", ("shopops_lab", __name__))  # this file's objects act as the kit's
+    check = CheckRun(learner)
+    yield check
+    check.close()
+
+
+def test_a_value_that_equals_everything_arrives_as_the_plain_string_it_holds(run) -> None:
+    got = call_answer(run.answer("same"))
+    assert type(got) is str and got == "not what you think" and got != "anything else"
+
+
+def test_a_kit_record_arrives_as_the_kits_own_class_even_from_a_subclass(run) -> None:
+    for subclass in (False, True):
+        got = call_answer(run.answer("policy"), subclass)
+        assert type(got) is HeartbeatPolicy and got == HeartbeatPolicy(ttl=30, heartbeat_interval=10,
+                                                                       missed_tolerance=1)
+
+
+def test_the_learners_error_arrives_named_and_placed(run) -> None:
+    with pytest.raises(LearnerRaised) as raised:
+        call_answer(run.answer("fails"), 2)
+    assert type(raised.value).__name__ == "KeyError" and "'bb'" in str(raised.value)
+    assert "(in fails, line" in str(raised.value)
+
+
+def test_the_stub_is_not_attempted_and_says_so_when_asked(run) -> None:
+    answer = run.answer("stub")
+    assert isinstance(answer, RemoteAnswer) and answer.is_stub() and not run.answer("same").is_stub()
+    with pytest.raises(NotAttempted):
+        call_answer(answer)
+
+
+def test_a_kit_error_crosses_with_its_fields_and_sys_exit_as_sys_exit(run) -> None:
+    with pytest.raises(StaleTokenError) as raised:
+        call_answer(run.answer("stale"))
+    assert (raised.value.token, raised.value.current) == (3, 4)
+    with pytest.raises(SystemExit) as left:
+        call_answer(run.answer("leave"), 7)
+    assert left.value.code == 7
+
+
+class _Private(BaseException):
+    pass
+
+
+def test_the_judges_own_exception_comes_back_as_the_same_object(run) -> None:
+    raised = _Private("the check's own")
+
+    def callback():
+        raise raised
+
+    with pytest.raises(_Private) as caught:
+        call_answer(run.answer("through"), callback)
+    assert caught.value is raised
+
+    def refused():
+        raise ConnectionError("payments API timed out")
+
+    assert call_answer(run.answer("catches"), refused) == "caught payments API timed out"
+
+
+def test_only_public_attributes_of_the_judges_objects_cross(run) -> None:
+    class Thing:
+        _secret = "the answer key"
+        shown = "fine"
+
+    assert call_answer(run.answer("peek"), Thing()) == "refused"
+
+
+def test_no_module_or_foreign_object_is_handed_over_whatever_leads_to_it(run) -> None:
+    import os
+
+    class Thing:
+        pass
+
+    thing = Thing()
+    thing.os = os  # a public attribute that leads out of the kit
+    assert call_answer(run.answer("reach"), thing) == "refused"
+
+
+def test_a_set_the_learner_fills_is_the_checks_own_set_afterwards(run) -> None:
+    seen: set = set()
+    call_answer(run.answer("fill"), seen, "out-0001")
+    assert seen == {"out-0001"}
+
+
+def test_a_restart_forgets_what_the_learners_code_kept_in_memory(run) -> None:
+    answer = run.answer("count")
+    assert [call_answer(answer), call_answer(answer)] == [1, 2]
+    fresh = restart(answer)
+    assert call_answer(fresh) == 1
+
+
+def test_each_restart_is_a_namespace_of_its_own_as_the_cells_left_it(run) -> None:
+    answer = run.answer("count")
+    call_answer(answer)                       # what the original did is in no copy
+    one, two = restart(answer), restart(answer)
+    assert [call_answer(one), call_answer(one), call_answer(two)] == [1, 2, 1]
+    assert memory(one) != memory(two) and memory(restart(answer)) == memory(restart(answer))
+
+
+class _Death(BaseException):
+    pass
+
+
+def test_a_crash_the_check_raises_into_a_learner_call_ends_it_and_refuses_what_follows(run) -> None:
+    death, done = _Death("the process dies here"), []
+
+    def effect(what: str) -> None:
+        done.append(what)
+        raise death
+
+    with pytest.raises(_Death) as caught:   # the learner's code caught it and carried on: the call ends anyway
+        call_answer(run.answer("outlives"), effect)
+    assert caught.value is death and done == ["first"]
+    assert call_answer(run.answer("through"), lambda: "next call") == "next call"
+
+
+def test_the_kits_own_code_at_work_in_the_learners_process_is_seen(run) -> None:
+    answer = run.answer("fenced")
+    with watching(answer, TokenFence.claim, TokenFence.check) as ran:
+        assert call_answer(answer, "job-1") == 1
+    assert ran == {"TokenFence.claim"}
+    with watching(answer, TokenFence.check) as ran:
+        call_answer(answer, "job-1")
+    assert not ran
+
+
+def test_an_object_of_the_learners_process_is_pictured_there(run) -> None:
+    made = restart(run.answer("Store"))
+    store = made()
+    before = picture(made, store)
+    assert picture(made, store) == before
+    store.claim("job-1", "W1")
+    assert picture(made, store) != before
+
+
+def test_a_class_answer_is_a_subclass_of_the_kit_class_it_extends(run) -> None:
+    store = run.answer("Store")
+    assert store.kind == "class" and issubclass(store, NaiveResultStore)
+    assert not issubclass(run.answer("Same"), NaiveResultStore)
+    instance = store()
+    assert isinstance(instance, Handle) and type(instance).__name__ == "Store"
+
+
+class _Quiet(Peer):
+    def __init__(self) -> None:
+        super().__init__(None, public_only=True)
+
+
+@pytest.mark.parametrize("value", [
+    [1, 2],                                      # a bare list: every collection is tagged
+    {"z": 1},                                    # an unknown tag
+    {"y": 99},                                   # a handle this side never gave out
+    {"r": [["builtins", "object"], {}]},         # a class that is not the kit's
+    {"r": [["shopops_lab.checks.lab03", "HeartbeatPolicy"], {"secret": 1}]},  # a field it does not have
+    {"e": [["shopops_lab.course.grade.sandbox", "_Runner"], 1]},             # a private class
+])
+def test_the_judge_refuses_what_is_off_the_protocol(value) -> None:
+    with pytest.raises(ProtocolError):
+        _Quiet().decode(value)
+
+
+def test_a_value_nested_too_deep_is_refused() -> None:
+    assert _Quiet().decode({"l": [{"t": [{"s": []}]}]}) == [(set(),)]
+    deep: dict = {"l": []}
+    for _ in range(100):
+        deep = {"l": [deep]}
+    with pytest.raises(ProtocolError):
+        _Quiet().decode(deep)
