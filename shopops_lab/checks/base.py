@@ -19,6 +19,7 @@ import contextlib
 import functools
 import sys
 import sysconfig
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -76,41 +77,45 @@ class Wrong(Exception):
         self.evidence = tuple(evidence)
 
 
-class ForeignAnswer:
+class ForeignAnswer(ABC):
     """An answer that lives in another process (the grader's learner child), seen from the
     judge. Calling it (or, for a class, making an object from it) crosses to that process;
     a subclass raises `NotAttempted` itself when the stub answered. The checks treat it like
-    the learner's own function or class, through `call_answer`, `is_stub` and `restart`."""
+    the learner's own function or class, through `call_answer`, `is_stub` and `restart`.
+    The grader's `RemoteAnswer` is the one implementation."""
 
     kind: str = "function"          # or "class"
     __name__: str = "answer"
 
+    @abstractmethod
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError  # a subclass crosses to the learner's process
+        """Call the answer (or make an object of it) in its process."""
 
+    @abstractmethod
     def is_stub(self) -> bool:
-        raise NotImplementedError  # a subclass asks the learner's process
+        """Is it still the exercise's stub? Asked of the answer's process."""
 
+    @abstractmethod
     def restart(self) -> ForeignAnswer:
-        raise NotImplementedError  # a subclass starts the learner's code afresh
+        """The answer as a freshly started process has it (its memory as before any call)."""
 
+    @abstractmethod
     def memory(self) -> Hashable:
         """What this copy keeps in memory, drawn in its own process by the kit's `fresh.memory`
         (a digest the judge only compares), or a value equal to nothing when it cannot be seen."""
-        raise NotImplementedError
 
+    @abstractmethod
     def picture(self, value: Any) -> Hashable:
         """An object of the answer's process (a store made from the learner's class), drawn
         there by the kit's `fresh.canonical`: to tell two states apart, never to judge."""
-        raise NotImplementedError
 
+    @abstractmethod
     def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
         """From now on, note which of the kit's `functions` run in the answer's process."""
-        raise NotImplementedError
 
+    @abstractmethod
     def watched(self) -> frozenset[str]:
         """Stop noting: the qualified names of the watched kit functions that ran."""
-        raise NotImplementedError
 
 
 def restart(answer: Any) -> Any:
