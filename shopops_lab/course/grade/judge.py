@@ -309,12 +309,6 @@ class CheckRun:
             return found.get("value")
         return RemoteAnswer(self, name, found["kind"], found["value"], self.generation)
 
-    def restart(self) -> None:
-        """A fresh worker: what the previous one kept in memory is gone (a process death)."""
-        self.close()
-        self.peer = self.learner.fork()
-        self.generation += 1
-
     def died(self) -> str:
         """Why the worker is gone, once a call found it gone."""
         self.close()
