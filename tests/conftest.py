@@ -11,6 +11,7 @@ tests/README.md maps labs and modules to tests.
 """
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +51,33 @@ def worker_scope(nodeid: str) -> str:
     return SHARED.get(path.rsplit("/", 1)[-1], path)
 
 
+# How long each unit took in the last run on this machine (pytest's cache), else as measured
+# on a 2-core machine when this file was last refreshed (`make test PYTEST_ARGS=--record-seconds`).
+# The scheduler starts the longest units first, so no long file starts last and runs alone.
+SECONDS_FILE = Path(__file__).with_name("scope_seconds.json")
+SECONDS_KEY = "shopops-lab/scope-seconds"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--record-seconds", action="store_true",
+                     help=f"write each unit's measured seconds to {SECONDS_FILE.name}")
+
+
+def known_seconds(config: pytest.Config) -> dict[str, float]:
+    """Each unit's last measured seconds: this machine's last run over the committed table."""
+    seconds = json.loads(SECONDS_FILE.read_text()) if SECONDS_FILE.exists() else {}
+    cached = config.cache.get(SECONDS_KEY, {}) if config.cache else {}
+    return {**seconds, **cached}
+
+
+def longest_first(workqueue: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
+    """The units, longest first (unknown ones by their number of tests, after the known)."""
+    def cost(item: tuple[str, Any]) -> tuple[float, int]:
+        scope, nodeids = item
+        return (-seconds.get(scope, 0.0), -len(nodeids))
+    return dict(sorted(workqueue.items(), key=cost))
+
+
 @pytest.hookimpl(optionalhook=True)  # called only when pytest-xdist runs the tests
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadfile":
@@ -60,7 +88,33 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             return worker_scope(nodeid)
 
+        def _assign_work_unit(self, node: Any) -> None:
+            if not getattr(self, "_sorted", False):  # once, when the queue is first built
+                self.workqueue = type(self.workqueue)(
+                    longest_first(dict(self.workqueue), known_seconds(self.config)))
+                self._sorted = True
+            super()._assign_work_unit(node)
+
     return SharedFileScheduling(config, log)
+
+
+_unit_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Adds up each unit's seconds (setup, call and teardown) as reports reach the controller."""
+    scope = worker_scope(report.nodeid)
+    _unit_seconds[scope] = _unit_seconds.get(scope, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput") or not _unit_seconds:
+        return  # a worker: its reports reach the controller, which keeps the sums
+    measured = {scope: round(sec, 1) for scope, sec in sorted(_unit_seconds.items())}
+    if session.config.cache is not None:
+        session.config.cache.set(SECONDS_KEY, {**known_seconds(session.config), **measured})
+    if session.config.getoption("--record-seconds"):
+        SECONDS_FILE.write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

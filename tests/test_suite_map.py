@@ -2,12 +2,13 @@
 of the package, and the parallel run keeps together what must run together."""
 from __future__ import annotations
 
+import json
 import re
 from fnmatch import fnmatchcase
 from pathlib import Path
 
 import pytest
-from conftest import NOTEBOOK_RUNS, SHARED, SLOW_FILES, worker_scope
+from conftest import NOTEBOOK_RUNS, SECONDS_FILE, SHARED, SLOW_FILES, longest_first, worker_scope
 
 TESTS = Path(__file__).resolve().parent
 PACKAGE = TESTS.parent / "shopops_lab"
@@ -53,3 +54,16 @@ def test_each_single_slow_test_still_exists() -> None:
 ])
 def test_a_worker_runs_whole_what_shares_a_kernel_a_fixture_or_a_site(nodeid: str, scope: str) -> None:
     assert worker_scope(nodeid) == scope
+
+
+def test_the_longest_units_start_first_and_unknown_ones_by_their_number_of_tests() -> None:
+    queue = {"a.py": ["t"], "b.py": ["t"] * 3, "site": ["t"], "c.py": ["t"] * 2}
+    order = list(longest_first(queue, {"site": 90.0, "a.py": 4.0}))
+    assert order == ["site", "a.py", "b.py", "c.py"]
+
+
+def test_the_committed_seconds_name_only_units_that_exist() -> None:
+    """A renamed file would keep a stale entry and start late again: refresh with --record-seconds."""
+    root = TESTS.parent
+    for scope in json.loads(SECONDS_FILE.read_text(encoding="utf-8")):
+        assert scope in SHARED.values() or (root / scope).exists(), scope
