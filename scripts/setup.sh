@@ -57,6 +57,12 @@ install_requirements() {
   if [ -n "${CI:-}" ]; then quiet="-q"; fi
   say "installing requirements.txt into $VENV"
   "$VENV/bin/python" -m pip install $quiet --disable-pip-version-check -r requirements.txt
+  # Older setups installed the Lite kernel here; its extension breaks JupyterLab (the Lite build
+  # now fetches it into its own cache), so a venv from then is cleaned of it.
+  if "$VENV/bin/python" -m pip show -q jupyterlite-pyodide-kernel >/dev/null 2>&1; then
+    "$VENV/bin/python" -m pip uninstall -y -q jupyterlite-pyodide-kernel
+    rmdir "$VENV/share/jupyter/labextensions/@jupyterlite" 2>/dev/null || true
+  fi
 }
 
 # What to tell a learner when we cannot install dot ourselves: the doctor knows each OS.

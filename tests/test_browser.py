@@ -6,7 +6,9 @@
 2. JupyterLite, the offline site (`shopops-lab lite build --offline`), served on 127.0.0.1
    with every request to any other host blocked and counted (any one fails the test): labs
    00 and 07 run top to bottom, `import shopops_lab` works with no step from the learner, a
-   check prints its verdict, the playground responds, a plot and a diagram are drawn.
+   check prints its verdict, the playground responds, a plot and a diagram are drawn; at a
+   phone's 390 px the front page opens a lab alone in the single-notebook view.
+3. JupyterLab's console shows no error (no Lite extension is installed beside it).
 
 Each test starts its own server as a child process and stops it by its PID. Needs Chromium
 and Playwright's Python package (CI installs both with .ci/run); elsewhere the tests skip
@@ -86,13 +88,13 @@ def server(command: list[str], *, cwd: Path, probe: str, env: dict | None = None
 
 
 @contextlib.contextmanager
-def browser_page(name: str, *, allowed_origin: str | None = None):
+def browser_page(name: str, *, allowed_origin: str | None = None, width: int = 1400):
     """A Chromium page; with `allowed_origin`, every request elsewhere is aborted and listed in
     the yielded `blocked` list. A failing test leaves test-artifacts/<name>.png behind."""
     blocked: list[str] = []
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        context = browser.new_context(viewport={"width": width, "height": 1000})
         if allowed_origin is not None:
             def route(request_route):
                 url = request_route.request.url
@@ -223,6 +225,18 @@ def test_lab_00_widgets_drive_the_queue_in_jupyterlab(lab_server):
         assert page.get_by_text("Error displaying widget").count() == 0
 
 
+def test_jupyterlab_logs_no_console_error(lab_server):
+    """No extension installed beside JupyterLab fails in it (the Lite kernel's would: it is
+    fetched into the Lite build's cache instead)."""
+    with browser_page("jupyterlab-console") as (page, _):
+        errors: list[str] = []
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"{lab_server}/lab/tree/00_start_here.ipynb?reset")
+        page.get_by_text("Python 3 (ipykernel) | Idle").first.wait_for()
+        assert errors == []
+
+
 def click_the_playground(page) -> None:
     enqueue = page.locator("button.jupyter-button", has_text="enqueue").first
     enqueue.scroll_into_view_if_needed()
@@ -286,4 +300,18 @@ def test_lab_08_explains_itself_offline_in_jupyterlite_and_shows_its_recorded_ru
         assert len(maps) == 1 and "<title>stop map: the naive handler, seed 4 (recorded run)</title>" in maps[0]
         assert maps[0].count('<g class="stop repeated">') == 1  # the double refund, drawn from the recording
         assert any("stop map needs real worker processes" in text for text in outputs)  # the learner's: one line
+        assert blocked == [], f"requests left the site: {blocked}"
+
+
+def test_a_phone_opens_a_lab_alone_from_the_sites_front_page(lite_server):
+    """390 px wide: the front page opens lab 01 in the single-notebook view (no file browser
+    beside it), its kernel starts, and nothing is wider than the screen."""
+    with browser_page("jupyterlite-phone", allowed_origin=lite_server, width=390) as (page, blocked):
+        page.goto(f"{lite_server}/")
+        page.locator("a.lab").nth(1).click()
+        page.wait_for_url(re.compile(r"/notebooks/index\.html\?path=01_"))
+        page.locator(".jp-RenderedMarkdown h1", has_text="Lab 01").first.wait_for()
+        page.locator(".jp-Notebook .jp-Cell").first.wait_for()
+        assert page.locator(".jp-DirListing:visible").count() == 0
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
         assert blocked == [], f"requests left the site: {blocked}"

@@ -140,3 +140,38 @@ def test_the_same_inputs_build_the_same_site(offline_site, tmp_path):
                 for p in sorted(site.rglob("*")) if p.is_file()}
 
     assert files(again) == files(offline_site)
+
+
+def test_the_front_page_opens_each_lab_alone_and_jupyterlab_without_restored_tabs(offline_site):
+    page = (offline_site / "index.html").read_text(encoding="utf-8")
+    assert "config-utils.js" not in page  # JupyterLite's redirect to lab/ is gone
+    assert 'id="jupyter-config-data"' in page  # the apps read their parent page's config script
+    assert 'name="viewport" content="width=device-width' in page
+    singles = re.findall(r'class="lab" href="notebooks/index.html\?path=([^"]+)"', page)
+    assert singles == NOTEBOOKS
+    assert re.findall(r'href="lab/index.html\?path=([^"&]+)&amp;reset"', page) == NOTEBOOKS
+    assert "Lab 04 · Fencing tokens" in page  # titles, not file names
+    overrides = json.loads((offline_site / "overrides.json").read_text())
+    assert overrides["@jupyterlab/notebook-extension:tracker"]["kernelShutdown"] is True
+
+
+def test_the_kernel_is_fetched_into_the_cache_and_never_installed_beside_jupyterlab(offline_site):
+    """Its lab extension, installed here, would be loaded by the learner's JupyterLab and fail."""
+    import importlib.util
+
+    from jupyter_core.paths import jupyter_path
+
+    assert importlib.util.find_spec("jupyterlite_pyodide_kernel") is None
+    assert not any((Path(p) / lite.LAB_EXTENSIONS[0]).exists() for p in jupyter_path("labextensions"))
+    assert (offline_site / "extensions" / lite.LAB_EXTENSIONS[0] / "package.json").is_file()
+
+
+def test_a_lab_title_is_its_first_heading(tmp_path):
+    from shopops_lab.course.home import lab_title
+
+    notebook = tmp_path / "09_x.ipynb"
+    notebook.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "# not a title"},
+                                              {"cell_type": "markdown", "source": ["intro\n", "# Lab 09 · X\n"]}]}))
+    assert lab_title(notebook) == "Lab 09 · X"
+    notebook.write_text(json.dumps({"cells": []}))
+    assert lab_title(notebook) == "09_x"

@@ -22,7 +22,7 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 # Imports only some commands make: "doctor"/"tests" need nothing declared; an extra's name
 # means the module must come from that extra.
 OPTIONAL = {"jupyter_client": "doctor", "packaging": "doctor", "nbclient": "execute", "pytest": "tests",
-            "jupyter_core": "lite", "jupyterlite_pyodide_kernel": "lite", "psycopg": "postgres"}
+            "jupyter_core": "lite", "psycopg": "postgres"}
 
 
 def _name(requirement: str) -> str:

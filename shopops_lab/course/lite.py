@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shopops_lab.course.errors import LiteBuildError
+from shopops_lab.course.home import front_page
 from shopops_lab.errors import BadArgumentError
 
 __all__ = ["CORE_PACKAGES", "LiteSite", "add_arguments", "build_site", "kit_wheel", "run", "serve"]
@@ -60,6 +61,10 @@ COURSE_DEPENDS = {"shopops-lab": ["ipywidgets"],
                   "pyodide-kernel": ["comm", "ipython"], "ipykernel": ["pyodide-kernel"], "comm": ["traitlets"]}
 """Lock dependencies of the wheels Pyodide's own lock does not know (from their metadata)."""
 LAB_EXTENSIONS = ("@jupyterlite/pyodide-kernel-extension", "@jupyter-widgets/jupyterlab-manager")
+KERNEL = ("jupyterlite-pyodide-kernel", "0.8.6")
+"""The site's Python kernel, fetched as a wheel and unpacked in the cache, never installed
+here: its JupyterLab extension, installed beside JupyterLab, is loaded by it and fails there
+(it needs JupyterLite's own shared modules), an error in every learner's browser console."""
 EPOCH = 1767225600                  # 2026-01-01: every file's date (SOURCE_DATE_EPOCH overrides it)
 NOTEBOOK = re.compile(r"^\d\d_[\w-]+\.ipynb$")
 PURE = re.compile(r"-(py3|py2\.py3)-none-any\.whl$")
@@ -139,7 +144,7 @@ def serve(directory: str | os.PathLike[str], *, port: int = 8000, host: str = "1
         server = http.server.ThreadingHTTPServer((host, port), functools.partial(Handler, directory=str(root)))
     except OSError as error:
         raise _listen_error(host, port, error) from None
-    print(f"serving {root} at http://{host}:{server.server_address[1]}/lab/index.html (Ctrl+C stops)", flush=True)
+    print(f"serving {root} at http://{host}:{server.server_address[1]}/ (Ctrl+C stops)", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -179,14 +184,13 @@ def build_site(
         raise BadArgumentError(field="notebooks", problem=f"{str(notebooks_dir)!r} holds no NN_*.ipynb notebook",
                                fix="run it from the course folder, or pass --notebooks DIR")
     _require("jupyterlite_core", "jupyterlite-core")
-    _require("jupyterlite_pyodide_kernel", "jupyterlite-pyodide-kernel")
-    from jupyterlite_pyodide_kernel.constants import PYODIDE_VERSION
-
     cache = (
         Path(cache_dir)
         if cache_dir
         else Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "shopops-lab" / "lite"
     )
+    kernel = _kernel_package(cache)
+    pyodide_version = _pyodide_version(kernel)
     with tempfile.TemporaryDirectory(prefix="shopops-lite-") as scratch:
         stage = Path(scratch) / "stage"
         (stage / "files").mkdir(parents=True)
@@ -194,19 +198,20 @@ def build_site(
             shutil.copyfile(notebook, stage / "files" / notebook.name)
         wheels = stage / WHEELS
         wheels.mkdir(parents=True)
-        pyodide = _pyodide_package(PYODIDE_VERSION, cache / "npm")
+        pyodide = _pyodide_package(pyodide_version, cache / "npm")
         upstream = json.loads((pyodide / "pyodide-lock.json").read_text(encoding="utf-8"))
         python = ".".join(upstream["info"]["python"].split(".")[:2])  # Pyodide's Python, e.g. 3.14
-        shipped = [kit_wheel(wheels), *_kernel_wheels(wheels),
+        shipped = [kit_wheel(wheels), *_kernel_wheels(kernel, wheels),
                    *_pypi_wheels(_installed(FROM_PYPI), wheels, cache / "pypi", python=python)]
         if offline:
             shipped += _pypi_wheels(_core_closure(upstream), wheels, cache / "pypi", python=python)
             _copy_pyodide(pyodide, stage / PYODIDE)
-        lock = _lock(upstream, shipped, offline=offline, version=PYODIDE_VERSION)
+        lock = _lock(upstream, shipped, offline=offline, version=pyodide_version)
         (stage / LOCK).write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         _write_config(stage, offline=offline)
         built = Path(scratch) / "site"
-        _jupyter_lite_build(stage, built)
+        _jupyter_lite_build(stage, built, kernel)
+        (built / "index.html").write_text(front_page(notebooks), encoding="utf-8")  # not a redirect to lab/
         shutil.copytree(stage / WHEELS, built / WHEELS)  # jupyter lite copies only what it knows
         if out.exists():
             shutil.rmtree(out)
@@ -270,10 +275,42 @@ def _digest(data: bytes) -> str:
 
 
 # ---------------------------------------------------------------------------- other wheels
-def _kernel_wheels(folder: Path) -> list[Path]:
+def _kernel_package(cache: Path) -> Path:
+    """The kernel's wheel (KERNEL) unpacked in `cache`: importable from there by the build
+    (PYTHONPATH), its lab extension and its own wheels read from there."""
+    name, version = KERNEL
+    folder = cache / "kernel" / f"{_canonical(name)}-{version}"
+    if (folder / "jupyterlite_pyodide_kernel" / "constants.py").is_file():
+        return folder
+    wheel = _cached_wheel(name, version, cache / "pypi", python=None)
+    unpacking = folder.with_suffix(".partial")
+    shutil.rmtree(unpacking, ignore_errors=True)
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(unpacking)
+    unpacking.rename(folder)
+    return folder
+
+
+def _pyodide_version(kernel: Path) -> str:
+    """The Pyodide the kernel pins, read from its constants (the package is not imported here)."""
+    text = (kernel / "jupyterlite_pyodide_kernel" / "constants.py").read_text(encoding="utf-8")
+    found = re.search(r'^PYODIDE_VERSION = "([^"]+)"', text, re.M)
+    if found is None:
+        raise LiteBuildError(what="the Pyodide version the kernel pins", where=str(kernel),
+                             fix=f"delete {kernel} and build again")
+    return found.group(1)
+
+
+def _kernel_extension(kernel: Path) -> Path:
+    name, version = KERNEL
+    return (kernel / f"{name.replace('-', '_')}-{version}.data" / "data" / "share" / "jupyter" / "labextensions"
+            / LAB_EXTENSIONS[0])
+
+
+def _kernel_wheels(kernel: Path, folder: Path) -> list[Path]:
     """The Pyodide kernel's own wheels, from its lab extension (widgetsnbextension: the
     4.x stand-in, for ipywidgets 8)."""
-    source = _lab_extension("@jupyterlite/pyodide-kernel-extension") / "static" / "pypi"
+    source = _kernel_extension(kernel) / "static" / "pypi"
     found = []
     for wheel in sorted(source.glob("*.whl")):
         name, version = _name_version(wheel.name)
@@ -282,7 +319,7 @@ def _kernel_wheels(folder: Path) -> list[Path]:
     missing = set(FROM_THE_KERNEL) - {_name_version(p.name)[0] for p in found}
     if missing:
         raise LiteBuildError(what=f"the Pyodide kernel's wheels {sorted(missing)}", where=str(source),
-                             fix="pip install --force-reinstall jupyterlite-pyodide-kernel")
+                             fix=f"delete {kernel} and build again")
     return found
 
 
@@ -311,24 +348,32 @@ def _core_closure(lock: dict) -> dict[str, str]:
 def _pypi_wheels(wanted: dict[str, str], folder: Path, cache: Path, *, python: str) -> list[Path]:
     """Pure-Python wheels for Pyodide's `python` from PyPI (pip download, kept in
     `cache`), copied into `folder`."""
-    cache.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, version in sorted(wanted.items()):
-        hit = [p for p in cache.glob("*.whl") if _name_version(p.name) == (_canonical(name), version)]
-        if not hit:
-            command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                       "--python-version", python, "--dest", str(cache), f"{name}=={version}"]
-            done = subprocess.run(command, capture_output=True, text=True)
-            hit = [p for p in cache.glob("*.whl") if _name_version(p.name) == (_canonical(name), version)]
-            if done.returncode or not hit:
-                raise LiteBuildError(what=f"the wheel {name}=={version}", where="PyPI",
-                                     fix=f"check the network, or put the wheel in {cache} "
-                                         f"({(done.stderr or done.stdout).strip()[-300:]})")
-        if not PURE.search(hit[0].name):
-            raise LiteBuildError(what=f"a pure-Python wheel of {name}=={version}", where="PyPI",
-                                 fix="only py3-none-any wheels run in the browser")
-        paths.append(Path(shutil.copy2(hit[0], folder / hit[0].name)))
+        wheel = _cached_wheel(name, version, cache, python=python)
+        paths.append(Path(shutil.copy2(wheel, folder / wheel.name)))
     return paths
+
+
+def _cached_wheel(name: str, version: str, cache: Path, *, python: str | None) -> Path:
+    """The pure-Python wheel of `name==version` in `cache`, fetched from PyPI (pip download)
+    the first time; `python` is the interpreter it is for (None: this one)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    hit = [p for p in cache.glob("*.whl") if _name_version(p.name) == (_canonical(name), version)]
+    if not hit:
+        target = ["--python-version", python] if python else []
+        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
+                   *target, "--dest", str(cache), f"{name}=={version}"]
+        done = subprocess.run(command, capture_output=True, text=True)
+        hit = [p for p in cache.glob("*.whl") if _name_version(p.name) == (_canonical(name), version)]
+        if done.returncode or not hit:
+            raise LiteBuildError(what=f"the wheel {name}=={version}", where="PyPI",
+                                 fix=f"check the network, or put the wheel in {cache} "
+                                     f"({(done.stderr or done.stdout).strip()[-300:]})")
+    if not PURE.search(hit[0].name):
+        raise LiteBuildError(what=f"a pure-Python wheel of {name}=={version}", where="PyPI",
+                             fix="only py3-none-any wheels run in the browser")
+    return hit[0]
 
 
 def _name_version(filename: str) -> tuple[str, str]:
@@ -412,8 +457,9 @@ def _write_config(stage: Path, *, offline: bool) -> None:
               "jupyter-config-data": {"appName": "ShopOps Lab", "defaultKernelName": "python",
                                       "litePluginSettings": {"@jupyterlite/pyodide-kernel-extension:kernel": kernel}}}
     (stage / "jupyter-lite.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    # every cell drawn at once: a widget or picture below the fold is there when Run All reaches it
-    overrides = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"}}
+    # every cell drawn at once: a widget or picture below the fold is there when Run All reaches it;
+    # a closed notebook's Pyodide kernel stops with it, so kernels do not pile up in one tab
+    overrides = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none", "kernelShutdown": True}}
     (stage / "overrides.json").write_text(json.dumps(overrides, indent=2) + "\n", encoding="utf-8")
 
 
@@ -424,19 +470,22 @@ def _lab_extension(name: str) -> Path:
         if (Path(folder) / name / "package.json").is_file():
             return Path(folder) / name
     raise LiteBuildError(what=f"the lab extension {name}", where="this environment's Jupyter paths",
-                         fix="pip install -r requirements.txt (it brings jupyterlite-pyodide-kernel and ipywidgets)")
+                         fix="pip install -r requirements.txt (it brings ipywidgets)")
 
 
-def _jupyter_lite_build(stage: Path, out: Path) -> None:
+def _jupyter_lite_build(stage: Path, out: Path, kernel: Path) -> None:
     """jupyter lite build, with only the extensions the course needs (not whatever else
-    this environment has), timestamps clamped, no source maps."""
+    this environment has), the kernel's build addons from its unpacked wheel, timestamps
+    clamped, no source maps."""
     command = [sys.executable, "-m", "jupyterlite_core", "build", "--lite-dir", str(stage), "--output-dir", str(out),
                "--contents", "files", "--ignore-sys-prefix", "--no-sourcemaps", "--no-unused-shared-packages",
                "--apps", "lab", "--apps", "notebooks", "--source-date-epoch", str(EPOCH),
-               *[f"--LiteBuildConfig.federated_extensions={_lab_extension(name)}" for name in LAB_EXTENSIONS]]
+               f"--LiteBuildConfig.federated_extensions={_kernel_extension(kernel)}",
+               *[f"--LiteBuildConfig.federated_extensions={_lab_extension(name)}" for name in LAB_EXTENSIONS[1:]]]
     epoch = os.environ.get("SOURCE_DATE_EPOCH", str(EPOCH))
     command[command.index("--source-date-epoch") + 1] = epoch
-    env = dict(os.environ, SOURCE_DATE_EPOCH=epoch, PYTHONHASHSEED="0")
+    path = os.pathsep.join(filter(None, [str(kernel), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, SOURCE_DATE_EPOCH=epoch, PYTHONHASHSEED="0", PYTHONPATH=path)
     env.pop("JUPYTERLITE_PYODIDE_URL", None)
     done = subprocess.run(command, cwd=stage, capture_output=True, text=True, env=env)
     if done.returncode:
