@@ -30,7 +30,7 @@ from shopops_lab.errors import JobNotRunningError, ShopOpsError, SimulatedCrash,
 from shopops_lab.explore import Replayed
 from shopops_lab.explore import explore as search
 from shopops_lab.explore import replay as replay_schedule
-from shopops_lab.jobs import JobState, JobStore
+from shopops_lab.jobs import JOB_TRANSITIONS, JobState, JobStore
 from shopops_lab.recovery import CrashPoint, Env, ReceiptRunner
 from shopops_lab.widgets.quiz import Quiz
 
@@ -305,7 +305,8 @@ class _JobStage:
         self.calls.append(name)
         if len(self.calls) > _CALL_LIMIT:
             raise _Spent()
-        if self.cancel_at == len(self.calls):
+        if self.cancel_at == len(self.calls) and (self.jobs.get(self.job_id).state, JobState.CANCELLED) in \
+                JOB_TRANSITIONS:   # a finished job can no longer be cancelled: the person is too late
             self.jobs.cancel(self.job_id, reason="the customer withdrew the request")
             self.cancelled_before = name
         try:
@@ -353,20 +354,19 @@ class _JobStage:
 
 
 def _job_story(stage: _JobStage) -> str:
-    if stage.cancel_at is None:
-        return "when nobody cancels the job"
-    before = stage.cancelled_before or f"call {stage.cancel_at}"
-    return f"when a person cancels the job just before your call number {stage.cancel_at} ({before})"
+    if stage.cancelled_before is None:
+        return "when nobody cancels the job" if stage.cancel_at is None else "when a person's cancel comes too late"
+    return f"when a person cancels the job just before your call number {stage.cancel_at} ({stage.cancelled_before})"
 
 
 def _judge_job(stage: _JobStage, returned: Any, error: BaseException | None) -> None:
     story, state = _job_story(stage), stage.jobs.get(stage.job_id).state
-    if isinstance(error, _Spent):
+    if isinstance(error, _Spent) or len(stage.calls) > _CALL_LIMIT:
         raise Wrong(f"{story}, your code made more than {_CALL_LIMIT} calls: after a refusal, stop instead of trying "
                     "again.", stage.calls[:12])
     if stage.refused is not None:
         n, call, refusal = stage.refused
-        said = f"{story}, the store refused {call} ({type(refusal).__name__}: {refusal})"
+        said = f"{story}, the store refused {call} ({type(refusal).__name__}: {str(refusal).rstrip('.')})"
         if error is not None and error is refusal or isinstance(error, _REFUSALS):
             raise Wrong(f"{said}, and your function raised it. A refused move is the store's answer, not a crash: "
                         "stop the work and report the job's state.")
@@ -376,7 +376,7 @@ def _judge_job(stage: _JobStage, returned: Any, error: BaseException | None) -> 
                         "done or written for this job.", stage.calls)
     if error is not None:
         raise Wrong(f"{story}, your function raised {error_text(error)}", stage.calls)
-    if stage.cancel_at is None and (state is not JobState.SUCCEEDED or tuple(stage.done) != JOB_STEPS):
+    if stage.cancelled_before is None and (state is not JobState.SUCCEEDED or tuple(stage.done) != JOB_STEPS):
         raise Wrong(f"{story}, the job ended {state.value} after the steps [{', '.join(stage.done)}]: run "
                     f"{', '.join(JOB_STEPS)} in order, confirm each, and complete the job.", stage.calls)
     if type(returned) not in (JobState, str) or returned != state.value:
@@ -394,8 +394,8 @@ def _states(finish_job) -> str:
         jobs, do_step = stage.facades()
         returned, error = _attempt_job(finish_job, jobs, stage, do_step)
         _judge_job(stage, returned, error)
-    return (f"checked all {len(plain.calls) + 1} schedules (a person cancels the job just before any one of your "
-            f"{len(plain.calls)} calls, or never): the job moved queued, running, succeeded when left alone, and "
+    return (f"checked all {len(plain.calls) + 1} schedules (a person cancels the job just before any one of the "
+            f"{len(plain.calls)} calls your function makes when left alone, or never): the job moved queued, running, succeeded when left alone, and "
             "each refused move stopped the work and was reported as the job's state.")
 
 
