@@ -395,8 +395,8 @@ def _states(finish_job) -> str:
         returned, error = _attempt_job(finish_job, jobs, stage, do_step)
         _judge_job(stage, returned, error)
     return (f"checked all {len(plain.calls) + 1} schedules (a person cancels the job just before any one of the "
-            f"{len(plain.calls)} calls your function makes when left alone, or never): the job moved queued, running, succeeded when left alone, and "
-            "each refused move stopped the work and was reported as the job's state.")
+            f"{len(plain.calls)} calls your function makes when left alone, or never): the job moved queued, running, "
+            "succeeded when left alone, and each refused move stopped the work and was reported as the job's state.")
 
 
 def _attempt_job(finish_job, jobs: Any, stage: _JobStage, do_step: Any) -> tuple[Any, BaseException | None]:
