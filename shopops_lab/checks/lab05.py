@@ -27,6 +27,7 @@ from shopops_lab.clock import FakeClock
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
 from shopops_lab.effects import ProviderFault
 from shopops_lab.errors import JobNotRunningError, ShopOpsError, SimulatedCrash, TransitionError
+from shopops_lab.events import EventKind
 from shopops_lab.explore import Replayed
 from shopops_lab.explore import explore as search
 from shopops_lab.explore import replay as replay_schedule
@@ -188,10 +189,10 @@ def _run(run) -> str:
             "migrated, then finished without a second email.")
 
 
-# ------------------------------------------------------------------ 05.1: intent, and a decision from the checkpoint
+# ------------------------------------------------------------------ 05.2: intent, and a decision from the checkpoint
 # The first step of the recovery: a healthy provider (a send is answered, or the worker dies),
 # so what a restart must decide comes from the checkpoint alone. The same world and bound as
-# 05.2, on two jobs.
+# 05.3, on two jobs.
 INTENT_SETTINGS = (("a healthy email provider", (), "O-1001"),
                    ("a healthy email provider, on job A-1002", (), "A-1002"))
 
@@ -207,7 +208,7 @@ def _intent(run) -> str:
 
 
 intent = Exercise(
-    id="05.1", title="record the intent, decide from the checkpoint", answer="run_with_intent", run=_intent,
+    id="05.2", title="record the intent, decide from the checkpoint", answer="run_with_intent", run=_intent,
     hints=("A restart only knows what the checkpoint store kept. Before the email goes out, what could you "
            "write down so that a restart knows an email *may* have gone out? And after it went out, what "
            "proves that it did?",
@@ -224,9 +225,9 @@ intent = Exercise(
 )
 
 
-# ------------------------------------------------------------------ 05.2: an unknown outcome, reconciled by lookup
+# ------------------------------------------------------------------ 05.3: an unknown outcome, reconciled by lookup
 exercise = Exercise(
-    id="05.2", title="reconcile an unknown outcome by lookup", answer="run", run=_run,
+    id="05.3", title="reconcile an unknown outcome by lookup", answer="run", run=_run,
     hints=("Now the provider can time out. A send whose reply says *unknown* is neither a yes nor a no: which "
            "system knows what really happened, and under which name does it know the email?",
            "result.status is SendStatus.OK, FAILED or UNKNOWN. env.lookup(op_id) answers OK (with the message id) "
@@ -234,7 +235,7 @@ exercise = Exercise(
            "version is refused by env.resume with WorkflowVersionError.",
            "Shape, after the send: an unknown outcome is looked up under the same operation id, and the lookup's "
            "answer is the outcome. Delivered (by the reply or by the lookup): receipt and confirmation, as in "
-           "05.1. Certainly not delivered: raise, so the next delivery decides again from the checkpoint (its "
+           "05.2. Certainly not delivered: raise, so the next delivery decides again from the checkpoint (its "
            "intent is there: look up, then send under the same id)."),
 )
 
@@ -271,7 +272,7 @@ CHECKPOINT_QUIZ = Quiz(
     hint="What would be different if the step ran a second time?")
 
 
-# ------------------------------------------------------------------ 05.3: job states, a wrong move refused
+# ------------------------------------------------------------------ 05.1: job states, a wrong move refused
 # The learner's `finish_job(jobs, job_id, do_step)` claims a job, runs and confirms its three
 # steps, and completes it. A person may cancel the job at any moment; the job store then refuses
 # the worker's next move (cancelled -> running or succeeded is not an edge of JOB_TRANSITIONS,
@@ -376,9 +377,15 @@ def _judge_job(stage: _JobStage, returned: Any, error: BaseException | None) -> 
                         "done or written for this job.", stage.calls)
     if error is not None:
         raise Wrong(f"{story}, your function raised {error_text(error)}", stage.calls)
-    if stage.cancelled_before is None and (state is not JobState.SUCCEEDED or tuple(stage.done) != JOB_STEPS):
-        raise Wrong(f"{story}, the job ended {state.value} after the steps [{', '.join(stage.done)}]: run "
-                    f"{', '.join(JOB_STEPS)} in order, confirm each, and complete the job.", stage.calls)
+    if stage.cancelled_before is None:
+        confirmed = [e.info.get("step") for e in stage.jobs.log.where(EventKind.JOB_STEP_CONFIRMED, item_id=stage.job_id)]
+        if state is not JobState.SUCCEEDED or tuple(stage.done) != JOB_STEPS:
+            raise Wrong(f"{story}, the job ended {state.value} after the steps [{', '.join(stage.done)}]: run "
+                        f"{', '.join(JOB_STEPS)} in order, confirm each, and complete the job.", stage.calls)
+        if tuple(confirmed) != JOB_STEPS:
+            raise Wrong(f"{story}, the job record confirmed [{', '.join(map(str, confirmed))}] of "
+                        f"{', '.join(JOB_STEPS)}: confirm each step once it is done, so a worker that takes the job "
+                        "over knows where to resume.", stage.calls)
     if type(returned) not in (JobState, str) or returned != state.value:
         raise Wrong(f"{story}, finish_job returned {describe(returned)}, but the store says the job is "
                     f"{state.value}: return the job's state as the store has it.")
@@ -407,7 +414,7 @@ def _attempt_job(finish_job, jobs: Any, stage: _JobStage, do_step: Any) -> tuple
 
 
 states = Exercise(
-    id="05.3", title="a wrong move, refused", answer="finish_job", run=_states,
+    id="05.1", title="a wrong move, refused", answer="finish_job", run=_states,
     hints=("Which edges leave `cancelled` in the job's transition table? What does the store do when a worker "
            "asks for a move that is not an edge?",
            "jobs.claim(...) on a cancelled job and jobs.complete(...) raise TransitionError; jobs.confirm_step(...) "
