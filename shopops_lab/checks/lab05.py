@@ -378,7 +378,8 @@ def _judge_job(stage: _JobStage, returned: Any, error: BaseException | None) -> 
     if error is not None:
         raise Wrong(f"{story}, your function raised {error_text(error)}", stage.calls)
     if stage.cancelled_before is None:
-        confirmed = [e.info.get("step") for e in stage.jobs.log.where(EventKind.JOB_STEP_CONFIRMED, item_id=stage.job_id)]
+        log = stage.jobs.log.where(EventKind.JOB_STEP_CONFIRMED, item_id=stage.job_id)
+        confirmed = [e.info.get("step") for e in log]
         if state is not JobState.SUCCEEDED or tuple(stage.done) != JOB_STEPS:
             raise Wrong(f"{story}, the job ended {state.value} after the steps [{', '.join(stage.done)}]: run "
                         f"{', '.join(JOB_STEPS)} in order, confirm each, and complete the job.", stage.calls)
