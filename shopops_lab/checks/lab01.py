@@ -1,5 +1,6 @@
-"""Lab 01: a handler that survives redelivery without emailing the customer twice,
-and a knowledge check on what an expired lease does (and does not) stop."""
+"""Lab 01: a handler that survives redelivery without emailing the customer twice (01.1), the
+learner's own forced expiry on the queue's virtual clock (01.2), and a knowledge check on
+what an expired lease does (and does not) stop (01.3)."""
 from __future__ import annotations
 
 import random

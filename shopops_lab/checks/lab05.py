@@ -1,6 +1,13 @@
-"""Lab 05: recover a workflow with operation receipts, judged on every schedule in a bound.
+"""Lab 05: a job's states, and recovering a workflow with operation receipts, each judged on
+every schedule in a bound. Three graded steps, in the notebook's order:
 
-The learner writes `run(job_id, env)`. The check searches every schedule of two workers
+* 05.1 `finish_job(jobs, job_id, do_step)`: moves a job through its states and stops when the
+  job store refuses a move (a person cancelled it), played with a cancellation before each call;
+* 05.2 `run_with_intent(job_id, env)`: records the intent and decides from the checkpoint, on
+  the schedules below with a healthy provider (two jobs);
+* 05.3 `run(job_id, env)`: also reconciles an unknown outcome by lookup, on all the settings.
+
+For 05.3 (and 05.2, with its settings) the learner writes `run(job_id, env)`. The check searches every schedule of two workers
 within a stated bound (`shopops_lab.explore`, with the world of
 `shopops_lab.checks.recovery_world`): the worker's process may die at any kit call it makes
 (before the call: the request is lost; after it: the reply is lost), a lease may run out,
@@ -202,9 +209,9 @@ def _intent(run) -> str:
     schedules = sum(_searched(run, setting, faults, job_id, "run_with_intent")
                     for setting, faults, job_id in INTENT_SETTINGS)
     return (f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, with a "
-            "healthy provider on two jobs: a crash anywhere left either no intent (nothing went out) or an intent "
-            "the restart looked up before acting; the email reached the customer once, the job was acknowledged "
-            "only once done, and every run returned the email's message id.")
+            "healthy provider on two jobs: the email reached the customer once, nothing was sent again without being "
+            "looked up first, no step was redone, the job was acknowledged only once done, and every run returned "
+            "the email's message id.")
 
 
 intent = Exercise(
