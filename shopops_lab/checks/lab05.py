@@ -7,7 +7,7 @@ every schedule in a bound. Three graded steps, in the notebook's order:
   the schedules below with a healthy provider (two jobs);
 * 05.3 `run(job_id, env)`: also reconciles an unknown outcome by lookup, on all the settings.
 
-For 05.3 (and 05.2, with its settings) the learner writes `run(job_id, env)`. The check searches every schedule of two workers
+For 05.3 (and 05.2, with its settings) the check searches every schedule of two workers
 within a stated bound (`shopops_lab.explore`, with the world of
 `shopops_lab.checks.recovery_world`): the worker's process may die at any kit call it makes
 (before the call: the request is lost; after it: the reply is lost), a lease may run out,
