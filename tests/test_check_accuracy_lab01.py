@@ -140,7 +140,181 @@ HANDLER = Spec(
 )
 
 
-# ---------------------------------------------------------------------------- 01.2
+# ---------------------------------------------------------------------------- 01.2 right, written differently
+
+def stalls_one_lease_length(queue, clock, handle):
+    first = queue.acquire("W1")
+    handle(first)
+    clock.advance(queue.lease_seconds)
+    second = queue.acquire("W7")
+    handle(second)
+    queue.ack(second)
+    return first, second
+
+
+def ticks_until_the_queue_hands_it_out(queue, clock, handle):
+    """Stalls before its send (a slow model call), then polls once a second, as a worker loop would."""
+    first = queue.acquire("worker-a")
+    clock.advance(queue.lease_seconds / 2)
+    handle(first)
+    while (second := queue.acquire("worker-b")) is None:
+        clock.advance(1)
+    handle(second)
+    queue.ack(second)
+    return [first, second]
+
+
+def jumps_to_the_deadline_and_expires_explicitly(queue, clock, handle):
+    leases = [queue.acquire("W1")]
+    handle(leases[0])
+    clock.set(leases[0].expires_at + 0.5)
+    queue.expire_leases()
+    leases.append(queue.acquire("W2"))
+    handle(leases[1])
+    queue.ack(leases[1])
+    return tuple(leases)
+
+
+# ---------------------------------------------------------------------------- 01.2 wrong, as learners write them
+
+class _WallClock:
+    """The test's stand-in for the `time` module: its sleep waits on nothing, which is what
+    sleeping on the wall clock does to the queue's virtual clock."""
+
+    @staticmethod
+    def sleep(seconds):
+        return None
+
+
+time = _WallClock()
+
+
+def sleeps_on_the_wall_clock(queue, clock, handle):
+    first = queue.acquire("W1")
+    handle(first)
+    time.sleep(queue.lease_seconds + 1)   # the computer's clock, not the queue's
+    second = queue.acquire("W7")
+    if second is not None:
+        handle(second)
+        queue.ack(second)
+    return first, second
+
+
+def advances_the_storys_31_seconds(queue, clock, handle):
+    first = queue.acquire("W1")
+    handle(first)
+    clock.advance(31)
+    second = queue.acquire("W7")
+    handle(second)
+    queue.ack(second)
+    return first, second
+
+
+def advances_one_second_short(queue, clock, handle):
+    first = queue.acquire("W1")
+    handle(first)
+    clock.advance(queue.lease_seconds - 1)
+    second = queue.acquire("W7")
+    if second is not None:
+        handle(second)
+        queue.ack(second)
+    return first, second
+
+
+def sets_the_storys_absolute_time(queue, clock, handle):
+    first = queue.acquire("W1")
+    handle(first)
+    clock.set(31)   # the notebook's story set t=31: right on a clock that starts at 0, not on another
+    second = queue.acquire("W7")
+    handle(second)
+    queue.ack(second)
+    return first, second
+
+
+def acks_before_it_stalls(queue, clock, handle):
+    first = queue.acquire("W1")
+    handle(first)
+    queue.ack(first)
+    clock.advance(queue.lease_seconds + 1)
+    second = queue.acquire("W7")
+    return first, second
+
+
+def gives_the_lease_back(queue, clock, handle):
+    first = queue.acquire("W1")
+    handle(first)
+    queue.nack(first, "stalled")
+    second = queue.acquire("W7")
+    handle(second)
+    queue.ack(second)
+    return first, second
+
+
+def fabricates_the_redelivery(queue, clock, handle):
+    """Hard-coded output: the second lease is written by hand, never granted by the queue."""
+    first = queue.acquire("W1")
+    handle(first)
+    return first, first._replace(worker_id="W7", token=first.token + 1, attempt=2)
+
+
+def returns_the_expected_story(queue, clock, handle):
+    return ("W1 held item-0001 (attempt 1)", "W7 held item-0001 (attempt 2)")
+
+
+def handles_only_the_redelivery(queue, clock, handle):
+    first = queue.acquire("W1")
+    clock.advance(queue.lease_seconds + 1)
+    second = queue.acquire("W7")
+    handle(second)
+    queue.ack(second)
+    return first, second
+
+
+def takes_it_back_itself(queue, clock, handle):
+    first = queue.acquire("W1")
+    handle(first)
+    clock.advance(queue.lease_seconds + 1)
+    second = queue.acquire("W1")
+    handle(second)
+    queue.ack(second)
+    return first, second
+
+
+def never_acks_the_redelivery(queue, clock, handle):
+    first = queue.acquire("W1")
+    handle(first)
+    clock.advance(queue.lease_seconds + 1)
+    second = queue.acquire("W7")
+    handle(second)
+    return first, second
+
+
+EXPIRY = Spec(
+    exercise=lab01.expiry,
+    right=(stalls_one_lease_length, ticks_until_the_queue_hands_it_out, jumps_to_the_deadline_and_expires_explicitly),
+    wrong=(
+        refused(sleeps_on_the_wall_clock, "with a 7.5 s lease on a clock that started at t=0",
+                "W1's lease runs to t=7.5, and the queue's clock only reached t=0", "W7 asked at t=0 and got nothing",
+                "The clock did not move after W1 acquired", "waiting on your computer's clock does not move it"),
+        refused(advances_the_storys_31_seconds, "with a 90 s lease on a clock that started at t=0",
+                "W1's lease runs to t=90, and the queue's clock only reached t=31",
+                "less than this queue's lease of 90 s"),
+        refused(advances_one_second_short, "with a 7.5 s lease", "only reached t=6.5", "moved 6.5 s"),
+        refused(sets_the_storys_absolute_time, "on a clock that started at t=1000", "lease runs to t=1007.5",
+                "force_expiry raised BadArgumentError: when is 31.0, before the clock's 1000.0"),
+        refused(acks_before_it_stalls, "W1 acknowledged its lease", "nothing was redelivered"),
+        refused(gives_the_lease_back, "handed back with nack()", "not a lease running out"),
+        refused(fabricates_the_redelivery, "W1's lease runs to t=7.5", "only reached t=0"),
+        refused(returns_the_expected_story, "no worker ever acquired the item"),
+        refused(handles_only_the_redelivery, "the handler never ran for W1's lease (attempt 1)"),
+        refused(takes_it_back_itself, "both leases went to W1"),
+        refused(never_acks_the_redelivery, "W7 got the redelivery but never acknowledged it", "the item is leased"),
+    ),
+    secrets=("lease_seconds)", "advance(queue.lease_seconds"),
+)
+
+
+# ---------------------------------------------------------------------------- 01.3
 
 def names_each_label():
     return frozenset(("w1_still_sends", "redelivered", "late_ack_refused"))
@@ -170,7 +344,7 @@ KNOWLEDGE = Spec(
 
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(HANDLER, KNOWLEDGE)
+ test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(HANDLER, EXPIRY, KNOWLEDGE)
 
 
 def test_the_handler_check_states_its_bound_and_the_memory_of_a_process_does_not_outlive_it():
@@ -198,3 +372,44 @@ def test_the_handler_is_handed_send_and_nothing_else():
     adapter = lab01.scenario().start(Run(sends_and_returns_the_message_id)).facade
     assert [name for name in dir(adapter) if not name.startswith("__")] == ["send"]
     assert not hasattr(adapter, "__dict__")
+
+
+_LEARNED: dict = {}
+
+
+def remembers_the_first_lease_length(queue, clock, handle):
+    """Right only if each queue is played by a fresh process: it keeps the first lease length
+    it sees in module memory, which would be 7.5 s on every later queue of one process."""
+    _LEARNED.setdefault("lease", queue.lease_seconds)
+    first = queue.acquire("W1")
+    handle(first)
+    clock.advance(_LEARNED["lease"])
+    second = queue.acquire("W7")
+    handle(second)
+    queue.ack(second)
+    return first, second
+
+
+def test_the_expiry_check_states_its_scope_and_runs_a_fresh_process_per_queue():
+    """The bound is in the success message; each queue of the scope gets a fresh copy of the
+    answer, so memory kept by one run never reaches the next (nor the learner's own)."""
+    result = lab01.expiry.result(remembers_the_first_lease_length)
+    assert result.correct, str(result)
+    assert result.message.startswith("checked all 6 queues (a lease of 7.5, 30 or 90 s, on a clock starting at "
+                                     "t=0 or t=1000)"), result.message
+    assert _LEARNED == {}
+
+
+def test_the_expiry_facades_hand_out_a_workers_calls_and_nothing_else():
+    stage = lab01._Stage(30, 0)
+    queue, clock, handle = stage.facades
+    assert [n for n in dir(queue) if not n.startswith("__")] == ["ack", "acquire", "expire_leases", "heartbeat",
+                                                                "lease_seconds", "nack"]
+    assert [n for n in dir(clock) if not n.startswith("__")] == ["advance", "now", "set"]
+    assert not any(hasattr(x, "__dict__") for x in (queue, clock, handle))
+
+
+def test_the_morning_with_the_learners_handler_sends_once_for_two_deliveries():
+    scene, inbox, (first, second) = lab01.expiry_morning(stalls_one_lease_length, sends_and_returns_the_message_id)
+    assert (first.item_id, first.attempt, second.attempt) == (second.item_id, 1, 2)
+    assert len(inbox.ledger.contacts("O-1001")) == 1 and scene.item(first.item_id).state.value == "done"

@@ -12,7 +12,8 @@ from notebook_answers import answers
 from shopops_lab.checkpoint import Checkpoint, Receipt
 from shopops_lab.checks import lab05
 from shopops_lab.effects import SendStatus
-from shopops_lab.errors import EffectFailedError
+from shopops_lab.errors import EffectFailedError, JobNotRunningError, ShopOpsError, TransitionError
+from shopops_lab.jobs import JobState
 from shopops_lab.recovery import ReceiptRunner
 
 MASTER = Path(__file__).resolve().parent.parent / "solutions" / "05_checkpoints_and_receipts.ipynb"
@@ -145,6 +146,30 @@ def _receipted(job_id, env, *, trust_intent=False, resend_after_failed_lookup=Tr
     if id_from_lookup:
         return env.lookup(cp.op_for("publish")).message_id
     return cp.artifacts["publish"] if returns is None else returns
+
+
+def resends_on_unknown(job_id, env):
+    """Takes a timeout for a failure and sends again at once: lab 06's mistake."""
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if not step.effect:
+            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
+            continue
+        op_id = cp.op_for(step.id) or env.op_id(job_id, step.id)
+        outcome = env.lookup(op_id) if op_id in cp.intents else None
+        if outcome is None:
+            cp = env.checkpoints.save(job_id, cp.intend(op_id, step.id), token=token)
+        while outcome is None or outcome.status is not SendStatus.OK:
+            outcome = env.send(job_id, step.id, op_id, body=_body(cp))
+            if outcome.status is SendStatus.FAILED:
+                raise EffectFailedError(step=step.id, job_id=job_id, status=outcome.status.value, op_id=op_id)
+        receipt = Receipt(op_id=op_id, step=step.id, message_id=outcome.message_id)
+        cp = env.checkpoints.save(job_id, cp.receive(receipt).confirm(step.id, outcome.message_id), token=token)
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    return cp.artifacts["publish"]
 
 
 def intent_means_sent(job_id, env):
@@ -309,6 +334,7 @@ SPEC = Spec(
                 "acknowledged with the checkpoint confirming only [fetch, summarize]", "(1 step, "),
         refused(hands_it_to_the_kit, "hands the job to the kit's ReceiptRunner", "write it yourself"),
         refused(ReceiptRunner(), "hands the job to the kit's ReceiptRunner"),
+        refused(resends_on_unknown, "O-1001:publish:v1 was sent again without being looked up first"),
         refused(swallows_the_crash, "with a lost request (the send timed out before reaching the provider: nothing "
                 "went out): W1's run finished and returned the str 'carried on'"),
     ),
@@ -318,3 +344,276 @@ SPEC = Spec(
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
  test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(SPEC)
+
+
+# ============================================================================ 05.2: record the intent, decide
+# from the checkpoint (a healthy provider: every schedule of the same bound, on two jobs)
+
+def decides_from_the_checkpoint_only(job_id, env):
+    """Right for 05.2, written differently: one branch per row of the lab's table, and a send's
+    reply taken as it comes (a healthy provider answers every send it receives)."""
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if not step.effect:
+            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
+            continue
+        op_id = cp.op_for(step.id)
+        if op_id is None:                                   # no intent: certainly not sent
+            op_id = env.op_id(job_id, step.id)
+            cp = env.checkpoints.save(job_id, cp.intend(op_id, step.id), token=token)
+            message_id, via = env.send(job_id, step.id, op_id, body=_body(cp)).message_id, "reply"
+        else:                                               # an intent, no receipt: ask
+            found = env.lookup(op_id)
+            if found.status is SendStatus.OK:
+                message_id, via = found.message_id, "lookup"
+            else:
+                message_id, via = env.send(job_id, step.id, op_id, body=_body(cp)).message_id, "reply"
+        cp = env.checkpoints.save(job_id, cp.receive(Receipt(op_id=op_id, step=step.id, message_id=message_id,
+                                                             via=via)), token=token)
+        cp = env.checkpoints.save(job_id, cp.confirm(step.id, message_id), token=token)
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    return cp.artifacts["publish"]
+
+
+def intent_after_the_send(job_id, env):
+    """Writes the intent once the send has returned: a crash during the send leaves no trace."""
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if not step.effect:
+            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
+            continue
+        op_id = cp.op_for(step.id) or env.op_id(job_id, step.id)
+        reply = env.lookup(op_id) if op_id in cp.intents else env.send(job_id, step.id, op_id, body=_body(cp))
+        cp = env.checkpoints.save(job_id, cp.intend(op_id, step.id), token=token)
+        receipt = Receipt(op_id=op_id, step=step.id, message_id=reply.message_id)
+        cp = env.checkpoints.save(job_id, cp.receive(receipt).confirm(step.id, reply.message_id), token=token)
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    return cp.artifacts["publish"]
+
+
+def hard_codes_the_job(job_id, env):
+    """Right for O-1001 only: the job id of the story is written into the run."""
+    return MASTERS_RUN("O-1001", env) if job_id == "O-1001" else _receipted("O-1001", env)
+
+
+INTENT = Spec(
+    exercise=lab05.intent,
+    right=(decides_from_the_checkpoint_only, run_with_a_helper_per_write, asks_on_the_next_run, MASTERS_RUN),
+    wrong=(
+        refused(one_key_per_attempt, "with a healthy email provider: the email reached the customer 2 times",
+                "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
+                "print(lab05.replay(run_with_intent, \"W1 runs O-1001 (crash after send)"),
+        refused(stable_key_resend, "O-1001:publish:v1 was sent again without being looked up first"),
+        refused(intent_after_the_send, "O-1001:publish:v1 was sent again without being looked up first",
+                "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001"),
+        refused(intent_means_sent, "the checkpoint confirms publish, but the email reached the customer 0 times",
+                "(crash after save 3)"),
+        refused(failed_lookup_is_final, "the job was never finished and acknowledged", "lookup O-1001:publish:v1 -> "
+                "failed"),
+        refused(acks_first, "the job was acknowledged with the checkpoint confirming only []", "(crash after ack)"),
+        refused(remembers_in_memory, "O-1001:publish:v1 was sent again without being looked up first"),
+        refused(returns_nothing, "W1's run finished and returned None"),
+        refused(hard_codes_the_job, "with a healthy email provider, on job A-1002:", "job_id='A-1002'"),
+        refused(hands_it_to_the_kit, "hands the job to the kit's ReceiptRunner"),
+    ),
+    secrets=("cp.op_for(", ".intend(", "cp.receive("),
+)
+
+
+def test_the_first_step_is_not_the_second_a_run_that_trusts_every_reply_passes_05_2_and_is_refused_by_05_3():
+    """The two graded steps judge different things: deciding from the checkpoint (05.2) does not
+    make a run reconcile an unknown reply (05.3): one that takes a timeout for a delivery passes
+    05.2, where every send is answered, and a lost reply refuses it in one step."""
+    assert lab05.intent.result(unknown_means_sent).correct
+    result = lab05.exercise.result(unknown_means_sent)
+    assert not result.correct
+    assert "with a lost reply (the email went out, the answer never came back):" in result.message, result.message
+    assert "(1 step, " in result.message and "faults=['drop_reply']" in result.message, result.message
+
+
+def test_the_intent_check_states_its_bound():
+    message = lab05.intent.result(decides_from_the_checkpoint_only).message
+    bound = ("schedules of 2 workers, a crash at any kit call, a lease expiry, a duplicate delivery and up to 3 "
+             "deliveries, with a healthy provider on two jobs")
+    assert message.startswith("checked all ") and bound in message, message
+
+
+# ============================================================================ 05.1: job states, a wrong move refused
+
+def stops_on_any_refusal(jobs, job_id, do_step):
+    """Right, written differently: each move asked through one helper that says whether the store agreed."""
+    def moved(move):
+        try:
+            move()
+        except ShopOpsError:
+            return False
+        return True
+
+    claim = []
+    if not moved(lambda: claim.append(jobs.claim(job_id, "worker-7", lease_seconds=30))):
+        return jobs.get(job_id).state.value
+    token = claim[0].token
+    for step_id in ("fetch", "summarize", "publish"):
+        result = do_step(step_id)
+        if not moved(lambda s=step_id: jobs.confirm_step(job_id, s, token=token)):
+            return jobs.get(job_id).state.value
+    moved(lambda: jobs.complete(job_id, token=token, result=result))
+    return jobs.get(job_id).state.value
+
+
+def returns_from_inside(jobs, job_id, do_step):
+    try:
+        token = jobs.claim(job_id, "W1", lease_seconds=30).token
+        for step_id in ("fetch", "summarize", "publish"):
+            do_step(step_id)
+            jobs.confirm_step(job_id, step_id, token=token)
+        return jobs.complete(job_id, token=token, result="done").state
+    except TransitionError:
+        return JobState.CANCELLED
+    except JobNotRunningError as refused:
+        return JobState(refused.state)
+
+
+def _moves(jobs, job_id, do_step, token):
+    for step_id in ("fetch", "summarize", "publish"):
+        do_step(step_id)
+        jobs.confirm_step(job_id, step_id, token=token)
+    jobs.complete(job_id, token=token, result="done")
+
+
+def lets_the_refusal_out(jobs, job_id, do_step):
+    _moves(jobs, job_id, do_step, jobs.claim(job_id, "W1", lease_seconds=30).token)
+    return jobs.get(job_id).state
+
+
+def looks_first(jobs, job_id, do_step):
+    """Check-then-act: reads the state before each move instead of handling the store's answer."""
+    if jobs.get(job_id).state is JobState.CANCELLED:
+        return JobState.CANCELLED
+    token = jobs.claim(job_id, "W1", lease_seconds=30).token
+    for step_id in ("fetch", "summarize", "publish"):
+        if jobs.get(job_id).state is JobState.CANCELLED:
+            return JobState.CANCELLED
+        do_step(step_id)
+        jobs.confirm_step(job_id, step_id, token=token)
+    jobs.complete(job_id, token=token, result="done")
+    return JobState.SUCCEEDED
+
+
+def carries_on_after_the_refusal(jobs, job_id, do_step):
+    token = None
+    try:
+        token = jobs.claim(job_id, "W1", lease_seconds=30).token
+    except TransitionError:
+        pass
+    for step_id in ("fetch", "summarize", "publish"):
+        do_step(step_id)
+        try:
+            jobs.confirm_step(job_id, step_id, token=token or 1)
+        except (TransitionError, JobNotRunningError):
+            pass
+    try:
+        jobs.complete(job_id, token=token or 1, result="done")
+    except (TransitionError, JobNotRunningError):
+        pass
+    return jobs.get(job_id).state
+
+
+def marks_it_failed(jobs, job_id, do_step):
+    """Answers the refusal with another move: cancelled -> failed is not an edge either."""
+    token = None
+    try:
+        token = jobs.claim(job_id, "W1", lease_seconds=30).token
+        _moves(jobs, job_id, do_step, token)
+    except (TransitionError, JobNotRunningError) as refused:
+        try:
+            jobs.fail(job_id, token=token or 1, error=str(refused))
+        except (TransitionError, JobNotRunningError):
+            pass
+    return jobs.get(job_id).state
+
+
+def claims_again(jobs, job_id, do_step):
+    """Takes the refusal for a lost lease, and claims again until the store agrees."""
+    while True:
+        try:
+            _moves(jobs, job_id, do_step, jobs.claim(job_id, "W1", lease_seconds=30).token)
+            return jobs.get(job_id).state
+        except (TransitionError, JobNotRunningError):
+            continue
+
+
+def reports_success_whatever_happens(jobs, job_id, do_step):
+    try:
+        _moves(jobs, job_id, do_step, jobs.claim(job_id, "W1", lease_seconds=30).token)
+    except (TransitionError, JobNotRunningError):
+        pass
+    return "succeeded"
+
+
+def catches_only_the_transition_error(jobs, job_id, do_step):
+    try:
+        _moves(jobs, job_id, do_step, jobs.claim(job_id, "W1", lease_seconds=30).token)
+    except TransitionError:
+        pass
+    return jobs.get(job_id).state
+
+
+def skips_the_confirmations(jobs, job_id, do_step):
+    try:
+        token = jobs.claim(job_id, "W1", lease_seconds=30).token
+        for step_id in ("fetch", "summarize", "publish"):
+            do_step(step_id)
+        jobs.complete(job_id, token=token, result="done")
+    except (TransitionError, JobNotRunningError):
+        pass
+    return jobs.get(job_id).state
+
+
+def hard_codes_the_job_id(jobs, job_id, do_step):
+    try:
+        _moves(jobs, "job-0001", do_step, jobs.claim("job-0001", "W1", lease_seconds=30).token)
+    except (TransitionError, JobNotRunningError):
+        pass
+    return jobs.get("job-0001").state
+
+
+STATES = Spec(
+    exercise=lab05.states,
+    right=(stops_on_any_refusal, returns_from_inside, answers(nbformat.read(MASTER, as_version=4))["finish_job"]),
+    wrong=(
+        refused(lets_the_refusal_out, "when a person cancels the job just before your call number 1 (claim), the "
+                "store refused claim (TransitionError: job job-0002 cannot move from cancelled to running",
+                "and your function raised it"),
+        refused(looks_first, "just before your call number 2 (claim)", "the store refused claim",
+                "and your function raised it"),
+        refused(carries_on_after_the_refusal, "the store refused claim", "then your code went on to "
+                "do_step('fetch')", "A refused move is final"),
+        refused(marks_it_failed, "then your code went on to fail"),
+        refused(claims_again, "your code made more than 40 calls", "stop instead of trying again"),
+        refused(reports_success_whatever_happens, "finish_job returned the str 'succeeded', but the store says the "
+                "job is cancelled"),
+        refused(catches_only_the_transition_error, "the store refused confirm_step('fetch') (JobNotRunningError",
+                "and your function raised it"),
+        refused(skips_the_confirmations, "when nobody cancels the job, the job record confirmed [] of fetch, "
+                "summarize, publish"),
+        refused(hard_codes_the_job_id, "when nobody cancels the job"),
+    ),
+    secrets=("except (TransitionError", "jobs.get(job_id).state"),
+)
+
+(test_05_1_and_05_2_right_answers_written_differently_are_accepted,
+ test_05_1_and_05_2_plausible_wrong_answers_are_refused_with_their_evidence,
+ test_05_1_and_05_2_specifications_have_enough_right_and_wrong_answers) = accuracy_tests(INTENT, STATES)
+
+
+def test_the_states_check_plays_a_cancellation_before_every_call_and_states_it():
+    message = lab05.states.result(stops_on_any_refusal).message
+    assert message.startswith("checked all 10 schedules (a person cancels the job just before any one of the 9 calls "
+                              "your function makes when left alone, or never)"), message

@@ -1,7 +1,8 @@
 """The explorer's checks behind the grader's process boundary: an answer that hands the
 exercise to the kit's own implementation, keeps its state in memory, or swallows the crash
 it is told of earns nothing, exactly as in the notebook (each is refused there by the
-accuracy suites); the master's answer earns every point (`test_grade_cli.py`)."""
+accuracy suites); so do wrong answers to the exercises whose facades are new (lab 01's
+queue and clock, lab 05's job store); the master's answer earns every point (`test_grade_cli.py`)."""
 from __future__ import annotations
 
 import grade_fixtures as fx
@@ -80,6 +81,41 @@ def run(job_id, env):
     except BaseException:   # the crash it is told of too: it carries on as if it lived
         return "carried on"
 '''
+ACKS_FIRST = '''
+def force_expiry(queue, clock, handle):
+    first = queue.acquire("W1")
+    handle(first)
+    queue.ack(first)
+    clock.advance(queue.lease_seconds + 1)
+    return first, queue.acquire("W7")
+'''
+LETS_THE_REFUSAL_OUT = '''
+def finish_job(jobs, job_id, do_step):
+    token = jobs.claim(job_id, "W1", lease_seconds=30).token
+    for step_id in ("fetch", "summarize", "publish"):
+        do_step(step_id)
+        jobs.confirm_step(job_id, step_id, token=token)
+    jobs.complete(job_id, token=token, result="done")
+    return jobs.get(job_id).state
+'''
+INTENT_AFTER_SEND = '''
+def run_with_intent(job_id, env):
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if not step.effect:
+            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
+            continue
+        op_id = cp.op_for(step.id) or env.op_id(job_id, step.id)
+        reply = env.lookup(op_id) if op_id in cp.intents else env.send(job_id, step.id, op_id, body="summary")
+        cp = env.checkpoints.save(job_id, cp.intend(op_id, step.id), token=token)
+        receipt = Receipt(op_id=op_id, step=step.id, message_id=reply.message_id)
+        cp = env.checkpoints.save(job_id, cp.receive(receipt).confirm(step.id, reply.message_id), token=token)
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    return cp.artifacts["publish"]
+'''
 
 WRONG = {
     "fence_lab04": ("04", "fenced-store", FENCE_DECIDES, "hands the decision to the kit's TokenFence"),
@@ -88,6 +124,9 @@ WRONG = {
                        "hands the delivery to the kit's IdempotentConsumer"),
     "inflight_lab05": ("05", "receipt-run", IN_FLIGHT, "was sent again without being looked up first"),
     "swallows_lab05": ("05", "receipt-run", None, "returned the str 'carried on'"),
+    "acks_first_lab01": ("01", "force-expiry", ACKS_FIRST, "W1 acknowledged its lease"),
+    "refusal_out_lab05": ("05", "finish-job", LETS_THE_REFUSAL_OUT, "and your function raised it"),
+    "intent_after_send_lab05": ("05", "record-intent", INTENT_AFTER_SEND, "was sent again without being looked up"),
 }
 
 

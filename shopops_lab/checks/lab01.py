@@ -1,5 +1,6 @@
-"""Lab 01: a handler that survives redelivery without emailing the customer twice,
-and a knowledge check on what an expired lease does (and does not) stop."""
+"""Lab 01: a handler that survives redelivery without emailing the customer twice (01.1), the
+learner's own forced expiry on the queue's virtual clock (01.2), and a knowledge check on
+what an expired lease does (and does not) stop (01.3)."""
 from __future__ import annotations
 
 import random
@@ -7,11 +8,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe, error_text
+from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text, restart
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import Contact, EmailAdapter
-from shopops_lab.errors import ShopOpsError
-from shopops_lab.events import EventLog
+from shopops_lab.errors import BadArgumentError, ShopOpsError
+from shopops_lab.events import EventKind, EventLog
 from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.widgets.quiz import Quiz
@@ -310,6 +311,218 @@ exercise = Exercise(
 )
 
 
+# ------------------------------------------------------------------ 01.2: the learner forces the expiry
+# The chapter's first exercise: make a lease run out, on the queue's clock, while its worker
+# stalls, and show the same item reaching a second worker. The check plays every queue of its
+# scope (a lease of 7.5, 30 or 90 s; a clock starting at t=0 or t=1000), each on a fresh
+# queue and a fresh process's copy of the answer. What it judges (the leases the queue
+# granted, the expiries, acks and nacks, the handler's runs) is recorded by the queue and by
+# the facades on the check's side; the answer is handed only the calls a worker makes.
+LEASES, STARTS = (7.5, 30.0, 90.0), (0.0, 1000.0)
+EXPIRY_BOUND = (f"{len(LEASES) * len(STARTS)} queues (a lease of {', '.join(f'{s:g}' for s in LEASES[:-1])} or "
+                f"{LEASES[-1]:g} s, on a clock starting at t={STARTS[0]:g} or t={STARTS[1]:g})")
+
+
+class _Stage:
+    """One queue of the scope: Jordan's email queued, the idempotent adapter, and the record
+    of what the answer's calls did (never handed to the answer)."""
+
+    def __init__(self, lease_seconds: float, start: float) -> None:
+        self.clock, self.clock_start = FakeClock(start), start
+        self.queue = InMemoryQueue(lease_seconds=lease_seconds, max_attempts=5, clock=self.clock, log=EventLog())
+        self.adapter = EmailAdapter(log=self.queue.log, clock=self.clock)
+        self.item_id = self.queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send",
+                                          payload={"idem_key": "O-1001:email:3", "to": "jordan@example.com",
+                                                   "template": "delay_apology"})
+        self.granted: list[Lease] = []        # every lease acquire() handed out, in order
+        self.handled: list[Lease] = []        # every lease the handler ran for
+        self.asked: list[tuple[str, float]] = []   # (worker, time) of every acquire that got nothing
+        self.facades = _stage_facades(self)
+
+    def story(self) -> str:
+        return f"with a {self.queue.lease_seconds:g} s lease on a clock that started at t={self.clock_start:g}"
+
+
+def _stage_facades(stage: _Stage) -> tuple[Any, Any, Any]:
+    """What the answer is handed: a queue with a worker's calls, the queue's clock, and
+    `handle(lease)`, the email handler. The real queue, adapter and record stay here."""
+    queue, clock = stage.queue, stage.clock
+
+    class Queue:
+        """The queue, as a worker sees it: acquire, heartbeat, ack, nack, expire_leases, lease_seconds."""
+
+        __slots__ = ()
+
+        @property
+        def lease_seconds(self) -> float:
+            return queue.lease_seconds
+
+        def acquire(self, worker_id):
+            lease = queue.acquire(worker_id)
+            if lease is None:
+                stage.asked.append((worker_id, clock.now()))
+            else:
+                stage.granted.append(lease)
+            return lease
+
+        def heartbeat(self, lease):
+            return queue.heartbeat(lease)
+
+        def ack(self, lease):
+            return queue.ack(lease)
+
+        def nack(self, lease, error=None):
+            return queue.nack(lease, error)
+
+        def expire_leases(self):
+            return queue.expire_leases()
+
+        def __repr__(self) -> str:
+            return f"<Queue: lease_seconds={queue.lease_seconds:g}; acquire, heartbeat, ack, nack, expire_leases>"
+
+    class Clock:
+        """The queue's clock (virtual time): now(), advance(seconds), set(when)."""
+
+        __slots__ = ()
+
+        def now(self):
+            return clock.now()
+
+        def advance(self, seconds):
+            return clock.advance(seconds)
+
+        def set(self, when):
+            return clock.set(when)
+
+        def __repr__(self) -> str:
+            return f"<Clock: t={clock.now():g}; now(), advance(seconds), set(when)>"
+
+    class Handler:
+        """handle(lease): run the email handler for a lease (sends through the idempotent adapter)."""
+
+        __slots__ = ()
+
+        def __call__(self, lease):
+            if not isinstance(lease, Lease) or lease not in stage.granted:
+                raise BadArgumentError(field="lease", problem=f"is {describe(lease)}, not a lease the queue granted",
+                                       fix="pass the Lease that queue.acquire(...) returned")
+            stage.handled.append(lease)
+            payload = lease.payload
+            return stage.adapter.send(payload["idem_key"], case_id=lease.case_id, to=payload["to"],
+                                      body="Sorry for the delay.", worker_id=lease.worker_id)
+
+        def __repr__(self) -> str:
+            return "<handle(lease): the email handler>"
+
+    return Queue(), Clock(), Handler()
+
+
+def _leases(returned: Any, stage: _Stage) -> tuple[Lease, Lease]:
+    """The two leases the answer returned, if they are leases this queue granted."""
+    if not isinstance(returned, (tuple, list)) or len(returned) != 2:
+        raise Wrong(f"force_expiry returned {describe(returned)}; return the pair (first, second): the lease the "
+                    "first worker got and the lease of the redelivery.")
+    for which, lease in zip(("first", "second"), returned, strict=True):
+        if type(lease) is not Lease or lease not in stage.granted:
+            raise Wrong(f"the {which} value returned is {describe(lease)}, not a lease this queue granted "
+                        f"({stage.story()}): return what queue.acquire(...) handed out.")
+    return returned[0], returned[1]
+
+
+def _judge_stage(stage: _Stage, returned: Any, error: Exception | None) -> None:
+    """Raise `Wrong` unless the answer forced the expiry on this queue and showed the redelivery."""
+    story, log = stage.story(), stage.queue.log
+    raised = f" Then force_expiry raised {error_text(error)}" if error is not None else ""
+    if not stage.granted:
+        raise Wrong(f"{story}, no worker ever acquired the item: start with queue.acquire(...).{raised}")
+    first = stage.granted[0]
+    expired = [e for e in log.where(EventKind.EXPIRED, item_id=first.item_id) if e.token == first.token]
+    if not expired:
+        raise Wrong(_not_expired(stage, first) + raised)
+    if error is not None:
+        raise Wrong(f"{story}, force_expiry raised {error_text(error)}")
+    redelivered = [lease for lease in stage.granted if lease.item_id == first.item_id and lease.token > first.token]
+    if not redelivered:
+        raise Wrong(f"{story}, {first.worker_id}'s lease ran out, but no worker acquired {first.item_id} again: the "
+                    "redelivery is the point.")
+    second = redelivered[0]
+    if second.worker_id == first.worker_id:
+        raise Wrong(f"{story}, both leases went to {first.worker_id}: it is stalled, so let another worker ask the "
+                    "queue and receive the same item.")
+    missing = [lease for lease in (first, second) if lease not in stage.handled]
+    if missing:
+        raise Wrong(f"{story}, the handler never ran for {missing[0].worker_id}'s lease (attempt "
+                    f"{missing[0].attempt}): show it invoked for each delivery.")
+    acked = [e for e in log.where(EventKind.ACKED, item_id=first.item_id) if e.token == second.token]
+    if not acked:
+        raise Wrong(f"{story}, {second.worker_id} got the redelivery but never acknowledged it: the item is "
+                    f"{stage.queue.item(first.item_id).state.value}, not done.")
+    got = _leases(returned, stage)
+    if got != (first, second):
+        raise Wrong(f"{story}, force_expiry returned the leases of {got[0].worker_id} (token {got[0].token}) and "
+                    f"{got[1].worker_id} (token {got[1].token}); return the first worker's lease, then the "
+                    "redelivery's.")
+
+
+def _not_expired(stage: _Stage, first: Lease) -> str:
+    """Why the first lease did not run out: acked, given back, or the clock did not reach its end."""
+    story, log = stage.story(), stage.queue.log
+    if any(e.token == first.token for e in log.where(EventKind.ACKED, item_id=first.item_id)):
+        return (f"{story}, {first.worker_id} acknowledged its lease, so the item was done before any lease could run "
+                "out: nothing was redelivered. A worker that stalls has not acked yet.")
+    if any(e.token == first.token for e in log.where(EventKind.NACKED, item_id=first.item_id)):
+        return (f"{story}, {first.worker_id}'s lease was handed back with nack(), which is a worker reporting a "
+                "failure, not a lease running out while its worker stalls.")
+    asked = "; ".join(f"{w} asked at t={t:g} and got nothing" for w, t in stage.asked[:2])
+    moved = stage.clock.now() - first.leased_at
+    if moved == 0:
+        why = (f"The clock did not move after {first.worker_id} acquired: the queue reads only the virtual clock you "
+               "were handed (waiting on your computer's clock does not move it).")
+    else:
+        why = (f"The clock moved {moved:g} s after {first.worker_id} acquired, less than this queue's lease of "
+               f"{stage.queue.lease_seconds:g} s.")
+    return (f"{story}, {first.worker_id}'s lease runs to t={first.expires_at:g}, and the queue's clock only reached "
+            f"t={stage.clock.now():g}, so it never ran out{f' ({asked})' if asked else ''}. {why}")
+
+
+def _expiry(force_expiry) -> str:
+    for lease_seconds in LEASES:
+        for start in STARTS:
+            stage = _Stage(lease_seconds, start)
+            queue, clock, handle = stage.facades
+            returned, error = attempt(restart(force_expiry), queue, clock, handle)
+            _judge_stage(stage, returned, error)
+    return (f"checked all {EXPIRY_BOUND}: each time the first worker's lease ran out on the queue's clock, a second "
+            "worker got the same item, the handler ran for both deliveries, and the redelivery was acknowledged.")
+
+
+expiry = Exercise(
+    id="01.2", title="force the expiry", answer="force_expiry", run=_expiry,
+    hints=("A lease ends in one of three ways: an ack, a nack, or its deadline passing. Only the last one is an "
+           "expiry, and the queue measures the deadline on its own clock.",
+           "The clock you are handed is the only clock the queue reads. How far must it move, given what "
+           "queue.lease_seconds says (and not the 30 s of the story)?",
+           "Shape: one worker acquires and runs the handler, then stalls (no ack) while the clock moves at least "
+           "the lease's length; then another worker acquires, runs the handler and acks. Return both leases."),
+)
+
+
+def expiry_morning(force_expiry, handler, lease_seconds: float = 30) -> tuple[InMemoryQueue, EmailAdapter, Any]:
+    """Your `force_expiry` on a fresh queue holding Jordan's email, with your `handler(lease,
+    adapter)` as the email handler and the idempotent adapter: returns the queue (its log has
+    the story), the adapter (its ledger is Jordan's inbox) and what `force_expiry` returned."""
+    arguments.seconds("lease_seconds", lease_seconds, "pass a positive number of seconds, e.g. 30")
+    stage = _Stage(lease_seconds, 0.0)
+    queue, clock, _ = stage.facades
+
+    def handle(lease):
+        stage.handled.append(lease)
+        return call_answer(handler, lease, stage.adapter)
+
+    returned = call_answer(force_expiry, queue, clock, handle)
+    return stage.queue, stage.adapter, returned
+
+
 # ---------------------------------------------------------------------------- knowledge check
 
 NEXT_OPTIONS = {
@@ -350,7 +563,7 @@ def _knowledge(what_can_happen_next) -> str:
 
 
 knowledge = Exercise(
-    id="01.2", title="what an expired lease leads to", answer="what_can_happen_next", run=_knowledge,
+    id="01.3", title="what an expired lease leads to", answer="what_can_happen_next", run=_knowledge,
     hints=("Keep two things apart: what the queue records, and what W1's code is doing on its own machine.",
            "The queue can refuse W1's later calls (ack, heartbeat) but cannot reach into W1's process.",
            "Three of the six options can happen."),

@@ -1,6 +1,13 @@
-"""Lab 05: recover a workflow with operation receipts, judged on every schedule in a bound.
+"""Lab 05: a job's states, and recovering a workflow with operation receipts, each judged on
+every schedule in a bound. Three graded steps, in the notebook's order:
 
-The learner writes `run(job_id, env)`. The check searches every schedule of two workers
+* 05.1 `finish_job(jobs, job_id, do_step)`: moves a job through its states and stops when the
+  job store refuses a move (a person cancelled it), played with a cancellation before each call;
+* 05.2 `run_with_intent(job_id, env)`: records the intent and decides from the checkpoint, on
+  the schedules below with a healthy provider (two jobs);
+* 05.3 `run(job_id, env)`: also reconciles an unknown outcome by lookup, on all the settings.
+
+For 05.3 (and 05.2, with its settings) the check searches every schedule of two workers
 within a stated bound (`shopops_lab.explore`, with the world of
 `shopops_lab.checks.recovery_world`): the worker's process may die at any kit call it makes
 (before the call: the request is lost; after it: the reply is lost), a lease may run out,
@@ -19,19 +26,24 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from shopops_lab import arguments
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
 from shopops_lab.checks import recovery_world
 from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text, restart, watching
+from shopops_lab.clock import FakeClock
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
 from shopops_lab.effects import ProviderFault
-from shopops_lab.errors import SimulatedCrash
+from shopops_lab.errors import JobNotRunningError, ShopOpsError, SimulatedCrash, TransitionError
+from shopops_lab.events import EventKind
 from shopops_lab.explore import Replayed
 from shopops_lab.explore import explore as search
 from shopops_lab.explore import replay as replay_schedule
+from shopops_lab.jobs import JOB_TRANSITIONS, JobState, JobStore
 from shopops_lab.recovery import CrashPoint, Env, ReceiptRunner
 from shopops_lab.widgets.quiz import Quiz
 
-__all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "SETTINGS", "exercise", "exploration", "replay"]
+__all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "INTENT_SETTINGS", "SETTINGS", "exercise", "exploration", "intent",
+           "replay", "states"]
 
 # (how a message names the setting, faults, job id)
 SETTINGS = (
@@ -157,7 +169,7 @@ def replay(run: Any, schedule: str, faults=(), job_id: str = "O-1001") -> Replay
     return replay_schedule(recovery_world.scenario(setting, faults, job_id), run, schedule)
 
 
-def _searched(run, setting: str, faults, job_id: str) -> int:
+def _searched(run, setting: str, faults, job_id: str, name: str = "run") -> int:
     """Every schedule of the setting within the bound; the shortest breaking one is refused."""
     found = search(recovery_world.scenario(setting, faults, job_id), run)
     if found.counterexample is None:
@@ -169,7 +181,7 @@ def _searched(run, setting: str, faults, job_id: str) -> int:
     steps = f"{n} step{'s' if n != 1 else ''}"
     raise Wrong(f"with {setting}: {counter.problem} The shortest schedule that shows it ({steps}"
                 f", searched within {found.bound.words.split(', with ')[0]}): {counter.words}. Replay it: "
-                f"print(lab05.replay(run, {counter.words!r}{args}))", counter.lines)
+                f"print(lab05.replay({name}, {counter.words!r}{args}))", counter.lines)
 
 
 def _run(run) -> str:
@@ -184,8 +196,26 @@ def _run(run) -> str:
             "migrated, then finished without a second email.")
 
 
-exercise = Exercise(
-    id="05.1", title="receipt-based recovery", answer="run", run=_run,
+# ------------------------------------------------------------------ 05.2: intent, and a decision from the checkpoint
+# The first step of the recovery: a healthy provider (a send is answered, or the worker dies),
+# so what a restart must decide comes from the checkpoint alone. The same world and bound as
+# 05.3, on two jobs.
+INTENT_SETTINGS = (("a healthy email provider", (), "O-1001"),
+                   ("a healthy email provider, on job A-1002", (), "A-1002"))
+
+
+def _intent(run) -> str:
+    _probe(run)
+    schedules = sum(_searched(run, setting, faults, job_id, "run_with_intent")
+                    for setting, faults, job_id in INTENT_SETTINGS)
+    return (f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, with a "
+            "healthy provider on two jobs: the email reached the customer once, nothing was sent again without being "
+            "looked up first, no step was redone, the job was acknowledged only once done, and every run returned "
+            "the email's message id.")
+
+
+intent = Exercise(
+    id="05.2", title="record the intent, decide from the checkpoint", answer="run_with_intent", run=_intent,
     hints=("A restart only knows what the checkpoint store kept. Before the email goes out, what could you "
            "write down so that a restart knows an email *may* have gone out? And after it went out, what "
            "proves that it did?",
@@ -194,12 +224,26 @@ exercise = Exercise(
            "env.checkpoints.save(job_id, cp, token=token). env.op_id(job_id, step) gives an id that is the same "
            "on every run; cp.op_for(step) finds one already chosen. env.lookup(op_id) says ok (with the "
            "message id) or failed.",
-           "Shape of a customer-visible step: reuse the operation id the checkpoint already chose, or make the "
-           "stable one. An intent already stored means an earlier run may have sent: ask the provider before "
-           "anything else; no intent yet: store one first. Send only when nothing was delivered, and ask again when "
-           "the answer is unknown. Not delivered in the end? raise, so the next delivery tries again. Delivered: "
-           "store the receipt and the confirmed step in one write. Acknowledge the job only once every step is "
-           "confirmed, and return the email's message id."),
+           "Shape of a customer-visible step, decided from the checkpoint: no intent stored yet, so nothing went "
+           "out: store the intent, then send. An intent without a receipt: an earlier run may have sent, so ask "
+           "the provider under that operation id, and send (under the same id) only if it says nothing was "
+           "delivered. Then store the receipt and the confirmed step in one write. Acknowledge the job only once "
+           "every step is confirmed, and return the email's message id."),
+)
+
+
+# ------------------------------------------------------------------ 05.3: an unknown outcome, reconciled by lookup
+exercise = Exercise(
+    id="05.3", title="reconcile an unknown outcome by lookup", answer="run", run=_run,
+    hints=("Now the provider can time out. A send whose reply says *unknown* is neither a yes nor a no: which "
+           "system knows what really happened, and under which name does it know the email?",
+           "result.status is SendStatus.OK, FAILED or UNKNOWN. env.lookup(op_id) answers OK (with the message id) "
+           "or FAILED. An exception your run raises makes the queue deliver the job again; a changed plan "
+           "version is refused by env.resume with WorkflowVersionError.",
+           "Shape, after the send: an unknown outcome is looked up under the same operation id, and the lookup's "
+           "answer is the outcome. Delivered (by the reply or by the lookup): receipt and confirmation, as in "
+           "05.2. Certainly not delivered: raise, so the next delivery decides again from the checkpoint (its "
+           "intent is there: look up, then send under the same id)."),
 )
 
 
@@ -233,3 +277,158 @@ CHECKPOINT_QUIZ = Quiz(
      "A new worker resumes the job; the old worker's identity does not help it.",
      "Recomputing summarize makes summary-v2, which nobody approved; and the email needs its receipt."],
     hint="What would be different if the step ran a second time?")
+
+
+# ------------------------------------------------------------------ 05.1: job states, a wrong move refused
+# The learner's `finish_job(jobs, job_id, do_step)` claims a job, runs and confirms its three
+# steps, and completes it. A person may cancel the job at any moment; the job store then refuses
+# the worker's next move (cancelled -> running or succeeded is not an edge of JOB_TRANSITIONS,
+# and a cancelled job is not running). The check plays every moment: a cancellation just before
+# each of the answer's calls (to the store or to do_step), and none. The record of what
+# happened stays here: the answer gets a job store with a worker's calls, and do_step.
+JOB_STEPS = ("fetch", "summarize", "publish")
+_REFUSALS = (TransitionError, JobNotRunningError)
+_CALL_LIMIT = 40
+
+
+class _Spent(BaseException):
+    """The answer kept calling after the limit: a BaseException, so its `except Exception` lets it through."""
+
+
+class _JobStage:
+    """One schedule: a job store with the learner's job (and a neighbour's), and the moment a
+    person cancels it (before the answer's call number `cancel_at`; None: never)."""
+
+    def __init__(self, cancel_at: int | None) -> None:
+        self.jobs = JobStore(clock=FakeClock())
+        self.jobs.submit("A-1002:delay-apology", {"case_id": "A-1002"})
+        self.job_id = self.jobs.submit("O-1001:delay-apology", {"case_id": "O-1001"}).id
+        self.cancel_at, self.calls = cancel_at, []        # every call the answer made, in order
+        self.refused: tuple[int, str, ShopOpsError] | None = None   # (call number, call, error) of the first refusal
+        self.done: list[str] = []                         # steps do_step ran
+        self.cancelled_before: str | None = None
+
+    def call(self, name: str, action: Any) -> Any:
+        """The answer's call `name`: the person's cancellation first, if this is its moment."""
+        self.calls.append(name)
+        if len(self.calls) > _CALL_LIMIT:
+            raise _Spent()
+        if self.cancel_at == len(self.calls) and (self.jobs.get(self.job_id).state, JobState.CANCELLED) in \
+                JOB_TRANSITIONS:   # a finished job can no longer be cancelled: the person is too late
+            self.jobs.cancel(self.job_id, reason="the customer withdrew the request")
+            self.cancelled_before = name
+        try:
+            return action()
+        except _REFUSALS as exc:
+            if self.refused is None:
+                self.refused = (len(self.calls), name, exc)
+            raise
+
+    def facades(self) -> tuple[Any, Any]:
+        stage, jobs = self, self.jobs
+
+        class JobStore:
+            """The job store, as a worker sees it: claim, confirm_step, complete, fail, get."""
+
+            __slots__ = ()
+
+            def claim(self, job_id, worker_id, *, lease_seconds):
+                return stage.call("claim", lambda: jobs.claim(job_id, worker_id, lease_seconds=lease_seconds))
+
+            def confirm_step(self, job_id, step_id, *, token):
+                return stage.call(f"confirm_step({step_id!r})", lambda: jobs.confirm_step(job_id, step_id, token=token))
+
+            def complete(self, job_id, *, token, result=None):
+                return stage.call("complete", lambda: jobs.complete(job_id, token=token, result=result))
+
+            def fail(self, job_id, *, token, error):
+                return stage.call("fail", lambda: jobs.fail(job_id, token=token, error=error))
+
+            def get(self, job_id):
+                return stage.call("get", lambda: jobs.get(job_id))
+
+            def __repr__(self) -> str:
+                return "<JobStore: claim, confirm_step, complete, fail, get>"
+
+        def do_step(step_id):
+            """Run one step of the job (no customer-visible effect but the last); returns its artifact."""
+            def run() -> str:
+                arguments.choice("step_id", step_id, JOB_STEPS, f"pass one of {', '.join(JOB_STEPS)}")
+                stage.done.append(step_id)
+                return f"{step_id}-v1"
+            return stage.call(f"do_step({step_id!r})", run)
+
+        return JobStore(), do_step
+
+
+def _job_story(stage: _JobStage) -> str:
+    if stage.cancelled_before is None:
+        return "when nobody cancels the job" if stage.cancel_at is None else "when a person's cancel comes too late"
+    return f"when a person cancels the job just before your call number {stage.cancel_at} ({stage.cancelled_before})"
+
+
+def _judge_job(stage: _JobStage, returned: Any, error: BaseException | None) -> None:
+    story, state = _job_story(stage), stage.jobs.get(stage.job_id).state
+    if isinstance(error, _Spent) or len(stage.calls) > _CALL_LIMIT:
+        raise Wrong(f"{story}, your code made more than {_CALL_LIMIT} calls: after a refusal, stop instead of trying "
+                    "again.", stage.calls[:12])
+    if stage.refused is not None:
+        n, call, refusal = stage.refused
+        said = f"{story}, the store refused {call} ({type(refusal).__name__}: {str(refusal).rstrip('.')})"
+        if error is not None and error is refusal or isinstance(error, _REFUSALS):
+            raise Wrong(f"{said}, and your function raised it. A refused move is the store's answer, not a crash: "
+                        "stop the work and report the job's state.")
+        later = stage.calls[n:]
+        if later and later != ["get"] * len(later):
+            raise Wrong(f"{said}; then your code went on to {later[0]}. A refused move is final: nothing more may be "
+                        "done or written for this job.", stage.calls)
+    if error is not None:
+        raise Wrong(f"{story}, your function raised {error_text(error)}", stage.calls)
+    if stage.cancelled_before is None:
+        log = stage.jobs.log.where(EventKind.JOB_STEP_CONFIRMED, item_id=stage.job_id)
+        confirmed = [e.info.get("step") for e in log]
+        if state is not JobState.SUCCEEDED or tuple(stage.done) != JOB_STEPS:
+            raise Wrong(f"{story}, the job ended {state.value} after the steps [{', '.join(stage.done)}]: run "
+                        f"{', '.join(JOB_STEPS)} in order, confirm each, and complete the job.", stage.calls)
+        if tuple(confirmed) != JOB_STEPS:
+            raise Wrong(f"{story}, the job record confirmed [{', '.join(map(str, confirmed))}] of "
+                        f"{', '.join(JOB_STEPS)}: confirm each step once it is done, so a worker that takes the job "
+                        "over knows where to resume.", stage.calls)
+    if type(returned) not in (JobState, str) or returned != state.value:
+        raise Wrong(f"{story}, finish_job returned {describe(returned)}, but the store says the job is "
+                    f"{state.value}: return the job's state as the store has it.")
+
+
+def _states(finish_job) -> str:
+    plain = _JobStage(None)
+    jobs, do_step = plain.facades()
+    returned, error = _attempt_job(finish_job, jobs, plain, do_step)
+    _judge_job(plain, returned, error)
+    for moment in range(1, len(plain.calls) + 1):
+        stage = _JobStage(moment)
+        jobs, do_step = stage.facades()
+        returned, error = _attempt_job(finish_job, jobs, stage, do_step)
+        _judge_job(stage, returned, error)
+    return (f"checked all {len(plain.calls) + 1} schedules (a person cancels the job just before any one of the "
+            f"{len(plain.calls)} calls your function makes when left alone, or never): the job moved queued, running, "
+            "succeeded when left alone, and each refused move stopped the work and was reported as the job's state.")
+
+
+def _attempt_job(finish_job, jobs: Any, stage: _JobStage, do_step: Any) -> tuple[Any, BaseException | None]:
+    try:
+        return attempt(restart(finish_job), jobs, stage.job_id, do_step)
+    except _Spent as spent:
+        return None, spent
+
+
+states = Exercise(
+    id="05.1", title="a wrong move, refused", answer="finish_job", run=_states,
+    hints=("Which edges leave `cancelled` in the job's transition table? What does the store do when a worker "
+           "asks for a move that is not an edge?",
+           "jobs.claim(...) on a cancelled job and jobs.complete(...) raise TransitionError; jobs.confirm_step(...) "
+           "on a job that is not running raises JobNotRunningError. jobs.get(job_id).state is the job's state.",
+           "Shape: claim, then for each step run it and confirm it, then complete; wrap the moves so that a "
+           "refusal ends the work at once (no further step, no further write) and the function returns the "
+           "state the store reports. Looking at the state first is not enough: the person may cancel right after "
+           "you looked."),
+)
