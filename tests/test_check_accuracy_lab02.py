@@ -334,7 +334,8 @@ WHERE = Spec(
     right=(counts_deliveries_up_to_the_limit, one_delivery_at_a_time),
     wrong=(
         refused(crashes_are_free, "for deliveries ['crash'] with max_attempts=1 your function says 'ready'",
-                "903 of all 5,465 lists of up to 6 deliveries", "as if a crash did not use up an attempt", hidden=("'dead'",)),
+                "903 of all 5,465 lists of up to 6 deliveries", "as if a crash did not use up an attempt",
+                hidden=("'dead'",)),
         refused(one_attempt_too_many, "['fail'] with max_attempts=1 your function says 'ready'",
                 "as if max_attempts allowed one delivery more", hidden=("'dead'",)),
         refused(one_attempt_too_few, "as if max_attempts allowed one delivery fewer"),

@@ -187,7 +187,8 @@ class _Replay:
         self.calls[call] = self.calls.get(call, 0) + 1
         if sum(self.calls.values()) > 20 * len(self.queue) + 100:
             items = f"{len(self.queue)} item{'' if len(self.queue) == 1 else 's'}"
-            self.problem = (f"your function made {sum(self.calls.values()) - 1} queue calls for {items} and was stopped by the check ({self.where}; the last process_one returned "
+            self.problem = (f"your function made {sum(self.calls.values()) - 1} queue calls for {items} and was "
+                            f"stopped by the check ({self.where}; the last process_one returned "
                             f"{self.last.value if self.last is not None else 'nothing'!r}): the loop does not end. "
                             "Stop when process_one returns 'empty'.")
             raise _Stop()
@@ -220,8 +221,9 @@ class _Replay:
         left = [item.case_id for item in self.queue.dlq_items() if item.case_id not in self.still_broken]
         if left:
             n = len(self.shape)
+            verb = "is" if len(left) == 1 else "are"
             still = (f"the one dead letter is still in the DLQ ({self.where}): {left[0]}" if n == 1 else
-                     f"{len(left)} of the {n} dead letters {'is' if len(left) == 1 else 'are'} still in the DLQ ({self.where}): {_some(left)}")
+                     f"{len(left)} of the {n} dead letters {verb} still in the DLQ ({self.where}): {_some(left)}")
             return f"after your function, {still}. Replay every dead item once the handler is fixed, however many " \
                    "there are."
         not_done = [item.case_id for item in self.queue.items()
