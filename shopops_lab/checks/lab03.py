@@ -1,4 +1,6 @@
-"""Lab 03: a lease policy for a worker whose model call may take 120 s, judged by simulation.
+"""Lab 03: a lease policy for a worker whose model call may take 120 s, judged by simulation;
+and the heartbeat loop that uses it (03.3), judged by exploring every draft, stall and
+takeover of a small grid (see `loop_scenario`).
 
 The learner returns a `HeartbeatPolicy`. There is no single right answer, only limits:
 healthy workers must (almost) never lose their lease, a dead worker's case must come
