@@ -459,8 +459,8 @@ loop = Exercise(
     hints=("The queue only hears from W1 when W1 heartbeats. When does W1 last know, for sure, that the case is "
            "still its own, and what does it do right after that?",
            "model.next_chunk() returns a piece of text, or None when the draft is complete; queue.heartbeat(lease) "
-           "returns True or False; email.send(...) and queue.ack(lease) are the effects. Which of them may come "
-           "after a False?",
+           "returns True or False; the send and the ack are the effects. Which of these calls may still come after "
+           "a False?",
            "Shape: a loop that takes one chunk, keeps it, and asks the queue; on a no it leaves the function at "
            "once (return, or raise); when the model says the draft is complete, send the joined chunks with the "
            "payload's key and address, then ack. No count of chunks written in."),
