@@ -4,10 +4,12 @@ For labs 01, 02, 03 (the heartbeat loop), 04, 05 and 06 the check plays every sc
 within its bound (fresh world and fresh answer per schedule). The peer, timed in the same
 run, is the master's own answer called directly on one plain situation (one delivery
 handled, one dead letter replayed and drained, one draft of two chunks, one claim and
-write, one refund applied, one job run to the end), which is the least any check must do. Printed per lab: the check's
-seconds (best of --runs), the schedules it covers, the peer's seconds per call, the
-ratio check / peer, and PASS/FAIL against the issue's budget of 2 s per check on this
-machine. Always exits 0: benchmarks inform, tests decide.
+write, one refund applied, one job run to the end), which is the least any check must do.
+Printed per lab: the check's wall-clock seconds and processor seconds (best of --runs
+each; on a shared machine the second says what the check costs, the first what the load
+added), the schedules it covers, the peer's seconds per call, the ratio check / peer, and
+PASS/FAIL (wall clock) against the issue's budget of 2 s per check on this machine. Always
+exits 0: benchmarks inform, tests decide.
 
 Run: `.venv/bin/python benchmarks/bench_checks.py [--runs 3]`.
 """
@@ -18,7 +20,7 @@ import contextlib
 import io
 import sys
 from pathlib import Path
-from time import perf_counter
+from time import perf_counter, process_time
 
 import nbformat
 
@@ -92,13 +94,13 @@ def _peer_06(handle) -> None:
            lambda delivery: None)
 
 
-def _best(fn, runs: int, repeat: int = 1) -> float:
+def _best(fn, runs: int, repeat: int = 1, clock=perf_counter) -> float:
     best = float("inf")
     for _ in range(runs):
-        start = perf_counter()
+        start = clock()
         for _ in range(repeat):
             fn()
-        best = min(best, (perf_counter() - start) / repeat)
+        best = min(best, (clock() - start) / repeat)
     return best
 
 
@@ -113,16 +115,17 @@ def main() -> int:
             ("05", lab05, "run", _peer_05, [recovery_world.scenario(setting, faults, job)
                                             for setting, faults, job in lab05.SETTINGS]),
             ("06", lab06, "handle", _peer_06, [lab06.scenario()])]
-    print(f"{'lab':<4}{'check s':>9}{'schedules':>11}{'peer s':>11}{'ratio':>10}  budget {BUDGET:g} s")
+    print(f"{'lab':<4}{'check s':>9}{'cpu s':>8}{'schedules':>11}{'peer s':>11}{'ratio':>10}  budget {BUDGET:g} s")
     for lab, checks, name, peer, scenarios in labs:
         answer = _master(lab, name)
         exercise = checks.loop if lab == "03" else checks.exercise
         assert exercise.result(answer).correct, lab
         check = _best(lambda a=answer, e=exercise: e.result(a), runs)
+        cpu = _best(lambda a=answer, e=exercise: e.result(a), runs, clock=process_time)   # this process's share
         schedules = sum(explore(s, answer).schedules for s in scenarios)
         plain = _best(lambda a=answer, p=peer: p(a), runs, repeat=200)
         verdict = "PASS" if check <= BUDGET else "FAIL"
-        print(f"{lab:<4}{check:>9.3f}{schedules:>11,}{plain:>11.6f}{check / plain:>10,.0f}  {verdict}")
+        print(f"{lab:<4}{check:>9.3f}{cpu:>8.3f}{schedules:>11,}{plain:>11.6f}{check / plain:>10,.0f}  {verdict}")
     return 0
 
 
