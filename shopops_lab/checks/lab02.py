@@ -235,8 +235,10 @@ class _Replay:
         if not_done:
             were = "1 item was" if len(not_done) == 1 else f"{len(not_done)} items were"
             held = " and held by a broken-off lease" if self.queue.leases() else ""
+            rerun = (f" This was run {self.runs} of your function: a run after a crash starts from nothing the last "
+                     "one kept, so ask the queue what is left." if self.runs > 1 else "")
             return (f"{were} replayed but not processed{held} ({self.where}): {_some(not_done)}; your function "
-                    f"{self.stopped()}. Drive the queue until it is empty.")
+                    f"{self.stopped()}. Drive the queue until it is empty.{rerun}")
         for case in sorted(self.still_broken):
             item = next(i for i in items if i.case_id == case)
             if item.state is not ItemState.DEAD or item.replays < 1:
