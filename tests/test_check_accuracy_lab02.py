@@ -136,6 +136,52 @@ def replays_whatever_failed(queue, handler):
         pass
 
 
+def drains_only_what_it_replayed(queue, handler):
+    """Trusts its own list, not the queue: it drains while an item *it* replayed waits.
+    Right when nothing goes wrong; after a crash the rerun replays nothing and drains nothing."""
+    replayed = [item.id for item in queue.dlq_items()]
+    for item_id in replayed:
+        queue.replay_dlq(item_id)
+    while any(queue.item(item_id).state.value == "ready" for item_id in replayed):
+        queue.process_one("W1", handler)
+
+
+def drains_twelve_turns(queue, handler):
+    """A fixed count: enough turns for every DLQ the learner has seen in the lab."""
+    for item in queue.dlq_items():
+        queue.replay_dlq(item.id)
+    for _ in range(12):
+        if queue.process_one("W1", handler) == "empty":
+            break
+
+
+def replays_and_works_one_at_a_time(queue, handler):
+    """Checks in the wrong order: one turn of work right after each replay, then stops."""
+    for item in queue.dlq_items():
+        queue.replay_dlq(item.id)
+        queue.process_one("W1", handler)
+
+
+def acks_even_a_failure(queue, handler):
+    """The handler's error swallowed, and the item acked anyway: a broken order marked done."""
+    for item in queue.dlq_items():
+        queue.replay_dlq(item.id)
+    while (lease := queue.acquire("W1")) is not None:
+        try:
+            handler(lease)
+        except Exception:  # noqa: BLE001 - "the replay must not stop on one bad item"
+            pass
+        queue.ack(lease)
+
+
+def replays_the_first_page(queue, handler):
+    """A hard-coded page size: the DLQ is read five dead letters at a time, once."""
+    for item in queue.dlq_items()[:5]:
+        queue.replay_dlq(item.id)
+    while queue.process_one("W1", handler) != "empty":
+        pass
+
+
 def plain_loop_over_a_copy(queue, handler):
     """Right, written differently: ids first, replay by id, `while True` with a break."""
     ids = [dead.id for dead in list(queue.dlq_items())]
@@ -151,27 +197,47 @@ DRAIN = Spec(
     exercise=lab02.exercise,
     right=(acquires_and_acks_by_hand, replays_by_id_then_loops_until_empty, plain_loop_over_a_copy),
     wrong=(
-        refused(replays_but_never_drains, "1 item was replayed but not processed (seed 1, 1 dead letter): O-2005",
-                "stopped without processing anything"),
-        refused(drains_without_replaying, "the one dead letter is still in the DLQ (seed 1, 1 dead letter): O-2005"),
-        refused(stops_at_the_first_failure, "still failing after the fix (seed 9)",
-                "stopped after 1 process_one call, which returned 'retried'", "unfinished"),
-        refused(one_call_per_dead_item, "(seed 9)", "stopped after 7 process_one calls, the last returning 'ok'",
-                "unfinished"),
-        refused(replays_until_the_dlq_is_clean, "was replayed", "times (seed 9)", "retry storm by hand"),
-        refused(storms_inside_a_try, "was replayed", "retry storm by hand"),
-        refused(loops_while_truthy, "was stopped by the check (seed 1", "the last process_one returned 'empty'",
-                "the loop does not end"),
-        refused(never_gives_a_failure_back, "still fails after the fix (seed 9)", "it is leased after 1 replays"),
-        refused(replays_ten_turns, "30 of the 40 dead letters are still in the DLQ (seed 4, 40 dead letters)",
-                "O-2012, O-2013, O-2014, O-2015, O-2017 and 25 more", "however many there are"),
-        refused(drains_fifty_turns, "80 items were replayed but not processed (seed 5, 130 dead letters)",
-                "stopped after 50 process_one calls, the last returning 'ok'", "Drive the queue until it is empty"),
-        refused(replays_only_the_first, "6 of the 7 dead letters are still in the DLQ (seed 2, 7 dead letters)"),
-        refused(drains_before_replaying, "1 item was replayed but not processed (seed 1, 1 dead letter)",
+        refused(replays_but_never_drains, "1 item was replayed but not processed (1 dead letter): O-2002",
+                "stopped without processing anything", 'lab02.replay(replay_and_drain, "DLQ: fixed · R replays and '
+                'drains")'),
+        refused(drains_without_replaying, "the one dead letter is still in the DLQ (1 dead letter): O-2002",
+                "(2 steps): DLQ: fixed · R replays and drains."),
+        refused(stops_at_the_first_failure, "O-2002 still fails after the fix (1 dead letter, O-2002 still broken",
+                "it is ready after 1 replays", "stopped after 1 process_one call, which returned 'retried'",
+                "DLQ: broken · R replays and drains"),
+        refused(one_call_per_dead_item, "O-2002 still fails after the fix", "it is ready after 1 replays",
+                "DLQ: broken · R replays and drains"),
+        refused(replays_until_the_dlq_is_clean, "O-2002 (item-0002) was replayed 2 times in one run of your function",
+                "retry storm by hand"),
+        refused(storms_inside_a_try, "was replayed 2 times in one run", "retry storm by hand"),
+        refused(loops_while_truthy, "was stopped by the check (an empty DLQ",
+                "the last process_one returned 'empty'", "the loop does not end", "DLQ: empty · R replays and drains"),
+        refused(never_gives_a_failure_back, "O-2002 still fails after the fix", "it is leased after 1 replays",
+                "(4 steps): DLQ: broken · R replays and drains · leases expire · R runs again."),
+        refused(replays_ten_turns, "1 of the 11 dead letters is still in the DLQ (11 dead letters): O-2012",
+                "however many there are", "DLQ: 11 fixed · R replays and drains"),
+        refused(drains_fifty_turns, "80 items were replayed but not processed (130 dead letters)",
+                "stopped after 50 process_one calls, the last returning 'ok'", "Drive the queue until it is empty",
+                "DLQ: 130 fixed"),
+        refused(replays_only_the_first, "1 of the 2 dead letters is still in the DLQ (2 dead letters): O-2003",
+                "DLQ: fixed, fixed · R replays and drains"),
+        refused(drains_before_replaying, "1 item was replayed but not processed (1 dead letter)",
                 "stopped after 1 process_one call, which returned 'empty'"),
         refused(replays_whatever_failed, "raised NotInDLQError: Item item-0001 is done, not in the dead-letter queue",
-                "(in replays_whatever_failed, line"),
+                "(in replays_whatever_failed, line", "DLQ: empty · R replays and drains"),
+        # new since the check explores (issue 16): state outside the queue, a fixed count, the wrong
+        # order, a swallowed error, a hard-coded page size
+        refused(drains_only_what_it_replayed, "1 item was replayed but not processed (1 dead letter): O-2002",
+                "stopped without processing anything",
+                "(3 steps): DLQ: fixed · R replays and drains (crash after replay_dlq) · R runs again."),
+        refused(drains_twelve_turns, "replayed but not processed (40 dead letters)",
+                "stopped after 12 process_one calls", "DLQ: 40 fixed · R replays and drains"),
+        refused(replays_and_works_one_at_a_time, "O-2002 still fails after the fix", "it is ready after 1 replays",
+                "DLQ: broken · R replays and drains"),
+        refused(acks_even_a_failure, "O-2002 still fails after the fix", "it is done after 1 replays",
+                "DLQ: broken · R replays and drains"),
+        refused(replays_the_first_page, "1 of the 6 dead letters is still in the DLQ (6 dead letters): O-2007",
+                "DLQ: 6 fixed · R replays and drains"),
     ),
     secrets=("for item in queue.dlq_items()", "!= \"empty\""),
 )
@@ -267,16 +333,17 @@ WHERE = Spec(
     exercise=lab02.knowledge,
     right=(counts_deliveries_up_to_the_limit, one_delivery_at_a_time),
     wrong=(
-        refused(crashes_are_free, "for deliveries ['crash', 'fail', 'crash'] with max_attempts=3 your function says "
-                "'ready'", "as if a crash did not use up an attempt", hidden=("'dead'",)),
-        refused(one_attempt_too_many, "['fail', 'fail', 'fail'] with max_attempts=3 your function says 'ready'",
+        refused(crashes_are_free, "for deliveries ['crash'] with max_attempts=1 your function says 'ready'",
+                "903 of all 5,465 lists of up to 6 deliveries", "as if a crash did not use up an attempt",
+                hidden=("'dead'",)),
+        refused(one_attempt_too_many, "['fail'] with max_attempts=1 your function says 'ready'",
                 "as if max_attempts allowed one delivery more", hidden=("'dead'",)),
         refused(one_attempt_too_few, "as if max_attempts allowed one delivery fewer"),
         refused(a_failure_is_final, "as if one failure sent the item straight to the DLQ"),
-        refused(the_last_entry_decides, "your function says", "sequences end elsewhere on a real queue",
+        refused(the_last_entry_decides, "your function says", "end elsewhere on a real queue",
                 "Play that list through by hand"),
         refused(names_the_queue_not_the_state, "returned the str 'dlq'", "return the item's state"),
-        refused(capitalises_the_state, "returned the str 'Done'", "return the item's state"),
+        refused(capitalises_the_state, "for [] the function returned the str 'Ready'", "return the item's state"),
         refused(answers_with_a_look_alike, "returned the SaysYes 'done'", "return the item's state"),
     ),
     secrets=("replay_deliveries",),
@@ -288,11 +355,27 @@ WHERE = Spec(
 
 
 def test_the_dead_letter_queues_range_from_empty_to_past_any_fixed_loop():
-    sizes = []
-    for seed in lab02.SEEDS:
-        queue, dead, _, _ = lab02.poisoned_queue(seed)
-        assert len(queue.dlq_items()) == len(dead) == lab02.DLQ_SIZES[seed]
-        failed_once = [i for i in queue.items() if i.last_error and i.case_id not in dead]
-        assert len(failed_once) == 2 and all(i.state.value == "done" for i in failed_once)   # not dead: not replayed
-        sizes.append(len(dead))
-    assert min(sizes) == 0 and 1 in sizes and max(sizes) > 100
+    sizes = sorted({len(shape) for shape in lab02.SHAPES})
+    assert sizes[0] == 0 and sizes[-1] > 100 and set(range(13)) <= set(sizes)
+    small = [shape for shape in lab02.SHAPES if len(shape) <= lab02.SMALL]
+    assert len(small) == len(set(small)) == 2 ** (lab02.SMALL + 1) - 1        # every order of fixed and broken
+    queue, dead, broken, _, _ = lab02.poisoned_queue(("broken", "fixed", "broken"))
+    assert [i.case_id for i in queue.dlq_items()] == dead and broken == {dead[0], dead[2]}
+    failed_once = [i for i in queue.items() if i.last_error and i.case_id not in dead]
+    assert len(failed_once) == 1 and failed_once[0].state.value == "done"   # not dead: not to be replayed
+
+
+def test_the_replay_check_states_its_bound_and_replays_its_schedule():
+    from test_check_accuracy_lab02 import drains_only_what_it_replayed as wrong
+    result = lab02.exercise.result(replays_by_id_then_loops_until_empty)
+    assert result.correct and "checked all 260 schedules of every DLQ of 0 to 3 items" in result.message
+    schedule = "DLQ: fixed · R replays and drains (crash after replay_dlq) · R runs again"
+    replayed = lab02.replay(wrong, schedule)
+    assert replayed.problem is not None and "replayed but not processed" in replayed.problem
+    assert "R's process dies (crash after replay_dlq)" in str(replayed)
+    assert lab02.replay(replays_by_id_then_loops_until_empty, schedule).problem is None
+
+
+def test_the_knowledge_check_searches_every_short_delivery_list():
+    result = lab02.knowledge.result(counts_deliveries_up_to_the_limit)
+    assert result.correct and "all 5,465 delivery lists of up to 6 deliveries" in result.message

@@ -148,7 +148,7 @@ def test_lab04_the_store_token_check_is_the_control():
 
 
 @pytest.mark.parametrize("path, checks", [
-    (LAB03, [(lab03.exercise, "choose_policy")]),
+    (LAB03, [(lab03.exercise, "choose_policy"), (lab03.loop, "draft_with_heartbeats")]),
     (LAB04, [(lab04.exercise, "FencedResultStore"), (lab04.knowledge, "rejecting_control")]),
 ], ids=["lab03", "lab04"])
 def test_master_answers_pass_and_student_stubs_are_not_attempted(path, checks, capsys):

@@ -1,6 +1,7 @@
 """The explorer's checks behind the grader's process boundary: an answer that hands the
 exercise to the kit's own implementation, keeps its state in memory, or swallows the crash
-it is told of earns nothing, exactly as in the notebook (each is refused there by the
+it is told of (or, in labs 02 and 03, storms, trusts its own list over the queue, or ignores
+a refused heartbeat) earns nothing, exactly as in the notebook (each is refused there by the
 accuracy suites); so do wrong answers to the exercises whose facades are new (lab 01's
 queue and clock, lab 05's job store); the master's answer earns every point (`test_grade_cli.py`)."""
 from __future__ import annotations
@@ -117,7 +118,37 @@ def run_with_intent(job_id, env):
     return cp.artifacts["publish"]
 '''
 
+STORMS = '''
+def replay_and_drain(queue, handler):
+    while True:
+        for item in queue.dlq_items():
+            queue.replay_dlq(item.id)
+        if queue.process_one("W1", handler) == "empty":
+            break
+'''
+OWN_LIST = '''
+def replay_and_drain(queue, handler):
+    replayed = [item.id for item in queue.dlq_items()]
+    for item_id in replayed:
+        queue.replay_dlq(item_id)
+    while any(queue.item(item_id).state.value == "ready" for item_id in replayed):
+        queue.process_one("W1", handler)
+'''
+IGNORES_NO = '''
+def draft_with_heartbeats(lease, queue, model, email):
+    draft = []
+    while (chunk := model.next_chunk()) is not None:
+        draft.append(chunk)
+        queue.heartbeat(lease)
+    email.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"], body="".join(draft))
+    queue.ack(lease)
+'''
+
 WRONG = {
+    "storm_lab02": ("02", "replay-and-drain", STORMS, "retry storm by hand"),
+    "ownlist_lab02": ("02", "replay-and-drain", OWN_LIST,
+                      "DLQ: fixed · R replays and drains (crash after replay_dlq) · R runs again"),
+    "ignores_lab03": ("03", "heartbeat-loop", IGNORES_NO, "yet your loop asked the model for another chunk"),
     "fence_lab04": ("04", "fenced-store", FENCE_DECIDES, "hands the decision to the kit's TokenFence"),
     "runner_lab05": ("05", "receipt-run", RUNNER_RUNS, "hands the job to the kit's ReceiptRunner"),
     "consumer_lab06": ("06", "idempotent-handle", CONSUMER_HANDLES,

@@ -1,140 +1,27 @@
-"""Lab 02: after the fix, bring the dead letters back and finish them, without a retry storm."""
+"""Lab 02: after the fix, bring the dead letters back and finish them, without a retry storm.
+
+The replay check explores: every DLQ of 0 to 3 items in every order of items the fix
+repairs and items it does not, with the replay job's process dying before or after any
+queue call it makes (then the job runs again, before or after a lease it held runs out),
+and DLQs of every size from 4 to 12 and of 40 and 130 items. At the end of every schedule
+each repaired item must be done, each still-broken one back in the DLQ after a replay,
+and no run of the function may replay an item twice (a retry storm by hand). The
+knowledge check compares the learner's prediction with a real queue on every delivery
+list of up to 6 deliveries, for every max_attempts from 1 to 5.
+"""
 from __future__ import annotations
 
-import random
+import functools
+import itertools
+from typing import Any
 
-from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe
+from shopops_lab.checks.base import Exercise, Wrong, _where, call_answer, describe, error_text
 from shopops_lab.clock import FakeClock
+from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, explore, refuse
+from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.states import ItemState
 from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import InMemoryQueue, Outcome
-
-
-class _Runaway(BaseException):
-    """Raised into the learner's loop once it has used up its budget of queue calls. A
-    BaseException, so an `except Exception` around the loop cannot swallow it; the
-    check then judges what the queue's own records say happened. (A bare `except:` inside
-    an endless loop swallows even this: such a loop is stopped only by the kernel.)"""
-
-
-class _Budgeted:
-    """The learner's view of the queue: the real one, with a cap on the calls that do work
-    (process_one, acquire, replay_dlq), so a loop that never stops is ended, not hung."""
-
-    def __init__(self, queue: InMemoryQueue, budget: int) -> None:
-        self._queue, self._budget = queue, budget
-        self.calls: dict[str, int] = {}
-        self.last: Outcome | None = None   # what process_one returned last
-
-    def _spend(self, call: str) -> None:
-        self.calls[call] = self.calls.get(call, 0) + 1
-        if sum(self.calls.values()) > self._budget:
-            raise _Runaway()
-
-    def process_one(self, worker_id, handler, **kwargs):
-        self._spend("process_one")
-        self.last = self._queue.process_one(worker_id, handler, **kwargs)
-        return self.last
-
-    def acquire(self, worker_id, **kwargs):
-        self._spend("acquire")
-        return self._queue.acquire(worker_id, **kwargs)
-
-    def replay_dlq(self, item_id, **kwargs):
-        self._spend("replay_dlq")
-        return self._queue.replay_dlq(item_id, **kwargs)
-
-    def stopped(self) -> str:
-        """Where the learner's loop stopped, in words: its calls and the last outcome."""
-        runs, takes = self.calls.get("process_one", 0), self.calls.get("acquire", 0)
-        if not runs and not takes:
-            return "stopped without processing anything"
-        parts = [f"{n} {name} call{'s' if n > 1 else ''}"
-                 for name, n in (("process_one", runs), ("acquire", takes)) if n]
-        said = ""
-        if self.last is not None:
-            said = f", which returned {self.last.value!r}" if runs == 1 else f", the last returning {self.last.value!r}"
-        return f"stopped after {' and '.join(parts)}{said}"
-
-    def __getattr__(self, name):
-        return getattr(self._queue, name)
-
-
-def _storm(queue: InMemoryQueue, seed: int) -> Wrong | None:
-    """A retry storm by hand, read from the queue's log: an item replayed more than once."""
-    replays: dict[str, int] = {}
-    for event in queue.log.where("replayed"):
-        replays[event.item_id] = replays.get(event.item_id, 0) + 1
-    stormed = sorted((item_id for item_id, n in replays.items() if n > 1), key=lambda i: (-replays[i], i))
-    if not stormed:
-        return None
-    item = queue.item(stormed[0])
-    deaths = len(queue.log.where("dead_lettered", item_id=item.id))
-    return Wrong(f"{item.case_id} ({item.id}) was replayed {replays[item.id]} times (seed {seed}) and died "
-                 f"{deaths} times: it still fails after the fix, and replaying it over and over is a retry storm "
-                 "by hand. Replay each dead item once, then leave whatever fails again in the DLQ for a human.")
-
-
-def _call(replay_and_drain, queue: InMemoryQueue, handler, seed: int) -> _Budgeted:
-    """Run the learner's function on a budgeted view; a runaway loop ends in a verdict."""
-    view = _Budgeted(queue, budget=20 * len(queue))
-    try:
-        call_answer(replay_and_drain, view, handler)
-    except _Runaway:
-        storm = _storm(queue, seed)
-        if storm is not None:
-            raise storm from None
-        raise Wrong(f"your function made {sum(view.calls.values())} queue calls for {len(queue)} items and was "
-                    f"stopped by the check (seed {seed}; the last process_one returned "
-                    f"{view.last.value if view.last is not None else 'nothing'!r}): the loop does not end. Stop "
-                    "when process_one returns 'empty'.") from None
-    storm = _storm(queue, seed)
-    if storm is not None:
-        raise storm
-    return view
-
-
-# How many orders died, by seed: from none to far more than any loop written with a number
-# in it, so only a loop that runs until the DLQ (and then the queue) is empty finishes them.
-DLQ_SIZES = {1: 1, 2: 7, 3: 0, 4: 40, 5: 130}
-SEEDS = tuple(DLQ_SIZES)
-BROKEN_SEED, BROKEN_SIZE = 9, 7
-
-
-def poisoned_queue(seed: int, *, size: int | None = None, one_still_broken: bool = False):
-    """A queue where `size` orders used the old schema and died (by default, the seed's
-    number), some others failed once on a timeout and then went through, and the rest were
-    fine; returns it, the dead cases and the fixed handler, with the list it records in."""
-    rng = random.Random(seed)
-    size = DLQ_SIZES.get(seed, 3) if size is None else size
-    queue = InMemoryQueue(lease_seconds=30, max_attempts=3, clock=FakeClock())
-    cases = [f"O-{2001 + n}" for n in range(size + rng.randint(3, 6))]
-    old = set(rng.sample(cases, k=size))
-    flaky = set(rng.sample(sorted(set(cases) - old), k=2))   # failed once, then done: not dead
-    for case in cases:
-        payload = {"order": {"id": case, "total": 10 + len(case)}} if case in old else {"order_id": case, "total": 10}
-        queue.enqueue(case_id=case, tenant_id="store_northline", kind="refund_review", payload=payload)
-    timed_out: set[str] = set()
-
-    def old_handler(lease):
-        if lease.case_id in flaky and lease.case_id not in timed_out:
-            timed_out.add(lease.case_id)
-            raise TimeoutError("the payments API did not answer")
-        if "order_id" not in lease.payload:
-            raise KeyError("order_id")
-
-    while queue.process_one("W1", old_handler) != Outcome.EMPTY:
-        pass
-    handled: list[str] = []
-    still_broken = {min(old)} if one_still_broken and old else set()
-
-    def fixed_handler(lease):
-        if lease.case_id in still_broken:
-            raise ValueError("schema still unsupported")
-        order_id = lease.payload.get("order_id") or lease.payload["order"]["id"]
-        handled.append(order_id)
-
-    return queue, sorted(old), fixed_handler, handled
 
 
 def _some(cases: list[str], shown: int = 5) -> str:
@@ -148,53 +35,296 @@ def _dead_letters(n: int) -> str:
     return f"{n} dead letter{'' if n == 1 else 's'}"
 
 
-def _drained(replay_and_drain, seed: int) -> None:
-    """One seeded DLQ, replayed and drained by the learner's function, judged by the queue."""
-    queue, dead, fixed, handled = poisoned_queue(seed)
-    if sorted(item.case_id for item in queue.dlq_items()) != dead:
-        raise AssertionError("scenario set-up failed")  # the kit's bug, not the learner's
-    size = f"seed {seed}, {_dead_letters(len(dead))}"
-    view = _call(replay_and_drain, queue, fixed, seed)
-    left = [item.case_id for item in queue.dlq_items()]
-    if left:
-        still = (f"the one dead letter is still in the DLQ ({size}): {left[0]}" if len(dead) == 1 else
-                 f"{len(left)} of the {len(dead)} dead letters are still in the DLQ ({size}): {_some(left)}")
-        raise Wrong(f"after your function, {still}. Replay every dead item once the handler is fixed, however "
-                    "many there are.")
-    not_done = [item.case_id for item in queue.items() if item.state is not ItemState.DONE]
-    if not_done:
-        were = "1 item was" if len(not_done) == 1 else f"{len(not_done)} items were"
-        raise Wrong(f"{were} replayed but not processed ({size}): {_some(not_done)}; your "
-                    f"function {view.stopped()}. Drive the queue until it is empty.")
-    if sorted(handled) != dead:
-        twice = sorted({c for c in handled if handled.count(c) > 1})
-        raise Wrong(f"the fixed handler ran {len(handled)} times for {len(set(handled))} orders, but {len(dead)} "
-                    f"needed it ({size})" + (f"; {_some(twice)} more than once" if twice else "") + ".")
-    replays = {item.case_id: item.replays for item in queue.items() if item.replays}
-    if sorted(replays) != dead or any(n != 1 for n in replays.values()):
-        odd = sorted(set(replays) ^ set(dead)) or sorted(c for c, n in replays.items() if n != 1)
-        raise Wrong(f"each dead item should be replayed exactly once ({size}); not so for {_some(odd)}.")
+class _Stop(BaseException):
+    """Raised into the learner's loop once the check has seen enough (a retry storm, or a
+    runaway loop). A BaseException, so an `except Exception` around the loop cannot
+    swallow it; every later queue call raises it again. (A bare `except:` inside an endless
+    loop swallows even this: such a loop is stopped only by the kernel.)"""
+
+
+# The scope searched: every DLQ of up to SMALL items in every order of items the fix repairs
+# ("fixed") and items it does not ("broken"), with the replay job's process dying before or after
+# any queue call; and DLQs of every size past that up to 12, and of 40 and 130 items (sizes no loop
+# with a number written in survives), each run once without a crash.
+SMALL = 3
+SIZES = (*range(SMALL + 1, 13), 40, 130)
+SHAPES = (*(shape for n in range(SMALL + 1) for shape in itertools.product(("fixed", "broken"), repeat=n)),
+          *(("fixed",) * n for n in SIZES))
+BOUND = Bound(words=f"every DLQ of 0 to {SMALL} items in every order of fixed and still-broken ones, the replay "
+                    "job's process dying before or after any queue call (then run again, a lease it held running out "
+                    f"first or not), and DLQs of every size from {SMALL + 1} to 12 and of 40 and 130 items",
+              budget={"crash": 1, "expiry": 1})
+_POINTS = ("replay_dlq", "process_one", "acquire", "ack", "nack")
+
+
+def _shape_name(shape: tuple[str, ...]) -> str:
+    if not shape:
+        return "DLQ: empty"
+    return f"DLQ: {len(shape)} fixed" if len(shape) > SMALL else f"DLQ: {', '.join(shape)}"
+
+
+def poisoned_queue(shape: tuple[str, ...]):
+    """A queue on which the items of `shape` used the old schema and died (one more item
+    failed once on a timeout and then went through: not dead). Returns it, the dead items'
+    cases in DLQ order, the cases the fix does not repair, and the fixed handler with the
+    dict (case -> runs) it counts in."""
+    queue = InMemoryQueue(lease_seconds=30, max_attempts=3, clock=FakeClock())
+    flaky = "O-2001"
+    cases = [f"O-{2002 + n}" for n in range(len(shape))]
+    queue.enqueue(case_id=flaky, tenant_id="store_northline", kind="refund_review",
+                  payload={"order_id": flaky, "total": 10})
+    for case in cases:
+        queue.enqueue(case_id=case, tenant_id="store_northline", kind="refund_review",
+                      payload={"order": {"id": case, "total": 16}})
+    timed_out: set[str] = set()
+
+    def old_handler(lease):
+        if lease.case_id == flaky and not timed_out:
+            timed_out.add(flaky)
+            raise TimeoutError("the payments API did not answer")
+        if "order_id" not in lease.payload:
+            raise KeyError("order_id")
+
+    while queue.process_one("W1", old_handler) != Outcome.EMPTY:
+        pass
+    broken = {case for case, kind in zip(cases, shape, strict=True) if kind == "broken"}
+    handled: dict[str, int] = {}
+
+    def fixed_handler(lease):
+        if lease.case_id in broken:
+            raise ValueError("schema still unsupported")
+        order_id = lease.payload.get("order_id") or lease.payload["order"]["id"]
+        handled[order_id] = handled.get(order_id, 0) + 1
+
+    return queue, cases, broken, fixed_handler, handled
+
+
+class _Replay:
+    """One schedule's world: the operator picks the DLQ, then the replay job R runs the
+    learner's function (again after a crash, or after a lease it held ran out). The queue
+    and the handler's count are the check's; R gets a view of the queue (`_view`)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.queue: InMemoryQueue | None = None
+        self.shape: tuple[str, ...] = ()
+        self.state = "set-up"          # set-up, ready, ran, crashed
+        self.runs = 0
+        self.expired_since = False     # a lease ran out after R's last run: its item waits again
+        self.problem: str | None = None
+        self.calls: dict[str, int] = {}
+        self.replayed: dict[str, int] = {}   # item id -> replays in the current run
+        self.last: Outcome | None = None
+
+    def moves(self) -> list[Move]:
+        if self.queue is None:
+            return [Move(_shape_name(shape), "operator", functools.partial(self._set_up, shape), peer="queue")
+                    for shape in SHAPES]
+        moves = []
+        if self.state in ("ready", "crashed") or (self.state == "ran" and self.expired_since and self._waiting()):
+            moves.append(Move("R replays and drains" if self.runs == 0 else "R runs again", "R", self._job,
+                              peer="queue"))
+        if self.queue.leases():
+            moves.append(Move("leases expire", "clock", self._expire, peer="queue", cost="expiry"))
+        return moves
+
+    def _waiting(self) -> bool:
+        return bool(self.queue.items(ItemState.READY))
+
+    def fingerprint(self) -> Any:
+        if self.queue is None:
+            return None
+        if len(self.shape) > SMALL:   # no fault on a large DLQ: one schedule, nothing to merge
+            return (self.shape, self.state, self.runs, len(self.queue.log))
+        items = tuple((i.id, i.state.value, i.attempts, i.replays, i.token) for i in self.queue.items())
+        return (self.shape, self.state, self.runs, self.expired_since, items, tuple(sorted(self.handled.items())))
+
+    def broken(self) -> str | None:
+        return self.problem
+
+    def crashed(self, actor: str) -> str | None:
+        self.state = "crashed"
+        held = self.queue.leases()
+        return f"its lease on {held[0].id} stays until it runs out" if held else None
+
+    def _set_up(self, shape: tuple[str, ...], run: Run) -> str:
+        self.shape = shape
+        self.queue, self.dead, self.still_broken, self.handler, self.handled = poisoned_queue(shape)
+        if self.queue.counts()[ItemState.DEAD] != len(shape):
+            raise AssertionError("scenario set-up failed")   # the kit's bug, not the learner's
+        self.state = "ready"
+        if not shape:
+            return "the DLQ is empty (one item failed once on a timeout and went through)"
+        broken = f", {len(self.still_broken)} still broken after the fix" if self.still_broken else ""
+        return f"{_dead_letters(len(shape))} in the DLQ ({', '.join(self.dead[:SMALL])}"\
+               f"{' ...' if len(shape) > SMALL else ''}){broken}"
+
+    @property
+    def where(self) -> str:
+        size = _dead_letters(len(self.shape)) if self.shape else "an empty DLQ"
+        return size + (f", {_some(sorted(self.still_broken))} still broken after "
+                                                       "the fix" if self.still_broken else "")
+
+    def _job(self, run: Run) -> str:
+        self.runs += 1
+        self.state, self.expired_since, self.calls, self.replayed, self.last = "crashed", False, {}, {}, None
+        try:
+            called = run.call(run.answer("R"), _view(run, self), self.handler)
+        except _Stop:
+            return f"R runs your function: stopped by the check after {sum(self.calls.values())} queue calls"
+        self.state = "ran"
+        if called.error is not None and self.problem is None:
+            self.problem = (f"your function raised {error_text(called.error)}{_where(called.error)} ({self.where}).")
+        left = self.queue.counts()[ItemState.DEAD]
+        return f"R runs your function: it {self.stopped()}; {left} left in the DLQ"
+
+    def _expire(self, run: Run) -> str:
+        self.queue.clock.advance(31)
+        expired = self.queue.expire_leases()
+        self.expired_since = self.state == "ran"
+        return f"31 s pass: the lease on {', '.join(expired)} runs out"
+
+    def spend(self, call: str) -> None:
+        """Count one queue call of the current run; a loop that does not end is stopped."""
+        if self.problem is not None:
+            raise _Stop()
+        self.calls[call] = self.calls.get(call, 0) + 1
+        if sum(self.calls.values()) > 20 * len(self.queue) + 100:
+            items = f"{len(self.queue)} item{'' if len(self.queue) == 1 else 's'}"
+            self.problem = (f"your function made {sum(self.calls.values()) - 1} queue calls for {items} and was "
+                            f"stopped by the check ({self.where}; the last process_one returned "
+                            f"{self.last.value if self.last is not None else 'nothing'!r}): the loop does not end. "
+                            "Stop when process_one returns 'empty'.")
+            raise _Stop()
+
+    def replaying(self, item_id: str) -> None:
+        """One replay in this run; a second replay of an item in one run is a storm by hand."""
+        self.replayed[item_id] = self.replayed.get(item_id, 0) + 1
+        if self.replayed[item_id] > 1:
+            item = self.queue.item(item_id)
+            deaths = len(self.queue.log.where("dead_lettered", item_id=item_id))
+            self.problem = (f"{item.case_id} ({item_id}) was replayed {self.replayed[item_id]} times in one run of "
+                            f"your function and died {deaths} times ({self.where}): it still fails after the fix, "
+                            "and replaying it over and over is a retry storm by hand. Replay each dead item once, "
+                            "then leave whatever fails again in the DLQ for a human.")
+            raise _Stop()
+
+    def stopped(self) -> str:
+        """Where the learner's loop stopped, in words: its calls and the last outcome."""
+        runs, takes = self.calls.get("process_one", 0), self.calls.get("acquire", 0)
+        if not runs and not takes:
+            return "stopped without processing anything"
+        parts = [f"{n} {name} call{'s' if n > 1 else ''}"
+                 for name, n in (("process_one", runs), ("acquire", takes)) if n]
+        said = ""
+        if self.last is not None:
+            said = f", which returned {self.last.value!r}" if runs == 1 else f", the last returning {self.last.value!r}"
+        return f"stopped after {' and '.join(parts)}{said}"
+
+    def finished(self) -> str | None:
+        items = self.queue.items()
+        left = [i.case_id for i in items if i.state is ItemState.DEAD and i.case_id not in self.still_broken]
+        if left:
+            n = len(self.shape)
+            verb = "is" if len(left) == 1 else "are"
+            still = (f"the one dead letter is still in the DLQ ({self.where}): {left[0]}" if n == 1 else
+                     f"{len(left)} of the {n} dead letters {verb} still in the DLQ ({self.where}): {_some(left)}")
+            return f"after your function, {still}. Replay every dead item once the handler is fixed, however many " \
+                   "there are."
+        not_done = [i.case_id for i in items if i.state is not ItemState.DONE and i.case_id not in self.still_broken]
+        if not_done:
+            were = "1 item was" if len(not_done) == 1 else f"{len(not_done)} items were"
+            held = " and held by a broken-off lease" if self.queue.leases() else ""
+            rerun = (f" This was run {self.runs} of your function: a run after a crash starts from nothing the last "
+                     "one kept, so ask the queue what is left." if self.runs > 1 else "")
+            return (f"{were} replayed but not processed{held} ({self.where}): {_some(not_done)}; your function "
+                    f"{self.stopped()}. Drive the queue until it is empty.{rerun}")
+        for case in sorted(self.still_broken):
+            item = next(i for i in items if i.case_id == case)
+            if item.state is not ItemState.DEAD or item.replays < 1:
+                return (f"{case} still fails after the fix ({self.where}); it should be replayed once and end back in "
+                        f"the DLQ for a human, but it is {item.state.value} after {item.replays} replays; your "
+                        f"function {self.stopped()}.")
+        return None
+
+
+def _view(run: Run, world: _Replay) -> Any:
+    """What the learner's function is handed: the queue calls a replay job needs, each
+    counted, and (on a small DLQ) each a point where the job's process may die. The queue
+    itself and its log stay with the check."""
+    queue = world.queue
+    small = len(world.shape) <= SMALL
+
+    def call(point: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        world.spend(point)
+        if small:
+            run.enter(point)
+        result = fn(*args, **kwargs)
+        if small:
+            run.leave(point)
+        return result
+
+    class Queue:
+        """The queue, for a replay job: dlq_items(), replay_dlq(item_id), process_one(worker_id,
+        handler), acquire(worker_id), ack(lease), nack(lease, error), item(item_id), items(state)."""
+
+        __slots__ = ()
+
+        def dlq_items(self):
+            return queue.dlq_items()
+
+        def replay_dlq(self, item_id, **kwargs):
+            world.spend("replay_dlq")
+            if small:
+                run.enter("replay_dlq")
+            queue.replay_dlq(item_id, **kwargs)
+            world.replaying(item_id)
+            if small:
+                run.leave("replay_dlq")
+
+        def process_one(self, worker_id, handler, **kwargs):
+            world.last = call("process_one", queue.process_one, worker_id, handler, **kwargs)
+            return world.last
+
+        def acquire(self, worker_id, **kwargs):
+            return call("acquire", queue.acquire, worker_id, **kwargs)
+
+        def ack(self, lease, **kwargs):
+            return call("ack", queue.ack, lease, **kwargs)
+
+        def nack(self, lease, error=None, **kwargs):
+            return call("nack", queue.nack, lease, error, **kwargs)
+
+        def item(self, item_id):
+            return queue.item(item_id)
+
+        def items(self, state=None):
+            return queue.items(state)
+
+        def __len__(self):
+            return len(queue)
+
+        def __repr__(self) -> str:
+            return f"<Queue: {len(queue.dlq_items())} in the DLQ, {queue.depth()} waiting>"
+
+    return Queue()
+
+
+def scenario() -> Scenario:
+    return Scenario(name="replay the DLQ", bound=BOUND, start=_Replay)
+
+
+def replay(replay_and_drain, schedule: str) -> Replayed:
+    """Play one schedule (as the check's message writes it) with your function: print it
+    for the steps, or call .diagram() for the picture."""
+    return replay_schedule(scenario(), replay_and_drain, schedule)
 
 
 def _run(replay_and_drain) -> str:
-    for seed in SEEDS:
-        _drained(replay_and_drain, seed)
-    queue, dead, fixed, handled = poisoned_queue(BROKEN_SEED, size=BROKEN_SIZE, one_still_broken=True)
-    view = _call(replay_and_drain, queue, fixed, BROKEN_SEED)
-    broken = queue.item(next(i.id for i in queue.items() if i.case_id == dead[0]))
-    unfinished = [i.case_id for i in queue.items() if i.state is not ItemState.DONE and i.case_id != broken.case_id]
-    if unfinished:
-        raise Wrong(f"with {broken.case_id} still failing after the fix (seed {BROKEN_SEED}), your function "
-                    f"{view.stopped()}, and left {_some(unfinished)} unfinished. One bad item must not hold up "
-                    "the rest: keep going until process_one returns 'empty'; the failing item goes back to the "
-                    "DLQ by itself.")
-    if broken.state is not ItemState.DEAD or broken.replays != 1:
-        raise Wrong(f"{broken.case_id} still fails after the fix (seed {BROKEN_SEED}); it should be replayed once and "
-                    f"end back in the DLQ for a human, but it is {broken.state.value} after {broken.replays} replays.")
-    sizes = sorted(DLQ_SIZES.values())
-    return (f"in {len(SEEDS)} seeded runs, with DLQs of {', '.join(map(str, sizes[:-1]))} and {sizes[-1]} items, "
-            "every dead letter was replayed once and finished, and with one item still broken your loop stopped "
-            "instead of storming.")
+    found = explore(scenario(), replay_and_drain)
+    refuse(found, 'lab02.replay(replay_and_drain, "{schedule}")')
+    return (f"{found.summary}: every dead letter was replayed once and finished, a still-broken one went back to "
+            "the DLQ instead of storming, and a crashed run finished on its next run.")
 
 
 exercise = Exercise(
@@ -210,10 +340,9 @@ exercise = Exercise(
 
 # ---------------------------------------------------------------------------- knowledge check
 
-_FIXED = ((["ok"], 3), (["fail", "ok"], 3), (["crash", "crash"], 3), (["fail", "fail", "fail"], 3),
-          (["crash", "fail", "crash"], 3), (["fail", "crash", "ok"], 3), (["crash", "ok"], 2),
-          (["crash", "crash", "ok"], 2), (["fail"] * 6, 5), (["crash"] * 5 + ["ok"], 5), ([], 3),
-          (["fail"], 1), (["crash", "crash"], 4))
+# The scope of the knowledge check: every list of up to LONGEST deliveries, for every max_attempts
+# from 1 to MOST_ATTEMPTS, in order of length (the first one a prediction gets wrong is a short one).
+LONGEST, MOST_ATTEMPTS = 6, 5
 
 
 def _replay_deliveries(deliveries, max_attempts: int) -> str:
@@ -264,27 +393,42 @@ MISREADINGS = (
 
 
 def _cases():
-    yield from _FIXED
-    for seed in (1, 2, 3, 4):
-        rng = random.Random(seed)
-        for _ in range(6):
-            yield [rng.choice(("fail", "crash", "crash", "ok")) for _ in range(rng.randint(1, 7))], rng.randint(1, 5)
+    for length in range(LONGEST + 1):
+        for deliveries in itertools.product(("ok", "fail", "crash"), repeat=length):
+            for limit in range(1, MOST_ATTEMPTS + 1):
+                yield list(deliveries), limit
+
+
+@functools.cache
+def _truth() -> tuple[tuple[tuple[str, ...], int, str], ...]:
+    """Where each item of the scope ends on a real queue. Each list is played once per
+    process and per its first max_attempts entries: every entry is an acquire, so after
+    max_attempts of them the queue delivers the item no more, and later ones cannot matter."""
+    played: dict[tuple[tuple[str, ...], int], str] = {}
+    for deliveries, limit in _cases():
+        key = (tuple(deliveries[:limit]), limit)
+        if key not in played:
+            played[key] = _replay_deliveries(list(key[0]), limit)
+    return tuple((tuple(d), limit, played[tuple(d[:limit]), limit]) for d, limit in _cases())
 
 
 def _knowledge(where_does_it_end) -> str:
-    answers = []
-    for deliveries, limit in _cases():
+    answers, truth = [], {}
+    for deliveries, limit, real in _truth():
         got = call_answer(where_does_it_end, list(deliveries), limit)
         if type(got) is not str or got not in ("ready", "done", "dead"):   # a str, not a look-alike
-            raise Wrong(f"for {deliveries} the function returned {describe(got)}; return the item's state: 'ready', "
-                        "'done' or 'dead'.")
-        answers.append((deliveries, limit, got))
-    wrong = [(d, limit, got) for d, limit, got in answers if got != _replay_deliveries(d, limit)]
+            raise Wrong(f"for {list(deliveries)} the function returned {describe(got)}; return the item's state: "
+                        "'ready', 'done' or 'dead'.")
+        answers.append((list(deliveries), limit, got))
+        truth[deliveries, limit] = real
+    wrong = [(d, limit, got) for d, limit, got in answers if got != truth[tuple(d), limit]]
     if not wrong:
-        return "your predictions match a real queue on every sequence, crashes included."
+        return (f"your predictions match a real queue on all {len(answers):,} delivery lists of up to {LONGEST} "
+                f"deliveries, with max_attempts from 1 to {MOST_ATTEMPTS}, crashes included.")
     deliveries, limit, got = wrong[0]
     said = (f"for deliveries {deliveries} with max_attempts={limit} your function says {got!r} "
-            f"({len(wrong)} of {len(answers)} sequences end elsewhere on a real queue)")
+            f"({len(wrong):,} of all {len(answers):,} lists of up to {LONGEST} deliveries, with max_attempts from 1 "
+            f"to {MOST_ATTEMPTS}, end elsewhere on a real queue)")
     for what, misreading in MISREADINGS:
         if all(got == _misread(d, limit, **misreading) for d, limit, got in answers):
             raise Wrong(f"{said}: on every sequence it answers {what}.")
