@@ -39,6 +39,7 @@ CONSUMERS = ("C1", "C2")
 BOUND = Bound(words="2 consumers, 3 deliveries of 2 refunds, 1 failed payment call, a crash anywhere",
               budget={"crash": 1, "fail": 1}, faults=(FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY, FaultKind.FAIL))
 SEEDS = ()   # no random numbers: every schedule within BOUND is played
+DISPATCH_BOUND = outbox_world.BOUND   # exercise 06.1's scope
 _KIT_APPLY = IdempotentConsumer._apply.__code__
 _DELEGATES = ("handle hands the delivery to the kit's IdempotentConsumer, which already implements this exercise: "
               "write the duplicate check and the record in handle yourself.")

@@ -80,7 +80,10 @@ class _Outbox:
         return None
 
     def crashed(self, actor: str) -> str | None:
-        return None if actor != "D1" else "the next pass starts a fresh process"
+        inside = self.said and self.run.fault is not None   # died inside a pass, not between two
+        done = f"in pass {self.passes} it {', '.join(self.said)} before dying; " if inside else ""
+        self.said = []
+        return f"{done}the next pass starts a fresh process"
 
     def pending(self) -> list[str]:
         return [mid for mid, state in sorted(self.rows.items()) if state == "pending"]
