@@ -301,9 +301,9 @@ dispatcher = Exercise(
     hints=("The dispatcher's process can die between any two of its calls, and the next pass starts from what the "
            "outbox says, not from what the dead process remembered. Which order of the two writes (the broker's "
            "and the outbox's) turns that crash into a duplicate rather than a loss?",
-           "outbox.pending() lists what has not gone out yet, oldest first; broker.publish(message) returns once "
-           "the broker has stored it and raises ConnectionError when it cannot be reached; outbox.mark_sent(id) "
-           "(or outbox.delete(id)) takes a message off the list for good.",
+           "outbox.pending() lists what has not gone out yet, oldest first; broker.publish(...) returns once "
+           "the broker has stored the message and raises ConnectionError when it cannot be reached; "
+           "outbox.mark_sent(id) (or outbox.delete(id)) takes a message off the list for good.",
            "Shape: one loop over what is pending, oldest first; in its body, the hand-over to the broker first and "
            "the outbox's note second. Nothing remembered between passes, and nothing that catches the broker's "
            "error: a pass that raises stops, and the next pass starts with what is still pending."),

@@ -406,9 +406,9 @@ exercise = Exercise(
     hints=("A SIGKILL can land between any two of your calls, and a redelivery then runs your handler again "
            "from the top. Which two writes must never be separated by a crash? And which of your calls is the "
            "one that finds out the lease is no longer yours?",
-           "shop.credit(...) and shop.ack(lease) each commit on their own, unless you are inside "
-           "`with shop.transaction():`, where everything commits together at the end of the block, or not at all. "
-           "shop.ack raises StaleTokenError when another worker has taken the order over.",
+           "shop.credit(...) and shop.ack(...) each commit on their own, unless they run in a block opened with "
+           "shop.transaction() (a with-statement), where everything commits together when the block ends, or not "
+           "at all. shop.ack raises StaleTokenError when another worker has taken the order over.",
            "Shape: a single transaction block whose body is the two writes (their order inside it does not "
            "matter), and no step of the delivery after the block. Let errors propagate: an exception inside "
            "the block rolls the whole block back."),
