@@ -1,4 +1,6 @@
-"""Lab 06: a consumer that applies each outbox message once, however often it arrives.
+"""Lab 06: the outbox's two ends. Exercise 06.1, the dispatcher `dispatch(outbox, broker)`,
+is judged in `checks.outbox_world` (`dispatcher`, `replay_dispatch`); exercise 06.2, below, is
+a consumer that applies each outbox message once, however often it arrives.
 
 The learner writes `handle(delivery, processed, apply)`. The check explores: two refunds
 of the same case and amount (out-0001 and out-0002, told apart only by their message ids),
@@ -13,7 +15,7 @@ new copy, and a consumer that died starts again from a fresh process.
 refunds applied before it in the same call, returning from `handle` commits the rest, and
 a death rolls back whatever was not committed (a kill runs no `except`). So a refund and
 the record written after it cannot be split by a crash, while a record written before the
-refund can outlive it. The check judges what happened to the refunds (each applied exactly
+refund can outlive it. The check judges what happened to the refunds (each applied
 once) and what `handle` returned (exactly True when it applied, False when it skipped),
 never how the learner spells the records. `replay(handle, schedule)` plays any schedule.
 """

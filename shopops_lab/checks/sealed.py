@@ -7,8 +7,9 @@ with no attributes, its methods are plain functions of its class (no closures), 
 it acts on is kept here, keyed by the facade, in a table no facade refers to. `vars()`,
 `__closure__`, `__self__` and `gc.get_referents` on what the learner is handed find nothing
 but the facade and its class. (Python in one process hides nothing from a determined
-search of every object or module; the grader's process boundary closes that: there the
-learner's process holds only handles.)
+search of every object, module or stack frame: in a notebook the check's own frames sit
+above the learner's call. The grader's process boundary closes that: there the learner's
+process holds only handles, and the judge's frames and records live in another process.)
 """
 from __future__ import annotations
 
