@@ -106,3 +106,42 @@ def replay_tests(*specs: Spec):
         assert replayed.problem == found["problem"] and len(replayed.steps) == int(found["n"])
 
     return test_the_schedule_a_refusal_shows_replays_to_the_same_problem
+
+
+def reachable(*roots: Any, limit: int = 20_000) -> list[Any]:
+    """Every object a learner's code reaches from `roots` (what a check hands it) by
+    introspection: `vars()`, `__closure__` cells, `__self__`/`__func__` of bound methods,
+    and `gc.get_referents`, transitively. The walk stops at modules, their namespaces and
+    Python's own classes (anything there is reachable by `import` alone, and is no handle
+    on one check's record)."""
+    import gc
+    import sys
+    from types import ModuleType
+
+    namespaces = {id(vars(module)) for module in list(sys.modules.values()) if isinstance(module, ModuleType)}
+    seen: dict[int, Any] = {}
+    todo = list(roots)
+    while todo and len(seen) < limit:
+        value = todo.pop()
+        if id(value) in seen or id(value) in namespaces or isinstance(value, ModuleType):
+            continue
+        if isinstance(value, type) and not value.__module__.startswith("shopops_lab"):
+            continue
+        seen[id(value)] = value
+        found = list(gc.get_referents(value))
+        found += [cell.cell_contents for cell in getattr(value, "__closure__", None) or () if _filled(cell)]
+        for name in ("__self__", "__func__", "__dict__"):
+            try:
+                found.append(object.__getattribute__(value, name))
+            except (AttributeError, TypeError):
+                pass
+        todo.extend(found)
+    return list(seen.values())
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True

@@ -3,9 +3,10 @@ two consumers, a failed payment call and a crash anywhere, by what happened to t
 and what `handle` returned, never by how it spells its records in `processed`."""
 from __future__ import annotations
 
-from check_accuracy import Spec, accuracy_tests, refused, replay_tests
+from check_accuracy import Spec, accuracy_tests, reachable, refused, replay_tests
 
-from shopops_lab.checks import lab06
+from shopops_lab.checks import lab06, outbox_world
+from shopops_lab.checks.base import Verdict
 from shopops_lab.explore import Run
 from shopops_lab.outbox import IdempotentConsumer
 
@@ -200,9 +201,150 @@ SPEC = Spec(
     replay=lambda answer, schedule, message: lab06.replay(answer, schedule),
 )
 
+# ---------------------------------------------------------------------------- 06.1, the dispatcher: right
+def publishes_then_deletes(outbox, broker):
+    for message in outbox.pending():
+        broker.publish(message)
+        outbox.delete(message.id)        # the row's job is done: a delete is a note too
+
+
+def publishes_all_then_marks_all(outbox, broker):
+    batch = outbox.pending()
+    for message in batch:
+        broker.publish(message)
+    for message in batch:
+        outbox.mark_sent(message.id)
+
+
+def drains_with_an_index(outbox, broker):
+    waiting = outbox.pending()
+    i = 0
+    while i < len(waiting):
+        broker.publish(waiting[i])
+        outbox.mark_sent(waiting[i].id)
+        i += 1
+
+
+# ---------------------------------------------------------------------------- 06.1, wrong as learners write them
+def marks_before_publishing(outbox, broker):
+    for message in outbox.pending():
+        outbox.mark_sent(message.id)
+        broker.publish(message)
+
+
+def deletes_before_publishing(outbox, broker):
+    for message in outbox.pending():
+        outbox.delete(message.id)        # "take it off the queue", then send
+        broker.publish(message)
+
+
+def swallows_the_error_and_marks(outbox, broker):
+    for message in outbox.pending():
+        try:
+            broker.publish(message)
+        except ConnectionError:
+            pass                         # the broker will be back
+        outbox.mark_sent(message.id)
+
+
+def skips_what_failed_and_goes_on(outbox, broker):
+    for message in outbox.pending():
+        try:
+            broker.publish(message)
+        except ConnectionError:
+            continue                     # try this one next pass
+        outbox.mark_sent(message.id)
+
+
+_SENT: set = set()
+
+
+def remembers_what_it_sent_in_memory(outbox, broker):
+    """Keeps 'sent' in the process instead of the outbox."""
+    for message in outbox.pending():
+        if message.id not in _SENT:
+            broker.publish(message)
+            _SENT.add(message.id)
+
+
+_TODO: list = []
+_LOADED: list = []
+
+
+def reads_the_outbox_once(outbox, broker):
+    """Loads the pending list on its first pass and works from memory after."""
+    if not _LOADED:
+        _TODO.extend(outbox.pending())
+        _LOADED.append(True)
+    while _TODO:
+        broker.publish(_TODO[0])
+        outbox.mark_sent(_TODO[0].id)
+        _TODO.pop(0)
+
+
+def publishes_twice_to_be_sure(outbox, broker):
+    for message in outbox.pending():
+        broker.publish(message)
+        broker.publish(message)
+        outbox.mark_sent(message.id)
+
+
+def newest_first(outbox, broker):
+    for message in reversed(outbox.pending()):
+        broker.publish(message)
+        outbox.mark_sent(message.id)
+
+
+DISPATCH = Spec(
+    exercise=lab06.dispatcher,
+    right=(publishes_then_deletes, publishes_all_then_marks_all, drains_with_an_index),
+    wrong=(
+        refused(marks_before_publishing, "out-0001 was marked sent, but the broker never got it",
+                "(1 step): D1 dispatch (crash after outbox.mark_sent)",
+                'lab06.replay_dispatch(dispatch, "D1 dispatch (crash after outbox.mark_sent)")'),
+        refused(deletes_before_publishing, "out-0001 was deleted from the outbox, but the broker never got it",
+                "D1 dispatch (crash after outbox.delete)"),
+        refused(swallows_the_error_and_marks, "out-0001 was marked sent, but the broker never got it",
+                "(1 step): D1 dispatch (broker.publish fails)", "1. D1 dispatch pass 1: marks out-0001 sent"),
+        refused(skips_what_failed_and_goes_on, "the broker got out-0002 before out-0001, which was committed first",
+                "app commits out-0002 · D1 dispatch (broker.publish fails)"),
+        refused(remembers_what_it_sent_in_memory, "out-0001 was published (1 time) but the outbox still lists it "
+                "as pending after 4 passes"),
+        refused(reads_the_outbox_once, "out-0002 was committed but never published",
+                "D1 dispatch · app commits out-0002 · D1 dispatch"),
+        refused(publishes_twice_to_be_sure, "out-0001 was published twice in one pass"),
+        refused(newest_first, "the broker got out-0002 before out-0001", "(2 steps): app commits out-0002 · D1 "
+                "dispatch"),
+    ),
+    secrets=("mark_sent(message.id)", "broker.publish(message)"),
+    replay=lambda answer, schedule, message: lab06.replay_dispatch(answer, schedule),
+)
+
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(SPEC)
+ test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(SPEC, DISPATCH)
+
+
+def test_the_dispatcher_check_states_its_bound():
+    result = lab06.dispatcher.result(publishes_then_deletes)
+    assert result.message.startswith("checked all ") and ("schedules of 1 dispatcher, 2 outbox messages (the second "
+                                                         "committed at any point), up to 4 passes, 1 failed publish, "
+                                                         "a crash anywhere") in result.message
+
+
+def test_a_crash_between_publish_and_mark_is_a_duplicate_not_a_loss():
+    replayed = lab06.replay_dispatch(publishes_then_deletes, "D1 dispatch (crash before outbox.delete) · D1 dispatch "
+                                     "· app commits out-0002 · D1 dispatch")
+    assert replayed.problem is None and replayed.complete
+    assert replayed.steps[1].said == "D1 dispatch pass 2: publishes out-0001, deletes out-0001"   # the duplicate
+
+
+def test_the_dispatchers_outbox_and_broker_lead_nowhere():
+    world = outbox_world.scenario().start(Run(publishes_then_deletes))
+    assert [n for n in dir(world.outbox) if not n.startswith("__")] == ["delete", "mark_sent", "pending"]
+    assert [n for n in dir(world.broker) if not n.startswith("__")] == ["publish"]
+    reached = {id(x) for x in reachable(world.outbox, world.broker, world.outbox.pending, world.broker.publish)}
+    assert not [x for x in (world, world.rows, world.published, world.run) if id(x) in reached]
 
 
 def test_the_consumer_check_states_its_bound():
@@ -219,11 +361,38 @@ def test_a_kill_runs_no_except_but_a_failed_payment_does():
     killed = lab06.replay(records_first_and_undoes_in_except, "C1 handle (crash before apply) · C1 handle · C1 ack "
                           "· C1 handle · C1 ack · C1 handle · C1 ack")
     assert killed.problem.startswith("out-0001 (refund 35.00 for O-1001) was never applied")
-test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(SPEC)
+test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(SPEC, DISPATCH)
 
 
 def test_handle_is_handed_the_record_and_the_refund_and_nothing_else():
-    """What the check judges (the refunds applied) is not an attribute of what handle gets."""
+    """What the check judges (the refunds applied, the records, the schedule's run) is not
+    reachable from what handle gets: not by attribute, vars(), closure, __self__ or
+    gc.get_referents, however deep."""
     world = lab06.scenario().start(Run(records_a_derived_key))
     assert [n for n in dir(world.processed) if not n.startswith("__")] == ["add", "discard", "remove"]
-    assert not hasattr(world.processed, "__dict__") and vars(world.apply) == {}
+    for handed in (world.processed, world.apply):
+        assert not hasattr(handed, "__dict__") and handed.__class__.__slots__ == ("__weakref__",)
+    bound = (world.processed.add, world.processed.__contains__, world.apply.__call__)
+    reached = {id(x) for x in reachable(world.processed, world.apply, *bound)}
+    def leaky():
+        return world
+    assert id(world) in {id(x) for x in reachable(leaky)}   # the walk does find what a closure holds
+    judged = (world, world.applied, world.records, world.staged, world.history, world.pending, world.run)
+    assert not [x for x in judged if id(x) in reached]
+
+
+def forges_the_refunds(delivery, processed, apply):
+    """Applies every copy, then looks for the check's record of refunds by introspection
+    and rewrites it so each message seems applied once."""
+    apply(delivery)
+    for found in reachable(processed, apply, processed.add, apply.__call__):
+        applied = getattr(found, "applied", None) if not isinstance(found, type) else None
+        if isinstance(applied, dict):
+            for seqs in applied.values():
+                del seqs[1:]
+    return True
+
+
+def test_an_answer_that_forges_the_record_by_introspection_is_refused():
+    result = lab06.exercise.result(forges_the_refunds)
+    assert result.verdict is Verdict.INCORRECT and "was applied twice, by delivery #1 and again by #2" in str(result)

@@ -9,12 +9,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from check_accuracy import Spec, accuracy_tests, refused
+from check_accuracy import Spec, accuracy_tests, reachable, refused
 
 from shopops_lab.checks import lab08
 from shopops_lab.checks.base import Verdict
-from shopops_lab.clock import SystemClock
+from shopops_lab.clock import FakeClock, SystemClock
 from shopops_lab.errors import StaleTokenError
+from shopops_lab.store import MemoryStore
+from shopops_lab.worker.queue import Queue
 
 
 def order_and_amount(lease):
@@ -178,6 +180,38 @@ def misreads_the_payload(lease, shop):
         shop.credit(lease.payload["order_id"], lease.payload["amount"])
 
 
+def acks_in_a_finally(lease, shop):
+    """'Always ack, whatever happens': the ack is its own commit after the credit's."""
+    try:
+        with shop.transaction():
+            shop.credit(lease.payload["order"], lease.payload["amount"])
+    finally:
+        shop.ack(lease)
+
+
+def only_the_ack_in_the_transaction(lease, shop):
+    shop.credit(lease.payload["order"], lease.payload["amount"])
+    with shop.transaction():
+        shop.ack(lease)
+
+
+def acks_first_then_checks_and_credits(lease, shop):
+    shop.ack(lease)
+    if shop.refunded(lease.payload["order"]) == 0:
+        shop.credit(lease.payload["order"], lease.payload["amount"])
+
+
+def forges_the_refund_row(lease, shop):
+    """Credits and acks in two commits, and in between looks for the shop's database by
+    introspection, to write the refund row back to one credit."""
+    order, amount = order_and_amount(lease)
+    shop.credit(order, amount)
+    for found in reachable(shop, shop.credit, shop.ack, shop.refunded, shop.transaction()):
+        if type(found).__name__.endswith("Store") and hasattr(found, "put"):
+            found.put("refund", order, {"refunded": amount, "credits": 1})
+    shop.ack(lease)
+
+
 SECRETS = ("with shop.transaction():\n", "shop.ack(lease); shop.credit")
 
 SPEC = Spec(
@@ -211,6 +245,14 @@ SPEC = Spec(
         refused(only_acks, "order O-1001 was never refunded, yet its delivery was acknowledged"),
         refused(never_acks, "ended in the dead-letter queue (after 4 credit(s)): no delivery of it was ever "
                 "acknowledged"),
+        refused(acks_in_a_finally, "W1 was killed right after one of your transactions committed",
+                "replay(handle, 'kill@2')"),
+        refused(only_the_ack_in_the_transaction, "refunded 2 times, 70.00 instead of 35.00: W1 was killed right "
+                "after a shop.credit", "'kill@1'"),
+        refused(acks_first_then_checks_and_credits, "was never refunded, yet its delivery was acknowledged: W1 was "
+                "killed right after a shop.ack", "'kill@1'"),
+        refused(forges_the_refund_row, "refunded 2 times, 70.00 instead of 35.00: W1 was killed right after a "
+                "shop.credit", "'kill@1'"),
         refused(misreads_the_payload, "ended in the dead-letter queue: your handler raised KeyError on every delivery",
                 "W1 your handler raised KeyError; the worker gives the delivery back (nack)"),
     ),
@@ -301,3 +343,17 @@ def test_without_processes_the_check_says_where_to_run_it_and_never_incorrect(mo
         assert result.verdict is Verdict.NOT_JUDGED
         assert result.message.startswith("this check needs real processes: run it in JupyterLab")
         assert "incorrect" not in str(result)
+
+
+def test_the_shop_leads_nowhere_near_the_database():
+    """What the check judges (the refunds table) is reachable from the shop a handler gets
+    by no attribute, vars(), closure, __self__ of its bound methods or gc.get_referents,
+    however deep; `forges_the_refund_row` above is the same search, refused."""
+    store = MemoryStore()
+    queue = Queue(store=store, clock=FakeClock())
+    shop = lab08.Shop(store, queue)
+    assert [n for n in dir(shop) if not n.startswith("__")] == ["ack", "credit", "refunded", "transaction"]
+    assert not hasattr(shop, "__dict__")
+    handed = (shop, shop.credit, shop.ack, shop.refunded, shop.transaction(), shop.credit.__self__)
+    reached = {id(x) for x in reachable(*handed)}
+    assert not [x for x in (store, queue, store.atomic) if id(x) in reached]

@@ -1,6 +1,7 @@
 """The learner checks of labs 05 and 06: the masters' answers pass, the pristine student
 stubs are "not attempted", the runner sees only what a worker can, and lab 06's replay
-tells a scenario's story. Right and wrong answers: tests/test_check_accuracy_lab05.py, _lab06.py."""
+tells a scenario's story (the dispatcher's and the consumer's). Right and wrong answers:
+tests/test_check_accuracy_lab05.py, _lab06.py."""
 from __future__ import annotations
 
 import sys
@@ -122,3 +123,26 @@ def test_lab06_replay_tells_the_story_and_is_deterministic():
     assert lab06.replay(applies_everything, "C1 handle · C2 handle").problem == (
         "out-0001 (refund 35.00 for O-1001) was applied twice, by delivery #1 and again by #2: #2 is a copy of the "
         "same message.")
+
+
+def test_lab06_master_dispatcher_is_correct_and_its_stub_not_attempted():
+    dispatch = answer_from(LAB06, "outbox-dispatch", "dispatch")
+    result = lab06.dispatcher.result(dispatch)
+    assert result.verdict is Verdict.CORRECT, str(result)
+    assert result.message.startswith("checked all 137 schedules of 1 dispatcher")
+    assert lab06.dispatcher.grade(dispatch) is None
+    stub = answer_from(LAB06, "outbox-dispatch", "dispatch", student=True)
+    assert lab06.dispatcher.result(stub).verdict is Verdict.NOT_ATTEMPTED
+
+
+def test_lab06_dispatch_replay_tells_a_crash_between_publish_and_mark():
+    dispatch = answer_from(LAB06, "outbox-dispatch", "dispatch")
+    story = str(lab06.replay_dispatch(dispatch, "D1 dispatch (crash after broker.publish) · app commits out-0002 · "
+                                                "D1 dispatch"))
+    assert story.splitlines() == [
+        "1. D1 dispatch: D1's process dies (crash after broker.publish); in pass 1 it publishes out-0001 before "
+        "dying; the next pass starts a fresh process",
+        "2. the application commits out-0002 (order.closed for O-1001) with its state change",
+        "3. D1 dispatch pass 2: publishes out-0001, marks out-0001 sent, publishes out-0002, marks out-0002 sent",
+        "nothing broken.",
+    ]

@@ -132,10 +132,14 @@ def test_lab07s_closing_page_does_not_list_the_contract():
     assert len(named) < 4, named
 
 
-def test_lab08s_quiz_waits_for_the_learners_own_handler():
-    """The crash quiz's question shows one way to write 08.1, so a pristine copy does not show it."""
+def test_lab08s_quiz_shows_no_way_to_write_08_1():
+    """The crash quiz asks about a transaction in general: neither the student notebook nor
+    the question and options it displays show a line of 08.1's answer."""
+    from shopops_lab.checks import lab08
     _, student = pair("08_real_crashes.ipynb")
+    quiz = " ".join([lab08.CRASH_QUIZ.question, *lab08.CRASH_QUIZ.options])
     assert "shop.ack(lease); shop.credit" not in notebook_words(student)
+    assert "shop." not in quiz and "transaction()" not in quiz
 
 
 # ---------------------------------------------------------------- rubrics

@@ -74,6 +74,12 @@ def run(job_id, env):
     env.ack(job_id, token=token, result=cp.artifacts["publish"])
     return cp.artifacts["publish"]
 '''
+DISPATCH_MARKS_FIRST = '''
+def dispatch(outbox, broker):
+    for message in outbox.pending():
+        outbox.mark_sent(message.id)
+        broker.publish(message)
+'''
 SWALLOWS = '''
 
 def run(job_id, env):
@@ -153,6 +159,8 @@ WRONG = {
     "runner_lab05": ("05", "receipt-run", RUNNER_RUNS, "hands the job to the kit's ReceiptRunner"),
     "consumer_lab06": ("06", "idempotent-handle", CONSUMER_HANDLES,
                        "hands the delivery to the kit's IdempotentConsumer"),
+    "dispatch_lab06": ("06", "outbox-dispatch", DISPATCH_MARKS_FIRST,
+                       "out-0001 was marked sent, but the broker never got it"),
     "inflight_lab05": ("05", "receipt-run", IN_FLIGHT, "was sent again without being looked up first"),
     "swallows_lab05": ("05", "receipt-run", None, "returned the str 'carried on'"),
     "acks_first_lab01": ("01", "force-expiry", ACKS_FIRST, "W1 acknowledged its lease"),

@@ -1,4 +1,6 @@
-"""Lab 06: a consumer that applies each outbox message once, however often it arrives.
+"""Lab 06: the outbox's two ends. Exercise 06.1, the dispatcher `dispatch(outbox, broker)`,
+is judged in `checks.outbox_world` (`dispatcher`, `replay_dispatch`); exercise 06.2, below, is
+a consumer that applies each outbox message once, however often it arrives.
 
 The learner writes `handle(delivery, processed, apply)`. The check explores: two refunds
 of the same case and amount (out-0001 and out-0002, told apart only by their message ids),
@@ -13,7 +15,7 @@ new copy, and a consumer that died starts again from a fresh process.
 refunds applied before it in the same call, returning from `handle` commits the rest, and
 a death rolls back whatever was not committed (a kill runs no `except`). So a refund and
 the record written after it cannot be split by a crash, while a record written before the
-refund can outlive it. The check judges what happened to the refunds (each applied exactly
+refund can outlive it. The check judges what happened to the refunds (each applied
 once) and what `handle` returned (exactly True when it applied, False when it skipped),
 never how the learner spells the records. `replay(handle, schedule)` plays any schedule.
 """
@@ -23,8 +25,10 @@ import contextlib
 import sys
 from typing import Any
 
+from shopops_lab.checks import outbox_world
 from shopops_lab.checks.base import Exercise, ForeignAnswer, Wrong, describe, error_text, watching
 from shopops_lab.checks.fresh import canonical
+from shopops_lab.checks.sealed import behind, seal
 from shopops_lab.explore import Bound, FaultKind, Move, Replayed, Run, Scenario, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.outbox import Delivery, IdempotentConsumer
@@ -37,6 +41,7 @@ CONSUMERS = ("C1", "C2")
 BOUND = Bound(words="2 consumers, 3 deliveries of 2 refunds, 1 failed payment call, a crash anywhere",
               budget={"crash": 1, "fail": 1}, faults=(FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY, FaultKind.FAIL))
 SEEDS = ()   # no random numbers: every schedule within BOUND is played
+DISPATCH_BOUND = outbox_world.BOUND   # exercise 06.1's scope
 _KIT_APPLY = IdempotentConsumer._apply.__code__
 _DELEGATES = ("handle hands the delivery to the kit's IdempotentConsumer, which already implements this exercise: "
               "write the duplicate check and the record in handle yourself.")
@@ -181,56 +186,68 @@ def _named(mid: str) -> str:
 
 def _facades(run: Run, world: _Refunds) -> tuple[Any, Any]:
     """What handle is handed: the processed table (in, add, discard, remove, len, iter)
-    and apply(delivery). The database behind them stays with the check."""
+    and apply(delivery). The database behind them stays with the check (`checks.sealed`)."""
+    return seal(Processed(), world), seal(Apply(), world)
 
-    def write(point: str, change: Any, key: Any) -> None:
-        hash(key)
-        run.enter(point)
-        world.commit()           # this write commits the refunds applied before it
-        change(key)
-        run.leave(point)
 
-    class Processed:
-        """The durable record of processed messages: `key in processed`, processed.add(key)."""
+def _write(processed: Processed, point: str, change: str, key: Any) -> None:
+    world = behind(processed)
+    hash(key)
+    world.run.enter(point)
+    world.commit()           # this write commits the refunds applied before it
+    getattr(world.records, change)(key)
+    world.run.leave(point)
 
-        __slots__ = ()
 
-        def __contains__(self, key: Any) -> bool:
-            return key in world.records
+class Processed:
+    """The durable record of processed messages: `key in processed`, processed.add(key)."""
 
-        def __len__(self) -> int:
-            return len(world.records)
+    __slots__ = ("__weakref__",)
 
-        def __iter__(self):
-            return iter(sorted(world.records, key=repr))
+    def __contains__(self, key: Any) -> bool:
+        return key in behind(self).records
 
-        def add(self, key: Any) -> None:
-            write("processed.add", world.records.add, key)
+    def __len__(self) -> int:
+        return len(behind(self).records)
 
-        def discard(self, key: Any) -> None:
-            write("processed.discard", world.records.discard, key)
+    def __iter__(self):
+        return iter(sorted(behind(self).records, key=repr))
 
-        def remove(self, key: Any) -> None:
-            if key not in world.records:
-                raise KeyError(key)
-            write("processed.remove", world.records.discard, key)
+    def add(self, key: Any) -> None:
+        _write(self, "processed.add", "add", key)
 
-        def __repr__(self) -> str:
-            return f"<processed: {len(world.records)} records>"
+    def discard(self, key: Any) -> None:
+        _write(self, "processed.discard", "discard", key)
 
-    def apply(delivery: Delivery) -> None:
-        """Perform the refund of `delivery`; raises ConnectionError when the payments API fails."""
+    def remove(self, key: Any) -> None:
+        if key not in behind(self).records:
+            raise KeyError(key)
+        _write(self, "processed.remove", "discard", key)
+
+    def __repr__(self) -> str:
+        return f"<processed: {len(behind(self).records)} records>"
+
+
+class Apply:
+    """apply(delivery): perform the refund of `delivery`; raises ConnectionError when the
+    payments API fails."""
+
+    __slots__ = ("__weakref__",)
+
+    def __call__(self, delivery: Delivery) -> None:
+        world = behind(self)
         if sys._getframe(1).f_code is _KIT_APPLY:     # called by the kit's own consumer, not by handle
             world._fail(_DELEGATES)
         if not isinstance(delivery, Delivery):
             raise TypeError(f"apply() takes the delivery itself, not {type(delivery).__name__}")
-        if run.enter("apply", can_fail=True):
+        if world.run.enter("apply", can_fail=True):
             world.failed = True
             raise ConnectionError(FAILURE)
         world.staged.append(delivery)
-        run.leave("apply")
+        world.run.leave("apply")
 
-    return Processed(), apply
+    def __repr__(self) -> str:
+        return "<apply>"
 
 
 def scenario() -> Scenario:
@@ -250,12 +267,12 @@ def _run(handle) -> str:
     if handed:   # said first, as the notebook says it at the first refund
         raise Wrong(_DELEGATES)
     refuse(found, 'lab06.replay(handle, "{schedule}")')
-    return (f"{found.summary}: every refund was applied exactly once, and handle said each time whether it "
-            "applied or skipped.")
+    return (f"{found.summary}: every refund took effect once (effectively once: no copy of a "
+            "message refunded it again), and handle said each time whether it applied or skipped.")
 
 
 exercise = Exercise(
-    id="06.1", title="an idempotent consumer", answer="handle", run=_run,
+    id="06.2", title="an idempotent consumer", answer="handle", run=_run,
     hints=("Two deliveries of one message carry the same message id; two different messages never do, "
            "even when their payloads are equal. What must a consumer remember, and when is a message "
            "really done?",
@@ -264,6 +281,34 @@ exercise = Exercise(
            "refund and raises if the payments API fails.",
            "Shape: a guard that returns False for a message already recorded; then the refund; then the record; "
            "then True. Nothing that catches the refund's error."),
+)
+
+
+# ------------------------------------------------------------------ 06.1: the dispatcher
+def replay_dispatch(dispatch, schedule: str) -> Replayed:
+    """Play one schedule of the dispatcher's check (as its message writes it) with your
+    `dispatch`: print it for the steps, or call .diagram() for the picture."""
+    return replay_schedule(outbox_world.scenario(), dispatch, schedule)
+
+
+def _run_dispatch(dispatch) -> str:
+    found = explore(outbox_world.scenario(), dispatch)
+    refuse(found, 'lab06.replay_dispatch(dispatch, "{schedule}")')
+    return (f"{found.summary}: no message was lost, each reached the broker first in the order it was committed, "
+            "and a message went out again only when a crash fell between its publish and its note.")
+
+
+dispatcher = Exercise(
+    id="06.1", title="an outbox dispatcher", answer="dispatch", run=_run_dispatch,
+    hints=("The dispatcher's process can die between any two of its calls, and the next pass starts from what the "
+           "outbox says, not from what the dead process remembered. Which order of the two writes (the broker's "
+           "and the outbox's) turns that crash into a duplicate rather than a loss?",
+           "outbox.pending() lists what has not gone out yet, oldest first; broker.publish(...) returns once "
+           "the broker has stored the message and raises ConnectionError when it cannot be reached; "
+           "outbox.mark_sent(id) (or outbox.delete(id)) takes a message off the list for good.",
+           "Shape: one loop over what is pending, oldest first; in its body, the hand-over to the broker first and "
+           "the outbox's note second. Nothing remembered between passes, and nothing that catches the broker's "
+           "error: a pass that raises stops, and the next pass starts with what is still pending."),
 )
 
 
@@ -288,11 +333,14 @@ ORDER_QUIZ = Quiz(
     "The broker delivers out-0003 again. What happens?",
     ["The refund is applied on the redelivery, as it should be.",
      "Jordan is refunded twice.",
-     "The redelivery is skipped as a duplicate, so the refund never happens.",
+     "The redelivery is skipped as a duplicate, so nobody ever finds out whether Jordan was refunded.",
      "The broker notices the timeout and cancels the message."],
     2,
-    ["Not with this order: the id is already in processed, so the copy looks done.",
-     "The first call failed, so there was no first refund.",
-     "Recording before the effect turns a failure into a silent loss. Record after, or in one transaction.",
+    ["Not with this order: the id is already in processed, so the copy looks done and nothing is called again.",
+     "Nothing calls the payments API a second time: the copy is skipped. The timed-out call itself may or may "
+     "not have moved the money.",
+     "A timeout is an unknown outcome (lab 05): the refund may or may not have happened, and the record written "
+     "first makes the copy look done, so nobody looks it up. Record after the effect succeeded; after a timeout, "
+     "look up what happened (or call again under the same idempotency key), then decide.",
      "The broker knows nothing about the payments API; it only sees acks."],
-    hint="Where is the id written relative to the effect?")
+    hint="Where is the id written relative to the effect, and what does a timeout tell you about the effect?")

@@ -1,7 +1,7 @@
 """Lab 08: real worker processes on an SQLite file, killed with SIGKILL or frozen, on a plan.
 
 The learner writes `handle(lease, shop)`: refund the order the lease names and ack it, so
-that a SIGKILL anywhere leaves every order refunded exactly once. The check runs the
+that a SIGKILL anywhere leaves every order refunded once. The check runs the
 handler in real worker processes (forked, so the notebook's own function runs in them), one
 order per schedule, and every schedule happens exactly as planned: each worker stops at
 every call it makes into the shop and moves on only when the check says so, and a lease
@@ -9,7 +9,7 @@ runs out when the check moves the clock, never because a machine was slow. It pl
 delivery whole, a SIGKILL right after each of the handler's steps, and a freeze at each step
 outside a transaction until the lease runs out and a second worker takes the order over
 (whole, or stopped at each of its own steps while the frozen one wakes up stale and
-finishes). What decides is the money: every order credited exactly once, the amount its
+finishes). What decides is the money: every order credited once, the amount its
 delivery carries, never how the handler is spelled. A failure is shown as the schedule that
 broke it; a planned stop that did not happen voids the run ("not judged"), never passes it.
 
@@ -27,7 +27,6 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import cycle
 from pathlib import Path
@@ -39,6 +38,7 @@ from shopops_lab.chaos.run import run_chaos
 from shopops_lab.chaos.schedules import How, Played, Player, Schedule, explore
 from shopops_lab.chaos.steps import Pause, Stepper, StepsError
 from shopops_lab.checks.base import Exercise, NotAttempted, NotJudged, Wrong, is_stub
+from shopops_lab.checks.sealed import behind, seal
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import ShopOpsError
 from shopops_lab.states import ItemState
@@ -49,8 +49,9 @@ from shopops_lab.viz.stop_map import stop_map as draw_stop_map
 from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import Lease, Queue
 
-__all__ = ["CRASH_QUIZ", "RECORDED", "RECORDED_RUNS", "STOPS", "RefundRun", "Shop", "chaos_summary", "exercise",
-           "processes_available", "replay", "run_refunds", "show", "stop_map", "story", "table"]
+__all__ = ["CRASH_QUIZ", "RECORDED", "RECORDED_RUNS", "STOPS", "RefundRun", "Shop", "ShopTransaction",
+           "chaos_summary", "exercise", "processes_available", "replay",
+           "run_refunds", "show", "stop_map", "story", "table"]
 
 LEASE_SECONDS = 30.0  # on the clock the check moves: a lease runs out only when a schedule says so
 MAX_ATTEMPTS = 4
@@ -88,54 +89,88 @@ class Shop:
       when the block ends, or none of it, if the worker dies (or anything raises) inside.
 
     Each call is a point where the check may stop the worker (`pause`), and says what it did.
+    The shop keeps no attributes: the database, the queue and the pause stay out of the
+    handler's reach (`checks.sealed`), so a handler cannot write the refunds table itself.
     """
 
+    __slots__ = ("__weakref__",)
+
     def __init__(self, store: Store, queue: Queue, pause: Pause | None = None) -> None:
-        self._store, self._queue, self._pause = store, queue, pause
+        seal(self, _Behind(store, queue, pause))
 
     def credit(self, order: str, amount: float) -> None:
-        with self._store.atomic:
-            refund = self._store.get(_REFUNDS, order) or {"refunded": 0.0, "credits": 0}
-            self._store.put(_REFUNDS, order, {"refunded": round(refund["refunded"] + amount, 2),
-                                              "credits": refund["credits"] + 1})
-        self._stop("after_credit", f"shop.credit({order!r}, {_money(amount)})")
+        store = behind(self).store
+        with store.atomic:
+            refund = store.get(_REFUNDS, order) or {"refunded": 0.0, "credits": 0}
+            store.put(_REFUNDS, order, {"refunded": round(refund["refunded"] + amount, 2),
+                                        "credits": refund["credits"] + 1})
+        del store   # nothing the handler could reach from a traceback of the stop below
+        _stop(self, "after_credit", f"shop.credit({order!r}, {_money(amount)})")
 
     def ack(self, lease: Lease) -> None:
         try:
-            self._queue.ack(lease)
+            behind(self).queue.ack(lease)
         except ShopOpsError as refused:
-            self._note(f"shop.ack(lease) is refused: {type(refused).__name__}")
-            raise
-        self._stop("after_ack", "shop.ack(lease)")
+            _note(self, f"shop.ack(lease) is refused: {type(refused).__name__}")
+            raise refused.with_traceback(None) from None   # the queue's frames stay here
+        _stop(self, "after_ack", "shop.ack(lease)")
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        outermost = not self._store.atomic.open
-        try:
-            with self._store.atomic:
-                yield
-        except BaseException:
-            if outermost:
-                self._note("its transaction rolls back: nothing in it is kept")
-            raise
-        if outermost:
-            self._stop("after_commit", "commits its transaction")
+    def transaction(self) -> ShopTransaction:
+        """`with shop.transaction():` everything inside commits together, or not at all."""
+        return seal(ShopTransaction(), self)
 
     def refunded(self, order: str) -> float:
         """What `order` has been refunded so far."""
-        refund = self._store.get(_REFUNDS, order)
+        refund = behind(self).store.get(_REFUNDS, order)
         found = 0.0 if refund is None else refund["refunded"]
-        self._stop("after_refunded", f"shop.refunded({order!r}) -> {_money(found)}")
+        _stop(self, "after_refunded", f"shop.refunded({order!r}) -> {_money(found)}")
         return found
 
-    def _note(self, words: str) -> None:
-        if self._pause is not None:
-            self._pause.note(words)
+    def __repr__(self) -> str:
+        return "<shop: credit, ack, refunded, transaction>"
 
-    def _stop(self, point: str, words: str) -> None:
-        if self._pause is not None:
-            self._pause.note(words)
-            self._pause.at(point)
+
+class ShopTransaction:
+    """One `with shop.transaction():` block (nested blocks join the outermost one)."""
+
+    __slots__ = ("__weakref__", "_outermost")
+
+    def __enter__(self) -> None:
+        shop = behind(self)
+        atomic = behind(shop).store.atomic
+        self._outermost = not atomic.open
+        atomic.__enter__()
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+        shop = behind(self)
+        behind(shop).store.atomic.__exit__(kind, error, tb)
+        if self._outermost and kind is not None:
+            _note(shop, "its transaction rolls back: nothing in it is kept")
+        elif self._outermost:
+            _stop(shop, "after_commit", "commits its transaction")
+        return False
+
+
+@dataclass(frozen=True)
+class _Behind:
+    """What a Shop acts on, kept out of its reach."""
+
+    store: Store
+    queue: Queue
+    pause: Pause | None
+
+
+def _note(shop: Shop, words: str) -> None:
+    pause = behind(shop).pause
+    if pause is not None:
+        pause.note(words)
+
+
+def _stop(shop: Shop, point: str, words: str) -> None:
+    pause = behind(shop).pause
+    if pause is not None:
+        pause.note(words)
+        pause.at(point)
 
 
 def _money(amount: Any) -> str:
@@ -185,7 +220,7 @@ class RefundRun:
         return Outcome.ONCE if refund["refunded"] == self.orders[order] else Outcome.WRONG_AMOUNT
 
     def problem(self, order: str) -> str | None:
-        """What went wrong with `order` (None: refunded exactly once), with the schedule that did it."""
+        """What went wrong with `order` (None: refunded once), with the schedule that did it."""
         amount, refund, outcome = self.orders[order], self.refunds.get(order, _NO_REFUND), self.outcome(order)
         why = f": {self.whys[order]}" if order in self.whys else ""
         if outcome is Outcome.DEAD:
@@ -207,7 +242,7 @@ class RefundRun:
         return None
 
     def problems(self) -> list[str]:
-        """Every order not refunded exactly once, in words, with the stop that caused it."""
+        """Every order not refunded once, in words, with the stop that caused it."""
         return [found for order in self.orders if (found := self.problem(order))]
 
     def stop_rows(self) -> list[Stop]:
@@ -332,7 +367,7 @@ def replay(handle, schedule: str = "run") -> str:
             for played in explore(lab.player, lab.new_item):
                 order = lab.record(played)
                 if played.schedule == plan:
-                    verdict = lab.run.problem(order) or f"order {order} refunded exactly once."
+                    verdict = lab.run.problem(order) or f"order {order} refunded once."
                     return "\n".join([f"schedule {plan.id}, two worker processes, order {order}:", *played.story,
                                       verdict])
     except StepsError as void:
@@ -360,7 +395,7 @@ def _run(handle) -> str:
     return (f"checked all {sum(counts.values())} schedules of two worker processes, one order each: your handler "
             f"run whole, SIGKILLed right after each of its {counts[How.KILL]} steps, and frozen {counts[How.FREEZE]} "
             "ways (at a step outside a transaction until its lease ran out, a second worker took the order over, "
-            "and the frozen one woke up stale); every order was refunded exactly once.")
+            "and the frozen one woke up stale); every order was refunded once.")
 
 
 _NO_PROCESSES = ("this check needs real processes: run it in JupyterLab (your machine, JupyterHub or Binder). "
@@ -371,11 +406,12 @@ exercise = Exercise(
     hints=("A SIGKILL can land between any two of your calls, and a redelivery then runs your handler again "
            "from the top. Which two writes must never be separated by a crash? And which of your calls is the "
            "one that finds out the lease is no longer yours?",
-           "shop.credit(...) and shop.ack(lease) each commit on their own, unless you are inside "
-           "`with shop.transaction():`, where everything commits together at the end of the block, or not at all. "
-           "shop.ack raises StaleTokenError when another worker has taken the order over.",
-           "Shape: one `with shop.transaction():` block holding both the ack and the credit, and nothing "
-           "after it. Let errors propagate: an exception inside the block rolls the whole block back."),
+           "shop.credit(...) and shop.ack(...) each commit on their own, unless they run in a block opened with "
+           "shop.transaction() (a with-statement), where everything commits together when the block ends, or not "
+           "at all. shop.ack raises StaleTokenError when another worker has taken the order over.",
+           "Shape: a single transaction block whose body is the two writes (their order inside it does not "
+           "matter), and no step of the delivery after the block. Let errors propagate: an exception inside "
+           "the block rolls the whole block back."),
 )
 
 
@@ -383,7 +419,7 @@ exercise = Exercise(
 def story(run: RefundRun) -> str:
     """One run, order by order, then what went wrong (or that nothing did)."""
     problems = run.problems()
-    return "\n".join([*run.lines(), *(problems or ["every order refunded exactly once."])])
+    return "\n".join([*run.lines(), *(problems or ["every order refunded once."])])
 
 
 def stop_map(run: RefundRun | None, handler: str) -> Diagram | None:
@@ -450,15 +486,15 @@ def _points(killed: tuple[Kill, ...]) -> list[tuple[KillPoint, int]]:
 
 # ------------------------------------------------------------------ the knowledge check
 CRASH_QUIZ = Quiz(
-    "A worker runs `with shop.transaction(): shop.ack(lease); shop.credit(order, 35.0)` and is SIGKILLed "
-    "after the credit, before the block ends. What does the database hold, and what happens next?",
-    ["The ack is kept and the credit is lost: the order is never refunded.",
-     "Neither the ack nor the credit: the item is still leased, its lease expires, and another worker "
-     "refunds the order once.",
-     "Both: the database commits whatever a dead worker had written.",
-     "The credit, and the item goes to the dead-letter queue."],
+    "A worker opens one transaction, moves its item to done and writes an audit row in it, and is SIGKILLed "
+    "after the audit row, before the transaction commits. What does the database hold, and what happens next?",
+    ["The item is done and the audit row is lost.",
+     "Neither write: the item is still leased to the dead worker, its lease runs out, and another worker takes "
+     "it and does the work again.",
+     "Both: the database keeps whatever a dead worker had written.",
+     "The audit row, and the item goes to the dead-letter queue."],
     1,
-    ["Inside one transaction nothing is kept until the block commits; the ack was not committed either.",
+    ["Inside one transaction nothing is kept until it commits; the item's move was not committed either.",
      "A transaction that never committed left no trace, so the redelivery starts from a clean slate.",
      "A database rolls back every transaction whose connection dies before COMMIT.",
      "Nothing was committed, and one killed delivery is far from max attempts."],

@@ -2,7 +2,7 @@
 
 One cell per stop, left to right in the order a delivery reaches them (acquired,
 credited, acked, committed, returned), each naming the order a worker was killed or
-frozen on and how that order ended: refunded exactly once (green), more than once (red,
+frozen on and how that order ended: refunded once (green), more than once (red,
 with the count), never (amber), the wrong amount, or dead-lettered. The cells are plain
 data (`Stop`) taken from a run's outcomes, never from its timing, so a run and its
 recording draw the same bytes. Pure SVG, so it looks the same everywhere, JupyterLite
@@ -40,7 +40,7 @@ class Outcome(StrEnum):
 
 
 # fill, the colour of the verdict line, and the legend's words, per outcome
-_LOOK = {Outcome.ONCE: (OK_FILL, "#1e6b34", "refunded exactly once"),
+_LOOK = {Outcome.ONCE: (OK_FILL, "#1e6b34", "refunded once"),
          Outcome.REPEATED: (BAD_FILL, "#a11", "refunded more than once"),
          Outcome.NEVER: ("#fbe3b8", "#8a5300", "never refunded"),
          Outcome.WRONG_AMOUNT: ("#f6d0e4", "#8c1d5a", "refunded the wrong amount"),
