@@ -29,7 +29,7 @@ from store_backends import DURABLE, Backend
 from shopops_lab.checkpoint import CheckpointStore
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import EmailAdapter
-from shopops_lab.errors import JobLeasedError
+from shopops_lab.errors import IdempotencyConflictError, JobLeasedError
 from shopops_lab.events import EventKind
 from shopops_lab.jobs import JobStore
 from shopops_lab.outbox import Delivery, IdempotentConsumer, OutboxStore
@@ -159,6 +159,30 @@ def test_one_idempotency_key_sends_one_email(sql: Backend):
     assert first.message_id == second.message_id == "msg-0001"
     assert (first.deduped, second.deduped) == (False, True)
     assert len(store.log.where(EventKind.CONTACT_SENT)) == 1
+
+
+def test_one_idempotency_key_with_two_bodies_sends_one_email_and_refuses_the_other(sql: Backend):
+    """B's different request is compared with A's record under the lock A's INSERT holds,
+    so it is refused, never sent, whichever body B carries."""
+    def send(body: str) -> Callable[[Any], Any]:
+        return lambda adapter: adapter.send("O-1001:decision", case_id="O-1001", to="jordan", body=body)
+
+    first, second, store = race(sql, lambda s: EmailAdapter(store=s, clock=FakeClock()),
+                                send("voucher"), send("refund"))
+    assert first.message_id == "msg-0001" and not first.deduped
+    assert isinstance(second, Refused) and isinstance(second.error, IdempotencyConflictError)
+    assert second.error.key == "O-1001:decision" and "body was 'voucher', now 'refund'" in str(second.error)
+    assert [c.message_id for c in EmailAdapter(store=store).ledger.contacts()] == ["msg-0001"]
+    assert len(store.log.where(EventKind.CONTACT_SENT)) == 1
+
+
+def test_one_request_key_with_two_bodies_makes_one_job_and_refuses_the_other(sql: Backend):
+    first, second, store = race(sql, lambda s: JobStore(store=s, clock=FakeClock()),
+                                lambda jobs: jobs.submit("O-1001:refund", {"approve": True}),
+                                lambda jobs: jobs.submit("O-1001:refund", {"approve": 1}))
+    assert first.id == "job-0001" and isinstance(second, Refused)
+    assert isinstance(second.error, IdempotencyConflictError) and second.error.key == "O-1001:refund"
+    assert [job.id for job in JobStore(store=store).jobs()] == ["job-0001"]
 
 
 def test_one_request_key_makes_one_job(sql: Backend):

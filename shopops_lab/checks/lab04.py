@@ -129,17 +129,27 @@ class _Fencing:
         elif not isinstance(called.error, StaleTokenError):
             self.problem = (f"the store refused {what} with {type(called.error).__name__}, not StaleTokenError: "
                             "raise StaleTokenError so the caller knows it lost ownership.")
-        elif (called.error.token, called.error.current) != (token, self.newest) or not all(
-                type(n) is int for n in (called.error.token, called.error.current)):
+        elif not self._names_both(called.error, token):
+            current = self.newest or None
             self.problem = (f"the store refused {what}, but its StaleTokenError said token="
                             f"{called.error.token!r}, current={called.error.current!r}; it should say which "
                             f"token the write carried and which one is current (token={token}, "
-                            f"current={self.newest}).")
+                            f"current={current}{', as current_token() says before any claim' if not current else ''}).")
         elif self._kept() != before:
             self.problem = (f"the store refused {what}, but it now holds "
                             f"{describe(self._result())}: a refused write must change "
                             "nothing. Decide before you write.")
         return said
+
+    def _names_both(self, error: StaleTokenError, token: int) -> bool:
+        """Does the refusal carry the write's token and the current one? Before any claim no
+        token is current: None (what current_token() returns) or 0 both say so."""
+        current = error.current
+        if type(error.token) is not int or error.token != token:
+            return False
+        if self.newest == 0:
+            return current is None or (type(current) is int and current == 0)
+        return type(current) is int and current == self.newest
 
     def _delegates(self) -> bool:
         """Does the learner's store keep a TokenFence (the kit's own fencing rule) to decide for it?
@@ -202,8 +212,9 @@ exercise = Exercise(
     hints=("Which part of the system knows the newest token for a job? That is where the check must live.",
            "self.current_token(job_id) gives the newest token; StaleTokenError(what=..., token=..., current=...) "
            "is the error to raise; super().complete(...) does the actual write.",
-           "Shape: compare the token you were given with the current one; refuse unless they are equal and "
-           "somebody has claimed the job (the current token is above 0), otherwise hand over to the parent class."),
+           "Shape: compare the token you were given with the current one; refuse unless they are equal (before "
+           "anyone claims the job the current token is None, which no write's token equals), otherwise hand over "
+           "to the parent class."),
 )
 
 
