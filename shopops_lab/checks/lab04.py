@@ -260,14 +260,17 @@ PAYMENT_GUARD_QUIZ = Quiz(
     "The result store now refuses W1's token 4. Still stale, W1 asks the payment provider to refund "
     "Jordan's 40 EUR. What prevents a refund on top of W7's voucher?",
     ["The result store's token check.",
+     "An idempotency key on the refund call.",
      "The queue, because it refused W1's ack.",
-     "Only a guard on the payment call itself: an idempotency key for this refund, a token the provider "
-     "checks, or a go-between that checks W1's token before calling the provider.",
+     "Only a check of ownership where the payment happens: a token the provider compares, or a go-between "
+     "that checks W1's token before it calls the provider.",
      "W1's lease expiry at t=10."],
-    2,
+    3,
     ["The store checks writes to the store. The payment call never passes through it.",
+     "Nobody asked for this refund before: W1's key is new to the provider, so the money moves. A key limits "
+     "how many times a request takes effect, not who may send it.",
      "The ack comes after the work; by then the refund has been requested.",
-     "A token protects only what compares it. Anything else needs an idempotency key or a fencing check of its own, "
-     "or must be reached through something that checks the token.",
+     "A token protects only what compares it, so the payment needs a check of ownership of its own. Keep an "
+     "idempotency key on it too: it stops a retried go-between from paying twice, which the token does not.",
      "The expiry let W7 in; it did nothing to stop W1, which never noticed it."],
 )
