@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 from store_backends import DURABLE, Backend
 
+from shopops_lab.chaos import owner
 from shopops_lab.checkpoint import CheckpointStore
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import EmailAdapter
-from shopops_lab.errors import IdempotencyConflictError, JobLeasedError
+from shopops_lab.errors import BadArgumentError, IdempotencyConflictError, JobLeasedError
 from shopops_lab.events import EventKind
 from shopops_lab.jobs import JobStore
 from shopops_lab.outbox import Delivery, IdempotentConsumer, OutboxStore
@@ -226,6 +227,24 @@ def test_two_first_writes_of_one_outbox_row_keep_both_changes(sql: Backend):
                                 lambda outbox: outbox.commit({"id": "O-1001", "note": "called"}, {"topic": "b"}))
     assert (first, second) == ("out-0001", "out-0002")
     assert OutboxStore(store=store).row("O-1001") == {"status": "refunded", "note": "called"}
+
+
+def claim_the_run(store: Store) -> str:
+    with store.atomic:
+        return owner.claim(store)
+
+
+@pytest.mark.parametrize("before", ["never claimed", "let go"])
+def test_two_chaos_resumes_on_one_database_leave_one_supervisor(sql: Backend, before: str):
+    """Two `--resume`s at once: B waits for A's claim (its INSERT, or its locked row) and is refused."""
+    url = sql.url()
+    if before == "let go":
+        with sql.open(url) as store:
+            owner.release(store, claim_the_run(store))
+    first, second, store = race(sql, lambda s: s, claim_the_run, url=url)
+    assert isinstance(second, Refused) and isinstance(second.error, BadArgumentError)
+    assert "db is being run by another chaos supervisor" in str(second.error)
+    assert store.get(*owner.OWNER)["run"] == first
 
 
 # ---------------------------------------------------------------------- the hammer
