@@ -329,6 +329,12 @@ def main() -> int:
         print("PostgreSQL: skipped. Start a server (sh scripts/postgres.sh start /tmp/shopops-pg) and set "
               "SHOPOPS_POSTGRES_URL to the URL it prints.")
         return 0
+    postgres(url)
+    return 0
+
+
+def postgres(url: str) -> None:
+    """The PostgreSQL part: round trips and speed beside the floor and procrastinate, then scaling."""
     print(f"PostgreSQL, one process, best of {REPEATS} x 200 cycles (enqueue + acquire + ack), each run in the "
           "same order on a fresh schema:")
     trips = pg_round_trips(url)
@@ -354,7 +360,6 @@ def main() -> int:
     print(
         f"  scaling ratio      : {eight / one:9.2f}   (information; bounded by the cores the server and workers share)"
     )
-    return 0
 
 
 if __name__ == "__main__":
