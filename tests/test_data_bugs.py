@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from shopops_lab.checker import check
 from shopops_lab.checkpoint import Checkpoint, CheckpointStore
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import EmailAdapter
@@ -344,6 +345,13 @@ class _LabFourAnswer(NaiveResultStore):
         if token != self.current_token(job_id):
             raise StaleTokenError(what=job_id, token=token, current=self.current_token(job_id))
         super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+
+
+def test_a_write_the_naive_store_accepts_before_any_claim_is_named_as_such():
+    store = NaiveResultStore(clock=FakeClock())
+    store.complete("job-1", {"decision": "refund"}, token=0, worker_id="X")
+    (anomaly,) = check(store.log).anomalies
+    assert "with token 0, but nobody had claimed it, so no token was current" in anomaly.message
 
 
 def _decision(call, *args, **kwargs) -> str:
