@@ -14,9 +14,11 @@
    cycle (enqueue + acquire + ack, each its own committed transaction), beside the floor: a
    plain `FOR UPDATE SKIP LOCKED` queue, one autocommitted statement per operation (3 round
    trips, no lease, token, per-case rule or event), measured in the same run, with both
-   speeds. Then cycles per second with 1 and 8 worker processes on one database, and the
-   scaling ratio. Informational: on a machine with fewer cores than workers the server and
-   the workers share them.
+   speeds, and procrastinate (a PostgreSQL task queue: defer, fetch_job, finish_job) when it is
+   installed (optional, for this benchmark only: if it is missing the bench says how to get it
+   and goes on); the ratios are of speeds measured in the same run. Then cycles per second
+   with 1 and 8 worker processes on one database, and the scaling ratio. Informational: on a
+   machine with fewer cores than workers the server and the workers share them.
 
 Run: `.venv/bin/pip install -r benchmarks/requirements.txt`, then
 `python benchmarks/bench_store.py`. Prints numbers and PASS/FAIL for each target and always
@@ -24,6 +26,8 @@ exits 0: benchmarks inform, tests decide.
 """
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import multiprocessing
 import os
 import sys
@@ -180,45 +184,95 @@ def _schema(url: str, name: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{name}"
 
 
-def pg_round_trips(url: str, n: int = 200) -> dict[str, tuple[float, float]]:
-    """Round trips and cycles/s of ours and of the floor queue, one process, fresh schemas.
-    A round trip is one exchange with the server: a pipeline of several statements is one."""
+def _pg_ours(url: str, n: int) -> tuple[float, float]:
+    """Round trips per cycle and seconds of the kit's queue (a round trip is one exchange with
+    the server: a pipeline of several statements is one)."""
+    q = Queue(store=url, clock=SystemClock())
+    store, trips = q.store, [0]
+    execute = store._execute
+
+    def counted(sql, params=()):
+        trips[0] += 1
+        return execute(sql, params)
+    store._execute = counted
+    start = perf_counter()
+    for i in range(n):
+        q.enqueue(case_id=f"O-{1000 + i % CASES}", tenant_id="store_northline", kind="contact_send", payload=PAYLOAD)
+        q.ack(q.acquire("W1"))
+    seconds = perf_counter() - start
+    store.close()
+    return trips[0] / n, seconds
+
+
+def _pg_floor(url: str, n: int) -> tuple[float, float]:
+    """Not a queue: one autocommitted statement per operation, no lease, token or event."""
     import psycopg
 
-    found = {}
-    schema = f"bench_rt_{os.getpid()}"
-    with psycopg.connect(url, autocommit=True) as admin:
-        admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        admin.execute(f"CREATE SCHEMA {schema}")
-        try:
-            q = Queue(store=_schema(url, schema), clock=SystemClock())
-            store, trips = q.store, [0]
-            execute = store._execute
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute("CREATE TABLE floor (id BIGSERIAL PRIMARY KEY, payload TEXT NOT NULL, state TEXT NOT NULL)")
+        start = perf_counter()
+        for _ in range(n):
+            db.execute("INSERT INTO floor (payload, state) VALUES (%s, 'ready')", ("O-1001:email:3",))
+            (taken,) = db.execute("UPDATE floor SET state = 'leased' WHERE id = (SELECT id FROM floor"
+                                  " WHERE state = 'ready' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1)"
+                                  " RETURNING id").fetchone()
+            db.execute("UPDATE floor SET state = 'done' WHERE id = %s", (taken,))
+        return 3.0, perf_counter() - start
 
-            def counted(sql, params=()):
-                trips[0] += 1
-                return execute(sql, params)
-            store._execute = counted
-            start = perf_counter()
-            for i in range(n):
-                q.enqueue(case_id=f"O-{1000 + i % CASES}", tenant_id="store_northline", kind="contact_send",
-                          payload=PAYLOAD)
-                q.ack(q.acquire("W1"))
-            found["shopops Queue (postgresql)"] = (trips[0] / n, n / (perf_counter() - start))
-            store.close()
-            with psycopg.connect(_schema(url, schema), autocommit=True) as db:
-                db.execute("CREATE TABLE floor (id BIGSERIAL PRIMARY KEY, payload TEXT NOT NULL, state TEXT NOT NULL)")
-                trips[0] = 0
-                start = perf_counter()
-                for _ in range(n):
-                    db.execute("INSERT INTO floor (payload, state) VALUES (%s, 'ready')", ("O-1001:email:3",))
-                    (taken,) = db.execute("UPDATE floor SET state = 'leased' WHERE id = (SELECT id FROM floor"
-                                          " WHERE state = 'ready' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1)"
-                                          " RETURNING id").fetchone()
-                    db.execute("UPDATE floor SET state = 'done' WHERE id = %s", (taken,))
-                found["(floor) FOR UPDATE SKIP LOCKED"] = (3.0, n / (perf_counter() - start))
-        finally:
-            admin.execute(f"DROP SCHEMA {schema} CASCADE")
+
+def _pg_procrastinate(url: str, n: int) -> tuple[float | None, float]:
+    """procrastinate's cycle through its own sync connector (a one-connection pool, as it
+    configures it) and its own SQL functions: defer (the public API), then fetch_job and
+    finish_job, the two calls its worker makes per job. Round trips are not counted."""
+    import logging
+
+    import procrastinate
+    from procrastinate import sql
+
+    logging.getLogger("procrastinate").setLevel(logging.ERROR)  # "App is instantiated in the main module"
+    connector = procrastinate.SyncPsycopgConnector(conninfo=url, min_size=1, max_size=1)
+    app = procrastinate.App(connector=connector)
+
+    @app.task(name="contact_send", queue="emails")
+    def contact_send(**payload) -> None:
+        """Never run: the bench fetches and finishes the job itself, as a worker does around it."""
+
+    with app.open():
+        app.schema_manager.apply_schema()
+        worker = connector.execute_query_one(query=sql.queries["register_worker"])["worker_id"]
+        start = perf_counter()
+        for _ in range(n):
+            contact_send.defer(**PAYLOAD)
+            job = connector.execute_query_one(query=sql.queries["fetch_job"], queues=None, worker_id=worker)
+            connector.execute_query(query=sql.queries["finish_job"], job_id=job["id"], status="succeeded",
+                                    delete_job=False)
+        return None, perf_counter() - start
+
+
+HOW_TO_GET_PROCRASTINATE = ("procrastinate: skipped (not installed). It is an optional peer of this benchmark only: "
+                            ".venv/bin/pip install 'procrastinate>=3,<4', then run this again.")
+
+
+def pg_round_trips(url: str, n: int = 200) -> dict[str, tuple[float | None, float]]:
+    """Round trips per cycle and best cycles/s of ours, the floor queue and procrastinate (if
+    installed), interleaved REPEATS times, each run on a fresh schema."""
+    import psycopg
+
+    peers = {"shopops Queue (postgresql)": _pg_ours, "(floor) FOR UPDATE SKIP LOCKED": _pg_floor}
+    if importlib.util.find_spec("procrastinate") is not None:
+        peers["procrastinate " + importlib.metadata.version("procrastinate")] = _pg_procrastinate
+    found: dict[str, tuple[float | None, float]] = {}
+    with psycopg.connect(url, autocommit=True) as admin:
+        for repeat in range(REPEATS):
+            for number, (name, run) in enumerate(peers.items()):
+                schema = f"bench_rt_{os.getpid()}_{repeat}_{number}"
+                admin.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+                admin.execute(f"CREATE SCHEMA {schema}")
+                try:
+                    trips, seconds = run(_schema(url, schema), n)
+                finally:
+                    admin.execute(f"DROP SCHEMA {schema} CASCADE")
+                found[name] = (trips, max(found.get(name, (None, 0.0))[1], n / seconds))
     return found
 
 
@@ -275,15 +329,30 @@ def main() -> int:
         print("PostgreSQL: skipped. Start a server (sh scripts/postgres.sh start /tmp/shopops-pg) and set "
               "SHOPOPS_POSTGRES_URL to the URL it prints.")
         return 0
-    print("PostgreSQL, one process, round trips per cycle (enqueue + acquire + ack):")
+    postgres(url)
+    return 0
+
+
+def postgres(url: str) -> None:
+    """The PostgreSQL part: round trips and speed beside the floor and procrastinate, then scaling."""
+    print(f"PostgreSQL, one process, best of {REPEATS} x 200 cycles (enqueue + acquire + ack), each run in the "
+          "same order on a fresh schema:")
     trips = pg_round_trips(url)
     for name, (per_cycle_trips, speed) in trips.items():
-        print(f"  {name:<32}: {per_cycle_trips:5.1f} round trips, {speed:>9,.0f} cycles/s")
+        counted = f"{per_cycle_trips:5.1f}" if per_cycle_trips is not None else "  n/a"
+        print(f"  {name:<32}: {counted} round trips, {speed:>9,.0f} cycles/s")
     ours_trips, ours_speed = trips["shopops Queue (postgresql)"]
     floor_trips, floor_speed = trips["(floor) FOR UPDATE SKIP LOCKED"]
     print(f"  {'ratio to the floor':<32}: {ours_trips / floor_trips:5.2f} x the round trips, "
           f"{ours_speed / floor_speed:.2f} x the speed   target <= {4 / 3:.2f} x (4 round trips)  "
           f"{'PASS' if ours_trips <= 4 else 'FAIL'}")
+    peer = next((name for name in trips if name.startswith("procrastinate")), None)
+    if peer is None:
+        print(f"  {HOW_TO_GET_PROCRASTINATE}")
+    else:
+        ratio = ours_speed / trips[peer][1]
+        print(f"  {'ratio to procrastinate':<32}: {ratio:5.2f} x the speed   target >= 1 (faster)  "
+              f"{'PASS' if ratio >= 1 else 'FAIL'}")
     one, eight = pg_cycles(url, 1), pg_cycles(url, 8)
     print(f"PostgreSQL, {PG_CYCLES} cycles per process, {os.cpu_count()} cores on this machine:")
     print(f"  1 worker process   : {one:>9,.0f} cycles/s")
@@ -291,7 +360,6 @@ def main() -> int:
     print(
         f"  scaling ratio      : {eight / one:9.2f}   (information; bounded by the cores the server and workers share)"
     )
-    return 0
 
 
 if __name__ == "__main__":

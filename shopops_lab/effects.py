@@ -139,18 +139,18 @@ class Provider:
 
     @transaction
     def deliver(self, op_id: str, *, case_id: str, to: str, idem_key: str, dedupe: bool,
-                worker_id: str | None = None, now: float | None = None) -> SendResult:
+                worker_id: str | None = None, now: float | None = None, body: str = "") -> SendResult:
         """Deliver one message for operation `op_id`; with `dedupe`, a repeat of a delivered
-        operation returns its first message id, and a repeat for another case or recipient
-        is refused (IdempotencyConflictError), as payment APIs refuse a reused key. The
-        operation's record, the contact and its event are one transaction."""
+        operation returns its first message id, and a repeat for another case, recipient or
+        body is refused (IdempotencyConflictError), as Stripe refuses a reused key with other
+        parameters: a key names one request. The comparison reads the operation's record under
+        the lock its INSERT or SELECT ... FOR UPDATE took, so the operation's record, the
+        decision, the contact and its event are one transaction."""
         arguments.text("op_id", op_id, "the operation's id, e.g. the send's idempotency key")
         t = resolve(self.clock, now)
-        first = self._first(op_id, case_id, to) if dedupe else None
+        first = self._first(op_id, case_id, to, body) if dedupe else None
         if first is not None:
-            # The body is not compared: lab 04's late worker resends with its own (stale) text,
-            # and the key absorbs it.
-            sent = {"case_id": case_id, "to": to}
+            sent = {"case_id": case_id, "to": to, "body": body}
             changed = [field for field in sent if first.get(field, sent[field]) != sent[field]]
             if changed:
                 field = changed[0]
@@ -169,7 +169,8 @@ class Provider:
                             channel=self.channel, idem_key=idem_key, op_id=op_id, lost="request")
             return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)
         message_id = f"{self.prefix}-{self.store.next_number(self.prefix):04d}"
-        self.store.put(self._operations, op_id, {"message_id": message_id, "case_id": case_id, "to": to})
+        self.store.put(self._operations, op_id, {"message_id": message_id, "case_id": case_id, "to": to,
+                                                 "body": body})
         self.ledger.record(Contact(message_id=message_id, channel=self.channel, case_id=case_id,
                                    to=to, idem_key=idem_key, time=t, worker_id=worker_id))
         self.log.append(EventKind.CONTACT_SENT, t, case_id=case_id, worker_id=worker_id,
@@ -180,12 +181,13 @@ class Provider:
             return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)
         return SendResult(status=SendStatus.OK, op_id=op_id, message_id=message_id)
 
-    def _first(self, op_id: str, case_id: str, to: str) -> dict | None:
+    def _first(self, op_id: str, case_id: str, to: str, body: str) -> dict | None:
         """The record of the delivered operation `op_id`, or None if this call is to deliver it.
         The operation's record is taken first, with one INSERT only one of any concurrent
         calls wins; the others wait for its transaction and read what it delivered. A record
         without a message id is an attempt that delivered nothing (refused, or lost on its way)."""
-        if self.store.put_new(self._operations, op_id, {"message_id": None, "case_id": case_id, "to": to}):
+        if self.store.put_new(self._operations, op_id, {"message_id": None, "case_id": case_id, "to": to,
+                                                        "body": body}):
             return None
         first = self.store.get(self._operations, op_id)
         return first if first["message_id"] is not None else None
@@ -218,7 +220,9 @@ class ChannelAdapter:
 
     def send(self, idem_key: str, *, case_id: str, to: str = "customer", body: str = "",
              worker_id: str | None = None, now: float | None = None) -> SendResult:
-        """Deliver `body` to `to` for `case_id`, at most once per `idem_key`."""
+        """Deliver `body` to `to` for `case_id`, at most once per `idem_key`. A repeat of the
+        same request returns the first message id; the key reused for a different request
+        (another case, recipient or body) is refused with IdempotencyConflictError."""
         arguments.text("idem_key", idem_key, "the send's idempotency key, e.g. idem_key='O-1001:email:3'")
         arguments.text("case_id", case_id, "the case this message is about, e.g. case_id='O-1001'")
         arguments.text("to", to, "the recipient, e.g. to='jordan@example.com'")
@@ -229,7 +233,7 @@ class ChannelAdapter:
             arguments.text("worker_id", worker_id, "the sending worker's name, e.g. 'W1', or leave it out")
         return self.provider.deliver(self._op_id(idem_key), case_id=case_id, to=to,
                                      idem_key=idem_key, dedupe=self.dedupes,
-                                     worker_id=worker_id, now=now)
+                                     worker_id=worker_id, now=now, body=body)
 
     def lookup(self, op_id: str) -> SendResult:
         """Reconcile an unknown outcome: ask the provider whether `op_id` was delivered."""

@@ -82,7 +82,7 @@ class TransitionError(ShopOpsError):
 
 
 class IdempotencyConflictError(ShopOpsError):
-    """Request key {key!r} was already used with different parameters ({difference}). Fix: reuse the key only to retry the same request; use a new key for new work."""
+    """Idempotency key {key!r} was already used for a different request ({difference}). A key names one request: repeat it only to retry that same request, and use a new key for a different request."""
 
     key: str
     difference: str

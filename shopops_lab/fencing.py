@@ -125,15 +125,16 @@ class NaiveResultStore:
         _text("job_id", job_id)
         _text("worker_id", worker_id)
         t = resolve(self.clock, now)
-        token = self._tokens.get(job_id, 0) + 1
+        token = self._tokens.get(job_id, 0) + 1  # the first claim gets token 1
         self._tokens[job_id] = token
         self.log.append(EventKind.JOB_CLAIMED, t, item_id=job_id, case_id=job_id,
                         worker_id=worker_id, token=token, store="results")
         return token
 
-    def current_token(self, job_id: str) -> int:
-        """The newest token issued for `job_id` (0 if never claimed)."""
-        return self._tokens.get(_text("job_id", job_id), 0)
+    def current_token(self, job_id: str) -> int | None:
+        """The newest token issued for `job_id`, or None if nobody ever claimed it: before
+        the first claim no token is current, so no write can carry it (TokenFence's rule)."""
+        return self._tokens.get(_text("job_id", job_id))
 
     def complete(self, job_id: str, result: Any, *, token: int, worker_id: str | None = None,
                  now: float | None = None) -> None:

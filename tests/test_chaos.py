@@ -8,6 +8,7 @@ import os
 import random
 import select
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from store_backends import postgres_url, with_schema
 
 import shopops_lab.chaos.run as chaos_run
 import shopops_lab.chaos.supervisor as chaos_supervisor
-from shopops_lab.chaos import ChaosReport, Kill, KillPoint, plan_kills, run_chaos
+from shopops_lab.chaos import ChaosReport, Kill, KillPoint, owner, plan_kills, run_chaos
 from shopops_lab.chaos.emails import POISON_ERROR, EmailWorkload
 from shopops_lab.checker import AnomalyName
 from shopops_lab.cli import main
@@ -312,6 +313,32 @@ def test_of_two_runs_started_together_on_one_database_exactly_one_runs(tmp_path)
     assert results[1][1].count("\n") == 1
     with open_store(db) as store:
         assert len(Queue(store=store)) == 3
+
+
+def test_a_resume_while_a_live_supervisor_holds_the_database_is_refused_and_a_dead_ones_claim_is_taken_over(
+        tmp_path, capsys):
+    db = f"sqlite:///{tmp_path / 'held.db'}"
+    assert run_chaos(db, items=2, workers=1, kills=0).done == 2
+    with open_store(db) as store:
+        assert store.get(*owner.OWNER)["pid"] is None   # the finished run let go of it
+    other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        with open_store(db) as store, store.atomic:  # another supervisor, still running, holds the run
+            store.put(*owner.OWNER, {"host": socket.gethostname(), "pid": other.pid,
+                                     "started": owner._started(other.pid), "run": f"{other.pid}-1"})
+            before = len(store.log)
+        assert main(["chaos", "--db", db, "--resume"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"db is being run by another chaos supervisor (process {other.pid})" in err
+        with open_store(db) as store:
+            assert len(store.log) == before and store.get(*owner.OWNER)["pid"] == other.pid
+    finally:
+        other.stdin.close()
+        other.wait()
+    assert main(["chaos", "--db", db, "--resume", "--json"]) == 0   # its process is gone: the claim is free
+    assert json.loads(capsys.readouterr().out)["done"] == 2
+    with open_store(db) as store:
+        assert store.get(*owner.OWNER)["pid"] is None
 
 
 # ---------------------------------------------------------------------- a run stopped halfway

@@ -16,7 +16,7 @@ from shopops_lab.fencing import NaiveResultStore, TokenFence
 class AcceptsOnlyTheNewest(NaiveResultStore):
     def complete(self, job_id, result, *, token, worker_id=None, now=None):
         newest = self.current_token(job_id)
-        if newest > 0 and token == newest:
+        if newest is not None and token == newest:
             return super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
         raise StaleTokenError(what=f"the result of {job_id}", token=token, current=newest)
 
@@ -54,13 +54,39 @@ def fence(condition):
     return Store
 
 
-OnlyOlder = fence(lambda store, job, token, worker: token < store.current_token(job))
-RefusesTheHolder = fence(lambda store, job, token, worker: token <= store.current_token(job))
+def _claimed(store, job):
+    return store.current_token(job) is not None
+
+
+OnlyOlder = fence(lambda store, job, token, worker: _claimed(store, job) and token < store.current_token(job))
+RefusesTheHolder = fence(lambda store, job, token, worker:
+                         not _claimed(store, job) or token <= store.current_token(job))
 OnlyOnceAResultExists = fence(lambda store, job, token, worker:
                               store.result(job) is not None and token != store.current_token(job))
-ForgetsTheUnclaimedJob = fence(lambda store, job, token, worker: token != store.current_token(job))
+ForgetsTheUnclaimedJob = fence(lambda store, job, token, worker: _claimed(store, job)
+                               and token != store.current_token(job))
 OnlyOlder.__name__, RefusesTheHolder.__name__ = "OnlyOlder", "RefusesTheHolder"
 OnlyOnceAResultExists.__name__, ForgetsTheUnclaimedJob.__name__ = "OnlyOnceAResultExists", "ForgetsTheUnclaimedJob"
+
+
+class JustComparesWithTheCurrentToken(NaiveResultStore):
+    """The natural answer: None before any claim equals no token, so nothing more is needed."""
+
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        current = self.current_token(job_id)
+        if token != current:
+            raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+
+
+class SaysZeroBeforeAnyClaim(NaiveResultStore):
+    """Right too: reports "no token yet" as 0 in its error, as the kit's TokenFence.current() does."""
+
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        current = self.current_token(job_id) or 0
+        if current == 0 or token != current:
+            raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
 
 
 class FencesOnTheName(NaiveResultStore):
@@ -84,14 +110,14 @@ class WritesThenRefuses(NaiveResultStore):
     def complete(self, job_id, result, *, token, worker_id=None, now=None):
         super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
         current = self.current_token(job_id)
-        if token != current or current == 0:
+        if token != current:
             raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
 
 
 class SwappedTokens(NaiveResultStore):
     def complete(self, job_id, result, *, token, worker_id=None, now=None):
         current = self.current_token(job_id)
-        if token != current or current == 0:
+        if token != current:
             raise StaleTokenError(what=f"job {job_id}", token=current, current=token)
         super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
 
@@ -113,7 +139,7 @@ class LocksOntoTheFirstWriter(NaiveResultStore):
     def complete(self, job_id, result, *, token, worker_id=None, now=None):
         current = self.current_token(job_id)
         owner = self.owner.get(job_id)
-        if (owner is None and (token != current or current == 0)) or (owner is not None and worker_id != owner):
+        if (owner is None and token != current) or (owner is not None and worker_id != owner):
             raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
         self.owner.setdefault(job_id, worker_id)
         super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
@@ -129,7 +155,7 @@ class RemembersTheFirstToken(NaiveResultStore):
     def complete(self, job_id, result, *, token, worker_id=None, now=None):
         current = self.current_token(job_id)
         expected = self.first.get(job_id, current)
-        if token != expected or expected == 0:
+        if token != expected:
             raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
         self.first[job_id] = token
         super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
@@ -140,7 +166,7 @@ class RefusesOnlyTheTokenJustBefore(NaiveResultStore):
 
     def complete(self, job_id, result, *, token, worker_id=None, now=None):
         current = self.current_token(job_id)
-        if token == current - 1 or current == 0:
+        if current is None or token == current - 1:
             raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
         super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
 
@@ -155,7 +181,7 @@ class HidesItsWrite(NaiveResultStore):
     def complete(self, job_id, result, *, token, worker_id=None, now=None):
         super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
         current = self.current_token(job_id)
-        if token != current or current == 0:
+        if token != current:
             raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
         self.shown[job_id] = (result, (worker_id, token))
 
@@ -210,7 +236,8 @@ BOUND = "checked all 4,032 schedules of W7 (claim, write, write), W9 (claim, wri
 
 STORE = Spec(
     exercise=lab04.exercise,
-    right=(AcceptsOnlyTheNewest, KeepsItsOwnLedger, KeepsTheWriterInAClassAttribute),
+    right=(AcceptsOnlyTheNewest, KeepsItsOwnLedger, KeepsTheWriterInAClassAttribute, JustComparesWithTheCurrentToken,
+           SaysZeroBeforeAnyClaim),
     wrong=(
         refused(NaiveResultStore, "the store accepted X's write with token 0, a token it never issued (nobody has "
                 "claimed job-1)", "The shortest schedule that shows it (1 step): X write",
@@ -225,8 +252,8 @@ STORE = Spec(
         refused(RefusesTheHolder, "the store refused W7's write with token 1, the newest token, with StaleTokenError",
                 "(2 steps): W7 claim · W7 write"),
         refused(WritesThenRefuses, "a refused write must change nothing", "Decide before you write"),
-        refused(SwappedTokens, "should say which token the write carried and which one is current (token=0, "
-                "current=1)"),
+        refused(SwappedTokens, "its StaleTokenError said token=None, current=0; it should say which token the write "
+                "carried and which one is current (token=0, current=None, as current_token() says before any claim)"),
         refused(WrongError, "the store refused X's write with token 0 with ShopOpsError, not StaleTokenError"),
         refused(LocksOntoTheFirstWriter, "the store accepted W7's write with token 1, while token 2 (W9's claim) is "
                 "the newest", "(4 steps): W7 claim · W7 write · W9 claim · W7 write",
@@ -243,7 +270,7 @@ STORE = Spec(
         refused(AcceptsOnlyTheNewest(), "this check needs your class FencedResultStore itself",
                 "an AcceptsOnlyTheNewest object"),
     ),
-    secrets=("token != current", "current_token(job_id)", "current == 0"),
+    secrets=("token != current", "current_token(job_id)", "is not None"),
     replay=lambda answer, schedule, message: lab04.replay(answer, schedule),
 )
 

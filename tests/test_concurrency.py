@@ -26,10 +26,11 @@ from typing import Any
 import pytest
 from store_backends import DURABLE, Backend
 
+from shopops_lab.chaos import owner
 from shopops_lab.checkpoint import CheckpointStore
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import EmailAdapter
-from shopops_lab.errors import JobLeasedError
+from shopops_lab.errors import BadArgumentError, IdempotencyConflictError, JobLeasedError
 from shopops_lab.events import EventKind
 from shopops_lab.jobs import JobStore
 from shopops_lab.outbox import Delivery, IdempotentConsumer, OutboxStore
@@ -161,6 +162,30 @@ def test_one_idempotency_key_sends_one_email(sql: Backend):
     assert len(store.log.where(EventKind.CONTACT_SENT)) == 1
 
 
+def test_one_idempotency_key_with_two_bodies_sends_one_email_and_refuses_the_other(sql: Backend):
+    """B's different request is compared with A's record under the lock A's INSERT holds,
+    so it is refused, never sent, whichever body B carries."""
+    def send(body: str) -> Callable[[Any], Any]:
+        return lambda adapter: adapter.send("O-1001:decision", case_id="O-1001", to="jordan", body=body)
+
+    first, second, store = race(sql, lambda s: EmailAdapter(store=s, clock=FakeClock()),
+                                send("voucher"), send("refund"))
+    assert first.message_id == "msg-0001" and not first.deduped
+    assert isinstance(second, Refused) and isinstance(second.error, IdempotencyConflictError)
+    assert second.error.key == "O-1001:decision" and "body was 'voucher', now 'refund'" in str(second.error)
+    assert [c.message_id for c in EmailAdapter(store=store).ledger.contacts()] == ["msg-0001"]
+    assert len(store.log.where(EventKind.CONTACT_SENT)) == 1
+
+
+def test_one_request_key_with_two_bodies_makes_one_job_and_refuses_the_other(sql: Backend):
+    first, second, store = race(sql, lambda s: JobStore(store=s, clock=FakeClock()),
+                                lambda jobs: jobs.submit("O-1001:refund", {"approve": True}),
+                                lambda jobs: jobs.submit("O-1001:refund", {"approve": 1}))
+    assert first.id == "job-0001" and isinstance(second, Refused)
+    assert isinstance(second.error, IdempotencyConflictError) and second.error.key == "O-1001:refund"
+    assert [job.id for job in JobStore(store=store).jobs()] == ["job-0001"]
+
+
 def test_one_request_key_makes_one_job(sql: Backend):
     first, second, store = race(sql, lambda s: JobStore(store=s, clock=FakeClock()),
                                 lambda jobs: jobs.submit("O-1001:refund", {"amount": 20}))
@@ -202,6 +227,24 @@ def test_two_first_writes_of_one_outbox_row_keep_both_changes(sql: Backend):
                                 lambda outbox: outbox.commit({"id": "O-1001", "note": "called"}, {"topic": "b"}))
     assert (first, second) == ("out-0001", "out-0002")
     assert OutboxStore(store=store).row("O-1001") == {"status": "refunded", "note": "called"}
+
+
+def claim_the_run(store: Store) -> str:
+    with store.atomic:
+        return owner.claim(store)
+
+
+@pytest.mark.parametrize("before", ["never claimed", "let go"])
+def test_two_chaos_resumes_on_one_database_leave_one_supervisor(sql: Backend, before: str):
+    """Two `--resume`s at once: B waits for A's claim (its INSERT, or its locked row) and is refused."""
+    url = sql.url()
+    if before == "let go":
+        with sql.open(url) as store:
+            owner.release(store, claim_the_run(store))
+    first, second, store = race(sql, lambda s: s, claim_the_run, url=url)
+    assert isinstance(second, Refused) and isinstance(second.error, BadArgumentError)
+    assert "db is being run by another chaos supervisor" in str(second.error)
+    assert store.get(*owner.OWNER)["run"] == first
 
 
 # ---------------------------------------------------------------------- the hammer

@@ -7,12 +7,14 @@ import math
 
 import pytest
 
+from shopops_lab.checker import check
 from shopops_lab.checkpoint import Checkpoint, CheckpointStore
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import EmailAdapter
 from shopops_lab.errors import (
     BadArgumentError,
     IdempotencyConflictError,
+    ShopOpsError,
     StaleTokenError,
     UnknownLeaseError,
 )
@@ -87,17 +89,35 @@ def test_a_consumer_whose_effect_fails_once_retries_the_message(consumer_class):
 @pytest.mark.parametrize("change, field", [
     ({"case_id": "O-2002"}, "case_id"),
     ({"to": "bob@example.com"}, "to"),
+    ({"body": "Your refund was declined"}, "body"),
 ])
-def test_an_idempotency_key_reused_for_another_case_or_recipient_is_a_conflict(change, field):
-    email = EmailAdapter(clock=FakeClock())
-    first = email.send("O-1001:email:3", case_id="O-1001", to="jordan@example.com")
+def test_an_idempotency_key_reused_for_a_different_request_is_a_conflict_on_every_backend(backend, change, field):
+    """As Stripe does: a key names one request. The same key with another case, recipient or
+    body is refused, naming the key and the difference, and nothing is sent or logged."""
+    email = EmailAdapter(clock=FakeClock(), store=backend.open())
+    sent = {"case_id": "O-1001", "to": "jordan@example.com", "body": "Your refund is on its way"}
+    first = email.send("O-1001:email:3", **sent)
     log_before = email.provider.log.to_dicts()
     with pytest.raises(IdempotencyConflictError, match=f"{field} was") as err:
-        email.send("O-1001:email:3", **{"case_id": "O-1001", "to": "jordan@example.com", **change})
-    assert err.value.key == "O-1001:email:3"
+        email.send("O-1001:email:3", **{**sent, **change})
+    assert err.value.key == "O-1001:email:3" and isinstance(err.value, ShopOpsError)
+    assert "'O-1001:email:3'" in str(err.value) and "use a new key for a different request" in str(err.value)
     assert email.provider.log.to_dicts() == log_before and len(email.ledger) == 1
-    repeat = email.send("O-1001:email:3", case_id="O-1001", to="jordan@example.com")
-    assert repeat.deduped and repeat.message_id == first.message_id
+    repeat = email.send("O-1001:email:3", **sent)
+    assert repeat.deduped and repeat.message_id == first.message_id and len(email.ledger) == 1
+    other = email.send("O-1001:email:4", **{**sent, **change})  # a new key for the different request
+    assert not other.deduped and other.message_id == "msg-0002"
+
+
+def test_a_retry_after_a_refused_delivery_may_carry_another_body(backend):
+    """Nothing reached the customer, so the key has no request to be a repeat of yet."""
+    email = EmailAdapter(clock=FakeClock(), store=backend.open())
+    email.provider.inject("fail")
+    assert email.send("O-1001:email:1", case_id="O-1001", body="draft-v1").status.value == "failed"
+    sent = email.send("O-1001:email:1", case_id="O-1001", body="draft-v2")
+    assert sent.status.value == "ok" and not sent.deduped
+    with pytest.raises(IdempotencyConflictError, match="body was 'draft-v2', now 'draft-v1'"):
+        email.send("O-1001:email:1", case_id="O-1001", body="draft-v1")
 
 
 # --------------------------------------------------------------------------- half-applied calls
@@ -110,7 +130,7 @@ def test_naive_result_store_claim_with_a_bad_time_issues_no_token(now):
     store = NaiveResultStore(clock=FakeClock())
     with pytest.raises(BadArgumentError):
         store.claim("job-1", "A", now=now)
-    assert store.current_token("job-1") == 0 and len(store.log) == 0
+    assert store.current_token("job-1") is None and len(store.log) == 0
     assert store.claim("job-1", "A") == 1
 
 
@@ -310,6 +330,51 @@ def test_the_fence_refuses_what_is_not_a_token(token):
     assert len(fence.log) == 0
 
 
+def test_the_naive_result_store_has_no_current_token_before_a_claim():
+    """Lab 04's store says None, not 0, for a job nobody claimed: no token is current yet."""
+    store = NaiveResultStore(clock=FakeClock())
+    assert store.current_token("job-1") is None
+    assert store.claim("job-1", "W7") == 1 and store.current_token("job-1") == 1
+    assert store.current_token("job-2") is None
+
+
+class _LabFourAnswer(NaiveResultStore):
+    """Lab 04's natural answer: only the current token writes (None before any claim)."""
+
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        if token != self.current_token(job_id):
+            raise StaleTokenError(what=job_id, token=token, current=self.current_token(job_id))
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+
+
+def test_a_write_the_naive_store_accepts_before_any_claim_is_named_as_such():
+    store = NaiveResultStore(clock=FakeClock())
+    store.complete("job-1", {"decision": "refund"}, token=0, worker_id="X")
+    (anomaly,) = check(store.log).anomalies
+    assert "with token 0, but nobody had claimed it, so no token was current" in anomaly.message
+
+
+def _decision(call, *args, **kwargs) -> str:
+    try:
+        call(*args, **kwargs)
+    except StaleTokenError:
+        return "refused"
+    return "accepted"
+
+
+@pytest.mark.parametrize("claims", [0, 1, 2, 3])
+def test_the_kit_fence_and_lab_04s_answer_decide_every_token_alike(claims):
+    fence, lab = TokenFence("job"), _LabFourAnswer(clock=FakeClock())
+    for n in range(claims):
+        fence.claim("job-1")
+        lab.claim("job-1", f"W{n}")
+    assert fence.current_token("job-1") == lab.current_token("job-1")
+    for token in range(-1, claims + 2):
+        decisions = [_decision(fence.check, "job-1", token, t=0.0, op="complete"),
+                     _decision(lab.complete, "job-1", {"by": token}, token=token)]
+        assert decisions[0] == decisions[1] == ("accepted" if claims and token == claims else "refused"), token
+
+
 @pytest.mark.parametrize(("claims", "token"), [(0, 1), (0, 0), (1, 2), (1, 0), (1, -1), (2, 3)])
 def test_the_fence_accepts_only_the_current_token_as_lab_04_teaches(claims, token):
     fence = TokenFence("job")
@@ -333,8 +398,8 @@ def test_a_never_claimed_key_has_no_current_token_and_a_claimed_one_passes():
 @pytest.mark.parametrize(("first", "second"), [({"approve": 1}, {"approve": True}),
                                                ({"amount": 1}, {"amount": 1.0}),
                                                ({"lines": [0]}, {"lines": [False]})])
-def test_requests_whose_json_differs_are_different_requests(first, second):
-    jobs = JobStore(clock=FakeClock())
+def test_requests_whose_json_differs_are_different_requests_on_every_backend(backend, first, second):
+    jobs = JobStore(clock=FakeClock(), store=backend.open())
     jobs.submit("O-1001:refund", first)
     with pytest.raises(IdempotencyConflictError):
         jobs.submit("O-1001:refund", second)

@@ -28,7 +28,7 @@ class FencedResultStore(NaiveResultStore):
 
     def complete(self, job_id, result, *, token, worker_id=None, now=None):
         current = self.current_token(job_id)
-        if current == 0:
+        if current is None:
             raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
         self.fence.check(job_id, token, t=0, op="complete")
         super().complete(job_id, result, token=token, worker_id=worker_id, now=now)

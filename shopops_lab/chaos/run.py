@@ -7,7 +7,8 @@ the plan says and restart them until the queue is drained. Then it reads the dat
 event history, which every process wrote, and lets the checker judge it. A run stopped
 halfway (the database restarted, the disk filled up) says so in one line, and
 `run_chaos(url, resume=True)` (`--resume`) finishes it: the kills already in the history
-are not planned again.
+are not planned again. One supervisor drives a database at a time: a fresh run or a resume
+claims it atomically (`owner`), so a second `--resume` while one is running is refused.
 
 What a report says depends only on the seed and the adapter, never on process timing:
 every planned kill lands (a kill a slow worker missed moves to the item's redelivery),
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shopops_lab import arguments
+from shopops_lab.chaos import owner
 from shopops_lab.chaos.emails import EmailWorkload, fill_morning
 from shopops_lab.chaos.plan import Kill, KillPoint, plan_kills
 from shopops_lab.chaos.supervisor import ChaosError, run_workers
@@ -103,7 +105,7 @@ def run_chaos(url: str, *, items: int = 40, workers: int = 3, kills: int = 12, s
     _check_settings(items, workers, kills, seed, adapter, timeout)
     settings = {"items": items, "workers": workers, "kills": kills, "seed": seed, "adapter": adapter,
                 "lease_seconds": lease_seconds, "max_attempts": max_attempts}
-    with _claimed(url, settings) as queue:
+    with _claimed(url, settings) as (queue, run):
         rng = random.Random(seed)
         try:
             ids, poison = fill_morning(queue, rng, items)
@@ -112,7 +114,7 @@ def run_chaos(url: str, *, items: int = 40, workers: int = 3, kills: int = 12, s
         except Exception as error:  # noqa: BLE001 - the database failed: one line, and what to do
             raise _halfway(url, error, resumable=False) from None
         plan = plan_kills(rng, ids, poison, kills, max_attempts)
-        return _drive(url, queue, settings, plan, timeout)
+        return _drive(url, queue, settings, plan, timeout, run)
 
 
 def _resume(url: str, timeout: float) -> ChaosReport:
@@ -123,16 +125,20 @@ def _resume(url: str, timeout: float) -> ChaosReport:
         if settings is None or setup is None:
             raise BadArgumentError(field="db", problem="holds no chaos run that got as far as its plan",
                                    fix="start a new run on a new, empty database (without --resume)")
+        with store.atomic:
+            run = owner.claim(store)
         queue = Queue(store=store, lease_seconds=settings["lease_seconds"], max_attempts=settings["max_attempts"],
                       clock=SystemClock())
         plan = _still_to_land(tuple(map(Kill.from_dict, setup["stops"])), queue)
-        return _drive(url, queue, settings, plan, timeout)
+        return _drive(url, queue, settings, plan, timeout, run)
     finally:
         store.close()
 
 
-def _drive(url: str, queue: Queue, settings: dict[str, Any], plan: tuple[Kill, ...], timeout: float) -> ChaosReport:
-    """Run the workers over `plan` and report; a database that fails halfway is one line saying how to resume."""
+def _drive(url: str, queue: Queue, settings: dict[str, Any], plan: tuple[Kill, ...], timeout: float,
+           run: str) -> ChaosReport:
+    """Run the workers over `plan` and report; a database that fails halfway is one line saying how to resume.
+    However it ends, the run lets go of the database (`run` is its claim), so a `--resume` may follow."""
     try:
         run_workers(queue, EmailWorkload(settings["adapter"]), plan, workers=settings["workers"], timeout=timeout)
         return _report(redact(url), settings, queue)
@@ -140,6 +146,8 @@ def _drive(url: str, queue: Queue, settings: dict[str, Any], plan: tuple[Kill, .
         raise
     except Exception as error:  # noqa: BLE001 - the database failed: one line, and what to do
         raise _halfway(url, error, resumable=True) from None
+    finally:
+        owner.release(queue.store, run)
 
 
 def _still_to_land(plan: tuple[Kill, ...], queue: Queue) -> tuple[Kill, ...]:
@@ -167,7 +175,8 @@ def _halfway(url: str, error: Exception, *, resumable: bool) -> ChaosError:
 
 class _claimed:
     """The queue on the new, empty database at `url`, claimed for one run in one transaction
-    (refused if it is memory, holds work, or another run claimed it first)."""
+    (refused if it is memory, holds work, or another run claimed it first), and the claim
+    that makes this process its supervisor."""
 
     def __init__(self, url: str, settings: dict[str, Any]) -> None:
         self.store = open_store(url)
@@ -185,12 +194,13 @@ class _claimed:
                     raise BadArgumentError(field="db", problem="is already claimed by another chaos run",
                                            fix="give every chaos run a new, empty database (a new file name), "
                                                "or finish that run with --resume")
+                self.run = owner.claim(self.store)
         except BaseException:
             self.store.close()
             raise
 
-    def __enter__(self) -> Queue:
-        return self.queue
+    def __enter__(self) -> tuple[Queue, str]:
+        return self.queue, self.run
 
     def __exit__(self, *exc: object) -> None:
         self.store.close()

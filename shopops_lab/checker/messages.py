@@ -94,6 +94,7 @@ def stale_write(events: Sequence[Event], *, leases: Sequence[Event], item_case: 
     granted = (f"token {current} had already been granted to {newest.worker_id or 'another worker'} "
                f"at t={_t(newest.time)}" if newest is not None
                else f"the current token was {current}" if current is not None
+               else "nobody had claimed it, so no token was current" if "current" in write.info
                else "a newer token had already been granted")
     held = "a stale token" if token is None else f"token {token}"
     message = (f"{worker or 'a worker'} {what} {subject} at t={_t(time)} with {held}, but {granted}; "

@@ -129,17 +129,27 @@ class _Fencing:
         elif not isinstance(called.error, StaleTokenError):
             self.problem = (f"the store refused {what} with {type(called.error).__name__}, not StaleTokenError: "
                             "raise StaleTokenError so the caller knows it lost ownership.")
-        elif (called.error.token, called.error.current) != (token, self.newest) or not all(
-                type(n) is int for n in (called.error.token, called.error.current)):
+        elif not self._names_both(called.error, token):
+            current = self.newest or None
             self.problem = (f"the store refused {what}, but its StaleTokenError said token="
                             f"{called.error.token!r}, current={called.error.current!r}; it should say which "
                             f"token the write carried and which one is current (token={token}, "
-                            f"current={self.newest}).")
+                            f"current={current}{', as current_token() says before any claim' if not current else ''}).")
         elif self._kept() != before:
             self.problem = (f"the store refused {what}, but it now holds "
                             f"{describe(self._result())}: a refused write must change "
                             "nothing. Decide before you write.")
         return said
+
+    def _names_both(self, error: StaleTokenError, token: int) -> bool:
+        """Does the refusal carry the write's token and the current one? Before any claim no
+        token is current: None (what current_token() returns) or 0 both say so."""
+        current = error.current
+        if type(error.token) is not int or error.token != token:
+            return False
+        if self.newest == 0:
+            return current is None or (type(current) is int and current == 0)
+        return type(current) is int and current == self.newest
 
     def _delegates(self) -> bool:
         """Does the learner's store keep a TokenFence (the kit's own fencing rule) to decide for it?
@@ -202,8 +212,9 @@ exercise = Exercise(
     hints=("Which part of the system knows the newest token for a job? That is where the check must live.",
            "self.current_token(job_id) gives the newest token; StaleTokenError(what=..., token=..., current=...) "
            "is the error to raise; super().complete(...) does the actual write.",
-           "Shape: compare the token you were given with the current one; refuse unless they are equal and "
-           "somebody has claimed the job (the current token is above 0), otherwise hand over to the parent class."),
+           "Shape: compare the token you were given with the current one; refuse unless they are equal (before "
+           "anyone claims the job the current token is None, which no write's token equals), otherwise hand over "
+           "to the parent class."),
 )
 
 
@@ -249,14 +260,17 @@ PAYMENT_GUARD_QUIZ = Quiz(
     "The result store now refuses W1's token 4. Still stale, W1 asks the payment provider to refund "
     "Jordan's 40 EUR. What prevents a refund on top of W7's voucher?",
     ["The result store's token check.",
+     "An idempotency key on the refund call.",
      "The queue, because it refused W1's ack.",
-     "Only a guard on the payment call itself: an idempotency key for this refund, a token the provider "
-     "checks, or a go-between that checks W1's token before calling the provider.",
+     "Only a check of ownership where the payment happens: a token the provider compares, or a go-between "
+     "that checks W1's token before it calls the provider.",
      "W1's lease expiry at t=10."],
-    2,
+    3,
     ["The store checks writes to the store. The payment call never passes through it.",
+     "Nobody asked for this refund before: W1's key is new to the provider, so the money moves. A key limits "
+     "how many times a request takes effect, not who may send it.",
      "The ack comes after the work; by then the refund has been requested.",
-     "A token protects only what compares it. Anything else needs an idempotency key or a fencing check of its own, "
-     "or must be reached through something that checks the token.",
+     "A token protects only what compares it, so the payment needs a check of ownership of its own. Keep an "
+     "idempotency key on it too: it stops a retried go-between from paying twice, which the token does not.",
      "The expiry let W7 in; it did nothing to stop W1, which never noticed it."],
 )
