@@ -12,7 +12,7 @@ import pytest
 from shopops_lab import errors
 from shopops_lab.clock import Clock, FakeClock, SystemClock
 from shopops_lab.errors import BadArgumentError, ShopOpsError, StaleTokenError, TransitionError
-from shopops_lab.events import Event, EventKind, EventLog
+from shopops_lab.events import Event, EventKind, EventLog, EventRow
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
 
 # --------------------------------------------------------------------------- clock
@@ -214,11 +214,12 @@ def test_to_dicts_is_json_ready_and_from_dicts_round_trips():
     assert all(isinstance(e.kind, EventKind) for e in rebuilt)
 
 
-def test_rows_gives_the_same_events_as_bare_tuples_in_order():
+def test_rows_gives_the_same_events_as_named_rows_in_order():
     log = sample_log()
     rows = list(log.rows())
-    assert [(r[0], r[1], r[2]) for r in rows] == [(e.time, e.kind, e.item_id) for e in log]
-    assert rows[1] == (1.5, EventKind.LEASED, "item-0001", "O-1001", "W1", 1, 1, {"expires_at": 31.5})
+    assert [(r.time, r.kind, r.item_id) for r in rows] == [(e.time, e.kind, e.item_id) for e in log]
+    assert rows[1] == EventRow(time=1.5, kind=EventKind.LEASED, item_id="item-0001", case_id="O-1001",
+                               worker_id="W1", token=1, attempt=1, info={"expires_at": 31.5})
 
 
 def test_show_prints_the_last_events_and_how_many_came_before():

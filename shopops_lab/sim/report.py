@@ -130,7 +130,8 @@ def log_metrics(log: EventLog, queue: QueueMetrics) -> dict[str, Any]:
     gateway: list[float] = []
     timeouts = redeliveries = 0
     tally = dict.fromkeys(_TALLIED, 0)
-    for time, kind, item_id, _case, _worker, _token, attempt, info in log.rows():
+    for row in log.rows():
+        time, kind, item_id, attempt, info = row.time, row.kind, row.item_id, row.attempt, row.info
         if kind is EventKind.GATEWAY_CALL:
             gateway.append(info["seconds"])
             timeouts += bool(info.get("timed_out"))

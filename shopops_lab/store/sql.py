@@ -22,7 +22,7 @@ from typing import Any
 
 from shopops_lab.arguments import storable
 from shopops_lab.errors import ForeignStoreError
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import EventKind, EventLog, EventRow
 from shopops_lab.payloads import frozen, is_flat
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import ItemRow, item_id, item_seq
@@ -250,7 +250,7 @@ class DatabaseLog(EventLog):
         self._sync()
         return super().__getitem__(index)
 
-    def rows(self) -> Iterator[tuple]:
+    def rows(self) -> Iterator[EventRow]:
         self._sync()
         return super().rows()
 
@@ -448,19 +448,21 @@ class SQLStore(ABC):
         return self._execute(self._sql.next_number, (name,)).fetchone()[0]
 
     # ------------------------------------------------------------------ events
-    def _insert_event(self, row: tuple) -> int:
+    def _insert_event(self, row: EventRow) -> int:
         """Write one event row; -1 for its seq, which the database gives it."""
-        time, kind, item, case, worker, token, attempt, info = row
-        self._send(self._sql.insert_event, (time, kind.value if isinstance(kind, EventKind) else str(kind), item,
-                                            case, worker, token, attempt, dumps(info)))
+        kind = row.kind
+        self._send(self._sql.insert_event, (row.time, kind.value if isinstance(kind, EventKind) else str(kind),
+                                            row.item_id, row.case_id, row.worker_id, row.token, row.attempt,
+                                            dumps(row.info)))
         return -1
 
     def _count_events(self, upto: int) -> int:
         return self._execute(self._sql.count_events, (upto,)).fetchone()[0]
 
-    def _events_after(self, seq: int) -> list[tuple[int, tuple]]:
+    def _events_after(self, seq: int) -> list[tuple[int, EventRow]]:
         rows = self._execute(self._sql.events_after, (seq,)).fetchall()
-        return [(s, (time, _KINDS[kind], item, case, worker, token, attempt, _info(info)))
+        return [(s, EventRow(time=time, kind=_KINDS[kind], item_id=item, case_id=case, worker_id=worker,
+                             token=token, attempt=attempt, info=_info(info)))
                 for s, time, kind, item, case, worker, token, attempt, info in rows]
 
     def __enter__(self) -> SQLStore:

@@ -32,7 +32,7 @@ from shopops_lab.errors import (
     UnknownItemError,
     UnknownLeaseError,
 )
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import EventKind, EventLog, EventRow
 from shopops_lab.fencing import TokenFence
 from shopops_lab.payloads import flat_copy, json_copy
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
@@ -43,7 +43,6 @@ __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue", "Qu
 
 # Looked up once: reading a member off an Enum class costs a descriptor call, on every hot path.
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
-_ENQUEUED, _LEASED_EVENT, _ACKED = EventKind.ENQUEUED, EventKind.LEASED, EventKind.ACKED
 
 
 class Priority(IntEnum):
@@ -163,7 +162,7 @@ class Queue:
         self.id = QueueId()
         self._fence = TokenFence("item", store=self.store)
         self.log = self.store.log
-        self._append_event = self.log.appender()  # hot events, as tuple rows: no keyword handling
+        self._append_event = self.log.appender()  # hot events as EventRows, unchecked (bench_queue.py)
         # the store's hot methods, looked up once
         self._get, self._next, self._due = self.store.get_item, self.store.next_ready, self.store.due_leases
         self._write, self._add = self.store.write_item, self.store.add_item
@@ -205,8 +204,8 @@ class Queue:
         row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
         row.enqueued_at = t = self._time(now)
         self._add(row)
-        self._append_event((t, _ENQUEUED, row.id, case_id, None, None, None,
-                      {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)}))
+        self._append_event(EventRow(time=t, kind=EventKind.ENQUEUED, item_id=row.id, case_id=case_id,
+                                    info={"tenant_id": tenant_id, "kind": kind, "priority": int(priority)}))
         return row.id
 
     # ------------------------------------------------------------------ consuming
@@ -252,8 +251,9 @@ class Queue:
         row.expires_at = t + seconds
         row.ended_by = None
         self._move(row, _LEASED)
-        self._append_event((t, _LEASED_EVENT, row.id, row.case_id, worker_id, row.token, row.attempts,
-                      {"expires_at": row.expires_at}))
+        self._append_event(EventRow(time=t, kind=EventKind.LEASED, item_id=row.id, case_id=row.case_id,
+                                    worker_id=worker_id, token=row.token, attempt=row.attempts,
+                                    info={"expires_at": row.expires_at}))
         payload = row.payload
         return Lease(row.id, row.case_id, row.tenant_id, row.kind, worker_id, row.token, row.attempts, t,
                      row.expires_at, dict(payload) if row.flat else json_copy(payload), self.id)
@@ -300,7 +300,8 @@ class Queue:
         self._live(lease, row, "ack", t)
         row.ended_by = "acked"
         self._move(row, _DONE)
-        self._append_event((t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token, row.attempts, {}))
+        self._append_event(EventRow(time=t, kind=EventKind.ACKED, item_id=row.id, case_id=row.case_id,
+                                    worker_id=lease.worker_id, token=lease.token, attempt=row.attempts, info={}))
 
     @transaction(checks_first=True)
     def nack(self, lease: Lease, error: object = None, *, now: float | None = None) -> ItemState:
