@@ -20,6 +20,7 @@ from shopops_lab.store.base import ItemRow
 
 __all__ = ["MemoryStore"]
 
+# Members looked up once: reading one off the Enum class costs ~20x a global (bench_queue.py).
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
 _NONE: list[ItemRow] = []  # never appended to
 
@@ -76,7 +77,6 @@ class MemoryStore:
         self.log = log if log is not None else EventLog()
         self.atomic = _Transaction(self.log)
         self._items: dict[str, ItemRow] = {}
-        self.get_item = self._items.get  # the answer is the dict's own lookup: no Python call on every ack
         self._heads: dict[str, ItemRow] = {}  # case -> the first ready item of its line
         self._tails: dict[str, ItemRow] = {}  # case -> the last; rows in between link by `behind`
         self._held: set[str] = set()                  # cases with a live lease
@@ -94,6 +94,9 @@ class MemoryStore:
         self._items[row.id] = row
         self._counts[_READY] += 1
         self._make_ready(row, front=False)
+
+    def get_item(self, item_id: str) -> ItemRow | None:
+        return self._items.get(item_id)
 
     def next_ready(self, max_priority: int | None) -> ItemRow | None:
         available = self._available
@@ -117,8 +120,12 @@ class MemoryStore:
 
     def write_item(self, row: ItemRow, source: ItemState) -> None:
         target = row.state
-        if source is _READY:  # leased: next_ready answered from the top of the heap
-            heapq.heappop(self._available)
+        if source is _READY:  # leased: the item next_ready answered, so its case tops the heap
+            available = self._available
+            if not available or available[0][1] != row.seq:  # checked, not assumed: a wrong pop corrupts the lines
+                raise RuntimeError(f"write_item leased {row.id}, which next_ready did not answer: "
+                                   "lease next_ready's item, in the same transaction")
+            heapq.heappop(available)
             case_id = row.case_id
             if row.behind is None:
                 del self._heads[case_id], self._tails[case_id]
