@@ -6,6 +6,7 @@ import inspect
 import json
 import math
 import string
+from typing import Any
 
 import pytest
 
@@ -248,3 +249,48 @@ def test_where_names_an_unknown_kind():
     with pytest.raises(BadArgumentError) as raised:
         log.where("leasd")
     assert raised.value.field == "kind" and "EventKind.LEASED" in str(raised.value)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NamesOnly:
+    """An event row readable by name only, its fields in another order than `EventRow`'s
+    (as if fields had been added before them): a reader that unpacks or indexes a row by
+    position fails on it, or reads the wrong field."""
+
+    info: Any
+    attempt: int | None
+    token: int | None
+    worker_id: str | None
+    case_id: str | None
+    item_id: str | None
+    kind: EventKind
+    time: float
+
+
+def test_event_rows_are_read_by_name_so_a_new_field_shifts_no_reader():
+    from shopops_lab.metrics import queue_metrics, series
+    from shopops_lab.sim.engine import run
+    from shopops_lab.sim.report import log_metrics
+    from shopops_lab.viz import plots
+    from shopops_lab.viz.state_machine import last_transition
+
+    log = run("burst_day", seed=3, items=120).log
+    named = EventLog()
+    append = named.appender()
+    for row in log.rows():
+        append(NamesOnly(**row._asdict()))  # type: ignore[arg-type]
+    assert EventRow._fields == tuple(f.name for f in dataclasses.fields(Event))[1:-1] + ("info",)
+    assert [e.as_dict() for e in named] == [e.as_dict() for e in log]
+    assert queue_metrics(named) == queue_metrics(log) and series(named, 60) == series(log, 60)
+    assert log_metrics(named, queue_metrics(named)) == log_metrics(log, queue_metrics(log))
+    assert plots.p95_series(named) == plots.p95_series(log) != []
+    assert plots.fault_periods(named) == plots.fault_periods(log) != []
+    assert last_transition(named) == last_transition(log) is not None
+
+
+def test_an_event_row_is_made_by_keyword_with_defaults_for_what_it_does_not_name():
+    row = EventRow(time=2.0, kind=EventKind.ACKED, item_id="item-0001")
+    assert (row.case_id, row.worker_id, row.token, row.attempt, dict(row.info)) == (None, None, None, None, {})
+    log = EventLog()
+    log.appender()(row)
+    assert str(log[0]) == "#0 t=2 acked item=item-0001"
