@@ -15,6 +15,7 @@ from shopops_lab.clock import Clock, FakeClock, SystemClock
 from shopops_lab.errors import BadArgumentError, ShopOpsError, StaleTokenError, TransitionError
 from shopops_lab.events import Event, EventKind, EventLog, EventRow
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
+from shopops_lab.worker.queue import InMemoryQueue
 
 # --------------------------------------------------------------------------- clock
 
@@ -279,7 +280,10 @@ def test_event_rows_are_read_by_name_so_a_new_field_shifts_no_reader():
     append = named.appender()
     for row in log.rows():
         append(NamesOnly(**row._asdict()))  # type: ignore[arg-type]
-    assert EventRow._fields == tuple(f.name for f in dataclasses.fields(Event))[1:-1] + ("info",)
+    # The queue writes its three hot rows in this order (worker/queue.py, `_row`): a change here
+    # must change those, and Event's fields follow EventRow's.
+    assert EventRow._fields == ("time", "kind", "item_id", "case_id", "worker_id", "token", "attempt", "info")
+    assert tuple(f.name for f in dataclasses.fields(Event)) == ("seq", *EventRow._fields)
     assert [e.as_dict() for e in named] == [e.as_dict() for e in log]
     assert queue_metrics(named) == queue_metrics(log) and series(named, 60) == series(log, 60)
     assert log_metrics(named, queue_metrics(named)) == log_metrics(log, queue_metrics(log))
@@ -294,3 +298,19 @@ def test_an_event_row_is_made_by_keyword_with_defaults_for_what_it_does_not_name
     log = EventLog()
     log.appender()(row)
     assert str(log[0]) == "#0 t=2 acked item=item-0001"
+
+
+def test_the_queues_hot_rows_hold_each_value_under_its_name():
+    q = InMemoryQueue(clock=FakeClock())
+    item = q.enqueue(case_id="O-1", tenant_id="store_a", kind="contact_send", now=1)
+    lease = q.acquire("W1", now=2)
+    q.ack(lease, now=3)
+    rows = list(q.log.rows())
+    assert all(type(row) is EventRow for row in rows)
+    assert [row._asdict() for row in rows] == [
+        {"time": 1.0, "kind": EventKind.ENQUEUED, "item_id": item, "case_id": "O-1", "worker_id": None, "token": None,
+         "attempt": None, "info": {"tenant_id": "store_a", "kind": "contact_send", "priority": 1}},
+        {"time": 2.0, "kind": EventKind.LEASED, "item_id": item, "case_id": "O-1", "worker_id": "W1", "token": 1,
+         "attempt": 1, "info": {"expires_at": 32.0}},
+        {"time": 3.0, "kind": EventKind.ACKED, "item_id": item, "case_id": "O-1", "worker_id": "W1", "token": 1,
+         "attempt": 1, "info": {}}]
