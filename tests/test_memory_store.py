@@ -37,19 +37,25 @@ def test_a_case_costs_no_memory_beyond_its_items_waiting_or_drained():
     assert many_cases[0] - one_case[0] < 2_000 * 150 and many_cases[1] < one_case[1] * 1.1, (one_case, many_cases)
 
 
-def test_leasing_takes_next_readys_item_and_refuses_any_other():
-    """`write_item` of a ready row pops the top of the servable-cases heap: the row must be
-    the one `next_ready` answered, or the wrong case would leave the heap. Another ready row
-    is refused before anything changes."""
+def test_any_case_can_be_leased_and_the_heap_top_is_never_assumed():
+    """The servable cases sit in a heap; leasing one that is not on top (as the store contract
+    allows) leaves its offer there, and next_ready drops it instead of serving it again. A row
+    behind the first of its case's line is refused before anything changes."""
     q = InMemoryQueue(clock=FakeClock())
-    first, second = q.enqueue(case_id="A"), q.enqueue(case_id="B")
+    a, b, b2 = q.enqueue(case_id="A"), q.enqueue(case_id="B"), q.enqueue(case_id="B")
     store: MemoryStore = q.store  # type: ignore[assignment]
-    row = store.get_item(second)
-    assert row is not None and store.next_ready(None).id == first
-    row.state = ItemState.LEASED
-    with pytest.raises(RuntimeError, match="next_ready did not answer"):
-        store.write_item(row, ItemState.READY)
-    row.state = ItemState.READY
-    assert store.next_ready(None).id == first and store.item_counts()[ItemState.READY] == 2
-    leases = [q.acquire("W1"), q.acquire("W2")]
-    assert [lease.item_id for lease in leases] == [first, second] and q.acquire("W3") is None
+    second, behind = store.get_item(b), store.get_item(b2)
+    assert second is not None and behind is not None and store.next_ready(None).id == a
+    behind.state = ItemState.LEASED
+    with pytest.raises(RuntimeError, match="not first in its case's line"):
+        store.write_item(behind, ItemState.READY)
+    behind.state = ItemState.READY
+    assert store.next_ready(None).id == a and store.item_counts()[ItemState.READY] == 3
+    second.state, second.token, second.attempts, second.worker_id, second.expires_at = ItemState.LEASED, 1, 1, "W9", 30.0
+    store.write_item(second, ItemState.READY)  # case B leased out of the heap's order
+    assert store.next_ready(None).id == a
+    lease = q.acquire("W1")
+    assert lease is not None and lease.item_id == a and q.acquire("W2") is None  # B is held: b2 waits
+    second.state = ItemState.DONE  # B's lease ends, as an ack ends it
+    store.write_item(second, ItemState.LEASED)
+    assert store.next_ready(None).id == b2

@@ -5,7 +5,7 @@ survives the process.
 Lookups are O(log n): cases that can be served sit in a heap keyed by their head item's
 (priority, seq), and leases in a heap keyed by deadline, so neither `next_ready` nor
 `due_leases` scans the queue. Heap entries are never removed early; an entry that no longer
-matches its row is skipped when it reaches the top. A case's line of ready items is a chain
+matches its row (the case was leased, or its head changed) is dropped when it reaches the top. A case's line of ready items is a chain
 through the rows themselves (`row.behind`), so a burst of one-item cases allocates no
 container per case (a deque each cost ~700 bytes) and a drained case leaves nothing behind.
 """
@@ -99,10 +99,14 @@ class MemoryStore:
         return self._items.get(item_id)
 
     def next_ready(self, max_priority: int | None) -> ItemRow | None:
-        available = self._available
-        if not available or (max_priority is not None and available[0][0] > max_priority):
-            return None
-        return self._heads[available[0][2]]
+        available, heads = self._available, self._heads
+        while available:
+            priority, seq, case_id = available[0]
+            head = heads.get(case_id)
+            if head is not None and head.seq == seq and case_id not in self._held:
+                return None if max_priority is not None and priority > max_priority else head
+            heapq.heappop(available)  # an old offer: the case was leased, or its line changed, since
+        return None
 
     def due_leases(self, t: float) -> list[ItemRow]:
         heap = self._expiry
@@ -120,13 +124,11 @@ class MemoryStore:
 
     def write_item(self, row: ItemRow, source: ItemState) -> None:
         target = row.state
-        if source is _READY:  # leased: the item next_ready answered, so its case tops the heap
-            available = self._available
-            if not available or available[0][1] != row.seq:  # checked, not assumed: a wrong pop corrupts the lines
-                raise RuntimeError(f"write_item leased {row.id}, which next_ready did not answer: "
-                                   "lease next_ready's item, in the same transaction")
-            heapq.heappop(available)
+        if source is _READY:  # leased: the first of its case's line; the case's offer in the heap is now old
             case_id = row.case_id
+            if self._heads.get(case_id) is not row:
+                raise RuntimeError(f"write_item leased {row.id}, which is not first in its case's line "
+                                   "(the queue leases only what next_ready answers)")
             if row.behind is None:
                 del self._heads[case_id], self._tails[case_id]
             else:

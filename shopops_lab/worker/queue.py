@@ -44,6 +44,7 @@ __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue", "Qu
 
 # Members looked up once: reading one off the Enum class costs ~20x a global (bench_queue.py).
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
+_ENQUEUED, _LEASED_EVENT, _ACKED = EventKind.ENQUEUED, EventKind.LEASED, EventKind.ACKED
 
 
 class Priority(IntEnum):
@@ -207,7 +208,7 @@ class Queue:
         row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
         row.enqueued_at = t = self._time(now)
         self.store.add_item(row)
-        self._append_event(_row((t, EventKind.ENQUEUED, row.id, case_id, None, None, None,  # EventRow's order
+        self._append_event(_row((t, _ENQUEUED, row.id, case_id, None, None, None,  # EventRow's order
                                  {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)})))
         return row.id
 
@@ -254,7 +255,7 @@ class Queue:
         row.expires_at = t + seconds
         row.ended_by = None
         self._move(row, _LEASED)
-        self._append_event(_row((t, EventKind.LEASED, row.id, row.case_id, worker_id, row.token, row.attempts,
+        self._append_event(_row((t, _LEASED_EVENT, row.id, row.case_id, worker_id, row.token, row.attempts,
                                  {"expires_at": row.expires_at})))
         payload = row.payload
         return Lease(row.id, row.case_id, row.tenant_id, row.kind, worker_id, row.token, row.attempts, t,
@@ -302,7 +303,7 @@ class Queue:
         self._live(lease, row, "ack", t)
         row.ended_by = "acked"
         self._move(row, _DONE)
-        self._append_event(_row((t, EventKind.ACKED, row.id, row.case_id, lease.worker_id, lease.token,
+        self._append_event(_row((t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token,
                                  row.attempts, {})))
 
     @transaction(checks_first=True)
