@@ -51,7 +51,7 @@ def test_any_case_can_be_leased_and_the_heap_top_is_never_assumed():
         store.write_item(behind, ItemState.READY)
     behind.state = ItemState.READY
     assert store.next_ready(None).id == a and store.item_counts()[ItemState.READY] == 3
-    second.state, second.token, second.attempts, second.worker_id, second.expires_at = ItemState.LEASED, 1, 1, "W9", 30.0
+    second.state, second.token, second.attempts, second.expires_at = ItemState.LEASED, 1, 1, 30.0
     store.write_item(second, ItemState.READY)  # case B leased out of the heap's order
     assert store.next_ready(None).id == a
     lease = q.acquire("W1")

@@ -5,9 +5,10 @@ survives the process.
 Lookups are O(log n): cases that can be served sit in a heap keyed by their head item's
 (priority, seq), and leases in a heap keyed by deadline, so neither `next_ready` nor
 `due_leases` scans the queue. Heap entries are never removed early; an entry that no longer
-matches its row (the case was leased, or its head changed) is dropped when it reaches the top. A case's line of ready items is a chain
-through the rows themselves (`row.behind`), so a burst of one-item cases allocates no
-container per case (a deque each cost ~700 bytes) and a drained case leaves nothing behind.
+matches its row (the case was leased, or its head changed) is dropped when it reaches the
+top. A case's line of ready items is a chain through the rows themselves (`row.behind`), so
+a burst of one-item cases allocates no container per case (a deque each cost ~700 bytes)
+and a drained case leaves nothing behind.
 """
 from __future__ import annotations
 
