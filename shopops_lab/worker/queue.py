@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from functools import partial
 from typing import Any, NamedTuple
 
 from shopops_lab import arguments
@@ -57,10 +56,10 @@ class Priority(IntEnum):
     BULK = 2
 
 
-# The three events of every cycle, as EventRows made from a tuple in EventRow's field order: a
-# keyword EventRow(...) goes through type.__call__ and made a cycle ~25% slower (bench_queue.py).
-# test_clock_events.py pins the field order, so a new field cannot shift these silently.
-_row = partial(tuple.__new__, EventRow)
+# The three events of every cycle are EventRows made from a tuple in EventRow's field order: a
+# keyword EventRow(...) goes through type.__call__ and cost bench_queue.py's cycle ~28% more
+# instructions. test_clock_events.py pins the field order, so a new field cannot shift them silently.
+_row = tuple.__new__  # _row(EventRow, values)
 
 _PRIORITIES = {int(p): p for p in Priority}  # an int -> its Priority name, without an Enum call
 DUE = "due"  # what a store's lease_next answers when a lease is due (see Store)
@@ -208,8 +207,8 @@ class Queue:
         row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
         row.enqueued_at = t = self._time(now)
         self.store.add_item(row)
-        self._append_event(_row((t, _ENQUEUED, row.id, case_id, None, None, None,  # EventRow's order
-                                 {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)})))
+        self._append_event(_row(EventRow, (t, _ENQUEUED, row.id, case_id, None, None, None,  # EventRow's order
+                                           {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)})))
         return row.id
 
     # ------------------------------------------------------------------ consuming
@@ -255,8 +254,8 @@ class Queue:
         row.expires_at = t + seconds
         row.ended_by = None
         self._move(row, _LEASED)
-        self._append_event(_row((t, _LEASED_EVENT, row.id, row.case_id, worker_id, row.token, row.attempts,
-                                 {"expires_at": row.expires_at})))
+        self._append_event(_row(EventRow, (t, _LEASED_EVENT, row.id, row.case_id, worker_id, row.token,
+                                           row.attempts, {"expires_at": row.expires_at})))
         payload = row.payload
         return Lease(row.id, row.case_id, row.tenant_id, row.kind, worker_id, row.token, row.attempts, t,
                      row.expires_at, dict(payload) if row.flat else json_copy(payload), self.id)
@@ -303,8 +302,8 @@ class Queue:
         self._live(lease, row, "ack", t)
         row.ended_by = "acked"
         self._move(row, _DONE)
-        self._append_event(_row((t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token,
-                                 row.attempts, {})))
+        self._append_event(_row(EventRow, (t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token,
+                                           row.attempts, {})))
 
     @transaction(checks_first=True)
     def nack(self, lease: Lease, error: object = None, *, now: float | None = None) -> ItemState:
