@@ -167,7 +167,8 @@ def queue_metrics(log: EventLog, *, now: float | None = None) -> QueueMetrics:
     to_dlq: list[float] = []
     counts = dict.fromkeys(EventKind, 0)
     enqueued, leased, dead_lettered = EventKind.ENQUEUED, EventKind.LEASED, EventKind.DEAD_LETTERED  # per event below
-    start = last = None
+    start: float | None = None
+    last = 0.0
     for row in rows:
         time, kind, item_id = row.time, row.kind, row.item_id
         if limit is not None and time > limit:
@@ -192,7 +193,7 @@ def queue_metrics(log: EventLog, *, now: float | None = None) -> QueueMetrics:
         elif kind is dead_lettered:
             dead_at[item_id] = time
             to_dlq.append(time - enqueued_at.get(item_id, time))
-    at = limit if limit is not None else (last if last is not None else 0.0)
+    at = limit if limit is not None else last
     start = at if start is None else start
     levels = dict.fromkeys(ItemState, 0)
     for where in state.values():

@@ -138,7 +138,7 @@ def log_metrics(log: EventLog, queue: QueueMetrics) -> dict[str, Any]:
         elif kind is EventKind.LEASED:
             redeliveries += attempt is not None and attempt > 1
         elif kind is EventKind.ENQUEUED:
-            if is_approval(info):
+            if is_approval(info) and item_id is not None:
                 enqueued[item_id] = time
         elif kind is EventKind.ACKED:
             if item_id in enqueued:
