@@ -67,7 +67,7 @@ def main() -> int:
     def count_kinds() -> None:
         counts: dict = {}
         for row in log.rows():
-            counts[row[1]] = counts.get(row[1], 0) + 1
+            counts[row.kind] = counts.get(row.kind, 0) + 1
 
     scan = best(count_kinds)
     metrics = best(lambda: queue_metrics(log))

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from shopops_lab import arguments
 from shopops_lab.arguments import MAX_TIME
@@ -71,6 +71,22 @@ class EventKind(StrEnum):
     DELIVERED_TWICE = "delivered_twice"    # the broker handed a copy of a live lease to a second worker
 
 
+class EventRow(NamedTuple):
+    """One event as the log stores it, before it is numbered: what `appender()` takes and
+    `rows()` gives. Write and read it by name (`EventRow(time=t, kind=...)`, `row.kind`), never
+    by position, so a field added later shifts nobody. A named tuple, not a dataclass: it costs
+    a plain tuple's memory and about its speed on the queue's hot path (bench_queue.py)."""
+
+    time: float
+    kind: EventKind
+    item_id: str | None = None
+    case_id: str | None = None
+    worker_id: str | None = None
+    token: int | None = None
+    attempt: int | None = None
+    info: Mapping[str, Any] = _EMPTY
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Event:
     """One thing that happened, at `time` on the clock, numbered by `seq` (0, 1, 2, ...)."""
@@ -122,13 +138,13 @@ class EventLog:
     """An append-only list of `Event`s with a few read helpers. Never edited in place.
 
     Appending is on every hot path of the queue and the simulator, so a row is kept
-    as a plain tuple and becomes an `Event` only when somebody reads it.
+    as an `EventRow` and becomes an `Event` only when somebody reads it.
     """
 
     __slots__ = ("_rows", "_events")
 
     def __init__(self) -> None:
-        self._rows: list[tuple] = []
+        self._rows: list[EventRow] = []
         self._events: list[Event] = []  # rows already turned into Events, a prefix of _rows
 
     def append(self, kind: EventKind, time: float, /, *, item_id: str | None = None,
@@ -148,16 +164,17 @@ class EventLog:
                 # nested, or a number that might be NaN, infinite or too long to write: checked
                 info = {key: frozen(value, f"info[{key!r}]") for key, value in info.items()}
         rows = self._rows
-        rows.append((time, kind, item_id, case_id, worker_id, token, attempt, info))
+        rows.append(EventRow(time=time, kind=kind, item_id=item_id, case_id=case_id, worker_id=worker_id,
+                             token=token, attempt=attempt, info=info))
         return len(rows) - 1
 
     def _materialize(self, upto: int) -> None:
         events, rows = self._events, self._rows
         for seq in range(len(events), upto):
-            time, kind, item_id, case_id, worker_id, token, attempt, info = rows[seq]
-            events.append(Event(seq=seq, time=time, kind=kind, item_id=item_id, case_id=case_id,
-                                worker_id=worker_id, token=token, attempt=attempt,
-                                info=MappingProxyType(info) if info else _EMPTY))
+            row = rows[seq]
+            events.append(Event(seq=seq, time=row.time, kind=row.kind, item_id=row.item_id,
+                                case_id=row.case_id, worker_id=row.worker_id, token=row.token,
+                                attempt=row.attempt, info=MappingProxyType(row.info) if row.info else _EMPTY))
 
     @property
     def events(self) -> list[Event]:
@@ -176,16 +193,16 @@ class EventLog:
         self._materialize(len(self._rows))
         return self._events[index]
 
-    def appender(self) -> Callable[[tuple], None]:
-        """The fast path for hot producers (the queue): a function taking one row tuple
-        `(time, kind, item_id, case_id, worker_id, token, attempt, info)`, the very record
-        `append` makes, without the cost of keyword arguments. `info` must be a fresh dict."""
+    def appender(self) -> Callable[[EventRow], object]:
+        """The fast path for hot producers (the queue): a function taking one `EventRow`, the
+        very record `append` makes, stored without `append`'s checks (bench_queue.py). The
+        caller vouches for the row: an EventKind, a finite float time, a fresh JSON `info` dict."""
         return self._rows.append
 
-    def rows(self) -> Iterator[tuple]:
-        """Every event as a bare tuple `(time, kind, item_id, case_id, worker_id, token, attempt,
-        info)`, in `seq` order, without building `Event`s: the fast path for readers that scan a
-        whole simulation (metrics over hundreds of thousands of events). Treat `info` as read-only."""
+    def rows(self) -> Iterator[EventRow]:
+        """Every event as its `EventRow`, in `seq` order, without building `Event`s: the fast
+        path for readers that scan a whole simulation (metrics over hundreds of thousands of
+        events; bench_metrics.py). Read fields by name; treat `info` as read-only."""
         return iter(self._rows)
 
     @property

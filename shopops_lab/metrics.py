@@ -21,17 +21,18 @@ Conventions:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
 from shopops_lab import arguments
 from shopops_lab.errors import BadArgumentError
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import EventKind, EventLog, EventRow
 from shopops_lab.states import ItemState
 
 __all__ = ["QueueMetrics", "Series", "Summary", "percentile", "queue_metrics", "series"]
 
+# Members looked up once: reading one off the Enum class, per event, costs ~20x a global (bench_metrics.py).
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
 
 # The state an item is in right after each queue event (heartbeats and stale rejections move nothing).
@@ -165,9 +166,11 @@ def queue_metrics(log: EventLog, *, now: float | None = None) -> QueueMetrics:
     dead_at: dict[str, float] = {}
     to_dlq: list[float] = []
     counts = dict.fromkeys(EventKind, 0)
-    enqueued, leased, dead_lettered = EventKind.ENQUEUED, EventKind.LEASED, EventKind.DEAD_LETTERED
-    start = last = None
-    for time, kind, item_id, _case, _worker, _token, _attempt, _info in rows:
+    enqueued, leased, dead_lettered = EventKind.ENQUEUED, EventKind.LEASED, EventKind.DEAD_LETTERED  # per event below
+    start: float | None = None
+    last = 0.0
+    for row in rows:
+        time, kind, item_id = row.time, row.kind, row.item_id
         if limit is not None and time > limit:
             continue
         if start is None:
@@ -190,7 +193,7 @@ def queue_metrics(log: EventLog, *, now: float | None = None) -> QueueMetrics:
         elif kind is dead_lettered:
             dead_at[item_id] = time
             to_dlq.append(time - enqueued_at.get(item_id, time))
-    at = limit if limit is not None else (last if last is not None else 0.0)
+    at = limit if limit is not None else last
     start = at if start is None else start
     levels = dict.fromkeys(ItemState, 0)
     for where in state.values():
@@ -225,11 +228,11 @@ def series(log: EventLog, bucket_seconds: float, *, now: float | None = None) ->
     rows = _rows(log)
     limit = _now(now)
     width = float(bucket_seconds)
-    kept = [row for row in rows if limit is None or row[0] <= limit]
+    kept = [row for row in rows if limit is None or row.time <= limit]
     if not kept:
         return Series(bucket_seconds=width, depth=[], in_flight=[], acks=[], throughput=[])
-    first = min(row[0] for row in kept)
-    end = limit if limit is not None else max(row[0] for row in kept)
+    first = min(row.time for row in kept)
+    end = limit if limit is not None else max(row.time for row in kept)
     origin = math.floor(first / width) * width
     buckets = _bucket(end, origin, width) + 1
     if buckets > _MAX_BUCKETS:
@@ -238,11 +241,12 @@ def series(log: EventLog, bucket_seconds: float, *, now: float | None = None) ->
                                fix=f"pass a bigger bucket (at most {_MAX_BUCKETS:,} samples)")
     d_ready, d_leased, acks = [0] * buckets, [0] * buckets, [0] * buckets
     state: dict[str, ItemState] = {}
-    for time, kind, item_id, _case, _worker, _token, _attempt, _info in kept:
-        target = _STATE_AFTER.get(kind)
+    for row in kept:
+        target = _STATE_AFTER.get(row.kind)
+        item_id = row.item_id
         if target is None or item_id is None:
             continue
-        k = _bucket(time, origin, width)
+        k = _bucket(row.time, origin, width)
         source = state.get(item_id)
         state[item_id] = target
         if source is _READY:
@@ -261,7 +265,7 @@ def series(log: EventLog, bucket_seconds: float, *, now: float | None = None) ->
                   throughput=[(t, n / width) for t, n in zip(times, acks)])
 
 
-def _rows(log: EventLog):
+def _rows(log: EventLog) -> Iterator[EventRow]:
     if not isinstance(log, EventLog):
         raise BadArgumentError(field="log", problem=f"is a {type(log).__name__}",
                                fix="pass an EventLog, e.g. queue.log")

@@ -6,14 +6,16 @@ import inspect
 import json
 import math
 import string
+from typing import Any
 
 import pytest
 
 from shopops_lab import errors
 from shopops_lab.clock import Clock, FakeClock, SystemClock
 from shopops_lab.errors import BadArgumentError, ShopOpsError, StaleTokenError, TransitionError
-from shopops_lab.events import Event, EventKind, EventLog
+from shopops_lab.events import Event, EventKind, EventLog, EventRow
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
+from shopops_lab.worker.queue import InMemoryQueue
 
 # --------------------------------------------------------------------------- clock
 
@@ -214,11 +216,12 @@ def test_to_dicts_is_json_ready_and_from_dicts_round_trips():
     assert all(isinstance(e.kind, EventKind) for e in rebuilt)
 
 
-def test_rows_gives_the_same_events_as_bare_tuples_in_order():
+def test_rows_gives_the_same_events_as_named_rows_in_order():
     log = sample_log()
     rows = list(log.rows())
-    assert [(r[0], r[1], r[2]) for r in rows] == [(e.time, e.kind, e.item_id) for e in log]
-    assert rows[1] == (1.5, EventKind.LEASED, "item-0001", "O-1001", "W1", 1, 1, {"expires_at": 31.5})
+    assert [(r.time, r.kind, r.item_id) for r in rows] == [(e.time, e.kind, e.item_id) for e in log]
+    assert rows[1] == EventRow(time=1.5, kind=EventKind.LEASED, item_id="item-0001", case_id="O-1001",
+                               worker_id="W1", token=1, attempt=1, info={"expires_at": 31.5})
 
 
 def test_show_prints_the_last_events_and_how_many_came_before():
@@ -247,3 +250,67 @@ def test_where_names_an_unknown_kind():
     with pytest.raises(BadArgumentError) as raised:
         log.where("leasd")
     assert raised.value.field == "kind" and "EventKind.LEASED" in str(raised.value)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NamesOnly:
+    """An event row readable by name only, its fields in another order than `EventRow`'s
+    (as if fields had been added before them): a reader that unpacks or indexes a row by
+    position fails on it, or reads the wrong field."""
+
+    info: Any
+    attempt: int | None
+    token: int | None
+    worker_id: str | None
+    case_id: str | None
+    item_id: str | None
+    kind: EventKind
+    time: float
+
+
+def test_event_rows_are_read_by_name_so_a_new_field_shifts_no_reader():
+    from shopops_lab.metrics import queue_metrics, series
+    from shopops_lab.sim.engine import run
+    from shopops_lab.sim.report import log_metrics
+    from shopops_lab.viz import plots
+    from shopops_lab.viz.state_machine import last_transition
+
+    log = run("burst_day", seed=3, items=120).log
+    named = EventLog()
+    append = named.appender()
+    for row in log.rows():
+        append(NamesOnly(**row._asdict()))  # type: ignore[arg-type]
+    # The queue writes its three hot rows in this order (worker/queue.py, `_row`): a change here
+    # must change those, and Event's fields follow EventRow's.
+    assert EventRow._fields == ("time", "kind", "item_id", "case_id", "worker_id", "token", "attempt", "info")
+    assert tuple(f.name for f in dataclasses.fields(Event)) == ("seq", *EventRow._fields)
+    assert [e.as_dict() for e in named] == [e.as_dict() for e in log]
+    assert queue_metrics(named) == queue_metrics(log) and series(named, 60) == series(log, 60)
+    assert log_metrics(named, queue_metrics(named)) == log_metrics(log, queue_metrics(log))
+    assert plots.p95_series(named) == plots.p95_series(log) != []
+    assert plots.fault_periods(named) == plots.fault_periods(log) != []
+    assert last_transition(named) == last_transition(log) is not None
+
+
+def test_an_event_row_is_made_by_keyword_with_defaults_for_what_it_does_not_name():
+    row = EventRow(time=2.0, kind=EventKind.ACKED, item_id="item-0001")
+    assert (row.case_id, row.worker_id, row.token, row.attempt, dict(row.info)) == (None, None, None, None, {})
+    log = EventLog()
+    log.appender()(row)
+    assert str(log[0]) == "#0 t=2 acked item=item-0001"
+
+
+def test_the_queues_hot_rows_hold_each_value_under_its_name():
+    q = InMemoryQueue(clock=FakeClock())
+    item = q.enqueue(case_id="O-1", tenant_id="store_a", kind="contact_send", now=1)
+    lease = q.acquire("W1", now=2)
+    q.ack(lease, now=3)
+    rows = list(q.log.rows())
+    assert all(type(row) is EventRow for row in rows)
+    assert [row._asdict() for row in rows] == [
+        {"time": 1.0, "kind": EventKind.ENQUEUED, "item_id": item, "case_id": "O-1", "worker_id": None, "token": None,
+         "attempt": None, "info": {"tenant_id": "store_a", "kind": "contact_send", "priority": 1}},
+        {"time": 2.0, "kind": EventKind.LEASED, "item_id": item, "case_id": "O-1", "worker_id": "W1", "token": 1,
+         "attempt": 1, "info": {"expires_at": 32.0}},
+        {"time": 3.0, "kind": EventKind.ACKED, "item_id": item, "case_id": "O-1", "worker_id": "W1", "token": 1,
+         "attempt": 1, "info": {}}]

@@ -8,7 +8,7 @@ import pytest
 from store_backends import Backend
 
 from shopops_lab.errors import BadArgumentError, ShopOpsError, StaleTokenError
-from shopops_lab.events import EventKind
+from shopops_lab.events import EventKind, EventRow
 from shopops_lab.jobs import JobStore
 from shopops_lab.states import ItemState
 from shopops_lab.store import ItemRow, Store
@@ -199,7 +199,8 @@ def test_the_log_reads_back_what_was_appended(backend: Backend):
     store = backend.open()
     append = store.log.appender()
     with store.atomic:
-        append((1.5, EventKind.ENQUEUED, "item-0001", "O-1001", None, None, None, {"priority": 1}))
+        append(EventRow(time=1.5, kind=EventKind.ENQUEUED, item_id="item-0001", case_id="O-1001",
+                        info={"priority": 1}))
         store.log.append(EventKind.LEASED, 2.0, item_id="item-0001", case_id="O-1001", worker_id="W1",
                          token=1, attempt=1, expires_at=32.0)
     events = store.log.events

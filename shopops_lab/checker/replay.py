@@ -20,7 +20,6 @@ from shopops_lab.states import ItemState
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "Pass", "storm"]
 
 DEFAULT_MAX_ATTEMPTS = 5               # the queue's own default, assumed when nobody says
-_READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
 
 
 class _Item:
@@ -97,7 +96,7 @@ class Pass:
             item.case_id = event.case_id
         item.enqueued = item.began = event
         item.since = len(item.leases)
-        self._move(item, _READY, event)
+        self._move(item, ItemState.READY, event)
         self._refresh(item.case_id, event.time)
 
     def _leased(self, event: Event) -> None:
@@ -105,7 +104,7 @@ class Pass:
         if item is None:
             return
         self._granted(item, event)
-        self._move(item, _LEASED, event)
+        self._move(item, ItemState.LEASED, event)
         case = item.case_id
         if case is None:
             return
@@ -144,7 +143,7 @@ class Pass:
         item = self._item(event)
         if item is not None:
             self._fence(item, event)
-            self._settle(item, event, _DONE)
+            self._settle(item, event, ItemState.DONE)
 
     def _nacked(self, event: Event) -> None:
         item = self._item(event)
@@ -153,17 +152,17 @@ class Pass:
             error = event.info.get("error")
             if error is not None:
                 item.error = error
-            self._settle(item, event, _READY)
+            self._settle(item, event, ItemState.READY)
 
     def _expired(self, event: Event) -> None:
         item = self._item(event)
         if item is not None:
-            self._settle(item, event, _READY)
+            self._settle(item, event, ItemState.READY)
 
     def _dead_lettered(self, event: Event) -> None:
         item = self._item(event)
         if item is not None:
-            self._settle(item, event, _DEAD)
+            self._settle(item, event, ItemState.DEAD)
             self._judge_storm(item, ended_by=event)
             item.began, item.since = None, len(item.leases)
 
@@ -173,7 +172,7 @@ class Pass:
             return
         self._judge_storm(item, ended_by=None)
         item.began, item.since = event, len(item.leases)
-        self._move(item, _READY, event)
+        self._move(item, ItemState.READY, event)
         self._refresh(item.case_id, event.time)
 
     def _settle(self, item: _Item, event: Event, state: ItemState) -> None:
@@ -195,14 +194,14 @@ class Pass:
         attempt goes back to the front."""
         before = item.state
         item.state, item.last = state, event
-        if before is _READY:
-            if state is not _READY:
+        if before is ItemState.READY:
+            if state is not ItemState.READY:
                 self._leave_line(item, state, event)
-        elif state is _READY and item.case_id is not None:
+        elif state is ItemState.READY and item.case_id is not None:
             line = self.lines.get(item.case_id)
             if line is None:
                 line = self.lines[item.case_id] = deque()
-            if before is _LEASED:
+            if before is ItemState.LEASED:
                 line.appendleft(item)
             else:
                 line.append(item)
@@ -219,7 +218,7 @@ class Pass:
             if not line:
                 del self.lines[item.case_id]
         if item.approval:
-            self.waits.stop(item.id, event if state is _LEASED else None)
+            self.waits.stop(item.id, event if state is ItemState.LEASED else None)
 
     def _refresh(self, case: str | None, t: float) -> None:
         """Tell the approval clocks of `case` (if any wait on it) who could be served now."""
@@ -282,7 +281,7 @@ class Pass:
     def in_flight(self) -> list[_Item]:
         """Enqueued items neither done nor dead-lettered."""
         return [item for item in self.items.values()
-                if item.enqueued is not None and item.state in (_READY, _LEASED)]
+                if item.enqueued is not None and item.state in (ItemState.READY, ItemState.LEASED)]
 
     def _judge_storm(self, item: _Item, *, ended_by: Event | None) -> None:
         found = storm(item, self.max_attempts, ended_by)

@@ -269,7 +269,8 @@ def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits, *, pol
     calls = timeouts = max_in_flight = 0
     call_seconds = 0.0
     latencies: list[float] = []
-    for time, kind, item_id, case_id, _worker, _token, _attempt, info in report.log.rows():
+    for row in report.log.rows():
+        time, kind, item_id, case_id, info = row.time, row.kind, row.item_id, row.case_id, row.info
         if kind is EventKind.ENQUEUED:
             kind_of[item_id] = info.get("kind", "")
             if is_approval(info):

@@ -134,13 +134,13 @@ class Simulation:
     def _advance(self, limit: int | None, until: float) -> int:
         """The engine's loop: pop, move the clock, act. Stale entries (a killed worker's
         wake-up) are dropped without counting as a step."""
-        heap, pop, set_clock, world = self._heap, heapq.heappop, self.clock.set, self.world
+        heap, world = self._heap, self.world
         handled = 0
         while heap and heap[0][0] <= until and (limit is None or handled < limit):
-            t, _, seq, action, arg = pop(heap)
+            t, _, seq, action, arg = heapq.heappop(heap)
             if t != world.now:
                 world.now = t
-                set_clock(t)
+                self.clock.set(t)
             actor = action(arg, seq)
             if actor is not None:
                 handled += 1

@@ -130,14 +130,15 @@ def log_metrics(log: EventLog, queue: QueueMetrics) -> dict[str, Any]:
     gateway: list[float] = []
     timeouts = redeliveries = 0
     tally = dict.fromkeys(_TALLIED, 0)
-    for time, kind, item_id, _case, _worker, _token, attempt, info in log.rows():
+    for row in log.rows():
+        time, kind, item_id, attempt, info = row.time, row.kind, row.item_id, row.attempt, row.info
         if kind is EventKind.GATEWAY_CALL:
             gateway.append(info["seconds"])
             timeouts += bool(info.get("timed_out"))
         elif kind is EventKind.LEASED:
             redeliveries += attempt is not None and attempt > 1
         elif kind is EventKind.ENQUEUED:
-            if is_approval(info):
+            if is_approval(info) and item_id is not None:
                 enqueued[item_id] = time
         elif kind is EventKind.ACKED:
             if item_id in enqueued:

@@ -5,9 +5,10 @@ survives the process.
 Lookups are O(log n): cases that can be served sit in a heap keyed by their head item's
 (priority, seq), and leases in a heap keyed by deadline, so neither `next_ready` nor
 `due_leases` scans the queue. Heap entries are never removed early; an entry that no longer
-matches its row is skipped when it reaches the top. A case's line of ready items is a chain
-through the rows themselves (`row.behind`), so a burst of one-item cases allocates no
-container per case (a deque each cost ~700 bytes) and a drained case leaves nothing behind.
+matches its row (the case was leased, or its head changed) is dropped when it reaches the
+top. A case's line of ready items is a chain through the rows themselves (`row.behind`), so
+a burst of one-item cases allocates no container per case (a deque each cost ~700 bytes)
+and a drained case leaves nothing behind.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from shopops_lab.store.base import ItemRow
 
 __all__ = ["MemoryStore"]
 
+# Members looked up once: reading one off the Enum class costs ~20x a global (bench_queue.py).
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
 _NONE: list[ItemRow] = []  # never appended to
 
@@ -76,7 +78,6 @@ class MemoryStore:
         self.log = log if log is not None else EventLog()
         self.atomic = _Transaction(self.log)
         self._items: dict[str, ItemRow] = {}
-        self.get_item = self._items.get  # the answer is the dict's own lookup: no Python call on every ack
         self._heads: dict[str, ItemRow] = {}  # case -> the first ready item of its line
         self._tails: dict[str, ItemRow] = {}  # case -> the last; rows in between link by `behind`
         self._held: set[str] = set()                  # cases with a live lease
@@ -95,11 +96,18 @@ class MemoryStore:
         self._counts[_READY] += 1
         self._make_ready(row, front=False)
 
+    def get_item(self, item_id: str) -> ItemRow | None:
+        return self._items.get(item_id)
+
     def next_ready(self, max_priority: int | None) -> ItemRow | None:
-        available = self._available
-        if not available or (max_priority is not None and available[0][0] > max_priority):
-            return None
-        return self._heads[available[0][2]]
+        available, heads = self._available, self._heads
+        while available:
+            priority, seq, case_id = available[0]
+            head = heads.get(case_id)
+            if head is not None and head.seq == seq and case_id not in self._held:
+                return None if max_priority is not None and priority > max_priority else head
+            heapq.heappop(available)  # an old offer: the case was leased, or its line changed, since
+        return None
 
     def due_leases(self, t: float) -> list[ItemRow]:
         heap = self._expiry
@@ -117,9 +125,11 @@ class MemoryStore:
 
     def write_item(self, row: ItemRow, source: ItemState) -> None:
         target = row.state
-        if source is _READY:  # leased: next_ready answered from the top of the heap
-            heapq.heappop(self._available)
+        if source is _READY:  # leased: the first of its case's line; the case's offer in the heap is now old
             case_id = row.case_id
+            if self._heads.get(case_id) is not row:
+                raise RuntimeError(f"write_item leased {row.id}, which is not first in its case's line "
+                                   "(the queue leases only what next_ready answers)")
             if row.behind is None:
                 del self._heads[case_id], self._tails[case_id]
             else:

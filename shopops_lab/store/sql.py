@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from json import encoder as json_encoder
 from typing import Any
 
 from shopops_lab.arguments import storable
 from shopops_lab.errors import ForeignStoreError
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import EventKind, EventLog, EventRow
 from shopops_lab.payloads import frozen, is_flat
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import ItemRow, item_id, item_seq
@@ -34,7 +33,6 @@ SCHEMA_VERSION = 1
 TABLES = ("shopops_meta", "items", "events", "records", "counters")
 
 _STATES = {state.value: state for state in ItemState}
-_READY, _LEASED, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DEAD
 _KINDS = {kind.value: kind for kind in EventKind}
 # The columns a row is read from, in `_item_row`'s order. A new row also has `id` (item_id(seq),
 # for readers of the table) and `position`, its place in its line: the database draws it and
@@ -153,17 +151,9 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def _json_writer() -> Callable[[Any], str]:
-    """Compact JSON text, NaN refused. `json.dumps` builds its C encoder anew on every call
-    (half its time for a small dict); this one is built once."""
-    if json_encoder.c_make_encoder is None:  # a Python without the C accelerator
-        return json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=_plain).encode
-    encode = json_encoder.c_make_encoder(None, _plain, json_encoder.encode_basestring_ascii, None, ":", ",",
-                                         False, False, False)
-    return lambda value: "".join(encode(value, 0))
-
-
-dumps = _json_writer()
+def dumps(value: Any) -> str:
+    """Compact JSON text, NaN refused, read-only mappings written as dicts."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_plain)
 
 
 class _Transaction:
@@ -250,7 +240,7 @@ class DatabaseLog(EventLog):
         self._sync()
         return super().__getitem__(index)
 
-    def rows(self) -> Iterator[tuple]:
+    def rows(self) -> Iterator[EventRow]:
         self._sync()
         return super().rows()
 
@@ -388,9 +378,9 @@ class SQLStore(ABC):
 
     def write_item(self, row: ItemRow, source: ItemState) -> None:
         state = row.state
-        if state is _DEAD and source is _LEASED:
+        if state is ItemState.DEAD and source is ItemState.LEASED:
             statement = self._sql.to_dead_line
-        elif state is _READY and source is _DEAD:  # a replay: to the back of its case
+        elif state is ItemState.READY and source is ItemState.DEAD:  # a replay: to the back of its case
             statement = self._sql.to_back_of_case
         else:  # any other change keeps the item's place (back from a lease: the front of its case)
             statement = self._sql.write_item
@@ -448,19 +438,21 @@ class SQLStore(ABC):
         return self._execute(self._sql.next_number, (name,)).fetchone()[0]
 
     # ------------------------------------------------------------------ events
-    def _insert_event(self, row: tuple) -> int:
+    def _insert_event(self, row: EventRow) -> int:
         """Write one event row; -1 for its seq, which the database gives it."""
-        time, kind, item, case, worker, token, attempt, info = row
-        self._send(self._sql.insert_event, (time, kind.value if isinstance(kind, EventKind) else str(kind), item,
-                                            case, worker, token, attempt, dumps(info)))
+        kind = row.kind
+        self._send(self._sql.insert_event, (row.time, kind.value if isinstance(kind, EventKind) else str(kind),
+                                            row.item_id, row.case_id, row.worker_id, row.token, row.attempt,
+                                            dumps(row.info)))
         return -1
 
     def _count_events(self, upto: int) -> int:
         return self._execute(self._sql.count_events, (upto,)).fetchone()[0]
 
-    def _events_after(self, seq: int) -> list[tuple[int, tuple]]:
+    def _events_after(self, seq: int) -> list[tuple[int, EventRow]]:
         rows = self._execute(self._sql.events_after, (seq,)).fetchall()
-        return [(s, (time, _KINDS[kind], item, case, worker, token, attempt, _info(info)))
+        return [(s, EventRow(time=time, kind=_KINDS[kind], item_id=item, case_id=case, worker_id=worker,
+                             token=token, attempt=attempt, info=_info(info)))
                 for s, time, kind, item, case, worker, token, attempt, info in rows]
 
     def __enter__(self) -> SQLStore:

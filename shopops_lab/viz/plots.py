@@ -20,7 +20,7 @@ from typing import Any
 
 from shopops_lab import arguments, metrics
 from shopops_lab.errors import BadArgumentError
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import EventKind, EventLog, EventRow
 from shopops_lab.viz.panels import FaultPeriod, Panel, Series
 
 __all__ = ["FaultPeriod", "attempts_plot", "dashboard", "depth_plot", "fault_periods",
@@ -44,8 +44,8 @@ def p95_series(log: EventLog, bucket: float | None = None) -> list[tuple[float, 
     """(t, p95 latency, calls) for each bucket (t - bucket, t] holding GATEWAY_CALL events,
     the way `metrics.series` samples; p95 is nearest-rank (`metrics.percentile`)."""
     rows = _rows(log)
-    calls = [(row[0], float(seconds)) for row in rows
-             if row[1] is EventKind.GATEWAY_CALL and (seconds := _latency(row[7])) is not None]
+    calls = [(row.time, float(seconds)) for row in rows
+             if row.kind is EventKind.GATEWAY_CALL and (seconds := _latency(row.info)) is not None]
     if not calls:
         return []
     size = _bucket(bucket, rows)
@@ -64,17 +64,18 @@ def fault_periods(log: EventLog) -> list[FaultPeriod]:
     rows = _rows(log)
     periods: list[FaultPeriod] = []
     open_: dict[str, float] = {}
-    for time, kind, _item, _case, worker, _token, _attempt, info in rows:
-        if (kind is not EventKind.FAULT_INJECTED or worker is not None or info.get("point")
+    for row in rows:
+        info = row.info
+        if (row.kind is not EventKind.FAULT_INJECTED or row.worker_id is not None or info.get("point")
                 or not info.get("fault")):
             continue
         name = str(info["fault"])
         if info.get("phase") == "over":
             if name in open_:
-                periods.append((open_.pop(name), time, name.replace("_", " ")))
+                periods.append((open_.pop(name), row.time, name.replace("_", " ")))
         else:
-            open_.setdefault(name, time)
-    end = rows[-1][0] if rows else 0.0
+            open_.setdefault(name, row.time)
+    end = rows[-1].time if rows else 0.0
     periods.extend((start, end, name.replace("_", " ")) for name, start in open_.items())
     return sorted(periods)
 
@@ -176,7 +177,7 @@ def _log(log: Any) -> EventLog:
                            fix="pass an EventLog, e.g. depth_plot(queue.log)")
 
 
-def _rows(log: EventLog) -> list[tuple]:
+def _rows(log: EventLog) -> list[EventRow]:
     return list(_log(log).rows())
 
 
@@ -202,12 +203,12 @@ def _faults(faults: Sequence[FaultPeriod] | None, log: EventLog) -> list[FaultPe
     return periods
 
 
-def _bucket(bucket: float | None, rows: list[tuple], *, buckets: int = 40) -> float:
+def _bucket(bucket: float | None, rows: list[EventRow], *, buckets: int = 40) -> float:
     """The bucket width: as given, or a round number giving about `buckets` over the log."""
     if bucket is not None:
         arguments.finite("bucket", bucket, "pass a number of seconds")
         return arguments.number("bucket", bucket, "pass a positive number of seconds", above=0)
-    times = [row[0] for row in rows]
+    times = [row.time for row in rows]
     raw = max(max(times) - min(times), 1.0) / buckets
     power = 10 ** math.floor(math.log10(raw))
     return float(next(m * power for m in (1, 2, 5, 10) if m * power >= raw))

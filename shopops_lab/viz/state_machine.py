@@ -80,7 +80,7 @@ def state_machine(queue: Any = None, highlight: Edge | str | None = None, *,
 def last_transition(log: EventLog) -> Edge | None:
     """The edge of the newest queue event that moved an item, or None if none did."""
     for row in reversed(list(log.rows())):  # bare rows: no Event objects built for a long log
-        edge = _EVENT_EDGES.get(row[1])
+        edge = _EVENT_EDGES.get(row.kind)
         if edge is not None:
             return edge
     return None

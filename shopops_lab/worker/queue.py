@@ -32,7 +32,7 @@ from shopops_lab.errors import (
     UnknownItemError,
     UnknownLeaseError,
 )
-from shopops_lab.events import EventKind, EventLog
+from shopops_lab.events import EventKind, EventLog, EventRow
 from shopops_lab.fencing import TokenFence
 from shopops_lab.payloads import flat_copy, json_copy
 from shopops_lab.states import TRANSITIONS, ItemState, check_transition
@@ -41,7 +41,7 @@ from shopops_lab.store.base import ItemRow
 
 __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue", "QueueId"]
 
-# Looked up once: reading a member off an Enum class costs a descriptor call, on every hot path.
+# Members looked up once: reading one off the Enum class costs ~20x a global (bench_queue.py).
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
 _ENQUEUED, _LEASED_EVENT, _ACKED = EventKind.ENQUEUED, EventKind.LEASED, EventKind.ACKED
 
@@ -55,6 +55,11 @@ class Priority(IntEnum):
     NORMAL = 1
     BULK = 2
 
+
+# The three events of every cycle are EventRows made from a tuple in EventRow's field order: with
+# keywords, EventRow(...) cost bench_queue.py's cycle ~28% more instructions than plain tuples did
+# (made so, ~7%). test_clock_events.py pins the field order, so a new field shifts none of them.
+_row = tuple.__new__  # _row(EventRow, values)
 
 _PRIORITIES = {int(p): p for p in Priority}  # an int -> its Priority name, without an Enum call
 DUE = "due"  # what a store's lease_next answers when a lease is due (see Store)
@@ -163,10 +168,7 @@ class Queue:
         self.id = QueueId()
         self._fence = TokenFence("item", store=self.store)
         self.log = self.store.log
-        self._append_event = self.log.appender()  # hot events, as tuple rows: no keyword handling
-        # the store's hot methods, looked up once
-        self._get, self._next, self._due = self.store.get_item, self.store.next_ready, self.store.due_leases
-        self._write, self._add = self.store.write_item, self.store.add_item
+        self._append_event = self.log.appender()  # hot events as EventRows, unchecked (bench_queue.py)
         # A store that can lease and ack in one statement each (PostgreSQL: a round trip saved twice)
         self._lease_next = getattr(self.store, "lease_next", None)
         self._ack_live = getattr(self.store, "ack_live", None)
@@ -204,9 +206,9 @@ class Queue:
         row.expires_at, row.lease_seconds = None, self.lease_seconds
         row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
         row.enqueued_at = t = self._time(now)
-        self._add(row)
-        self._append_event((t, _ENQUEUED, row.id, case_id, None, None, None,
-                      {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)}))
+        self.store.add_item(row)
+        self._append_event(_row(EventRow, (t, _ENQUEUED, row.id, case_id, None, None, None,  # EventRow's order
+                                           {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)})))
         return row.id
 
     # ------------------------------------------------------------------ consuming
@@ -239,10 +241,10 @@ class Queue:
     @transaction(checks_first=True)
     def _acquire(self, worker_id: str, t: float, seconds: float, max_priority: int | None) -> Lease | None:
         """`acquire` after its checks, the long way: expire what is due, then lease."""
-        due = self._due(t)
+        due = self.store.due_leases(t)
         if due:
             self._expire(due, t)
-        row = self._next(max_priority)
+        row = self.store.next_ready(max_priority)
         if row is None:
             return None
         row.attempts += 1
@@ -252,8 +254,8 @@ class Queue:
         row.expires_at = t + seconds
         row.ended_by = None
         self._move(row, _LEASED)
-        self._append_event((t, _LEASED_EVENT, row.id, row.case_id, worker_id, row.token, row.attempts,
-                      {"expires_at": row.expires_at}))
+        self._append_event(_row(EventRow, (t, _LEASED_EVENT, row.id, row.case_id, worker_id, row.token,
+                                           row.attempts, {"expires_at": row.expires_at})))
         payload = row.payload
         return Lease(row.id, row.case_id, row.tenant_id, row.kind, worker_id, row.token, row.attempts, t,
                      row.expires_at, dict(payload) if row.flat else json_copy(payload), self.id)
@@ -264,13 +266,13 @@ class Queue:
         (expired, settled, or claimed by someone newer): stop side effects then."""
         row = self._granted(lease)
         t = self._time(now)
-        self._expire(self._due(t), t)
+        self._expire(self.store.due_leases(t), t)
         try:
             self._live(lease, row, "heartbeat", t)
         except (StaleTokenError, LeaseExpiredError, LeaseSettledError):
             return False
         row.expires_at = t + row.lease_seconds
-        self._write(row, _LEASED)
+        self.store.write_item(row, _LEASED)
         self.log.append(EventKind.HEARTBEAT, t, item_id=row.id, case_id=row.case_id,
                         worker_id=lease.worker_id, token=lease.token, attempt=row.attempts,
                         expires_at=row.expires_at)
@@ -294,13 +296,14 @@ class Queue:
         """`ack`, the long way."""
         row = self._granted(lease)
         t = self._time(now)
-        due = self._due(t)
+        due = self.store.due_leases(t)
         if due:
             self._expire(due, t)
         self._live(lease, row, "ack", t)
         row.ended_by = "acked"
         self._move(row, _DONE)
-        self._append_event((t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token, row.attempts, {}))
+        self._append_event(_row(EventRow, (t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token,
+                                           row.attempts, {})))
 
     @transaction(checks_first=True)
     def nack(self, lease: Lease, error: object = None, *, now: float | None = None) -> ItemState:
@@ -309,7 +312,7 @@ class Queue:
         row = self._granted(lease)
         described = _describe(error)
         t = self._time(now)
-        self._expire(self._due(t), t)
+        self._expire(self.store.due_leases(t), t)
         self._live(lease, row, "nack", t)
         row.ended_by = "nacked"
         row.last_error = described
@@ -350,7 +353,7 @@ class Queue:
 
     def _settled_by_handler(self, lease: Lease) -> Outcome:
         """What the handler made of its own lease when it acked or nacked it itself."""
-        row = self._get(lease.item_id)
+        row = self.store.get_item(lease.item_id)
         if row.ended_by == "acked":
             return Outcome.OK
         return Outcome.DEAD if row.state is _DEAD else Outcome.RETRIED
@@ -361,7 +364,7 @@ class Queue:
         was the last attempt). The queue also does this on each call; lessons call it
         directly to force an expiry. Returns the expired item ids."""
         t = self._time(now)
-        return self._expire(self._due(t), t)
+        return self._expire(self.store.due_leases(t), t)
 
     def _expire_leases(self, now: float | None = None) -> list[str]:
         """`expire_leases` under the name the labs first met it by."""
@@ -485,7 +488,7 @@ class Queue:
         if (source, target) not in _EDGES:
             check_transition(f"item {row.id}", source, target)  # raises TransitionError
         row.state = target
-        self._write(row, source)
+        self.store.write_item(row, source)
 
     def _end_attempt(self, row: ItemRow, t: float) -> ItemState:
         """After a failed or expired attempt: back to the front of its case, or dead."""
@@ -522,7 +525,7 @@ class Queue:
         if lease.queue is not self.id:
             raise UnknownLeaseError(reason=f"lease on {lease.item_id} was not granted by this queue "
                                            "(item ids repeat across queues)")
-        row = self._get(lease.item_id) if isinstance(lease.item_id, str) else None
+        row = self.store.get_item(lease.item_id) if isinstance(lease.item_id, str) else None
         if row is None:
             raise UnknownLeaseError(reason=f"no item {lease.item_id} in this queue")
         token = lease.token
