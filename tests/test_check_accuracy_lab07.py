@@ -112,9 +112,42 @@ def sheds_bulk_only_in_two_steps(signals):
     return acquire(max_priority=Priority.APPROVAL if full else Priority.BULK)
 
 
+def remembers_its_answers(signals, _answers={}):  # noqa: B006 - a cache of its own, on purpose
+    """Right, with hidden state that never changes an answer: it caches by value itself."""
+    if signals not in _answers:
+        full = signals.in_flight >= CAPACITY
+        _answers[signals] = acquire(max_priority=Priority.APPROVAL) if full else acquire()
+    return _answers[signals]
+
+
+def tuned_to_the_notebooks_day(signals):
+    """Fixed thresholds tuned on the shown seed: strict during seed 3's spike, loose after."""
+    if 420 <= signals.now <= 1680:
+        return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= CAPACITY else acquire()
+    return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= 16 else acquire()
+
+
+_CALLS = {"n": 0}
+
+
+def counts_its_calls(signals):
+    """State that never resets: after enough calls (past the rules' questions) it stops shedding."""
+    _CALLS["n"] += 1
+    if _CALLS["n"] > 2500:
+        return acquire()
+    return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= CAPACITY else acquire()
+
+
+def waits_when_the_queue_is_short(signals):
+    """Sheds approvals: near the end of the day, when few items are left, everybody waits."""
+    if 0 < signals.depth < 40:
+        return wait(1)
+    return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= CAPACITY else acquire()
+
+
 POLICY = Spec(
     exercise=lab07.exercise,
-    right=(sheds_in_two_steps, KIT_POLICY, sheds_bulk_only_in_two_steps),
+    right=(sheds_in_two_steps, KIT_POLICY, sheds_bulk_only_in_two_steps, remembers_its_answers),
     wrong=(
         refused(NoBackpressure(), "the gateway melted: 36 model calls timed out (limit 15)",
                 "(seed 3, 3,000 items, gateway spike 3x slower from t=420 s for 1,260 s)",
@@ -142,6 +175,13 @@ POLICY = Spec(
         refused(sheds_on_the_lagging_p95, "too slow: the last item was settled at t=10,506 s",
                 "only 4.6 model calls were in flight although the gateway serves 10", "(seed 3"),
         refused(acquire(), "this check needs your function my_policy itself, and it got a Decision object"),
+        refused(tuned_to_the_notebooks_day, "the gateway melted: 18 model calls timed out (limit 15)", "(seed 9, ",
+                "what the check covers: the rules on 270 signals", "seeds 3, 9, 13"),
+        refused(counts_its_calls, "your policy answered acquire(max_priority=Priority.APPROVAL) during burst day "
+                "(seed 3)", "and acquire() when the check asked again after the day",
+                "the same signals must always get the same decision"),
+        refused(waits_when_the_queue_is_short, "during burst day (seed 3) at t=3,311 s your policy answered wait(1)",
+                "depth=39", "approvals are never held back"),
     ),
     secrets=("in_flight >=", "GATEWAY_CAPACITY", "max_priority=Priority.APPROVAL)\n"),
 )
