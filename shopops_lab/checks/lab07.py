@@ -35,6 +35,7 @@ from shopops_lab.backpressure import Decision, Signals, as_policy, describe_poli
 from shopops_lab.checker import Anomaly, is_approval
 from shopops_lab.checker.starvation import DEFAULT_APPROVAL_WAIT_BUDGET
 from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text
+from shopops_lab.checks.lab07_chaos import chaos
 from shopops_lab.errors import ShopOpsError
 from shopops_lab.events import EventKind, EventLog, collector_paused
 from shopops_lab.metrics import Summary, percentile
@@ -45,8 +46,8 @@ from shopops_lab.states import ItemState
 from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import Priority
 
-__all__ = ["DOUBLE_POOL_QUIZ", "ITEMS", "LIMITS", "PIECES", "SEEDS", "STARVED_AFTER", "Limits", "Trial",
-           "burst_day", "exercise", "knowledge", "scope", "trial"]
+__all__ = ["DOUBLE_POOL_QUIZ", "ITEMS", "LIMITS", "PIECES", "SEEDS", "STARVED_AFTER", "VITAL_SIGNS_QUIZ", "Limits",
+           "Trial", "burst_day", "chaos", "exercise", "knowledge", "scope", "trial"]
 
 SCENARIO = "burst_day"
 ITEMS = 3000                 # a shorter burst than the story's 10,000, so the check takes about a second
@@ -625,4 +626,26 @@ DOUBLE_POOL_QUIZ = Quiz(
      "The queue hands an item to every worker that asks; it knows nothing about the gateway. Only a "
      "policy that reads the gateway's signals can hold workers back.",
      "During the spike every call is slower still; extra callers make it worse, not better."],
+)
+
+VITAL_SIGNS_QUIZ = Quiz(
+    "Read the vital signs printed above for the day with no backpressure. Which of them says the trouble is the "
+    "gateway, not the queue or the workers?",
+    ["Time in queue: its p95 is counted in hours.",
+     "The gateway's timeouts next to the redeliveries: a large share of the items that went round again went "
+     "round because their model call timed out.",
+     "DLQ age: items sit in the dead-letter queue.",
+     "The attempts histogram: most items were delivered once."],
+    1,
+    ["On burst day the queue is the buffer: thousands of items at about one a second take hours whatever the "
+     "gateway does. A long time in queue says the day is big, not that anything is broken; what matters is who "
+     "waits.",
+     "Each timeout held a worker for the whole timeout and sent its item round again, so timeouts show up as "
+     "redeliveries (and as 2s in the attempts histogram); the rest are the day's crashes and lost acks, whose "
+     "leases expired. Redeliveries that rise with the gateway's timeouts are the gateway melting; on a calm "
+     "gateway they are crashes, or a lease too short for the model (lab 03).",
+     "The dead-letter queue holds the poison payloads, a few items that fail the same way every time. Their age "
+     "says how long nobody has looked at them, which calls for an alert, not backpressure.",
+     "Most items delivered once is the healthy part of the histogram. The tail at 2 and more is where the "
+     "trouble shows, and the timeouts explain it."],
 )
