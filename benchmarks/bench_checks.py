@@ -1,7 +1,8 @@
 """How long does an explored check take, next to running the master's answer once?
 
 For labs 01, 04, 05 and 06 the check plays every schedule within its bound (fresh world and
-fresh answer per schedule). The peer, timed in the same run, is the master's own answer
+fresh answer per schedule). Lab 07 plays three burst days (see `_lab07`: its peer is one
+plain day). The peer, timed in the same run, is the master's own answer
 called directly on one plain situation (one delivery handled, one claim and write, one
 refund applied, one job run to the end), which is the least any check must do. Printed per lab: the check's
 seconds (best of --runs), the schedules it covers, the peer's seconds per call, the
@@ -27,17 +28,18 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from notebook_answers import answers  # noqa: E402
 
-from shopops_lab.checks import lab01, lab04, lab05, lab06, recovery_world  # noqa: E402
+from shopops_lab.checks import lab01, lab04, lab05, lab06, lab07, recovery_world  # noqa: E402
 from shopops_lab.clock import FakeClock  # noqa: E402
 from shopops_lab.effects import EmailAdapter  # noqa: E402
 from shopops_lab.explore import explore  # noqa: E402
 from shopops_lab.outbox import Delivery  # noqa: E402
 from shopops_lab.recovery import Env  # noqa: E402
+from shopops_lab.sim import run  # noqa: E402
 from shopops_lab.worker.queue import InMemoryQueue  # noqa: E402
 
 BUDGET = 2.0
 MASTERS = {"01": "01_leases_and_redelivery", "04": "04_fencing_tokens", "05": "05_checkpoints_and_receipts",
-           "06": "06_outbox"}
+           "06": "06_outbox", "07": "07_burst_day"}
 
 
 def _master(lab: str, name: str):
@@ -68,6 +70,42 @@ def _peer_06(handle) -> None:
            lambda delivery: None)
 
 
+def _counted(policy):
+    """The policy, counting its calls: in the grader each is one crossing to the learner's process."""
+    calls = [0]
+
+    def counted(signals):
+        calls[0] += 1
+        return policy(signals)
+
+    return counted, calls
+
+
+def _lab07(runs: int) -> None:
+    """Lab 07 samples (three burst days), so its line says days, not schedules. The peer is one
+    plain 3,000-item day with the master's policy (`sim.run`, with its report): the least the
+    check must do three times. Also printed: the calls the check makes to the policy (each a
+    crossing of the grader's process boundary), next to what it would make asking every decision."""
+    policy = _master("07", "my_policy")
+    assert lab07.exercise.result(policy).correct
+    check = _best(lambda: lab07.exercise.result(policy), runs)
+    plain = _best(lambda: run(lab07.burst_day(3), seed=3, items=lab07.ITEMS, policy=policy), runs)
+    counted, calls = _counted(policy)
+    lab07.exercise.result(counted)
+    decisions = 1 + 3 * len(lab07._grid()) + sum(_decisions(policy, seed) for seed in lab07.SEEDS)
+    verdict = "PASS" if check <= BUDGET else "FAIL"
+    print(f"{'07':<4}{check:>9.3f}{'3 days':>11}{plain:>11.3f}{check / plain:>10,.1f}  {verdict}")
+    print(f"    lab 07 calls to the policy: {calls[0]:,} (each once per distinct signals of a day, plus the rules and "
+          f"the audit), against {decisions:,} asking every decision: {decisions / calls[0]:.2f}x fewer crossings")
+
+
+def _decisions(policy, seed: int) -> int:
+    """How many decisions a day asks for (every worker poll), counted on a plain run."""
+    counted, calls = _counted(policy)
+    run(lab07.burst_day(seed), seed=seed, items=lab07.ITEMS, policy=counted)
+    return calls[0]
+
+
 def _best(fn, runs: int, repeat: int = 1) -> float:
     best = float("inf")
     for _ in range(runs):
@@ -96,6 +134,7 @@ def main() -> int:
         plain = _best(lambda a=answer, p=peer: p(a), runs, repeat=200)
         verdict = "PASS" if check <= BUDGET else "FAIL"
         print(f"{lab:<4}{check:>9.3f}{schedules:>11,}{plain:>11.6f}{check / plain:>10,.0f}  {verdict}")
+    _lab07(runs)
     return 0
 
 

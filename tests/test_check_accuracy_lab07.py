@@ -1,13 +1,15 @@
 """The specification of lab 07's checks: a backpressure policy, held to the lab's two rules
-directly and to its limits on three burst days whose gateway spikes differ, and the
-contract that survives a crash."""
+directly and to its limits on three burst days whose gateway spikes differ, the contract
+that survives a crash, and the chaos test's assertion."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 from check_accuracy import Spec, accuracy_tests, refused
 
 from shopops_lab.backpressure import BackpressurePolicy, NoBackpressure, acquire, wait
+from shopops_lab.checker import check
 from shopops_lab.checks import lab07
 from shopops_lab.worker.queue import Priority
 
@@ -246,6 +248,76 @@ THE_CONTRACT = Spec(
     ),
 )
 
+# ---------------------------------------------------------------------------- 07.3 the chaos test's assertion
+
+
+def counts_per_intent(log):
+    sent = Counter((event.case_id, event.info["idem_key"]) for event in log.where("contact_sent"))
+    assert all(count == 1 for count in sent.values()), "a customer was sent one message twice"
+
+
+def remembers_what_went_out(log):
+    """Right, written differently: one pass over every event, a set of what went out."""
+    out = set()
+    for event in log:
+        if event.kind == "contact_sent":
+            intent = (event.case_id, event.info["idem_key"])
+            assert intent not in out, f"{intent} went out twice"
+            out.add(intent)
+
+
+def asserts_nothing(log):
+    log.where("contact_sent")
+
+
+def one_email_per_case(log):
+    per_case = Counter(event.case_id for event in log.where("contact_sent"))
+    assert max(per_case.values()) == 1
+
+
+def no_redeliveries(log):
+    assert not [event for event in log.where("leased") if event.attempt > 1], "items were delivered again"
+
+
+def counts_the_absorbed_repeats_too(log):
+    tried = Counter((e.case_id, e.info["idem_key"]) for e in log.where(("contact_sent", "contact_deduped")))
+    assert max(tried.values()) == 1
+
+
+def the_checker_says_valid(log):
+    assert check(log).valid, check(log).summary
+
+
+def the_wrong_field(log):
+    sent = Counter((event.case_id, event.info["key"]) for event in log.where("contact_sent"))
+    assert max(sent.values()) == 1
+
+
+def raises_its_own_error(log):
+    sent = Counter((event.case_id, event.info["idem_key"]) for event in log.where("contact_sent"))
+    if max(sent.values()) > 1:
+        raise RuntimeError("double contact")
+
+
+CHAOS = Spec(
+    exercise=lab07.chaos,
+    right=(counts_per_intent, remembers_what_went_out),
+    wrong=(
+        refused(asserts_nothing, "your assertion passed a bad run: burst day with five workers killed right after "
+                "sending, naive adapter", "customer(s) got the same email twice (case O-"),
+        refused(one_email_per_case, "your assertion failed a good run: one customer (O-1001) sent two different "
+                "emails"),
+        refused(no_redeliveries, "your assertion failed a good run: the same day with idempotency keys",
+                "(it said: items were delivered again)"),
+        refused(counts_the_absorbed_repeats_too, "your assertion failed a good run: the same day with idempotency "
+                "keys: the same redeliveries, every repeat send absorbed by its key"),
+        refused(the_checker_says_valid, "hands the question to the kit's checker"),
+        refused(the_wrong_field, "your assertion raised KeyError: 'key' on a bad run", "use assert"),
+        refused(raises_its_own_error, "raised RuntimeError: double contact on a bad run", "AssertionError"),
+    ),
+    secrets=('info["idem_key"]', "Counter("),
+)
+
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(POLICY, THE_CONTRACT)
+ test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(POLICY, THE_CONTRACT, CHAOS)

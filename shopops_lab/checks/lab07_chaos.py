@@ -95,7 +95,8 @@ def _judge(assertion: object) -> str:
                         "a test runner reads that as a broken test. An assertion raises AssertionError (use assert), "
                         "and only when the run broke its promise.")
         if not twice and err is not None:
-            said = f" (it said: {err})" if str(err) else ""
+            said = str(err).strip().split("\n", 1)[0][:160]   # its first line: what a test report shows first
+            said = f" (it said: {said})" if said else ""
             raise Wrong(f"your assertion failed a good run: {run.name}. Nobody got the same email twice there{said}; "
                         "a chaos test that fails good builds gets switched off.")
         caught, passed = caught + bool(twice), passed + (not twice)
