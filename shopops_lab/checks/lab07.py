@@ -13,15 +13,23 @@ measured from the event log (a failure names the decisive one first: timed-out m
 calls, which slow everything else down):
 
 - work gets done: every item done or dead-lettered, the last one within `finish_by`;
-- approvals keep flowing: 95 of 100 approval resumes done within `approval_p95` seconds
-  of arriving (room for a 5x spike from the first minute), and no `approval_starved` anomaly;
+- approvals are not late: 95 of 100 approval resumes done within `approval_p95` seconds
+  of arriving (room for a 5x spike from the first minute), and none starved (the checker's
+  `approval_starved`: more than STARVED_AFTER seconds in line while less urgent work went ahead);
 - the gateway does not melt: at most `timeouts` model calls time out;
 - no customer is contacted twice, and the checker finds nothing else.
+
+A day asks the policy once per distinct `Signals` (the rules make it a pure function of them;
+in the grader each call crosses to the learner's process) and, after the day, asks a sample
+again, so a policy that keeps state is refused whether or not the grid caught it. `scope()`
+says all of this in words, and the check's message starts with it.
 
 There is no single right policy, only these limits. `trial(policy, seed=...)` runs one day
 and shows every measurement against its limit, so a learner can try ideas before the
 check. A failure names the limit, the numbers, the seed and the line that replays it; a
 policy that raises is told the seed, the time and the signals it raised on.
+
+Exercise 7.3, the chaos test's assertion, lives in `checks.lab07_chaos` (`lab07.chaos`).
 """
 from __future__ import annotations
 
