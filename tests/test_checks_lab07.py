@@ -184,7 +184,8 @@ def test_the_contract_rejects_wrong_shapes_and_unknown_labels():
 def test_master_answers_pass_and_student_stubs_are_not_attempted(capsys):
     master = nbformat.read(LAB07, as_version=4)
     graded = [c.source for c in master.cells if c.metadata["nbgrader"]["grade"] and c.cell_type == "code"]
-    checks = [(lab07.exercise, "my_policy"), (lab07.knowledge, "the_contract")]
+    checks = [(lab07.exercise, "my_policy"), (lab07.knowledge, "the_contract"),
+              (lab07.chaos, "assert_no_double_contact")]
     assert len(graded) == len(checks)
     solved, pristine = answers(master), answers(build_student(master))
     capsys.readouterr()  # the set-up cell prints its settings
