@@ -16,10 +16,11 @@ from typing import Any, NamedTuple
 from shopops_lab import arguments
 from shopops_lab.arguments import MAX_TIME
 from shopops_lab.errors import BadArgumentError
-from shopops_lab.payloads import frozen, json_copy
+from shopops_lab.payloads import DIGITS, frozen, json_copy
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _SCALARS = frozenset({str, int, float, bool, type(None)})  # info values stored as they are
+_INF, _BIG = float("inf"), 10 ** DIGITS  # a finite float; an int short enough to write (as payloads checks)
 
 
 class EventKind(StrEnum):
@@ -159,9 +160,12 @@ class EventLog:
         if time.__class__ is not float or not -MAX_TIME <= time <= MAX_TIME:
             arguments.moment("time", time, "pass the event's time in seconds, e.g. clock.now()")
         if info:
-            types = set(map(type, info.values()))
-            if not _SCALARS.issuperset(types) or float in types or int in types:
-                # nested, or a number that might be NaN, infinite or too long to write: checked
+            values = info.values()
+            types = set(map(type, values))
+            if not _SCALARS.issuperset(types) or (
+                    float in types and not all(-_INF < v < _INF for v in values if v.__class__ is float)) or (
+                    int in types and not all(-_BIG < v < _BIG for v in values if v.__class__ is int)):
+                # nested, or a number that is NaN, infinite or too long to write: checked, and named
                 info = {key: frozen(value, f"info[{key!r}]") for key, value in info.items()}
         rows = self._rows
         rows.append(EventRow(time=time, kind=kind, item_id=item_id, case_id=case_id, worker_id=worker_id,

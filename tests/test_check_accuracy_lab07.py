@@ -1,13 +1,15 @@
 """The specification of lab 07's checks: a backpressure policy, held to the lab's two rules
-directly and to its limits on three burst days whose gateway spikes differ, and the
-contract that survives a crash."""
+directly and to its limits on three burst days whose gateway spikes differ, the contract
+that survives a crash, and the chaos test's assertion."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 from check_accuracy import Spec, accuracy_tests, refused
 
 from shopops_lab.backpressure import BackpressurePolicy, NoBackpressure, acquire, wait
+from shopops_lab.checker import check
 from shopops_lab.checks import lab07
 from shopops_lab.worker.queue import Priority
 
@@ -112,9 +114,42 @@ def sheds_bulk_only_in_two_steps(signals):
     return acquire(max_priority=Priority.APPROVAL if full else Priority.BULK)
 
 
+def remembers_its_answers(signals, _answers={}):  # noqa: B006 - a cache of its own, on purpose
+    """Right, with hidden state that never changes an answer: it caches by value itself."""
+    if signals not in _answers:
+        full = signals.in_flight >= CAPACITY
+        _answers[signals] = acquire(max_priority=Priority.APPROVAL) if full else acquire()
+    return _answers[signals]
+
+
+def tuned_to_the_notebooks_day(signals):
+    """Fixed thresholds tuned on the shown seed: strict during seed 3's spike, loose after."""
+    if 420 <= signals.now <= 1680:
+        return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= CAPACITY else acquire()
+    return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= 16 else acquire()
+
+
+_CALLS = {"n": 0}
+
+
+def counts_its_calls(signals):
+    """State that never resets: after enough calls (past the rules' questions) it stops shedding."""
+    _CALLS["n"] += 1
+    if _CALLS["n"] > 2500:
+        return acquire()
+    return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= CAPACITY else acquire()
+
+
+def waits_when_the_queue_is_short(signals):
+    """Sheds approvals: near the end of the day, when few items are left, everybody waits."""
+    if 0 < signals.depth < 40:
+        return wait(1)
+    return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= CAPACITY else acquire()
+
+
 POLICY = Spec(
     exercise=lab07.exercise,
-    right=(sheds_in_two_steps, KIT_POLICY, sheds_bulk_only_in_two_steps),
+    right=(sheds_in_two_steps, KIT_POLICY, sheds_bulk_only_in_two_steps, remembers_its_answers),
     wrong=(
         refused(NoBackpressure(), "the gateway melted: 36 model calls timed out (limit 15)",
                 "(seed 3, 3,000 items, gateway spike 3x slower from t=420 s for 1,260 s)",
@@ -142,6 +177,13 @@ POLICY = Spec(
         refused(sheds_on_the_lagging_p95, "too slow: the last item was settled at t=10,506 s",
                 "only 4.6 model calls were in flight although the gateway serves 10", "(seed 3"),
         refused(acquire(), "this check needs your function my_policy itself, and it got a Decision object"),
+        refused(tuned_to_the_notebooks_day, "the gateway melted: 18 model calls timed out (limit 15)", "(seed 9, ",
+                "what the check covers: the rules on 270 signals", "seeds 3, 9, 13"),
+        refused(counts_its_calls, "your policy answered acquire(max_priority=Priority.APPROVAL) during burst day "
+                "(seed 3)", "and acquire() when the check asked again after the day",
+                "the same signals must always get the same decision"),
+        refused(waits_when_the_queue_is_short, "during burst day (seed 3) at t=3,311 s your policy answered wait(1)",
+                "depth=39", "approvals are never held back"),
     ),
     secrets=("in_flight >=", "GATEWAY_CAPACITY", "max_priority=Priority.APPROVAL)\n"),
 )
@@ -206,6 +248,76 @@ THE_CONTRACT = Spec(
     ),
 )
 
+# ---------------------------------------------------------------------------- 07.3 the chaos test's assertion
+
+
+def counts_per_intent(log):
+    sent = Counter((event.case_id, event.info["idem_key"]) for event in log.where("contact_sent"))
+    assert all(count == 1 for count in sent.values()), "a customer was sent one message twice"
+
+
+def remembers_what_went_out(log):
+    """Right, written differently: one pass over every event, a set of what went out."""
+    out = set()
+    for event in log:
+        if event.kind == "contact_sent":
+            intent = (event.case_id, event.info["idem_key"])
+            assert intent not in out, f"{intent} went out twice"
+            out.add(intent)
+
+
+def asserts_nothing(log):
+    log.where("contact_sent")
+
+
+def one_email_per_case(log):
+    per_case = Counter(event.case_id for event in log.where("contact_sent"))
+    assert max(per_case.values()) == 1
+
+
+def no_redeliveries(log):
+    assert not [event for event in log.where("leased") if event.attempt > 1], "items were delivered again"
+
+
+def counts_the_absorbed_repeats_too(log):
+    tried = Counter((e.case_id, e.info["idem_key"]) for e in log.where(("contact_sent", "contact_deduped")))
+    assert max(tried.values()) == 1
+
+
+def the_checker_says_valid(log):
+    assert check(log).valid, check(log).summary
+
+
+def the_wrong_field(log):
+    sent = Counter((event.case_id, event.info["key"]) for event in log.where("contact_sent"))
+    assert max(sent.values()) == 1
+
+
+def raises_its_own_error(log):
+    sent = Counter((event.case_id, event.info["idem_key"]) for event in log.where("contact_sent"))
+    if max(sent.values()) > 1:
+        raise RuntimeError("double contact")
+
+
+CHAOS = Spec(
+    exercise=lab07.chaos,
+    right=(counts_per_intent, remembers_what_went_out),
+    wrong=(
+        refused(asserts_nothing, "your assertion passed a bad run: burst day with five workers killed right after "
+                "sending, naive adapter", "customer(s) got the same email twice (case O-"),
+        refused(one_email_per_case, "your assertion failed a good run: one customer (O-1001) sent two different "
+                "emails"),
+        refused(no_redeliveries, "your assertion failed a good run: the same day with idempotency keys",
+                "(it said: items were delivered again)"),
+        refused(counts_the_absorbed_repeats_too, "your assertion failed a good run: the same day with idempotency "
+                "keys: the same redeliveries, every repeat send absorbed by its key"),
+        refused(the_checker_says_valid, "hands the question to the kit's checker"),
+        refused(the_wrong_field, "your assertion raised KeyError: 'key' on a bad run", "use assert"),
+        refused(raises_its_own_error, "raised RuntimeError: double contact on a bad run", "AssertionError"),
+    ),
+    secrets=('info["idem_key"]', "Counter("),
+)
+
 (test_a_right_answer_written_differently_is_accepted,
  test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(POLICY, THE_CONTRACT)
+ test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(POLICY, THE_CONTRACT, CHAOS)

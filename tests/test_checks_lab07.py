@@ -6,6 +6,7 @@ policies: tests/test_check_accuracy_lab07.py.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from functools import cache
 from pathlib import Path
 
@@ -89,13 +90,13 @@ def test_trial_shows_every_measurement_against_its_limit_and_limits_name_each_pr
     assert str(lab07.trial(cap_at_capacity, seed=3)) == text   # the same day, replayed from its seed
     strict = lab07.Limits(approval_p95=30, timeouts=1, finish_by=3000)
     problems = dataclasses.replace(day, limits=strict).problems()
-    assert [p.split(":")[0] for p in problems] == ["the gateway melted", "approvals starved", "too slow"]
+    assert [p.split(":")[0] for p in problems] == ["the gateway melted", "approvals late", "too slow"]
 
 
 def test_a_number_just_over_its_limit_never_reads_as_the_limit():
     over = dataclasses.replace(day_of(3), approval_p95=120.04, finished_at=5400.4)
     problems = over.problems()
-    assert "their p95 from arrival to done was 120.04 s, over the 120 s budget" in problems[0]
+    assert "their p95 from arrival to done was 120.04 s, over the 120 s limit" in problems[0]
     assert "the last item was settled at t=5,400.4 s" in problems[1]
     assert "p95 120.04 s from arrival to done (limit 120 s)" in over.lines()[1]
     assert lab07._past(89.6, 90) == "90" and lab07._past(121.2, 90) == "121"
@@ -106,7 +107,28 @@ def test_the_timed_out_calls_come_first_whatever_else_broke():
                                  kinds={**day_of(3).kinds, "bulk_outreach": (1, 1228)})
     problems = melted.problems()
     assert problems[0].startswith("the gateway melted: 40 model calls timed out (limit 15)")
-    assert [p.split(":")[0] for p in problems[1:]] == ["work left undone", "approvals starved"]
+    assert [p.split(":")[0] for p in problems[1:]] == ["work left undone", "approvals late"]
+
+
+def test_a_day_asks_the_policy_once_per_distinct_signals():
+    """A pure policy's answer is remembered by value: a repeat costs no call (in the grader,
+    no crossing to the learner's process). A policy that is not pure is asked again after
+    the day (tests/test_check_accuracy_lab07.py: counts_its_calls)."""
+    asked = Counter()
+
+    def counting(signals):
+        asked[signals] += 1
+        return cap_at_capacity(signals)
+
+    assert lab07.trial(counting, seed=3).lines() == day_of(3).lines()
+    assert set(asked.values()) == {1} and len(asked) > 5000
+
+
+def test_the_check_states_what_it_covers():
+    result = lab07.exercise.result(cap_at_capacity)
+    assert result.correct and result.message.startswith(f"checked {lab07.scope()}. ")
+    assert "270 signals" in lab07.scope() and "seeds 3, 9, 13" in lab07.scope()
+    assert lab07.STARVED_AFTER == lab07.get_scenario("burst_day").approval_wait_budget   # one definition
 
 
 @pytest.mark.parametrize("seed", PROVEN_SEEDS)
@@ -162,7 +184,8 @@ def test_the_contract_rejects_wrong_shapes_and_unknown_labels():
 def test_master_answers_pass_and_student_stubs_are_not_attempted(capsys):
     master = nbformat.read(LAB07, as_version=4)
     graded = [c.source for c in master.cells if c.metadata["nbgrader"]["grade"] and c.cell_type == "code"]
-    checks = [(lab07.exercise, "my_policy"), (lab07.knowledge, "the_contract")]
+    checks = [(lab07.exercise, "my_policy"), (lab07.knowledge, "the_contract"),
+              (lab07.chaos, "assert_no_double_contact")]
     assert len(graded) == len(checks)
     solved, pristine = answers(master), answers(build_student(master))
     capsys.readouterr()  # the set-up cell prints its settings

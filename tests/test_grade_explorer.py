@@ -186,3 +186,49 @@ def test_a_wrong_answer_the_explorer_refuses_in_the_notebook_earns_nothing_from_
     found = next(e for e in graded[name].exercises if e.grade_id == f"{cell}-test")
     assert (found.mark, found.points) == (Mark.INCORRECT, 0), found.message
     assert why in found.message, found.message
+
+
+# Lab 07 behind the process boundary: the check remembers a pure policy's answers by value,
+# so a policy with memory is asked again after the day (in the learner's process, where its
+# memory lives); the chaos test's assertion is handed a log by handle and its AssertionError
+# crosses back as the learner's own.
+COUNTS_ITS_CALLS = '''
+CALLS = {"n": 0}
+
+def my_policy(signals):
+    CALLS["n"] += 1
+    if CALLS["n"] > 2500:   # state that never resets: past the rules' questions it stops shedding
+        return acquire()
+    return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= GATEWAY_CAPACITY else acquire()
+'''
+ONE_EMAIL_PER_CASE = '''
+from collections import Counter
+
+def assert_no_double_contact(log):
+    per_case = Counter(event.case_id for event in log.where("contact_sent"))
+    assert max(per_case.values()) == 1, "a customer heard from us twice"
+'''
+
+
+@pytest.fixture(scope="module")
+def lab07_graded(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("lab07")
+    answers = {"my-policy": COUNTS_ITS_CALLS, "chaos-assertion": ONE_EMAIL_PER_CASE}
+    fx.write(fx.submission("07", answers), root / "class" / "lab07.ipynb")
+    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=1, limits=Limits(cell_seconds=120))
+    (result,) = report.results
+    return {e.grade_id: e for e in result.exercises}
+
+
+@pytest.mark.parametrize(("grade_id", "whys"), [
+    # The notebook's own cells (its check() cell, its 10,000-item day) asked the policy first, in
+    # the same process, so by the graded cell its counter may already have flipped: then it is a
+    # policy without backpressure, and the day shows it.
+    ("my-policy-test", ("when the check asked again after the day: the same signals must always get the same "
+                        "decision", "the gateway melted")),
+    ("chaos-assertion-test", ("your assertion failed a good run: one customer (O-1001) sent two different emails",)),
+])
+def test_lab07s_wrong_answers_earn_nothing_from_the_grader(lab07_graded, grade_id, whys) -> None:
+    found = lab07_graded[grade_id]
+    assert (found.mark, found.points) == (Mark.INCORRECT, 0), found.message
+    assert any(why in found.message for why in whys), found.message

@@ -13,15 +13,23 @@ measured from the event log (a failure names the decisive one first: timed-out m
 calls, which slow everything else down):
 
 - work gets done: every item done or dead-lettered, the last one within `finish_by`;
-- approvals keep flowing: 95 of 100 approval resumes done within `approval_p95` seconds
-  of arriving (room for a 5x spike from the first minute), and no `approval_starved` anomaly;
+- approvals are not late: 95 of 100 approval resumes done within `approval_p95` seconds
+  of arriving (room for a 5x spike from the first minute), and none starved (the checker's
+  `approval_starved`: more than STARVED_AFTER seconds in line while less urgent work went ahead);
 - the gateway does not melt: at most `timeouts` model calls time out;
 - no customer is contacted twice, and the checker finds nothing else.
+
+A day asks the policy once per distinct `Signals` (the rules make it a pure function of them;
+in the grader each call crosses to the learner's process) and, after the day, asks a sample
+again, so a policy that keeps state is refused whether or not the grid caught it. `scope()`
+says all of this in words, and the check's message starts with it.
 
 There is no single right policy, only these limits. `trial(policy, seed=...)` runs one day
 and shows every measurement against its limit, so a learner can try ideas before the
 check. A failure names the limit, the numbers, the seed and the line that replays it; a
 policy that raises is told the seed, the time and the signals it raised on.
+
+Exercise 7.3, the chaos test's assertion, lives in `checks.lab07_chaos` (`lab07.chaos`).
 """
 from __future__ import annotations
 
@@ -32,19 +40,22 @@ from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.backpressure import Decision, Signals, as_policy, describe_policy
-from shopops_lab.checker import is_approval
+from shopops_lab.checker import Anomaly, is_approval
+from shopops_lab.checker.starvation import DEFAULT_APPROVAL_WAIT_BUDGET
 from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text
+from shopops_lab.checks.lab07_chaos import chaos
 from shopops_lab.errors import ShopOpsError
-from shopops_lab.events import EventKind
+from shopops_lab.events import EventKind, EventLog, collector_paused
 from shopops_lab.metrics import Summary, percentile
 from shopops_lab.sim import Simulation
 from shopops_lab.sim.faults import Fault, FaultKind
 from shopops_lab.sim.scenarios import APPROVAL, BULK, INTAKE, Scenario, get_scenario
+from shopops_lab.states import ItemState
 from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import Priority
 
-__all__ = ["DOUBLE_POOL_QUIZ", "ITEMS", "LIMITS", "PIECES", "SEEDS", "Limits", "Trial",
-           "burst_day", "exercise", "knowledge", "trial"]
+__all__ = ["DOUBLE_POOL_QUIZ", "ITEMS", "LIMITS", "PIECES", "SEEDS", "STARVED_AFTER", "VITAL_SIGNS_QUIZ", "Limits",
+           "Trial", "burst_day", "chaos", "exercise", "knowledge", "scope", "trial"]
 
 SCENARIO = "burst_day"
 ITEMS = 3000                 # a shorter burst than the story's 10,000, so the check takes about a second
@@ -53,6 +64,10 @@ ITEMS = 3000                 # a shorter burst than the story's 10,000, so the c
 SEEDS = (3, 9, 13)
 CHUNK = 300.0                # simulated seconds between looks at the wake-up count
 MAX_STEPS = 200_000          # a sound day of 3,000 items takes about 12,000 worker wake-ups
+# One definition across the checker and this lab: an approval is *late* when the p95 of its
+# arrival-to-done time is over `Limits.approval_p95`, and *starved* when it waited in line longer
+# than this while less urgent work was handed out ahead of it (the checker's approval_starved).
+STARVED_AFTER = DEFAULT_APPROVAL_WAIT_BUDGET
 _KIND_NAMES = {INTAKE: "intake", BULK: "bulk outreach", APPROVAL: "approvals"}
 
 
@@ -148,13 +163,14 @@ class Trial:
                          "shedding is for while the gateway is full, not for good")
         if self.approval_p95 is not None and self.approval_p95 > lim.approval_p95:
             case, seconds = self.slowest or ("?", 0.0)
-            found.append(f"approvals starved: their p95 from arrival to done was "
+            found.append(f"approvals late: their p95 from arrival to done was "
                          f"{_past(self.approval_p95, lim.approval_p95)} s, over "
-                         f"the {lim.approval_p95:g} s budget (the slowest, case {case}, took {seconds:,.0f} s), "
+                         f"the {lim.approval_p95:g} s limit (the slowest, case {case}, took {seconds:,.0f} s), "
                          f"while {self.bulk_while_overdue:,} bulk outreach items were finished during those "
                          "overdue waits")
         if self.anomalies.get("approval_starved"):
-            found.append(f"the checker found {self.anomalies['approval_starved']} starved approval(s): "
+            found.append(f"approvals starved: the checker found {self.anomalies['approval_starved']} approval(s) "
+                         f"that waited more than {STARVED_AFTER:g} s in line while less urgent work went ahead: "
                          f"{self.first_anomaly['approval_starved']}")
         if (not self.stopped and not self.unfinished and self.finished_at is not None
                 and self.finished_at > lim.finish_by):
@@ -223,15 +239,26 @@ def trial(policy: Any, *, seed: int = SEEDS[0], items: int = ITEMS, limits: Limi
 
 class _Watched:
     """The policy as the simulator calls it, watched: the first signals it raised on, and
-    the first time it told a worker to wait while work was queued."""
+    the first time it told a worker to wait while work was queued.
+
+    The lab's rules make a policy a pure function of its signals, so the day asks it once per
+    distinct `Signals` value and remembers the answer (`seen`, in the order first asked): a
+    learner's policy in the grader is a call across a process boundary, and a repeat costs
+    one for nothing. A policy that is not pure is not helped by this: `_audit` asks it again."""
 
     def __init__(self, policy: Any) -> None:
         self.name = describe_policy(policy)
         self._decide = as_policy(policy)
         self.raised: tuple[Signals, BaseException] | None = None
         self.waited: tuple[Signals, Decision] | None = None
+        self.seen: dict[Signals, Decision] = {}
+        self.asked = 0                                   # calls that reached the policy
 
     def __call__(self, signals: Signals) -> Decision:
+        known = self.seen.get(signals)
+        if known is not None:
+            return known
+        self.asked += 1
         try:
             decision = self._decide(signals)
         except Exception as exc:
@@ -239,20 +266,62 @@ class _Watched:
             raise
         if decision.waits and signals.depth and self.waited is None:
             self.waited = (signals, decision)
+        self.seen[signals] = decision
         return decision
 
 
+AUDIT = 10   # per decision the day gave: its first and its last observations, asked again after the day
+
+
+def _audit(policy: Any, watched: _Watched, seed: int) -> int:
+    """Ask the policy again, after the day, about observations the day already asked it, the
+    latest first: a policy that kept state (a counter, a latch, a moving threshold) answers an
+    early observation differently once the day has changed its state. For every decision the
+    day gave, its first and last AUDIT observations; returns how many were asked."""
+    by_decision: dict[Decision, list[Signals]] = {}
+    for signals, decision in watched.seen.items():
+        by_decision.setdefault(decision, []).append(signals)
+    sample = {s: None for group in by_decision.values() for s in (*group[:AUDIT], *group[-AUDIT:])}
+    for signals in sorted(sample, key=lambda s: s.now, reverse=True):
+        during = watched.seen[signals]
+        again = _ask(policy, signals, f"when the check asked again after burst day (seed {seed})")
+        if again != during:
+            raise Wrong(f"for {_shown(signals)} your policy answered {_said(during)} during burst day (seed {seed}) "
+                        f"at t={signals.now:,.0f} s, and {_said(again)} when the check asked again after the day: "
+                        "the same signals must always get the same decision. No memory between calls (a counter, a "
+                        "flag that stays set, a threshold that moves) and no randomness, so every run replays from "
+                        "its seed.")
+    return len(sample)
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """What a check reads of a day: its log, the checker's anomalies and the queue's and the
+    ledger's counts (a `Report` without the vital signs, which the check measures itself)."""
+
+    log: EventLog
+    anomalies: tuple[Anomaly, ...]
+    done: int
+    dead_lettered: int
+    double_contacts: int
+
+
 def _day(watched: _Watched, seed: int, items: int, limits: Limits) -> Trial:
-    sim = Simulation(burst_day(seed), seed=seed, items=items, policy=watched)
-    t, stopped = 0.0, False
-    while not sim.done:
-        t += CHUNK
-        sim.run_until(t)
-        if sim.steps > MAX_STEPS and not sim.done:
-            stopped = True
-            break
+    with collector_paused():   # one pause for the whole day, not one per chunk (see collector_paused)
+        sim = Simulation(burst_day(seed), seed=seed, items=items, policy=watched)
+        t, stopped = 0.0, False
+        while not sim.done:
+            t += CHUNK
+            sim.run_until(t)
+            if sim.steps > MAX_STEPS and not sim.done:
+                stopped = True
+                break
+        counts = sim.world.queue.counts()
+        report = _Judged(log=sim.log, anomalies=sim.verdict().anomalies, done=counts[ItemState.DONE],
+                         dead_lettered=counts[ItemState.DEAD],
+                         double_contacts=len(sim.world.adapter.ledger.duplicates()))
     spike = next(f for f in sim.scenario.faults if f.kind is FaultKind.GATEWAY_SPIKE)
-    return _measure(sim, sim.report(), stopped, limits, policy=watched.name,
+    return _measure(sim, report, stopped, limits, policy=watched.name,
                     replay=f"run(lab07.burst_day({seed}), seed={seed}, items={items}, policy={watched.name})",
                     spike=(f"gateway spike {spike.factor:g}x slower from t={spike.at:,.0f} s "
                            f"for {spike.duration:,.0f} s"))
@@ -383,6 +452,18 @@ def _rules(policy: Any) -> int:
     return 3 * len(grid)
 
 
+def scope() -> str:
+    """What exercise 7.1 judges a policy over, in words: the bound of its search."""
+    grid = _grid()
+    return (f"the rules on {len(grid)} signals ({len({s.gateway_p95 for s in grid})} gateway p95s x "
+            f"{len({s.depth for s in grid})} queue depths x {len({s.in_flight for s in grid})} in-flight counts x "
+            f"{len({s.now for s in grid})} times) asked in three orders, then {len(SEEDS)} burst days of "
+            f"{ITEMS:,} items (seeds {', '.join(map(str, SEEDS))}), each with a gateway spike of its own (start, "
+            "length, strength) and the day's random chaos (kills, freezes, lost acks, dropped replies, duplicate "
+            f"deliveries, poison), every distinct signal of a day asked once and up to {2 * AUDIT} per decision "
+            "asked again after it")
+
+
 def _run(policy: Any) -> str:
     _ask(policy, _PROBE, "when a worker asked it at t=0")   # the stub shows up here, before anything is played
     asked = _rules(policy)
@@ -405,17 +486,18 @@ def _run(policy: Any) -> str:
                         f"{_said(decision)} for {_shown(signals)}: a worker that waits takes nothing, approval resumes "
                         f"included, while {signals.depth:,} items are queued. The rules say approvals are never "
                         "held back: shed other work, never approvals.")
+        asked += watched.asked + _audit(policy, watched, seed)
         found = day.problems()
         if found:
             others = [f"also: {problem}" for problem in found[1:]]
             raise Wrong(f"{found[0]} (seed {seed}, {day.items:,} items, {day.spike}).",
                         [*others, "what the run measured:", *(f"  {line}" for line in day.lines()),
                          f"see it again: print(lab07.trial({day.policy}, seed={seed}))",
-                         f"replay the whole run: {day.replay}"])
+                         f"replay the whole run: {day.replay}", f"what the check covers: {scope()}"])
         trials.append(day)
     worst_approval = max((d.approval_p95 or 0.0) for d in trials)
-    return (f"the same signals always got the same decision ({asked} questions in three orders) and no worker was "
-            f"told to wait while work was queued; in {len(trials)} burst days ({ITEMS:,} items, seeds "
+    return (f"checked {scope()}. The same signals always got the same decision ({asked:,} questions) and no worker "
+            f"was told to wait while work was queued; in {len(trials)} burst days ({ITEMS:,} items, seeds "
             f"{', '.join(map(str, SEEDS))}, each with its own gateway spike and chaos) approvals took at most "
             f"{worst_approval:.0f} s (p95, limit {LIMITS.approval_p95:g} s), at most "
             f"{max(d.timeouts for d in trials)} calls timed out (limit {LIMITS.timeouts}), every item was settled by "
@@ -553,4 +635,26 @@ DOUBLE_POOL_QUIZ = Quiz(
      "The queue hands an item to every worker that asks; it knows nothing about the gateway. Only a "
      "policy that reads the gateway's signals can hold workers back.",
      "During the spike every call is slower still; extra callers make it worse, not better."],
+)
+
+VITAL_SIGNS_QUIZ = Quiz(
+    "Read the vital signs printed above for the day with no backpressure. Which of them says the trouble is the "
+    "gateway, not the queue or the workers?",
+    ["Time in queue: its p95 is counted in hours.",
+     "The gateway's timeouts next to the redeliveries: a large share of the items that went round again went "
+     "round because their model call timed out.",
+     "DLQ age: items sit in the dead-letter queue.",
+     "The attempts histogram: most items were delivered once."],
+    1,
+    ["On burst day the queue is the buffer: thousands of items at about one a second take hours whatever the "
+     "gateway does. A long time in queue says the day is big, not that anything is broken; what matters is who "
+     "waits.",
+     "Each timeout held a worker for the whole timeout and sent its item round again, so timeouts show up as "
+     "redeliveries (and as 2s in the attempts histogram); the rest are the day's crashes and lost acks, whose "
+     "leases expired. Redeliveries that rise with the gateway's timeouts are the gateway melting; on a calm "
+     "gateway they are crashes, or a lease too short for the model (lab 03).",
+     "The dead-letter queue holds the poison payloads, a few items that fail the same way every time. Their age "
+     "says how long nobody has looked at them, which calls for an alert, not backpressure.",
+     "Most items delivered once is the healthy part of the histogram. The tail at 2 and more is where the "
+     "trouble shows, and the timeouts explain it."],
 )

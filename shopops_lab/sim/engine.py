@@ -24,12 +24,13 @@ from operator import attrgetter
 from typing import Any
 
 from shopops_lab import arguments
+from shopops_lab.checker import CheckResult
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import Event, collector_paused
 from shopops_lab.sim.config import ADAPTERS, RunConfig
 from shopops_lab.sim.faults import Fault
-from shopops_lab.sim.report import Report, build_report
+from shopops_lab.sim.report import Report, build_report, judge
 from shopops_lab.sim.scenarios import Scenario
 from shopops_lab.sim.workers import worker_loop
 from shopops_lab.sim.world import Action, World
@@ -165,6 +166,12 @@ class Simulation:
         """The run so far (or, once `done`, the whole run) judged and summarised."""
         with collector_paused():
             return build_report(self.config, self.world, self.done)
+
+    def verdict(self) -> CheckResult:
+        """The checker's verdict on the run so far, without the summary and vital signs of
+        `report()` (the cheaper read for a check that measures the log itself)."""
+        with collector_paused():
+            return judge(self.config, self.world, self.done)
 
     def __repr__(self) -> str:
         config = self.config

@@ -16,7 +16,7 @@ from shopops_lab.sim.config import RunConfig
 from shopops_lab.sim.world import World
 from shopops_lab.states import ItemState
 
-__all__ = ["Report", "build_report", "log_metrics"]
+__all__ = ["Report", "build_report", "judge", "log_metrics"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -96,13 +96,20 @@ class Report:
         return "\n".join(lines)
 
 
+def judge(config: RunConfig, world: World, final: bool) -> CheckResult:
+    """The checker's verdict on `world` as it stands, with the scenario's limits: the part of a
+    report a check reads (lab 07's), without the vital signs it does not."""
+    sc = config.scenario
+    return check(world.log, max_attempts=sc.max_attempts, approval_wait_budget=sc.approval_wait_budget,
+                 final=final)
+
+
 def build_report(config: RunConfig, world: World, final: bool) -> Report:
     """Judge and summarise `world` as it stands; `final`: nothing is left to happen."""
     counts = world.queue.counts()
     done, dead = counts[ItemState.DONE], counts[ItemState.DEAD]
     sc = config.scenario
-    verdict = check(world.log, max_attempts=sc.max_attempts, approval_wait_budget=sc.approval_wait_budget,
-                    final=final)
+    verdict = judge(config, world, final)
     queue = queue_metrics(world.log)
     metrics = log_metrics(world.log, queue)
     ledger = world.adapter.ledger
