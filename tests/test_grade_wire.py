@@ -253,6 +253,17 @@ class _Quiet(Peer):
     def __init__(self) -> None:
         super().__init__(None, public_only=True)
 
+    def rebuild(self, described: dict) -> BaseException:
+        return RuntimeError(str(described.get("msg")))
+
+
+def test_a_peer_must_say_how_it_raises_the_other_sides_exceptions() -> None:
+    class Mute(Peer):
+        pass
+
+    with pytest.raises(TypeError, match="rebuild"):
+        Mute(None, public_only=True)  # type: ignore[abstract]
+
 
 @pytest.mark.parametrize("value", [
     [1, 2],                                      # a bare list: every collection is tagged

@@ -13,6 +13,7 @@ where). Requests nest (judge -> learner -> kit callback -> return), never run at
 """
 from __future__ import annotations
 
+import abc
 import builtins
 import dataclasses
 import enum
@@ -187,10 +188,11 @@ class Handle:
         return hash((id(self._peer), self._id))
 
 
-class Peer:
+class Peer(abc.ABC):
     """One side of a connection: its exported objects by number, the other side's handles,
     and the request loop that serves nested requests while it waits for its answer.
-    `public_only`: the other side may read only public attributes (the judge's rule)."""
+    `public_only`: the other side may read only public attributes (the judge's rule).
+    Abstract: each side says how the other side's exceptions are raised on it (`rebuild`)."""
 
     def __init__(self, sock: Any, *, public_only: bool) -> None:
         self.sock = sock
@@ -463,8 +465,9 @@ class Peer:
             raise ProtocolError("an exception of no known shape")
         return self.rebuild(described)
 
+    @abc.abstractmethod
     def rebuild(self, described: dict[str, Any]) -> BaseException:
-        raise NotImplementedError
+        """The other side's exception (as `describe` sent it), as this side raises it."""
 
     def stand_in(self, name: str, message: str) -> BaseException:
         """The other side's exception leaving a `with` block of this side's object."""
