@@ -124,6 +124,10 @@ class JudgePeer(Peer):
         """Only the kit's own objects (and their bound methods) are handed over by handle: a
         module, a file, a database connection or a function of another library never is,
         whatever public attribute leads to it."""
+        self.check_handed(value)
+        return super().export(value)
+
+    def check_handed(self, value: Any) -> None:
         owner = value.__self__ if isinstance(value, MethodType) else value
         if isinstance(owner, contextlib._GeneratorContextManager):  # `with shop.transaction():` of a kit method
             owner = owner.func
@@ -131,7 +135,6 @@ class JudgePeer(Peer):
         if isinstance(owner, ModuleType) or not any(module == p or str(module).startswith(p + ".")
                                                     for p in self.handed):
             raise TypeError(f"a {type(value).__name__} of {module} is not handed across")
-        return super().export(value)
 
     def keeps(self, exc: BaseException) -> bool:
         return isinstance(exc, KeyboardInterrupt)
