@@ -234,13 +234,19 @@ class Warm:
         return cls(graders=graders, snapshot=KitSnapshot.take(graders.values()), imports=imports)
 
 
+ON_USE = frozenset({f"{KIT}.viz._mpl"})  # kit modules imported when first used, not before grading
+
+
 def _import_kit() -> None:
     """Import every module of the kit now, so none is first imported (and added to its
-    package's globals) while a check runs: the snapshot must hold the whole kit."""
+    package's globals) while a check runs: the snapshot must hold the whole kit. Except
+    matplotlib's half of the plots (1.7 s of CPU), which `viz.plots` imports on use, as in
+    a notebook: a check that draws imports it then, and `restore` keeps a submodule
+    imported since without a word."""
     import shopops_lab
 
     for module in pkgutil.walk_packages(shopops_lab.__path__, prefix=f"{KIT}."):
-        if module.name.rsplit(".", 1)[-1] != "__main__":
+        if module.name.rsplit(".", 1)[-1] != "__main__" and module.name not in ON_USE:
             with contextlib.suppress(ImportError):  # an optional part without its dependency
                 import_module(module.name)
 
