@@ -76,14 +76,24 @@ class CheckCall:
 
 
 @dataclass(frozen=True, slots=True)
+class RubricElement:
+    """One element a hand-graded answer earns points for (the master's `shopops_lab.rubric`)."""
+
+    element: str
+    points: float
+
+
+@dataclass(frozen=True, slots=True)
 class GradedCell:
-    """One graded cell of a master: its grade_id, points, kind and position."""
+    """One graded cell of a master: its grade_id, points, kind and position; a written
+    answer's rubric, numbered from 1 in manual.csv."""
 
     grade_id: str
     points: float
     kind: Kind
     index: int
     check: CheckCall | None = None
+    rubric: tuple[RubricElement, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,7 +163,9 @@ def _graded(master: Any) -> Iterator[GradedCell]:
                 meta["grade_id"], float(meta.get("points", 0)), Kind.AUTO, index, CheckCall.parse(cell_text(cell))
             )
         else:
-            yield GradedCell(meta["grade_id"], float(meta.get("points", 0)), Kind.MANUAL, index)
+            rubric = tuple(RubricElement(str(entry["element"]), float(entry["points"]))
+                           for entry in cell.metadata.get("shopops_lab", {}).get("rubric", ()))
+            yield GradedCell(meta["grade_id"], float(meta.get("points", 0)), Kind.MANUAL, index, rubric=rubric)
 
 
 def _master(path: Path) -> Master:
