@@ -69,6 +69,15 @@ def reach(thing):
 def fill(seen, item):
     seen.add(item)
 
+def tick(thing):
+    try:
+        return thing.now()
+    except TypeError:
+        return "refused"
+
+def hand_back(thing):
+    return thing.now
+
 COUNT = []
 def count():
     COUNT.append(1)
@@ -182,6 +191,21 @@ def test_no_module_or_foreign_object_is_handed_over_whatever_leads_to_it(run) ->
     thing = Thing()
     thing.os = os  # a public attribute that leads out of the kit
     assert call_answer(run.answer("reach"), thing) == "refused"
+
+
+class _Clock:
+    def now(self) -> float:
+        return 5.0
+
+
+def test_a_method_call_on_a_judges_object_runs_the_method_it_names_then(run) -> None:
+    import os
+
+    clock = _Clock()
+    assert call_answer(run.answer("tick"), clock) == 5.0
+    assert call_answer(run.answer("hand_back"), clock)() == 5.0  # the method itself, back to its owner
+    clock.now = os.getpid  # an instance attribute that leads out of the kit, under a method's name
+    assert call_answer(run.answer("tick"), clock) == "refused"
 
 
 def test_a_set_the_learner_fills_is_the_checks_own_set_afterwards(run) -> None:
