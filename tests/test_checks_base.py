@@ -137,3 +137,47 @@ def test_values_are_described_without_memory_addresses():
     assert describe(object()) == "an object object" and describe(NaiveResultStore()) == "a NaiveResultStore object"
     assert describe(stub) == "the function stub" and describe(NaiveResultStore) == "the class NaiveResultStore"
     assert describe("x" * 100).endswith("...") and len(describe("x" * 100)) < 80
+
+
+# --- the model answer, shown only when asked twice --------------------------------------------
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)
+def test_every_exercise_reveals_its_model_answer_only_on_confirmation(exercise, capsys):
+    from shopops_lab.checks.model_answers import MODEL_ANSWERS
+
+    answer = MODEL_ANSWERS[exercise.id]
+    exercise.solution()
+    said = capsys.readouterr().out
+    assert "solution(confirm=True)" in said and answer.splitlines()[-1] not in said
+    exercise.solution(confirm="yes")  # only True confirms
+    assert capsys.readouterr().out == said
+    exercise.solution(confirm=True)
+    shown = capsys.readouterr().out
+    assert shown.startswith(f"Model answer to {exercise.name}") and answer in shown
+    assert f"def {exercise.answer}" in answer or f"class {exercise.answer}" in answer
+
+
+def test_in_jupyter_the_reveal_leaves_a_mark_the_grader_finds(monkeypatch):
+    import IPython
+    import IPython.display
+
+    from shopops_lab.course.grade.rebuild import REVEALED
+
+    shown = []
+    monkeypatch.setattr(IPython, "get_ipython", lambda: object())
+    monkeypatch.setattr(IPython.display, "display", lambda *a, **k: shown.append((a, k)))
+    lab01.exercise.solution(confirm=True)
+    ((data,), options) = shown[0]
+    assert options == {"raw": True, "metadata": {"shopops_lab": {REVEALED: "01.1"}}}
+    assert "```python\ndef send_followup" in data["text/markdown"]
+
+
+def test_the_kits_model_answers_are_the_masters():
+    """The kit keeps its own copy (the student notebooks hold none): equal to the masters'
+    answer cells. If this fails, run: python -m shopops_lab.course.grade.key solutions/"""
+    from pathlib import Path
+
+    from shopops_lab.course.grade.key import MODEL_ANSWERS_MODULE, model_answers_module
+
+    solutions = Path(__file__).resolve().parent.parent / "solutions"
+    assert MODEL_ANSWERS_MODULE.read_text() == model_answers_module(solutions)

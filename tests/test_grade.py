@@ -383,6 +383,56 @@ def test_manual_scores_merge_on_the_next_run(graded, tmp_path: Path) -> None:
         assert next(csv.DictReader(handle))["score"] == "2.5"
 
 
+def test_manual_csv_shows_the_rubric_and_found_elements_score_and_reach_the_learner(graded, tmp_path: Path) -> None:
+    _, _, out = graded
+    with open(out / "manual.csv", newline="") as handle:
+        (row,) = list(csv.DictReader(handle))
+    rubric = row["rubric"].splitlines()
+    assert len(rubric) == 5 and rubric[0].startswith("1. (1) the TTL explained by crash detection")
+    assert rubric[1].startswith("2. (0.5) ") and row["found"] == ""
+    feedback = (out / "feedback" / "writer_lab03.html").read_text()
+    assert "looked for" not in feedback and "found" not in feedback  # the rubric is the answer key: not before grading
+    row["found"] = "1, 2"  # no score: the found elements' points are the score
+    filled = tmp_path / "scores.csv"
+    with open(filled, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(row))
+        writer.writeheader()
+        writer.writerow(row)
+    fx.write(fx.all_right("03"), tmp_path / "class" / "writer_lab03.ipynb")
+    report = grade([str(tmp_path / "class")], key=fx.SOLUTIONS, out=tmp_path / "out", limits=LIMITS, manual=filled)
+    (result,) = report.results
+    written = next(e for e in result.exercises if e.grade_id == "explain-policy")
+    assert (written.mark, written.points, written.found) == (Mark.GRADED_BY_HAND, 1.5, (1, 2))
+    page = (tmp_path / "out" / "feedback" / "writer_lab03.html").read_text()
+    assert page.count("✓ found") == 2 and page.count("✗ not found") == 3 and "What your instructor looked for" in page
+    with open(tmp_path / "out" / "manual.csv", newline="") as handle:
+        assert (lambda again: (again["score"], again["found"]))(next(csv.DictReader(handle))) == ("1.5", "1 2")
+
+
+@pytest.mark.parametrize(("found", "score", "expected"), [("-", "", 0.0), ("1 2", "3", 3.0), ("5", "", 0.5)])
+def test_found_elements_and_a_written_score(found: str, score: str, expected: float, tmp_path: Path) -> None:
+    from shopops_lab.course.grade.key import Key
+    from shopops_lab.course.grade.report import ManualScores
+
+    filled = tmp_path / "scores.csv"
+    filled.write_text(f"submission,lab,grade_id,score,found\nw,03,explain-policy,{score},{found}\n")
+    scores = ManualScores.read(filled, Key.load(fx.SOLUTIONS, labs={"03"}))
+    assert scores.scores[("w", "explain-policy")] == expected  # a written score wins over the elements
+
+
+@pytest.mark.parametrize("found", ["6", "0", "one", "1 x"])
+def test_a_found_element_the_rubric_does_not_have_is_refused(found: str, tmp_path: Path) -> None:
+    from shopops_lab.course.grade.key import Key
+    from shopops_lab.course.grade.report import ManualScores
+    from shopops_lab.errors import BadArgumentError
+
+    filled = tmp_path / "scores.csv"
+    filled.write_text(f"submission,lab,grade_id,score,found\nw,03,explain-policy,,{found}\n")
+    with pytest.raises(BadArgumentError) as raised:
+        ManualScores.read(filled, Key.load(fx.SOLUTIONS, labs={"03"}))
+    assert "line 2, found" in str(raised.value) and "from 1 to 5" in str(raised.value)
+
+
 def test_written_answers_left_blank_score_zero_without_the_instructor(graded) -> None:
     _, rows, _ = graded
     assert rows["writer_lab03"].needs_manual

@@ -236,8 +236,24 @@ def test_a_plain_assert_test_cell_is_graded_as_nbgrader_grades_it(tmp_path: Path
     right = fx.twin(student)
     right.cells[1].source = "def double(x):\n    return x * 2"
     fx.write(right, tmp_path / "in" / "right_lab42.ipynb")
+    for name, forged in FORGED_DOUBLES.items():  # each passed the cell when it ran in the learner's process
+        forger = fx.twin(student)
+        forger.cells[1].source = forged
+        fx.write(forger, tmp_path / "in" / f"{name}_lab42.ipynb")
     report = grade([str(tmp_path / "in")], key=tmp_path / "key", out=tmp_path / "out", limits=Limits(cell_seconds=10))
     rows = {r.submission.student: r.exercises[0] for r in report.results}
     assert {student: (e.mark, e.points) for student, e in rows.items()} == {
-        "pristine": (Mark.INCORRECT, 0), "wrong": (Mark.INCORRECT, 0), "right": (Mark.CORRECT, 2)}
+        "pristine": (Mark.NOT_ATTEMPTED, 0), "wrong": (Mark.INCORRECT, 0), "right": (Mark.CORRECT, 2),
+        **{name: (Mark.INCORRECT, 0) for name in FORGED_DOUBLES}}
     assert rows["wrong"].message == "AssertionError: double(21) should be 42"
+    assert rows["intequal"].message == "AssertionError: double(21) should be 42"  # it arrived as the int 0
+
+
+FORGED_DOUBLES = {
+    "alwaysequal": "class Yes:\n    def __eq__(self, other):\n        return True\n\ndef double(x):\n    return Yes()",
+    "intequal": ("class Yes(int):\n    def __eq__(self, other):\n        return True\n\n"
+                 "def double(x):\n    return Yes(0)"),
+    "nocompile": ("import builtins\n_c = builtins.compile\n"  # every later cell with an assert runs `pass`
+                  "builtins.compile = lambda text, *a, **k: _c('pass' if 'assert' in str(text) else text, *a, **k)\n"
+                  "def double(x):\n    return 0"),
+}

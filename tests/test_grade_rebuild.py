@@ -182,6 +182,23 @@ def test_large_outputs_are_dropped_while_reading_and_noted(tmp_path, key: Key, m
         read(_one(tmp_path, key, "bob_lab01.ipynb", nb), key)
 
 
+def test_a_revealed_model_answer_is_noted_from_its_mark_or_its_call(tmp_path, key: Key) -> None:
+    nb = fx.all_right("01")
+    shown = nbformat.v4.new_output("display_data", data={"text/plain": "Model answer ..."},
+                                   metadata={"shopops_lab": {"revealed": "01.1"}})
+    fx.cell(nb, "send-followup").outputs = [shown]
+    _, _, notes = read(_one(tmp_path, key, "alice_lab01.ipynb", nb), key)
+    assert notes == ("the model answer to exercise 01.1 was revealed (solution(confirm=True))",)
+    nb.cells.append(nbformat.v4.new_code_cell("lab01.exercise.solution( confirm = True )"))
+    fx.cell(nb, "send-followup").outputs = []  # the output cleared: the call still says it
+    _, _, notes = read(_one(tmp_path, key, "bob_lab01.ipynb", nb), key)
+    assert notes == ("a cell calls solution(confirm=True) to reveal a model answer (its output was cleared)",)
+    nb.cells[-1].source = "lab01.exercise.solution()  # only asked how"
+    shown.metadata = {"shopops_lab": {"revealed": "<b>x</b>"}}  # not an exercise id: not believed
+    fx.cell(nb, "send-followup").outputs = [shown]
+    assert read(_one(tmp_path, key, "carol_lab01.ipynb", nb), key)[2] == ()
+
+
 # --- rebuilding -------------------------------------------------------------------------------
 
 def test_answers_come_from_the_learner_and_everything_else_from_the_master(key: Key) -> None:

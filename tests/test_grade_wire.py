@@ -69,6 +69,15 @@ def reach(thing):
 def fill(seen, item):
     seen.add(item)
 
+def tick(thing):
+    try:
+        return thing.now()
+    except TypeError:
+        return "refused"
+
+def hand_back(thing):
+    return thing.now
+
 COUNT = []
 def count():
     COUNT.append(1)
@@ -184,6 +193,21 @@ def test_no_module_or_foreign_object_is_handed_over_whatever_leads_to_it(run) ->
     assert call_answer(run.answer("reach"), thing) == "refused"
 
 
+class _Clock:
+    def now(self) -> float:
+        return 5.0
+
+
+def test_a_method_call_on_a_judges_object_runs_the_method_it_names_then(run) -> None:
+    import os
+
+    clock = _Clock()
+    assert call_answer(run.answer("tick"), clock) == 5.0
+    assert call_answer(run.answer("hand_back"), clock)() == 5.0  # the method itself, back to its owner
+    clock.now = os.getpid  # an instance attribute that leads out of the kit, under a method's name
+    assert call_answer(run.answer("tick"), clock) == "refused"
+
+
 def test_a_set_the_learner_fills_is_the_checks_own_set_afterwards(run) -> None:
     seen: set = set()
     call_answer(run.answer("fill"), seen, "out-0001")
@@ -252,6 +276,17 @@ def test_a_class_answer_is_a_subclass_of_the_kit_class_it_extends(run) -> None:
 class _Quiet(Peer):
     def __init__(self) -> None:
         super().__init__(None, public_only=True)
+
+    def rebuild(self, described: dict) -> BaseException:
+        return RuntimeError(str(described.get("msg")))
+
+
+def test_a_peer_must_say_how_it_raises_the_other_sides_exceptions() -> None:
+    class Mute(Peer):
+        pass
+
+    with pytest.raises(TypeError, match="rebuild"):
+        Mute(None, public_only=True)  # type: ignore[abstract]
 
 
 @pytest.mark.parametrize("value", [

@@ -302,6 +302,23 @@ class Exercise:
             return False
         return True
 
+    def solution(self, confirm: bool = False) -> None:
+        """Show the model answer (the kit's own copy: the student notebook holds none), only
+        when asked twice: `solution()` says how, `solution(confirm=True)` shows it and leaves
+        a mark in the cell's output that the grader reports to the instructor and to you."""
+        from shopops_lab.checks.model_answers import MODEL_ANSWERS
+
+        answer = MODEL_ANSWERS.get(self.id)
+        if answer is None:
+            print(f"{self.name} has no model answer to show: its hints (hint(1) onwards) are the help it offers.")
+            return
+        if confirm is not True:
+            print(f"This shows the model answer to {self.name}. Try hint(1) to hint({max(len(self.hints), 1)}) "
+                  "first: writing it yourself is the exercise. To see it, call solution(confirm=True); your "
+                  "notebook then records that you did, and your grader's feedback says so.")
+            return
+        _reveal(self.id, self.name, answer)
+
     def hint(self, level: int = 1) -> None:
         """Print hint `level` (1 = a nudge, higher = closer to the shape of the answer).
         Anything but a number gets a friendly line, not a traceback."""
@@ -379,3 +396,23 @@ def _learners(filename: str) -> bool:
     except (OSError, ValueError):
         return True
     return not any(path.is_relative_to(root) for root in _NOT_THE_LEARNERS)
+
+
+REVEALED = "revealed"  # the key, under output metadata `shopops_lab`, that marks a shown model answer
+
+
+def _reveal(exercise_id: str, name: str, answer: str) -> None:
+    """The model answer as one output that carries the mark (`{"shopops_lab": {"revealed": id}}`
+    in its metadata) where Jupyter keeps it; plain text where no IPython runs."""
+    heading = f"Model answer to {name}, shown at your request (your notebook records this):"
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        get_ipython = None  # type: ignore[assignment]
+    if get_ipython is None or get_ipython() is None:
+        print(f"{heading}\n\n{answer}")
+        return
+    fence = "~~~~" if "```" in answer else "```"
+    display({"text/plain": f"{heading}\n\n{answer}", "text/markdown": f"{heading}\n\n{fence}python\n{answer}\n{fence}"},
+            raw=True, metadata={"shopops_lab": {REVEALED: exercise_id}})

@@ -124,6 +124,10 @@ class JudgePeer(Peer):
         """Only the kit's own objects (and their bound methods) are handed over by handle: a
         module, a file, a database connection or a function of another library never is,
         whatever public attribute leads to it."""
+        self.check_handed(value)
+        return super().export(value)
+
+    def check_handed(self, value: Any) -> None:
         owner = value.__self__ if isinstance(value, MethodType) else value
         if isinstance(owner, contextlib._GeneratorContextManager):  # `with shop.transaction():` of a kit method
             owner = owner.func
@@ -131,7 +135,6 @@ class JudgePeer(Peer):
         if isinstance(owner, ModuleType) or not any(module == p or str(module).startswith(p + ".")
                                                     for p in self.handed):
             raise TypeError(f"a {type(value).__name__} of {module} is not handed across")
-        return super().export(value)
 
     def keeps(self, exc: BaseException) -> bool:
         return isinstance(exc, KeyboardInterrupt)
@@ -301,13 +304,22 @@ class CheckRun:
 
     def answer(self, name: str) -> Any:
         """What the learner's namespace holds under `name`: a RemoteAnswer for a function or
-        class, else the value itself (so a check can say what it got instead)."""
-        found = self.peer.request(["lookup", name])
-        if not (isinstance(found, dict) and found.get("kind") in ("function", "class", "value")):
-            raise ProtocolError("a lookup of no known shape")
-        if found["kind"] == "value" or not isinstance(found.get("value"), Handle):
+        class, else the value itself (so a check can say what it got instead; None if unbound)."""
+        found = self._lookup(name)
+        if found["kind"] in ("value", "missing") or not isinstance(found.get("value"), Handle):
             return found.get("value")
         return RemoteAnswer(self, name, found["kind"], found["value"], self.generation)
+
+    def lookup(self, name: str) -> tuple[bool, Any]:
+        """(bound?, what the learner's namespace holds under `name`: a value, or a handle)."""
+        found = self._lookup(name)
+        return found["kind"] != "missing", found.get("value")
+
+    def _lookup(self, name: str) -> dict[str, Any]:
+        found = self.peer.request(["lookup", name])
+        if not (isinstance(found, dict) and found.get("kind") in ("function", "class", "value", "missing")):
+            raise ProtocolError("a lookup of no known shape")
+        return found
 
     def died(self) -> str:
         """Why the worker is gone, once a call found it gone."""

@@ -76,14 +76,24 @@ class CheckCall:
 
 
 @dataclass(frozen=True, slots=True)
+class RubricElement:
+    """One element a hand-graded answer earns points for (the master's `shopops_lab.rubric`)."""
+
+    element: str
+    points: float
+
+
+@dataclass(frozen=True, slots=True)
 class GradedCell:
-    """One graded cell of a master: its grade_id, points, kind and position."""
+    """One graded cell of a master: its grade_id, points, kind and position; a written
+    answer's rubric, numbered from 1 in manual.csv."""
 
     grade_id: str
     points: float
     kind: Kind
     index: int
     check: CheckCall | None = None
+    rubric: tuple[RubricElement, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,7 +163,9 @@ def _graded(master: Any) -> Iterator[GradedCell]:
                 meta["grade_id"], float(meta.get("points", 0)), Kind.AUTO, index, CheckCall.parse(cell_text(cell))
             )
         else:
-            yield GradedCell(meta["grade_id"], float(meta.get("points", 0)), Kind.MANUAL, index)
+            rubric = tuple(RubricElement(str(entry["element"]), float(entry["points"]))
+                           for entry in cell.metadata.get("shopops_lab", {}).get("rubric", ()))
+            yield GradedCell(meta["grade_id"], float(meta.get("points", 0)), Kind.MANUAL, index, rubric=rubric)
 
 
 def _master(path: Path) -> Master:
@@ -244,3 +256,58 @@ class Key:
                 )
             masters[master.lab] = master
         return cls(masters=masters, source=path)
+
+
+# --- model answers, for `labNN.<exercise>.solution()` ------------------------------------------
+
+MODEL_ANSWERS_MODULE = Path(__file__).resolve().parents[2] / "checks" / "model_answers.py"
+
+
+def model_answers(folder: str | Path) -> dict[str, str]:
+    """Exercise id -> the model answer its master's answer cell holds (the cell without
+    nbgrader's markers): what `Exercise.solution(confirm=True)` reveals.
+    The cell is the one that defines the exercise's `answer` name."""
+    import nbformat
+
+    found: dict[str, str] = {}
+    for path in master_paths(folder):
+        checks = import_module(f"{CHECKS_PACKAGE}.lab{path.name[:2]}")
+        exercises = [value for value in vars(checks).values() if type(value).__name__ == "Exercise"]
+        cells = [cell for cell in nbformat.read(path, as_version=4).cells
+                 if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution") is True]
+        for exercise in exercises:
+            name = re.escape(exercise.answer)
+            pattern = re.compile(rf"^(def|class) {name}\b|^{name}\s*=", re.M)
+            for cell in cells:
+                if pattern.search(cell.source):
+                    found[exercise.id] = _solution_regions(cell.source)
+    return dict(sorted(found.items()))
+
+
+def _solution_regions(text: str) -> str:
+    """The answer cell as the master has it, minus nbgrader's marker lines."""
+    return "\n".join(line for line in text.splitlines() if line.strip() not in MARKER_LINES).strip("\n")
+
+
+def model_answers_module(folder: str | Path) -> str:
+    """The text of `shopops_lab/checks/model_answers.py`, made from the masters in `folder`
+    (write it with `python -m shopops_lab.course.grade.key solutions/`)."""
+    lines = ["# ruff: noqa: E501  (the masters' own lines, as they are)",
+             '"""The model answers `Exercise.solution(confirm=True)` reveals, by exercise id.',
+             "",
+             "Made from the masters' answer cells by `python -m shopops_lab.course.grade.key solutions/`;",
+             'a test keeps it equal to them. Never edit it by hand."""',
+             "",
+             "MODEL_ANSWERS: dict[str, str] = {"]
+    for exercise, answer in model_answers(folder).items():
+        lines.append(f"    {exercise!r}: (")
+        lines.extend(f"        {line!r}" for line in answer.splitlines(keepends=True))
+        lines.append("    ),")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+
+    MODEL_ANSWERS_MODULE.write_text(model_answers_module(sys.argv[1] if len(sys.argv) > 1 else "solutions"))

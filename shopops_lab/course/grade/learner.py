@@ -256,6 +256,8 @@ class Worker(Peer):
     def lookup(self, name: str) -> dict[str, Any]:
         from shopops_lab.checks.base import restart
 
+        if name not in self.namespace:
+            return {"kind": "missing"}
         value = self.namespace.get(name)
         kind = "class" if isinstance(value, type) else "function" if callable(value) else "value"
         if kind != "value" and name not in self.pristine:

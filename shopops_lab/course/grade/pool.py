@@ -245,7 +245,8 @@ class Pool:
                 mark, points = (Mark.BY_HAND, None) if written.answered else (Mark.NOT_ATTEMPTED, 0.0)
                 message = "To be graded by hand." if written.answered else "Not answered."
                 exercises.append(
-                    ExerciseResult(cell.grade_id, cell.kind, mark, points, cell.points, message, answer=written.text)
+                    ExerciseResult(cell.grade_id, cell.kind, mark, points, cell.points, message, answer=written.text,
+                                   rubric=cell.rubric)
                 )
                 continue
             exercises.append(self._exercise(run, cell.index, cell.grade_id, cell.points, blocked))

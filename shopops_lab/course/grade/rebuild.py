@@ -11,6 +11,7 @@ costs (`Plan.blocked`).
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,45 @@ def without_outputs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object as parsed, minus what grading never reads: cell outputs and attachments
     (so printing a lot, or a large plot, does not cost the learner their notebook)."""
     return {key: [] if key == "outputs" else {} if key == "attachments" else value for key, value in pairs}
+
+
+REVEAL_CALL = re.compile(r"\.solution\(\s*confirm\s*=\s*True\b")
+EXERCISE_ID = re.compile(r"\d{2}\.\d{1,2}")
+REVEALED = "revealed"  # checks.base.REVEALED: the mark a shown model answer leaves in its output's metadata
+
+
+class _Reveals:
+    """`without_outputs`, noting on the way the model answers the outputs say were shown
+    (`Exercise.solution(confirm=True)`): the one thing grading reads from outputs."""
+
+    def __init__(self) -> None:
+        self.shown: set[str] = set()
+
+    def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        for key, value in pairs:
+            if key == "outputs" and isinstance(value, list):
+                for output in value:
+                    meta = output.get("metadata") if isinstance(output, dict) else None
+                    kit = meta.get("shopops_lab") if isinstance(meta, dict) else None
+                    said = kit.get(REVEALED) if isinstance(kit, dict) else None
+                    if isinstance(said, str) and EXERCISE_ID.fullmatch(said):
+                        self.shown.add(said)
+        return without_outputs(pairs)
+
+    def notes(self, notebook: dict[str, Any]) -> list[str]:
+        """One note per model answer shown; one for a reveal whose output is gone."""
+        notes = [f"the model answer to exercise {shown} was revealed (solution(confirm=True))"
+                 for shown in sorted(self.shown)]
+        if not notes and any(REVEAL_CALL.search(_joined(cell.get("source"))) for cell in notebook["cells"]
+                             if isinstance(cell, dict) and cell.get("cell_type") == "code"):
+            notes.append("a cell calls solution(confirm=True) to reveal a model answer (its output was cleared)")
+        return notes
+
+
+def _joined(source: Any) -> str:
+    if isinstance(source, list):
+        return "".join(part for part in source if isinstance(part, str))
+    return source if isinstance(source, str) else ""
 
 
 class Role(StrEnum):
@@ -111,7 +151,8 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
         if size > MAX_BYTES:
             raise invalid(f"is {size / 2**20:.0f} MB, over the {MAX_BYTES // 2**20} MB a notebook may be",
                           "ask the learner to clear its outputs (Edit > Clear Outputs of All Cells), then upload it")
-        notebook = json.loads(path.read_bytes(), object_pairs_hook=without_outputs)
+        reveals = _Reveals()
+        notebook = json.loads(path.read_bytes(), object_pairs_hook=reveals)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise invalid(f"is not a notebook ({type(exc).__name__}: {str(exc)[:200]})", reupload) from None
     if not (isinstance(notebook, dict) and notebook.get("nbformat") == 4 and isinstance(notebook.get("cells"), list)):
@@ -120,7 +161,7 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
     kit = metadata.get("shopops_lab") if isinstance(metadata, dict) else None
     kit = kit if isinstance(kit, dict) else {}
     lab = kit.get("lab") if isinstance(kit.get("lab"), str) and LAB_ID.match(kit["lab"]) else None
-    notes: list[str] = []
+    notes: list[str] = reveals.notes(notebook)
     if size > NOTED_OUTPUT_BYTES:
         notes.append(f"the file is {size / 2**20:.0f} MB; its cell outputs were dropped before grading")
     if lab is None:

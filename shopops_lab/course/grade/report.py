@@ -1,6 +1,12 @@
 """The gradebook on disk: grades.csv, grades.json, feedback/<submission>.html, manual.csv,
 and the merge of a filled-in manual.csv (`--manual`) into the next run.
 
+A written answer's rubric reaches the instructor in manual.csv (`rubric`: its elements,
+numbered, with their points) and grades.json; the instructor marks what the answer has in
+`found` (the elements' numbers, `1 3`, or `-` for none) and/or writes a `score`; without a
+score, the found elements' points are the score. The learner's feedback names each element
+as found or not once it is scored, and says nothing of the rubric before.
+
 Every file is written whole (temp file + rename), so a crash mid-run leaves the previous
 gradebook, never half of one. Nothing written here quotes a test cell or a check's source:
 feedback shows what the checks say to the learner, and the learner's own answers.
@@ -15,12 +21,12 @@ import math
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from shopops_lab import __version__
 from shopops_lab.course.build import write_atomic
-from shopops_lab.course.grade.key import Key, Kind
+from shopops_lab.course.grade.key import Key, Kind, RubricElement
 from shopops_lab.course.grade.results import ExerciseResult, Mark, Status, SubmissionResult
 from shopops_lab.errors import BadArgumentError
 
@@ -28,7 +34,8 @@ GRADES_CSV = "grades.csv"
 GRADES_JSON = "grades.json"
 MANUAL_CSV = "manual.csv"
 FEEDBACK = "feedback"
-MANUAL_FIELDS = ("submission", "student", "lab", "grade_id", "max_points", "score", "answer")
+MANUAL_FIELDS = ("submission", "student", "lab", "grade_id", "max_points", "score", "found", "rubric", "answer")
+NONE_FOUND = "-"  # `found` when the answer has none of the rubric's elements
 
 
 def prepare_out(out: str | Path | None) -> Path:
@@ -67,10 +74,12 @@ def points(value: float | None) -> str:
 
 @dataclass(frozen=True)
 class ManualScores:
-    """Scores an instructor wrote into manual.csv, by (submission, grade_id)."""
+    """Scores an instructor wrote into manual.csv, by (submission, grade_id), and the rubric
+    elements marked found."""
 
     scores: dict[tuple[str, str], float]
     source: str = ""
+    found: dict[tuple[str, str], tuple[int, ...]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, path: str | Path, key: Key) -> ManualScores:
@@ -90,12 +99,20 @@ class ManualScores:
             raise BadArgumentError(field=where, problem=f"has no {', '.join(missing)} column",
                                    fix=f"start from the {MANUAL_CSV} a previous run wrote and fill in its score column")
         maxima = {(lab, cell.grade_id): cell.points for lab, master in key.masters.items() for cell in master.graded}
+        rubrics = {(lab, cell.grade_id): cell.rubric for lab, master in key.masters.items() for cell in master.graded}
         scores: dict[tuple[str, str], float] = {}
+        marked: dict[tuple[str, str], tuple[int, ...]] = {}
         for line, row in enumerate(rows, start=2):
+            cell = (row.get("lab") or "", row.get("grade_id") or "")
+            found = _found(row.get("found") or "", rubrics.get(cell, ()), f"{where}, line {line}, found")
             raw = (row.get("score") or "").strip()
+            if found is not None:
+                marked[(row["submission"], row["grade_id"])] = found
+                if not raw:
+                    raw = points(sum(rubrics[cell][number - 1].points for number in found) + 0.0)
             if not raw:
                 continue
-            most = maxima.get((row.get("lab") or "", row.get("grade_id") or ""))
+            most = maxima.get(cell)
             if most is None:
                 try:
                     most = float(row.get("max_points") or "")
@@ -112,7 +129,7 @@ class ManualScores:
                     fix="write the points earned, or leave it empty to grade it later",
                 )
             scores[(row["submission"], row["grade_id"])] = score
-        return cls(scores=scores, source=str(path))
+        return cls(scores=scores, source=str(path), found=marked)
 
     def apply(self, results: Sequence[SubmissionResult]) -> tuple[list[SubmissionResult], list[tuple[str, str]]]:
         """`results` with the hand-given points in, and the scores that matched nothing."""
@@ -125,11 +142,36 @@ class ManualScores:
                 if exercise.kind is Kind.MANUAL and found in self.scores:
                     used.add(found)
                     score = self.scores[found]
-                    exercise = replace(exercise, mark=Mark.GRADED_BY_HAND, points=score,
+                    exercise = replace(exercise, mark=Mark.GRADED_BY_HAND, points=score, found=self.found.get(found),
                                        message=f"Graded by hand: {points(score)} of {points(exercise.max_points)}.")
                 exercises.append(exercise)
             merged.append(replace(result, exercises=tuple(exercises)))
         return merged, sorted(set(self.scores) - used)
+
+
+def _found(raw: str, rubric: Sequence[RubricElement], where: str) -> tuple[int, ...] | None:
+    """The rubric elements a `found` cell names (numbers from 1, or `-` for none); None if empty."""
+    text = raw.replace(",", " ").strip()
+    if not text:
+        return None
+    if not rubric:
+        raise BadArgumentError(field=where, problem=f"is {raw!r}, but this answer has no rubric",
+                               fix="leave found empty and write the score")
+    if text == NONE_FOUND:
+        return ()
+    numbers = []
+    for token in text.split():
+        if not (token.isdigit() and 1 <= int(token) <= len(rubric)):
+            raise BadArgumentError(field=where, problem=f"is {raw!r}: {token!r} is not an element of the rubric",
+                                   fix=f"write the numbers of the elements found, from 1 to {len(rubric)} "
+                                       f"(e.g. '1 3'), or '{NONE_FOUND}' for none")
+        numbers.append(int(token))
+    return tuple(sorted(set(numbers)))
+
+
+def rubric_text(rubric: Sequence[RubricElement]) -> str:
+    """A rubric as manual.csv shows it: `1. (0.5) the element` per line."""
+    return "\n".join(f"{number}. ({points(item.points)}) {item.element}" for number, item in enumerate(rubric, 1))
 
 
 # --- the gradebook --------------------------------------------------------------------------
@@ -193,7 +235,9 @@ def grades_json(results: Sequence[SubmissionResult], key: Key) -> str:
                 "max_points": key.masters[lab].max_points,
                 "hand_graded_points": key.masters[lab].manual_points,
                 "cells": [
-                    {"grade_id": c.grade_id, "kind": c.kind.value, "points": c.points} for c in key.masters[lab].graded
+                    {"grade_id": c.grade_id, "kind": c.kind.value, "points": c.points,
+                     **({"rubric": [{"element": r.element, "points": r.points} for r in c.rubric]} if c.rubric else {})}
+                    for c in key.masters[lab].graded
                 ],
             }
             for lab in labs
@@ -220,6 +264,7 @@ def grades_json(results: Sequence[SubmissionResult], key: Key) -> str:
                         "max_points": e.max_points,
                         "message": e.message,
                         "evidence": list(e.evidence),
+                        **({"found": list(e.found)} if e.found is not None else {}),
                     }
                     for e in result.exercises
                 ],
@@ -239,8 +284,10 @@ def manual_csv(results: Sequence[SubmissionResult]) -> str:
     for result in results:
         for exercise in result.exercises:
             if exercise.kind is Kind.MANUAL and (exercise.mark is not Mark.NOT_ATTEMPTED):
+                found = "" if exercise.found is None else " ".join(map(str, exercise.found)) or NONE_FOUND
                 writer.writerow([result.submission.name, result.submission.student, result.lab, exercise.grade_id,
-                                 points(exercise.max_points), points(exercise.points), exercise.answer])
+                                 points(exercise.max_points), points(exercise.points), found,
+                                 rubric_text(exercise.rubric), exercise.answer])
     return stream.getvalue()
 
 
@@ -288,6 +335,10 @@ def _exercise_row(exercise: ExerciseResult) -> str:
         body += "<pre>" + e("\n".join(exercise.evidence)) + "</pre>"
     if exercise.kind is Kind.MANUAL and exercise.answer:
         body += "<p class=muted>Your answer:</p><pre>" + e(exercise.answer) + "</pre>"
+    if exercise.rubric and exercise.found is not None:  # after grading only: the rubric is the answer key
+        body += "<p class=muted>What your instructor looked for:</p><ul>" + "".join(
+            f"<li>{'✓ found' if number in exercise.found else '✗ not found'} ({points(item.points)}): "
+            f"{e(item.element)}</li>" for number, item in enumerate(exercise.rubric, 1)) + "</ul>"
     score = f"{points(exercise.points) or '–'} / {points(exercise.max_points)}"
     return f"<tr><td>{e(exercise.label)}</td><td>{score}</td><td>{body}</td></tr>"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from shopops_lab.course.grade.key import Kind
+from shopops_lab.course.grade.key import Kind, RubricElement
 from shopops_lab.course.grade.submissions import Submission
 
 
@@ -33,7 +33,9 @@ class Mark(StrEnum):
 @dataclass(frozen=True, slots=True)
 class ExerciseResult:
     """One graded cell of one submission. `points` is None while a written answer waits for
-    the instructor; `answer` is the written answer's text (empty for code)."""
+    the instructor; `answer` is the written answer's text (empty for code); `rubric` its
+    elements, and `found` the numbers (from 1) of those the instructor marked found (None
+    until the instructor scored it through manual.csv)."""
 
     grade_id: str
     kind: Kind
@@ -44,6 +46,8 @@ class ExerciseResult:
     evidence: tuple[str, ...] = ()
     answer: str = ""
     title: str = ""    # what the learner knows the exercise as ("Exercise 01.1 (...)"), else empty
+    rubric: tuple[RubricElement, ...] = ()
+    found: tuple[int, ...] | None = None
 
     @property
     def label(self) -> str:

@@ -21,6 +21,7 @@ submission ends), and ["done"]. It never reports a score: the parent scores.
 """
 from __future__ import annotations
 
+import ast
 import builtins
 import contextlib
 import json
@@ -37,9 +38,11 @@ from importlib import import_module
 from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
+from shopops_lab.checks.base import NotAttempted
 from shopops_lab.course.errors import GradingEnvironmentError
 from shopops_lab.course.grade.judge import CheckRun, Learner, LearnerDied
 from shopops_lab.course.grade.key import Key, Kind
+from shopops_lab.course.grade.learner import compile_cell
 from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
 from shopops_lab.course.grade.wire import ProtocolError
 
@@ -234,13 +237,19 @@ class Warm:
         return cls(graders=graders, snapshot=KitSnapshot.take(graders.values()), imports=imports)
 
 
+ON_USE = frozenset({f"{KIT}.viz._mpl"})  # kit modules imported when first used, not before grading
+
+
 def _import_kit() -> None:
     """Import every module of the kit now, so none is first imported (and added to its
-    package's globals) while a check runs: the snapshot must hold the whole kit."""
+    package's globals) while a check runs: the snapshot must hold the whole kit. Except
+    matplotlib's half of the plots (1.7 s of CPU), which `viz.plots` imports on use, as in
+    a notebook: a check that draws imports it then, and `restore` keeps a submodule
+    imported since without a word."""
     import shopops_lab
 
     for module in pkgutil.walk_packages(shopops_lab.__path__, prefix=f"{KIT}."):
-        if module.name.rsplit(".", 1)[-1] != "__main__":
+        if module.name.rsplit(".", 1)[-1] != "__main__" and module.name not in ON_USE:
             with contextlib.suppress(ImportError):  # an optional part without its dependency
                 import_module(module.name)
 
@@ -371,6 +380,8 @@ class _Runner:
             with _time_limit(self.job.limits.cell_seconds):
                 if graded:
                     self._check(step)
+                elif step.role is Role.TEST:
+                    self._judge_cell(step)
                 else:
                     self._execute(step)
         except CellTimeout:
@@ -384,15 +395,43 @@ class _Runner:
         """A cell's own error, even sys.exit(), ends that cell only, as in Jupyter: what it
         bound before stays, and later cells run (a sys.exit is noted for the instructor)."""
         outcome = self.learner.run(step.source, f"<cell {step.grade_id}>")
-        if step.role is Role.TEST:  # a test cell the kit's checks do not back: nbgrader's rule (and its
-            if outcome is None:     # weakness: it runs, and is reported, in the learner's process)
-                self.send(["result", step.index, "correct", "", []])
-            else:
-                text = _stop_cause(outcome) if "exit" in outcome else f"{outcome.get('type')}: {outcome.get('msg')}"
-                self.send(["result", step.index, "incorrect", _truncate(text), []])
-        elif outcome is not None and "exit" in outcome:
+        if outcome is not None and "exit" in outcome:
             self.send(["note", f"cell {step.grade_id} {_stop_cause(outcome)}, which ends only that cell, as in "
                                "Jupyter; the cells after it were run"])
+
+    def _judge_cell(self, step: PlannedCell) -> None:
+        """A test cell the kit's checks do not back (an instructor's own asserts) runs here, in
+        the judge, as nbgrader's rule says (it passes unless it raises): the names it reads
+        from the learner's namespace are looked up in a worker forked for it (values by value,
+        the learner's functions and objects by handle, their calls crossing), the master's
+        imports are the judge's own modules. So the learner's process can make the cell's
+        calls return anything, but cannot decide the verdict."""
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        _master_imports(self.job.plan.steps, step.index, namespace)
+        run = CheckRun(self.learner)
+        try:
+            for name in sorted(step.reads - set(namespace) - set(vars(builtins))):
+                found, value = run.lookup(name)
+                if found:
+                    namespace[name] = value
+            self.warm.snapshot.restore()
+            mark, text = "correct", ""
+            try:
+                exec(compile_cell(step.source, f"<cell {step.grade_id}>"), namespace)
+            except KeyboardInterrupt:
+                raise
+            except NotAttempted:  # the learner's stub, still raising NotImplementedError
+                mark, text = "not attempted", "Not attempted: the answer is still the stub."
+            except SystemExit as exc:
+                mark, text = "incorrect", f"raised SystemExit({exc.code!r})"
+            except BaseException as exc:  # noqa: BLE001 - the cell's own verdict: it raised
+                mark, text = "incorrect", f"{type(exc).__name__}: {exc}"
+        except LearnerDied:
+            raise LearnerDied(run.died()) from None
+        finally:
+            run.close()
+            self.warm.snapshot.restore()
+        self.send(["result", step.index, mark, _truncate(text), []])
 
     def _check(self, step: PlannedCell) -> None:
         grader = self.warm.graders[(self.job.plan.lab, step.index)]
@@ -408,6 +447,29 @@ class _Runner:
             self.warm.snapshot.restore()
         evidence = [_truncate(line) for line in list(result.evidence)[:EVIDENCE_LIMIT]]
         self.send(["result", step.index, str(result.verdict.value), _truncate(result.message), evidence])
+
+
+def _master_imports(steps: Iterable[PlannedCell], before: int, namespace: dict[str, Any]) -> None:
+    """Run, here, the top-level imports of the master's own cells before `before`, of modules
+    the judge has loaded already (the kit, what the masters import): never a learner's file."""
+    for step in steps:
+        if step.index >= before or step.role is not Role.CODE:
+            continue
+        try:
+            tree = ast.parse(step.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and all(
+                    (name.split(".")[0] in sys.modules) for name in _imported(node)):
+                with contextlib.suppress(Exception):
+                    exec(compile(ast.Module([node], []), "<master imports>", "exec"), namespace)
+
+
+def _imported(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""] if node.level == 0 else [""]
+    return [alias.name for alias in node.names]
 
 
 def _sender(connection: Any) -> Callable[[list[Any]], None]:

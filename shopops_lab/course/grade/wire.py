@@ -5,21 +5,25 @@ the learner's process sends, so every frame is data, decoded to exact built-in t
 What crosses by value: None, bool, int, float, str (a `str` subclass arrives as a plain
 str), lists, tuples, sets, frozensets and dicts of those, the kit's enums, and the kit's
 records (its dataclasses, rebuilt through their own constructor on the receiving side).
-Everything else crosses by handle: a number naming the object on the side that owns it.
-Calling a handle, or reading a public attribute of it, is a request to its owner, who
+Everything else crosses by handle: a number naming the object on the side that owns it
+(and, the first time, the public methods its class defines). Calling a handle, reading a
+public attribute of it, or calling one of those methods (one request, not a read and a
+call: `_Method`) is a request to its owner, who
 answers with a value or a handle, or with an exception: the kit's own (by class name and
 fields), a built-in one (by name and message), or the other side's (by name, message and
 where). Requests nest (judge -> learner -> kit callback -> return), never run at once.
 """
 from __future__ import annotations
 
+import abc
 import builtins
+import contextlib
 import dataclasses
 import enum
 import json
 import struct
 import sys
-from types import MappingProxyType
+from types import FunctionType, MappingProxyType
 from typing import Any
 
 HEADER = struct.Struct(">I")
@@ -28,6 +32,7 @@ DEPTH_LIMIT = 40           # nesting of one value
 KIT = "shopops_lab"
 MUTABLE = (list, set, dict)  # containers a call may fill: copied back after it
 ITER_LIMIT = 100_000       # items an iteration across the wire may yield
+METHOD_LIMIT = 200         # method names a handle's first crossing may carry
 
 
 class PeerGone(KeyboardInterrupt):
@@ -135,15 +140,18 @@ def exact(value: Any) -> Any:
 class Handle:
     """An object of the other side, seen from this one: calls and public attributes cross."""
 
-    __slots__ = ("_peer", "_id", "__weakref__")
+    __slots__ = ("_peer", "_id", "_methods", "__weakref__")
 
-    def __init__(self, peer: Peer, number: int) -> None:
+    def __init__(self, peer: Peer, number: int, methods: frozenset[str] = frozenset()) -> None:
         object.__setattr__(self, "_peer", peer)
         object.__setattr__(self, "_id", number)
+        object.__setattr__(self, "_methods", methods)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
+        if name in self._methods:  # `handle.method(...)`: one request when called
+            return _Method(self, name)
         return self._peer.request(["get", self._id, name])
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -187,10 +195,69 @@ class Handle:
         return hash((id(self._peer), self._id))
 
 
-class Peer:
+class _Method:
+    """`handle.name` where the owner said `name` is a method of the object's class: calling it
+    is one request (`callattr`: the owner looks the attribute up and calls it); any other use
+    reads the attribute first, as a plain `get` would have. A name the owner lied about gives
+    the owner's side nothing it could not have sent by value or by handle."""
+
+    __slots__ = ("_owner", "_name", "_value")
+
+    def __init__(self, owner: Handle, name: str) -> None:
+        self._owner, self._name = owner, name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._owner._peer.call(self._owner._id, args, kwargs, self._name)
+
+    def _resolved(self) -> Any:
+        try:
+            return self._value
+        except AttributeError:
+            self._value = self._owner._peer.request(["get", self._owner._id, self._name])
+            return self._value
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._resolved(), name)
+
+    def __bool__(self) -> bool:
+        return bool(self._resolved())
+
+    def __eq__(self, other: Any) -> bool:
+        return bool(self._resolved() == (other._resolved() if isinstance(other, _Method) else other))
+
+    def __hash__(self) -> int:
+        return hash(self._resolved())
+
+    def __str__(self) -> str:
+        return str(self._resolved())
+
+    def __repr__(self) -> str:
+        return repr(self._resolved())
+
+
+_METHODS: dict[type, list[str]] = {}
+
+
+def _public_methods(klass: type) -> list[str]:
+    """The public plain functions `klass` and its bases define (what `obj.name(...)` calls)."""
+    found = _METHODS.get(klass)
+    if found is None:
+        names: set[str] = set()
+        for base in klass.__mro__:
+            with contextlib.suppress(TypeError):
+                names.update(name for name, value in vars(base).items()
+                             if type(name) is str and not name.startswith("_") and type(value) is FunctionType)
+        found = _METHODS[klass] = sorted(names)[:METHOD_LIMIT]
+    return found
+
+
+class Peer(abc.ABC):
     """One side of a connection: its exported objects by number, the other side's handles,
     and the request loop that serves nested requests while it waits for its answer.
-    `public_only`: the other side may read only public attributes (the judge's rule)."""
+    `public_only`: the other side may read only public attributes (the judge's rule).
+    Abstract: each side says how the other side's exceptions are raised on it (`rebuild`)."""
 
     def __init__(self, sock: Any, *, public_only: bool) -> None:
         self.sock = sock
@@ -208,6 +275,9 @@ class Peer:
             number = len(self.exports) + 1
             self.exports[number] = value
             self.numbers[id(value)] = number
+            methods = [] if isinstance(value, type) else _public_methods(type(value))
+            if methods:  # said once: the other side keeps its handle by number
+                return {"h": [number, _type_name(value), methods]}
         return {"h": [number, _type_name(value)]}
 
     def encode(self, value: Any, depth: int = 0) -> Any:
@@ -215,6 +285,8 @@ class Peer:
             raise ValueError("a value nested too deep to send")
         if value is None or type(value) in (bool, int, float, str):
             return value
+        if isinstance(value, _Method):
+            value = value._resolved()
         if isinstance(value, Handle) and value._peer is self:
             return {"y": value._id}                      # back to its owner
         if isinstance(value, enum.Enum) and kit_name(type(value)) is not None:
@@ -278,10 +350,13 @@ class Peer:
                 raise ProtocolError("a handle this side never gave out")
             return self.exports[body]
         if tag == "h":
-            number, name = body
-            if type(number) is not int:
+            number, name, *methods = body
+            if type(number) is not int or len(methods) > 1:
                 raise ProtocolError("a handle that is not a number")
-            return self.handle(number, name)
+            said = methods[0] if methods else []
+            if not (type(said) is list and len(said) <= METHOD_LIMIT and all(type(m) is str for m in said)):
+                raise ProtocolError("a handle's methods that are not a list of names")
+            return self.handle(number, name, frozenset(said))
         if tag == "e":
             klass = kit_class(body[0])
             if not issubclass(klass, enum.Enum):
@@ -302,21 +377,23 @@ class Peer:
             return klass(**{name: self.decode(v, depth + 1) for name, v in body[1].items()})
         raise ProtocolError(f"a value tagged {tag!r}")
 
-    def handle(self, number: int, name: Any) -> Handle:
+    def handle(self, number: int, name: Any, methods: frozenset[str] = frozenset()) -> Handle:
         found = self.handles.get(number)
         if found is None:
-            found = self.handles[number] = _handle_class(name)(self, number)
+            found = self.handles[number] = _handle_class(name)(self, number, methods)
         return found
 
     # requests -------------------------------------------------------------------------
-    def call(self, number: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Call the other side's object. A list, set or dict argument crosses by value and
-        comes back as the call left it (copied into the caller's own), so a callee that fills
-        the caller's container works as it would in one process."""
+    def call(self, number: int, args: tuple[Any, ...], kwargs: dict[str, Any], method: str | None = None) -> Any:
+        """Call the other side's object (or its attribute `method`, in the same request). A
+        list, set or dict argument crosses by value and comes back as the call left it (copied
+        into the caller's own), so a callee that fills the caller's container works as it
+        would in one process."""
         mutable = {str(n): a for n, a in enumerate(args) if type(a) in MUTABLE}
         mutable.update((f"={k}", v) for k, v in kwargs.items() if type(v) in MUTABLE)
-        return self.request(["call", number, [self.encode(a) for a in args],
-                             {str(k): self.encode(v) for k, v in kwargs.items()}], mutable)
+        arguments = [[self.encode(a) for a in args], {str(k): self.encode(v) for k, v in kwargs.items()}]
+        head = ["call", number] if method is None else ["callattr", number, method]
+        return self.request([*head, *arguments], mutable)
 
     def scalar(self, message: list[Any], kind: type) -> Any:
         value = self.request(message)
@@ -389,17 +466,33 @@ class Peer:
         if kind == "op" and len(message) == 4:
             return self.op(self.target(message[1]), message[2], message[3])
         if kind == "get" and len(message) == 3 and type(message[2]) is str:
-            name = message[2]
-            if self.public_only and name.startswith("_"):
-                raise AttributeError(f"{name}: only public attributes cross")
-            return getattr(self.target(message[1]), name)
-        if kind == "call" and len(message) == 4 and type(message[2]) is list and type(message[3]) is dict:
-            args = [self.decode(a) for a in message[2]]
-            kwargs = {str(k): self.decode(v) for k, v in message[3].items()}
-            given.update((str(n), a) for n, a in enumerate(args) if type(a) in MUTABLE)
-            given.update((f"={k}", v) for k, v in kwargs.items() if type(v) in MUTABLE)
-            return self.invoke(self.target(message[1]), args, kwargs)
+            return self.attribute(self.target(message[1]), message[2])
+        if kind == "call" and len(message) == 4:
+            return self._invoke(self.target(message[1]), message[2], message[3], given)
+        if kind == "callattr" and len(message) == 5 and type(message[2]) is str:
+            method = self.attribute(self.target(message[1]), message[2])
+            self.check_handed(method)  # what a `get` would not have handed over is not called either
+            return self._invoke(method, message[3], message[4], given)
         raise ProtocolError(f"a request of kind {kind!r}")
+
+    def attribute(self, target: Any, name: str) -> Any:
+        if self.public_only and name.startswith("_"):
+            raise AttributeError(f"{name}: only public attributes cross")
+        return getattr(target, name)
+
+    def check_handed(self, value: Any) -> None:
+        """Raise if `value` may not be handed to the other side (the judge's rule); this
+        side hands over anything."""
+        return None
+
+    def _invoke(self, target: Any, args: Any, kwargs: Any, given: dict[str, Any]) -> Any:
+        if type(args) is not list or type(kwargs) is not dict:
+            raise ProtocolError("a call's arguments of no known shape")
+        args = [self.decode(a) for a in args]
+        kwargs = {str(k): self.decode(v) for k, v in kwargs.items()}
+        given.update((str(n), a) for n, a in enumerate(args) if type(a) in MUTABLE)
+        given.update((f"={k}", v) for k, v in kwargs.items() if type(v) in MUTABLE)
+        return self.invoke(target, args, kwargs)
 
     def invoke(self, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         return target(*args, **kwargs)
@@ -463,8 +556,9 @@ class Peer:
             raise ProtocolError("an exception of no known shape")
         return self.rebuild(described)
 
+    @abc.abstractmethod
     def rebuild(self, described: dict[str, Any]) -> BaseException:
-        raise NotImplementedError
+        """The other side's exception (as `describe` sent it), as this side raises it."""
 
     def stand_in(self, name: str, message: str) -> BaseException:
         """The other side's exception leaving a `with` block of this side's object."""

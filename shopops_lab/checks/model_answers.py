@@ -1,0 +1,123 @@
+# ruff: noqa: E501  (the masters' own lines, as they are)
+"""The model answers `Exercise.solution(confirm=True)` reveals, by exercise id.
+
+Made from the masters' answer cells by `python -m shopops_lab.course.grade.key solutions/`;
+a test keeps it equal to them. Never edit it by hand."""
+
+MODEL_ANSWERS: dict[str, str] = {
+    '00.1': (
+        'def enqueue_first_case(queue):\n'
+        '    """Put case O-1001 (store_northline, contact_send) on `queue`; return its item id."""\n'
+        '    return queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send")'
+    ),
+    '01.1': (
+        'def send_followup(lease, adapter):\n'
+        '    """Email the customer of this contact_send item through `adapter`. It may run more than\n'
+        '    once for the same item; the customer must hear from us once per email."""\n'
+        '    return adapter.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"],\n'
+        '                        body=f"About your order {lease.case_id}: the carrier is late, and we are sorry.")'
+    ),
+    '01.2': (
+        'def what_can_happen_next():\n'
+        '    """The labels of every option that can happen once W1\'s lease runs out while W1 still works."""\n'
+        '    return {"redelivered", "late_ack_refused", "w1_still_sends"}'
+    ),
+    '02.1': (
+        'def replay_and_drain(queue, handler):\n'
+        '    """After a fix: replay every dead item once, then process until the queue is empty."""\n'
+        '    for item in queue.dlq_items():\n'
+        '        queue.replay_dlq(item.id)\n'
+        '    while queue.process_one("W1", handler) != "empty":\n'
+        '        pass'
+    ),
+    '02.2': (
+        'def where_does_it_end(deliveries, max_attempts):\n'
+        '    """The item\'s final state ("ready", "done" or "dead") after these deliveries."""\n'
+        '    for attempt, outcome in enumerate(deliveries, start=1):\n'
+        '        if outcome == "ok":\n'
+        '            return "done"\n'
+        '        if attempt == max_attempts:\n'
+        '            return "dead"\n'
+        '    return "ready"'
+    ),
+    '03.1': (
+        'def choose_policy():\n'
+        '    """The lease policy for a worker whose drafting call may take up to 120 s."""\n'
+        '    return HeartbeatPolicy(ttl=60, heartbeat_interval=15, missed_tolerance=2)'
+    ),
+    '04.1': (
+        'class FencedResultStore(NaiveResultStore):\n'
+        '    """A result store that accepts a completion only under the job\'s current token."""\n'
+        '\n'
+        '    def complete(self, job_id, result, *, token, worker_id=None, now=None):\n'
+        '        current = self.current_token(job_id)\n'
+        '        if token != current or current == 0:   # 0: nobody has claimed this job yet\n'
+        '            raise StaleTokenError(what=f"job {job_id}", token=token, current=current)\n'
+        '        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)'
+    ),
+    '04.2': (
+        'def rejecting_control():\n'
+        '    """The label, from lab04.CONTROLS, of the control that rejects the stale completion."""\n'
+        '    return "store_token_check"'
+    ),
+    '05.1': (
+        'def run(job_id, env):\n'
+        '    """Run or resume job_id to the end; return the message id of the email."""\n'
+        '    token = env.claim(job_id)            # a restart is a new owner, with a newer token\n'
+        '    cp = env.resume(job_id)              # what survived the crash; refuses a changed plan\n'
+        '    for step in env.workflow.steps:\n'
+        '        if step.id in cp.completed:      # decided earlier: reuse it, never redo it\n'
+        '            continue\n'
+        '        if not step.effect:\n'
+        '            artifact = env.make(job_id, step.id)\n'
+        '            cp = env.checkpoints.save(job_id, cp.confirm(step.id, artifact), token=token)\n'
+        '            continue\n'
+        '        op_id = cp.op_for(step.id) or env.op_id(job_id, step.id)\n'
+        '        outcome, via = None, "reply"\n'
+        '        if op_id in cp.intents:          # an earlier run may have sent it: ask, do not guess\n'
+        '            outcome, via = env.lookup(op_id), "lookup"\n'
+        '        else:                            # intent first, so a crash during the send leaves a trace\n'
+        '            cp = env.checkpoints.save(job_id, cp.intend(op_id, step.id), token=token)\n'
+        '        if outcome is None or outcome.status is SendStatus.FAILED:\n'
+        '            outcome, via = env.send(job_id, step.id, op_id, body=cp.artifacts["summarize"]), "reply"\n'
+        '        if outcome.status is SendStatus.UNKNOWN:   # delivered or not? the reply was lost\n'
+        '            outcome, via = env.lookup(op_id), "lookup"\n'
+        '        if outcome.status is not SendStatus.OK:    # certainly not delivered: let the queue retry\n'
+        '            raise EffectFailedError(step=step.id, job_id=job_id, status=outcome.status.value, op_id=op_id)\n'
+        '        receipt = Receipt(op_id=op_id, step=step.id, message_id=outcome.message_id, via=via)\n'
+        '        cp = env.checkpoints.save(job_id, cp.receive(receipt).confirm(step.id, receipt.message_id),\n'
+        '                                  token=token)\n'
+        '    result = cp.artifacts[env.workflow.steps[-1].id]\n'
+        '    env.ack(job_id, token=token, result=result)\n'
+        '    return result'
+    ),
+    '06.1': (
+        'def handle(delivery, processed, apply):\n'
+        '    """Apply one delivery unless its message was applied before; True if applied now."""\n'
+        '    if delivery.message_id in processed:   # a copy of a message we already applied\n'
+        '        return False\n'
+        '    apply(delivery)                        # may raise (a timeout too): nothing recorded, no ack, it comes back,\n'
+        '                                           # and the keyed call is safe to make again\n'
+        '    processed.add(delivery.message_id)     # only after the effect (in a database: the same transaction)\n'
+        '    return True'
+    ),
+    '07.1': (
+        'def my_policy(signals):\n'
+        '    """Decide, for a worker about to take work, what it may take now."""\n'
+        '    if signals.in_flight >= GATEWAY_CAPACITY:      # full: one more call only slows every call down\n'
+        '        return acquire(max_priority=Priority.APPROVAL)\n'
+        '    return acquire()'
+    ),
+    '07.2': (
+        'def the_contract():\n'
+        '    """The labels, from lab07.PIECES, of the pieces that make up the contract."""\n'
+        '    return {"at_least_once_delivery", "idempotency_keys", "fencing_tokens", "checkpoints"}'
+    ),
+    '08.1': (
+        'def handle(lease, shop):\n'
+        '    """Refund the order this delivery names: once, however often it is delivered and wherever the worker dies."""\n'
+        '    with shop.transaction():      # one commit: the ack and the credit together, or neither\n'
+        '        shop.ack(lease)           # first: a stale lease is refused before anything is written\n'
+        '        shop.credit(lease.payload["order"], lease.payload["amount"])'
+    ),
+}
