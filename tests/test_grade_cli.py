@@ -29,7 +29,7 @@ def every_lab(tmp_path_factory: pytest.TempPathFactory):
         path = fx.master_path(lab)
         fx.write(fx.master(lab), root / "class" / f"master_{path.name}")
         fx.write(fx.submission(lab), root / "class" / f"pristine_{path.name}")
-    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=2, limits=Limits(cell_seconds=120))
+    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=2, limits=Limits(cell_seconds=900, notebook_seconds=3600))
     return {result.submission.name: result for result in report.results}
 
 

@@ -18,6 +18,18 @@ MODEL_ANSWERS: dict[str, str] = {
         '                        body=f"About your order {lease.case_id}: the carrier is late, and we are sorry.")'
     ),
     '01.2': (
+        'def force_expiry(queue, clock, handle):\n'
+        '    """Stall a worker past its lease on the virtual clock, and show the item redelivered.\n'
+        '    Return (first, second): the first worker\'s lease and the redelivery\'s."""\n'
+        '    first = queue.acquire("W1")\n'
+        '    handle(first)                                  # W1 emails Jordan, then stalls: no ack\n'
+        "    clock.advance(queue.lease_seconds)             # the lease's deadline passes on the queue's clock\n"
+        '    second = queue.acquire("W7")                   # the same item, a new token, attempt 2\n'
+        '    handle(second)\n'
+        '    queue.ack(second)\n'
+        '    return first, second'
+    ),
+    '01.3': (
         'def what_can_happen_next():\n'
         '    """The labels of every option that can happen once W1\'s lease runs out while W1 still works."""\n'
         '    return {"redelivered", "late_ack_refused", "w1_still_sends"}'
@@ -45,13 +57,24 @@ MODEL_ANSWERS: dict[str, str] = {
         '    """The lease policy for a worker whose drafting call may take up to 120 s."""\n'
         '    return HeartbeatPolicy(ttl=60, heartbeat_interval=15, missed_tolerance=2)'
     ),
+    '03.3': (
+        'def draft_with_heartbeats(lease, queue, model, email):\n'
+        '    """Draft Jordan\'s email chunk by chunk, keeping the lease; send and ack only if it held."""\n'
+        '    draft = []\n'
+        '    while (chunk := model.next_chunk()) is not None:\n'
+        '        draft.append(chunk)\n'
+        '        if not queue.heartbeat(lease):   # the lease is gone: whatever follows belongs to someone else\n'
+        '            return\n'
+        '    email.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"], body="".join(draft))\n'
+        '    queue.ack(lease)'
+    ),
     '04.1': (
         'class FencedResultStore(NaiveResultStore):\n'
         '    """A result store that accepts a completion only under the job\'s current token."""\n'
         '\n'
         '    def complete(self, job_id, result, *, token, worker_id=None, now=None):\n'
         '        current = self.current_token(job_id)\n'
-        '        if token != current or current == 0:   # 0: nobody has claimed this job yet\n'
+        '        if token != current:   # before any claim current is None, which no token equals\n'
         '            raise StaleTokenError(what=f"job {job_id}", token=token, current=current)\n'
         '        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)'
     ),
@@ -61,6 +84,45 @@ MODEL_ANSWERS: dict[str, str] = {
         '    return "store_token_check"'
     ),
     '05.1': (
+        'def finish_job(jobs, job_id, do_step):\n'
+        '    """Claim job_id, run and confirm its steps, complete it; return its state as the store has it."""\n'
+        '    try:\n'
+        '        claim = jobs.claim(job_id, "W1", lease_seconds=30)\n'
+        '        for step_id in ("fetch", "summarize", "publish"):\n'
+        '            artifact = do_step(step_id)\n'
+        '            jobs.confirm_step(job_id, step_id, token=claim.token)\n'
+        '        jobs.complete(job_id, token=claim.token, result=artifact)\n'
+        '    except (TransitionError, JobNotRunningError):   # cancelled meanwhile: the store said no, so stop\n'
+        '        pass\n'
+        '    return jobs.get(job_id).state'
+    ),
+    '05.2': (
+        'def run_with_intent(job_id, env):\n'
+        '    """Run or resume job_id to the end with a healthy provider; return the message id of the email."""\n'
+        '    token = env.claim(job_id)\n'
+        '    cp = env.resume(job_id)\n'
+        '    for step in env.workflow.steps:\n'
+        '        if step.id in cp.completed:      # decided earlier: reuse it, never redo it\n'
+        '            continue\n'
+        '        if not step.effect:\n'
+        '            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)\n'
+        '            continue\n'
+        '        op_id = cp.op_for(step.id) or env.op_id(job_id, step.id)\n'
+        '        found = None\n'
+        '        if op_id in cp.intents:          # it may have gone out: ask before acting\n'
+        '            found = env.lookup(op_id)\n'
+        '        else:                            # nothing went out yet: leave a trace first\n'
+        '            cp = env.checkpoints.save(job_id, cp.intend(op_id, step.id), token=token)\n'
+        '        if found is None or found.status is SendStatus.FAILED:\n'
+        '            reply = env.send(job_id, step.id, op_id, body=cp.artifacts["summarize"])\n'
+        '            receipt = Receipt(op_id=op_id, step=step.id, message_id=reply.message_id, via="reply")\n'
+        '        else:\n'
+        '            receipt = Receipt(op_id=op_id, step=step.id, message_id=found.message_id, via="lookup")\n'
+        '        cp = env.checkpoints.save(job_id, cp.receive(receipt).confirm(step.id, receipt.message_id), token=token)\n'
+        '    env.ack(job_id, token=token, result=cp.artifacts["publish"])\n'
+        '    return cp.artifacts["publish"]'
+    ),
+    '05.3': (
         'def run(job_id, env):\n'
         '    """Run or resume job_id to the end; return the message id of the email."""\n'
         '    token = env.claim(job_id)            # a restart is a new owner, with a newer token\n'
@@ -92,6 +154,13 @@ MODEL_ANSWERS: dict[str, str] = {
         '    return result'
     ),
     '06.1': (
+        'def dispatch(outbox, broker):\n'
+        '    """One pass: every pending message to the broker, and a note in the outbox for each."""\n'
+        '    for message in outbox.pending():       # oldest first\n'
+        '        broker.publish(message)            # raises if the broker cannot be reached: the pass stops here\n'
+        '        outbox.mark_sent(message.id)       # only after the confirm: a crash just before it costs a duplicate'
+    ),
+    '06.2': (
         'def handle(delivery, processed, apply):\n'
         '    """Apply one delivery unless its message was applied before; True if applied now."""\n'
         '    if delivery.message_id in processed:   # a copy of a message we already applied\n'
@@ -112,6 +181,16 @@ MODEL_ANSWERS: dict[str, str] = {
         'def the_contract():\n'
         '    """The labels, from lab07.PIECES, of the pieces that make up the contract."""\n'
         '    return {"at_least_once_delivery", "idempotency_keys", "fencing_tokens", "checkpoints"}'
+    ),
+    '07.3': (
+        'from collections import Counter\n'
+        '\n'
+        '\n'
+        'def assert_no_double_contact(log):\n'
+        '    """Raise AssertionError if this run sent a customer the same message twice."""\n'
+        '    sent = Counter((event.case_id, event.info["idem_key"]) for event in log.where("contact_sent"))\n'
+        '    twice = sorted(key for key, count in sent.items() if count > 1)\n'
+        '    assert not twice, f"{len(twice)} message(s) sent twice, the first: case {twice[0][0]}, key {twice[0][1]}"'
     ),
     '08.1': (
         'def handle(lease, shop):\n'
