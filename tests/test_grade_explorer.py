@@ -13,6 +13,8 @@ from shopops_lab.course.grade.results import Mark
 from shopops_lab.course.grade.run import grade
 from shopops_lab.course.grade.sandbox import Limits
 
+PATIENT = Limits(cell_seconds=900, notebook_seconds=3600)  # right answers are judged, not timed
+
 FENCE_DECIDES = '''
 from shopops_lab.fencing import TokenFence
 
@@ -176,7 +178,7 @@ def graded(tmp_path_factory: pytest.TempPathFactory):
         if source is None:   # the master's own run, called by a wrapper that swallows every exception
             source = fx.right_answer(lab, cell).replace("def run(", "def _masters_run(", 1) + SWALLOWS
         fx.write(fx.submission(lab, {cell: source}), root / "class" / f"{name}.ipynb")
-    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=2, limits=Limits(cell_seconds=900, notebook_seconds=3600))
+    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=2, limits=PATIENT)
     return {result.submission.name: result for result in report.results}
 
 
@@ -215,7 +217,7 @@ def lab07_graded(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("lab07")
     answers = {"my-policy": COUNTS_ITS_CALLS, "chaos-assertion": ONE_EMAIL_PER_CASE}
     fx.write(fx.submission("07", answers), root / "class" / "lab07.ipynb")
-    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=1, limits=Limits(cell_seconds=900, notebook_seconds=3600))
+    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=1, limits=PATIENT)
     (result,) = report.results
     return {e.grade_id: e for e in result.exercises}
 
