@@ -302,3 +302,12 @@ def test_the_course_map_lists_every_lab():
     course_map = next(cell.source for cell in read(MASTERS[0]).cells if cell.source.startswith("## The course map"))
     for path in MASTERS[1:]:
         assert f"**{path.name[:2]} " in course_map, path.name
+
+
+def test_the_readme_states_each_labs_time_as_its_first_cell_does():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for master in MASTERS:
+        first = "".join(nbformat.read(master, as_version=4).cells[0].source)
+        (minutes,) = re.findall(r"about (\d+) minutes", first) or ["none stated"]
+        row = re.search(rf"^\| \[[^]]+\]\(notebooks/{re.escape(master.name)}\) \| (\d+) min", readme, re.M)
+        assert row is not None and row.group(1) == minutes, master.name
