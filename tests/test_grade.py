@@ -157,15 +157,26 @@ def graded(tmp_path_factory: pytest.TempPathFactory) -> tuple[GradeReport, dict,
     return report, rows, out
 
 
+EXPIRY = "force-expiry-test"  # lab 01's third exercise: no submission here but the right ones answers it
+
+
 def marks(result) -> dict[str, tuple[Mark, float | None]]:
-    return {e.grade_id: (e.mark, e.points) for e in result.exercises}
+    """The marks of the exercises the class's submissions answer (EXPIRY is judged below)."""
+    return {e.grade_id: (e.mark, e.points) for e in result.exercises if e.grade_id != EXPIRY}
+
+
+def test_lab01s_third_exercise_is_not_attempted_unless_answered(graded) -> None:
+    _, rows, _ = graded
+    every = {name: {e.grade_id: (e.mark, e.points) for e in row.exercises} for name, row in rows.items()}
+    assert every["right_lab01"][EXPIRY] == (Mark.CORRECT, 2)
+    assert every["pristine_lab01"][EXPIRY] == every["onewrong_lab01"][EXPIRY] == (Mark.NOT_ATTEMPTED, 0)
 
 
 def test_every_submission_gets_one_row(graded) -> None:
     report, rows, _ = graded
     assert len(report.results) == len(CLASS) + 2
     assert rows["submitted/zoe/lab01/01_leases_and_redelivery"].submission.student == "zoe"
-    assert rows["submitted/zoe/lab01/01_leases_and_redelivery"].points == 3
+    assert rows["submitted/zoe/lab01/01_leases_and_redelivery"].points == 5
 
 
 def test_pristine_scores_zero_and_the_master_full(graded) -> None:
@@ -177,8 +188,8 @@ def test_pristine_scores_zero_and_the_master_full(graded) -> None:
     assert marks(rows["right_lab01"]) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.CORRECT, 1)}
     assert (rows["right_lab01"].status, rows["right_lab01"].points, rows["right_lab01"].max_points) == (
         Status.GRADED,
-        3,
-        3,
+        5,
+        5,
     )
 
 
@@ -205,7 +216,7 @@ def test_a_tampered_twin_scores_as_its_honest_original(graded, twin: str) -> Non
     assert (
         points
         == {e.grade_id: e.points for e in rows["onewrong_lab01"].exercises}
-        == {"send-followup-test": 0, "what-next-test": 1}
+        == {"send-followup-test": 0, EXPIRY: 0, "what-next-test": 1}
     )
 
 
@@ -293,7 +304,7 @@ def test_sys_exit_ends_only_its_cell_as_in_jupyter_and_is_noted(graded) -> None:
     assert exited.status is Status.GRADED
     assert any("cell what-next called sys.exit(2), which ends only that cell" in note for note in exited.notes)
     after = rows["exitafter_lab01"]  # a right answer that ends with sys.exit(): full marks
-    assert after.points == 3 and after.status is Status.GRADED
+    assert after.points == 3 and after.status is Status.GRADED  # 01.2 left unanswered
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the memory limit is enforced where RLIMIT_AS is (Linux)")
@@ -321,7 +332,7 @@ def test_answers_typed_into_added_cells_count(graded) -> None:
 def test_a_notebook_without_metadata_is_graded_by_its_name(graded) -> None:
     _, rows, _ = graded
     result = rows["nometa_lab01"]
-    assert result.points == 3 and "lab 01 taken from the file name" in result.notes[0]
+    assert result.points == 5 and "lab 01 taken from the file name" in result.notes[0]
 
 
 # --- the files -----------------------------------------------------------------------------
@@ -338,9 +349,9 @@ def test_grades_csv_has_a_max_row_and_a_row_per_submission(graded) -> None:
     assert len(by_name) == len(report.results)
     assert by_name["onewrong_lab01"] | {"reason": ""} == by_name["onewrong_lab01"]
     assert (by_name["onewrong_lab01"]["send-followup-test"], by_name["onewrong_lab01"]["what-next-test"]) == ("0", "1")
-    assert (by_name["onewrong_lab01"]["points"], by_name["onewrong_lab01"]["max_points"]) == ("1", "3")
+    assert (by_name["onewrong_lab01"]["points"], by_name["onewrong_lab01"]["max_points"]) == ("1", "5")
     assert by_name["writer_lab03"]["explain-policy"] == "" and by_name["writer_lab03"]["needs_manual"] == "yes"
-    assert by_name["garbage_lab01"]["status"] == "invalid" and by_name["garbage_lab01"]["max_points"] == "3"
+    assert by_name["garbage_lab01"]["status"] == "invalid" and by_name["garbage_lab01"]["max_points"] == "5"
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")], "a temp file was left behind"
     assert "cell what-next called sys.exit(2)" in by_name["exit_lab01"]["notes"]
 
@@ -351,7 +362,7 @@ def test_grades_json_holds_every_verdict_and_message(graded) -> None:
     assert document["labs"]["03"]["hand_graded_points"] == 3
     entry = next(s for s in document["submissions"] if s["submission"] == "onewrong_lab01")
     assert [(e["grade_id"], e["mark"], e["points"]) for e in entry["exercises"]] == [
-        ("send-followup-test", "incorrect", 0), ("what-next-test", "correct", 1)]
+        ("send-followup-test", "incorrect", 0), (EXPIRY, "not attempted", 0), ("what-next-test", "correct", 1)]
     assert entry["exercises"][0]["message"] == next(e.message for e in rows["onewrong_lab01"].exercises)
 
 
@@ -393,7 +404,7 @@ def test_manual_scores_merge_on_the_next_run(graded, tmp_path: Path) -> None:
     fx.write(fx.all_right("03"), submission)
     report = grade([str(tmp_path / "class")], key=fx.SOLUTIONS, out=tmp_path / "out", limits=LIMITS, manual=filled)
     (result,) = report.results
-    assert (result.points, result.max_points, result.needs_manual) == (4.5, 5, False)
+    assert (result.points, result.max_points, result.needs_manual) == (6.5, 7, False)
     assert marks(result)["explain-policy"] == (Mark.GRADED_BY_HAND, 2.5)
     with open(tmp_path / "out" / "manual.csv", newline="") as handle:
         assert next(csv.DictReader(handle))["score"] == "2.5"
@@ -477,7 +488,7 @@ def test_without_fork_each_child_warms_itself_first(tmp_path: Path, monkeypatch:
     fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
     fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
-    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 3}
+    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 5}
 
 
 def test_without_root_the_learner_runs_as_the_graders_user_and_is_still_graded(
@@ -491,4 +502,4 @@ def test_without_root_the_learner_runs_as_the_graders_user_and_is_still_graded(
     fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
     fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
-    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 3}
+    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 5}
