@@ -14,6 +14,7 @@ benchmarks inform, tests decide.
 
 Run: `.venv/bin/python benchmarks/bench_checks.py [--runs 3]`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,13 +42,19 @@ from shopops_lab.sim import run  # noqa: E402
 from shopops_lab.worker.queue import InMemoryQueue  # noqa: E402
 
 BUDGET = 2.0
-MASTERS = {"01": "01_leases_and_redelivery", "02": "02_poison_messages_and_the_dlq",
-           "03": "03_heartbeats_and_ttl_design", "04": "04_fencing_tokens", "05": "05_checkpoints_and_receipts",
-           "06": "06_outbox", "07": "07_burst_day"}
+MASTERS = {
+    "01": "01_leases_and_redelivery",
+    "02": "02_poison_messages_and_the_dlq",
+    "03": "03_heartbeats_and_ttl_design",
+    "04": "04_fencing_tokens",
+    "05": "05_checkpoints_and_receipts",
+    "06": "06_outbox",
+    "07": "07_burst_day",
+}
 
 
 def _master(lab: str, name: str):
-    with contextlib.redirect_stdout(io.StringIO()):   # the set-up cell prints its settings
+    with contextlib.redirect_stdout(io.StringIO()):  # the set-up cell prints its settings
         return answers(nbformat.read(ROOT / "solutions" / f"{MASTERS[lab]}.ipynb", as_version=4))[name]
 
 
@@ -92,8 +99,11 @@ def _peer_05(run) -> None:
 
 
 def _peer_06(handle) -> None:
-    handle(Delivery(seq=1, message_id="out-0001", topic="refund.issued", payload={"case_id": "O-1001"}), set(),
-           lambda delivery: None)
+    handle(
+        Delivery(seq=1, message_id="out-0001", topic="refund.issued", payload={"case_id": "O-1001"}),
+        set(),
+        lambda delivery: None,
+    )
 
 
 def _counted(policy):
@@ -128,8 +138,10 @@ def _lab07(runs: int) -> None:
     decisions = 1 + 3 * len(lab07._grid()) + sum(_decisions(policy, seed) for seed in lab07.SEEDS)
     verdict = "PASS" if check <= BUDGET else "FAIL"
     print(f"{'07':<4}{check:>9.3f}{'3 days':>11}{plain:>11.3f}{check / plain:>10,.1f}  {verdict}")
-    print(f"    lab 07 calls to the policy: {calls[0]:,} (each once per distinct signals of a day, plus the rules and "
-          f"the audit), against {decisions:,} asking every decision: {decisions / calls[0]:.2f}x fewer crossings")
+    print(
+        f"    lab 07 calls to the policy: {calls[0]:,} (each once per distinct signals of a day, plus the rules and "
+        f"the audit), against {decisions:,} asking every decision: {decisions / calls[0]:.2f}x fewer crossings"
+    )
 
 
 def _decisions(policy, seed: int) -> int:
@@ -153,20 +165,27 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     runs = parser.parse_args().runs
-    labs = [("01", lab01, "send_followup", _peer_01, [lab01.scenario(m) for m in lab01.SEEDS]),
-            ("02", lab02, "replay_and_drain", _peer_02, [lab02.scenario()]),
-            ("03", lab03, "draft_with_heartbeats", _peer_03, [lab03.loop_scenario()]),
-            ("04", lab04, "FencedResultStore", _peer_04, [lab04.scenario()]),
-            ("05", lab05, "run", _peer_05, [recovery_world.scenario(setting, faults, job)
-                                            for setting, faults, job in lab05.SETTINGS]),
-            ("06", lab06, "handle", _peer_06, [lab06.scenario()])]
+    labs = [
+        ("01", lab01, "send_followup", _peer_01, [lab01.scenario(m) for m in lab01.SEEDS]),
+        ("02", lab02, "replay_and_drain", _peer_02, [lab02.scenario()]),
+        ("03", lab03, "draft_with_heartbeats", _peer_03, [lab03.loop_scenario()]),
+        ("04", lab04, "FencedResultStore", _peer_04, [lab04.scenario()]),
+        (
+            "05",
+            lab05,
+            "run",
+            _peer_05,
+            [recovery_world.scenario(setting, faults, job) for setting, faults, job in lab05.SETTINGS],
+        ),
+        ("06", lab06, "handle", _peer_06, [lab06.scenario()]),
+    ]
     print(f"{'lab':<4}{'check s':>9}{'cpu s':>8}{'schedules':>11}{'peer s':>11}{'ratio':>10}  budget {BUDGET:g} s")
     for lab, checks, name, peer, scenarios in labs:
         answer = _master(lab, name)
         exercise = checks.loop if lab == "03" else checks.exercise
         assert exercise.result(answer).correct, lab
         check = _best(lambda a=answer, e=exercise: e.result(a), runs)
-        cpu = _best(lambda a=answer, e=exercise: e.result(a), runs, clock=process_time)   # this process's share
+        cpu = _best(lambda a=answer, e=exercise: e.result(a), runs, clock=process_time)  # this process's share
         schedules = sum(explore(s, answer).schedules for s in scenarios)
         plain = _best(lambda a=answer, p=peer: p(a), runs, repeat=200)
         verdict = "PASS" if check <= BUDGET else "FAIL"

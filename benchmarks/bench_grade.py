@@ -13,6 +13,7 @@ nbgrader lives in a virtualenv of its own, built once as the README tells instru
 `.venv/bin/python benchmarks/bench_grade.py [--labs 01 07] [--submissions 3] [--rounds 5]`.
 Prints a line per lab and PASS/FAIL, and always exits 0: benchmarks inform, tests decide.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,10 @@ import nbgrader_env  # noqa: E402
 
 TARGET = 10.0
 JOBS = 2
-WRONG = {"01": {"send-followup": fx.KEY_FROM_TOKEN, "what-next": fx.EVERYTHING_STOPS},
-         "07": {"my-policy": "def my_policy(signals):\n    return acquire()"}}
+WRONG = {
+    "01": {"send-followup": fx.KEY_FROM_TOKEN, "what-next": fx.EVERYTHING_STOPS},
+    "07": {"my-policy": "def my_policy(signals):\n    return acquire()"},
+}
 LABS = sorted(path.name[:2] for path in fx.SOLUTIONS.glob("[0-9][0-9]_*.ipynb"))
 
 
@@ -75,8 +78,19 @@ def time_nbgrader(python: Path, course: Path, env: dict[str, str], lab: str) -> 
 
 
 def time_ours(submitted: Path, out: Path) -> tuple[float, list[dict[str, str]]]:
-    command = [sys.executable, "-m", "shopops_lab", "grade", str(submitted),
-               "--key", str(ROOT / "solutions"), "--out", str(out), "--jobs", str(JOBS)]
+    command = [
+        sys.executable,
+        "-m",
+        "shopops_lab",
+        "grade",
+        str(submitted),
+        "--key",
+        str(ROOT / "solutions"),
+        "--out",
+        str(out),
+        "--jobs",
+        str(JOBS),
+    ]
     started = perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     seconds = perf_counter() - started
@@ -97,9 +111,12 @@ def compare(python: Path, lab: str, count: int, rounds: int) -> float:
             ours.append(seconds)
     ratio = median(theirs) / median(ours)
     points = ", ".join(sorted({row["points"] for row in rows}))
-    print(f"lab {lab}: {count} submissions, median of {rounds}: nbgrader {median(theirs):6.1f} s, "
-          f"shopops-lab {median(ours):6.1f} s ({median(ours) / count:.2f} s each; points seen {points}): "
-          f"{ratio:4.1f}x  {'PASS' if ratio >= TARGET else 'FAIL'} (target >= {TARGET:g}x)", flush=True)
+    print(
+        f"lab {lab}: {count} submissions, median of {rounds}: nbgrader {median(theirs):6.1f} s, "
+        f"shopops-lab {median(ours):6.1f} s ({median(ours) / count:.2f} s each; points seen {points}): "
+        f"{ratio:4.1f}x  {'PASS' if ratio >= TARGET else 'FAIL'} (target >= {TARGET:g}x)",
+        flush=True,
+    )
     return ratio
 
 

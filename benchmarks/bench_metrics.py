@@ -8,6 +8,7 @@ run: producing the log, and the simplest useful reader (counting events by kind 
 
 Run: `python benchmarks/bench_metrics.py`. Prints PASS/FAIL and always exits 0.
 """
+
 from __future__ import annotations
 
 import random
@@ -61,8 +62,7 @@ def main() -> int:
     q = burst_day(SEED)
     produce = perf_counter() - start
     log = q.log
-    print(f"Python {sys.version.split()[0]}; {ITEMS:,} items, {len(log):,} events; seed {SEED}; "
-          f"best of {REPEATS}")
+    print(f"Python {sys.version.split()[0]}; {ITEMS:,} items, {len(log):,} events; seed {SEED}; best of {REPEATS}")
 
     def count_kinds() -> None:
         counts: dict = {}
@@ -78,8 +78,10 @@ def main() -> int:
     print(f"queue_metrics(log)                  : {metrics:8.3f} s   {metrics / scan:5.1f}x the floor")
     print(f"series(log, 60)                     : {buckets:8.3f} s   {buckets / scan:5.1f}x the floor")
     print(f"both, as a share of producing the log: {total / produce:7.1%}")
-    print(f"both together                       : {total:8.3f} s   target <= {TARGET_SECONDS:g} s  "
-          f"{'PASS' if total <= TARGET_SECONDS else 'FAIL'}")
+    print(
+        f"both together                       : {total:8.3f} s   target <= {TARGET_SECONDS:g} s  "
+        f"{'PASS' if total <= TARGET_SECONDS else 'FAIL'}"
+    )
     print()
     print(queue_metrics(log))
     return 0

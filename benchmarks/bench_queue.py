@@ -14,6 +14,7 @@
 Run: `python benchmarks/bench_queue.py`. Prints numbers and PASS/FAIL for each target and
 always exits 0: benchmarks inform, tests decide. Best of several repeats, fixed seeds.
 """
+
 from __future__ import annotations
 
 import queue
@@ -159,21 +160,27 @@ def main() -> int:
     ratio = ours / bare
     print(f"InMemoryQueue enqueue+acquire+ack     : {ours:>12,.0f} cycles/s")
     print(f"queue.Queue put+get (peer)            : {bare:>12,.0f} cycles/s")
-    print(f"ratio                                 : {ratio:12.3f}   target >= {THROUGHPUT_TARGET}  "
-          f"{verdict(ratio >= THROUGHPUT_TARGET)}")
+    print(
+        f"ratio                                 : {ratio:12.3f}   target >= {THROUGHPUT_TARGET}  "
+        f"{verdict(ratio >= THROUGHPUT_TARGET)}"
+    )
     print(f"queue.Queue put+get+task_done (info)  : {full:>12,.0f} cycles/s   ratio {ours / full:.3f}")
     ours, peer = backlog()
     ratio = ours / peer
     print(f"backlog of {BACKLOG:,} cases: enqueue all, then acquire+ack all : {ours:>10,.0f} items/s")
     print(f"queue.Queue: put all, then get all (peer)              : {peer:>10,.0f} items/s")
-    print(f"ratio                                                  : {ratio:10.3f}   target >= {THROUGHPUT_TARGET}  "
-          f"{verdict(ratio >= THROUGHPUT_TARGET)}")
+    print(
+        f"ratio                                                  : {ratio:10.3f}   target >= {THROUGHPUT_TARGET}  "
+        f"{verdict(ratio >= THROUGHPUT_TARGET)}"
+    )
     big, small = acquire_cost(100_000), acquire_cost(1_000)
     scale = big / small
     print(f"acquire, 100,000 ready over {CASES:,} cases, half leased : {big * 1e6:8.2f} us (median)")
     print(f"acquire,   1,000 ready over {CASES:,} cases, half leased : {small * 1e6:8.2f} us (median)")
-    print(f"ratio                                                 : {scale:8.2f}   "
-          f"target <= {SCALING_TARGET:g}  {verdict(scale <= SCALING_TARGET)}")
+    print(
+        f"ratio                                                 : {scale:8.2f}   "
+        f"target <= {SCALING_TARGET:g}  {verdict(scale <= SCALING_TARGET)}"
+    )
     return 0
 
 

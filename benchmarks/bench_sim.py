@@ -17,6 +17,7 @@ so one run's leftovers cannot slow the next and both sizes start from the same s
 Run: `python benchmarks/bench_sim.py`. Prints numbers and PASS/FAIL for each target and
 always exits 0: benchmarks inform, tests decide. Best of a few repeats, fixed seeds.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,13 +48,20 @@ def time_one(items: int) -> dict:
     start, cpu = perf_counter(), process_time()
     report = run("burst_day", seed=SEED, items=items)
     wall, cpu = perf_counter() - start, process_time() - cpu
-    return {"wall": wall, "cpu": cpu, "events": len(report.log), "calls": report.metrics["gateway_count"],
-            "lost": report.lost, "double_contacts": report.double_contacts}
+    return {
+        "wall": wall,
+        "cpu": cpu,
+        "events": len(report.log),
+        "calls": report.metrics["gateway_count"],
+        "lost": report.lost,
+        "double_contacts": report.double_contacts,
+    }
 
 
 def fresh(items: int) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--time", str(items)], cwd=ROOT,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, __file__, "--time", str(items)], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout)
 
 
@@ -77,15 +85,21 @@ def main() -> int:
     scaling = big["cpu"] / min(r["cpu"] for r in smalls)
     wall_scaling = min(r["wall"] for r in bigs) / wall
     print(f"burst_day {ITEMS:,} items: {small['calls']:,} model calls, {small['events']:,} events, seed {SEED}")
-    print(f"  wall time              {wall:8.3f} s   target < {WALL_TARGET:g} s   "
-          f"{'PASS' if wall < WALL_TARGET else 'FAIL'}")
+    print(
+        f"  wall time              {wall:8.3f} s   target < {WALL_TARGET:g} s   "
+        f"{'PASS' if wall < WALL_TARGET else 'FAIL'}"
+    )
     print(f"  simulated items/s      {ours:10,.0f}")
     print(f"  queue.Queue put+get/s  {peer:10,.0f}")
     print(f"  ratio (ours / peer)    {ours / peer:10.4f}   (information: the price of simulating the world)")
-    print(f"burst_day {BIG:,} items: {big['cpu']:.3f} s CPU, {big['events']:,} events, "
-          f"lost {big['lost']}, double contacts {big['double_contacts']}")
-    print(f"  scaling 100k / 10k     {scaling:8.2f} x CPU   target <= {SCALING_TARGET:g}   "
-          f"{'PASS' if scaling <= SCALING_TARGET else 'FAIL'}   (wall: {wall_scaling:.2f} x)")
+    print(
+        f"burst_day {BIG:,} items: {big['cpu']:.3f} s CPU, {big['events']:,} events, "
+        f"lost {big['lost']}, double contacts {big['double_contacts']}"
+    )
+    print(
+        f"  scaling 100k / 10k     {scaling:8.2f} x CPU   target <= {SCALING_TARGET:g}   "
+        f"{'PASS' if scaling <= SCALING_TARGET else 'FAIL'}   (wall: {wall_scaling:.2f} x)"
+    )
     return 0
 
 

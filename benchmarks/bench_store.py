@@ -24,6 +24,7 @@ Run: `.venv/bin/pip install -r benchmarks/requirements.txt`, then
 `python benchmarks/bench_store.py`. Prints numbers and PASS/FAIL for each target and always
 exits 0: benchmarks inform, tests decide.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -43,7 +44,7 @@ from shopops_lab.worker.queue import Queue  # noqa: E402
 CYCLES = 2_000
 REPEATS = 3
 CASES = 50
-PG_CYCLES = 400          # per worker process
+PG_CYCLES = 400  # per worker process
 TARGET = 2.0
 PAYLOAD = {"idem_key": "O-1001:email:3", "template": "delay_apology", "order_total": 129}
 
@@ -119,8 +120,10 @@ def per_cycle(folder: Path, n: int = 200) -> dict[str, tuple[float, float]]:
         lq.put("O-1001:email:3")
         lq.done(lq.pop().message_id)
 
-    counts = {"shopops Queue (sqlite)": count(q.store._connection, ours_cycle),
-              "litequeue": count(lq.conn, litequeue_cycle)}
+    counts = {
+        "shopops Queue (sqlite)": count(q.store._connection, ours_cycle),
+        "litequeue": count(lq.conn, litequeue_cycle),
+    }
     q.store.close()
     lq.close()
     return counts
@@ -194,6 +197,7 @@ def _pg_ours(url: str, n: int) -> tuple[float, float]:
     def counted(sql, params=()):
         trips[0] += 1
         return execute(sql, params)
+
     store._execute = counted
     start = perf_counter()
     for i in range(n):
@@ -213,9 +217,11 @@ def _pg_floor(url: str, n: int) -> tuple[float, float]:
         start = perf_counter()
         for _ in range(n):
             db.execute("INSERT INTO floor (payload, state) VALUES (%s, 'ready')", ("O-1001:email:3",))
-            (taken,) = db.execute("UPDATE floor SET state = 'leased' WHERE id = (SELECT id FROM floor"
-                                  " WHERE state = 'ready' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1)"
-                                  " RETURNING id").fetchone()
+            (taken,) = db.execute(
+                "UPDATE floor SET state = 'leased' WHERE id = (SELECT id FROM floor"
+                " WHERE state = 'ready' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1)"
+                " RETURNING id"
+            ).fetchone()
             db.execute("UPDATE floor SET state = 'done' WHERE id = %s", (taken,))
         return 3.0, perf_counter() - start
 
@@ -244,13 +250,16 @@ def _pg_procrastinate(url: str, n: int) -> tuple[float | None, float]:
         for _ in range(n):
             contact_send.defer(**PAYLOAD)
             job = connector.execute_query_one(query=sql.queries["fetch_job"], queues=None, worker_id=worker)
-            connector.execute_query(query=sql.queries["finish_job"], job_id=job["id"], status="succeeded",
-                                    delete_job=False)
+            connector.execute_query(
+                query=sql.queries["finish_job"], job_id=job["id"], status="succeeded", delete_job=False
+            )
         return None, perf_counter() - start
 
 
-HOW_TO_GET_PROCRASTINATE = ("procrastinate: skipped (not installed). It is an optional peer of this benchmark only: "
-                            ".venv/bin/pip install 'procrastinate>=3,<4', then run this again.")
+HOW_TO_GET_PROCRASTINATE = (
+    "procrastinate: skipped (not installed). It is an optional peer of this benchmark only: "
+    ".venv/bin/pip install 'procrastinate>=3,<4', then run this again."
+)
 
 
 def pg_round_trips(url: str, n: int = 200) -> dict[str, tuple[float | None, float]]:
@@ -289,8 +298,10 @@ def pg_cycles(url: str, workers: int) -> float:
             Queue(store=target).store.close()  # set the schema up once, before the clock starts
             ctx = multiprocessing.get_context("spawn")
             ready, go, seconds = ctx.Barrier(workers + 1), ctx.Barrier(workers + 1), ctx.Queue()
-            procs = [ctx.Process(target=_pg_worker, args=(target, f"W{n}", ready, go, seconds))
-                     for n in range(1, workers + 1)]
+            procs = [
+                ctx.Process(target=_pg_worker, args=(target, f"W{n}", ready, go, seconds))
+                for n in range(1, workers + 1)
+            ]
             for proc in procs:
                 proc.start()
             ready.wait()
@@ -305,14 +316,21 @@ def pg_cycles(url: str, workers: int) -> float:
 
 
 def main() -> int:
-    print(f"Python {sys.version.split()[0]}; SQLite {__import__('sqlite3').sqlite_version}; best of {REPEATS} x "
-          f"{CYCLES:,} cycles, each operation its own committed transaction, WAL, files under {Path.cwd()}")
+    print(
+        f"Python {sys.version.split()[0]}; SQLite {__import__('sqlite3').sqlite_version}; best of {REPEATS} x "
+        f"{CYCLES:,} cycles, each operation its own committed transaction, WAL, files under {Path.cwd()}"
+    )
     for synchronous in ("normal", "full"):
         n = CYCLES if synchronous == "normal" else CYCLES // 4
         best = sqlite_round(synchronous, n)
-        print(f"synchronous={synchronous.upper()}: "
-              + ("a commit survives a killed process (not a power cut)" if synchronous == "normal"
-                 else "a commit survives a power cut: each one waits for fsync"))
+        print(
+            f"synchronous={synchronous.upper()}: "
+            + (
+                "a commit survives a killed process (not a power cut)"
+                if synchronous == "normal"
+                else "a commit survives a power cut: each one waits for fsync"
+            )
+        )
         for name, speed in best.items():
             print(f"  {name:<30}: {speed:>9,.0f} cycles/s")
         ratio = best["shopops Queue (sqlite)"] / best["litequeue"]
@@ -326,8 +344,10 @@ def main() -> int:
                     print(f"  {name:<30}: {statements:9.1f} statements, {frames:4.1f} pages written per cycle")
     url = os.environ.get("SHOPOPS_POSTGRES_URL")
     if not url:
-        print("PostgreSQL: skipped. Start a server (sh scripts/postgres.sh start /tmp/shopops-pg) and set "
-              "SHOPOPS_POSTGRES_URL to the URL it prints.")
+        print(
+            "PostgreSQL: skipped. Start a server (sh scripts/postgres.sh start /tmp/shopops-pg) and set "
+            "SHOPOPS_POSTGRES_URL to the URL it prints."
+        )
         return 0
     postgres(url)
     return 0
@@ -335,24 +355,30 @@ def main() -> int:
 
 def postgres(url: str) -> None:
     """The PostgreSQL part: round trips and speed beside the floor and procrastinate, then scaling."""
-    print(f"PostgreSQL, one process, best of {REPEATS} x 200 cycles (enqueue + acquire + ack), each run in the "
-          "same order on a fresh schema:")
+    print(
+        f"PostgreSQL, one process, best of {REPEATS} x 200 cycles (enqueue + acquire + ack), each run in the "
+        "same order on a fresh schema:"
+    )
     trips = pg_round_trips(url)
     for name, (per_cycle_trips, speed) in trips.items():
         counted = f"{per_cycle_trips:5.1f}" if per_cycle_trips is not None else "  n/a"
         print(f"  {name:<32}: {counted} round trips, {speed:>9,.0f} cycles/s")
     ours_trips, ours_speed = trips["shopops Queue (postgresql)"]
     floor_trips, floor_speed = trips["(floor) FOR UPDATE SKIP LOCKED"]
-    print(f"  {'ratio to the floor':<32}: {ours_trips / floor_trips:5.2f} x the round trips, "
-          f"{ours_speed / floor_speed:.2f} x the speed   target <= {4 / 3:.2f} x (4 round trips)  "
-          f"{'PASS' if ours_trips <= 4 else 'FAIL'}")
+    print(
+        f"  {'ratio to the floor':<32}: {ours_trips / floor_trips:5.2f} x the round trips, "
+        f"{ours_speed / floor_speed:.2f} x the speed   target <= {4 / 3:.2f} x (4 round trips)  "
+        f"{'PASS' if ours_trips <= 4 else 'FAIL'}"
+    )
     peer = next((name for name in trips if name.startswith("procrastinate")), None)
     if peer is None:
         print(f"  {HOW_TO_GET_PROCRASTINATE}")
     else:
         ratio = ours_speed / trips[peer][1]
-        print(f"  {'ratio to procrastinate':<32}: {ratio:5.2f} x the speed   target >= 1 (faster)  "
-              f"{'PASS' if ratio >= 1 else 'FAIL'}")
+        print(
+            f"  {'ratio to procrastinate':<32}: {ratio:5.2f} x the speed   target >= 1 (faster)  "
+            f"{'PASS' if ratio >= 1 else 'FAIL'}"
+        )
     one, eight = pg_cycles(url, 1), pg_cycles(url, 8)
     print(f"PostgreSQL, {PG_CYCLES} cycles per process, {os.cpu_count()} cores on this machine:")
     print(f"  1 worker process   : {one:>9,.0f} cycles/s")

@@ -8,6 +8,7 @@ simulator in `shopops_lab.sim`. The pictures and widgets live in `shopops_lab.vi
 `shopops_lab.widgets` (they need matplotlib and ipywidgets, so importing this package does
 not load them).
 """
+
 from shopops_lab.checker import check
 from shopops_lab.clock import FakeClock, SystemClock
 from shopops_lab.effects import EmailAdapter
@@ -20,8 +21,19 @@ from shopops_lab.worker.queue import InMemoryQueue, Lease, Priority, Queue
 __version__ = "0.1.0"
 
 __all__ = [
-    "FakeClock", "SystemClock",                                  # time
-    "InMemoryQueue", "Queue", "Lease", "Priority", "open_store",  # the queue, on any store
-    "EmailAdapter", "EventLog", "check", "queue_metrics",         # effects and reading the log
-    "BadArgumentError", "ShopOpsError", "SimulatedCrash", "StaleTokenError",  # what a worker meets
+    "FakeClock",
+    "SystemClock",  # time
+    "InMemoryQueue",
+    "Queue",
+    "Lease",
+    "Priority",
+    "open_store",  # the queue, on any store
+    "EmailAdapter",
+    "EventLog",
+    "check",
+    "queue_metrics",  # effects and reading the log
+    "BadArgumentError",
+    "ShopOpsError",
+    "SimulatedCrash",
+    "StaleTokenError",  # what a worker meets
 ]

@@ -3,6 +3,7 @@ reads the same way: a `BadArgumentError` naming the field, what it was, and the 
 
 A call checks everything it was given before it changes anything, so a refused call
 leaves no trace: not in a store, not in the event log, not on the clock."""
+
 from __future__ import annotations
 
 import math
@@ -37,8 +38,12 @@ def text(field: str, value: object, fix: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise BadArgumentError(field=field, problem=f"is {shown(value)}, not a non-empty string", fix=f"pass {fix}")
     if not storable(value):
-        raise BadArgumentError(field=field, problem=f"is {shown(value)}, which holds a NUL character or half of a "
-                               "UTF-16 surrogate pair (no database column keeps either)", fix=f"pass {fix}")
+        raise BadArgumentError(
+            field=field,
+            problem=f"is {shown(value)}, which holds a NUL character or half of a "
+            "UTF-16 surrogate pair (no database column keeps either)",
+            fix=f"pass {fix}",
+        )
     return value
 
 
@@ -68,12 +73,10 @@ def seconds(field: str, value: object, fix: str = "pass a positive, finite numbe
     return number(field, value, fix, above=0, most=MAX_TIME)
 
 
-def whole(field: str, value: object, least: int | None = 1, fix: str | None = None, *,
-          most: int | None = None) -> int:
+def whole(field: str, value: object, least: int | None = 1, fix: str | None = None, *, most: int | None = None) -> int:
     """A whole number no smaller than `least` (None: any) and no larger than `most`, if
     given; bools refused."""
-    if (not is_whole(value) or (least is not None and value < least)
-            or (most is not None and value > most)):
+    if not is_whole(value) or (least is not None and value < least) or (most is not None and value > most):
         raise BadArgumentError(
             field=field, problem=f"is {shown(value)}", fix=fix or f"pass a whole number{_limits(least, most)}"
         )
@@ -86,12 +89,24 @@ def _limits(least: int | None, most: int | None) -> str:
     return f" <= {most:,}" if least is None else f" from {least:,} to {most:,}"
 
 
-def number(field: str, value: object, fix: str, *, least: float = -math.inf, most: float = math.inf,
-           above: float | None = None, below: float | None = None) -> float:
+def number(
+    field: str,
+    value: object,
+    fix: str,
+    *,
+    least: float = -math.inf,
+    most: float = math.inf,
+    above: float | None = None,
+    below: float | None = None,
+) -> float:
     """A number (bools and NaN refused) with least <= value <= most, and above < value <
     below where those are given: `above=0, below=math.inf` is "positive and finite"."""
-    if (not is_number(value) or not least <= value <= most
-            or (above is not None and not value > above) or (below is not None and not value < below)):
+    if (
+        not is_number(value)
+        or not least <= value <= most
+        or (above is not None and not value > above)
+        or (below is not None and not value < below)
+    ):
         raise BadArgumentError(field=field, problem=f"is {shown(value)}", fix=fix)
     return float(value)
 
@@ -124,16 +139,23 @@ def names(field: str, values: object, example: str) -> frozenset[str]:
     """A non-empty collection of non-empty strings (a lone string refused: it is no list
     of names); `example` is one such name, for the fix."""
     if isinstance(values, str):
-        raise BadArgumentError(field=field, problem=f"is the string {shown(values)}",
-                               fix=f"pass a list, e.g. {field}=[{shown(values)}]")
+        raise BadArgumentError(
+            field=field, problem=f"is the string {shown(values)}", fix=f"pass a list, e.g. {field}=[{shown(values)}]"
+        )
     try:
         names = frozenset(values)  # type: ignore[arg-type]
     except TypeError:
-        raise BadArgumentError(field=field, problem=f"is {shown(values)}",
-                               fix=f"pass a non-empty list of names, e.g. {field}=[{example!r}]") from None
+        raise BadArgumentError(
+            field=field,
+            problem=f"is {shown(values)}",
+            fix=f"pass a non-empty list of names, e.g. {field}=[{example!r}]",
+        ) from None
     if not names or not all(isinstance(v, str) and v for v in names):
-        raise BadArgumentError(field=field, problem=f"is {sorted(map(repr, names))}",
-                               fix=f"pass a non-empty list of names, e.g. {field}=[{example!r}]")
+        raise BadArgumentError(
+            field=field,
+            problem=f"is {sorted(map(repr, names))}",
+            fix=f"pass a non-empty list of names, e.g. {field}=[{example!r}]",
+        )
     return names
 
 
@@ -146,10 +168,14 @@ def strings(field: str, value: object, fix: str = "pass a tuple of non-empty str
 
 def mapping(field: str, value: object, kind: type, fix: str | None = None) -> Mapping[str, Any]:
     """A read-only copy of a dict from non-empty strings to `kind` values."""
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k and isinstance(v, kind)
-                                                 for k, v in value.items()):
-        raise BadArgumentError(field=field, problem=f"is {shown(value)}",
-                               fix=fix or f"pass a dict of non-empty strings to {kind.__name__} values")
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and k and isinstance(v, kind) for k, v in value.items()
+    ):
+        raise BadArgumentError(
+            field=field,
+            problem=f"is {shown(value)}",
+            fix=fix or f"pass a dict of non-empty strings to {kind.__name__} values",
+        )
     return MappingProxyType(dict(value))
 
 

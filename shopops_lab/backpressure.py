@@ -33,6 +33,7 @@ An object with a `decide(*, gateway_p95, depth, in_flight, now)` method works to
 the kit's `BackpressurePolicy` and `NoBackpressure`. Keep policies pure (no randomness
 of their own, no state): the simulator replays runs from their seed.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,11 +52,22 @@ from shopops_lab.latency import LatencyModel
 from shopops_lab.metrics import nearest_rank
 from shopops_lab.worker.queue import Priority
 
-__all__ = ["BackpressurePolicy", "Decision", "Gateway", "NoBackpressure", "Policy", "Signals",
-           "acquire", "as_policy", "describe_policy", "wait"]
+__all__ = [
+    "BackpressurePolicy",
+    "Decision",
+    "Gateway",
+    "NoBackpressure",
+    "Policy",
+    "Signals",
+    "acquire",
+    "as_policy",
+    "describe_policy",
+    "wait",
+]
 
 
 # --------------------------------------------------------------------------- the gateway
+
 
 class Gateway:
     """The model gateway as the workers see it: latency drawn from a `LatencyModel`, a
@@ -67,13 +79,22 @@ class Gateway:
     gateway nobody calls stops looking slow (None keeps them until pushed out by newer ones).
     """
 
-    def __init__(self, latency: LatencyModel | None = None, *, window: int = 50,
-                 capacity: int | None = None, max_age: float | None = 300.0,
-                 log: EventLog | None = None) -> None:
+    def __init__(
+        self,
+        latency: LatencyModel | None = None,
+        *,
+        window: int = 50,
+        capacity: int | None = None,
+        max_age: float | None = 300.0,
+        log: EventLog | None = None,
+    ) -> None:
         latency = LatencyModel() if latency is None else latency
         if not isinstance(latency, LatencyModel):
-            raise BadArgumentError(field="latency", problem=f"is {arguments.a(type(latency).__name__)}",
-                                   fix="pass a LatencyModel(p50=..., p99=..., max=...)")
+            raise BadArgumentError(
+                field="latency",
+                problem=f"is {arguments.a(type(latency).__name__)}",
+                fix="pass a LatencyModel(p50=..., p99=..., max=...)",
+            )
         arguments.whole("window", window, 1, "pass how many recent calls the p95 covers, e.g. 50")
         if capacity is not None:
             arguments.whole("capacity", capacity, 1, "pass how many calls the gateway serves at full speed, or None")
@@ -88,8 +109,8 @@ class Gateway:
         self.in_flight = 0
         self.calls = 0
         self.timeouts = 0
-        self._recent: deque[tuple[float, float]] = deque()   # (finished at, seconds), oldest first
-        self._ordered: list[float] = []                       # the same latencies, sorted
+        self._recent: deque[tuple[float, float]] = deque()  # (finished at, seconds), oldest first
+        self._ordered: list[float] = []  # the same latencies, sorted
         self._spikes: list[float] = []
 
     # ------------------------------------------------------------------ calls
@@ -103,8 +124,15 @@ class Gateway:
             seconds *= self.in_flight / capacity
         return min(round(seconds, 3), self.latency.max)  # millisecond resolution reads better in logs
 
-    def finish_call(self, seconds: float, *, now: float, worker_id: str | None = None,
-                    item_id: str | None = None, case_id: str | None = None) -> bool:
+    def finish_call(
+        self,
+        seconds: float,
+        *,
+        now: float,
+        worker_id: str | None = None,
+        item_id: str | None = None,
+        case_id: str | None = None,
+    ) -> bool:
         """End a call started with `start_call`; record it and log GATEWAY_CALL.
         Returns True if it timed out."""
         _check_finished(seconds, now)
@@ -113,9 +141,16 @@ class Gateway:
         if timed_out:
             self.timeouts += 1
         self.record(seconds, now)
-        self.log.append(EventKind.GATEWAY_CALL, now, item_id=item_id, case_id=case_id,
-                        worker_id=worker_id, seconds=seconds, in_flight=self.in_flight,
-                        timed_out=timed_out)
+        self.log.append(
+            EventKind.GATEWAY_CALL,
+            now,
+            item_id=item_id,
+            case_id=case_id,
+            worker_id=worker_id,
+            seconds=seconds,
+            in_flight=self.in_flight,
+            timed_out=timed_out,
+        )
         return timed_out
 
     def timed_out(self, seconds: float) -> bool:
@@ -154,15 +189,19 @@ class Gateway:
     # ------------------------------------------------------------------ spikes
     def spike(self, factor: float) -> None:
         """Make calls `factor` times slower until `end_spike(factor)` (spikes stack)."""
-        self._spikes.append(arguments.number("factor", factor, "pass how many times slower calls get, e.g. 3",
-                                             above=0, below=math.inf))
+        self._spikes.append(
+            arguments.number("factor", factor, "pass how many times slower calls get, e.g. 3", above=0, below=math.inf)
+        )
         self._rescale()
 
     def end_spike(self, factor: float) -> None:
         """End one spike started with `spike(factor)`."""
         if not arguments.is_number(factor) or float(factor) not in self._spikes:
-            raise BadArgumentError(field="factor", problem=f"is {factor!r}, but no spike of that factor is on",
-                                   fix=f"end one of the spikes in progress: {self._spikes}")
+            raise BadArgumentError(
+                field="factor",
+                problem=f"is {factor!r}, but no spike of that factor is on",
+                fix=f"end one of the spikes in progress: {self._spikes}",
+            )
         self._spikes.remove(float(factor))
         self._rescale()
 
@@ -175,39 +214,53 @@ class Gateway:
         self.latency = self.base.scaled(self.slowdown) if self._spikes else self.base
 
     def __repr__(self) -> str:
-        return (f"Gateway(in_flight={self.in_flight}, capacity={self.capacity}, calls={self.calls}, "
-                f"slowdown={self.slowdown:g})")
+        return (
+            f"Gateway(in_flight={self.in_flight}, capacity={self.capacity}, calls={self.calls}, "
+            f"slowdown={self.slowdown:g})"
+        )
 
 
 def _check_finished(seconds: object, now: object, field: str = "seconds") -> None:
     """Check a finished call's duration and end time before the gateway counts it."""
     if seconds.__class__ is not float or not 0 <= seconds < math.inf:  # the slow path only for a suspect
-        arguments.number(field, seconds, "pass the call's duration in seconds, e.g. record(7.5, now=120)",
-                         least=0, below=math.inf)
+        arguments.number(
+            field, seconds, "pass the call's duration in seconds, e.g. record(7.5, now=120)", least=0, below=math.inf
+        )
     if now.__class__ is not float or not -MAX_TIME <= now <= MAX_TIME:
         arguments.moment("now", now, "pass the time the call finished, in seconds")
 
 
 # --------------------------------------------------------------------------- decisions
 
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Signals:
     """What a policy may look at when a worker asks for work."""
 
-    gateway_p95: float   # seconds; 0.0 when no call finished recently
-    depth: int           # items waiting in the queue
-    in_flight: int       # model calls in progress at the gateway
-    now: float           # the simulated time
+    gateway_p95: float  # seconds; 0.0 when no call finished recently
+    depth: int  # items waiting in the queue
+    in_flight: int  # model calls in progress at the gateway
+    now: float  # the simulated time
 
     def __post_init__(self) -> None:
         # Made on every poll of the simulator: one cheap test passes the usual values.
         p95, depth, in_flight, now = self.gateway_p95, self.depth, self.in_flight, self.now
-        if not (p95.__class__ is float and 0 <= p95 < math.inf and depth.__class__ is int and depth >= 0
-                and in_flight.__class__ is int and in_flight >= 0 and now.__class__ is float
-                and -MAX_TIME <= now <= MAX_TIME):
+        if not (
+            p95.__class__ is float
+            and 0 <= p95 < math.inf
+            and depth.__class__ is int
+            and depth >= 0
+            and in_flight.__class__ is int
+            and in_flight >= 0
+            and now.__class__ is float
+            and -MAX_TIME <= now <= MAX_TIME
+        ):
             if isinstance(p95, bool) or not isinstance(p95, (int, float)) or not 0 <= p95 < math.inf:
-                raise BadArgumentError(field="gateway_p95", problem=f"is {p95!r}",
-                                       fix="pass the gateway's p95 in seconds (0.0 when nothing finished lately)")
+                raise BadArgumentError(
+                    field="gateway_p95",
+                    problem=f"is {p95!r}",
+                    fix="pass the gateway's p95 in seconds (0.0 when nothing finished lately)",
+                )
             arguments.whole("depth", depth, 0, "pass how many items wait in the queue, a whole number >= 0")
             arguments.whole("in_flight", in_flight, 0, "pass how many model calls are in progress, a whole number >= 0")
             arguments.moment("now", now, "pass the time in seconds")
@@ -225,17 +278,28 @@ class Decision:
 
     def __post_init__(self) -> None:
         if self.max_priority is not None:
-            arguments.whole("max_priority", self.max_priority, None,
-                            "pass a Priority, e.g. Priority.NORMAL to shed bulk, or None for anything")
+            arguments.whole(
+                "max_priority",
+                self.max_priority,
+                None,
+                "pass a Priority, e.g. Priority.NORMAL to shed bulk, or None for anything",
+            )
         seconds = self.wait_seconds
-        arguments.number("wait_seconds", seconds, "pass a positive, finite number of seconds, e.g. wait(2)",
-                         least=0, below=math.inf)
+        arguments.number(
+            "wait_seconds", seconds, "pass a positive, finite number of seconds, e.g. wait(2)", least=0, below=math.inf
+        )
         if not isinstance(self.reason, str):
-            raise BadArgumentError(field="reason", problem=f"is {self.reason!r}",
-                                   fix="say why in a few words, e.g. reason='gateway p95 over budget'")
+            raise BadArgumentError(
+                field="reason",
+                problem=f"is {self.reason!r}",
+                fix="say why in a few words, e.g. reason='gateway p95 over budget'",
+            )
         if seconds and self.max_priority is not None:
-            raise BadArgumentError(field="max_priority", problem="is set on a decision to wait",
-                                   fix="return either acquire(max_priority=...) or wait(seconds), not both")
+            raise BadArgumentError(
+                field="max_priority",
+                problem="is set on a decision to wait",
+                fix="return either acquire(max_priority=...) or wait(seconds), not both",
+            )
 
     @property
     def waits(self) -> bool:
@@ -251,8 +315,9 @@ def acquire(max_priority: int | None = None, *, reason: str = "") -> Decision:
 
 def wait(seconds: float, *, reason: str = "") -> Decision:
     """Take no work for `seconds`, then ask again."""
-    seconds = arguments.number("seconds", seconds, "pass a positive, finite number of seconds, e.g. wait(2)",
-                               above=0, below=math.inf)
+    seconds = arguments.number(
+        "seconds", seconds, "pass a positive, finite number of seconds, e.g. wait(2)", above=0, below=math.inf
+    )
     return Decision(wait_seconds=seconds, reason=reason)
 
 
@@ -265,6 +330,7 @@ Policy = Callable[[Signals], Decision]
 
 
 # --------------------------------------------------------------------------- policies
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BackpressurePolicy:
@@ -296,8 +362,11 @@ class BackpressurePolicy:
                 fix="keep p95_budget <= p95_hard (bulk is shed before intake)",
             )
         if self.stop_p95 is not None and self.stop_p95 < self.p95_hard:
-            raise BadArgumentError(field="stop_p95", problem=f"is {self.stop_p95:g}, below p95_hard={self.p95_hard:g}",
-                                   fix="keep p95_hard <= stop_p95 (approvals are held back last)")
+            raise BadArgumentError(
+                field="stop_p95",
+                problem=f"is {self.stop_p95:g}, below p95_hard={self.p95_hard:g}",
+                fix="keep p95_hard <= stop_p95 (approvals are held back last)",
+            )
         if self.max_in_flight is not None:
             arguments.whole("max_in_flight", self.max_in_flight, 1, "pass a whole number of calls >= 1, or None")
         arguments.whole("soft_depth", self.soft_depth, 0, "pass a whole number of waiting items >= 0")
@@ -338,20 +407,28 @@ def as_policy(policy: Any) -> Policy:
         return policy  # the kit's own: known to return Decisions
     decide = getattr(policy, "decide", None)
     if callable(decide):
+
         def inner(signals: Signals) -> Any:
-            return decide(gateway_p95=signals.gateway_p95, depth=signals.depth,
-                          in_flight=signals.in_flight, now=signals.now)
+            return decide(
+                gateway_p95=signals.gateway_p95, depth=signals.depth, in_flight=signals.in_flight, now=signals.now
+            )
     elif callable(policy):
         inner = policy
     else:
-        raise BadArgumentError(field="policy", problem=f"is {arguments.a(type(policy).__name__)}, not a function",
-                               fix="pass a function policy(signals) -> Decision, or BackpressurePolicy(...)")
+        raise BadArgumentError(
+            field="policy",
+            problem=f"is {arguments.a(type(policy).__name__)}, not a function",
+            fix="pass a function policy(signals) -> Decision, or BackpressurePolicy(...)",
+        )
 
     def checked(signals: Signals) -> Decision:
         decision = inner(signals)
         if type(decision) is not Decision:
-            raise BadArgumentError(field="policy", problem=f"returned {decision!r}",
-                                   fix="return acquire(...) or wait(seconds) from shopops_lab.backpressure")
+            raise BadArgumentError(
+                field="policy",
+                problem=f"returned {decision!r}",
+                fix="return acquire(...) or wait(seconds) from shopops_lab.backpressure",
+            )
         return decision
 
     return checked

@@ -10,6 +10,7 @@ the worker's crash; every write carries a fencing token.
 How a workflow is run, crashed and recovered (crash points, `Env`, the two runners) is in
 `shopops_lab.recovery`; its names are importable from here too, as the labs do.
 """
+
 from __future__ import annotations
 
 import re
@@ -38,13 +39,16 @@ class WorkflowStep:
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", self.id):
-            raise BadArgumentError(field="Step.id", problem=f"is {self.id!r}",
-                                   fix="use letters, digits, '_' or '-', e.g. Step(id='publish')")
+            raise BadArgumentError(
+                field="Step.id",
+                problem=f"is {self.id!r}",
+                fix="use letters, digits, '_' or '-', e.g. Step(id='publish')",
+            )
         arguments.flag("Step.effect", self.effect, "pass True for a customer-visible side effect, else False")
 
 
-
 Step = WorkflowStep  # the shorter name the labs and tests write
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Workflow:
@@ -56,16 +60,23 @@ class Workflow:
 
     def __post_init__(self) -> None:
         if not isinstance(self.version, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", self.version):
-            raise BadArgumentError(field="Workflow.version", problem=f"is {self.version!r}",
-                                   fix="pass a short label such as 'v1'")
+            raise BadArgumentError(
+                field="Workflow.version", problem=f"is {self.version!r}", fix="pass a short label such as 'v1'"
+            )
         steps = tuple(self.steps) if isinstance(self.steps, (list, tuple)) else None
         if not steps or not all(isinstance(s, WorkflowStep) for s in steps):
-            raise BadArgumentError(field="Workflow.steps", problem=f"is {self.steps!r}",
-                                   fix="pass a non-empty list of Step(id=..., effect=...)")
+            raise BadArgumentError(
+                field="Workflow.steps",
+                problem=f"is {self.steps!r}",
+                fix="pass a non-empty list of Step(id=..., effect=...)",
+            )
         ids = [s.id for s in steps]
         if len(set(ids)) != len(ids):
-            raise BadArgumentError(field="Workflow.steps", problem=f"repeats a step id ({', '.join(ids)})",
-                                   fix="give every step its own id")
+            raise BadArgumentError(
+                field="Workflow.steps",
+                problem=f"repeats a step id ({', '.join(ids)})",
+                fix="give every step its own id",
+            )
         object.__setattr__(self, "steps", steps)
 
     @property
@@ -76,15 +87,20 @@ class Workflow:
         for s in self.steps:
             if s.id == step_id:
                 return s
-        raise BadArgumentError(field="step_id", problem=f"is {step_id!r}, not a step of workflow {self.version}",
-                               fix=f"use one of {', '.join(self.step_ids)}")
+        raise BadArgumentError(
+            field="step_id",
+            problem=f"is {step_id!r}, not a step of workflow {self.version}",
+            fix=f"use one of {', '.join(self.step_ids)}",
+        )
 
     def __str__(self) -> str:
         return f"{self.version} ({', '.join(s.id + ('*' if s.effect else '') for s in self.steps)})"
 
 
-PUBLISH_WORKFLOW = Workflow(version="v1", steps=(WorkflowStep(id="fetch"), WorkflowStep(id="summarize"),
-                                                 WorkflowStep(id="publish", effect=True)))
+PUBLISH_WORKFLOW = Workflow(
+    version="v1",
+    steps=(WorkflowStep(id="fetch"), WorkflowStep(id="summarize"), WorkflowStep(id="publish", effect=True)),
+)
 
 
 # ---------------------------------------------------------------------- the record
@@ -101,11 +117,11 @@ class Receipt:
     def __post_init__(self) -> None:
         for name in ("op_id", "step", "message_id"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
-                raise BadArgumentError(field=f"Receipt.{name}", problem=f"is {getattr(self, name)!r}",
-                                       fix="pass a non-empty string")
+                raise BadArgumentError(
+                    field=f"Receipt.{name}", problem=f"is {getattr(self, name)!r}", fix="pass a non-empty string"
+                )
         if self.via not in ("reply", "lookup"):
-            raise BadArgumentError(field="Receipt.via", problem=f"is {self.via!r}",
-                                   fix="pass 'reply' or 'lookup'")
+            raise BadArgumentError(field="Receipt.via", problem=f"is {self.via!r}", fix="pass 'reply' or 'lookup'")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,19 +131,20 @@ class Checkpoint:
 
     workflow_version: str
     completed: tuple[str, ...] = ()
-    artifacts: Mapping[str, str] = field(default_factory=dict)       # step -> artifact id
-    receipts: Mapping[str, Receipt] = field(default_factory=dict)    # op id -> receipt
-    intents: Mapping[str, str] = field(default_factory=dict)         # op id -> step
-    budgets: Mapping[str, int] = field(default_factory=dict)         # name -> what is left
+    artifacts: Mapping[str, str] = field(default_factory=dict)  # step -> artifact id
+    receipts: Mapping[str, Receipt] = field(default_factory=dict)  # op id -> receipt
+    intents: Mapping[str, str] = field(default_factory=dict)  # op id -> step
+    budgets: Mapping[str, int] = field(default_factory=dict)  # name -> what is left
     approval_refs: tuple[str, ...] = ()
-    token: int = 0                                                   # the token that wrote it
+    token: int = 0  # the token that wrote it
 
     def __post_init__(self) -> None:
         arguments.text("workflow_version", self.workflow_version, "the workflow's version, e.g. 'v1'")
         completed = arguments.strings("completed", self.completed)
         if len(set(completed)) != len(completed):
-            raise BadArgumentError(field="completed", problem=f"repeats a step ({', '.join(completed)})",
-                                   fix="confirm each step once")
+            raise BadArgumentError(
+                field="completed", problem=f"repeats a step ({', '.join(completed)})", fix="confirm each step once"
+            )
         object.__setattr__(self, "completed", completed)
         object.__setattr__(self, "approval_refs", arguments.strings("approval_refs", self.approval_refs))
         object.__setattr__(self, "artifacts", arguments.mapping("artifacts", self.artifacts, str))
@@ -136,8 +153,11 @@ class Checkpoint:
         object.__setattr__(self, "budgets", arguments.mapping("budgets", self.budgets, int))
         for op_id, receipt in self.receipts.items():
             if receipt.op_id != op_id:
-                raise BadArgumentError(field=f"receipts[{op_id!r}]", problem=f"holds the receipt of {receipt.op_id!r}",
-                                       fix="key each receipt by its own op_id")
+                raise BadArgumentError(
+                    field=f"receipts[{op_id!r}]",
+                    problem=f"holds the receipt of {receipt.op_id!r}",
+                    fix="key each receipt by its own op_id",
+                )
         for name, left in self.budgets.items():
             arguments.whole(f"budgets[{name!r}]", left, 0, "pass a whole number >= 0")
         arguments.whole("token", self.token, 0, "pass a whole number >= 0")
@@ -152,8 +172,11 @@ class Checkpoint:
         arguments.text("step", step, "the id of the step you finished, e.g. 'summarize'")
         arguments.text("artifact", artifact, "the id of what the step made, e.g. 'summary-v1'")
         if step in self.completed:
-            raise BadArgumentError(field="step", problem=f"{step!r} is already confirmed",
-                                   fix="skip confirmed steps and reuse their artifacts")
+            raise BadArgumentError(
+                field="step",
+                problem=f"{step!r} is already confirmed",
+                fix="skip confirmed steps and reuse their artifacts",
+            )
         return replace(self, completed=self.completed + (step,), artifacts={**self.artifacts, step: artifact})
 
     def intend(self, op_id: str, step: str) -> Checkpoint:
@@ -171,8 +194,11 @@ class Checkpoint:
         """Take `amount` from `budget`; BudgetExhaustedError if not enough is left."""
         arguments.whole("amount", amount, 1, "pass how much to spend, a whole number >= 1 (a spend never refills)")
         if not isinstance(budget, str) or budget not in self.budgets:
-            raise BadArgumentError(field="budget", problem=f"is {budget!r}, which this checkpoint does not track",
-                                   fix=f"use one of {sorted(self.budgets)} or start the checkpoint with it")
+            raise BadArgumentError(
+                field="budget",
+                problem=f"is {budget!r}, which this checkpoint does not track",
+                fix=f"use one of {sorted(self.budgets)} or start the checkpoint with it",
+            )
         left = self.budgets[budget]
         if left < amount:
             raise BudgetExhaustedError(budget=budget, remaining=left, wanted=amount)
@@ -195,10 +221,12 @@ class Checkpoint:
         return None
 
     def __repr__(self) -> str:
-        return (f"Checkpoint(workflow_version={self.workflow_version!r}, completed={self.completed!r}, "
-                f"artifacts={dict(self.artifacts)!r}, receipts={dict(self.receipts)!r}, "
-                f"intents={dict(self.intents)!r}, budgets={dict(self.budgets)!r}, "
-                f"approval_refs={self.approval_refs!r}, token={self.token})")
+        return (
+            f"Checkpoint(workflow_version={self.workflow_version!r}, completed={self.completed!r}, "
+            f"artifacts={dict(self.artifacts)!r}, receipts={dict(self.receipts)!r}, "
+            f"intents={dict(self.intents)!r}, budgets={dict(self.budgets)!r}, "
+            f"approval_refs={self.approval_refs!r}, token={self.token})"
+        )
 
 
 class CheckpointStore:
@@ -210,9 +238,14 @@ class CheckpointStore:
     memory does not survive a crash; what is here does.
     """
 
-    def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None,
-                 on_save: Callable[[str, Checkpoint | None, Checkpoint], None] | None = None,
-                 store: Store | str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        log: EventLog | None = None,
+        on_save: Callable[[str, Checkpoint | None, Checkpoint], None] | None = None,
+        store: Store | str | None = None,
+    ) -> None:
         self.clock: Clock = component_clock(clock)
         if on_save is not None:
             arguments.callable_("on_save", on_save, "pass a function (job_id, before, after), or leave it out")
@@ -240,8 +273,11 @@ class CheckpointStore:
         """Raise StaleTokenError (and log it) unless `token` is the newest issued."""
         current = self.token(job_id)
         if not arguments.is_whole(token) or not 1 <= token <= current:
-            raise BadArgumentError(field="token", problem=f"is {token!r}, which was never issued for {job_id}",
-                                   fix="pass the token that claim() returned")
+            raise BadArgumentError(
+                field="token",
+                problem=f"is {token!r}, which was never issued for {job_id}",
+                fix="pass the token that claim() returned",
+            )
         if not isinstance(op, str):
             raise BadArgumentError(field="op", problem=f"is {op!r}", fix="name the write, e.g. op='save'")
         self._fence.check(job_id, token, t=resolve(self.clock, now), op=op, current=current)
@@ -259,23 +295,29 @@ class CheckpointStore:
         return stored
 
     @transaction
-    def _write(self, job_id: str, checkpoint: Checkpoint, token: int,
-               now: float | None) -> tuple[Checkpoint | None, Checkpoint]:
+    def _write(
+        self, job_id: str, checkpoint: Checkpoint, token: int, now: float | None
+    ) -> tuple[Checkpoint | None, Checkpoint]:
         if not isinstance(checkpoint, Checkpoint):
-            raise BadArgumentError(field="checkpoint", problem=f"is {arguments.a(type(checkpoint).__name__)}",
-                                   fix="pass a Checkpoint, e.g. Checkpoint.start('v1').confirm('fetch', 'source-v1')")
+            raise BadArgumentError(
+                field="checkpoint",
+                problem=f"is {arguments.a(type(checkpoint).__name__)}",
+                fix="pass a Checkpoint, e.g. Checkpoint.start('v1').confirm('fetch', 'source-v1')",
+            )
         t = resolve(self.clock, now)
         self.verify(job_id, token, op="save", now=t)
         before = self.load(job_id)
         stored = replace(checkpoint, token=token)
         self._append(job_id, stored)
-        self.log.append(EventKind.CHECKPOINT_WRITTEN, t, item_id=job_id, token=token,
-                        completed=",".join(stored.completed))
+        self.log.append(
+            EventKind.CHECKPOINT_WRITTEN, t, item_id=job_id, token=token, completed=",".join(stored.completed)
+        )
         return before, stored
 
     @transaction
-    def migrate(self, job_id: str, to_version: str, fn: Callable[[Checkpoint], Checkpoint], *,
-                now: float | None = None) -> Checkpoint:
+    def migrate(
+        self, job_id: str, to_version: str, fn: Callable[[Checkpoint], Checkpoint], *, now: float | None = None
+    ) -> Checkpoint:
         """Move `job_id`'s checkpoint to workflow `to_version` through `fn`, explicitly.
         The migration takes ownership (a new token), so a worker still running the old
         plan can no longer write."""
@@ -283,26 +325,41 @@ class CheckpointStore:
         self.token(job_id)  # the token's row first, locked, as every write here takes it: no deadlock with save
         current = self.load(job_id)
         if current is None:
-            raise BadArgumentError(field="job_id", problem=f"{job_id!r} has no checkpoint to migrate",
-                                   fix="migrate a job that has run under the old version")
+            raise BadArgumentError(
+                field="job_id",
+                problem=f"{job_id!r} has no checkpoint to migrate",
+                fix="migrate a job that has run under the old version",
+            )
         if not isinstance(to_version, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", to_version):
-            raise BadArgumentError(field="to_version", problem=f"is {to_version!r}",
-                                   fix="pass the new version as a short label (letters, digits, '_', '.', '-'), "
-                                       "e.g. 'v2'")
+            raise BadArgumentError(
+                field="to_version",
+                problem=f"is {to_version!r}",
+                fix="pass the new version as a short label (letters, digits, '_', '.', '-'), e.g. 'v2'",
+            )
         if not callable(fn):
-            raise BadArgumentError(field="fn", problem=f"is {fn!r}",
-                                   fix="pass a function Checkpoint -> Checkpoint, e.g. lambda cp: cp")
+            raise BadArgumentError(
+                field="fn", problem=f"is {fn!r}", fix="pass a function Checkpoint -> Checkpoint, e.g. lambda cp: cp"
+            )
         migrated = fn(current)
         if not isinstance(migrated, Checkpoint):
-            raise BadArgumentError(field="fn", problem=f"returned a {type(migrated).__name__}",
-                                   fix="return a Checkpoint (the old one, or one made from it)")
+            raise BadArgumentError(
+                field="fn",
+                problem=f"returned a {type(migrated).__name__}",
+                fix="return a Checkpoint (the old one, or one made from it)",
+            )
         stored = replace(migrated, workflow_version=to_version)  # checks the version before the claim
         token = self.claim(job_id, now=t)
         stored = replace(stored, token=token)
         self._append(job_id, stored)
-        self.log.append(EventKind.CHECKPOINT_WRITTEN, t, item_id=job_id, token=token,
-                        completed=",".join(stored.completed), migrated_from=current.workflow_version,
-                        migrated_to=to_version)
+        self.log.append(
+            EventKind.CHECKPOINT_WRITTEN,
+            t,
+            item_id=job_id,
+            token=token,
+            completed=",".join(stored.completed),
+            migrated_from=current.workflow_version,
+            migrated_to=to_version,
+        )
         return stored
 
     def history(self, job_id: str) -> tuple[Checkpoint, ...]:
@@ -324,18 +381,30 @@ _HISTORY = "checkpoints"  # the records: job id -> every checkpoint stored for i
 
 def _record(checkpoint: Checkpoint) -> dict[str, Any]:
     """A checkpoint as a JSON document for the store."""
-    return {"workflow_version": checkpoint.workflow_version, "completed": list(checkpoint.completed),
-            "artifacts": dict(checkpoint.artifacts),
-            "receipts": {op: {"op_id": r.op_id, "step": r.step, "message_id": r.message_id, "via": r.via}
-                         for op, r in checkpoint.receipts.items()},
-            "intents": dict(checkpoint.intents), "budgets": dict(checkpoint.budgets),
-            "approval_refs": list(checkpoint.approval_refs), "token": checkpoint.token}
+    return {
+        "workflow_version": checkpoint.workflow_version,
+        "completed": list(checkpoint.completed),
+        "artifacts": dict(checkpoint.artifacts),
+        "receipts": {
+            op: {"op_id": r.op_id, "step": r.step, "message_id": r.message_id, "via": r.via}
+            for op, r in checkpoint.receipts.items()
+        },
+        "intents": dict(checkpoint.intents),
+        "budgets": dict(checkpoint.budgets),
+        "approval_refs": list(checkpoint.approval_refs),
+        "token": checkpoint.token,
+    }
 
 
 def _checkpoint(record: Mapping[str, Any]) -> Checkpoint:
-    return Checkpoint(**{**record, "completed": tuple(record["completed"]),
-                         "approval_refs": tuple(record["approval_refs"]),
-                         "receipts": {op: Receipt(**r) for op, r in record["receipts"].items()}})
+    return Checkpoint(
+        **{
+            **record,
+            "completed": tuple(record["completed"]),
+            "approval_refs": tuple(record["approval_refs"]),
+            "receipts": {op: Receipt(**r) for op, r in record["receipts"].items()},
+        }
+    )
 
 
 # ---------------------------------------------------------------------- helpers

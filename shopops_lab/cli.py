@@ -13,6 +13,7 @@ without a traceback. Output to a closed pipe (`| head`), a full disk or a termin
 cannot show every character ends cleanly too, and a closed standard output (`>&-`) is
 refused before a command starts, so no file a command opens can take its place.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (`| head`): nobody is left to tell
         _discard_stdout()
         return 1
-    except OSError as exc:   # e.g. a full disk under `> file`
+    except OSError as exc:  # e.g. a full disk under `> file`
         _discard_stdout()
         print(f"error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -152,8 +153,11 @@ def _build_arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
 
 
-@register("build-notebooks", "write the student notebooks in notebooks/ from the masters in solutions/",
-          add_arguments=_build_arguments)
+@register(
+    "build-notebooks",
+    "write the student notebooks in notebooks/ from the masters in solutions/",
+    add_arguments=_build_arguments,
+)
 def _build_notebooks(args: argparse.Namespace) -> int:
     from shopops_lab.course.command import run
 
@@ -166,8 +170,11 @@ def _grade_arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
 
 
-@register("grade", "grade submitted notebooks against the masters: grades.csv, grades.json, feedback/, manual.csv",
-          add_arguments=_grade_arguments)
+@register(
+    "grade",
+    "grade submitted notebooks against the masters: grades.csv, grades.json, feedback/, manual.csv",
+    add_arguments=_grade_arguments,
+)
 def _grade(args: argparse.Namespace) -> int:
     from shopops_lab.course.grade.command import run
 
@@ -180,8 +187,11 @@ def _simulate_arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
 
 
-@register("simulate", "play a scenario on the virtual clock; prints the seed, the checker's verdict and a replay line",
-          add_arguments=_simulate_arguments)
+@register(
+    "simulate",
+    "play a scenario on the virtual clock; prints the seed, the checker's verdict and a replay line",
+    add_arguments=_simulate_arguments,
+)
 def _simulate(args: argparse.Namespace) -> int:
     from shopops_lab.sim.cli import run
 
@@ -194,8 +204,11 @@ def _lite_arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
 
 
-@register("lite", "build the course as a static JupyterLite site: `lite build --out DIR [--offline]`",
-          add_arguments=_lite_arguments)
+@register(
+    "lite",
+    "build the course as a static JupyterLite site: `lite build --out DIR [--offline]`",
+    add_arguments=_lite_arguments,
+)
 def _lite(args: argparse.Namespace) -> int:
     from shopops_lab.course.lite import run
 
@@ -208,8 +221,11 @@ def _chaos_arguments(parser: argparse.ArgumentParser) -> None:
     add_arguments(parser)
 
 
-@register("chaos", "start worker processes on a database, SIGKILL them at seeded points, and check what survived",
-          add_arguments=_chaos_arguments)
+@register(
+    "chaos",
+    "start worker processes on a database, SIGKILL them at seeded points, and check what survived",
+    add_arguments=_chaos_arguments,
+)
 def _chaos(args: argparse.Namespace) -> int:
     from shopops_lab.chaos.cli import run
 

@@ -3,6 +3,7 @@
 Times are plain float seconds on the clock's own scale (a lesson can write
 `lease.expires_at + 1`). Nothing in the kit reads the wall clock except `SystemClock`.
 """
+
 from __future__ import annotations
 
 import time
@@ -54,18 +55,25 @@ class FakeClock:
         """Move forward by `seconds` (never backwards) and return the new time."""
         seconds = arguments.finite("seconds", seconds, "pass a finite number of seconds >= 0")
         if seconds < 0:
-            raise BadArgumentError(field="seconds", problem=f"is negative ({seconds})",
-                                   fix="a FakeClock only moves forward; pass a value >= 0")
-        self._now = arguments.moment("seconds", self._now + seconds,
-                                     f"advance by less: the clock is at {self._now:g} and stops at {MAX_TIME:g}")
+            raise BadArgumentError(
+                field="seconds",
+                problem=f"is negative ({seconds})",
+                fix="a FakeClock only moves forward; pass a value >= 0",
+            )
+        self._now = arguments.moment(
+            "seconds", self._now + seconds, f"advance by less: the clock is at {self._now:g} and stops at {MAX_TIME:g}"
+        )
         return self._now
 
     def set(self, when: float) -> float:
         """Jump to the absolute time `when`, which may not be in the past."""
         when = arguments.moment("when", when, _FIX)
         if when < self._now:
-            raise BadArgumentError(field="when", problem=f"is {when}, before the clock's {self._now}",
-                                   fix="a FakeClock only moves forward; pass a time >= now()")
+            raise BadArgumentError(
+                field="when",
+                problem=f"is {when}, before the clock's {self._now}",
+                fix="a FakeClock only moves forward; pass a time >= now()",
+            )
         self._now = when
         return self._now
 
@@ -82,6 +90,9 @@ def component_clock(value: object) -> Clock:
     if value is None:
         return FakeClock()
     if not callable(getattr(value, "now", None)):
-        raise BadArgumentError(field="clock", problem=f"is {arguments.shown(value)}, which has no now()",
-                               fix="pass FakeClock() or SystemClock() from shopops_lab")
+        raise BadArgumentError(
+            field="clock",
+            problem=f"is {arguments.shown(value)}, which has no now()",
+            fix="pass FakeClock() or SystemClock() from shopops_lab",
+        )
     return value  # type: ignore[return-value]

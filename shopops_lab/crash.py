@@ -21,6 +21,7 @@ the Env, so the function needs no crash code; a function with a third parameter
 `crash_at=None` works too. Everything is deterministic: the same exploration gives the
 same report, character for character.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
@@ -45,7 +46,7 @@ class Observation:
     workflow: Workflow
     env: Env
     outcomes: tuple[str, ...]  # one line per run: "crashed at ...", "returned ...", "raised ..."
-    finished: bool             # the last run returned normally
+    finished: bool  # the last run returned normally
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -64,8 +65,10 @@ def _effect_exactly_once(obs: Observation) -> str | None:
         if step.effect:
             delivered = obs.env.deliveries(obs.job_id, step.id)
             if len(delivered) != 1:
-                problems.append(f"{step.id} reached the customer {len(delivered)} times"
-                                + (f" ({', '.join(delivered)})" if delivered else ""))
+                problems.append(
+                    f"{step.id} reached the customer {len(delivered)} times"
+                    + (f" ({', '.join(delivered)})" if delivered else "")
+                )
     return "; ".join(problems) or None
 
 
@@ -83,8 +86,10 @@ def _artifacts_reused(obs: Observation) -> str | None:
 def _plan_version_kept(obs: Observation) -> str | None:
     for checkpoint in obs.env.checkpoints.history(obs.job_id):
         if checkpoint.workflow_version != obs.workflow.version:
-            return (f"a checkpoint was written under {checkpoint.workflow_version}, "
-                    f"but the workflow is {obs.workflow.version}")
+            return (
+                f"a checkpoint was written under {checkpoint.workflow_version}, "
+                f"but the workflow is {obs.workflow.version}"
+            )
     return None
 
 
@@ -93,9 +98,11 @@ def _completed(obs: Observation) -> str | None:
     done = checkpoint.completed if checkpoint is not None else ()
     acked = any(job_id == obs.job_id for job_id, _, _ in obs.env.acks)
     if acked and done != obs.workflow.step_ids:
-        return (f"the job was acknowledged with the checkpoint confirming only [{', '.join(done)}], and a queue "
-                "never delivers an acknowledged job again: the rest is never done")
-    if not obs.finished and not acked:   # died after its ack: the job is done all the same
+        return (
+            f"the job was acknowledged with the checkpoint confirming only [{', '.join(done)}], and a queue "
+            "never delivers an acknowledged job again: the rest is never done"
+        )
+    if not obs.finished and not acked:  # died after its ack: the job is done all the same
         return f"the last run did not finish: {obs.outcomes[-1]}"
     if done != obs.workflow.step_ids:
         return f"the checkpoint confirms [{', '.join(done)}], not [{', '.join(obs.workflow.step_ids)}]"
@@ -111,16 +118,29 @@ def _no_blind_resend(obs: Observation) -> str | None:
 
 
 DEFAULT_INVARIANTS: tuple[Invariant, ...] = (
-    Invariant(name="effect_exactly_once", check=_effect_exactly_once,
-              about="each customer-visible step reached the customer exactly once"),
-    Invariant(name="artifacts_reused", check=_artifacts_reused,
-              about="no step ran again, or changed its artifact, after it was confirmed"),
-    Invariant(name="plan_version_kept", check=_plan_version_kept,
-              about="every checkpoint was written under the workflow's own version"),
-    Invariant(name="completed", check=_completed,
-              about="the job finished: every step confirmed, the delivery acknowledged"),
-    Invariant(name="no_blind_resend", check=_no_blind_resend,
-              about="an operation whose outcome was not a known failure was looked up, not sent again"),
+    Invariant(
+        name="effect_exactly_once",
+        check=_effect_exactly_once,
+        about="each customer-visible step reached the customer exactly once",
+    ),
+    Invariant(
+        name="artifacts_reused",
+        check=_artifacts_reused,
+        about="no step ran again, or changed its artifact, after it was confirmed",
+    ),
+    Invariant(
+        name="plan_version_kept",
+        check=_plan_version_kept,
+        about="every checkpoint was written under the workflow's own version",
+    ),
+    Invariant(
+        name="completed", check=_completed, about="the job finished: every step confirmed, the delivery acknowledged"
+    ),
+    Invariant(
+        name="no_blind_resend",
+        check=_no_blind_resend,
+        about="an operation whose outcome was not a known failure was looked up, not sent again",
+    ),
 )
 
 
@@ -130,7 +150,7 @@ class PointResult:
 
     point: CrashPoint | None
     held: Mapping[str, bool]
-    violations: Mapping[str, str]   # invariant (or "explorer") -> what broke
+    violations: Mapping[str, str]  # invariant (or "explorer") -> what broke
     outcomes: tuple[str, ...]
     trace: tuple[str, ...]
 
@@ -172,16 +192,18 @@ class ExplorationReport:
         for row in self.results:
             if row.point == wanted:
                 return row
-        raise BadArgumentError(field="point", problem=f"{point!s} was not explored",
-                               fix=f"use one of: {', '.join(r.label for r in self.results)}")
+        raise BadArgumentError(
+            field="point",
+            problem=f"{point!s} was not explored",
+            fix=f"use one of: {', '.join(r.label for r in self.results)}",
+        )
 
     def table(self) -> str:
         """A fixed-width table: one row per crash point, one column per invariant."""
         first = max(len("crash point"), *(len(r.label) for r in self.results))
         widths = [first, *(max(4, len(name)) for name in self.invariants)]
         header = ["crash point", *self.invariants]
-        lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip(),
-                 "  ".join("-" * w for w in widths)]
+        lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip(), "  ".join("-" * w for w in widths)]
         for row in self.results:
             cells = [row.label, *("ok" if row.held[name] else "FAIL" for name in self.invariants)]
             line = "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
@@ -192,8 +214,12 @@ class ExplorationReport:
 
     def __str__(self) -> str:
         faults = ", ".join(self.faults) if self.faults else "none"
-        lines = [f"crash exploration of {self.runner} on workflow {self.workflow}, faults: {faults}", "",
-                 self.table(), ""]
+        lines = [
+            f"crash exploration of {self.runner} on workflow {self.workflow}, faults: {faults}",
+            "",
+            self.table(),
+            "",
+        ]
         failures = self.failures
         if not failures:
             lines.append(f"all {len(self.results)} rows passed.")
@@ -208,31 +234,45 @@ class ExplorationReport:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        return (f"ExplorationReport(runner={self.runner!r}, {len(self.results)} rows, "
-                f"{len(self.failures)} failing)")
+        return f"ExplorationReport(runner={self.runner!r}, {len(self.results)} rows, {len(self.failures)} failing)"
 
 
-def explore(run: Callable[..., Any], workflow: Workflow | None = None, *,
-            invariants: Iterable[Invariant] = DEFAULT_INVARIANTS, faults: Iterable[ProviderFault | str] = (),
-            job_id: str = "O-1001", fresh: Callable[[Any], Any] = restart) -> ExplorationReport:
+def explore(
+    run: Callable[..., Any],
+    workflow: Workflow | None = None,
+    *,
+    invariants: Iterable[Invariant] = DEFAULT_INVARIANTS,
+    faults: Iterable[ProviderFault | str] = (),
+    job_id: str = "O-1001",
+    fresh: Callable[[Any], Any] = restart,
+) -> ExplorationReport:
     """Crash `run` at every point it passes on `workflow` and check `invariants` after
     each recovery. `faults` are injected into the provider of every fresh Env, e.g.
     `faults=[ProviderFault.DROP_REPLY]` makes the first delivery lose its reply. Every run
     is `fresh(run)`, the runner as a new process has it (a check that wraps the learner's
     function restarts the function inside its wrapper)."""
     if not callable(run):
-        raise BadArgumentError(field="run", problem=f"is {run!r}",
-                               fix="pass a callable run(job_id, env), e.g. ReceiptRunner() or your function")
+        raise BadArgumentError(
+            field="run",
+            problem=f"is {run!r}",
+            fix="pass a callable run(job_id, env), e.g. ReceiptRunner() or your function",
+        )
     if not isinstance(job_id, str) or not job_id:
         raise BadArgumentError(field="job_id", problem=f"is {job_id!r}", fix="pass a case id, e.g. 'O-1001'")
     workflow = PUBLISH_WORKFLOW if workflow is None else workflow
     if not isinstance(workflow, Workflow):
-        raise BadArgumentError(field="workflow", problem=f"is a {type(workflow).__name__}",
-                               fix="pass a Workflow, or leave it out for fetch, summarize, publish")
+        raise BadArgumentError(
+            field="workflow",
+            problem=f"is a {type(workflow).__name__}",
+            fix="pass a Workflow, or leave it out for fetch, summarize, publish",
+        )
     invariants = tuple(invariants) if isinstance(invariants, (list, tuple)) else ()
     if not invariants or not all(isinstance(i, Invariant) for i in invariants):
-        raise BadArgumentError(field="invariants", problem=f"is {invariants!r}",
-                               fix="pass Invariant(name=..., check=...) objects, e.g. DEFAULT_INVARIANTS")
+        raise BadArgumentError(
+            field="invariants",
+            problem=f"is {invariants!r}",
+            fix="pass Invariant(name=..., check=...) objects, e.g. DEFAULT_INVARIANTS",
+        )
     discovery = Env(workflow, faults=faults)  # checks the faults too
     faults = discovery.faults
 
@@ -243,12 +283,24 @@ def explore(run: Callable[..., Any], workflow: Workflow | None = None, *,
     _deliver(run, job_id, discovery, fresh)
     points = [None, *discovery.reached]
     results = tuple(_explore_point(run, job_id, workflow, point, new_env(), invariants, fresh) for point in points)
-    return ExplorationReport(runner=_name(run), workflow=workflow, faults=tuple(f.value for f in faults),
-                             invariants=tuple(i.name for i in invariants), results=results)
+    return ExplorationReport(
+        runner=_name(run),
+        workflow=workflow,
+        faults=tuple(f.value for f in faults),
+        invariants=tuple(i.name for i in invariants),
+        results=results,
+    )
 
 
-def _explore_point(run: Callable[..., Any], job_id: str, workflow: Workflow, point: CrashPoint | None,
-                   env: Env, invariants: tuple[Invariant, ...], fresh: Callable[[Any], Any]) -> PointResult:
+def _explore_point(
+    run: Callable[..., Any],
+    job_id: str,
+    workflow: Workflow,
+    point: CrashPoint | None,
+    env: Env,
+    invariants: tuple[Invariant, ...],
+    fresh: Callable[[Any], Any],
+) -> PointResult:
     env.arm(point)
     outcomes = _deliver(run, job_id, env, fresh)
     finished = outcomes[-1][1]
@@ -261,8 +313,9 @@ def _explore_point(run: Callable[..., Any], job_id: str, workflow: Workflow, poi
     swallowed = [n for n, (line, _) in enumerate(outcomes, 1) if line.endswith(_SWALLOWED)]
     if swallowed:
         problems["explorer"] = f"run {swallowed[0]} caught the crash at {env.crashed_at}; let SimulatedCrash propagate"
-    obs = Observation(job_id=job_id, workflow=workflow, env=env,
-                      outcomes=tuple(line for line, _ in outcomes), finished=finished)
+    obs = Observation(
+        job_id=job_id, workflow=workflow, env=env, outcomes=tuple(line for line, _ in outcomes), finished=finished
+    )
     held = {}
     for invariant in invariants:
         broke = invariant.check(obs)
@@ -270,8 +323,13 @@ def _explore_point(run: Callable[..., Any], job_id: str, workflow: Workflow, poi
         if broke is not None:
             problems[invariant.name] = broke
     ordered = {name: problems[name] for name in [*(i.name for i in invariants), "explorer"] if name in problems}
-    return PointResult(point=point, held=MappingProxyType(held), violations=MappingProxyType(ordered),
-                       outcomes=obs.outcomes, trace=tuple(env.trace))
+    return PointResult(
+        point=point,
+        held=MappingProxyType(held),
+        violations=MappingProxyType(ordered),
+        outcomes=obs.outcomes,
+        trace=tuple(env.trace),
+    )
 
 
 MAX_RUNS = 3

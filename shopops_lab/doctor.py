@@ -4,6 +4,7 @@ Every check is a pure function of injectable lookups (`which=`, `version_of=`, .
 the tests can simulate a missing `dot` or package, or another OS, without touching the
 machine. Left at their defaults, the lookups read the real machine.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -44,9 +45,7 @@ REQUIRED_PACKAGES: tuple[tuple[str, str, str], ...] = (
     ("pytest-xdist", "xdist", ">=3.8,<4"),
 )
 
-DOT_NOTE = (
-    "the notebooks still work without it: the kit draws every diagram with its own layout"
-)
+DOT_NOTE = "the notebooks still work without it: the kit draws every diagram with its own layout"
 
 # In the browser (JupyterLite, Pyodide) nothing can be installed with pip, apt or brew: the
 # site ships what the labs need, and the doctor says what this site has and lacks instead.
@@ -56,9 +55,9 @@ BROWSER_PACKAGES: tuple[tuple[str, str], ...] = (
 )
 BROWSER_FIXES = {
     "ipywidgets": "reload the page; if it stays missing, the site was built without it: rebuild it "
-                  "with shopops-lab lite build",
+    "with shopops-lab lite build",
     "matplotlib": "nothing to do: the kit sketches every plot here; the full plots need the online "
-                  "site (or JupyterLab)",
+    "site (or JupyterLab)",
 }
 
 
@@ -112,9 +111,7 @@ def module_importable(module: str) -> bool:
 
 def run_command(argv: Sequence[str]) -> str:
     """Run a short probe like `dot -V`; return its combined output or raise on failure."""
-    done = subprocess.run(
-        list(argv), capture_output=True, text=True, timeout=20, check=True
-    )
+    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=20, check=True)
     return (done.stderr or "") + (done.stdout or "")
 
 
@@ -264,8 +261,15 @@ def check_browser_packages(*, version_of: VersionOf = installed_version) -> list
         if version is not None:
             findings.append(Finding(dist, True, version, ""))
         else:
-            findings.append(Finding(dist, False, f"not on this site, so not everywhere: {what}",
-                                    BROWSER_FIXES[dist], required=dist != "matplotlib"))
+            findings.append(
+                Finding(
+                    dist,
+                    False,
+                    f"not on this site, so not everywhere: {what}",
+                    BROWSER_FIXES[dist],
+                    required=dist != "matplotlib",
+                )
+            )
     return findings
 
 
@@ -279,7 +283,9 @@ def check_kit(*, version_of: VersionOf = installed_version, python: str = "pytho
     version = version_of("shopops-lab")
     if version is None:
         return Finding(
-            "shopops-lab", False, "the kit itself is not installed in this environment",
+            "shopops-lab",
+            False,
+            "the kit itself is not installed in this environment",
             kit_install_command(python),
         )
     return Finding("shopops-lab", True, version, "")
@@ -309,9 +315,7 @@ def check_dot(
     return Finding("dot", True, match.group(1) if match else output.strip() or path, "")
 
 
-def check_widgets_frontend(
-    *, version_of: VersionOf = installed_version, python: str = "python"
-) -> list[Finding]:
+def check_widgets_frontend(*, version_of: VersionOf = installed_version, python: str = "python") -> list[Finding]:
     """Sliders render only if the browser side of ipywidgets is installed too.
 
     JupyterLab 4 loads it from the `jupyterlab_widgets` prebuilt extension; the
@@ -320,19 +324,27 @@ def check_widgets_frontend(
     findings = []
     lab = version_of("jupyterlab_widgets")
     if lab is None:
-        findings.append(Finding(
-            "jupyterlab_widgets", False,
-            "not installed; without it JupyterLab 4 shows widgets as plain text",
-            package_install_command("jupyterlab_widgets", python=python),
-        ))
+        findings.append(
+            Finding(
+                "jupyterlab_widgets",
+                False,
+                "not installed; without it JupyterLab 4 shows widgets as plain text",
+                package_install_command("jupyterlab_widgets", python=python),
+            )
+        )
     else:
         findings.append(Finding("jupyterlab_widgets", True, lab, ""))
     classic = version_of("widgetsnbextension")
     if classic is None:
-        findings.append(Finding(
-            "widgetsnbextension", False, "not installed; only the classic Notebook (<7) needs it",
-            package_install_command("widgetsnbextension", python=python), required=False,
-        ))
+        findings.append(
+            Finding(
+                "widgetsnbextension",
+                False,
+                "not installed; only the classic Notebook (<7) needs it",
+                package_install_command("widgetsnbextension", python=python),
+                required=False,
+            )
+        )
     else:
         findings.append(Finding("widgetsnbextension", True, classic, "", required=False))
     return findings
@@ -370,18 +382,19 @@ def run_checks(
     browser: Python, the kit, the packages the labs use, and how diagrams are drawn."""
     version_of = version_of or installed_version
     if in_browser() if browser is None else browser:
-        return [check_python(tuple(sys.version_info[:3]) if version_info is None else version_info),
-                check_kit(version_of=version_of, python="python"),
-                *check_browser_packages(version_of=version_of), check_browser_diagrams()]
+        return [
+            check_python(tuple(sys.version_info[:3]) if version_info is None else version_info),
+            check_kit(version_of=version_of, python="python"),
+            *check_browser_packages(version_of=version_of),
+            check_browser_diagrams(),
+        ]
     python = python or python_command()
     system = platform.system() if system is None else system
     if os_release is None:
         os_release = read_os_release() if system == "Linux" else {}
     return [
         check_python(tuple(sys.version_info[:3]) if version_info is None else version_info),
-        *check_packages(
-            version_of=version_of, importable=importable or module_importable, python=python
-        ),
+        *check_packages(version_of=version_of, importable=importable or module_importable, python=python),
         check_kit(version_of=version_of, python=python),
         check_dot(which=which or shutil.which, run=run or run_command, system=system, os_release=os_release),
         *check_widgets_frontend(version_of=version_of, python=python),

@@ -9,6 +9,7 @@ so a redelivered job that sends again gets the first message id back instead of 
 second message. `NaiveAdapter` ignores the key, to show what goes wrong without one.
 Every delivery is written to the `ContactLedger` and the event log.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -21,26 +22,39 @@ from shopops_lab.errors import BadArgumentError, IdempotencyConflictError
 from shopops_lab.events import EventKind, EventLog, component_log
 from shopops_lab.store import MemoryStore, Store, bind_transactions, transaction
 
-__all__ = ["ChannelAdapter", "Contact", "ContactLedger", "EmailAdapter", "Fault", "NaiveAdapter", "NaiveEmailAdapter",
-           "NaiveSmsAdapter", "Provider", "ProviderFault", "SendResult", "SendStatus", "SmsAdapter"]
+__all__ = [
+    "ChannelAdapter",
+    "Contact",
+    "ContactLedger",
+    "EmailAdapter",
+    "Fault",
+    "NaiveAdapter",
+    "NaiveEmailAdapter",
+    "NaiveSmsAdapter",
+    "Provider",
+    "ProviderFault",
+    "SendResult",
+    "SendStatus",
+    "SmsAdapter",
+]
 
 
 class SendStatus(StrEnum):
-    OK = "ok"            # delivered, and we know the message id
-    FAILED = "failed"    # the provider refused: nothing reached the customer
+    OK = "ok"  # delivered, and we know the message id
+    FAILED = "failed"  # the provider refused: nothing reached the customer
     UNKNOWN = "unknown"  # no reply came back: it may or may not have been delivered
 
 
 class ProviderFault(StrEnum):
     """What the provider does to the next delivery, when told to misbehave."""
 
-    FAIL = "fail"              # refuse without delivering
+    FAIL = "fail"  # refuse without delivering
     DROP_REPLY = "drop_reply"  # deliver, then lose the reply: unknown to the caller, but sent
     LOSE_REQUEST = "lose_request"  # the request never arrives: unknown to the caller, and nothing sent
 
 
-
 Fault = ProviderFault  # the name lab 05 imports; the simulator has a Fault of its own
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SendResult:
@@ -68,8 +82,11 @@ _CONTACTS = "contact"  # the ledger's records: message id -> the contact
 
 def _a_store(value: object) -> Store:
     if not callable(getattr(value, "put", None)) or not callable(getattr(value, "scan", None)):
-        raise BadArgumentError(field="store", problem=f"is {value!r}, not a store",
-                               fix="pass a store from shopops_lab.store.open_store(url), or leave it out")
+        raise BadArgumentError(
+            field="store",
+            problem=f"is {value!r}, not a store",
+            fix="pass a store from shopops_lab.store.open_store(url), or leave it out",
+        )
     return value  # type: ignore[return-value]
 
 
@@ -84,13 +101,22 @@ class ContactLedger:
 
     def record(self, contact: Contact) -> None:
         arguments.instance("contact", contact, Contact, "pass a Contact (providers record what they deliver)")
-        self.store.put(_CONTACTS, contact.message_id, {   # flat, so no asdict (a deep copy, on a hot path)
-            "message_id": contact.message_id, "channel": contact.channel, "case_id": contact.case_id,
-            "to": contact.to, "idem_key": contact.idem_key, "time": contact.time, "worker_id": contact.worker_id})
+        self.store.put(
+            _CONTACTS,
+            contact.message_id,
+            {  # flat, so no asdict (a deep copy, on a hot path)
+                "message_id": contact.message_id,
+                "channel": contact.channel,
+                "case_id": contact.case_id,
+                "to": contact.to,
+                "idem_key": contact.idem_key,
+                "time": contact.time,
+                "worker_id": contact.worker_id,
+            },
+        )
 
     def contacts(self, case_id: str | None = None) -> list[Contact]:
-        return [Contact(**row) for _, row in self.store.scan(_CONTACTS)
-                if case_id is None or row["case_id"] == case_id]
+        return [Contact(**row) for _, row in self.store.scan(_CONTACTS) if case_id is None or row["case_id"] == case_id]
 
     def duplicates(self) -> dict[tuple[str, str], list[Contact]]:
         """(case_id, idem_key) -> contacts, for every intent the customer got more than once."""
@@ -112,18 +138,31 @@ class Provider:
     store, next to its record of each operation (what the provider would keep in its own
     database), and both are written in one transaction with the delivery's event."""
 
-    def __init__(self, channel: str = "email", *, prefix: str = "msg",
-                 ledger: ContactLedger | None = None, log: EventLog | None = None,
-                 clock: Clock | None = None, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        channel: str = "email",
+        *,
+        prefix: str = "msg",
+        ledger: ContactLedger | None = None,
+        log: EventLog | None = None,
+        clock: Clock | None = None,
+        store: Store | None = None,
+    ) -> None:
         self.channel = arguments.text("channel", channel, "the channel's name, e.g. 'email'")
         self.prefix = arguments.text("prefix", prefix, "the message ids' prefix, e.g. 'msg'")
         if ledger is not None:
             arguments.instance("ledger", ledger, ContactLedger, "pass a ContactLedger to share, or leave it out")
             if store is not None and ledger.store is not store:
-                raise BadArgumentError(field="ledger", problem="keeps its contacts in another store",
-                                       fix="pass store= or ledger=, or a ledger made on the same store")
-        self.ledger = ledger if ledger is not None else ContactLedger(
-            store=MemoryStore(log=component_log(log)) if store is None else store)
+                raise BadArgumentError(
+                    field="ledger",
+                    problem="keeps its contacts in another store",
+                    fix="pass store= or ledger=, or a ledger made on the same store",
+                )
+        self.ledger = (
+            ledger
+            if ledger is not None
+            else ContactLedger(store=MemoryStore(log=component_log(log)) if store is None else store)
+        )
         self.store = self.ledger.store
         self.log = self.store.log if log is None else component_log(log)
         self.clock: Clock = component_clock(clock)
@@ -134,14 +173,25 @@ class Provider:
     def inject(self, fault: ProviderFault | str, times: int = 1) -> None:
         """Make the next `times` deliveries suffer `fault`."""
         if fault not in ProviderFault._value2member_map_ and not isinstance(fault, ProviderFault):
-            raise BadArgumentError(field="fault", problem=f"is {fault!r}",
-                                   fix=f"pass one of {', '.join(f.value for f in ProviderFault)}")
+            raise BadArgumentError(
+                field="fault", problem=f"is {fault!r}", fix=f"pass one of {', '.join(f.value for f in ProviderFault)}"
+            )
         arguments.whole("times", times, 1, "pass a whole number >= 1")
         self._faults.extend([ProviderFault(fault)] * times)
 
     @transaction
-    def deliver(self, op_id: str, *, case_id: str, to: str, idem_key: str, dedupe: bool,
-                worker_id: str | None = None, now: float | None = None, body: str = "") -> SendResult:
+    def deliver(
+        self,
+        op_id: str,
+        *,
+        case_id: str,
+        to: str,
+        idem_key: str,
+        dedupe: bool,
+        worker_id: str | None = None,
+        now: float | None = None,
+        body: str = "",
+    ) -> SendResult:
         """Deliver one message for operation `op_id`; with `dedupe`, a repeat of a delivered
         operation returns its first message id, and a repeat for another case, recipient or
         body is refused (IdempotencyConflictError), as Stripe refuses a reused key with other
@@ -156,30 +206,76 @@ class Provider:
             changed = [field for field in sent if first.get(field, sent[field]) != sent[field]]
             if changed:
                 field = changed[0]
-                raise IdempotencyConflictError(key=op_id,
-                                               difference=f"{field} was {first[field]!r}, now {sent[field]!r}")
-            self.log.append(EventKind.CONTACT_DEDUPED, t, case_id=case_id, worker_id=worker_id,
-                            channel=self.channel, message_id=first["message_id"], idem_key=idem_key)
+                raise IdempotencyConflictError(
+                    key=op_id, difference=f"{field} was {first[field]!r}, now {sent[field]!r}"
+                )
+            self.log.append(
+                EventKind.CONTACT_DEDUPED,
+                t,
+                case_id=case_id,
+                worker_id=worker_id,
+                channel=self.channel,
+                message_id=first["message_id"],
+                idem_key=idem_key,
+            )
             return SendResult(status=SendStatus.OK, op_id=op_id, message_id=first["message_id"], deduped=True)
         fault = self._faults.popleft() if self._faults else None
         if fault is ProviderFault.FAIL:
-            self.log.append(EventKind.EFFECT_FAILED, t, case_id=case_id, worker_id=worker_id,
-                            channel=self.channel, idem_key=idem_key, op_id=op_id)
+            self.log.append(
+                EventKind.EFFECT_FAILED,
+                t,
+                case_id=case_id,
+                worker_id=worker_id,
+                channel=self.channel,
+                idem_key=idem_key,
+                op_id=op_id,
+            )
             return SendResult(status=SendStatus.FAILED, op_id=op_id)
         if fault is ProviderFault.LOSE_REQUEST:  # the caller times out; the provider never saw it
-            self.log.append(EventKind.EFFECT_UNKNOWN, t, case_id=case_id, worker_id=worker_id,
-                            channel=self.channel, idem_key=idem_key, op_id=op_id, lost="request")
+            self.log.append(
+                EventKind.EFFECT_UNKNOWN,
+                t,
+                case_id=case_id,
+                worker_id=worker_id,
+                channel=self.channel,
+                idem_key=idem_key,
+                op_id=op_id,
+                lost="request",
+            )
             return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)
         message_id = f"{self.prefix}-{self.store.next_number(self.prefix):04d}"
-        self.store.put(self._operations, op_id, {"message_id": message_id, "case_id": case_id, "to": to,
-                                                 "body": body})
-        self.ledger.record(Contact(message_id=message_id, channel=self.channel, case_id=case_id,
-                                   to=to, idem_key=idem_key, time=t, worker_id=worker_id))
-        self.log.append(EventKind.CONTACT_SENT, t, case_id=case_id, worker_id=worker_id,
-                        channel=self.channel, message_id=message_id, idem_key=idem_key, to=to)
+        self.store.put(self._operations, op_id, {"message_id": message_id, "case_id": case_id, "to": to, "body": body})
+        self.ledger.record(
+            Contact(
+                message_id=message_id,
+                channel=self.channel,
+                case_id=case_id,
+                to=to,
+                idem_key=idem_key,
+                time=t,
+                worker_id=worker_id,
+            )
+        )
+        self.log.append(
+            EventKind.CONTACT_SENT,
+            t,
+            case_id=case_id,
+            worker_id=worker_id,
+            channel=self.channel,
+            message_id=message_id,
+            idem_key=idem_key,
+            to=to,
+        )
         if fault is ProviderFault.DROP_REPLY:
-            self.log.append(EventKind.EFFECT_UNKNOWN, t, case_id=case_id, worker_id=worker_id,
-                            channel=self.channel, idem_key=idem_key, op_id=op_id)
+            self.log.append(
+                EventKind.EFFECT_UNKNOWN,
+                t,
+                case_id=case_id,
+                worker_id=worker_id,
+                channel=self.channel,
+                idem_key=idem_key,
+                op_id=op_id,
+            )
             return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)
         return SendResult(status=SendStatus.OK, op_id=op_id, message_id=message_id)
 
@@ -188,8 +284,9 @@ class Provider:
         The operation's record is taken first, with one INSERT only one of any concurrent
         calls wins; the others wait for its transaction and read what it delivered. A record
         without a message id is an attempt that delivered nothing (refused, or lost on its way)."""
-        if self.store.put_new(self._operations, op_id, {"message_id": None, "case_id": case_id, "to": to,
-                                                        "body": body}):
+        if self.store.put_new(
+            self._operations, op_id, {"message_id": None, "case_id": case_id, "to": to, "body": body}
+        ):
             return None
         first = self.store.get(self._operations, op_id)
         return first if first["message_id"] is not None else None
@@ -208,20 +305,38 @@ class ChannelAdapter:
     prefix = "msg"
     dedupes = True
 
-    def __init__(self, provider: Provider | None = None, *, ledger: ContactLedger | None = None,
-                 log: EventLog | None = None, clock: Clock | None = None, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        provider: Provider | None = None,
+        *,
+        ledger: ContactLedger | None = None,
+        log: EventLog | None = None,
+        clock: Clock | None = None,
+        store: Store | None = None,
+    ) -> None:
         if provider is not None:
             arguments.instance("provider", provider, Provider, "pass a Provider(...), or leave it out for a fresh one")
-        self.provider = provider if provider is not None else Provider(
-            self.channel, prefix=self.prefix, ledger=ledger, log=log, clock=clock, store=store)
+        self.provider = (
+            provider
+            if provider is not None
+            else Provider(self.channel, prefix=self.prefix, ledger=ledger, log=log, clock=clock, store=store)
+        )
         self._ops = 0
 
     @property
     def ledger(self) -> ContactLedger:
         return self.provider.ledger
 
-    def send(self, idem_key: str, *, case_id: str, to: str = "customer", body: str = "",
-             worker_id: str | None = None, now: float | None = None) -> SendResult:
+    def send(
+        self,
+        idem_key: str,
+        *,
+        case_id: str,
+        to: str = "customer",
+        body: str = "",
+        worker_id: str | None = None,
+        now: float | None = None,
+    ) -> SendResult:
         """Deliver `body` to `to` for `case_id`, at most once per `idem_key`. A repeat of the
         same request returns the first message id; the key reused for a different request
         (another case, recipient or body) is refused with IdempotencyConflictError."""
@@ -229,13 +344,23 @@ class ChannelAdapter:
         arguments.text("case_id", case_id, "the case this message is about, e.g. case_id='O-1001'")
         arguments.text("to", to, "the recipient, e.g. to='jordan@example.com'")
         if not isinstance(body, str):
-            raise BadArgumentError(field="body", problem=f"is {arguments.a(type(body).__name__)}, not text",
-                                   fix="pass the message text as a string, e.g. body='Your refund is on its way'")
+            raise BadArgumentError(
+                field="body",
+                problem=f"is {arguments.a(type(body).__name__)}, not text",
+                fix="pass the message text as a string, e.g. body='Your refund is on its way'",
+            )
         if worker_id is not None:
             arguments.text("worker_id", worker_id, "the sending worker's name, e.g. 'W1', or leave it out")
-        return self.provider.deliver(self._op_id(idem_key), case_id=case_id, to=to,
-                                     idem_key=idem_key, dedupe=self.dedupes,
-                                     worker_id=worker_id, now=now, body=body)
+        return self.provider.deliver(
+            self._op_id(idem_key),
+            case_id=case_id,
+            to=to,
+            idem_key=idem_key,
+            dedupe=self.dedupes,
+            worker_id=worker_id,
+            now=now,
+            body=body,
+        )
 
     def lookup(self, op_id: str) -> SendResult:
         """Reconcile an unknown outcome: ask the provider whether `op_id` was delivered."""

@@ -3,6 +3,7 @@ stands outside it. Each class's docstring is its message template,
 filled from the structured fields it carries, so a learner reads what went wrong and
 code can read `err.token`, `err.field` and friends (annotated under each docstring, for the
 type checker; `fields` has them all)."""
+
 from __future__ import annotations
 
 from typing import Any

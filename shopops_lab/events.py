@@ -3,6 +3,7 @@
 Every component that changes something a learner might ask about (the queue, the channel
 adapters, the simulator's workers) appends here. Events are frozen; `seq` orders them.
 """
+
 from __future__ import annotations
 
 import gc
@@ -20,7 +21,7 @@ from shopops_lab.payloads import DIGITS, frozen, json_copy
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _SCALARS = frozenset({str, int, float, bool, type(None)})  # info values stored as they are
-_INF, _BIG = float("inf"), 10 ** DIGITS  # a finite float; an int short enough to write (as payloads checks)
+_INF, _BIG = float("inf"), 10**DIGITS  # a finite float; an int short enough to write (as payloads checks)
 
 
 class EventKind(StrEnum):
@@ -67,9 +68,9 @@ class EventKind(StrEnum):
     MESSAGE_APPLIED = "message_applied"
     MESSAGE_DEDUPED = "message_deduped"
     # the simulator's own vocabulary
-    FAULT_INJECTED = "fault_injected"      # a named fault struck (what, where, explicit or random)
-    LEASE_LOST = "lease_lost"              # a worker learned it no longer owns its item and stopped
-    DELIVERED_TWICE = "delivered_twice"    # the broker handed a copy of a live lease to a second worker
+    FAULT_INJECTED = "fault_injected"  # a named fault struck (what, where, explicit or random)
+    LEASE_LOST = "lease_lost"  # a worker learned it no longer owns its item and stopped
+    DELIVERED_TWICE = "delivered_twice"  # the broker handed a copy of a live lease to a second worker
 
 
 class EventRow(NamedTuple):
@@ -123,8 +124,11 @@ def _kind(kind: EventKind | str) -> EventKind:
     try:
         return EventKind(kind)
     except ValueError:
-        raise BadArgumentError(field="kind", problem=f"is {kind!r}, not an event kind",
-                               fix="pass an EventKind, e.g. EventKind.LEASED or 'leased'") from None
+        raise BadArgumentError(
+            field="kind",
+            problem=f"is {kind!r}, not an event kind",
+            fix="pass an EventKind, e.g. EventKind.LEASED or 'leased'",
+        ) from None
 
 
 def _number(value: Any) -> Any:
@@ -148,10 +152,19 @@ class EventLog:
         self._rows: list[EventRow] = []
         self._events: list[Event] = []  # rows already turned into Events, a prefix of _rows
 
-    def append(self, kind: EventKind, time: float, /, *, item_id: str | None = None,
-               case_id: str | None = None, worker_id: str | None = None,
-               token: int | None = None, attempt: int | None = None,
-               **info: Any) -> int:
+    def append(
+        self,
+        kind: EventKind,
+        time: float,
+        /,
+        *,
+        item_id: str | None = None,
+        case_id: str | None = None,
+        worker_id: str | None = None,
+        token: int | None = None,
+        attempt: int | None = None,
+        **info: Any,
+    ) -> int:
         """Record one event; returns its `seq`. The kind must be an EventKind (or its
         name), the time a finite number of seconds, and any nested `info` value JSON;
         nested values are stored read-only, so the caller's dict stays the caller's."""
@@ -162,23 +175,45 @@ class EventLog:
         if info:
             values = info.values()
             types = set(map(type, values))
-            if not _SCALARS.issuperset(types) or (
-                    float in types and not all(-_INF < v < _INF for v in values if v.__class__ is float)) or (
-                    int in types and not all(-_BIG < v < _BIG for v in values if v.__class__ is int)):
+            if (
+                not _SCALARS.issuperset(types)
+                or (float in types and not all(-_INF < v < _INF for v in values if v.__class__ is float))
+                or (int in types and not all(-_BIG < v < _BIG for v in values if v.__class__ is int))
+            ):
                 # nested, or a number that is NaN, infinite or too long to write: checked, and named
                 info = {key: frozen(value, f"info[{key!r}]") for key, value in info.items()}
         rows = self._rows
-        rows.append(EventRow(time=time, kind=kind, item_id=item_id, case_id=case_id, worker_id=worker_id,
-                             token=token, attempt=attempt, info=info))
+        rows.append(
+            EventRow(
+                time=time,
+                kind=kind,
+                item_id=item_id,
+                case_id=case_id,
+                worker_id=worker_id,
+                token=token,
+                attempt=attempt,
+                info=info,
+            )
+        )
         return len(rows) - 1
 
     def _materialize(self, upto: int) -> None:
         events, rows = self._events, self._rows
         for seq in range(len(events), upto):
             row = rows[seq]
-            events.append(Event(seq=seq, time=row.time, kind=row.kind, item_id=row.item_id,
-                                case_id=row.case_id, worker_id=row.worker_id, token=row.token,
-                                attempt=row.attempt, info=MappingProxyType(row.info) if row.info else _EMPTY))
+            events.append(
+                Event(
+                    seq=seq,
+                    time=row.time,
+                    kind=row.kind,
+                    item_id=row.item_id,
+                    case_id=row.case_id,
+                    worker_id=row.worker_id,
+                    token=row.token,
+                    attempt=row.attempt,
+                    info=MappingProxyType(row.info) if row.info else _EMPTY,
+                )
+            )
 
     @property
     def events(self) -> list[Event]:
@@ -213,16 +248,24 @@ class EventLog:
     def last(self) -> Event | None:
         return self[-1] if self._rows else None
 
-    def where(self, kind: EventKind | str | tuple[EventKind | str, ...] | None = None, *,
-              item_id: str | None = None, case_id: str | None = None,
-              worker_id: str | None = None) -> list[Event]:
+    def where(
+        self,
+        kind: EventKind | str | tuple[EventKind | str, ...] | None = None,
+        *,
+        item_id: str | None = None,
+        case_id: str | None = None,
+        worker_id: str | None = None,
+    ) -> list[Event]:
         """The events matching every filter given, in log order."""
         kinds = None if kind is None else {_kind(k) for k in (kind if isinstance(kind, tuple) else (kind,))}
-        return [e for e in self
-                if (kinds is None or e.kind in kinds)
-                and (item_id is None or e.item_id == item_id)
-                and (case_id is None or e.case_id == case_id)
-                and (worker_id is None or e.worker_id == worker_id)]
+        return [
+            e
+            for e in self
+            if (kinds is None or e.kind in kinds)
+            and (item_id is None or e.item_id == item_id)
+            and (case_id is None or e.case_id == case_id)
+            and (worker_id is None or e.worker_id == worker_id)
+        ]
 
     def to_dicts(self) -> list[dict[str, Any]]:
         return [e.as_dict() for e in self]
@@ -231,26 +274,41 @@ class EventLog:
     def from_dicts(cls, rows: list[Mapping[str, Any]]) -> EventLog:
         """Rebuild a log (e.g. from `--json` output) so the checker can read it again."""
         if not isinstance(rows, (list, tuple)):
-            raise BadArgumentError(field="rows", problem=f"is {arguments.a(type(rows).__name__)}",
-                                   fix="pass a list of dicts, as to_dicts() or a report's --json events give")
+            raise BadArgumentError(
+                field="rows",
+                problem=f"is {arguments.a(type(rows).__name__)}",
+                fix="pass a list of dicts, as to_dicts() or a report's --json events give",
+            )
         log = cls()
         for index, row in enumerate(rows):
             if not isinstance(row, Mapping):
-                raise BadArgumentError(field=f"rows[{index}]", problem=f"is {row!r}, not a dict",
-                                       fix="pass one dict per event, as to_dicts() writes them")
+                raise BadArgumentError(
+                    field=f"rows[{index}]",
+                    problem=f"is {row!r}, not a dict",
+                    fix="pass one dict per event, as to_dicts() writes them",
+                )
             if "kind" not in row or "time" not in row:
-                raise BadArgumentError(field=f"rows[{index}]", problem="has no 'kind' or no 'time'",
-                                       fix="give every event a 'kind' and a 'time', as to_dicts() writes them")
+                raise BadArgumentError(
+                    field=f"rows[{index}]",
+                    problem="has no 'kind' or no 'time'",
+                    fix="give every event a 'kind' and a 'time', as to_dicts() writes them",
+                )
             info = row.get("info") or {}
             if not isinstance(info, Mapping) or not all(isinstance(key, str) for key in info):
-                raise BadArgumentError(field=f"rows[{index}].info", problem=f"is {info!r}",
-                                       fix="pass the event's details as a dict with string keys, or leave it out")
+                raise BadArgumentError(
+                    field=f"rows[{index}].info",
+                    problem=f"is {info!r}",
+                    fix="pass the event's details as a dict with string keys, or leave it out",
+                )
             fields = {k: row.get(k) for k in ("item_id", "case_id", "worker_id", "token", "attempt")}
             for key, value in fields.items():
                 wanted = int if key in ("token", "attempt") else str
                 if value is not None and (type(value) is bool or not isinstance(value, wanted)):
-                    raise BadArgumentError(field=f"rows[{index}].{key}", problem=f"is {value!r}",
-                                           fix=f"pass {'a whole number' if wanted is int else 'a string'} or null")
+                    raise BadArgumentError(
+                        field=f"rows[{index}].{key}",
+                        problem=f"is {value!r}",
+                        fix=f"pass {'a whole number' if wanted is int else 'a string'} or null",
+                    )
             try:
                 log.append(row["kind"], row["time"], **fields, **info)
             except BadArgumentError as err:  # name the row as well as its bad field
@@ -262,7 +320,7 @@ class EventLog:
         only the count of those left out)."""
         arguments.whole("limit", limit, 0, "pass how many of the latest events to show, e.g. limit=20")
         events = self.events
-        lines = [str(e) for e in events[len(events) - limit:]] if limit else []
+        lines = [str(e) for e in events[len(events) - limit :]] if limit else []
         if len(events) > limit:
             lines.insert(0, f"... {len(events) - limit} earlier events")
         return "\n".join(lines)
@@ -292,5 +350,6 @@ def component_log(value: object) -> EventLog:
     """The `log=` of a component: an EventLog to share, or a fresh one."""
     if value is None:
         return EventLog()
-    return arguments.instance("log", value, EventLog,
-                              "pass an EventLog (e.g. queue.log, to share one log), or leave it out")
+    return arguments.instance(
+        "log", value, EventLog, "pass an EventLog (e.g. queue.log, to share one log), or leave it out"
+    )

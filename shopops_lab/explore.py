@@ -40,6 +40,7 @@ How a check uses it (labs 01, 04, 06 are worked examples)::
     refuse(found, 'labNN.replay(answer, "{schedule}")')   # raises Wrong with the shortest schedule
     replay(scenario, answer, "W1 acquire · W1 handle (crash after send)")   # one schedule, seed-free
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -52,8 +53,25 @@ from typing import Any, Protocol
 from shopops_lab.checks.base import Wrong, attempt, memory, restart
 from shopops_lab.errors import BadArgumentError
 
-__all__ = ["Bound", "Called", "Counterexample", "Event", "Exploration", "Fault", "FaultKind", "Move", "Run",
-           "Replayed", "Scenario", "Step", "World", "explore", "parse", "refuse", "replay"]
+__all__ = [
+    "Bound",
+    "Called",
+    "Counterexample",
+    "Event",
+    "Exploration",
+    "Fault",
+    "FaultKind",
+    "Move",
+    "Run",
+    "Replayed",
+    "Scenario",
+    "Step",
+    "World",
+    "explore",
+    "parse",
+    "refuse",
+    "replay",
+]
 
 SEPARATOR = " · "
 
@@ -61,9 +79,9 @@ SEPARATOR = " · "
 class FaultKind(StrEnum):
     """What a schedule does to one kit call inside a learner call."""
 
-    LOST_REQUEST = "crash before"   # the process dies before the call: it never happens
-    LOST_REPLY = "crash after"      # the call takes effect, then the process dies
-    FAIL = "fails"                  # the call raises (the facade's own error); the process lives
+    LOST_REQUEST = "crash before"  # the process dies before the call: it never happens
+    LOST_REPLY = "crash after"  # the call takes effect, then the process dies
+    FAIL = "fails"  # the call raises (the facade's own error); the process lives
 
     @property
     def budget(self) -> str:
@@ -116,11 +134,11 @@ class Move:
 class World(Protocol):
     """One fresh world of a scenario, for one schedule."""
 
-    def moves(self) -> Sequence[Move]: ...        # enabled now, in a stable order, names unique
-    def fingerprint(self) -> Hashable: ...        # everything the future depends on, but the processes' memory
-    def broken(self) -> str | None: ...           # an invariant broken now, said decisive fact first
-    def finished(self) -> str | None: ...         # asked when no move is left: nothing lost?
-    def crashed(self, actor: str) -> str | None: ...   # the actor's process died; what follows, in words
+    def moves(self) -> Sequence[Move]: ...  # enabled now, in a stable order, names unique
+    def fingerprint(self) -> Hashable: ...  # everything the future depends on, but the processes' memory
+    def broken(self) -> str | None: ...  # an invariant broken now, said decisive fact first
+    def finished(self) -> str | None: ...  # asked when no move is left: nothing lost?
+    def crashed(self, actor: str) -> str | None: ...  # the actor's process died; what follows, in words
 
 
 @dataclass(frozen=True)
@@ -180,11 +198,11 @@ class Run:
         self._copies: dict[str, Any] = {}
         self._fault: Fault | None = None
         self._seen: dict[str, int] = {}
-        self.points: list[tuple[str, bool]] = []   # the kit calls of the current learner call, in order
+        self.points: list[tuple[str, bool]] = []  # the kit calls of the current learner call, in order
         self._dead = False
         self._in_call = False
-        self.current_actor = ""            # whose step is being played
-        self.fired = False                 # did the step's fault happen?
+        self.current_actor = ""  # whose step is being played
+        self.fired = False  # did the step's fault happen?
 
     def answer(self, actor: str) -> Any:
         """`actor`'s process's copy of the learner's code (fresh at its start and after a crash)."""
@@ -228,8 +246,12 @@ class Run:
     def leave(self, point: str) -> None:
         """The kit call `point` took effect: for a lost reply, the process dies now."""
         fault = self._fault
-        if (self._in_call and fault is not None and fault.kind is FaultKind.LOST_REPLY
-                and (fault.point, fault.nth) == (point, self._seen.get(point))):
+        if (
+            self._in_call
+            and fault is not None
+            and fault.kind is FaultKind.LOST_REPLY
+            and (fault.point, fault.nth) == (point, self._seen.get(point))
+        ):
             self._dead = True
             raise _Crash()
 
@@ -243,7 +265,7 @@ class Run:
         self._fault, self._seen, self.points, self._dead, self.fired = fault, {}, [], False, False
 
     def _died(self, actor: str) -> None:
-        self._copies.pop(actor, None)   # its next step starts a fresh process
+        self._copies.pop(actor, None)  # its next step starts a fresh process
         self._dead = False
 
     def _memory(self) -> Hashable:
@@ -268,6 +290,7 @@ class Counterexample:
 
     def diagram(self, title: str = "the shortest breaking schedule") -> Any:
         from shopops_lab.viz.spacetime import spacetime
+
         return spacetime(self.steps, title=title, problem=self.problem)
 
 
@@ -318,9 +341,12 @@ def _play(scenario: Scenario, answer: Any, events: Sequence[Event], *, go_on: _P
     for event in events:
         move = next((m for m in played.moves if m.name == event.move), None)
         if move is None:
-            raise BadArgumentError(field="schedule", problem=f"has the step {event.move!r}, which cannot happen "
-                                   f"there (possible: {', '.join(m.name for m in played.moves) or 'none'})",
-                                   fix="copy the schedule from the check's message")
+            raise BadArgumentError(
+                field="schedule",
+                problem=f"has the step {event.move!r}, which cannot happen "
+                f"there (possible: {', '.join(m.name for m in played.moves) or 'none'})",
+                fix="copy the schedule from the check's message",
+            )
         _step(played, move, event)
         played.problem = world.broken()
         played.moves = _enabled(world, scenario.bound, played.spent)
@@ -349,8 +375,11 @@ def _step(played: _Played, move: Move, event: Event) -> None:
             said = f"{move.name}: {move.actor}'s process dies ({event.fault.words if event.fault else 'crash'})"
     played.points = list(run.points)
     if event.fault is not None and not run.fired:
-        raise BadArgumentError(field="schedule", problem=f"asks for {event.words!r}, but that step made no such kit "
-                               "call", fix="copy the schedule from the check's message")
+        raise BadArgumentError(
+            field="schedule",
+            problem=f"asks for {event.words!r}, but that step made no such kit call",
+            fix="copy the schedule from the check's message",
+        )
     if crashed:
         then = world.crashed(move.actor)
         said = f"{said}; {then}" if then else said
@@ -374,7 +403,7 @@ def explore(scenario: Scenario, answer: Any) -> Exploration:
     """Search every schedule of `scenario` within its bound, breadth first; stop at the
     first (so shortest) one that breaks a promise."""
     root = _play(scenario, answer, ())
-    frontier: list[list] = [[(), root.moves, {}, 1, root]]   # schedule, moves, budget spent, paths, its world
+    frontier: list[list] = [[(), root.moves, {}, 1, root]]  # schedule, moves, budget spent, paths, its world
     states, schedules = 1, 0
     for depth in range(scenario.bound.max_steps + 1):
         if not frontier:
@@ -384,7 +413,7 @@ def explore(scenario: Scenario, answer: Any) -> Exploration:
             if not moves:
                 schedules += paths
                 continue
-            for move in moves:   # the first move goes on from the node's own world; the rest replay
+            for move in moves:  # the first move goes on from the node's own world; the rest replay
                 first = events + (Event(move.name),)
                 played = _play(scenario, answer, first[-1:], go_on=live) if live else _play(scenario, answer, first)
                 live = None
@@ -393,8 +422,13 @@ def explore(scenario: Scenario, answer: Any) -> Exploration:
                     children.append((events + (event,), _play(scenario, answer, events + (event,))))
                 for schedule, child in children:
                     if child.problem is not None:
-                        return Exploration(scenario.name, scenario.bound, schedules, states,
-                                           Counterexample(schedule, child.problem, tuple(child.steps)))
+                        return Exploration(
+                            scenario.name,
+                            scenario.bound,
+                            schedules,
+                            states,
+                            Counterexample(schedule, child.problem, tuple(child.steps)),
+                        )
                     key = (depth, child.world.fingerprint(), child.run._memory(), tuple(sorted(child.spent.items())))
                     if key in merged:
                         merged[key][3] += paths
@@ -402,19 +436,27 @@ def explore(scenario: Scenario, answer: Any) -> Exploration:
                         merged[key] = [schedule, child.moves, dict(child.spent), paths, child]
         states += len(merged)
         frontier = list(merged.values())
-    raise BadArgumentError(field="scenario", problem=f"{scenario.name} has schedules longer than "
-                           f"{scenario.bound.max_steps} steps", fix="give every worker a finite program")
+    raise BadArgumentError(
+        field="scenario",
+        problem=f"{scenario.name} has schedules longer than {scenario.bound.max_steps} steps",
+        fix="give every worker a finite program",
+    )
 
 
-_FAULT = re.compile(r"^(?P<move>.+?) \((?:(?P<crash>crash before|crash after) (?P<p1>\S+)(?: (?P<n1>\d+))?"
-                    r"|(?P<p2>\S+)(?: (?P<n2>\d+))? fails)\)$")
+_FAULT = re.compile(
+    r"^(?P<move>.+?) \((?:(?P<crash>crash before|crash after) (?P<p1>\S+)(?: (?P<n1>\d+))?"
+    r"|(?P<p2>\S+)(?: (?P<n2>\d+))? fails)\)$"
+)
 
 
 def parse(words: str) -> tuple[Event, ...]:
     """The events of a schedule written as `Event.words` joined by ' · ' (or '·')."""
     if not isinstance(words, str) or not words.strip():
-        raise BadArgumentError(field="schedule", problem=f"is {words!r}",
-                               fix='pass the schedule from the check\'s message, e.g. "W7 claim · W7 write"')
+        raise BadArgumentError(
+            field="schedule",
+            problem=f"is {words!r}",
+            fix='pass the schedule from the check\'s message, e.g. "W7 claim · W7 write"',
+        )
     events = []
     for part in (p.strip() for p in words.split("·")):
         found = _FAULT.match(part)
@@ -448,6 +490,7 @@ class Replayed:
 
     def diagram(self, title: str = "the schedule replayed") -> Any:
         from shopops_lab.viz.spacetime import spacetime
+
         return spacetime(self.steps, title=title, problem=self.problem)
 
 
@@ -465,6 +508,9 @@ def refuse(exploration: Exploration, replay_line: str) -> None:
     if found is None:
         return
     n = len(found.events)
-    raise Wrong(f"{found.problem} The shortest schedule that shows it ({n} step{'s' if n != 1 else ''}): "
-                f"{found.words}. Replay it: {replay_line.format(schedule=found.words)} (print it for the steps; "
-                ".diagram() draws them).", found.lines)
+    raise Wrong(
+        f"{found.problem} The shortest schedule that shows it ({n} step{'s' if n != 1 else ''}): "
+        f"{found.words}. Replay it: {replay_line.format(schedule=found.words)} (print it for the steps; "
+        ".diagram() draws them).",
+        found.lines,
+    )

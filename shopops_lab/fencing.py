@@ -11,6 +11,7 @@ not in the worker's memory of its own lease: `complete` must refuse any token th
 the current one. The naive store logs each stale write it accepts so the checker can name
 it. It stays naive on purpose.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -40,8 +41,9 @@ class TokenFence:
     queue) passes `current=` to `check` instead.
     """
 
-    def __init__(self, name: str, *, what: str | None = None, store: Store | None = None,
-                 log: EventLog | None = None) -> None:
+    def __init__(
+        self, name: str, *, what: str | None = None, store: Store | None = None, log: EventLog | None = None
+    ) -> None:
         self.name = name
         self.what = f"{name} {{key}}" if what is None else what
         self.store: Store = store if store is not None else MemoryStore(log=log)
@@ -89,21 +91,39 @@ class TokenFence:
         held = self.store.get(self._kind, key)
         return None if held is None else held["holders"].get(str(token))
 
-    def check(self, key: str, token: int, *, t: float, op: str, current: int | None = None,
-              item_id: str | None = None, case_id: str | None = None, worker_id: str | None = None) -> None:
+    def check(
+        self,
+        key: str,
+        token: int,
+        *,
+        t: float,
+        op: str,
+        current: int | None = None,
+        item_id: str | None = None,
+        case_id: str | None = None,
+        worker_id: str | None = None,
+    ) -> None:
         """Lab 04's rule: pass only the newest token for `key`. Any other (an older one, or
         one never issued: above the newest, below 1, or any token while none was issued) is
         logged and refused with StaleTokenError; what is not a whole number at all (nan,
         True, 1.5) is refused as a bad argument. The event names `key` as its item and the
         token's holder as its worker, unless told otherwise."""
         if not arguments.is_whole(token):
-            raise BadArgumentError(field="token", problem=f"is {token!r}, not a whole number",
-                                   fix="pass the int token the claim returned")
+            raise BadArgumentError(
+                field="token", problem=f"is {token!r}, not a whole number", fix="pass the int token the claim returned"
+            )
         newest = self.current(key) if current is None else current
         if token != newest or newest < 1:
-            self.log.append(EventKind.STALE_REJECTED, t, item_id=key if item_id is None else item_id,
-                            case_id=case_id, worker_id=self.holder(key, token) if worker_id is None else worker_id,
-                            token=token, op=op, current=newest)
+            self.log.append(
+                EventKind.STALE_REJECTED,
+                t,
+                item_id=key if item_id is None else item_id,
+                case_id=case_id,
+                worker_id=self.holder(key, token) if worker_id is None else worker_id,
+                token=token,
+                op=op,
+                current=newest,
+            )
             raise StaleTokenError(what=self.what.format(key=key), token=token, current=newest)
 
     def __repr__(self) -> str:
@@ -127,8 +147,9 @@ class NaiveResultStore:
         t = resolve(self.clock, now)
         token = self._tokens.get(job_id, 0) + 1  # the first claim gets token 1
         self._tokens[job_id] = token
-        self.log.append(EventKind.JOB_CLAIMED, t, item_id=job_id, case_id=job_id,
-                        worker_id=worker_id, token=token, store="results")
+        self.log.append(
+            EventKind.JOB_CLAIMED, t, item_id=job_id, case_id=job_id, worker_id=worker_id, token=token, store="results"
+        )
         return token
 
     def current_token(self, job_id: str) -> int | None:
@@ -136,8 +157,9 @@ class NaiveResultStore:
         the first claim no token is current, so no write can carry it (TokenFence's rule)."""
         return self._tokens.get(_text("job_id", job_id))
 
-    def complete(self, job_id: str, result: Any, *, token: int, worker_id: str | None = None,
-                 now: float | None = None) -> None:
+    def complete(
+        self, job_id: str, result: Any, *, token: int, worker_id: str | None = None, now: float | None = None
+    ) -> None:
         """Store `result` for `job_id`. This version never refuses: that is the bug."""
         _text("job_id", job_id)
         arguments.whole("token", token, None, "pass the int that claim() returned")
@@ -147,12 +169,20 @@ class NaiveResultStore:
         t = resolve(self.clock, now)
         current = self.current_token(job_id)
         if token != current:
-            self.log.append(EventKind.STALE_WRITE_ACCEPTED, t, item_id=job_id, case_id=job_id,
-                            worker_id=worker_id, token=token, current=current)
+            self.log.append(
+                EventKind.STALE_WRITE_ACCEPTED,
+                t,
+                item_id=job_id,
+                case_id=job_id,
+                worker_id=worker_id,
+                token=token,
+                current=current,
+            )
         self._results[job_id] = value
         self._writers[job_id] = (worker_id, token)
-        self.log.append(EventKind.ACKED, t, item_id=job_id, case_id=job_id, worker_id=worker_id,
-                        token=token, store="results")
+        self.log.append(
+            EventKind.ACKED, t, item_id=job_id, case_id=job_id, worker_id=worker_id, token=token, store="results"
+        )
 
     def result(self, job_id: str) -> Any:
         """The stored result for `job_id`, or None."""

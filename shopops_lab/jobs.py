@@ -12,6 +12,7 @@ later, under a claim. Three rules keep the record trustworthy:
   *writes* count. A paused worker whose lease ran out is not stopped by its own clock,
   it is stopped here.
 """
+
 from __future__ import annotations
 
 import json
@@ -50,17 +51,19 @@ class JobState(StrEnum):
 
 
 # (from, to) -> the label a diagram puts on that edge.
-JOB_TRANSITIONS: Mapping[tuple[JobState, JobState], str] = MappingProxyType({
-    (JobState.QUEUED, JobState.RUNNING): "claim",
-    (JobState.RUNNING, JobState.RUNNING): "claim again (lease expired, or same worker)",
-    (JobState.RUNNING, JobState.WAITING_FOR_APPROVAL): "wait for approval",
-    (JobState.WAITING_FOR_APPROVAL, JobState.QUEUED): "approve",
-    (JobState.RUNNING, JobState.SUCCEEDED): "complete",
-    (JobState.RUNNING, JobState.FAILED): "fail",
-    (JobState.QUEUED, JobState.CANCELLED): "cancel",
-    (JobState.RUNNING, JobState.CANCELLED): "cancel",
-    (JobState.WAITING_FOR_APPROVAL, JobState.CANCELLED): "cancel",
-})
+JOB_TRANSITIONS: Mapping[tuple[JobState, JobState], str] = MappingProxyType(
+    {
+        (JobState.QUEUED, JobState.RUNNING): "claim",
+        (JobState.RUNNING, JobState.RUNNING): "claim again (lease expired, or same worker)",
+        (JobState.RUNNING, JobState.WAITING_FOR_APPROVAL): "wait for approval",
+        (JobState.WAITING_FOR_APPROVAL, JobState.QUEUED): "approve",
+        (JobState.RUNNING, JobState.SUCCEEDED): "complete",
+        (JobState.RUNNING, JobState.FAILED): "fail",
+        (JobState.QUEUED, JobState.CANCELLED): "cancel",
+        (JobState.RUNNING, JobState.CANCELLED): "cancel",
+        (JobState.WAITING_FOR_APPROVAL, JobState.CANCELLED): "cancel",
+    }
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -102,8 +105,9 @@ class JobStore:
     They live in `store` (a Store or a URL; by default in this process): a job's record, its
     request key's idempotency record and its fencing token, each change one transaction."""
 
-    def __init__(self, clock: Clock | None = None, log: EventLog | None = None, *,
-                 store: Store | str | None = None) -> None:
+    def __init__(
+        self, clock: Clock | None = None, log: EventLog | None = None, *, store: Store | str | None = None
+    ) -> None:
         self.clock: Clock = component_clock(clock)
         self.store: Store = store_for(store, log)
         self.log = self.store.log
@@ -112,15 +116,17 @@ class JobStore:
 
     # ------------------------------------------------------------------ submitting
     @transaction
-    def submit(self, request_key: str, params: Mapping[str, Any] | None = None, *,
-               now: float | None = None) -> Job:
+    def submit(self, request_key: str, params: Mapping[str, Any] | None = None, *, now: float | None = None) -> Job:
         """Record a job, or return the one this request key already made. The same key
         with different params is a client bug, refused with IdempotencyConflictError."""
         arguments.text("request_key", request_key, "a key the client reuses on every retry, e.g. 'O-1001:refund'")
         body = json_copy({} if params is None else params, "params")
         if not isinstance(body, dict):
-            raise BadArgumentError(field="params", problem=f"is {arguments.a(type(params).__name__)}",
-                                   fix="pass a dict, e.g. params={'case_id': 'O-1001'}")
+            raise BadArgumentError(
+                field="params",
+                problem=f"is {arguments.a(type(params).__name__)}",
+                fix="pass a dict, e.g. params={'case_id': 'O-1001'}",
+            )
         t = resolve(self.clock, now)
         # One INSERT decides which of any number of concurrent submits makes the job; the
         # others wait for it to commit and then read its job id.
@@ -129,15 +135,28 @@ class JobStore:
             if _canonical(job.params) != _canonical(body):  # {"approve": 1} is not {"approve": True}
                 field = _first_difference(job.params, body)
                 raise IdempotencyConflictError(
-                    key=request_key, field=field,
+                    key=request_key,
+                    field=field,
                     difference=f"params[{field!r}] was {job.params.get(field, '<absent>')!r}, "
-                               f"now {body.get(field, '<absent>')!r}")
+                    f"now {body.get(field, '<absent>')!r}",
+                )
             return _handed(job)
         job_id = f"job-{self.store.next_number('job'):04d}"
-        job = Job(id=job_id, request_key=request_key, params=MappingProxyType(body),
-                  state=JobState.QUEUED, version=1, last_step=None, token=0, owner=None,
-                  lease_expires_at=None, result=None, error=None, approval_ref=None,
-                  submitted_at=t)
+        job = Job(
+            id=job_id,
+            request_key=request_key,
+            params=MappingProxyType(body),
+            state=JobState.QUEUED,
+            version=1,
+            last_step=None,
+            token=0,
+            owner=None,
+            lease_expires_at=None,
+            result=None,
+            error=None,
+            approval_ref=None,
+            submitted_at=t,
+        )
         self.store.put(_REQUESTS, request_key, job_id)  # the request's idempotency record, complete
         self._keep(job)
         self.log.append(EventKind.JOB_SUBMITTED, t, item_id=job_id, request_key=request_key)
@@ -145,8 +164,7 @@ class JobStore:
 
     # ------------------------------------------------------------------ claiming
     @transaction
-    def claim(self, job_id: str, worker_id: str, *, lease_seconds: float,
-              now: float | None = None) -> Claim:
+    def claim(self, job_id: str, worker_id: str, *, lease_seconds: float, now: float | None = None) -> Claim:
         """Take ownership until now + `lease_seconds`, with a token one above the last.
         A live lease held by another worker is refused (JobLeasedError); an expired one
         is taken over, and from then on the old holder's writes are stale."""
@@ -155,35 +173,59 @@ class JobStore:
         arguments.seconds("lease_seconds", lease_seconds, "pass a positive, finite number of seconds, e.g. 30")
         t = resolve(self.clock, now)
         if job.state is JobState.RUNNING and job.owner != worker_id and t < job.lease_expires_at:
-            raise JobLeasedError(job_id=job_id, owner=job.owner, token=job.token,
-                                 expires_at=job.lease_expires_at)
+            raise JobLeasedError(job_id=job_id, owner=job.owner, token=job.token, expires_at=job.lease_expires_at)
         self._check(job, JobState.RUNNING)
         token = self._fence.claim(job_id, worker_id=worker_id)
-        job = self._save(job, state=JobState.RUNNING, token=token, owner=worker_id,
-                         lease_expires_at=t + lease_seconds)
-        self.log.append(EventKind.JOB_CLAIMED, t, item_id=job_id, worker_id=worker_id, token=token,
-                        expires_at=job.lease_expires_at, version=job.version)
-        return Claim(job_id=job_id, worker_id=worker_id, token=IssuedToken(token, _issuer(self.store)), claimed_at=t,
-                     expires_at=job.lease_expires_at, last_step=job.last_step, version=job.version)
+        job = self._save(job, state=JobState.RUNNING, token=token, owner=worker_id, lease_expires_at=t + lease_seconds)
+        self.log.append(
+            EventKind.JOB_CLAIMED,
+            t,
+            item_id=job_id,
+            worker_id=worker_id,
+            token=token,
+            expires_at=job.lease_expires_at,
+            version=job.version,
+        )
+        return Claim(
+            job_id=job_id,
+            worker_id=worker_id,
+            token=IssuedToken(token, _issuer(self.store)),
+            claimed_at=t,
+            expires_at=job.lease_expires_at,
+            last_step=job.last_step,
+            version=job.version,
+        )
 
     # ------------------------------------------------------------------ fenced writes
     @transaction
-    def confirm_step(self, job_id: str, step_id: str, *, token: int,
-                     expected_version: int | None = None, now: float | None = None) -> Job:
+    def confirm_step(
+        self, job_id: str, step_id: str, *, token: int, expected_version: int | None = None, now: float | None = None
+    ) -> Job:
         """Record `step_id` as the last confirmed step. With `expected_version`, also
         refuse (VersionConflictError) if the record changed since the caller read it."""
         arguments.text("step_id", step_id, "the id of the step you finished, e.g. 'summarize'")
         if expected_version is not None:
-            arguments.whole("expected_version", expected_version, None,
-                            "pass the version from the Job or Claim you read, or leave it out")
+            arguments.whole(
+                "expected_version",
+                expected_version,
+                None,
+                "pass the version from the Job or Claim you read, or leave it out",
+            )
         job, t = self._fenced(job_id, token, "confirm_step", now)
         if expected_version is not None:
             if expected_version != job.version:
                 raise VersionConflictError(job_id=job_id, expected=expected_version, current=job.version)
         self._running(job, "confirm_step")
         job = self._save(job, last_step=step_id)
-        self.log.append(EventKind.JOB_STEP_CONFIRMED, t, item_id=job_id, worker_id=job.owner,
-                        token=token, step=step_id, version=job.version)
+        self.log.append(
+            EventKind.JOB_STEP_CONFIRMED,
+            t,
+            item_id=job_id,
+            worker_id=job.owner,
+            token=token,
+            step=step_id,
+            version=job.version,
+        )
         return _handed(job)
 
     @transaction
@@ -192,23 +234,20 @@ class JobStore:
         when the result is right: ownership, not correctness, decides."""
         body = json_copy(result, "result")
         job, t = self._fenced(job_id, token, "complete", now)
-        return self._move(job, JobState.SUCCEEDED, t, token=token, result=body, owner=None,
-                          lease_expires_at=None)
+        return self._move(job, JobState.SUCCEEDED, t, token=token, result=body, owner=None, lease_expires_at=None)
 
     @transaction
     def fail(self, job_id: str, *, token: int, error: str, now: float | None = None) -> Job:
         """End the job as failed, saying why."""
         arguments.text("error", error, "what went wrong, e.g. error='provider refused the message'")
         job, t = self._fenced(job_id, token, "fail", now)
-        return self._move(job, JobState.FAILED, t, token=token, error=error, owner=None,
-                          lease_expires_at=None)
+        return self._move(job, JobState.FAILED, t, token=token, error=error, owner=None, lease_expires_at=None)
 
     @transaction
     def wait_for_approval(self, job_id: str, *, token: int, now: float | None = None) -> Job:
         """Park the job until a person approves; the worker lets go of it meanwhile."""
         job, t = self._fenced(job_id, token, "wait_for_approval", now)
-        return self._move(job, JobState.WAITING_FOR_APPROVAL, t, token=token, owner=None,
-                          lease_expires_at=None)
+        return self._move(job, JobState.WAITING_FOR_APPROVAL, t, token=token, owner=None, lease_expires_at=None)
 
     # ------------------------------------------------------------------ people's actions
     @transaction
@@ -223,8 +262,9 @@ class JobStore:
         """Stop the job. A worker still running it finds out on its next write."""
         arguments.text("reason", reason, "the reason, e.g. reason='customer withdrew the request'")
         job = self._get(job_id)
-        return self._move(job, JobState.CANCELLED, resolve(self.clock, now), error=reason, owner=None,
-                          lease_expires_at=None)
+        return self._move(
+            job, JobState.CANCELLED, resolve(self.clock, now), error=reason, owner=None, lease_expires_at=None
+        )
 
     # ------------------------------------------------------------------ reading
     def get(self, job_id: str) -> Job:
@@ -233,8 +273,9 @@ class JobStore:
 
     def jobs(self, state: JobState | str | None = None) -> list[Job]:
         """Every job in submission order, optionally only those in `state`."""
-        wanted = None if state is None else arguments.member("state", state, JobState,
-                                                             ", or leave it out for every job")
+        wanted = (
+            None if state is None else arguments.member("state", state, JobState, ", or leave it out for every job")
+        )
         return [_handed(job) for job in self._all() if wanted is None or job.state is wanted]
 
     def __len__(self) -> int:
@@ -260,12 +301,18 @@ class JobStore:
         """The job, if `token` is its current one. An older token is logged and refused."""
         job = self._get(job_id)
         if not arguments.is_whole(token) or not 1 <= token <= job.token:
-            raise BadArgumentError(field="token", problem=f"is {token!r}, which job {job_id} never issued",
-                                   fix="pass the token from the Claim that claim() returned")
+            raise BadArgumentError(
+                field="token",
+                problem=f"is {token!r}, which job {job_id} never issued",
+                fix="pass the token from the Claim that claim() returned",
+            )
         issuer = getattr(token, "issuer", None)
         if issuer is not None and issuer != _issuer(self.store):
-            raise BadArgumentError(field="token", problem=f"is token {int(token)} of another job store's {job_id}",
-                                   fix="pass the token from a Claim this job store's claim() returned")
+            raise BadArgumentError(
+                field="token",
+                problem=f"is token {int(token)} of another job store's {job_id}",
+                fix="pass the token from a Claim this job store's claim() returned",
+            )
         t = resolve(self.clock, now)
         self._fence.check(job_id, token, t=t, op=op, current=job.token)
         return job, t
@@ -277,13 +324,19 @@ class JobStore:
     def _check(self, job: Job, target: JobState) -> None:
         check_transition(f"job {job.id}", job.state, target, JOB_TRANSITIONS)
 
-    def _move(self, job: Job, target: JobState, t: float, *, token: int | None = None,
-              **changes: Any) -> Job:
+    def _move(self, job: Job, target: JobState, t: float, *, token: int | None = None, **changes: Any) -> Job:
         self._check(job, target)
         source = job.state
         job = self._save(job, state=target, **changes)
-        self.log.append(EventKind.JOB_STATE_CHANGED, t, item_id=job.id, token=token,
-                        source=source.value, target=target.value, version=job.version)
+        self.log.append(
+            EventKind.JOB_STATE_CHANGED,
+            t,
+            item_id=job.id,
+            token=token,
+            source=source.value,
+            target=target.value,
+            version=job.version,
+        )
         return _handed(job)
 
     def _save(self, job: Job, **changes: Any) -> Job:
@@ -299,20 +352,34 @@ class JobStore:
 
 
 _JOBS, _REQUESTS = "job", "job request"  # the records: job id -> job, request key -> job id
-_RECORD = ("id", "request_key", "params", "state", "version", "last_step", "owner", "lease_expires_at",
-           "result", "error", "approval_ref", "submitted_at")
+_RECORD = (
+    "id",
+    "request_key",
+    "params",
+    "state",
+    "version",
+    "last_step",
+    "owner",
+    "lease_expires_at",
+    "result",
+    "error",
+    "approval_ref",
+    "submitted_at",
+)
 
 
 def _job(record: Mapping[str, Any], token: int) -> Job:
-    return Job(**{**record, "state": JobState(record["state"]), "params": MappingProxyType(record["params"]),
-                  "token": token})
+    return Job(
+        **{**record, "state": JobState(record["state"]), "params": MappingProxyType(record["params"]), "token": token}
+    )
 
 
 def _handed(job: Job) -> Job:
     """A copy of a stored job for a caller: its params and result are fresh copies, so
     the caller may change them without changing the store (or a later idempotency check)."""
-    return replace(job, params=MappingProxyType(json_copy(job.params, "params")),
-                   result=json_copy(job.result, "result"))
+    return replace(
+        job, params=MappingProxyType(json_copy(job.params, "params")), result=json_copy(job.result, "result")
+    )
 
 
 def _canonical(value: Any) -> str:
@@ -322,8 +389,11 @@ def _canonical(value: Any) -> str:
 
 
 def _first_difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
-    return next(key for key in sorted(set(old) | set(new))
-                if key not in old or key not in new or _canonical(old[key]) != _canonical(new[key]))
+    return next(
+        key
+        for key in sorted(set(old) | set(new))
+        if key not in old or key not in new or _canonical(old[key]) != _canonical(new[key])
+    )
 
 
 class IssuedToken(int):

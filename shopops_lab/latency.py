@@ -1,6 +1,7 @@
 """How long a model call takes: a log-normal fitted to a median and a 99th percentile,
 cut off at a hard timeout. Heavy tails are the point: a TTL sized for the median
 expires under the tail, which is why lab 03 exists."""
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,11 @@ class LatencyModel:
         for field in ("p50", "p99", "max"):
             arguments.number(field, getattr(self, field), "pass a positive number of seconds", above=0, below=math.inf)
         if not self.p50 < self.p99 <= self.max:
-            raise BadArgumentError(field="p99", problem=f"is {self.p99:g} with p50={self.p50:g} and max={self.max:g}",
-                                   fix="keep p50 < p99 <= max")
+            raise BadArgumentError(
+                field="p99",
+                problem=f"is {self.p99:g} with p50={self.p50:g} and max={self.max:g}",
+                fix="keep p50 < p99 <= max",
+            )
 
     @property
     def sigma(self) -> float:

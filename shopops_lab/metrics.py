@@ -18,6 +18,7 @@ Conventions:
   gauges (depth, in flight) are levels after those events, counters (acks) count the
   events in the bucket (t - bucket_seconds, t].
 """
+
 from __future__ import annotations
 
 import math
@@ -54,11 +55,15 @@ _MAX_BUCKETS = 1_000_000
 def percentile(sorted_values: list[float], q: float) -> float:
     """The nearest-rank `q`-th percentile (0 < q <= 100) of an ascending, non-empty list."""
     if not isinstance(sorted_values, (list, tuple)) or not all(map(arguments.is_number, sorted_values)):
-        raise BadArgumentError(field="sorted_values", problem=f"is {sorted_values!r}",
-                               fix="pass an ascending list of numbers, e.g. sorted(latencies)")
+        raise BadArgumentError(
+            field="sorted_values",
+            problem=f"is {sorted_values!r}",
+            fix="pass an ascending list of numbers, e.g. sorted(latencies)",
+        )
     if not sorted_values:
-        raise BadArgumentError(field="sorted_values", problem="is empty",
-                               fix="pass at least one value (Summary.of handles the empty case)")
+        raise BadArgumentError(
+            field="sorted_values", problem="is empty", fix="pass at least one value (Summary.of handles the empty case)"
+        )
     arguments.number("q", q, "pass a percentile in (0, 100], e.g. 95", above=0, most=100)
     return nearest_rank(sorted_values, q)
 
@@ -87,13 +92,19 @@ class Summary:
         wrong = [v for v in given or () if not (arguments.is_number(v) and -math.inf < v < math.inf)]
         if given is None or wrong:
             problem = f"is {arguments.a(type(values).__name__)}" if given is None else f"holds {wrong[0]!r}"
-            raise BadArgumentError(field="values", problem=problem,
-                                   fix="pass finite numbers, e.g. a list of durations in seconds")
+            raise BadArgumentError(
+                field="values", problem=problem, fix="pass finite numbers, e.g. a list of durations in seconds"
+            )
         ordered = sorted(given)
         if not ordered:
             return cls(count=0)
-        return cls(count=len(ordered), mean=math.fsum(ordered) / len(ordered),
-                   p50=nearest_rank(ordered, 50), p95=nearest_rank(ordered, 95), max=ordered[-1])
+        return cls(
+            count=len(ordered),
+            mean=math.fsum(ordered) / len(ordered),
+            p50=nearest_rank(ordered, 50),
+            p95=nearest_rank(ordered, 95),
+            max=ordered[-1],
+        )
 
     def __str__(self) -> str:
         if not self.count:
@@ -105,39 +116,46 @@ class Summary:
 class QueueMetrics:
     """The queue's story up to `now`, as numbers. Build it with `queue_metrics(log)`."""
 
-    now: float                   # the time these numbers describe
-    start: float                 # the time of the first event counted
+    now: float  # the time these numbers describe
+    start: float  # the time of the first event counted
     enqueued: int
-    leases: int                  # every acquire, first deliveries and redeliveries alike
+    leases: int  # every acquire, first deliveries and redeliveries alike
     acked: int
     nacked: int
     expirations: int
-    stale_rejections: int        # writes refused because a newer token existed
-    dead_letters: int            # times an item entered the DLQ (a replayed item can enter again)
+    stale_rejections: int  # writes refused because a newer token existed
+    dead_letters: int  # times an item entered the DLQ (a replayed item can enter again)
     replays: int
-    ready: int                   # items in each state at `now`
+    ready: int  # items in each state at `now`
     in_flight: int
     done: int
     dead: int
-    time_in_queue: Summary       # per leased item: first lease - enqueue
+    time_in_queue: Summary  # per leased item: first lease - enqueue
     attempts: Mapping[int, int]  # leases per item -> how many items (0 = never leased yet), ascending
-    redelivery_rate: float       # leases beyond each item's first / all leases (0.0 without leases)
-    throughput: float | None     # acks per second over [start, now]; None when no time has passed
-    dlq_age: Summary             # per item dead at `now`: now - when it was dead-lettered
-    time_to_dlq: Summary         # per dead-lettering: its time - the item's enqueue time
+    redelivery_rate: float  # leases beyond each item's first / all leases (0.0 without leases)
+    throughput: float | None  # acks per second over [start, now]; None when no time has passed
+    dlq_age: Summary  # per item dead at `now`: now - when it was dead-lettered
+    time_to_dlq: Summary  # per dead-lettering: its time - the item's enqueue time
 
     def __str__(self) -> str:
         histogram = "  ".join(f"{n}:{items}" for n, items in self.attempts.items()) or "-"
         speed = "-" if self.throughput is None else f"{self.throughput:.4g} acks/s"
         rows = [
-            ("enqueued", self.enqueued), ("leases", self.leases), ("acked", self.acked),
-            ("nacked", self.nacked), ("expirations", self.expirations),
-            ("stale rejections", self.stale_rejections), ("dead letters", self.dead_letters),
+            ("enqueued", self.enqueued),
+            ("leases", self.leases),
+            ("acked", self.acked),
+            ("nacked", self.nacked),
+            ("expirations", self.expirations),
+            ("stale rejections", self.stale_rejections),
+            ("dead letters", self.dead_letters),
             ("replays", self.replays),
             ("now", f"ready={self.ready} in_flight={self.in_flight} done={self.done} dead={self.dead}"),
-            ("time in queue (s)", self.time_in_queue), ("attempts histogram", histogram),
-            ("redelivery rate", f"{self.redelivery_rate:.4g}"), ("throughput", speed),
-            ("DLQ age (s)", self.dlq_age), ("time to DLQ (s)", self.time_to_dlq),
+            ("time in queue (s)", self.time_in_queue),
+            ("attempts histogram", histogram),
+            ("redelivery rate", f"{self.redelivery_rate:.4g}"),
+            ("throughput", speed),
+            ("DLQ age (s)", self.dlq_age),
+            ("time to DLQ (s)", self.time_to_dlq),
         ]
         lines = [f"queue metrics from t={self.start:g} to t={self.now:g}"]
         lines += [f"  {name:<20}{value}" for name, value in rows]
@@ -149,9 +167,9 @@ class Series:
     """Samples every `bucket_seconds`, as ascending (t, value) lists ready for plotting."""
 
     bucket_seconds: float
-    depth: list[tuple[float, int]]         # ready items at t
-    in_flight: list[tuple[float, int]]     # leased items at t
-    acks: list[tuple[float, int]]          # acks in (t - bucket_seconds, t]
+    depth: list[tuple[float, int]]  # ready items at t
+    in_flight: list[tuple[float, int]]  # leased items at t
+    acks: list[tuple[float, int]]  # acks in (t - bucket_seconds, t]
     throughput: list[tuple[float, float]]  # the same, per second
 
 
@@ -205,11 +223,20 @@ def queue_metrics(log: EventLog, *, now: float | None = None) -> QueueMetrics:
     leases, acked = counts[EventKind.LEASED], counts[EventKind.ACKED]
     elapsed = at - start
     return QueueMetrics(
-        now=at, start=start, enqueued=counts[EventKind.ENQUEUED], leases=leases, acked=acked,
-        nacked=counts[EventKind.NACKED], expirations=counts[EventKind.EXPIRED],
+        now=at,
+        start=start,
+        enqueued=counts[EventKind.ENQUEUED],
+        leases=leases,
+        acked=acked,
+        nacked=counts[EventKind.NACKED],
+        expirations=counts[EventKind.EXPIRED],
         stale_rejections=counts[EventKind.STALE_REJECTED],
-        dead_letters=counts[EventKind.DEAD_LETTERED], replays=counts[EventKind.REPLAYED],
-        ready=levels[_READY], in_flight=levels[_LEASED], done=levels[_DONE], dead=levels[_DEAD],
+        dead_letters=counts[EventKind.DEAD_LETTERED],
+        replays=counts[EventKind.REPLAYED],
+        ready=levels[_READY],
+        in_flight=levels[_LEASED],
+        done=levels[_DONE],
+        dead=levels[_DEAD],
         time_in_queue=Summary.of(first_lease.values()),
         attempts=MappingProxyType(dict(sorted(histogram.items()))),
         redelivery_rate=(leases - len(lease_count)) / leases if leases else 0.0,
@@ -236,9 +263,11 @@ def series(log: EventLog, bucket_seconds: float, *, now: float | None = None) ->
     origin = math.floor(first / width) * width
     buckets = _bucket(end, origin, width) + 1
     if buckets > _MAX_BUCKETS:
-        raise BadArgumentError(field="bucket_seconds", problem=f"is {bucket_seconds!r}, which makes "
-                               f"{buckets:,} samples between t={first:g} and t={end:g}",
-                               fix=f"pass a bigger bucket (at most {_MAX_BUCKETS:,} samples)")
+        raise BadArgumentError(
+            field="bucket_seconds",
+            problem=f"is {bucket_seconds!r}, which makes {buckets:,} samples between t={first:g} and t={end:g}",
+            fix=f"pass a bigger bucket (at most {_MAX_BUCKETS:,} samples)",
+        )
     d_ready, d_leased, acks = [0] * buckets, [0] * buckets, [0] * buckets
     state: dict[str, ItemState] = {}
     for row in kept:
@@ -260,15 +289,20 @@ def series(log: EventLog, bucket_seconds: float, *, now: float | None = None) ->
         elif target is _DONE:
             acks[k] += 1
     times = [origin + k * width for k in range(buckets)]
-    return Series(bucket_seconds=width, depth=list(zip(times, _running(d_ready))),
-                  in_flight=list(zip(times, _running(d_leased))), acks=list(zip(times, acks)),
-                  throughput=[(t, n / width) for t, n in zip(times, acks)])
+    return Series(
+        bucket_seconds=width,
+        depth=list(zip(times, _running(d_ready))),
+        in_flight=list(zip(times, _running(d_leased))),
+        acks=list(zip(times, acks)),
+        throughput=[(t, n / width) for t, n in zip(times, acks)],
+    )
 
 
 def _rows(log: EventLog) -> Iterator[EventRow]:
     if not isinstance(log, EventLog):
-        raise BadArgumentError(field="log", problem=f"is a {type(log).__name__}",
-                               fix="pass an EventLog, e.g. queue.log")
+        raise BadArgumentError(
+            field="log", problem=f"is a {type(log).__name__}", fix="pass an EventLog, e.g. queue.log"
+        )
     return log.rows()
 
 

@@ -10,6 +10,7 @@ before marking the message sent, so the next dispatch publishes it again. The
 receiving side must therefore dedupe on the message id (`IdempotentConsumer`);
 `NaiveConsumer` applies every delivery, to show the difference.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -23,8 +24,7 @@ from shopops_lab.events import EventKind, EventLog, component_log
 from shopops_lab.payloads import frozen, json_copy
 from shopops_lab.store import Store, bind_transactions, store_for, transaction
 
-__all__ = ["Broker", "Delivery", "Dispatcher", "IdempotentConsumer", "NaiveConsumer", "OutboxMessage",
-           "OutboxStore"]
+__all__ = ["Broker", "Delivery", "Dispatcher", "IdempotentConsumer", "NaiveConsumer", "OutboxMessage", "OutboxStore"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,42 +62,55 @@ class OutboxStore:
     the outbox. `commit` writes to both or to neither: one transaction of `store` (in this
     process by default, or a database given as a Store or a URL)."""
 
-    def __init__(self, *, clock: Clock | None = None, log: EventLog | None = None,
-                 store: Store | str | None = None) -> None:
+    def __init__(
+        self, *, clock: Clock | None = None, log: EventLog | None = None, store: Store | str | None = None
+    ) -> None:
         self.clock: Clock = component_clock(clock)
         self.store: Store = store_for(store, log)
         self.log = self.store.log
         bind_transactions(self, self.store)
 
     @transaction
-    def commit(self, state_change: Mapping[str, Any], message: Mapping[str, Any], *,
-               now: float | None = None) -> str:
+    def commit(self, state_change: Mapping[str, Any], message: Mapping[str, Any], *, now: float | None = None) -> str:
         """Apply `state_change` ({"id": row id, field: value, ...}) and record `message`
         ({"topic": ..., "payload": {...}}) as one transaction; returns the message id
         (`out-0001`). Both are checked before anything is written."""
         change = json_copy(state_change, "state_change")
-        if (not isinstance(change, dict) or not isinstance(change.get("id"), str) or not change["id"].strip()
-                or not arguments.storable(change["id"])):
-            raise BadArgumentError(field="state_change", problem=f"is {state_change!r}",
-                                   fix="pass a dict with the row's 'id', e.g. {'id': 'O-1001', 'status': 'refunded'}")
+        if (
+            not isinstance(change, dict)
+            or not isinstance(change.get("id"), str)
+            or not change["id"].strip()
+            or not arguments.storable(change["id"])
+        ):
+            raise BadArgumentError(
+                field="state_change",
+                problem=f"is {state_change!r}",
+                fix="pass a dict with the row's 'id', e.g. {'id': 'O-1001', 'status': 'refunded'}",
+            )
         body = json_copy(message, "message")
         if not isinstance(body, dict) or not isinstance(body.get("topic"), str) or not body["topic"].strip():
-            raise BadArgumentError(field="message", problem=f"is {message!r}",
-                                   fix="pass a dict with a 'topic', e.g. {'topic': 'refund.issued', 'payload': {...}}")
+            raise BadArgumentError(
+                field="message",
+                problem=f"is {message!r}",
+                fix="pass a dict with a 'topic', e.g. {'topic': 'refund.issued', 'payload': {...}}",
+            )
         payload = body.get("payload", {})
         if not isinstance(payload, dict) or set(body) - {"topic", "payload"}:
-            raise BadArgumentError(field="message", problem=f"has keys {sorted(body)} and payload {payload!r}",
-                                   fix="pass only 'topic' and a dict 'payload'")
+            raise BadArgumentError(
+                field="message",
+                problem=f"has keys {sorted(body)} and payload {payload!r}",
+                fix="pass only 'topic' and a dict 'payload'",
+            )
         t = resolve(self.clock, now)
         # everything is valid: the transaction cannot fail halfway from here
         row_id = change.pop("id")
         if not self.store.put_new(_ROWS, row_id, change):  # a new row is one INSERT; a known one is read locked
             self.store.put(_ROWS, row_id, {**self.store.get(_ROWS, row_id), **change})
         message_id = f"out-{self.store.next_number('out'):04d}"
-        self.store.put(_MESSAGES, message_id, {"topic": body["topic"], "payload": payload, "created_at": t,
-                                               "sent_at": None})
-        self.log.append(EventKind.OUTBOX_COMMITTED, t, item_id=message_id, case_id=row_id,
-                        topic=body["topic"])
+        self.store.put(
+            _MESSAGES, message_id, {"topic": body["topic"], "payload": payload, "created_at": t, "sent_at": None}
+        )
+        self.log.append(EventKind.OUTBOX_COMMITTED, t, item_id=message_id, case_id=row_id, topic=body["topic"])
         return message_id
 
     def pending(self) -> list[OutboxMessage]:
@@ -108,8 +121,11 @@ class OutboxStore:
     def mark_sent(self, message_id: str, *, now: float | None = None) -> OutboxMessage:
         record = self.store.get(_MESSAGES, message_id) if isinstance(message_id, str) else None
         if record is None:
-            raise BadArgumentError(field="message_id", problem=f"is {message_id!r}, not in this outbox",
-                                   fix="pass an id returned by commit() or listed by pending()")
+            raise BadArgumentError(
+                field="message_id",
+                problem=f"is {message_id!r}, not in this outbox",
+                fix="pass an id returned by commit() or listed by pending()",
+            )
         t = resolve(self.clock, now)
         if record["sent_at"] is None:
             record = {**record, "sent_at": t}
@@ -131,16 +147,24 @@ class OutboxStore:
         return {row_id: json_copy(row, "row") for row_id, row in sorted(self.store.scan(_ROWS))}
 
     def __repr__(self) -> str:
-        return (f"OutboxStore({len(self.store.scan(_ROWS))} rows, {len(self.pending())} pending "
-                f"of {len(self.messages())} messages)")
+        return (
+            f"OutboxStore({len(self.store.scan(_ROWS))} rows, {len(self.pending())} pending "
+            f"of {len(self.messages())} messages)"
+        )
 
 
 _ROWS, _MESSAGES = "outbox row", "outbox message"  # the two tables, as records of the store
 
 
 def _message(message_id: str, record: Mapping[str, Any], origin: Any) -> OutboxMessage:
-    return OutboxMessage(id=message_id, topic=record["topic"], payload=frozen(record["payload"]),
-                         created_at=record["created_at"], sent_at=record["sent_at"], origin=origin)
+    return OutboxMessage(
+        id=message_id,
+        topic=record["topic"],
+        payload=frozen(record["payload"]),
+        created_at=record["created_at"],
+        sent_at=record["sent_at"],
+        origin=origin,
+    )
 
 
 class Broker:
@@ -156,13 +180,24 @@ class Broker:
         published here carries a dedupe key of its own (`outbox-2/out-0001`): a consumer of
         this broker never takes it for the first outbox's message and drops it."""
         arguments.instance("message", message, OutboxMessage, "pass an OutboxMessage, e.g. from outbox.pending()")
-        number = next((n for n, seen in enumerate(self._origins, 1) if seen is message.origin
-                       or (isinstance(seen, str) and seen == message.origin)), None)
+        number = next(
+            (
+                n
+                for n, seen in enumerate(self._origins, 1)
+                if seen is message.origin or (isinstance(seen, str) and seen == message.origin)
+            ),
+            None,
+        )
         if number is None:
             self._origins.append(message.origin)
             number = len(self._origins)
-        delivery = Delivery(seq=len(self.deliveries) + 1, message_id=message.id, topic=message.topic,
-                            payload=message.payload, key=None if number == 1 else f"outbox-{number}/{message.id}")
+        delivery = Delivery(
+            seq=len(self.deliveries) + 1,
+            message_id=message.id,
+            topic=message.topic,
+            payload=message.payload,
+            key=None if number == 1 else f"outbox-{number}/{message.id}",
+        )
         self.deliveries.append(delivery)
         return delivery
 
@@ -181,8 +216,9 @@ class Dispatcher:
         """Publish every pending message and mark it sent; returns the ids published.
         With `crash_after_publish`, stop (SimulatedCrash) right after the first publish,
         before its mark: the message stays pending and the next dispatch publishes it again."""
-        arguments.flag("crash_after_publish", crash_after_publish,
-                       "pass True to crash after the first publish, or leave it out")
+        arguments.flag(
+            "crash_after_publish", crash_after_publish, "pass True to crash after the first publish, or leave it out"
+        )
         t = resolve(self.outbox.clock, now)  # one time for the whole pass, checked first
         published = []
         for message in self.outbox.pending():
@@ -190,8 +226,7 @@ class Dispatcher:
             published.append(message.id)
             self.outbox.log.append(EventKind.OUTBOX_PUBLISHED, t, item_id=message.id, topic=message.topic)
             if crash_after_publish:
-                self.outbox.log.append(EventKind.WORKER_CRASHED, t, item_id=message.id,
-                                       point="after_publish")
+                self.outbox.log.append(EventKind.WORKER_CRASHED, t, item_id=message.id, point="after_publish")
                 raise SimulatedCrash(point=f"dispatcher after publishing {message.id}")
             self.outbox.mark_sent(message.id, now=t)
         return published
@@ -203,15 +238,21 @@ class Dispatcher:
 class _Consumer:
     """Reads the broker from its own position (an offset), like a consumer group."""
 
-    def __init__(self, effect: Callable[[Delivery], Any] | None = None, *, log: EventLog | None = None,
-                 clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        effect: Callable[[Delivery], Any] | None = None,
+        *,
+        log: EventLog | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         if effect is not None and not callable(effect):
-            raise BadArgumentError(field="effect", problem=f"is {effect!r}",
-                                   fix="pass a function that takes a Delivery, or leave it out")
+            raise BadArgumentError(
+                field="effect", problem=f"is {effect!r}", fix="pass a function that takes a Delivery, or leave it out"
+            )
         self.effect = effect
         self.log = component_log(log)
         self.clock: Clock = component_clock(clock)
-        self.applied: list[str] = []   # message ids, once per application of the effect
+        self.applied: list[str] = []  # message ids, once per application of the effect
         self.position = 0
 
     def consume(self, broker: Broker) -> int:
@@ -241,8 +282,14 @@ class IdempotentConsumer(_Consumer):
     this process's memory by default) turns a duplicate delivery into a no-op. The record
     is written in the same transaction as the effect's event."""
 
-    def __init__(self, effect: Callable[[Delivery], Any] | None = None, *, log: EventLog | None = None,
-                 clock: Clock | None = None, store: Store | str | None = None) -> None:
+    def __init__(
+        self,
+        effect: Callable[[Delivery], Any] | None = None,
+        *,
+        log: EventLog | None = None,
+        clock: Clock | None = None,
+        store: Store | str | None = None,
+    ) -> None:
         self.store: Store = store_for(store, log)
         super().__init__(effect, log=self.store.log, clock=clock)
         bind_transactions(self, self.store)
@@ -261,8 +308,9 @@ class IdempotentConsumer(_Consumer):
         leaves no mark and is retried."""
         _delivery(delivery)
         if not self.store.put_new(_PROCESSED, delivery.dedupe_key, delivery.seq):
-            self.log.append(EventKind.MESSAGE_DEDUPED, resolve(self.clock),
-                            item_id=delivery.message_id, delivery=delivery.seq)
+            self.log.append(
+                EventKind.MESSAGE_DEDUPED, resolve(self.clock), item_id=delivery.message_id, delivery=delivery.seq
+            )
             return False
         self._apply(delivery)
         return True

@@ -1,6 +1,7 @@
 """Payloads are small JSON documents: checked and copied once, so no caller can change
 a stored message behind its store's back. What a store hands out is a copy
 (`json_copy`) or cannot be changed at all (`frozen`)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -36,8 +37,11 @@ def flat_copy(value: Any, field: str = "payload") -> tuple[Any, bool]:
         # over the types of its keys and values.
         copy = dict(value)
         types = set(map(type, copy.values()))
-        if _FAST.issuperset(types) and _KEY.issuperset(map(type, copy)) and (
-                int not in types or all(-_BIG < v < _BIG for v in copy.values() if v.__class__ is int)):
+        if (
+            _FAST.issuperset(types)
+            and _KEY.issuperset(map(type, copy))
+            and (int not in types or all(-_BIG < v < _BIG for v in copy.values() if v.__class__ is int))
+        ):
             return copy, True
     copy = _copy(value, field, ())
     return copy, type(copy) is dict and is_flat(copy)
@@ -52,18 +56,25 @@ def _copy(value: Any, field: str, inside: tuple[int, ...]) -> Any:
         return value
     if isinstance(value, (Mapping, list, tuple)):
         if id(value) in inside:
-            raise BadArgumentError(field=field, problem="contains itself (a structure that refers back to "
-                                   "one of its parents)", fix="pass plain nested data, copied, not linked")
+            raise BadArgumentError(
+                field=field,
+                problem="contains itself (a structure that refers back to one of its parents)",
+                fix="pass plain nested data, copied, not linked",
+            )
         if len(inside) >= MAX_DEPTH:
-            raise BadArgumentError(field=field, problem=f"is nested more than {MAX_DEPTH} levels deep",
-                                   fix="keep payloads shallow; store big documents elsewhere and pass their id")
+            raise BadArgumentError(
+                field=field,
+                problem=f"is nested more than {MAX_DEPTH} levels deep",
+                fix="keep payloads shallow; store big documents elsewhere and pass their id",
+            )
         inside = (*inside, id(value))
         if isinstance(value, Mapping):
             copy = {}
             for key, inner in value.items():
                 if not isinstance(key, str):
-                    raise BadArgumentError(field=f"{field} key {key!r}", problem="is not a string",
-                                           fix="JSON object keys must be strings")
+                    raise BadArgumentError(
+                        field=f"{field} key {key!r}", problem="is not a string", fix="JSON object keys must be strings"
+                    )
                 copy[key] = _copy(inner, f"{field}[{key!r}]", inside)
             return copy
         return [_copy(inner, f"{field}[{i}]", inside) for i, inner in enumerate(value)]
@@ -87,10 +98,13 @@ def _freeze(value: Any) -> Any:
 
 _INF = float("inf")
 DIGITS = 4_300  # the most digits Python turns into text (sys.int_info.default_max_str_digits)
-_BIG = 10 ** DIGITS
+_BIG = 10**DIGITS
 
 
 def _not_json(field: str, what: str) -> BadArgumentError:
-    return BadArgumentError(field=field, problem=f"holds {what}, which is not JSON-serialisable",
-                            fix="keep payloads small and plain (dict, list, str, number, bool, None); "
-                                "store big artifacts elsewhere and put their id in the payload")
+    return BadArgumentError(
+        field=field,
+        problem=f"holds {what}, which is not JSON-serialisable",
+        fix="keep payloads small and plain (dict, list, str, number, bool, None); "
+        "store big artifacts elsewhere and put their id in the payload",
+    )

@@ -14,6 +14,7 @@ A runner is any callable `run(job_id, env)`; `Env` bundles everything it may tou
 is where crashes are injected, so a runner needs no crash code of its own (see
 `shopops_lab.crash.explore`, which crashes a runner at every point it passes).
 """
+
 from __future__ import annotations
 
 import re
@@ -45,14 +46,14 @@ __all__ = ["CrashPoint", "Env", "NaiveCheckpointRunner", "PointKind", "ReceiptRu
 
 # ---------------------------------------------------------------------- crash points
 class PointKind(StrEnum):
-    BEFORE_EFFECT = "before_effect"        # the step's action is about to run
-    AFTER_EFFECT = "after_effect"          # the action ran; nothing about it is checkpointed yet
-    AFTER_INTENT = "after_intent"          # a checkpoint with a new intent was written
-    AFTER_RECEIPT = "after_receipt"        # a checkpoint with a new receipt was written
+    BEFORE_EFFECT = "before_effect"  # the step's action is about to run
+    AFTER_EFFECT = "after_effect"  # the action ran; nothing about it is checkpointed yet
+    AFTER_INTENT = "after_intent"  # a checkpoint with a new intent was written
+    AFTER_RECEIPT = "after_receipt"  # a checkpoint with a new receipt was written
     AFTER_CHECKPOINT = "after_checkpoint"  # a checkpoint confirming the step was written
-    AFTER_SAVE = "after_save"              # any other checkpoint write
-    BEFORE_ACK = "before_ack"              # all done, the delivery not yet acknowledged
-    AFTER_ACK = "after_ack"                # acknowledged
+    AFTER_SAVE = "after_save"  # any other checkpoint write
+    BEFORE_ACK = "before_ack"  # all done, the delivery not yet acknowledged
+    AFTER_ACK = "after_ack"  # acknowledged
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -68,8 +69,9 @@ class CrashPoint:
         try:
             object.__setattr__(self, "kind", PointKind(self.kind))
         except ValueError:
-            raise BadArgumentError(field="kind", problem=f"is {self.kind!r}",
-                                   fix=f"use one of {', '.join(k.value for k in PointKind)}") from None
+            raise BadArgumentError(
+                field="kind", problem=f"is {self.kind!r}", fix=f"use one of {', '.join(k.value for k in PointKind)}"
+            ) from None
         arguments.whole("nth", self.nth, 1, "pass a whole number >= 1")
 
     @classmethod
@@ -105,8 +107,9 @@ class CrashPoint:
         """The inverse of str(): 'after_effect(publish)', 'before_ack', 'after_save#2'."""
         match = re.fullmatch(r"(\w+)(?:\(([\w-]+)\))?(?:#(\d+))?", text.strip()) if isinstance(text, str) else None
         if match is None:
-            raise BadArgumentError(field="text", problem=f"is {text!r}",
-                                   fix="write a point like 'after_effect(publish)' or 'before_ack'")
+            raise BadArgumentError(
+                field="text", problem=f"is {text!r}", fix="write a point like 'after_effect(publish)' or 'before_ack'"
+            )
         kind, step, nth = match.groups()
         return cls(kind=kind, step=step, nth=int(nth or 1))
 
@@ -140,18 +143,29 @@ class Env:
     `SimulatedCrash`: a crashed worker does not get to run its except blocks.
     """
 
-    def __init__(self, workflow: Workflow = PUBLISH_WORKFLOW, *, adapter: ChannelAdapter | None = None,
-                 clock: Clock | None = None, log: EventLog | None = None,
-                 budgets: Mapping[str, int] | None = None, faults: Iterable[ProviderFault | str] = ()) -> None:
+    def __init__(
+        self,
+        workflow: Workflow = PUBLISH_WORKFLOW,
+        *,
+        adapter: ChannelAdapter | None = None,
+        clock: Clock | None = None,
+        log: EventLog | None = None,
+        budgets: Mapping[str, int] | None = None,
+        faults: Iterable[ProviderFault | str] = (),
+    ) -> None:
         if not isinstance(workflow, Workflow):
-            raise BadArgumentError(field="workflow", problem=f"is {arguments.a(type(workflow).__name__)}",
-                                   fix="pass a Workflow(version=..., steps=[Step(...), ...])")
+            raise BadArgumentError(
+                field="workflow",
+                problem=f"is {arguments.a(type(workflow).__name__)}",
+                fix="pass a Workflow(version=..., steps=[Step(...), ...])",
+            )
         self.workflow = workflow
         self.clock: Clock = component_clock(clock)
         self.log = component_log(log)
         if adapter is not None:
-            arguments.instance("adapter", adapter, ChannelAdapter,
-                               "pass EmailAdapter(...) or another ChannelAdapter, or leave it out")
+            arguments.instance(
+                "adapter", adapter, ChannelAdapter, "pass EmailAdapter(...) or another ChannelAdapter, or leave it out"
+            )
         budgets = dict(Checkpoint.start(workflow.version, budgets={} if budgets is None else budgets).budgets)
         self.faults = _faults(faults)  # injected into the provider: they hit its first deliveries
         self.adapter = adapter if adapter is not None else EmailAdapter(clock=self.clock, log=self.log)
@@ -160,12 +174,12 @@ class Env:
         self.budgets = budgets
         self.checkpoints = CheckpointStore(clock=self.clock, log=self.log, on_save=self._saved)
         self.trace: list[str] = []
-        self.effects: list[str] = []           # steps whose action really happened, in order
+        self.effects: list[str] = []  # steps whose action really happened, in order
         self.acks: list[tuple[str, int, Any]] = []
-        self.reached: list[CrashPoint] = []    # crash points passed since the last arm()
+        self.reached: list[CrashPoint] = []  # crash points passed since the last arm()
         self.crashed_at: CrashPoint | None = None
-        self.blind_resends: list[str] = []     # op ids sent again while the first outcome was not a known failure
-        self.regenerated: list[str] = []       # steps made again after they were confirmed
+        self.blind_resends: list[str] = []  # op ids sent again while the first outcome was not a known failure
+        self.regenerated: list[str] = []  # steps made again after they were confirmed
         self._armed: CrashPoint | None = None
         self._passes: dict[tuple[PointKind, str | None], int] = {}
         self._made: dict[tuple[str, str], int] = {}
@@ -178,8 +192,11 @@ class Env:
         Restarts the count of points passed."""
         self._armed = CrashPoint.parse(point) if isinstance(point, str) else point
         if self._armed is not None and not isinstance(self._armed, CrashPoint):
-            raise BadArgumentError(field="crash_at", problem=f"is {arguments.a(type(point).__name__)}",
-                                   fix="pass a CrashPoint, e.g. CrashPoint.after_effect('publish'), or None")
+            raise BadArgumentError(
+                field="crash_at",
+                problem=f"is {arguments.a(type(point).__name__)}",
+                fix="pass a CrashPoint, e.g. CrashPoint.after_effect('publish'), or None",
+            )
         self._passes.clear()
         self.reached.clear()
 
@@ -253,8 +270,13 @@ class Env:
         """Ask the provider whether `op_id` was delivered (ok with its message id, or failed)."""
         result = self.adapter.lookup(op_id)
         self._known[op_id] = result.status
-        self.log.append(EventKind.EFFECT_RECONCILED, resolve(self.clock), op_id=op_id, status=result.status.value,
-                        message_id=result.message_id)
+        self.log.append(
+            EventKind.EFFECT_RECONCILED,
+            resolve(self.clock),
+            op_id=op_id,
+            status=result.status.value,
+            message_id=result.message_id,
+        )
         self.note(f"lookup {op_id} -> {_result(result)}")
         return result
 
@@ -271,8 +293,11 @@ class Env:
         step = self.workflow.step(step_id)
         if step.effect != effect:
             use = "env.send(job_id, step_id, op_id, body=...)" if step.effect else "env.make(job_id, step_id)"
-            raise BadArgumentError(field="step_id", problem=f"{step_id!r} is {'a' if step.effect else 'not a'} "
-                                   "customer-visible step", fix=f"use {use}")
+            raise BadArgumentError(
+                field="step_id",
+                problem=f"{step_id!r} is {'a' if step.effect else 'not a'} customer-visible step",
+                fix=f"use {use}",
+            )
         return step
 
     def _saved(self, job_id: str, before: Checkpoint | None, after: Checkpoint) -> None:
@@ -287,8 +312,14 @@ class Env:
             self.log.append(EventKind.INTENT_RECORDED, resolve(self.clock), case_id=job_id, op_id=op, step=step)
         for receipt in new_receipts:
             parts.append(f"+receipt {receipt.message_id} via {receipt.via}")
-            self.log.append(EventKind.RECEIPT_RECORDED, resolve(self.clock), case_id=job_id,
-                            op_id=receipt.op_id, message_id=receipt.message_id, via=receipt.via)
+            self.log.append(
+                EventKind.RECEIPT_RECORDED,
+                resolve(self.clock),
+                case_id=job_id,
+                op_id=receipt.op_id,
+                message_id=receipt.message_id,
+                via=receipt.via,
+            )
         self.note(" ".join(parts))
         if new_done:
             self._pass(PointKind.AFTER_CHECKPOINT, new_done[-1])
@@ -311,8 +342,10 @@ class Env:
             raise SimulatedCrash(point=str(point))
 
     def __repr__(self) -> str:
-        return (f"Env(workflow={self.workflow}, {len(self.adapter.ledger)} contacts, "
-                f"{len(self.checkpoints.jobs())} checkpointed jobs)")
+        return (
+            f"Env(workflow={self.workflow}, {len(self.adapter.ledger)} contacts, "
+            f"{len(self.checkpoints.jobs())} checkpointed jobs)"
+        )
 
 
 class WorkerEnv:
@@ -361,9 +394,11 @@ class WorkerEnv:
         self._env.note(line)
 
     def __getattr__(self, name: str) -> Any:
-        raise AttributeError(f"a worker's env has no {name!r}: a real worker cannot see the provider's inbox, the "
-                             "contact ledger or the explorer's records. It knows what its checkpoint says, and asks "
-                             "env.lookup(op_id) what happened to an operation.")
+        raise AttributeError(
+            f"a worker's env has no {name!r}: a real worker cannot see the provider's inbox, the "
+            "contact ledger or the explorer's records. It knows what its checkpoint says, and asks "
+            "env.lookup(op_id) what happened to an operation."
+        )
 
     def __repr__(self) -> str:
         return f"WorkerEnv(workflow={self._env.workflow})"
@@ -390,8 +425,9 @@ class _WorkerCheckpoints:
         return self._store.history(job_id)
 
     def __getattr__(self, name: str) -> Any:
-        raise AttributeError(f"a worker's checkpoint store has no {name!r}: load, save, token and history are "
-                             "what a worker may use.")
+        raise AttributeError(
+            f"a worker's checkpoint store has no {name!r}: load, save, token and history are what a worker may use."
+        )
 
     def __repr__(self) -> str:
         return "WorkerCheckpoints()"
@@ -484,7 +520,6 @@ class ReceiptRunner(_Runner):
             receipt = Receipt(op_id=op_id, step=step.id, message_id=result.message_id, via=via)
             checkpoint = checkpoint.receive(receipt)
         return env.checkpoints.save(job_id, checkpoint.confirm(step.id, receipt.message_id), token=token)
-
 
 
 # ---------------------------------------------------------------------- helpers

@@ -1,6 +1,7 @@
 """What every `shopops-lab` command needs from its terminal, below the commands themselves (so
 `cli` and `sim.cli` share it without importing each other): usage errors in one line, and a
 closed standard output refused before anything runs."""
+
 from __future__ import annotations
 
 import argparse
@@ -39,6 +40,9 @@ def stdout_is_closed() -> bool:
 def refuse_closed_stdout() -> int:
     """One line on stderr (if it is open) and exit status 2: nothing was done."""
     if sys.stderr is not None:
-        print("error: standard output is closed (>&-), so nothing this command says could be shown; nothing was "
-              "done. Fix: leave it open, or send it to the null device: > /dev/null", file=sys.stderr)
+        print(
+            "error: standard output is closed (>&-), so nothing this command says could be shown; nothing was "
+            "done. Fix: leave it open, or send it to the null device: > /dev/null",
+            file=sys.stderr,
+        )
     return 2

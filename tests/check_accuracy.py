@@ -6,6 +6,7 @@ must refuse with a message that names the evidence (`evidence`: phrases the mess
 contain) without giving the answer away (`secrets` of the exercise, and `hidden` phrases
 of the one case, must not appear). When a new mistake is seen, it joins the list.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,11 +42,14 @@ class Spec:
     right: tuple[Any, ...]
     wrong: tuple[Refused, ...]
     secrets: tuple[str, ...] = ()
-    replay: Callable[[Any, str, str], Any] | None = None   # (answer, schedule, message) -> the lab's replay
+    replay: Callable[[Any, str, str], Any] | None = None  # (answer, schedule, message) -> the lab's replay
 
 
-_SHORTEST = re.compile(r"^(?P<problem>.*) The shortest schedule that shows it \((?P<n>\d+) steps?\): "
-                       r"(?P<schedule>.*?)\. Replay it: ", re.S)
+_SHORTEST = re.compile(
+    r"^(?P<problem>.*) The shortest schedule that shows it \((?P<n>\d+) steps?\): "
+    r"(?P<schedule>.*?)\. Replay it: ",
+    re.S,
+)
 
 
 def _name(answer: Any) -> str:
@@ -54,10 +58,12 @@ def _name(answer: Any) -> str:
 
 def accuracy_tests(*specs: Spec):
     """The three tests every suite runs, parametrized over its specifications."""
-    right = [pytest.param(spec, answer, id=f"{spec.exercise.id}-{_name(answer)}")
-             for spec in specs for answer in spec.right]
-    wrong = [pytest.param(spec, case, id=f"{spec.exercise.id}-{_name(case.answer)}")
-             for spec in specs for case in spec.wrong]
+    right = [
+        pytest.param(spec, answer, id=f"{spec.exercise.id}-{_name(answer)}") for spec in specs for answer in spec.right
+    ]
+    wrong = [
+        pytest.param(spec, case, id=f"{spec.exercise.id}-{_name(case.answer)}") for spec in specs for case in spec.wrong
+    ]
 
     @pytest.mark.parametrize(("spec", "answer"), right)
     def test_a_right_answer_written_differently_is_accepted(spec: Spec, answer: Any) -> None:
@@ -78,21 +84,27 @@ def accuracy_tests(*specs: Spec):
     @pytest.mark.parametrize("spec", specs, ids=[spec.exercise.id for spec in specs])
     def test_the_specification_has_enough_right_and_wrong_answers(spec: Spec) -> None:
         assert len(spec.right) >= MIN_RIGHT and len(spec.wrong) >= MIN_WRONG, spec.exercise.id
-        last = spec.wrong[-1].answer   # the graded cell refuses what the check refuses, with the same words
+        last = spec.wrong[-1].answer  # the graded cell refuses what the check refuses, with the same words
         with pytest.raises(AssertionError) as graded:
             spec.exercise.grade(last)
         assert str(graded.value) == str(spec.exercise.result(last))
 
-    return (test_a_right_answer_written_differently_is_accepted,
-            test_a_plausible_wrong_answer_is_refused_with_its_evidence,
-            test_the_specification_has_enough_right_and_wrong_answers)
+    return (
+        test_a_right_answer_written_differently_is_accepted,
+        test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+        test_the_specification_has_enough_right_and_wrong_answers,
+    )
 
 
 def replay_tests(*specs: Spec):
     """For an explored check (a Spec with `replay`): the test that every schedule a refusal
     shows replays, seed-free, to the same problem in the same number of steps."""
-    explored = [pytest.param(spec, case, id=f"{spec.exercise.id}-{_name(case.answer)}")
-                for spec in specs if spec.replay is not None for case in spec.wrong]
+    explored = [
+        pytest.param(spec, case, id=f"{spec.exercise.id}-{_name(case.answer)}")
+        for spec in specs
+        if spec.replay is not None
+        for case in spec.wrong
+    ]
 
     @pytest.mark.parametrize(("spec", "case"), explored)
     def test_the_schedule_a_refusal_shows_replays_to_the_same_problem(spec: Spec, case: Refused) -> None:
@@ -100,7 +112,7 @@ def replay_tests(*specs: Spec):
         breaks the same promise in the same number of steps."""
         message = spec.exercise.result(case.answer).message
         found = _SHORTEST.match(message)
-        if found is None:           # refused before any schedule ran (not the learner's class, ...)
+        if found is None:  # refused before any schedule ran (not the learner's class, ...)
             return
         replayed = spec.replay(case.answer, found["schedule"], message)
         assert replayed.problem == found["problem"] and len(replayed.steps) == int(found["n"])

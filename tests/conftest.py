@@ -9,6 +9,7 @@
 
 tests/README.md maps labs and modules to tests.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,11 +31,13 @@ SLOW_FILES: dict[str, str] = {
     "test_nbgrader_roundtrip.py": "nbgrader",  # real nbgrader, in its own cached venv, grades every lab
 }
 # Single tests that run whole notebooks in kernels, as nbval does: the `notebooks` kind.
-NOTEBOOK_RUNS: frozenset[str] = frozenset({
-    "test_course_build.py::test_execute_runs_both_and_errors_only_in_tagged_cells",
-    "test_course_build.py::test_nbval_runs_the_pristine_student_notebooks",
-    "test_notebooks.py::test_stored_diagrams_hold_under_nbval_without_graphviz",
-})
+NOTEBOOK_RUNS: frozenset[str] = frozenset(
+    {
+        "test_course_build.py::test_execute_runs_both_and_errors_only_in_tagged_cells",
+        "test_course_build.py::test_nbval_runs_the_pristine_student_notebooks",
+        "test_notebooks.py::test_stored_diagrams_hold_under_nbval_without_graphviz",
+    }
+)
 # Files that share one thing run in one worker, one after the other: the session-scoped Lite
 # site is built once (not once per worker), and two Chromiums never fight for two cores.
 # (xdist's own `xdist_group` mark does not work with pytest 9.2: xdist 3.8 renames the item
@@ -59,8 +62,9 @@ SECONDS_KEY = "shopops-lab/scope-seconds"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--record-seconds", action="store_true",
-                     help=f"write each unit's measured seconds to {SECONDS_FILE.name}")
+    parser.addoption(
+        "--record-seconds", action="store_true", help=f"write each unit's measured seconds to {SECONDS_FILE.name}"
+    )
 
 
 def known_seconds(config: pytest.Config) -> dict[str, float]:
@@ -72,9 +76,11 @@ def known_seconds(config: pytest.Config) -> dict[str, float]:
 
 def longest_first(workqueue: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
     """The units, longest first (unknown ones by their number of tests, after the known)."""
+
     def cost(item: tuple[str, Any]) -> tuple[float, int]:
         scope, nodeids = item
         return (-seconds.get(scope, 0.0), -len(nodeids))
+
     return dict(sorted(workqueue.items(), key=cost))
 
 
@@ -90,8 +96,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
         def _assign_work_unit(self, node: Any) -> None:
             if not getattr(self, "_sorted", False):  # once, when the queue is first built
-                self.workqueue = type(self.workqueue)(
-                    longest_first(dict(self.workqueue), known_seconds(self.config)))
+                self.workqueue = type(self.workqueue)(longest_first(dict(self.workqueue), known_seconds(self.config)))
                 self._sorted = True
             super()._assign_work_unit(node)
 
@@ -153,8 +158,9 @@ def offline_site(tmp_path_factory) -> Path:
     """The course as an offline JupyterLite site, built once per test run (test_lite checks
     its files, test_browser runs it). Needs jupyterlite (requirements.txt), npm and PyPI the
     first time; downloads are cached in ~/.cache/shopops-lab/lite."""
-    pytest.importorskip("jupyterlite_core", reason="the Lite build needs jupyterlite-core: "
-                                                   ".venv/bin/pip install -r requirements.txt")
+    pytest.importorskip(
+        "jupyterlite_core", reason="the Lite build needs jupyterlite-core: .venv/bin/pip install -r requirements.txt"
+    )
     from shopops_lab.course.errors import LiteBuildError
     from shopops_lab.course.lite import build_site
 

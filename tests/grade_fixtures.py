@@ -1,6 +1,7 @@
 """Submissions built from the masters, for the grader's tests and its benchmark: the student
 notebook as released, with chosen answer cells filled in (the master's own answer, or a
 wrong one a learner would write), and tampered twins of them."""
+
 from __future__ import annotations
 
 import copy
@@ -17,15 +18,15 @@ SOLUTIONS = ROOT / "solutions"
 RIGHT = object()  # "the master's answer" in submission(...)
 
 # Wrong answers a learner would write.
-KEY_FROM_TOKEN = '''
+KEY_FROM_TOKEN = """
 def send_followup(lease, adapter):
     # a fresh key per delivery: the redelivery sends a second email
     return adapter.send(f"{lease.case_id}:{lease.token}", case_id=lease.case_id, to=lease.payload["to"], body="Sorry!")
-'''
-EVERYTHING_STOPS = '''
+"""
+EVERYTHING_STOPS = """
 def what_can_happen_next():
     return {"w1_stopped", "case_blocked"}
-'''
+"""
 
 
 def master_path(lab: str) -> Path:

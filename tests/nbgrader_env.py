@@ -13,6 +13,7 @@ there to point the editable install at it (seconds: nbgrader is already in). A r
 lock while it grades, so no other checkout repoints the venv under it. A new key prunes the
 venvs of old keys no run is using. Delete the folder to rebuild.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -71,7 +72,7 @@ def venv_path(root: Path = ROOT) -> Path:
 
 
 def _flock(handle: IO[str], mode: str) -> None:
-    """"ex", "sh", "un" or "try-ex" (returns at once; raises BlockingIOError if taken). No-op without fcntl."""
+    """ "ex", "sh", "un" or "try-ex" (returns at once; raises BlockingIOError if taken). No-op without fcntl."""
     try:
         import fcntl
     except ImportError:  # no flock here (Windows): build without a lock
@@ -83,9 +84,7 @@ def _flock(handle: IO[str], mode: str) -> None:
 def _pip_install(venv: Path, root: Path) -> None:
     """The README's instructor install, run in `venv`; its log tail is in the error if it fails."""
     command = [str(venv_python(venv)), *README_INSTALL.split()[1:], str(root)]
-    pip = subprocess.run(
-        [*command, "--disable-pip-version-check", "-q"], capture_output=True, text=True, timeout=1200
-    )
+    pip = subprocess.run([*command, "--disable-pip-version-check", "-q"], capture_output=True, text=True, timeout=1200)
     if pip.returncode != 0:
         raise NbgraderUnavailable(f"{' '.join(command)} failed: {(pip.stderr or pip.stdout).strip()[-500:]}")
 
@@ -177,13 +176,15 @@ def make_course(scratch: Path, *, timeout: int = 120) -> tuple[Path, str]:
     course = scratch / "course"
     db_url = f"sqlite:///{(scratch / 'gradebook.db').as_posix()}"
     course.mkdir(parents=True)
-    (course / "nbgrader_config.py").write_text(textwrap.dedent(f"""
+    (course / "nbgrader_config.py").write_text(
+        textwrap.dedent(f"""
         c = get_config()
         c.CourseDirectory.course_id = "shopops-lab"
         c.CourseDirectory.root = {str(course)!r}
         c.CourseDirectory.db_url = {db_url!r}
         c.Execute.timeout = {timeout}
-    """))
+    """)
+    )
     return course, db_url
 
 

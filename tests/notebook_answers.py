@@ -1,5 +1,6 @@
 """Shared by the learner-check tests: the names a lab's answers define, in its master
 and in the student notebook generated from it."""
+
 from __future__ import annotations
 
 import nbformat

@@ -5,6 +5,7 @@ schema of its own on the server named by SHOPOPS_POSTGRES_URL, dropped afterward
 Locally the PostgreSQL cases skip, saying how to run them; under CI (CI=true) a missing
 server is a failure, because `.ci/run` starts one.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -22,7 +23,8 @@ POSTGRES_ENV = "SHOPOPS_POSTGRES_URL"
 HOW_TO_RUN_POSTGRES = (
     "PostgreSQL tests need a server and psycopg: run `sh scripts/postgres.sh start /tmp/shopops-pg` "
     "(Debian/Ubuntu: sudo apt-get install postgresql) and `.venv/bin/pip install 'psycopg[binary]'`, then "
-    "`SHOPOPS_POSTGRES_URL=<the URL it prints> make test`; stop it with `sh scripts/postgres.sh stop /tmp/shopops-pg`")
+    "`SHOPOPS_POSTGRES_URL=<the URL it prints> make test`; stop it with `sh scripts/postgres.sh stop /tmp/shopops-pg`"
+)
 
 _schemas = itertools.count(1)
 
@@ -91,9 +93,11 @@ class Backend:
             db.close()
         elif self.name == "postgresql":
             schema = url.rsplit("%3D", 1)[1]
-            self._admin.execute(f"SET search_path TO {schema}; {tables}; ALTER SEQUENCE item_seq RESTART;"
-                                " ALTER SEQUENCE item_position RESTART; ALTER TABLE events ALTER COLUMN seq RESTART;"
-                                " ALTER TABLE records ALTER COLUMN seq RESTART")
+            self._admin.execute(
+                f"SET search_path TO {schema}; {tables}; ALTER SEQUENCE item_seq RESTART;"
+                " ALTER SEQUENCE item_position RESTART; ALTER TABLE events ALTER COLUMN seq RESTART;"
+                " ALTER TABLE records ALTER COLUMN seq RESTART"
+            )
 
     def open(self, url: str | None = None) -> Store:
         store = open_store(url or self.url())

@@ -1,5 +1,6 @@
 """The shared argument checks: each refusal names the field, what it was and the caller's
 own fix; each accepted value comes back in the type the caller works with."""
+
 from __future__ import annotations
 
 import math
@@ -19,13 +20,16 @@ def refused(call, *args, **kwargs) -> BadArgumentError:
     return caught.value
 
 
-@pytest.mark.parametrize(("bounds", "good", "bad"), [
-    ({}, [-1e300, 0, 7, math.inf, -math.inf], [math.nan, True, "3", None]),
-    ({"above": 0, "below": math.inf}, [1e-9, 3, 1e300], [0, -1, math.inf, math.nan, False]),
-    ({"least": 0, "below": 1}, [0, 0.5, 0.999], [1, -0.001, math.nan]),
-    ({"above": 0, "most": 100}, [0.1, 100], [0, 100.5]),
-    ({"least": 0, "most": 1}, [0, 1], [-1e-12, 1.0000001]),
-])
+@pytest.mark.parametrize(
+    ("bounds", "good", "bad"),
+    [
+        ({}, [-1e300, 0, 7, math.inf, -math.inf], [math.nan, True, "3", None]),
+        ({"above": 0, "below": math.inf}, [1e-9, 3, 1e300], [0, -1, math.inf, math.nan, False]),
+        ({"least": 0, "below": 1}, [0, 0.5, 0.999], [1, -0.001, math.nan]),
+        ({"above": 0, "most": 100}, [0.1, 100], [0, 100.5]),
+        ({"least": 0, "most": 1}, [0, 1], [-1e-12, 1.0000001]),
+    ],
+)
 def test_number_holds_its_bounds_and_refuses_bools_and_nan(bounds, good, bad):
     for value in good:
         assert arguments.number("x", value, FIX, **bounds) == float(value)

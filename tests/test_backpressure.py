@@ -1,5 +1,6 @@
 """The gateway's signals and the policies that read them: p95 by nearest rank over a
 rolling window, saturation past capacity, spikes, and a ladder that sheds bulk first."""
+
 from __future__ import annotations
 
 import random
@@ -31,16 +32,17 @@ def signals(p95: float = 0.0, depth: int = 100, in_flight: int = 0, now: float =
 
 # --------------------------------------------------------------------------- the gateway
 
+
 def test_p95_is_nearest_rank_over_the_window():
     gw = Gateway(MODEL, window=20)
     assert gw.p95() == 0.0  # no calls: no evidence of slowness
-    for seconds in range(1, 21):          # 1..20
+    for seconds in range(1, 21):  # 1..20
         gw.record(float(seconds), 0.0)
-    assert gw.p95() == 19.0               # rank ceil(0.95 * 20) = 19
-    gw.record(100.0, 1.0)                 # pushes 1 out: window is 2..20, 100
+    assert gw.p95() == 19.0  # rank ceil(0.95 * 20) = 19
+    gw.record(100.0, 1.0)  # pushes 1 out: window is 2..20, 100
     assert gw.p95() == 20.0
     for _ in range(20):
-        gw.record(5.0, 2.0)               # the slow ones scroll out of the window
+        gw.record(5.0, 2.0)  # the slow ones scroll out of the window
     assert gw.p95() == 5.0
     assert gw.calls == 41
 
@@ -50,7 +52,7 @@ def test_old_calls_age_out_of_the_p95():
     gw.record(90.0, 10.0)
     gw.record(5.0, 50.0)
     assert gw.p95(now=60.0) == 90.0
-    assert gw.p95(now=80.0) == 5.0        # the call finished at t=10 is older than 60 s
+    assert gw.p95(now=80.0) == 5.0  # the call finished at t=10 is older than 60 s
     assert gw.p95(now=200.0) == 0.0
     assert Gateway(MODEL, max_age=None).p95(now=1e9) == 0.0
 
@@ -96,9 +98,14 @@ def test_a_spike_swaps_in_a_scaled_latency_until_it_ends():
         gw.spike(0)
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"window": 0}, "window"), ({"capacity": 0}, "capacity"), ({"max_age": -1}, "max_age"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"window": 0}, "window"),
+        ({"capacity": 0}, "capacity"),
+        ({"max_age": -1}, "max_age"),
+    ],
+)
 def test_gateway_rejects_bad_settings(kwargs, field):
     with pytest.raises(BadArgumentError, match=field):
         Gateway(MODEL, **kwargs)
@@ -107,6 +114,7 @@ def test_gateway_rejects_bad_settings(kwargs, field):
 
 
 # --------------------------------------------------------------------------- decisions
+
 
 def test_acquire_and_wait_build_decisions():
     assert acquire() == Decision() and not acquire().waits
@@ -124,11 +132,12 @@ def test_acquire_and_wait_build_decisions():
 
 # --------------------------------------------------------------------------- the reference policy
 
+
 def test_the_ladder_sheds_bulk_then_everything_but_approvals_then_waits():
     policy = BackpressurePolicy(p95_budget=30, p95_hard=60, stop_p95=100, min_delay=2)
     assert policy(signals(p95=10)) == acquire()
-    assert policy(signals(p95=45)).max_priority == Priority.NORMAL     # bulk waits
-    assert policy(signals(p95=75)).max_priority == Priority.APPROVAL   # approvals only
+    assert policy(signals(p95=45)).max_priority == Priority.NORMAL  # bulk waits
+    assert policy(signals(p95=75)).max_priority == Priority.APPROVAL  # approvals only
     stop = policy(signals(p95=110))
     assert stop.waits and stop.wait_seconds == 2
     assert policy.decide(gateway_p95=45, depth=100, in_flight=0, now=0) == policy(signals(p95=45))
@@ -157,11 +166,17 @@ def test_approvals_are_never_held_back_before_bulk():
                 assert decision.max_priority is None or decision.max_priority >= Priority.APPROVAL
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"p95_budget": 0}, "p95_budget"), ({"p95_budget": 50, "p95_hard": 40}, "p95_hard"),
-    ({"stop_p95": 10}, "stop_p95"), ({"max_in_flight": 0}, "max_in_flight"),
-    ({"soft_depth": -1}, "soft_depth"), ({"min_delay": 0}, "min_delay"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"p95_budget": 0}, "p95_budget"),
+        ({"p95_budget": 50, "p95_hard": 40}, "p95_hard"),
+        ({"stop_p95": 10}, "stop_p95"),
+        ({"max_in_flight": 0}, "max_in_flight"),
+        ({"soft_depth": -1}, "soft_depth"),
+        ({"min_delay": 0}, "min_delay"),
+    ],
+)
 def test_policy_rejects_inconsistent_thresholds(kwargs, field):
     with pytest.raises(BadArgumentError, match=field):
         BackpressurePolicy(**kwargs)
@@ -174,6 +189,7 @@ def test_no_backpressure_always_takes_anything():
 
 
 # --------------------------------------------------------------------------- your own policy
+
 
 def test_a_plain_function_is_a_policy():
     def approvals_when_slow(s):

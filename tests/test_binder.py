@@ -1,6 +1,7 @@
 """Binder / repo2docker: the files it reads give an image that runs every lab, Graphviz included.
 
 repo2docker itself needs Docker, which CI does not have; these check what it will read."""
+
 from __future__ import annotations
 
 import re

@@ -15,6 +15,7 @@ and Playwright's Python package (CI installs both with .ci/run); elsewhere the t
 and say how to get them. Playwright's own browser download is never used: it drives the
 system Chromium. A failing test leaves a screenshot in test-artifacts/.
 """
+
 from __future__ import annotations
 
 import base64
@@ -41,13 +42,23 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 playwright = pytest.importorskip(
     "playwright.sync_api",
     reason="the browser test needs Playwright: .venv/bin/pip install playwright (and Chromium: "
-           "sudo apt-get install chromium)")
+    "sudo apt-get install chromium)",
+)
 if CHROMIUM is None:
-    pytest.skip("the browser test needs Chromium: sudo apt-get install chromium (Debian/Ubuntu)",
-                allow_module_level=True)
+    pytest.skip(
+        "the browser test needs Chromium: sudo apt-get install chromium (Debian/Ubuntu)", allow_module_level=True
+    )
 
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 WAIT_MS = int(os.environ.get("SHOPOPS_BROWSER_WAIT_MS", 240_000))  # generous: a cold kernel on a busy 2-core machine
 LABS = sorted(p.stem for p in (ROOT / "notebooks").glob("0*.ipynb"))
 PROMPTS = ".jp-Notebook .jp-CodeCell .jp-InputArea-prompt"
@@ -96,6 +107,7 @@ def browser_page(name: str, *, allowed_origin: str | None = None, width: int = 1
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         context = browser.new_context(viewport={"width": width, "height": 1000})
         if allowed_origin is not None:
+
             def route(request_route):
                 url = request_route.request.url
                 if url.startswith((allowed_origin + "/", "data:", "blob:")):
@@ -103,6 +115,7 @@ def browser_page(name: str, *, allowed_origin: str | None = None, width: int = 1
                 else:
                     blocked.append(url)
                     request_route.abort()
+
             context.route("**/*", route)
         page = context.new_page()
         page.set_default_timeout(WAIT_MS)
@@ -145,7 +158,9 @@ def wait_for_prompt(page, index: int) -> None:
         """([selector, index]) => { const prompts = [...document.querySelectorAll(selector)];
                                     const prompt = prompts.at(index);
                                     return prompt !== undefined && /\\[\\d+\\]/.test(prompt.textContent); }""",
-        arg=[PROMPTS, index], timeout=WAIT_MS)
+        arg=[PROMPTS, index],
+        timeout=WAIT_MS,
+    )
 
 
 def stored_errors(lab: str) -> int:
@@ -187,14 +202,25 @@ def lab_server(tmp_path_factory):
     settings.mkdir(parents=True)  # draw every cell, so widgets below the fold exist in the page
     (settings / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
     port = free_port()
-    lab = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-           "--ServerApp.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}",
-           "--LabApp.news_url=", "--ServerApp.disable_check_xsrf=True"]
+    lab = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        f"--port={port}",
+        "--ip=127.0.0.1",
+        "--ServerApp.token=",
+        "--ServerApp.password=",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.news_url=",
+        "--ServerApp.disable_check_xsrf=True",
+    ]
     if os.geteuid() == 0:
         lab.append("--allow-root")
     url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, JUPYTER_PLATFORM_DIRS="1", JUPYTERLAB_SETTINGS_DIR=str(root / "settings"),
-               PYTHONHASHSEED="0")
+    env = dict(
+        os.environ, JUPYTER_PLATFORM_DIRS="1", JUPYTERLAB_SETTINGS_DIR=str(root / "settings"), PYTHONHASHSEED="0"
+    )
     with server(lab, cwd=root, probe=f"{url}/api", env=env):
         yield url
 
@@ -269,7 +295,7 @@ def test_lab_00_runs_offline_in_jupyterlite_with_nothing_to_install(lite_server)
         outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
         assert not any("ModuleNotFoundError" in text for text in outputs)  # the first cell imports the kit
         assert any("InMemoryQueue(lease_seconds=30" in text for text in outputs)
-        assert any("not attempted" in text for text in outputs)          # a check prints its verdict
+        assert any("not attempted" in text for text in outputs)  # a check prints its verdict
         diagrams = [svg for svg in svg_outputs(page) if 'class="shopops-diagram"' in svg]
         assert diagrams and all("<title>lease state machine</title>" in svg for svg in diagrams)
         click_the_playground(page)

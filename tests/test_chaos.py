@@ -1,6 +1,7 @@
 """Chaos with real processes: worker processes on SQLite and PostgreSQL, killed with SIGKILL at
 seeded points. Every assertion here holds whatever the processes' timing: the plan is fixed
 by the seed, every planned kill happens, and the checker reads the database's own history."""
+
 from __future__ import annotations
 
 import json
@@ -48,10 +49,10 @@ def test_every_planned_kill_can_happen(seed):
         by_item.setdefault(kill.item_id, []).append(kill)
     for item, mine in by_item.items():
         assert [k.attempt for k in mine] == list(range(1, len(mine) + 1))  # consecutive deliveries
-        assert len(mine) <= 3                                              # max_attempts - 2: room for a stall
-        assert all(k.point.before_the_record for k in mine[:-1])           # the item comes back for the next
+        assert len(mine) <= 3  # max_attempts - 2: room for a stall
+        assert all(k.point.before_the_record for k in mine[:-1])  # the item comes back for the next
         if item == "item-0003":
-            assert {k.point for k in mine} == {KillPoint.AFTER_ACQUIRE}    # poison never sends
+            assert {k.point for k in mine} == {KillPoint.AFTER_ACQUIRE}  # poison never sends
     assert any(k.point is KillPoint.AFTER_SEND for k in kills)
 
 
@@ -84,11 +85,12 @@ def assert_nothing_lost(report: ChaosReport, db: str) -> None:
     with open_store(db) as store:
         queue = Queue(store=store)
         dead = {item.id for item in queue.dlq_items()}
-        assert dead == poisoned(db)                                        # exactly the poison
+        assert dead == poisoned(db)  # exactly the poison
         assert all(item.last_error == POISON_ERROR for item in queue.dlq_items())
         crashed = queue.log.where(EventKind.WORKER_CRASHED)
         assert sorted((e.item_id, e.attempt, e.info["point"]) for e in crashed) == sorted(
-            (k.item_id, k.attempt, k.point.value) for k in report.killed)
+            (k.item_id, k.attempt, k.point.value) for k in report.killed
+        )
         assert {e.info["signal"] for e in crashed} == {"SIGKILL"}
         assert queue.counts()[ItemState.LEASED] == queue.counts()[ItemState.READY] == 0
 
@@ -108,8 +110,11 @@ def test_with_the_naive_adapter_every_kill_after_a_send_is_a_second_email(tmp_pa
     poison = poisoned(db)
     with open_store(db) as store:
         case_of = {row.id: row.case_id for row in store.item_rows()}
-    sent_then_killed = {case_of[k.item_id] for k in report.killed
-                        if k.point in (KillPoint.AFTER_SEND, KillPoint.IN_ACK) and k.item_id not in poison}
+    sent_then_killed = {
+        case_of[k.item_id]
+        for k in report.killed
+        if k.point in (KillPoint.AFTER_SEND, KillPoint.IN_ACK) and k.item_id not in poison
+    }
     assert sent_then_killed, "seed 11 kills a worker between a send and its ack"
     assert sent_then_killed <= set(report.doubled_cases)  # a stall could add more, never fewer
     assert report.valid is False and report.double_contacts == len(report.doubled_cases)
@@ -143,18 +148,26 @@ def test_the_command_prints_the_report_as_json(tmp_path, capsys):
         report
     )
     assert (report["items"], report["kills"], report["lost"], report["double_contacts"], report["valid"]) == (
-        6, 3, 0, 0, True)
+        6,
+        3,
+        0,
+        0,
+        True,
+    )
 
 
-@pytest.mark.parametrize("args, words", [
-    (["--db", "memory:"], "no other process can see"),
-    (["--db", "sqlite:///{tmp}/x.db", "--items", "0"], "items is 0"),
-    (["--db", "sqlite:///{tmp}/x.db", "--items", "2001"], "above the limit of 2000"),
-    (["--db", "sqlite:///{tmp}/x.db", "--workers", "17"], "above the limit of 16"),
-    (["--db", "sqlite:///{tmp}/x.db", "--kills", "-1"], "kills is -1"),
-    (["--db", "sqlite:///{tmp}/x.db", "--items", "2", "--kills", "9"], "more than 2 items can take"),
-    (["--db", "sqlite:///{tmp}/missing/x.db"], "does not exist"),
-])
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--db", "memory:"], "no other process can see"),
+        (["--db", "sqlite:///{tmp}/x.db", "--items", "0"], "items is 0"),
+        (["--db", "sqlite:///{tmp}/x.db", "--items", "2001"], "above the limit of 2000"),
+        (["--db", "sqlite:///{tmp}/x.db", "--workers", "17"], "above the limit of 16"),
+        (["--db", "sqlite:///{tmp}/x.db", "--kills", "-1"], "kills is -1"),
+        (["--db", "sqlite:///{tmp}/x.db", "--items", "2", "--kills", "9"], "more than 2 items can take"),
+        (["--db", "sqlite:///{tmp}/missing/x.db"], "does not exist"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, words, tmp_path, capsys):
     status = main(["chaos", *[a.format(tmp=tmp_path) for a in args]])
     err = capsys.readouterr().err
@@ -223,8 +236,16 @@ def test_still_to_land_is_the_plan_minus_the_kills_in_the_history(tmp_path):
         two = Kill(item_id="item-0001", attempt=2, point=KillPoint.AFTER_ACK)
         other = Kill(item_id="item-0002", attempt=1, point=KillPoint.AFTER_ACQUIRE)
         queue.enqueue(case_id="O-1001")
-        queue.log.append(EventKind.WORKER_CRASHED, 1.0, worker_id="W1", item_id="item-0001", case_id="O-1001",
-                         attempt=2, point="after_send", signal="SIGKILL")   # landed on a redelivery
+        queue.log.append(
+            EventKind.WORKER_CRASHED,
+            1.0,
+            worker_id="W1",
+            item_id="item-0001",
+            case_id="O-1001",
+            attempt=2,
+            point="after_send",
+            signal="SIGKILL",
+        )  # landed on a redelivery
         assert chaos_run._still_to_land((one, two, other), queue) == (two, other)
 
 
@@ -236,7 +257,7 @@ def test_a_worker_is_set_to_die_with_its_supervisor(tmp_path):
     class Asks(EmailWorkload):
         def prepare(self, store, queue, stops, name):
             signal_number = ctypes.c_int()
-            ctypes.CDLL(None).prctl(2, ctypes.byref(signal_number), 0, 0, 0)   # PR_GET_PDEATHSIG
+            ctypes.CDLL(None).prctl(2, ctypes.byref(signal_number), 0, 0, 0)  # PR_GET_PDEATHSIG
             with store.atomic:
                 store.put("test", name, signal_number.value)
             return super().prepare(store, queue, stops, name)
@@ -275,14 +296,15 @@ run_workers(queue, Hangs("idempotent"), (), workers=1)
 def test_killing_the_supervisor_kills_its_workers(tmp_path):
     read, write = os.pipe()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    supervisor = subprocess.Popen([sys.executable, "-c", SUPERVISOR, f"sqlite:///{tmp_path / 's.db'}", str(write)],
-                                  pass_fds=(write,), env=env)
+    supervisor = subprocess.Popen(
+        [sys.executable, "-c", SUPERVISOR, f"sqlite:///{tmp_path / 's.db'}", str(write)], pass_fds=(write,), env=env
+    )
     os.close(write)
     with os.fdopen(read, "rb") as pipe:
-        worker = int(pipe.readline())        # the worker is running its handler, hanging there
-        supervisor.kill()                    # SIGKILL: the supervisor runs no cleanup at all
+        worker = int(pipe.readline())  # the worker is running its handler, hanging there
+        supervisor.kill()  # SIGKILL: the supervisor runs no cleanup at all
         supervisor.wait()
-        ready, _, _ = select.select([pipe], [], [], 60)   # a guard against a hang, not a timing
+        ready, _, _ = select.select([pipe], [], [], 60)  # a guard against a hang, not a timing
         assert ready and pipe.read() == b"", f"worker {worker} outlived its supervisor"
 
 
@@ -290,7 +312,7 @@ def test_killing_the_supervisor_kills_its_workers(tmp_path):
 def test_a_database_claimed_by_another_run_is_refused_before_anything_is_written(tmp_path, capsys):
     path = tmp_path / "claimed.db"
     with open_store(f"sqlite:///{path}") as store, store.atomic:
-        store.put("chaos", "run", {"seed": 1})   # another run got here first and is about to fill it
+        store.put("chaos", "run", {"seed": 1})  # another run got here first and is about to fill it
     assert main(["chaos", "--db", f"sqlite:///{path}", "--items", "2", "--kills", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "db is already claimed by another chaos run" in err and "--resume" in err
@@ -301,10 +323,24 @@ def test_a_database_claimed_by_another_run_is_refused_before_anything_is_written
 def test_of_two_runs_started_together_on_one_database_exactly_one_runs(tmp_path):
     db = f"sqlite:///{tmp_path / 'both.db'}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "shopops_lab", "chaos", "--db", db, "--items", "3", "--workers", "1",
-               "--kills", "0"]
-    runs = [subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-            for _ in range(2)]
+    command = [
+        sys.executable,
+        "-m",
+        "shopops_lab",
+        "chaos",
+        "--db",
+        db,
+        "--items",
+        "3",
+        "--workers",
+        "1",
+        "--kills",
+        "0",
+    ]
+    runs = [
+        subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     results = sorted((run.wait(), run.stderr.read()) for run in runs)
     for run in runs:
         run.stderr.close()
@@ -316,16 +352,24 @@ def test_of_two_runs_started_together_on_one_database_exactly_one_runs(tmp_path)
 
 
 def test_a_resume_while_a_live_supervisor_holds_the_database_is_refused_and_a_dead_ones_claim_is_taken_over(
-        tmp_path, capsys):
+    tmp_path, capsys
+):
     db = f"sqlite:///{tmp_path / 'held.db'}"
     assert run_chaos(db, items=2, workers=1, kills=0).done == 2
     with open_store(db) as store:
-        assert store.get(*owner.OWNER)["pid"] is None   # the finished run let go of it
+        assert store.get(*owner.OWNER)["pid"] is None  # the finished run let go of it
     other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         with open_store(db) as store, store.atomic:  # another supervisor, still running, holds the run
-            store.put(*owner.OWNER, {"host": socket.gethostname(), "pid": other.pid,
-                                     "started": owner._started(other.pid), "run": f"{other.pid}-1"})
+            store.put(
+                *owner.OWNER,
+                {
+                    "host": socket.gethostname(),
+                    "pid": other.pid,
+                    "started": owner._started(other.pid),
+                    "run": f"{other.pid}-1",
+                },
+            )
             before = len(store.log)
         assert main(["chaos", "--db", db, "--resume"]) == 2
         err = capsys.readouterr().err
@@ -335,7 +379,7 @@ def test_a_resume_while_a_live_supervisor_holds_the_database_is_refused_and_a_de
     finally:
         other.stdin.close()
         other.wait()
-    assert main(["chaos", "--db", db, "--resume", "--json"]) == 0   # its process is gone: the claim is free
+    assert main(["chaos", "--db", db, "--resume", "--json"]) == 0  # its process is gone: the claim is free
     assert json.loads(capsys.readouterr().out)["done"] == 2
     with open_store(db) as store:
         assert store.get(*owner.OWNER)["pid"] is None
@@ -349,21 +393,25 @@ def test_a_full_disk_while_filling_is_one_line(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(chaos_run, "fill_morning", full)
     assert main(["chaos", "--db", f"sqlite:///{tmp_path / 'f.db'}"]) == 2
     err = capsys.readouterr().err
-    assert err == ("error: The chaos run could not finish: the disk that holds the database is full. Fix: free some "
-                   "space, then start a new run on a new, empty database.\n")
+    assert err == (
+        "error: The chaos run could not finish: the disk that holds the database is full. Fix: free some "
+        "space, then start a new run on a new, empty database.\n"
+    )
 
 
 def test_a_full_disk_in_a_worker_is_one_line_that_says_how_to_finish(tmp_path, monkeypatch, capsys):
     def full(self, *args, **kwargs):
         raise sqlite3.OperationalError("database or disk is full")
 
-    monkeypatch.setattr(Queue, "acquire", full)   # the forked workers inherit it
+    monkeypatch.setattr(Queue, "acquire", full)  # the forked workers inherit it
     db = f"sqlite:///{tmp_path / 'w.db'}"
     assert main(["chaos", "--db", db, "--items", "4", "--kills", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "database or disk is full" in err
-    assert f"free some space on the disk that holds the database, then finish the run: shopops-lab chaos --db {db} " \
-           "--resume" in err
+    assert (
+        f"free some space on the disk that holds the database, then finish the run: shopops-lab chaos --db {db} "
+        "--resume" in err
+    )
 
 
 def test_a_run_interrupted_halfway_says_how_to_finish_and_resume_finishes_it(tmp_path, monkeypatch, capsys):
@@ -373,7 +421,7 @@ def test_a_run_interrupted_halfway_says_how_to_finish_and_resume_finishes_it(tmp
         real_kill(self, *args)
         kills.append(args)
         if len(kills) == 5:
-            raise sqlite3.OperationalError("disk I/O error")   # the database went away
+            raise sqlite3.OperationalError("disk I/O error")  # the database went away
 
     monkeypatch.setattr(chaos_supervisor._Supervisor, "_kill", kill_then_lose_the_database)
     db = f"sqlite:///{tmp_path / 'r.db'}"

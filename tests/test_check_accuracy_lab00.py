@@ -1,4 +1,5 @@
 """The specification of lab 00's check (warm-up: put case O-1001 on the queue)."""
+
 from __future__ import annotations
 
 from check_accuracy import Spec, accuracy_tests, refused
@@ -8,9 +9,15 @@ from shopops_lab.worker.queue import Priority
 
 # ---------------------------------------------------------------------------- right, written differently
 
+
 def enqueue_with_a_payload(queue):
-    return queue.enqueue(kind="contact_send", case_id="O-1001", tenant_id="store_northline",
-                         payload={"to": "jordan@example.com"}, priority=Priority.NORMAL)
+    return queue.enqueue(
+        kind="contact_send",
+        case_id="O-1001",
+        tenant_id="store_northline",
+        payload={"to": "jordan@example.com"},
+        priority=Priority.NORMAL,
+    )
 
 
 def enqueue_then_look_it_up(queue):
@@ -20,6 +27,7 @@ def enqueue_then_look_it_up(queue):
 
 
 # ---------------------------------------------------------------------------- wrong, as learners write them
+
 
 def forgets_to_return(queue):
     queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send")
@@ -84,6 +92,8 @@ SPEC = Spec(
     secrets=("store_northline", "contact_send"),
 )
 
-(test_a_right_answer_written_differently_is_accepted,
- test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(SPEC)
+(
+    test_a_right_answer_written_differently_is_accepted,
+    test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+    test_the_specification_has_enough_right_and_wrong_answers,
+) = accuracy_tests(SPEC)

@@ -2,6 +2,7 @@
 simulating its values with the kit's own evaluator; and the heartbeat loop (03.3), judged by
 exploring every draft, stall and takeover in a small grid, each wrong loop refused with the
 shortest schedule that breaks it."""
+
 from __future__ import annotations
 
 from check_accuracy import Spec, accuracy_tests, refused
@@ -25,11 +26,12 @@ def promises_less_than_it_keeps():
 
 
 def derived_from_the_limits():
-    interval = 60 / lab03.LIMITS.max_heartbeats_per_min          # as often as the load limit allows
+    interval = 60 / lab03.LIMITS.max_heartbeats_per_min  # as often as the load limit allows
     return HeartbeatPolicy(ttl=lab03.LIMITS.max_detection - 10, heartbeat_interval=interval * 2, missed_tolerance=3)
 
 
 # ---------------------------------------------------------------------------- wrong, as learners write them
+
 
 class RiggedPolicy(HeartbeatPolicy):
     """No heartbeats and a short lease, and an evaluate() that reports the numbers of a good policy."""
@@ -48,6 +50,7 @@ def rigged():
 def policy(ttl, every, tolerance):
     def choose_policy():
         return HeartbeatPolicy(ttl=ttl, heartbeat_interval=every, missed_tolerance=tolerance)
+
     choose_policy.__name__ = f"ttl{ttl}-every{every}-tolerates{tolerance}"
     return choose_policy
 
@@ -89,6 +92,7 @@ SPEC = Spec(
 
 
 # ---------------------------------------------------------------------------- 03.3 the heartbeat loop
+
 
 def _send_and_ack(lease, queue, email, body):
     email.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"], body=body)
@@ -191,7 +195,7 @@ def heartbeats_every_third_chunk(lease, queue, model, email):
     _send_and_ack(lease, queue, email, "".join(draft))
 
 
-LOST = set()   # the leases this process has seen refused: in memory, next to the loop
+LOST = set()  # the leases this process has seen refused: in memory, next to the loop
 
 
 def remembers_the_loss_in_memory(lease, queue, model, email):
@@ -249,24 +253,50 @@ LOOP = Spec(
     exercise=lab03.loop,
     right=(raises_when_the_lease_is_lost, asks_before_every_chunk_and_before_the_send, stream_by_iter),
     wrong=(
-        refused(ignores_the_answer, "W1's heartbeat at t=48 was refused (a draft of 8 s, a 40 s stall in chunk 1), "
-                "yet your loop asked the model for another chunk", _SHORT, _REPLAY),
-        refused(asks_once_at_the_start, "W1 sent Jordan's email at t=48, but its lease had run out at t=30 and W7 "
-                "has held the case since t=31", "W1 last heard yes from the queue at t=0", _SHORT),
-        refused(heartbeats_until_yes, "stopped by the check: it does not stop",
-                "A refused heartbeat is final for this lease", _SHORT),
-        refused(asks_before_keeping_each_chunk, "W1 sent Jordan's email at t=48, but its lease had run out at t=30",
-                _SHORT),
-        refused(three_chunks_are_a_draft, "W1 sent after 3 of the 4 chunks (a draft of 8, 8, 8, 8 s, no stall)",
-                "(3 steps): draft: 8, 8, 8, 8 s · no stall, W7 eager · W1 runs your loop."),
+        refused(
+            ignores_the_answer,
+            "W1's heartbeat at t=48 was refused (a draft of 8 s, a 40 s stall in chunk 1), "
+            "yet your loop asked the model for another chunk",
+            _SHORT,
+            _REPLAY,
+        ),
+        refused(
+            asks_once_at_the_start,
+            "W1 sent Jordan's email at t=48, but its lease had run out at t=30 and W7 has held the case since t=31",
+            "W1 last heard yes from the queue at t=0",
+            _SHORT,
+        ),
+        refused(
+            heartbeats_until_yes,
+            "stopped by the check: it does not stop",
+            "A refused heartbeat is final for this lease",
+            _SHORT,
+        ),
+        refused(
+            asks_before_keeping_each_chunk, "W1 sent Jordan's email at t=48, but its lease had run out at t=30", _SHORT
+        ),
+        refused(
+            three_chunks_are_a_draft,
+            "W1 sent after 3 of the 4 chunks (a draft of 8, 8, 8, 8 s, no stall)",
+            "(3 steps): draft: 8, 8, 8, 8 s · no stall, W7 eager · W1 runs your loop.",
+        ),
         refused(heartbeats_every_third_chunk, "W1 sent Jordan's email at t=48", _SHORT),
-        refused(remembers_the_loss_in_memory, "W1's heartbeat at t=48 was refused", "yet your loop asked the model "
-                "for another chunk", _SHORT),
-        refused(swallows_its_own_error, "W1's heartbeat at t=48 was refused", "yet your loop sent Jordan's email",
-                _SHORT),
+        refused(
+            remembers_the_loss_in_memory,
+            "W1's heartbeat at t=48 was refused",
+            "yet your loop asked the model for another chunk",
+            _SHORT,
+        ),
+        refused(
+            swallows_its_own_error, "W1's heartbeat at t=48 was refused", "yet your loop sent Jordan's email", _SHORT
+        ),
         refused(acks_to_let_go, "W1's heartbeat at t=48 was refused", "yet your loop acked", _SHORT),
-        refused(sends_the_last_chunk_only, "not the whole draft", "the body must hold every chunk, in order",
-                "(3 steps): draft: 8, 8 s · no stall, W7 eager · W1 runs your loop."),
+        refused(
+            sends_the_last_chunk_only,
+            "not the whole draft",
+            "the body must hold every chunk, in order",
+            "(3 steps): draft: 8, 8 s · no stall, W7 eager · W1 runs your loop.",
+        ),
     ),
     secrets=("if not queue.heartbeat(lease)", "while (chunk := model.next_chunk())"),
 )
@@ -276,7 +306,7 @@ def test_the_loop_check_states_its_bound_and_a_healthy_draft_must_keep_its_lease
     result = lab03.loop.result(stream_by_iter)
     assert result.correct and result.message.startswith("checked all 204 schedules of every draft of 1 to 3 chunks")
 
-    def late_first_question(lease, queue, model, email):   # asks only after the second chunk
+    def late_first_question(lease, queue, model, email):  # asks only after the second chunk
         draft = []
         while (chunk := model.next_chunk()) is not None:
             draft.append(chunk)
@@ -293,11 +323,17 @@ def test_the_loop_is_handed_only_the_methods_it_needs():
     """The queue, the adapter and the record the check judges stay with the check."""
     world = lab03._Drafting(Run(stream_by_iter))
     handed = lab03._facades(world)
-    assert sorted(n for f in handed for n in dir(f) if not n.startswith("_")) == ["ack", "heartbeat", "next_chunk",
-                                                                                  "send"]
+    assert sorted(n for f in handed for n in dir(f) if not n.startswith("_")) == [
+        "ack",
+        "heartbeat",
+        "next_chunk",
+        "send",
+    ]
     assert not any(hasattr(f, "__dict__") for f in handed)
 
 
-(test_a_right_answer_written_differently_is_accepted,
- test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(SPEC, LOOP)
+(
+    test_a_right_answer_written_differently_is_accepted,
+    test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+    test_the_specification_has_enough_right_and_wrong_answers,
+) = accuracy_tests(SPEC, LOOP)

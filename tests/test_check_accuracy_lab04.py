@@ -1,6 +1,7 @@
 """The specification of lab 04's checks: a fenced result store, judged on every schedule of
 claims and writes within the check's bound (the shortest breaking one shown), and which
 control rejects the stale completion."""
+
 from __future__ import annotations
 
 import pytest
@@ -43,14 +44,17 @@ class KeepsItsOwnLedger(NaiveResultStore):
 
 # ---------------------------------------------------------------------------- 04.1 wrong, as learners write them
 
+
 def fence(condition):
     """A store that refuses a write, with the right error, when `condition(store, job, token, worker)`."""
+
     class Store(NaiveResultStore):
         def complete(self, job_id, result, *, token, worker_id=None, now=None):
             current = self.current_token(job_id)
             if condition(self, job_id, token, worker_id):
                 raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
             super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+
     return Store
 
 
@@ -59,12 +63,15 @@ def _claimed(store, job):
 
 
 OnlyOlder = fence(lambda store, job, token, worker: _claimed(store, job) and token < store.current_token(job))
-RefusesTheHolder = fence(lambda store, job, token, worker:
-                         not _claimed(store, job) or token <= store.current_token(job))
-OnlyOnceAResultExists = fence(lambda store, job, token, worker:
-                              store.result(job) is not None and token != store.current_token(job))
-ForgetsTheUnclaimedJob = fence(lambda store, job, token, worker: _claimed(store, job)
-                               and token != store.current_token(job))
+RefusesTheHolder = fence(
+    lambda store, job, token, worker: not _claimed(store, job) or token <= store.current_token(job)
+)
+OnlyOnceAResultExists = fence(
+    lambda store, job, token, worker: store.result(job) is not None and token != store.current_token(job)
+)
+ForgetsTheUnclaimedJob = fence(
+    lambda store, job, token, worker: _claimed(store, job) and token != store.current_token(job)
+)
 OnlyOlder.__name__, RefusesTheHolder.__name__ = "OnlyOlder", "RefusesTheHolder"
 OnlyOnceAResultExists.__name__, ForgetsTheUnclaimedJob.__name__ = "OnlyOnceAResultExists", "ForgetsTheUnclaimedJob"
 
@@ -236,39 +243,76 @@ BOUND = "checked all 4,032 schedules of W7 (claim, write, write), W9 (claim, wri
 
 STORE = Spec(
     exercise=lab04.exercise,
-    right=(AcceptsOnlyTheNewest, KeepsItsOwnLedger, KeepsTheWriterInAClassAttribute, JustComparesWithTheCurrentToken,
-           SaysZeroBeforeAnyClaim),
+    right=(
+        AcceptsOnlyTheNewest,
+        KeepsItsOwnLedger,
+        KeepsTheWriterInAClassAttribute,
+        JustComparesWithTheCurrentToken,
+        SaysZeroBeforeAnyClaim,
+    ),
     wrong=(
-        refused(NaiveResultStore, "the store accepted X's write with token 0, a token it never issued (nobody has "
-                "claimed job-1)", "The shortest schedule that shows it (1 step): X write",
-                'lab04.replay(FencedResultStore, "X write")', "1. X's write with token 0: accepted"),
+        refused(
+            NaiveResultStore,
+            "the store accepted X's write with token 0, a token it never issued (nobody has claimed job-1)",
+            "The shortest schedule that shows it (1 step): X write",
+            'lab04.replay(FencedResultStore, "X write")',
+            "1. X's write with token 0: accepted",
+        ),
         refused(OnlyOnceAResultExists, "the store accepted X's write with token 0, a token it never issued"),
         refused(OnlyOlder, "the store accepted X's write with token 0, a token it never issued"),
-        refused(FencesOnTheName, "the store accepted W9's late copy of its write with token 1, while token 2 (W9's "
-                "claim) is the newest", "whoever sends it",
-                "(4 steps): W9 claim · W9 write · W9 claim · W9 write again"),
-        refused(ForgetsTheUnclaimedJob, "the store accepted X's write with token 0, a token it never issued (nobody "
-                "has claimed job-1)"),
-        refused(RefusesTheHolder, "the store refused W7's write with token 1, the newest token, with StaleTokenError",
-                "(2 steps): W7 claim · W7 write"),
+        refused(
+            FencesOnTheName,
+            "the store accepted W9's late copy of its write with token 1, while token 2 (W9's claim) is the newest",
+            "whoever sends it",
+            "(4 steps): W9 claim · W9 write · W9 claim · W9 write again",
+        ),
+        refused(
+            ForgetsTheUnclaimedJob,
+            "the store accepted X's write with token 0, a token it never issued (nobody has claimed job-1)",
+        ),
+        refused(
+            RefusesTheHolder,
+            "the store refused W7's write with token 1, the newest token, with StaleTokenError",
+            "(2 steps): W7 claim · W7 write",
+        ),
         refused(WritesThenRefuses, "a refused write must change nothing", "Decide before you write"),
-        refused(SwappedTokens, "its StaleTokenError said token=None, current=0; it should say which token the write "
-                "carried and which one is current (token=0, current=None, as current_token() says before any claim)"),
+        refused(
+            SwappedTokens,
+            "its StaleTokenError said token=None, current=0; it should say which token the write "
+            "carried and which one is current (token=0, current=None, as current_token() says before any claim)",
+        ),
         refused(WrongError, "the store refused X's write with token 0 with ShopOpsError, not StaleTokenError"),
-        refused(LocksOntoTheFirstWriter, "the store accepted W7's write with token 1, while token 2 (W9's claim) is "
-                "the newest", "(4 steps): W7 claim · W7 write · W9 claim · W7 write",
-                'lab04.replay(FencedResultStore, "W7 claim · W7 write · W9 claim · W7 write")'),
-        refused(RemembersTheFirstToken, "the store accepted W7's write with token 1, while token 2 (W9's claim) is "
-                "the newest", "W7 claim · W7 write · W9 claim · W7 write"),
-        refused(RefusesOnlyTheTokenJustBefore, "the store accepted X's write with token 0, a token it never issued "
-                "(the newest is 2)", "(3 steps): W7 claim · W9 claim · X write"),
-        refused(HidesItsWrite, "the store refused X's write with token 0, but it now holds the dict",
-                "a refused write must change nothing"),
-        refused(DelegatesToTheKitFence, "the store hands the decision to the kit's TokenFence, which already "
-                "implements this rule"),
+        refused(
+            LocksOntoTheFirstWriter,
+            "the store accepted W7's write with token 1, while token 2 (W9's claim) is the newest",
+            "(4 steps): W7 claim · W7 write · W9 claim · W7 write",
+            'lab04.replay(FencedResultStore, "W7 claim · W7 write · W9 claim · W7 write")',
+        ),
+        refused(
+            RemembersTheFirstToken,
+            "the store accepted W7's write with token 1, while token 2 (W9's claim) is the newest",
+            "W7 claim · W7 write · W9 claim · W7 write",
+        ),
+        refused(
+            RefusesOnlyTheTokenJustBefore,
+            "the store accepted X's write with token 0, a token it never issued (the newest is 2)",
+            "(3 steps): W7 claim · W9 claim · X write",
+        ),
+        refused(
+            HidesItsWrite,
+            "the store refused X's write with token 0, but it now holds the dict",
+            "a refused write must change nothing",
+        ),
+        refused(
+            DelegatesToTheKitFence,
+            "the store hands the decision to the kit's TokenFence, which already implements this rule",
+        ),
         refused(NotAStore, "NotAStore is not a subclass of NaiveResultStore"),
-        refused(AcceptsOnlyTheNewest(), "this check needs your class FencedResultStore itself",
-                "an AcceptsOnlyTheNewest object"),
+        refused(
+            AcceptsOnlyTheNewest(),
+            "this check needs your class FencedResultStore itself",
+            "an AcceptsOnlyTheNewest object",
+        ),
     ),
     secrets=("token != current", "current_token(job_id)", "is not None"),
     replay=lambda answer, schedule, message: lab04.replay(answer, schedule),
@@ -284,8 +328,11 @@ def test_the_issue_schedule_refuses_the_stale_writer_and_replays_without_a_seed(
     assert bad.problem.startswith("the store accepted W7's write with token 1, while token 2")
     assert str(bad).splitlines()[3] == "4. W7's write with token 1: accepted"
     svg = bad.diagram().svg
-    assert 'role="img"' in svg and "aria-label=" in svg and svg == lab04.replay(LocksOntoTheFirstWriter,
-                                                                                 schedule).diagram().svg
+    assert (
+        'role="img"' in svg
+        and "aria-label=" in svg
+        and svg == lab04.replay(LocksOntoTheFirstWriter, schedule).diagram().svg
+    )
 
 
 def test_a_right_store_is_told_the_bound_it_was_checked_in():
@@ -298,6 +345,7 @@ def test_a_schedule_that_cannot_happen_is_a_bad_argument():
 
 
 # ---------------------------------------------------------------------------- 04.2
+
 
 def names_it_by_position():
     return lab04.CONTROLS[2]
@@ -333,7 +381,9 @@ CONTROL = Spec(
     ),
 )
 
-(test_a_right_answer_written_differently_is_accepted,
- test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(STORE, CONTROL)
+(
+    test_a_right_answer_written_differently_is_accepted,
+    test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+    test_the_specification_has_enough_right_and_wrong_answers,
+) = accuracy_tests(STORE, CONTROL)
 test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(STORE)

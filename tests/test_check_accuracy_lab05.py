@@ -1,6 +1,7 @@
 """The specification of lab 05's check: receipt-based recovery, crashed at every point, with
 lost replies and lost requests, a refused send, a second job and a changed plan; run as a
 worker, which has receipts and lookup but no view of the provider's inbox."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,6 +25,7 @@ def _body(cp):
 
 
 # ---------------------------------------------------------------------------- right, written differently
+
 
 def run_with_a_helper_per_write(job_id, env):
     """Receipt and confirmation in two writes; a receipt already written is reused."""
@@ -87,6 +89,7 @@ def asks_on_the_next_run(job_id, env):
 
 # ---------------------------------------------------------------------------- wrong, as learners write them
 
+
 def _step_then_checkpoint(job_id, env, key):
     """The lesson's naive loop: do each step, then checkpoint it; `key(token, step)` names the send."""
     token = env.claim(job_id)
@@ -113,8 +116,19 @@ def stable_key_resend(job_id, env):
     return _step_then_checkpoint(job_id, env, lambda token, step: env.op_id(job_id, step.id))
 
 
-def _receipted(job_id, env, *, trust_intent=False, resend_after_failed_lookup=True, resume=None,
-               unknown_means_sent=False, fresh_op_id=False, inbox=None, returns=None, id_from_lookup=False):
+def _receipted(
+    job_id,
+    env,
+    *,
+    trust_intent=False,
+    resend_after_failed_lookup=True,
+    resume=None,
+    unknown_means_sent=False,
+    fresh_op_id=False,
+    inbox=None,
+    returns=None,
+    id_from_lookup=False,
+):
     """A receipt runner with one mistake switched on."""
     token = env.claim(job_id)
     cp = (resume or env.resume)(job_id)
@@ -206,9 +220,11 @@ def returns_nothing(job_id, env):
 
 def reads_the_inbox(job_id, env):
     """Asks the provider's ledger instead of lookup: a real worker has no such thing."""
+
     def inbox(env, op_id):
         sent = [c for c in env.adapter.ledger.contacts(job_id) if c.idem_key == op_id]
         return env.lookup(op_id) if sent else env.lookup(op_id)
+
     return _receipted(job_id, env, inbox=inbox)
 
 
@@ -256,7 +272,7 @@ def acks_in_finally(job_id, env):
         env.ack(job_id, token=token, result=cp.artifacts.get("publish"))
 
 
-IN_FLIGHT = {}   # the operations this worker started: in memory, not in the checkpoint
+IN_FLIGHT = {}  # the operations this worker started: in memory, not in the checkpoint
 
 
 def remembers_in_memory(job_id, env):
@@ -278,8 +294,13 @@ def remembers_in_memory(job_id, env):
             outcome = env.lookup(op_id)
         if outcome.status is not SendStatus.OK:
             raise EffectFailedError(step=step.id, job_id=job_id, status=outcome.status.value, op_id=op_id)
-        cp = env.checkpoints.save(job_id, cp.receive(Receipt(op_id=op_id, step=step.id, message_id=outcome.message_id))
-                                  .confirm(step.id, outcome.message_id), token=token)
+        cp = env.checkpoints.save(
+            job_id,
+            cp.receive(Receipt(op_id=op_id, step=step.id, message_id=outcome.message_id)).confirm(
+                step.id, outcome.message_id
+            ),
+            token=token,
+        )
     env.ack(job_id, token=token, result=cp.artifacts["publish"])
     return cp.artifacts["publish"]
 
@@ -288,66 +309,121 @@ def hands_it_to_the_kit(job_id, env):
     return ReceiptRunner()(job_id, env)
 
 
-SCOPE = ("searched within 2 workers, a crash at any kit call, a lease expiry, a duplicate delivery and up to 3 "
-         "deliveries")
+SCOPE = (
+    "searched within 2 workers, a crash at any kit call, a lease expiry, a duplicate delivery and up to 3 deliveries"
+)
 
 SPEC = Spec(
     exercise=lab05.exercise,
     right=(run_with_a_helper_per_write, asks_on_the_next_run),
     wrong=(
-        refused(one_key_per_attempt, "with a healthy email provider: the email reached the customer 2 times "
-                "(msg-0001, msg-0002). The shortest schedule that shows it (3 steps, " + SCOPE + "): W1 runs O-1001 "
-                "(crash after send) · O-1001's lease expires · W1 runs O-1001.",
-                "print(lab05.replay(run, \"W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs "
-                "O-1001\"))", "send publish O-1001:publish:2 -> ok msg-0002"),
-        refused(stable_key_resend, "with a healthy email provider: O-1001:publish:v1 was sent again without being "
-                "looked up first", "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
-                "resend O-1001:publish:v1 without a lookup (last known: ok)"),
-        refused(intent_means_sent, "the checkpoint confirms publish, but the email reached the customer 0 times",
-                "treated it as sent without any proof", "W1 runs O-1001 (crash after save 3)"),
-        refused(failed_lookup_is_final, "the job was never finished and acknowledged: W1's run raised "
-                "EffectFailedError", "(4 steps, ", "lookup O-1001:publish:v1 -> failed"),
-        refused(unknown_means_sent, "with a lost reply (the email went out, the answer never came back): W1's run "
-                "finished and returned the str 'O-1001:publish:v1', but the email that reached the customer is "
-                "msg-0001", "(1 step, ", "print(lab05.replay(run, 'W1 runs O-1001', faults=['drop_reply']))"),
-        refused(unknown_means_sent_and_the_id_is_asked_for_later, "with a lost request (the send timed out before "
-                "reaching the provider: nothing went out): the checkpoint confirms publish, but the email reached "
-                "the customer 0 times", "treated it as sent without any proof",
-                "print(lab05.replay(run, 'W1 runs O-1001', faults=['lose_request']))"),
-        refused(ignores_the_plan_version, "O-1001 was half done under workflow v1 (stopped at "
-                "after_checkpoint(summarize), confirmed: fetch, summarize) when v2 was deployed; your run carried on",
-                "--- run 2, workflow v2 deployed, checkpoint not migrated ---"),
-        refused(forgets_the_operation_it_started, "(stopped at after_effect(publish), confirmed: fetch, summarize)",
-                "after the migration to v2, publish reached the customer 2 times (msg-0001, msg-0002)",
-                "send publish O-1001:publish:v2 -> ok msg-0002"),
-        refused(returns_nothing, "W1's run finished and returned None, but the email that reached the customer is "
-                "msg-0001: return its message id", "(1 step, "),
-        refused(reads_the_inbox, "W1's run raised AttributeError: a worker's env has no 'adapter'",
-                "a real worker cannot see the provider's inbox"),
-        refused(acks_first, "the job was acknowledged with the checkpoint confirming only []; a queue never "
-                "delivers an acknowledged job again", "(1 step, ", "W1 runs O-1001 (crash after ack)"),
-        refused(remembers_in_memory, "O-1001:publish:v1 was sent again without being looked up first",
-                "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
-                "resend O-1001:publish:v1 without a lookup (last known: ok)"),
-        refused(acks_in_finally, "with a lost request (the send timed out before reaching the provider: nothing "
-                "went out): the job was "
-                "acknowledged with the checkpoint confirming only [fetch, summarize]", "(1 step, "),
+        refused(
+            one_key_per_attempt,
+            "with a healthy email provider: the email reached the customer 2 times "
+            "(msg-0001, msg-0002). The shortest schedule that shows it (3 steps, " + SCOPE + "): W1 runs O-1001 "
+            "(crash after send) · O-1001's lease expires · W1 runs O-1001.",
+            'print(lab05.replay(run, "W1 runs O-1001 (crash after send) · O-1001\'s lease expires · W1 runs O-1001"))',
+            "send publish O-1001:publish:2 -> ok msg-0002",
+        ),
+        refused(
+            stable_key_resend,
+            "with a healthy email provider: O-1001:publish:v1 was sent again without being looked up first",
+            "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
+            "resend O-1001:publish:v1 without a lookup (last known: ok)",
+        ),
+        refused(
+            intent_means_sent,
+            "the checkpoint confirms publish, but the email reached the customer 0 times",
+            "treated it as sent without any proof",
+            "W1 runs O-1001 (crash after save 3)",
+        ),
+        refused(
+            failed_lookup_is_final,
+            "the job was never finished and acknowledged: W1's run raised EffectFailedError",
+            "(4 steps, ",
+            "lookup O-1001:publish:v1 -> failed",
+        ),
+        refused(
+            unknown_means_sent,
+            "with a lost reply (the email went out, the answer never came back): W1's run "
+            "finished and returned the str 'O-1001:publish:v1', but the email that reached the customer is "
+            "msg-0001",
+            "(1 step, ",
+            "print(lab05.replay(run, 'W1 runs O-1001', faults=['drop_reply']))",
+        ),
+        refused(
+            unknown_means_sent_and_the_id_is_asked_for_later,
+            "with a lost request (the send timed out before "
+            "reaching the provider: nothing went out): the checkpoint confirms publish, but the email reached "
+            "the customer 0 times",
+            "treated it as sent without any proof",
+            "print(lab05.replay(run, 'W1 runs O-1001', faults=['lose_request']))",
+        ),
+        refused(
+            ignores_the_plan_version,
+            "O-1001 was half done under workflow v1 (stopped at "
+            "after_checkpoint(summarize), confirmed: fetch, summarize) when v2 was deployed; your run carried on",
+            "--- run 2, workflow v2 deployed, checkpoint not migrated ---",
+        ),
+        refused(
+            forgets_the_operation_it_started,
+            "(stopped at after_effect(publish), confirmed: fetch, summarize)",
+            "after the migration to v2, publish reached the customer 2 times (msg-0001, msg-0002)",
+            "send publish O-1001:publish:v2 -> ok msg-0002",
+        ),
+        refused(
+            returns_nothing,
+            "W1's run finished and returned None, but the email that reached the customer is "
+            "msg-0001: return its message id",
+            "(1 step, ",
+        ),
+        refused(
+            reads_the_inbox,
+            "W1's run raised AttributeError: a worker's env has no 'adapter'",
+            "a real worker cannot see the provider's inbox",
+        ),
+        refused(
+            acks_first,
+            "the job was acknowledged with the checkpoint confirming only []; a queue never "
+            "delivers an acknowledged job again",
+            "(1 step, ",
+            "W1 runs O-1001 (crash after ack)",
+        ),
+        refused(
+            remembers_in_memory,
+            "O-1001:publish:v1 was sent again without being looked up first",
+            "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
+            "resend O-1001:publish:v1 without a lookup (last known: ok)",
+        ),
+        refused(
+            acks_in_finally,
+            "with a lost request (the send timed out before reaching the provider: nothing "
+            "went out): the job was "
+            "acknowledged with the checkpoint confirming only [fetch, summarize]",
+            "(1 step, ",
+        ),
         refused(hands_it_to_the_kit, "hands the job to the kit's ReceiptRunner", "write it yourself"),
         refused(ReceiptRunner(), "hands the job to the kit's ReceiptRunner"),
         refused(resends_on_unknown, "O-1001:publish:v1 was sent again without being looked up first"),
-        refused(swallows_the_crash, "with a lost request (the send timed out before reaching the provider: nothing "
-                "went out): W1's run finished and returned the str 'carried on'"),
+        refused(
+            swallows_the_crash,
+            "with a lost request (the send timed out before reaching the provider: nothing "
+            "went out): W1's run finished and returned the str 'carried on'",
+        ),
     ),
     secrets=("cp.op_for(", ".intend(", "cp.receive("),
 )
 
-(test_a_right_answer_written_differently_is_accepted,
- test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(SPEC)
+(
+    test_a_right_answer_written_differently_is_accepted,
+    test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+    test_the_specification_has_enough_right_and_wrong_answers,
+) = accuracy_tests(SPEC)
 
 
 # ============================================================================ 05.2: record the intent, decide
 # from the checkpoint (a healthy provider: every schedule of the same bound, on two jobs)
+
 
 def decides_from_the_checkpoint_only(job_id, env):
     """Right for 05.2, written differently: one branch per row of the lab's table, and a send's
@@ -361,18 +437,19 @@ def decides_from_the_checkpoint_only(job_id, env):
             cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
             continue
         op_id = cp.op_for(step.id)
-        if op_id is None:                                   # no intent: certainly not sent
+        if op_id is None:  # no intent: certainly not sent
             op_id = env.op_id(job_id, step.id)
             cp = env.checkpoints.save(job_id, cp.intend(op_id, step.id), token=token)
             message_id, via = env.send(job_id, step.id, op_id, body=_body(cp)).message_id, "reply"
-        else:                                               # an intent, no receipt: ask
+        else:  # an intent, no receipt: ask
             found = env.lookup(op_id)
             if found.status is SendStatus.OK:
                 message_id, via = found.message_id, "lookup"
             else:
                 message_id, via = env.send(job_id, step.id, op_id, body=_body(cp)).message_id, "reply"
-        cp = env.checkpoints.save(job_id, cp.receive(Receipt(op_id=op_id, step=step.id, message_id=message_id,
-                                                             via=via)), token=token)
+        cp = env.checkpoints.save(
+            job_id, cp.receive(Receipt(op_id=op_id, step=step.id, message_id=message_id, via=via)), token=token
+        )
         cp = env.checkpoints.save(job_id, cp.confirm(step.id, message_id), token=token)
     env.ack(job_id, token=token, result=cp.artifacts["publish"])
     return cp.artifacts["publish"]
@@ -406,16 +483,26 @@ INTENT = Spec(
     exercise=lab05.intent,
     right=(decides_from_the_checkpoint_only, run_with_a_helper_per_write, asks_on_the_next_run, MASTERS_RUN),
     wrong=(
-        refused(one_key_per_attempt, "with a healthy email provider: the email reached the customer 2 times",
-                "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
-                "print(lab05.replay(run_with_intent, \"W1 runs O-1001 (crash after send)"),
+        refused(
+            one_key_per_attempt,
+            "with a healthy email provider: the email reached the customer 2 times",
+            "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
+            'print(lab05.replay(run_with_intent, "W1 runs O-1001 (crash after send)',
+        ),
         refused(stable_key_resend, "O-1001:publish:v1 was sent again without being looked up first"),
-        refused(intent_after_the_send, "O-1001:publish:v1 was sent again without being looked up first",
-                "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001"),
-        refused(intent_means_sent, "the checkpoint confirms publish, but the email reached the customer 0 times",
-                "(crash after save 3)"),
-        refused(failed_lookup_is_final, "the job was never finished and acknowledged", "lookup O-1001:publish:v1 -> "
-                "failed"),
+        refused(
+            intent_after_the_send,
+            "O-1001:publish:v1 was sent again without being looked up first",
+            "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
+        ),
+        refused(
+            intent_means_sent,
+            "the checkpoint confirms publish, but the email reached the customer 0 times",
+            "(crash after save 3)",
+        ),
+        refused(
+            failed_lookup_is_final, "the job was never finished and acknowledged", "lookup O-1001:publish:v1 -> failed"
+        ),
         refused(acks_first, "the job was acknowledged with the checkpoint confirming only []", "(crash after ack)"),
         refused(remembers_in_memory, "O-1001:publish:v1 was sent again without being looked up first"),
         refused(returns_nothing, "W1's run finished and returned None"),
@@ -439,15 +526,19 @@ def test_the_first_step_is_not_the_second_a_run_that_trusts_every_reply_passes_0
 
 def test_the_intent_check_states_its_bound():
     message = lab05.intent.result(decides_from_the_checkpoint_only).message
-    bound = ("schedules of 2 workers, a crash at any kit call, a lease expiry, a duplicate delivery and up to 3 "
-             "deliveries, with a healthy provider on two jobs")
+    bound = (
+        "schedules of 2 workers, a crash at any kit call, a lease expiry, a duplicate delivery and up to 3 "
+        "deliveries, with a healthy provider on two jobs"
+    )
     assert message.startswith("checked all ") and bound in message, message
 
 
 # ============================================================================ 05.1: job states, a wrong move refused
 
+
 def stops_on_any_refusal(jobs, job_id, do_step):
     """Right, written differently: each move asked through one helper that says whether the store agreed."""
+
     def moved(move):
         try:
             move()
@@ -588,32 +679,54 @@ STATES = Spec(
     exercise=lab05.states,
     right=(stops_on_any_refusal, returns_from_inside, answers(nbformat.read(MASTER, as_version=4))["finish_job"]),
     wrong=(
-        refused(lets_the_refusal_out, "when a person cancels the job just before your call number 1 (claim), the "
-                "store refused claim (TransitionError: job job-0002 cannot move from cancelled to running",
-                "and your function raised it"),
-        refused(looks_first, "just before your call number 2 (claim)", "the store refused claim",
-                "and your function raised it"),
-        refused(carries_on_after_the_refusal, "the store refused claim", "then your code went on to "
-                "do_step('fetch')", "A refused move is final"),
+        refused(
+            lets_the_refusal_out,
+            "when a person cancels the job just before your call number 1 (claim), the "
+            "store refused claim (TransitionError: job job-0002 cannot move from cancelled to running",
+            "and your function raised it",
+        ),
+        refused(
+            looks_first,
+            "just before your call number 2 (claim)",
+            "the store refused claim",
+            "and your function raised it",
+        ),
+        refused(
+            carries_on_after_the_refusal,
+            "the store refused claim",
+            "then your code went on to do_step('fetch')",
+            "A refused move is final",
+        ),
         refused(marks_it_failed, "then your code went on to fail"),
         refused(claims_again, "your code made more than 40 calls", "stop instead of trying again"),
-        refused(reports_success_whatever_happens, "finish_job returned the str 'succeeded', but the store says the "
-                "job is cancelled"),
-        refused(catches_only_the_transition_error, "the store refused confirm_step('fetch') (JobNotRunningError",
-                "and your function raised it"),
-        refused(skips_the_confirmations, "when nobody cancels the job, the job record confirmed [] of fetch, "
-                "summarize, publish"),
+        refused(
+            reports_success_whatever_happens,
+            "finish_job returned the str 'succeeded', but the store says the job is cancelled",
+        ),
+        refused(
+            catches_only_the_transition_error,
+            "the store refused confirm_step('fetch') (JobNotRunningError",
+            "and your function raised it",
+        ),
+        refused(
+            skips_the_confirmations,
+            "when nobody cancels the job, the job record confirmed [] of fetch, summarize, publish",
+        ),
         refused(hard_codes_the_job_id, "when nobody cancels the job"),
     ),
     secrets=("except (TransitionError", "jobs.get(job_id).state"),
 )
 
-(test_05_1_and_05_2_right_answers_written_differently_are_accepted,
- test_05_1_and_05_2_plausible_wrong_answers_are_refused_with_their_evidence,
- test_05_1_and_05_2_specifications_have_enough_right_and_wrong_answers) = accuracy_tests(INTENT, STATES)
+(
+    test_05_1_and_05_2_right_answers_written_differently_are_accepted,
+    test_05_1_and_05_2_plausible_wrong_answers_are_refused_with_their_evidence,
+    test_05_1_and_05_2_specifications_have_enough_right_and_wrong_answers,
+) = accuracy_tests(INTENT, STATES)
 
 
 def test_the_states_check_plays_a_cancellation_before_every_call_and_states_it():
     message = lab05.states.result(stops_on_any_refusal).message
-    assert message.startswith("checked all 10 schedules (a person cancels the job just before any one of the 9 calls "
-                              "your function makes when left alone, or never)"), message
+    assert message.startswith(
+        "checked all 10 schedules (a person cancels the job just before any one of the 9 calls "
+        "your function makes when left alone, or never)"
+    ), message

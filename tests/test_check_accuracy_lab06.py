@@ -1,6 +1,7 @@
 """The specification of lab 06's check: an idempotent consumer, judged on every schedule of
 two consumers, a failed payment call and a crash anywhere, by what happened to the refunds
 and what `handle` returned, never by how it spells its records in `processed`."""
+
 from __future__ import annotations
 
 from check_accuracy import Spec, accuracy_tests, reachable, refused, replay_tests
@@ -26,7 +27,7 @@ def records_topic_and_id(delivery, processed, apply):
     record = (delivery.topic, delivery.message_id)
     seen = record in processed
     if not seen:
-        apply(delivery)           # raises on a failed payment: nothing recorded, the copy comes back
+        apply(delivery)  # raises on a failed payment: nothing recorded, the copy comes back
         processed.add(record)
     return not seen
 
@@ -38,12 +39,13 @@ def asks_then_records_with_a_guard_clause(delivery, processed, apply):
     try:
         apply(delivery)
     except ConnectionError:
-        raise                     # caught only to say so: the copy comes back
+        raise  # caught only to say so: the copy comes back
     processed.add(delivery.message_id)
     return True
 
 
 # ---------------------------------------------------------------------------- wrong, as learners write them
+
 
 def applies_everything(delivery, processed, apply):
     apply(delivery)
@@ -173,26 +175,46 @@ SPEC = Spec(
     exercise=lab06.exercise,
     right=(records_a_derived_key, records_topic_and_id, asks_then_records_with_a_guard_clause),
     wrong=(
-        refused(applies_everything, "out-0001 (refund 35.00 for O-1001) was applied twice, by delivery #1 and again "
-                "by #2: #2 is a copy of the same message.", "(2 steps): C1 handle · C2 handle",
-                'Replay it: lab06.replay(handle, "C1 handle · C2 handle")',
-                "2. C2 takes #2 out-0001, handle returns True: refund applied"),
+        refused(
+            applies_everything,
+            "out-0001 (refund 35.00 for O-1001) was applied twice, by delivery #1 and again "
+            "by #2: #2 is a copy of the same message.",
+            "(2 steps): C1 handle · C2 handle",
+            'Replay it: lab06.replay(handle, "C1 handle · C2 handle")',
+            "2. C2 takes #2 out-0001, handle returns True: refund applied",
+        ),
         refused(dedupes_on_the_delivery_number, "was applied twice, by delivery #1 and again by #2"),
-        refused(marks_before_applying, "out-0002 (refund 35.00 for O-1001) was never applied, yet every copy of it "
-                "was acknowledged", "the consumer died on #3 (crash after processed.add)",
-                "was skipped as a duplicate, though no refund of it had been applied"),
-        refused(swallows_the_failure, "on delivery #1 of out-0001, apply raised ConnectionError (payments API timed "
-                "out) but handle returned False", "(1 step): C1 handle (apply fails)"),
-        refused(dedupes_on_the_payload, "out-0002 (refund 35.00 for O-1001) was never applied", "only "
-                "out-0001, a different message with the same case and amount, had been applied"),
+        refused(
+            marks_before_applying,
+            "out-0002 (refund 35.00 for O-1001) was never applied, yet every copy of it was acknowledged",
+            "the consumer died on #3 (crash after processed.add)",
+            "was skipped as a duplicate, though no refund of it had been applied",
+        ),
+        refused(
+            swallows_the_failure,
+            "on delivery #1 of out-0001, apply raised ConnectionError (payments API timed "
+            "out) but handle returned False",
+            "(1 step): C1 handle (apply fails)",
+        ),
+        refused(
+            dedupes_on_the_payload,
+            "out-0002 (refund 35.00 for O-1001) was never applied",
+            "only out-0001, a different message with the same case and amount, had been applied",
+        ),
         refused(returns_nothing, "handle returned None for delivery #1 of out-0001, which it applied"),
         refused(applies_twice_to_be_sure, "was applied twice by delivery #1 alone", "call apply once per message"),
-        refused(remembers_in_its_own_memory, "out-0001 (refund 35.00 for O-1001) was applied twice",
-                "C1 handle · C2 handle"),
-        refused(records_first_and_undoes_in_except, "out-0002 (refund 35.00 for O-1001) was never applied",
-                "(crash after processed.add)"),
-        refused(delegates_to_the_kit_consumer, "handle hands the delivery to the kit's IdempotentConsumer, which "
-                "already implements this exercise"),
+        refused(
+            remembers_in_its_own_memory, "out-0001 (refund 35.00 for O-1001) was applied twice", "C1 handle · C2 handle"
+        ),
+        refused(
+            records_first_and_undoes_in_except,
+            "out-0002 (refund 35.00 for O-1001) was never applied",
+            "(crash after processed.add)",
+        ),
+        refused(
+            delegates_to_the_kit_consumer,
+            "handle hands the delivery to the kit's IdempotentConsumer, which already implements this exercise",
+        ),
         refused(keeps_only_the_latest_record, "out-0001 (refund 35.00 for O-1001) was applied twice"),
         refused(returns_a_word, "handle returned the str 'applied' for delivery #1 of out-0001, which it applied"),
         refused(returns_a_string_that_equals_anything, "handle returned the AlwaysEqual 'yes'"),
@@ -201,11 +223,12 @@ SPEC = Spec(
     replay=lambda answer, schedule, message: lab06.replay(answer, schedule),
 )
 
+
 # ---------------------------------------------------------------------------- 06.1, the dispatcher: right
 def publishes_then_deletes(outbox, broker):
     for message in outbox.pending():
         broker.publish(message)
-        outbox.delete(message.id)        # the row's job is done: a delete is a note too
+        outbox.delete(message.id)  # the row's job is done: a delete is a note too
 
 
 def publishes_all_then_marks_all(outbox, broker):
@@ -234,7 +257,7 @@ def marks_before_publishing(outbox, broker):
 
 def deletes_before_publishing(outbox, broker):
     for message in outbox.pending():
-        outbox.delete(message.id)        # "take it off the queue", then send
+        outbox.delete(message.id)  # "take it off the queue", then send
         broker.publish(message)
 
 
@@ -243,7 +266,7 @@ def swallows_the_error_and_marks(outbox, broker):
         try:
             broker.publish(message)
         except ConnectionError:
-            pass                         # the broker will be back
+            pass  # the broker will be back
         outbox.mark_sent(message.id)
 
 
@@ -252,7 +275,7 @@ def skips_what_failed_and_goes_on(outbox, broker):
         try:
             broker.publish(message)
         except ConnectionError:
-            continue                     # try this one next pass
+            continue  # try this one next pass
         outbox.mark_sent(message.id)
 
 
@@ -299,44 +322,73 @@ DISPATCH = Spec(
     exercise=lab06.dispatcher,
     right=(publishes_then_deletes, publishes_all_then_marks_all, drains_with_an_index),
     wrong=(
-        refused(marks_before_publishing, "out-0001 was marked sent, but the broker never got it",
-                "(1 step): D1 dispatch (crash after outbox.mark_sent)",
-                'lab06.replay_dispatch(dispatch, "D1 dispatch (crash after outbox.mark_sent)")'),
-        refused(deletes_before_publishing, "out-0001 was deleted from the outbox, but the broker never got it",
-                "D1 dispatch (crash after outbox.delete)"),
-        refused(swallows_the_error_and_marks, "out-0001 was marked sent, but the broker never got it",
-                "(1 step): D1 dispatch (broker.publish fails)", "1. D1 dispatch pass 1: marks out-0001 sent"),
-        refused(skips_what_failed_and_goes_on, "the broker got out-0002 before out-0001, which was committed first",
-                "app commits out-0002 · D1 dispatch (broker.publish fails)"),
-        refused(remembers_what_it_sent_in_memory, "out-0001 was published (1 time) but the outbox still lists it "
-                "as pending after 4 passes"),
-        refused(reads_the_outbox_once, "out-0002 was committed but never published",
-                "D1 dispatch · app commits out-0002 · D1 dispatch"),
+        refused(
+            marks_before_publishing,
+            "out-0001 was marked sent, but the broker never got it",
+            "(1 step): D1 dispatch (crash after outbox.mark_sent)",
+            'lab06.replay_dispatch(dispatch, "D1 dispatch (crash after outbox.mark_sent)")',
+        ),
+        refused(
+            deletes_before_publishing,
+            "out-0001 was deleted from the outbox, but the broker never got it",
+            "D1 dispatch (crash after outbox.delete)",
+        ),
+        refused(
+            swallows_the_error_and_marks,
+            "out-0001 was marked sent, but the broker never got it",
+            "(1 step): D1 dispatch (broker.publish fails)",
+            "1. D1 dispatch pass 1: marks out-0001 sent",
+        ),
+        refused(
+            skips_what_failed_and_goes_on,
+            "the broker got out-0002 before out-0001, which was committed first",
+            "app commits out-0002 · D1 dispatch (broker.publish fails)",
+        ),
+        refused(
+            remembers_what_it_sent_in_memory,
+            "out-0001 was published (1 time) but the outbox still lists it as pending after 4 passes",
+        ),
+        refused(
+            reads_the_outbox_once,
+            "out-0002 was committed but never published",
+            "D1 dispatch · app commits out-0002 · D1 dispatch",
+        ),
         refused(publishes_twice_to_be_sure, "out-0001 was published twice in one pass"),
-        refused(newest_first, "the broker got out-0002 before out-0001", "(2 steps): app commits out-0002 · D1 "
-                "dispatch"),
+        refused(
+            newest_first, "the broker got out-0002 before out-0001", "(2 steps): app commits out-0002 · D1 dispatch"
+        ),
     ),
     secrets=("mark_sent(message.id)", "broker.publish(message)"),
     replay=lambda answer, schedule, message: lab06.replay_dispatch(answer, schedule),
 )
 
-(test_a_right_answer_written_differently_is_accepted,
- test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(SPEC, DISPATCH)
+(
+    test_a_right_answer_written_differently_is_accepted,
+    test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+    test_the_specification_has_enough_right_and_wrong_answers,
+) = accuracy_tests(SPEC, DISPATCH)
 
 
 def test_the_dispatcher_check_states_its_bound():
     result = lab06.dispatcher.result(publishes_then_deletes)
-    assert result.message.startswith("checked all ") and ("schedules of 1 dispatcher, 2 outbox messages (the second "
-                                                         "committed at any point), up to 4 passes, 1 failed publish, "
-                                                         "a crash anywhere") in result.message
+    assert (
+        result.message.startswith("checked all ")
+        and (
+            "schedules of 1 dispatcher, 2 outbox messages (the second "
+            "committed at any point), up to 4 passes, 1 failed publish, "
+            "a crash anywhere"
+        )
+        in result.message
+    )
 
 
 def test_a_crash_between_publish_and_mark_is_a_duplicate_not_a_loss():
-    replayed = lab06.replay_dispatch(publishes_then_deletes, "D1 dispatch (crash before outbox.delete) · D1 dispatch "
-                                     "· app commits out-0002 · D1 dispatch")
+    replayed = lab06.replay_dispatch(
+        publishes_then_deletes,
+        "D1 dispatch (crash before outbox.delete) · D1 dispatch · app commits out-0002 · D1 dispatch",
+    )
     assert replayed.problem is None and replayed.complete
-    assert replayed.steps[1].said == "D1 dispatch pass 2: publishes out-0001, deletes out-0001"   # the duplicate
+    assert replayed.steps[1].said == "D1 dispatch pass 2: publishes out-0001, deletes out-0001"  # the duplicate
 
 
 def test_the_dispatchers_outbox_and_broker_lead_nowhere():
@@ -349,8 +401,11 @@ def test_the_dispatchers_outbox_and_broker_lead_nowhere():
 
 def test_the_consumer_check_states_its_bound():
     result = lab06.exercise.result(records_a_derived_key)
-    assert result.message.startswith("checked all ") and ("schedules of 2 consumers, 3 deliveries of 2 refunds, 1 "
-                                                         "failed payment call, a crash anywhere") in result.message
+    assert (
+        result.message.startswith("checked all ")
+        and ("schedules of 2 consumers, 3 deliveries of 2 refunds, 1 failed payment call, a crash anywhere")
+        in result.message
+    )
 
 
 def test_a_kill_runs_no_except_but_a_failed_payment_does():
@@ -358,9 +413,13 @@ def test_a_kill_runs_no_except_but_a_failed_payment_does():
     the refund to a kill between its record and the refund (no except runs)."""
     failed = lab06.replay(records_first_and_undoes_in_except, "C1 handle (apply fails) · C1 handle · C1 ack")
     assert failed.problem is None
-    killed = lab06.replay(records_first_and_undoes_in_except, "C1 handle (crash before apply) · C1 handle · C1 ack "
-                          "· C1 handle · C1 ack · C1 handle · C1 ack")
+    killed = lab06.replay(
+        records_first_and_undoes_in_except,
+        "C1 handle (crash before apply) · C1 handle · C1 ack · C1 handle · C1 ack · C1 handle · C1 ack",
+    )
     assert killed.problem.startswith("out-0001 (refund 35.00 for O-1001) was never applied")
+
+
 test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(SPEC, DISPATCH)
 
 
@@ -374,9 +433,11 @@ def test_handle_is_handed_the_record_and_the_refund_and_nothing_else():
         assert not hasattr(handed, "__dict__") and handed.__class__.__slots__ == ("__weakref__",)
     bound = (world.processed.add, world.processed.__contains__, world.apply.__call__)
     reached = {id(x) for x in reachable(world.processed, world.apply, *bound)}
+
     def leaky():
         return world
-    assert id(world) in {id(x) for x in reachable(leaky)}   # the walk does find what a closure holds
+
+    assert id(world) in {id(x) for x in reachable(leaky)}  # the walk does find what a closure holds
     judged = (world, world.applied, world.records, world.staged, world.history, world.pending, world.run)
     assert not [x for x in judged if id(x) in reached]
 

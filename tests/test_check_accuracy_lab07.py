@@ -1,6 +1,7 @@
 """The specification of lab 07's checks: a backpressure policy, held to the lab's two rules
 directly and to its limits on three burst days whose gateway spikes differ, the contract
 that survives a crash, and the chaos test's assertion."""
+
 from __future__ import annotations
 
 import random
@@ -151,45 +152,88 @@ POLICY = Spec(
     exercise=lab07.exercise,
     right=(sheds_in_two_steps, KIT_POLICY, sheds_bulk_only_in_two_steps, remembers_its_answers),
     wrong=(
-        refused(NoBackpressure(), "the gateway melted: 36 model calls timed out (limit 15)",
-                "(seed 3, 3,000 items, gateway spike 3x slower from t=420 s for 1,260 s)",
-                "replay the whole run: run(lab07.burst_day(3), seed=3, items=3000, policy=NoBackpressure())"),
+        refused(
+            NoBackpressure(),
+            "the gateway melted: 36 model calls timed out (limit 15)",
+            "(seed 3, 3,000 items, gateway spike 3x slower from t=420 s for 1,260 s)",
+            "replay the whole run: run(lab07.burst_day(3), seed=3, items=3000, policy=NoBackpressure())",
+        ),
         refused(shed_bulk_when_full, "the gateway melted", "calls in flight on a gateway that serves 10 at full speed"),
-        refused(sheds_during_the_spike_it_saw, "the gateway melted", "(seed 3, 3,000 items, gateway spike 3x slower "
-                "from t=420 s", "print(lab07.trial(sheds_during_the_spike_it_saw, seed=3))"),
+        refused(
+            sheds_during_the_spike_it_saw,
+            "the gateway melted",
+            "(seed 3, 3,000 items, gateway spike 3x slower from t=420 s",
+            "print(lab07.trial(sheds_during_the_spike_it_saw, seed=3))",
+        ),
         refused(approvals_only, "work left undone", "bulk outreach 0 of 1,228 (0%), intake 0 of 1,638 (0%)"),
-        refused(sheds_until_it_calms_down, "your policy answered", "when asked again",
-                "the same signals must always get the same decision"),
+        refused(
+            sheds_until_it_calms_down,
+            "your policy answered",
+            "when asked again",
+            "the same signals must always get the same decision",
+        ),
         refused(sheds_at_random, "the same signals must always get the same decision", "no randomness"),
-        refused(wait_when_full, "your policy answered wait(2)", "approval resumes included",
-                "approvals are never held back"),
+        refused(
+            wait_when_full, "your policy answered wait(2)", "approval resumes included", "approvals are never held back"
+        ),
         refused(stop_the_world, "your policy answered wait(5)", "approvals are never held back"),
-        refused(forgets_to_return, "your policy returned None when a worker asked it at t=0",
-                "Signals(gateway_p95=0.0, depth=3000, in_flight=0, now=0.0)"),
-        refused(divides_by_in_flight, "your policy raised ZeroDivisionError: division by zero when a worker asked it "
-                "at t=0"),
-        refused(trips_over_the_afternoon, "during burst day (seed 3) at t=1,000 s your policy raised KeyError: "
-                "'afternoon', on Signals(", "print(lab07.trial(trips_over_the_afternoon, seed=3))"),
-        refused(tuned_to_the_notebooks_spike, "the gateway melted: 28 model calls timed out (limit 15)",
-                "(seed 13, 3,000 items, gateway spike 4x slower from t=2,340 s for 1,080 s)"),
-        refused(caps_at_one_and_a_half_times_capacity, "the gateway melted: 23 model calls timed out (limit 15)",
-                "with up to 17 calls in flight on a gateway that serves 10 at full speed", "(seed 3"),
-        refused(sheds_on_the_lagging_p95, "too slow: the last item was settled at t=10,506 s",
-                "only 4.6 model calls were in flight although the gateway serves 10", "(seed 3"),
+        refused(
+            forgets_to_return,
+            "your policy returned None when a worker asked it at t=0",
+            "Signals(gateway_p95=0.0, depth=3000, in_flight=0, now=0.0)",
+        ),
+        refused(
+            divides_by_in_flight, "your policy raised ZeroDivisionError: division by zero when a worker asked it at t=0"
+        ),
+        refused(
+            trips_over_the_afternoon,
+            "during burst day (seed 3) at t=1,000 s your policy raised KeyError: 'afternoon', on Signals(",
+            "print(lab07.trial(trips_over_the_afternoon, seed=3))",
+        ),
+        refused(
+            tuned_to_the_notebooks_spike,
+            "the gateway melted: 28 model calls timed out (limit 15)",
+            "(seed 13, 3,000 items, gateway spike 4x slower from t=2,340 s for 1,080 s)",
+        ),
+        refused(
+            caps_at_one_and_a_half_times_capacity,
+            "the gateway melted: 23 model calls timed out (limit 15)",
+            "with up to 17 calls in flight on a gateway that serves 10 at full speed",
+            "(seed 3",
+        ),
+        refused(
+            sheds_on_the_lagging_p95,
+            "too slow: the last item was settled at t=10,506 s",
+            "only 4.6 model calls were in flight although the gateway serves 10",
+            "(seed 3",
+        ),
         refused(acquire(), "this check needs your function my_policy itself, and it got a Decision object"),
-        refused(tuned_to_the_notebooks_day, "the gateway melted: 18 model calls timed out (limit 15)", "(seed 9, ",
-                "what the check covers: the rules on 270 signals", "seeds 3, 9, 13"),
-        refused(counts_its_calls, "your policy answered acquire(max_priority=Priority.APPROVAL) during burst day "
-                "(seed 3)", "and acquire() when the check asked again after the day",
-                "the same signals must always get the same decision"),
-        refused(waits_when_the_queue_is_short, "during burst day (seed 3) at t=3,311 s your policy answered wait(1)",
-                "depth=39", "approvals are never held back"),
+        refused(
+            tuned_to_the_notebooks_day,
+            "the gateway melted: 18 model calls timed out (limit 15)",
+            "(seed 9, ",
+            "what the check covers: the rules on 270 signals",
+            "seeds 3, 9, 13",
+        ),
+        refused(
+            counts_its_calls,
+            "your policy answered acquire(max_priority=Priority.APPROVAL) during burst day (seed 3)",
+            "and acquire() when the check asked again after the day",
+            "the same signals must always get the same decision",
+        ),
+        refused(
+            waits_when_the_queue_is_short,
+            "during burst day (seed 3) at t=3,311 s your policy answered wait(1)",
+            "depth=39",
+            "approvals are never held back",
+        ),
     ),
     secrets=("in_flight >=", "GATEWAY_CAPACITY", "max_priority=Priority.APPROVAL)\n"),
 )
 
 
 # ---------------------------------------------------------------------------- 07.2
+
 
 def as_a_list():
     return ["checkpoints", "fencing_tokens", "idempotency_keys", "at_least_once_delivery"]
@@ -227,21 +271,35 @@ THE_CONTRACT = Spec(
     exercise=lab07.knowledge,
     right=(as_a_list, picked_from_the_pieces),
     wrong=(
-        refused(lambda: set(CONTRACT) | {"exactly_once_delivery"}, "'exactly_once_delivery' is not part of the "
-                "contract", "no broker can promise it"),
-        refused(lambda: set(CONTRACT) | {"retry_until_success"}, "'retry_until_success' is not part",
-                "retry storm"),
+        refused(
+            lambda: set(CONTRACT) | {"exactly_once_delivery"},
+            "'exactly_once_delivery' is not part of the contract",
+            "no broker can promise it",
+        ),
+        refused(lambda: set(CONTRACT) | {"retry_until_success"}, "'retry_until_success' is not part", "retry storm"),
         refused(lambda: set(CONTRACT) | {"long_leases"}, "'long_leases' is not part", "never impossible"),
-        refused(lambda: set(CONTRACT) - {"checkpoints"}, "1 piece is missing", "steps that were already done",
-                hidden=("checkpoints", "(lab 05)")),
-        refused(lambda: set(CONTRACT) - {"fencing_tokens"}, "1 piece is missing", "wakes up stale",
-                hidden=("fencing", "token", "lab 04")),
+        refused(
+            lambda: set(CONTRACT) - {"checkpoints"},
+            "1 piece is missing",
+            "steps that were already done",
+            hidden=("checkpoints", "(lab 05)"),
+        ),
+        refused(
+            lambda: set(CONTRACT) - {"fencing_tokens"},
+            "1 piece is missing",
+            "wakes up stale",
+            hidden=("fencing", "token", "lab 04"),
+        ),
         refused(lambda: {AnyLabel(label) for label in CONTRACT}, "holding the AnyLabel", "every label is a plain str"),
-        refused(lambda: AgreeableSet(), "the_contract() returned the AgreeableSet AgreeableSet()",
-                "return a set of labels"),
+        refused(
+            lambda: AgreeableSet(), "the_contract() returned the AgreeableSet AgreeableSet()", "return a set of labels"
+        ),
         refused(as_a_dict, "the_contract() returned the dict", "return a set of labels"),
-        refused(lambda: {"at_least_once_delivery", "idempotency_keys"}, "2 pieces are missing",
-                hidden=("fencing_tokens", "checkpoints")),
+        refused(
+            lambda: {"at_least_once_delivery", "idempotency_keys"},
+            "2 pieces are missing",
+            hidden=("fencing_tokens", "checkpoints"),
+        ),
         refused(lambda: "idempotency_keys", "returned the str 'idempotency_keys'", "return a set of labels"),
         refused(lambda: {"idempotency"}, "'idempotency' is not among the labels"),
         refused(lambda: None, "the_contract() returned None"),
@@ -303,14 +361,24 @@ CHAOS = Spec(
     exercise=lab07.chaos,
     right=(counts_per_intent, remembers_what_went_out),
     wrong=(
-        refused(asserts_nothing, "your assertion passed a bad run: burst day with five workers killed right after "
-                "sending, naive adapter", "customer(s) got the same email twice (case O-"),
-        refused(one_email_per_case, "your assertion failed a good run: one customer (O-1001) sent two different "
-                "emails"),
-        refused(no_redeliveries, "your assertion failed a good run: the same day with idempotency keys",
-                "(it said: items were delivered again)"),
-        refused(counts_the_absorbed_repeats_too, "your assertion failed a good run: the same day with idempotency "
-                "keys: the same redeliveries, every repeat send absorbed by its key"),
+        refused(
+            asserts_nothing,
+            "your assertion passed a bad run: burst day with five workers killed right after sending, naive adapter",
+            "customer(s) got the same email twice (case O-",
+        ),
+        refused(
+            one_email_per_case, "your assertion failed a good run: one customer (O-1001) sent two different emails"
+        ),
+        refused(
+            no_redeliveries,
+            "your assertion failed a good run: the same day with idempotency keys",
+            "(it said: items were delivered again)",
+        ),
+        refused(
+            counts_the_absorbed_repeats_too,
+            "your assertion failed a good run: the same day with idempotency "
+            "keys: the same redeliveries, every repeat send absorbed by its key",
+        ),
         refused(the_checker_says_valid, "hands the question to the kit's checker"),
         refused(the_wrong_field, "your assertion raised KeyError: 'key' on a bad run", "use assert"),
         refused(raises_its_own_error, "raised RuntimeError: double contact on a bad run", "AssertionError"),
@@ -318,6 +386,8 @@ CHAOS = Spec(
     secrets=('info["idem_key"]', "Counter("),
 )
 
-(test_a_right_answer_written_differently_is_accepted,
- test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(POLICY, THE_CONTRACT, CHAOS)
+(
+    test_a_right_answer_written_differently_is_accepted,
+    test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+    test_the_specification_has_enough_right_and_wrong_answers,
+) = accuracy_tests(POLICY, THE_CONTRACT, CHAOS)

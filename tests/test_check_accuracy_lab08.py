@@ -4,6 +4,7 @@ every call it makes into the shop and moved on only when the check says so, so e
 as planned. A wrong handler is refused with the schedule that breaks it; a right one passes
 however it is written. Nothing here waits on the wall clock: leases run out when the check
 moves its clock, and `time.sleep` and the system clock are made to fail while the check runs."""
+
 from __future__ import annotations
 
 import time
@@ -146,7 +147,7 @@ REFUNDED_HERE: set[str] = set()
 
 def remembers_refunds_in_the_process(lease, shop):
     order, amount = order_and_amount(lease)
-    if order not in REFUNDED_HERE:   # lives in this process only: a restarted worker forgets it
+    if order not in REFUNDED_HERE:  # lives in this process only: a restarted worker forgets it
         shop.credit(order, amount)
         REFUNDED_HERE.add(order)
     shop.ack(lease)
@@ -216,58 +217,111 @@ SECRETS = ("with shop.transaction():\n", "shop.ack(lease); shop.credit")
 
 SPEC = Spec(
     exercise=lab08.exercise,
-    right=(ack_then_credit_in_one_transaction, credit_then_ack_in_one_transaction, nested_transactions,
-           stale_caught_outside_the_transaction, checks_inside_the_transaction,
-           checks_and_credits_in_one_transaction_then_acks),
+    right=(
+        ack_then_credit_in_one_transaction,
+        credit_then_ack_in_one_transaction,
+        nested_transactions,
+        stale_caught_outside_the_transaction,
+        checks_inside_the_transaction,
+        checks_and_credits_in_one_transaction_then_acks,
+    ),
     wrong=(
-        refused(two_commits, "refunded 2 times, 70.00 instead of 35.00: W1 was killed right after a shop.credit",
-                "replay(handle, 'kill@1')", "W1 is killed here (SIGKILL)", "W2 shop.credit('O-1003', 35.00)"),
-        refused(acks_before_the_commit, "was never refunded, yet its delivery was acknowledged: W1 was killed right "
-                "after a shop.ack", "replay(handle, 'kill@1')"),
-        refused(acks_after_the_transaction, "W1 was killed right after one of your transactions committed",
-                "replay(handle, 'kill@2')"),
+        refused(
+            two_commits,
+            "refunded 2 times, 70.00 instead of 35.00: W1 was killed right after a shop.credit",
+            "replay(handle, 'kill@1')",
+            "W1 is killed here (SIGKILL)",
+            "W2 shop.credit('O-1003', 35.00)",
+        ),
+        refused(
+            acks_before_the_commit,
+            "was never refunded, yet its delivery was acknowledged: W1 was killed right after a shop.ack",
+            "replay(handle, 'kill@1')",
+        ),
+        refused(
+            acks_after_the_transaction,
+            "W1 was killed right after one of your transactions committed",
+            "replay(handle, 'kill@2')",
+        ),
         refused(credits_outside_the_transaction, "W1 was killed right after a shop.credit", "'kill@1'"),
-        refused(checks_then_acts_outside_the_transaction,
-                "W2 stopped right after reading shop.refunded while W1 woke up with its stale lease",
-                "replay(handle, 'freeze@0/1')", "W1 freezes here", "W1's lease (30 s) has run out",
-                "W2 waits here", "W1 shop.ack(lease) is refused: StaleTokenError"),
+        refused(
+            checks_then_acts_outside_the_transaction,
+            "W2 stopped right after reading shop.refunded while W1 woke up with its stale lease",
+            "replay(handle, 'freeze@0/1')",
+            "W1 freezes here",
+            "W1's lease (30 s) has run out",
+            "W2 waits here",
+            "W1 shop.ack(lease) is refused: StaleTokenError",
+        ),
         refused(checks_outside_then_credits_in_a_transaction, "refunded 2 times", "'freeze@0/1'"),
-        refused(checks_in_one_transaction_credits_in_another, "ended in the dead-letter queue (after 1 credit(s)): no "
-                "delivery of it was ever acknowledged", "'kill@3'", "W2 shop.refunded('O-1005') -> 12.50"),
-        refused(swallows_the_stale_error_and_credits_anyway, "W1 was frozen right after acquiring the order, before "
-                "your handler ran; its lease ran out, W2 took the order over and ran your handler to the end",
-                "'freeze@0'", "W1 shop.ack(lease) is refused: StaleTokenError", "W1 commits its transaction"),
-        refused(credits_when_the_ack_is_refused, "refunded 2 times", "'freeze@0'",
-                "W1 its transaction rolls back: nothing in it is kept"),
+        refused(
+            checks_in_one_transaction_credits_in_another,
+            "ended in the dead-letter queue (after 1 credit(s)): no delivery of it was ever acknowledged",
+            "'kill@3'",
+            "W2 shop.refunded('O-1005') -> 12.50",
+        ),
+        refused(
+            swallows_the_stale_error_and_credits_anyway,
+            "W1 was frozen right after acquiring the order, before "
+            "your handler ran; its lease ran out, W2 took the order over and ran your handler to the end",
+            "'freeze@0'",
+            "W1 shop.ack(lease) is refused: StaleTokenError",
+            "W1 commits its transaction",
+        ),
+        refused(
+            credits_when_the_ack_is_refused,
+            "refunded 2 times",
+            "'freeze@0'",
+            "W1 its transaction rolls back: nothing in it is kept",
+        ),
         refused(remembers_refunds_in_the_process, "W1 was killed right after a shop.credit", "'kill@1'"),
         refused(hard_coded_amount, "order O-1001 was refunded 35.00, but it asked for 12.50", "'run'"),
         refused(credits_twice, "refunded 2 times, 25.00 instead of 12.50: with no worker stopped at all"),
         refused(only_acks, "order O-1001 was never refunded, yet its delivery was acknowledged"),
-        refused(never_acks, "ended in the dead-letter queue (after 4 credit(s)): no delivery of it was ever "
-                "acknowledged"),
-        refused(acks_in_a_finally, "W1 was killed right after one of your transactions committed",
-                "replay(handle, 'kill@2')"),
-        refused(only_the_ack_in_the_transaction, "refunded 2 times, 70.00 instead of 35.00: W1 was killed right "
-                "after a shop.credit", "'kill@1'"),
-        refused(acks_first_then_checks_and_credits, "was never refunded, yet its delivery was acknowledged: W1 was "
-                "killed right after a shop.ack", "'kill@1'"),
-        refused(forges_the_refund_row, "refunded 2 times, 70.00 instead of 35.00: W1 was killed right after a "
-                "shop.credit", "'kill@1'"),
-        refused(misreads_the_payload, "ended in the dead-letter queue: your handler raised KeyError on every delivery",
-                "W1 your handler raised KeyError; the worker gives the delivery back (nack)"),
+        refused(
+            never_acks, "ended in the dead-letter queue (after 4 credit(s)): no delivery of it was ever acknowledged"
+        ),
+        refused(
+            acks_in_a_finally,
+            "W1 was killed right after one of your transactions committed",
+            "replay(handle, 'kill@2')",
+        ),
+        refused(
+            only_the_ack_in_the_transaction,
+            "refunded 2 times, 70.00 instead of 35.00: W1 was killed right after a shop.credit",
+            "'kill@1'",
+        ),
+        refused(
+            acks_first_then_checks_and_credits,
+            "was never refunded, yet its delivery was acknowledged: W1 was killed right after a shop.ack",
+            "'kill@1'",
+        ),
+        refused(
+            forges_the_refund_row,
+            "refunded 2 times, 70.00 instead of 35.00: W1 was killed right after a shop.credit",
+            "'kill@1'",
+        ),
+        refused(
+            misreads_the_payload,
+            "ended in the dead-letter queue: your handler raised KeyError on every delivery",
+            "W1 your handler raised KeyError; the worker gives the delivery back (nack)",
+        ),
     ),
     secrets=SECRETS,
 )
 
-(test_a_right_answer_written_differently_is_accepted,
- test_a_plausible_wrong_answer_is_refused_with_its_evidence,
- test_the_specification_has_enough_right_and_wrong_answers) = accuracy_tests(SPEC)
+(
+    test_a_right_answer_written_differently_is_accepted,
+    test_a_plausible_wrong_answer_is_refused_with_its_evidence,
+    test_the_specification_has_enough_right_and_wrong_answers,
+) = accuracy_tests(SPEC)
 
 
 @pytest.fixture(autouse=True)
 def no_wall_clock(monkeypatch):
     """No verdict here may wait on, or read, the wall clock: in the check or in its workers
     (forked after this, so they inherit it)."""
+
     def refuse(*args):
         raise AssertionError("the lab 08 check read or waited on the wall clock")
 
@@ -284,14 +338,16 @@ def test_the_breaking_schedule_replays_to_the_same_story():
 
 
 def test_a_schedule_the_check_never_plays_is_named():
-    text = lab08.replay(ack_then_credit_in_one_transaction, "freeze@2")   # point 2 is inside the transaction
+    text = lab08.replay(ack_then_credit_in_one_transaction, "freeze@2")  # point 2 is inside the transaction
     assert text.startswith("the check does not play freeze@2 with your handler")
 
 
 def test_the_passing_message_states_the_bound():
     result = lab08.exercise.result(ack_then_credit_in_one_transaction)
-    assert result.message.startswith("checked all 9 schedules of two worker processes, one order each: your handler "
-                                     "run whole, SIGKILLed right after each of its 5 steps, and frozen 3 ways")
+    assert result.message.startswith(
+        "checked all 9 schedules of two worker processes, one order each: your handler "
+        "run whole, SIGKILLed right after each of its 5 steps, and frozen 3 ways"
+    )
 
 
 # ---------------------------------------------------------------------------- a run that did not go as planned
@@ -299,7 +355,7 @@ def test_a_handler_that_takes_another_path_on_a_replay_voids_the_run(tmp_path):
     first = tmp_path / "first-delivery-seen"
 
     def looks_once(lease, shop):
-        if not first.exists():           # only the very first delivery ever reads the refund
+        if not first.exists():  # only the very first delivery ever reads the refund
             first.touch()
             shop.refunded(lease.payload["order"])
         ack_then_credit_in_one_transaction(lease, shop)
@@ -309,7 +365,7 @@ def test_a_handler_that_takes_another_path_on_a_replay_voids_the_run(tmp_path):
     assert "this run is void, so nothing was judged" in result.message
     assert "did not stop at its point 1 (after_refunded) as planned" in result.message
     first.unlink()
-    with pytest.raises(AssertionError, match="not judged"):   # a void run is never a pass
+    with pytest.raises(AssertionError, match="not judged"):  # a void run is never a pass
         lab08.exercise.grade(looks_once)
 
 

@@ -6,6 +6,7 @@ the channel adapters share one EventLog and one FakeClock. The real queue refuse
 live lease and a stale token, so those two anomalies are provoked with logs written by hand
 with EventLog.append, each standing for a broken queue or store (their docstrings say so).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,17 +48,16 @@ def crash_and_redeliver(*, naive: bool) -> SimpleNamespace:
     """The chapter's story: W1 leases O-1001 and emails, then dies before acking; the lease
     expires and W7 gets the same work and emails again."""
     w = world(naive=naive)
-    w.queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send",
-                    payload={"idem_key": KEY})                                   # 0
+    w.queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send", payload={"idem_key": KEY})  # 0
     w.clock.set(2)
-    w.queue.acquire("W1")                                                        # 1 (token 1)
+    w.queue.acquire("W1")  # 1 (token 1)
     w.clock.set(12)
-    w.email.send(KEY, case_id="O-1001", to="jordan", worker_id="W1")              # 2
-    w.clock.set(37)                                                              # W1 is gone
-    lease = w.queue.acquire("W7")                                                # 3 expired, 4 leased (token 2)
+    w.email.send(KEY, case_id="O-1001", to="jordan", worker_id="W1")  # 2
+    w.clock.set(37)  # W1 is gone
+    lease = w.queue.acquire("W7")  # 3 expired, 4 leased (token 2)
     w.clock.set(43)
-    w.email.send(KEY, case_id="O-1001", to="jordan", worker_id="W7")              # 5
-    w.queue.ack(lease)                                                           # 6
+    w.email.send(KEY, case_id="O-1001", to="jordan", worker_id="W7")  # 5
+    w.queue.ack(lease)  # 6
     return w
 
 
@@ -66,6 +66,7 @@ def seqs(anomaly: Anomaly) -> list[int]:
 
 
 # --------------------------------------------------------------------------- double_contact
+
 
 def test_double_contact_names_the_case_the_intent_both_messages_and_the_leases_they_ran_under():
     w = crash_and_redeliver(naive=True)
@@ -83,7 +84,8 @@ def test_double_contact_names_the_case_the_intent_both_messages_and_the_leases_t
     assert [e.kind for e in anomaly.evidence] == [K.LEASED, K.CONTACT_SENT, K.LEASED, K.CONTACT_SENT]
     assert anomaly.message.startswith(
         "case O-1001 was emailed twice for intent O-1001:email:3 — "
-        "msg-0001 at t=12 by W1 (token 1) and msg-0002 at t=43 by W7 (token 2). ")
+        "msg-0001 at t=12 by W1 (token 1) and msg-0002 at t=43 by W7 (token 2). "
+    )
 
 
 def test_the_same_crash_with_the_idempotent_adapter_is_valid():
@@ -94,8 +96,10 @@ def test_the_same_crash_with_the_idempotent_adapter_is_valid():
     assert [e.kind for e in w.log.where((K.CONTACT_SENT, K.CONTACT_DEDUPED))] == [K.CONTACT_SENT, K.CONTACT_DEDUPED]
     assert result.valid is True
     assert result.anomalies == ()
-    assert str(result) == ("valid: no anomalies in 7 events: 1 item (1 acked, 0 dead-lettered), "
-                           "no intent sent twice, one lease per case at a time")
+    assert str(result) == (
+        "valid: no anomalies in 7 events: 1 item (1 acked, 0 dead-lettered), "
+        "no intent sent twice, one lease per case at a time"
+    )
 
 
 def test_a_retry_after_an_unknown_outcome_without_a_key_is_a_double_contact():
@@ -119,13 +123,21 @@ def test_a_retry_after_an_unknown_outcome_without_a_key_is_a_double_contact():
 def test_a_broker_duplicate_names_the_copy_the_second_send_ran_under():
     """The simulator logs DELIVERED_TWICE when the broker hands a copy of W1's live lease to W2."""
     w = world(naive=True)
-    w.queue.enqueue(case_id="O-1001", kind="contact_send")                                    # 0
-    lease = w.queue.acquire("W1")                                                           # 1
-    w.log.append(K.DELIVERED_TWICE, 1, item_id=lease.item_id, case_id="O-1001", worker_id="W2",
-                 token=lease.token, attempt=1, first_worker="W1")                            # 2
-    w.email.send(KEY, case_id="O-1001", worker_id="W1", now=2)                                # 3
-    w.email.send(KEY, case_id="O-1001", worker_id="W2", now=3)                                # 4
-    w.queue.ack(lease, now=4)                                                               # 5
+    w.queue.enqueue(case_id="O-1001", kind="contact_send")  # 0
+    lease = w.queue.acquire("W1")  # 1
+    w.log.append(
+        K.DELIVERED_TWICE,
+        1,
+        item_id=lease.item_id,
+        case_id="O-1001",
+        worker_id="W2",
+        token=lease.token,
+        attempt=1,
+        first_worker="W1",
+    )  # 2
+    w.email.send(KEY, case_id="O-1001", worker_id="W1", now=2)  # 3
+    w.email.send(KEY, case_id="O-1001", worker_id="W2", now=3)  # 4
+    w.queue.ack(lease, now=4)  # 5
 
     (anomaly,) = check(w.log).anomalies
 
@@ -139,31 +151,34 @@ def test_three_sends_of_one_intent_are_one_anomaly_and_other_intents_are_not_inv
     w = world(naive=True)
     for t, worker in ((1, "W1"), (2, "W2"), (3, "W3")):
         w.email.send(KEY, case_id="O-1001", worker_id=worker, now=t)
-    w.email.send("O-1001:email:4", case_id="O-1001", worker_id="W1", now=4)   # a different intent
-    w.email.send(KEY, case_id="O-2002", worker_id="W1", now=5)                # a different case
+    w.email.send("O-1001:email:4", case_id="O-1001", worker_id="W1", now=4)  # a different intent
+    w.email.send(KEY, case_id="O-2002", worker_id="W1", now=5)  # a different case
 
     (anomaly,) = check(w.log).anomalies
 
     assert anomaly.case_id == "O-1001"
     assert anomaly.workers == ("W1", "W2", "W3") and anomaly.tokens == ()
     assert seqs(anomaly) == [0, 1, 2]
-    assert "was emailed 3 times for intent O-1001:email:3 — msg-0001 at t=1 by W1, msg-0002 at t=2 by W2 " \
-           "and msg-0003 at t=3 by W3." in anomaly.message
+    assert (
+        "was emailed 3 times for intent O-1001:email:3 — msg-0001 at t=1 by W1, msg-0002 at t=2 by W2 "
+        "and msg-0003 at t=3 by W3." in anomaly.message
+    )
 
 
 # --------------------------------------------------------------------------- lost_item
+
 
 def lost_run() -> SimpleNamespace:
     """item-0001 is acked; W2 leases item-0002 and crashes, and the run stops before anyone
     called the queue again (enqueue does not expire leases); item-0003 is never leased."""
     w = world()
-    w.queue.enqueue(case_id="O-1001")                       # 0
-    w.queue.enqueue(case_id="O-1002")                       # 1
-    w.queue.ack(w.queue.acquire("W1"))                      # 2 leased, 3 acked
+    w.queue.enqueue(case_id="O-1001")  # 0
+    w.queue.enqueue(case_id="O-1002")  # 1
+    w.queue.ack(w.queue.acquire("W1"))  # 2 leased, 3 acked
     w.clock.set(10)
-    w.queue.acquire("W2")                                   # 4 leased item-0002 until t=40
+    w.queue.acquire("W2")  # 4 leased item-0002 until t=40
     w.clock.set(100)
-    w.queue.enqueue(case_id="O-1003")                       # 5
+    w.queue.enqueue(case_id="O-1003")  # 5
     return w
 
 
@@ -180,7 +195,8 @@ def test_lost_items_are_named_with_where_they_were_left():
     assert leased.message == (
         "item item-0002 (case O-1002) never finished: enqueued at t=0, and when the log ends it is still "
         "leased by W2 (token 1) since t=10; that lease ran out at t=40, but no expiry returned the item. "
-        "A finished run must leave every item acked or in the dead-letter queue.")
+        "A finished run must leave every item acked or in the dead-letter queue."
+    )
     assert (ready.item_id, ready.workers, ready.tokens, seqs(ready)) == ("item-0003", (), (), [5])
     assert "still waiting in the queue: no worker ever leased it" in ready.message
 
@@ -192,8 +208,10 @@ def test_a_log_that_is_not_final_does_not_judge_lost_items():
 
     assert result.valid is None
     assert result.anomalies == ()
-    assert str(result) == ("unknown: no anomalies so far in 6 events, but the log is not final and 2 items "
-                           "are still in flight (item-0002, item-0003), so lost items cannot be judged yet")
+    assert str(result) == (
+        "unknown: no anomalies so far in 6 events, but the log is not final and 2 items "
+        "are still in flight (item-0002, item-0003), so lost items cannot be judged yet"
+    )
 
 
 def test_a_not_final_log_with_nothing_in_flight_is_valid():
@@ -219,6 +237,7 @@ def test_a_replayed_item_that_never_ran_again_is_lost_and_a_dead_one_is_not():
 
 # --------------------------------------------------------------------------- two_live_leases
 
+
 def two_leases_log() -> EventLog:
     """A broken queue (the real one refuses this): it grants item-0002 of case O-1001 to W7
     while W1's lease on item-0001 of the same case is still live."""
@@ -226,10 +245,10 @@ def two_leases_log() -> EventLog:
     log.append(K.ENQUEUED, 0, item_id="item-0001", case_id="O-1001", kind="contact_send", priority=1)
     log.append(K.ENQUEUED, 0, item_id="item-0002", case_id="O-1001", kind="refund", priority=1)
     log.append(K.LEASED, 1, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, attempt=1, expires_at=31)
-    log.append(K.HEARTBEAT, 20, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, attempt=1,
-               expires_at=50)
-    log.append(K.LEASED, 40, item_id="item-0002", case_id="O-1001", worker_id="W7", token=1, attempt=1,
-               expires_at=70)
+    log.append(
+        K.HEARTBEAT, 20, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, attempt=1, expires_at=50
+    )
+    log.append(K.LEASED, 40, item_id="item-0002", case_id="O-1001", worker_id="W7", token=1, attempt=1, expires_at=70)
     log.append(K.ACKED, 45, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, attempt=1)
     log.append(K.ACKED, 46, item_id="item-0002", case_id="O-1001", worker_id="W7", token=1, attempt=1)
     return log
@@ -247,13 +266,20 @@ def test_two_live_leases_on_one_case_are_found_from_the_rebuilt_intervals():
     assert seqs(anomaly) == [2, 4]
     assert anomaly.message.startswith(
         "case O-1001 had two live leases at t=40: W1 holds item-0001 with token 1 until t=50, "
-        "and W7 was granted item-0002 with token 1.")
+        "and W7 was granted item-0002 with token 1."
+    )
 
 
-@pytest.mark.parametrize("end", [
-    (K.ACKED, 35), (K.NACKED, 35), (K.EXPIRED, 35), (K.DEAD_LETTERED, 35),
-    None,  # no event ends it, but the deadline t=31 passed before t=40
-])
+@pytest.mark.parametrize(
+    "end",
+    [
+        (K.ACKED, 35),
+        (K.NACKED, 35),
+        (K.EXPIRED, 35),
+        (K.DEAD_LETTERED, 35),
+        None,  # no event ends it, but the deadline t=31 passed before t=40
+    ],
+)
 def test_a_lease_that_ended_or_ran_out_is_not_live(end):
     """Hand-built log: the first lease is over (by an event, or past its deadline) before the second."""
     log = EventLog()
@@ -275,6 +301,7 @@ def test_the_real_queue_never_shows_two_live_leases_even_after_an_expiry():
 
 
 # --------------------------------------------------------------------------- stale_write_accepted
+
 
 def stale_ack_log() -> EventLog:
     """The lesson's example against a store that does not fence: W1 holds token 4 until
@@ -300,23 +327,35 @@ def test_an_ack_under_an_older_token_is_a_stale_write_accepted():
     assert seqs(anomaly) == [1, 3, 4]  # W1's claim, W7's newer claim, W1's accepted ack
     assert anomaly.message.startswith(
         "W1 acked item item-0001 (case O-1001) at t=12 with token 4, but token 5 had already been "
-        "granted to W7 at t=11; the store accepted it.")
+        "granted to W7 at t=11; the store accepted it."
+    )
 
 
 def test_an_explicit_stale_write_accepted_event_is_reported_and_merged_with_the_same_write():
     """Hand-built: a simulated checkpoint store that does not fence logs what it let through."""
     log = stale_ack_log()
-    log.append(K.STALE_WRITE_ACCEPTED, 12, item_id="item-0001", case_id="O-1001", worker_id="W1", token=4,
-               op="ack", current=5)                                                 # 6: the same write as 4
-    log.append(K.STALE_WRITE_ACCEPTED, 30, item_id="item-0001", case_id="O-1001", worker_id="W1", token=4,
-               op="checkpoint", current=5)                                          # 7: another one
+    log.append(
+        K.STALE_WRITE_ACCEPTED, 12, item_id="item-0001", case_id="O-1001", worker_id="W1", token=4, op="ack", current=5
+    )  # 6: the same write as 4
+    log.append(
+        K.STALE_WRITE_ACCEPTED,
+        30,
+        item_id="item-0001",
+        case_id="O-1001",
+        worker_id="W1",
+        token=4,
+        op="checkpoint",
+        current=5,
+    )  # 7: another one
 
     first, second = check(log).of(AnomalyName.STALE_WRITE_ACCEPTED)
 
     assert seqs(first) == [1, 3, 4, 6]
     assert seqs(second) == [1, 3, 7]
-    assert second.message.startswith("W1 wrote (checkpoint) to item item-0001 (case O-1001) at t=30 with token 4, "
-                                     "but token 5 had already been granted to W7 at t=11")
+    assert second.message.startswith(
+        "W1 wrote (checkpoint) to item item-0001 (case O-1001) at t=30 with token 4, "
+        "but token 5 had already been granted to W7 at t=11"
+    )
 
 
 def test_a_stale_write_the_real_queue_rejected_is_not_an_anomaly():
@@ -334,6 +373,7 @@ def test_a_stale_write_the_real_queue_rejected_is_not_an_anomaly():
 
 
 # --------------------------------------------------------------------------- poison_retry_storm
+
 
 def poison_run(*, queue_limit: int, replays: int = 0) -> SimpleNamespace:
     """A payload that always fails, handled until the queue dead-letters it (and replayed)."""
@@ -354,7 +394,7 @@ def poison(lease) -> None:
 
 
 def test_a_queue_that_retries_past_max_attempts_is_a_poison_retry_storm():
-    w = poison_run(queue_limit=8)   # the queue was configured too generously
+    w = poison_run(queue_limit=8)  # the queue was configured too generously
 
     result = check(w.log, max_attempts=3)
 
@@ -366,7 +406,8 @@ def test_a_queue_that_retries_past_max_attempts_is_a_poison_retry_storm():
     assert seqs(anomaly) == [0, *leases, dead]
     assert anomaly.message.startswith(
         "item item-0001 (case O-1001) was leased 8 times before it was finally dead-lettered at t=8 "
-        "(max_attempts is 3), first at t=1 and last at t=8. Last error: ValueError: bad schema.")
+        "(max_attempts is 3), first at t=1 and last at t=8. Last error: ValueError: bad schema."
+    )
     assert check(w.log, max_attempts=8).valid is True
 
 
@@ -382,8 +423,10 @@ def test_without_max_attempts_the_checker_assumes_five_and_says_so():
     (anomaly,) = check(w.log).anomalies
 
     assert DEFAULT_MAX_ATTEMPTS == 5
-    assert "(max_attempts was not given, so 5 was assumed; pass check(log, max_attempts=queue.max_attempts))" \
+    assert (
+        "(max_attempts was not given, so 5 was assumed; pass check(log, max_attempts=queue.max_attempts))"
         in anomaly.message
+    )
 
 
 def test_an_enqueued_max_attempts_is_used_when_check_is_not_told():
@@ -391,10 +434,26 @@ def test_an_enqueued_max_attempts_is_used_when_check_is_not_told():
     log = EventLog()
     log.append(K.ENQUEUED, 0, item_id="item-0001", case_id="O-1001", priority=1, max_attempts=2)
     for token in (1, 2, 3):
-        log.append(K.LEASED, token, item_id="item-0001", case_id="O-1001", worker_id="W1", token=token,
-                   attempt=token, expires_at=token + 30.0)
-        log.append(K.NACKED, token + 0.5, item_id="item-0001", case_id="O-1001", worker_id="W1", token=token,
-                   attempt=token, error="boom")
+        log.append(
+            K.LEASED,
+            token,
+            item_id="item-0001",
+            case_id="O-1001",
+            worker_id="W1",
+            token=token,
+            attempt=token,
+            expires_at=token + 30.0,
+        )
+        log.append(
+            K.NACKED,
+            token + 0.5,
+            item_id="item-0001",
+            case_id="O-1001",
+            worker_id="W1",
+            token=token,
+            attempt=token,
+            error="boom",
+        )
 
     result = check(log, final=False)
 
@@ -405,12 +464,13 @@ def test_an_enqueued_max_attempts_is_used_when_check_is_not_told():
 
 # --------------------------------------------------------------------------- approval_starved
 
+
 def approval_run(priority: int) -> SimpleNamespace:
     """One worker, twelve bulk items queued first, then an approval resume; each item takes 30 s."""
     w = world(lease_seconds=60)
     for n in range(1, 13):
-        w.queue.enqueue(case_id=f"B-{n}", kind="bulk_outreach", priority=Priority.BULK)   # 0..11
-    w.queue.enqueue(case_id="O-1001", kind="approval_resume", priority=priority)          # 12
+        w.queue.enqueue(case_id=f"B-{n}", kind="bulk_outreach", priority=Priority.BULK)  # 0..11
+    w.queue.enqueue(case_id="O-1001", kind="approval_resume", priority=priority)  # 12
     while (lease := w.queue.acquire("W1")) is not None:
         w.clock.advance(30)
         w.queue.ack(lease)
@@ -432,7 +492,8 @@ def test_an_approval_queued_as_bulk_starves_while_bulk_work_is_leased_ahead_of_i
         "approval item item-0013 (case O-1001) waited 360 s for a worker (budget 300 s): enqueued at t=0, "
         "and W1 leased it at t=360, while 12 lower-priority leases were granted ahead of it, the first "
         "item-0001 (case B-1) to W1 at t=0. Serve approvals first (Priority.APPROVAL) and shed bulk work "
-        "under load.")
+        "under load."
+    )
 
 
 def test_an_approval_served_first_is_valid_and_a_larger_budget_forgives_the_wait():
@@ -479,15 +540,18 @@ def test_an_approval_still_waiting_at_the_end_of_the_log_is_reported():
     assert seqs(anomaly) == [12, 13, 15, 17]
 
 
-@pytest.mark.parametrize("info, approval", [
-    ({"priority": 0, "kind": "approval_resume"}, True),
-    ({"priority": Priority.APPROVAL, "kind": "contact_send"}, True),     # served first: an approval
-    ({"priority": Priority.BULK, "kind": "approval_resume"}, True),      # queued wrong: still one
-    ({"priority": 0.0}, True),
-    ({"priority": Priority.BULK, "kind": "bulk_outreach"}, False),
-    ({"priority": False, "kind": "intake_build"}, False),                # a flag is not a priority
-    ({}, False),
-])
+@pytest.mark.parametrize(
+    "info, approval",
+    [
+        ({"priority": 0, "kind": "approval_resume"}, True),
+        ({"priority": Priority.APPROVAL, "kind": "contact_send"}, True),  # served first: an approval
+        ({"priority": Priority.BULK, "kind": "approval_resume"}, True),  # queued wrong: still one
+        ({"priority": 0.0}, True),
+        ({"priority": Priority.BULK, "kind": "bulk_outreach"}, False),
+        ({"priority": False, "kind": "intake_build"}, False),  # a flag is not a priority
+        ({}, False),
+    ],
+)
 def test_an_approval_is_known_by_its_priority_or_its_kind(info, approval):
     assert is_approval(info) is approval
 
@@ -504,11 +568,10 @@ def test_approval_clocks_run_only_while_the_approval_could_be_served():
     found: list[Anomaly] = []
     waits = ApprovalWaits(300.0, found)
     waits.start("item-0002", "O-1001", ready)
-    waits.refresh("O-1001", 0, head=None)                      # its case is held
-    waits.refresh("O-1001", 100, head="item-0002")             # free: the clock starts
+    waits.refresh("O-1001", 0, head=None)  # its case is held
+    waits.refresh("O-1001", 100, head="item-0002")  # free: the clock starts
     for t, case in ((150, "B-1"), (300, "B-2")):
-        waits.overtakers.append(logged(log, K.LEASED, t, item_id=f"item-{case}", case_id=case, worker_id="W2",
-                                           token=1))
+        waits.overtakers.append(logged(log, K.LEASED, t, item_id=f"item-{case}", case_id=case, worker_id="W2", token=1))
     leased = logged(log, K.LEASED, 500, item_id="item-0002", case_id="O-1001", worker_id="W1", token=1)
     waits.stop("item-0002", leased)
 
@@ -543,10 +606,12 @@ def test_each_message_is_a_pure_function_of_the_evidence_the_checker_shows():
     assert messages.stale_write([write], leases=[own, newest], item_case=None) == stale
     assert messages.stale_write([write], leases=[], item_case=None).message.startswith(
         "W1 acked item item-0001 (case O-1001) at t=12 with token 4, but a newer token had already been "
-        "granted; the store accepted it.")
+        "granted; the store accepted it."
+    )
 
 
 # --------------------------------------------------------------------------- the result
+
 
 def messy_log() -> EventLog:
     """One log with several anomalies, to test ordering and round trips."""
@@ -554,9 +619,16 @@ def messy_log() -> EventLog:
     w.queue.enqueue(case_id="O-2002", kind="approval_resume", priority=Priority.BULK)
     log = w.log
     for event in stale_ack_log():
-        log.append(event.kind, 100 + event.time, item_id=event.item_id.replace("0001", "0100"),
-                   case_id="O-3003", worker_id=event.worker_id, token=event.token, attempt=event.attempt,
-                   **event.info)
+        log.append(
+            event.kind,
+            100 + event.time,
+            item_id=event.item_id.replace("0001", "0100"),
+            case_id="O-3003",
+            worker_id=event.worker_id,
+            token=event.token,
+            attempt=event.attempt,
+            **event.info,
+        )
     return log
 
 
@@ -565,7 +637,10 @@ def test_anomalies_are_sorted_by_name_then_first_evidence_and_names_are_distinct
 
     assert result.names() == ["double_contact", "lost_item", "stale_write_accepted"]
     assert [(a.name.value, a.evidence[0].seq) for a in result.anomalies] == [
-        ("double_contact", 1), ("lost_item", 7), ("stale_write_accepted", 9)]
+        ("double_contact", 1),
+        ("lost_item", 7),
+        ("stale_write_accepted", 9),
+    ]
     assert result.summary == "3 anomalies (double_contact, lost_item, stale_write_accepted) in 14 events"
     assert result.of("two_live_leases") == ()
     with pytest.raises(BadArgumentError, match="name is 'double_kontakt'"):
@@ -576,7 +651,9 @@ def test_the_report_reads_like_a_teacher_and_is_the_same_every_time():
     text = str(check(crash_and_redeliver(naive=True).log))
 
     assert text == str(check(crash_and_redeliver(naive=True).log))
-    assert text == """\
+    assert (
+        text
+        == """\
 invalid: 1 anomaly (double_contact) in 7 events
 
 double_contact: case O-1001 was emailed twice for intent O-1001:email:3 — msg-0001 at t=12 by W1 (token 1) \
@@ -586,6 +663,7 @@ idempotency key through an adapter that returns the first message id on a repeat
   #2 t=12 contact_sent case=O-1001 worker=W1 channel=email idem_key=O-1001:email:3 message_id=msg-0001 to=jordan
   #4 t=37 leased item=item-0001 case=O-1001 worker=W7 token=2 attempt=2 expires_at=67
   #5 t=43 contact_sent case=O-1001 worker=W7 channel=email idem_key=O-1001:email:3 message_id=msg-0002 to=jordan"""
+    )
 
 
 def test_long_evidence_is_shortened_in_print_but_kept_whole():
@@ -634,16 +712,19 @@ def test_an_empty_log_is_unknown():
     assert str(result) == "unknown: the log is empty: nothing has happened yet, so there is nothing to judge"
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"log": [1, 2]}, "log"),
-    ({"max_attempts": 0}, "max_attempts"),
-    ({"max_attempts": True}, "max_attempts"),
-    ({"max_attempts": 2.5}, "max_attempts"),
-    ({"approval_wait_budget": 0}, "approval_wait_budget"),
-    ({"approval_wait_budget": float("inf")}, "approval_wait_budget"),
-    ({"approval_wait_budget": "300"}, "approval_wait_budget"),
-    ({"final": "yes"}, "final"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"log": [1, 2]}, "log"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"max_attempts": True}, "max_attempts"),
+        ({"max_attempts": 2.5}, "max_attempts"),
+        ({"approval_wait_budget": 0}, "approval_wait_budget"),
+        ({"approval_wait_budget": float("inf")}, "approval_wait_budget"),
+        ({"approval_wait_budget": "300"}, "approval_wait_budget"),
+        ({"final": "yes"}, "final"),
+    ],
+)
 def test_bad_arguments_name_the_field_and_the_fix(kwargs, field):
     log = kwargs.pop("log", EventLog())
     with pytest.raises(BadArgumentError) as caught:
@@ -656,29 +737,33 @@ def test_a_clean_busy_run_with_crashes_replays_and_stale_workers_is_valid():
     """Every hazard the checker watches for happens here, handled the right way."""
     w = world(max_attempts=3)
     for n in range(1, 301):
-        w.queue.enqueue(case_id=f"O-{1000 + n % 120}", kind="contact_send", payload={"n": n},
-                        priority=Priority.APPROVAL if n % 10 == 0 else Priority.BULK)
+        w.queue.enqueue(
+            case_id=f"O-{1000 + n % 120}",
+            kind="contact_send",
+            payload={"n": n},
+            priority=Priority.APPROVAL if n % 10 == 0 else Priority.BULK,
+        )
     step, stalled = 0, []
     while (lease := w.queue.acquire(f"W{step % 7 + 1}")) is not None:
         step += 1
         w.clock.advance(1)
         key = f"{lease.case_id}:email:{lease.payload['n']}"
         w.email.send(key, case_id=lease.case_id, worker_id=lease.worker_id)
-        if stalled and step % 5 == 0:   # a stalled worker wakes up and tries to finish: refused
+        if stalled and step % 5 == 0:  # a stalled worker wakes up and tries to finish: refused
             with pytest.raises((StaleTokenError, LeaseExpiredError)):
                 w.queue.ack(stalled.pop(0))
-        if step % 11 == 0:          # the worker stalls; the lease runs out and the item comes back
+        if step % 11 == 0:  # the worker stalls; the lease runs out and the item comes back
             stalled.append(lease)
             w.clock.advance(31)
             continue
-        if step % 17 == 0 or lease.payload["n"] in (50, 150):   # the handler fails; 50 and 150 always do
+        if step % 17 == 0 or lease.payload["n"] in (50, 150):  # the handler fails; 50 and 150 always do
             w.queue.nack(lease, "gateway timeout")
             continue
         if not w.queue.heartbeat(lease):
             continue
         w.queue.ack(lease)
     assert [item.id for item in w.queue.dlq_items()] == ["item-0050", "item-0150"]
-    for item in w.queue.dlq_items():   # the poison payloads are fixed, then replayed
+    for item in w.queue.dlq_items():  # the poison payloads are fixed, then replayed
         w.queue.replay_dlq(item.id)
     while (lease := w.queue.acquire("W1")) is not None:
         w.queue.ack(lease)

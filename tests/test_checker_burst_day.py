@@ -1,5 +1,6 @@
 """The checker catches a real bug in a full burst day: the naive adapter's double contacts,
 each named with its offending case, and nothing at all with the idempotent adapter."""
+
 from __future__ import annotations
 
 from collections import Counter

@@ -1,4 +1,5 @@
 """Checkpoints, receipts and the two runners: what a restart repeats, and what it must not."""
+
 from __future__ import annotations
 
 import pytest
@@ -35,15 +36,18 @@ def test_the_publish_workflow_is_steps_as_data():
     assert Workflow(version="v3", steps=[Step(id="a")]).steps == (Step(id="a"),)
 
 
-@pytest.mark.parametrize("make, field", [
-    (lambda: Step(id="has space"), "Step.id"),
-    (lambda: Step(id="publish", effect="yes"), "Step.effect"),
-    (lambda: Workflow(version="", steps=[Step(id="a")]), "Workflow.version"),
-    (lambda: Workflow(version="v1", steps=[]), "Workflow.steps"),
-    (lambda: Workflow(version="v1", steps=["fetch"]), "Workflow.steps"),
-    (lambda: Workflow(version="v1", steps=[Step(id="a"), Step(id="a")]), "Workflow.steps"),
-    (lambda: PUBLISH_WORKFLOW.step("deploy"), "step_id"),
-])
+@pytest.mark.parametrize(
+    "make, field",
+    [
+        (lambda: Step(id="has space"), "Step.id"),
+        (lambda: Step(id="publish", effect="yes"), "Step.effect"),
+        (lambda: Workflow(version="", steps=[Step(id="a")]), "Workflow.version"),
+        (lambda: Workflow(version="v1", steps=[]), "Workflow.steps"),
+        (lambda: Workflow(version="v1", steps=["fetch"]), "Workflow.steps"),
+        (lambda: Workflow(version="v1", steps=[Step(id="a"), Step(id="a")]), "Workflow.steps"),
+        (lambda: PUBLISH_WORKFLOW.step("deploy"), "step_id"),
+    ],
+)
 def test_bad_plans_name_the_field(make, field):
     with pytest.raises(BadArgumentError) as err:
         make()
@@ -54,8 +58,13 @@ def test_bad_plans_name_the_field(make, field):
 def test_a_checkpoint_is_immutable_and_grows_by_returning_new_ones():
     start = Checkpoint.start("v1", budgets={"tool_calls": 2})
     receipt = Receipt(op_id="O-1001:publish:v1", step="publish", message_id="msg-0001")
-    cp = (start.confirm("fetch", "source-v1").spend("tool_calls").intend(receipt.op_id, "publish")
-          .receive(receipt).approve("appr-7"))
+    cp = (
+        start.confirm("fetch", "source-v1")
+        .spend("tool_calls")
+        .intend(receipt.op_id, "publish")
+        .receive(receipt)
+        .approve("appr-7")
+    )
     assert start.completed == () and dict(start.budgets) == {"tool_calls": 2}
     assert cp.completed == ("fetch",) and dict(cp.artifacts) == {"fetch": "source-v1"}
     assert dict(cp.intents) == {receipt.op_id: "publish"} and cp.receipts[receipt.op_id] == receipt
@@ -86,30 +95,36 @@ def test_budgets_run_out():
     assert err.value.field == "budget"
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"workflow_version": ""}, "workflow_version"),
-    ({"completed": ("fetch", "fetch")}, "completed"),
-    ({"completed": "fetch"}, "completed"),
-    ({"artifacts": {"fetch": 8}}, "artifacts"),
-    ({"intents": ["op"]}, "intents"),
-    ({"receipts": {"op": "msg-0001"}}, "receipts"),
-    ({"receipts": {"op-a": Receipt(op_id="op-b", step="publish", message_id="m")}}, "receipts['op-a']"),
-    ({"budgets": {"tool_calls": -1}}, "budgets['tool_calls']"),
-    ({"budgets": {"tool_calls": True}}, "budgets['tool_calls']"),
-    ({"approval_refs": ("",)}, "approval_refs"),
-    ({"token": -1}, "token"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"workflow_version": ""}, "workflow_version"),
+        ({"completed": ("fetch", "fetch")}, "completed"),
+        ({"completed": "fetch"}, "completed"),
+        ({"artifacts": {"fetch": 8}}, "artifacts"),
+        ({"intents": ["op"]}, "intents"),
+        ({"receipts": {"op": "msg-0001"}}, "receipts"),
+        ({"receipts": {"op-a": Receipt(op_id="op-b", step="publish", message_id="m")}}, "receipts['op-a']"),
+        ({"budgets": {"tool_calls": -1}}, "budgets['tool_calls']"),
+        ({"budgets": {"tool_calls": True}}, "budgets['tool_calls']"),
+        ({"approval_refs": ("",)}, "approval_refs"),
+        ({"token": -1}, "token"),
+    ],
+)
 def test_bad_checkpoints_name_the_field(kwargs, field):
     with pytest.raises(BadArgumentError) as err:
         Checkpoint(**{"workflow_version": "v1", **kwargs})
     assert err.value.field == field
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"op_id": ""}, "Receipt.op_id"),
-    ({"message_id": None}, "Receipt.message_id"),
-    ({"via": "guess"}, "Receipt.via"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"op_id": ""}, "Receipt.op_id"),
+        ({"message_id": None}, "Receipt.message_id"),
+        ({"via": "guess"}, "Receipt.via"),
+    ],
+)
 def test_bad_receipts_name_the_field(kwargs, field):
     with pytest.raises(BadArgumentError) as err:
         Receipt(**{"op_id": "op", "step": "publish", "message_id": "msg-0001", **kwargs})
@@ -136,13 +151,16 @@ def test_the_store_fences_saves_with_the_newest_token():
     assert store.jobs() == [JOB]
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda s: s.save(JOB, Checkpoint.start("v1"), token=1), "token"),        # never claimed
-    (lambda s: s.save(JOB, {"completed": []}, token=1), "checkpoint"),
-    (lambda s: s.claim(""), "job_id"),
-    (lambda s: s.load(None), "job_id"),
-    (lambda s: s.migrate(JOB, "v2", lambda cp: cp), "job_id"),                 # nothing to migrate
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda s: s.save(JOB, Checkpoint.start("v1"), token=1), "token"),  # never claimed
+        (lambda s: s.save(JOB, {"completed": []}, token=1), "checkpoint"),
+        (lambda s: s.claim(""), "job_id"),
+        (lambda s: s.load(None), "job_id"),
+        (lambda s: s.migrate(JOB, "v2", lambda cp: cp), "job_id"),  # nothing to migrate
+    ],
+)
 def test_bad_store_calls_name_the_field(call, field):
     store = CheckpointStore()
     with pytest.raises(BadArgumentError) as err:
@@ -155,8 +173,11 @@ def test_migration_is_explicit_checked_and_fences_the_old_worker():
     store = CheckpointStore()
     token = store.claim(JOB)
     store.save(JOB, Checkpoint.start("v1").confirm("fetch", "source-v1"), token=token)
-    for to_version, fn, field in [("", lambda cp: cp, "to_version"), ("v2", "not callable", "fn"),
-                                  ("v2", lambda cp: None, "fn")]:
+    for to_version, fn, field in [
+        ("", lambda cp: cp, "to_version"),
+        ("v2", "not callable", "fn"),
+        ("v2", lambda cp: None, "fn"),
+    ]:
         with pytest.raises(BadArgumentError) as err:
             store.migrate(JOB, to_version, fn)
         assert err.value.field == field
@@ -174,24 +195,40 @@ def test_migration_is_explicit_checked_and_fences_the_old_worker():
 
 # ---------------------------------------------------------------------- crash points
 def test_crash_points_have_names_that_round_trip():
-    points = [CrashPoint.before_effect("fetch"), CrashPoint.after_effect("publish"),
-              CrashPoint.after_intent("publish"), CrashPoint.after_receipt("publish"),
-              CrashPoint.after_checkpoint("summarize"), CrashPoint.before_ack(), CrashPoint.after_ack(),
-              CrashPoint(kind="after_save", nth=2)]
+    points = [
+        CrashPoint.before_effect("fetch"),
+        CrashPoint.after_effect("publish"),
+        CrashPoint.after_intent("publish"),
+        CrashPoint.after_receipt("publish"),
+        CrashPoint.after_checkpoint("summarize"),
+        CrashPoint.before_ack(),
+        CrashPoint.after_ack(),
+        CrashPoint(kind="after_save", nth=2),
+    ]
     names = [str(p) for p in points]
-    assert names == ["before_effect(fetch)", "after_effect(publish)", "after_intent(publish)",
-                     "after_receipt(publish)", "after_checkpoint(summarize)", "before_ack", "after_ack",
-                     "after_save#2"]
+    assert names == [
+        "before_effect(fetch)",
+        "after_effect(publish)",
+        "after_intent(publish)",
+        "after_receipt(publish)",
+        "after_checkpoint(summarize)",
+        "before_ack",
+        "after_ack",
+        "after_save#2",
+    ]
     assert [CrashPoint.parse(n) for n in names] == points
     assert CrashPoint.parse("after_ack").kind is PointKind.AFTER_ACK
 
 
-@pytest.mark.parametrize("make, field", [
-    (lambda: CrashPoint(kind="during_lunch"), "kind"),
-    (lambda: CrashPoint(kind="before_ack", nth=0), "nth"),
-    (lambda: CrashPoint.parse("after effect publish"), "text"),
-    (lambda: Env().arm(42), "crash_at"),
-])
+@pytest.mark.parametrize(
+    "make, field",
+    [
+        (lambda: CrashPoint(kind="during_lunch"), "kind"),
+        (lambda: CrashPoint(kind="before_ack", nth=0), "nth"),
+        (lambda: CrashPoint.parse("after effect publish"), "text"),
+        (lambda: Env().arm(42), "crash_at"),
+    ],
+)
 def test_bad_crash_points_name_the_field(make, field):
     with pytest.raises(BadArgumentError) as err:
         make()
@@ -272,9 +309,12 @@ def test_an_unknown_outcome_is_reconciled_via_lookup_not_repeated():
     assert "lookup O-1001:publish:v1 -> ok msg-0001" in env.trace
     assert env.checkpoints.load(JOB).receipts["O-1001:publish:v1"].via == "lookup"
     assert len(env.adapter.ledger) == 1
-    assert [e.kind for e in env.log.where((EventKind.CONTACT_SENT, EventKind.EFFECT_UNKNOWN,
-                                           EventKind.EFFECT_RECONCILED, EventKind.CONTACT_DEDUPED))] == [
-        EventKind.CONTACT_SENT, EventKind.EFFECT_UNKNOWN, EventKind.EFFECT_RECONCILED]
+    assert [
+        e.kind
+        for e in env.log.where(
+            (EventKind.CONTACT_SENT, EventKind.EFFECT_UNKNOWN, EventKind.EFFECT_RECONCILED, EventKind.CONTACT_DEDUPED)
+        )
+    ] == [EventKind.CONTACT_SENT, EventKind.EFFECT_UNKNOWN, EventKind.EFFECT_RECONCILED]
 
 
 def test_naive_runner_repeats_an_unknown_outcome():
@@ -364,12 +404,15 @@ def test_a_stale_runner_cannot_checkpoint_or_ack():
 
 
 # ---------------------------------------------------------------------- the env's guard rails
-@pytest.mark.parametrize("call, field", [
-    (lambda env: env.make(JOB, "publish"), "step_id"),
-    (lambda env: env.send(JOB, "summarize", "op"), "step_id"),
-    (lambda env: env.make(JOB, "deploy"), "step_id"),
-    (lambda env: Env(workflow="v1"), "workflow"),
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda env: env.make(JOB, "publish"), "step_id"),
+        (lambda env: env.send(JOB, "summarize", "op"), "step_id"),
+        (lambda env: env.make(JOB, "deploy"), "step_id"),
+        (lambda env: Env(workflow="v1"), "workflow"),
+    ],
+)
 def test_env_refuses_the_wrong_call_for_a_step(call, field):
     env = Env()
     with pytest.raises(BadArgumentError) as err:
@@ -390,7 +433,10 @@ def test_env_notices_a_blind_resend():
 def test_crash_at_accepts_a_name_and_env_records_points_passed():
     env = Env()
     crash(ReceiptRunner(), env, "after_intent(publish)")
-    assert [str(p) for p in env.reached][-3:] == ["after_effect(summarize)", "after_checkpoint(summarize)",
-                                                  "after_intent(publish)"]
+    assert [str(p) for p in env.reached][-3:] == [
+        "after_effect(summarize)",
+        "after_checkpoint(summarize)",
+        "after_intent(publish)",
+    ]
     assert env.crashed_at == CrashPoint.after_intent("publish")
     assert env.log.where(EventKind.WORKER_CRASHED)[0].info["point"] == "after_intent(publish)"

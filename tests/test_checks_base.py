@@ -2,6 +2,7 @@
 for anything that is not the learner's function; "not attempted" only from the stub
 itself; never a raise out of check() (only the learner's own Stop goes through); and one
 friendly line, not a traceback, from a cell that shows an answer not written yet."""
+
 from __future__ import annotations
 
 import sys
@@ -12,23 +13,45 @@ from shopops_lab.checks import lab00, lab01, lab02, lab03, lab04, lab05, lab06, 
 from shopops_lab.checks.base import NotAttempted, Verdict, attempt, describe, is_stub
 from shopops_lab.fencing import NaiveResultStore
 
-EXERCISES = [lab00.warmup, lab01.exercise, lab01.knowledge, lab02.exercise, lab02.knowledge, lab03.exercise,
-             lab04.exercise, lab04.knowledge, lab05.exercise, lab06.exercise, lab07.exercise, lab07.knowledge]
+EXERCISES = [
+    lab00.warmup,
+    lab01.exercise,
+    lab01.knowledge,
+    lab02.exercise,
+    lab02.knowledge,
+    lab03.exercise,
+    lab04.exercise,
+    lab04.knowledge,
+    lab05.exercise,
+    lab06.exercise,
+    lab07.exercise,
+    lab07.knowledge,
+]
 IDS = [exercise.id for exercise in EXERCISES]
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)
-@pytest.mark.parametrize(("given", "got"), [
-    ((set(),), "the set set()"), ((None,), "None"), ((), "nothing"), (("done",), "the str 'done'"),
-    ((1, 2), "2 things")], ids=["a-set", "none", "nothing", "a-call-result", "two"])
+@pytest.mark.parametrize(
+    ("given", "got"),
+    [
+        ((set(),), "the set set()"),
+        ((None,), "None"),
+        ((), "nothing"),
+        (("done",), "the str 'done'"),
+        ((1, 2), "2 things"),
+    ],
+    ids=["a-set", "none", "nothing", "a-call-result", "two"],
+)
 def test_anything_but_the_learners_answer_gets_the_one_shared_message(exercise, given, got):
     kind = "class" if exercise.wants_class else "function"
     made = " or making an object from it" if exercise.wants_class else ""
     result = exercise.result(*given)
     assert result.verdict is Verdict.INCORRECT
-    assert result.message == (f"this check needs your {kind} {exercise.answer} itself, and it got {got}. Pass it by "
-                              f"name, without calling it{made}: check({exercise.answer}), not "
-                              f"check({exercise.answer}(...)).")
+    assert result.message == (
+        f"this check needs your {kind} {exercise.answer} itself, and it got {got}. Pass it by "
+        f"name, without calling it{made}: check({exercise.answer}), not "
+        f"check({exercise.answer}(...))."
+    )
     with pytest.raises(AssertionError, match="this check needs your"):
         exercise.grade(*given)
 
@@ -36,8 +59,10 @@ def test_anything_but_the_learners_answer_gets_the_one_shared_message(exercise, 
 def test_a_function_where_a_class_is_wanted_and_back_are_misfits_too():
     assert "it got the class NaiveResultStore" in lab01.exercise.result(NaiveResultStore).message
     assert "it got the function print" not in lab04.exercise.result(print).message
-    assert "your class FencedResultStore itself, and it got the builtin_function_or_method print" in \
-        lab04.exercise.result(print).message
+    assert (
+        "your class FencedResultStore itself, and it got the builtin_function_or_method print"
+        in lab04.exercise.result(print).message
+    )
 
 
 def stub(queue):
@@ -114,8 +139,10 @@ def test_the_learners_stop_button_still_stops():
 
 def test_a_cell_that_shows_the_answer_says_one_friendly_line_until_it_is_written(capsys):
     assert lab00.warmup.answered(stub) is False
-    assert capsys.readouterr().out == ("⏳ This cell shows your enqueue_first_case at work: write it in Exercise 00.1 "
-                                       "(enqueue the first case) above, run that cell, then run this one again.\n")
+    assert capsys.readouterr().out == (
+        "⏳ This cell shows your enqueue_first_case at work: write it in Exercise 00.1 "
+        "(enqueue the first case) above, run that cell, then run this one again.\n"
+    )
     assert lab00.warmup.answered(calls_an_unwritten_helper) is True
     assert lab00.warmup.answered(None) is False
     assert capsys.readouterr().out.startswith("❌ this check needs your function enqueue_first_case itself")
@@ -140,6 +167,7 @@ def test_values_are_described_without_memory_addresses():
 
 
 # --- the model answer, shown only when asked twice --------------------------------------------
+
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)
 def test_every_exercise_reveals_its_model_answer_only_on_confirmation(exercise, capsys):

@@ -5,6 +5,7 @@ The model answers are read from the master notebooks in solutions/ and must be
 masters and must be "not attempted". Plausible wrong answers, and right answers written
 differently, are in the check-accuracy suites (tests/test_check_accuracy_labNN.py).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,8 +18,11 @@ from shopops_lab.checks.base import Exercise, Verdict
 from shopops_lab.course.build import build_student
 
 ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = {"00": "00_start_here.ipynb", "01": "01_leases_and_redelivery.ipynb",
-             "02": "02_poison_messages_and_the_dlq.ipynb"}
+NOTEBOOKS = {
+    "00": "00_start_here.ipynb",
+    "01": "01_leases_and_redelivery.ipynb",
+    "02": "02_poison_messages_and_the_dlq.ipynb",
+}
 
 # (lab, grade_id of the answer cell, the function it defines, its exercise, the graded test cell)
 ANSWERS = [
@@ -74,8 +78,9 @@ def test_the_pristine_student_stub_is_not_attempted(lab, grade_id, name, exercis
 @pytest.mark.parametrize(("lab", "grade_id", "name", "exercise", "test_id"), ANSWERS, ids=IDS)
 def test_the_graded_cell_grades_this_answer_with_this_exercise(lab, grade_id, name, exercise, test_id):
     module = {"00": "lab00", "01": "lab01", "02": "lab02"}[lab]
-    attribute = next(key for key, value in vars({"00": lab00, "01": lab01, "02": lab02}[lab]).items()
-                     if value is exercise)
+    attribute = next(
+        key for key, value in vars({"00": lab00, "01": lab01, "02": lab02}[lab]).items() if value is exercise
+    )
     test = cell(master(lab), test_id)
     assert f"{module}.{attribute}.grade({name})" in test.source
     answer = cell(master(lab), grade_id)

@@ -3,6 +3,7 @@ result store, and which control rejects a stale completion): how their messages 
 built, and the real notebooks (the master's answers pass, the student copy's stubs read
 as "not attempted"). Right and wrong answers: tests/test_check_accuracy_lab03.py, _lab04.py.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,10 +34,12 @@ def stub(*args, **kwargs):
 
 # --------------------------------------------------------------------------- lab 03
 
+
 def test_lab03_lists_every_broken_limit_and_the_measured_numbers():
     result = lab03.exercise.result(policy(20, 15, 0))
-    assert result.message.endswith("breaks 2 limits in the simulation with seed 1 (2000 model calls, "
-                                   "p50 8 s, p99 90 s, max 120 s):")
+    assert result.message.endswith(
+        "breaks 2 limits in the simulation with seed 1 (2000 model calls, p50 8 s, p99 90 s, max 120 s):"
+    )
     assert result.evidence[0].startswith("- healthy workers lose their lease in 0.25% of calls")
     assert result.evidence[1].startswith("- with a heartbeat every 15 s, a 20 s lease survives 0 lost")
     assert "  spurious expiry:  0.25% of healthy calls (2000 simulated, 1.0% of heartbeats lost)" in result.evidence
@@ -44,14 +47,16 @@ def test_lab03_lists_every_broken_limit_and_the_measured_numbers():
 
 def test_lab03_a_policy_without_heartbeats_is_told_why_no_ttl_works():
     result = lab03.exercise.result(policy(30, None, 0))
-    assert result.message.endswith("breaks 1 limit in the simulation with seed 1 (2000 model calls, "
-                                   "p50 8 s, p99 90 s, max 120 s):")
+    assert result.message.endswith(
+        "breaks 1 limit in the simulation with seed 1 (2000 model calls, p50 8 s, p99 90 s, max 120 s):"
+    )
     assert result.evidence[1].startswith("without heartbeats no TTL keeps both promises")
     assert not any("lost heartbeat" in line for line in result.evidence[:2])
 
 
 def test_lab03_judges_the_values_not_the_object():
     """A subclass's own methods take no part: the kit's evaluator runs on its three values."""
+
     class Flattering(HeartbeatPolicy):
         def evaluate(self, *args, **kwargs):
             raise AssertionError("the check must not call the learner's evaluate")
@@ -70,15 +75,18 @@ def test_lab03_not_attempted_and_crash():
         lab03.exercise.grade(policy(130, None, 1))
 
 
-@pytest.mark.parametrize("fields, field", [
-    ({"ttl": 0, "heartbeat_interval": 10, "missed_tolerance": 1}, "ttl"),
-    ({"ttl": float("inf"), "heartbeat_interval": 10, "missed_tolerance": 1}, "ttl"),
-    ({"ttl": True, "heartbeat_interval": 10, "missed_tolerance": 1}, "ttl"),
-    ({"ttl": 60, "heartbeat_interval": 0, "missed_tolerance": 1}, "heartbeat_interval"),
-    ({"ttl": 60, "heartbeat_interval": "15", "missed_tolerance": 1}, "heartbeat_interval"),
-    ({"ttl": 60, "heartbeat_interval": 15, "missed_tolerance": 1.5}, "missed_tolerance"),
-    ({"ttl": 60, "heartbeat_interval": 15, "missed_tolerance": -1}, "missed_tolerance"),
-])
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"ttl": 0, "heartbeat_interval": 10, "missed_tolerance": 1}, "ttl"),
+        ({"ttl": float("inf"), "heartbeat_interval": 10, "missed_tolerance": 1}, "ttl"),
+        ({"ttl": True, "heartbeat_interval": 10, "missed_tolerance": 1}, "ttl"),
+        ({"ttl": 60, "heartbeat_interval": 0, "missed_tolerance": 1}, "heartbeat_interval"),
+        ({"ttl": 60, "heartbeat_interval": "15", "missed_tolerance": 1}, "heartbeat_interval"),
+        ({"ttl": 60, "heartbeat_interval": 15, "missed_tolerance": 1.5}, "missed_tolerance"),
+        ({"ttl": 60, "heartbeat_interval": 15, "missed_tolerance": -1}, "missed_tolerance"),
+    ],
+)
 def test_heartbeat_policy_refuses_bad_fields_by_name(fields, field):
     with pytest.raises(BadArgumentError) as err:
         HeartbeatPolicy(**fields)
@@ -111,6 +119,7 @@ def test_lab03_hints_come_in_three_levels(capsys):
 
 # --------------------------------------------------------------------------- lab 04
 
+
 class Stub(NaiveResultStore):
     def complete(self, job_id, result, *, token, worker_id=None, now=None):
         raise NotImplementedError()
@@ -133,8 +142,9 @@ def test_lab04_not_attempted_only_for_the_stub_itself():
 
 def test_lab04_a_hint_asked_for_in_words_is_a_friendly_message(capsys):
     lab04.exercise.hint("two")
-    assert capsys.readouterr().out == ("hint() takes a number: hint(1) is a nudge, up to hint(3), the shape of the "
-                                       "answer. It got the str 'two'.\n")
+    assert capsys.readouterr().out == (
+        "hint() takes a number: hint(1) is a nudge, up to hint(3), the shape of the answer. It got the str 'two'.\n"
+    )
 
 
 def test_lab04_the_store_token_check_is_the_control():
@@ -147,10 +157,14 @@ def test_lab04_the_store_token_check_is_the_control():
 # --------------------------------------------------------------------------- the notebooks
 
 
-@pytest.mark.parametrize("path, checks", [
-    (LAB03, [(lab03.exercise, "choose_policy"), (lab03.loop, "draft_with_heartbeats")]),
-    (LAB04, [(lab04.exercise, "FencedResultStore"), (lab04.knowledge, "rejecting_control")]),
-], ids=["lab03", "lab04"])
+@pytest.mark.parametrize(
+    "path, checks",
+    [
+        (LAB03, [(lab03.exercise, "choose_policy"), (lab03.loop, "draft_with_heartbeats")]),
+        (LAB04, [(lab04.exercise, "FencedResultStore"), (lab04.knowledge, "rejecting_control")]),
+    ],
+    ids=["lab03", "lab04"],
+)
 def test_master_answers_pass_and_student_stubs_are_not_attempted(path, checks, capsys):
     master = nbformat.read(path, as_version=4)
     graded = [c.source for c in master.cells if c.metadata["nbgrader"]["grade"] and c.cell_type == "code"]

@@ -2,6 +2,7 @@
 stubs are "not attempted", the runner sees only what a worker can, and lab 06's replay
 tells a scenario's story (the dispatcher's and the consumer's). Right and wrong answers:
 tests/test_check_accuracy_lab05.py, _lab06.py."""
+
 from __future__ import annotations
 
 import sys
@@ -38,8 +39,10 @@ def test_lab05_master_answer_is_correct():
     run = answer_from(LAB05, "receipt-run", "run")
     result = lab05.exercise.result(run)
     assert result.verdict is Verdict.CORRECT, str(result)
-    assert result.message.startswith("checked all 1,098 schedules of 2 workers, a crash at any kit call, a lease "
-                                     "expiry, a duplicate delivery and up to 3 deliveries, in 5 settings")
+    assert result.message.startswith(
+        "checked all 1,098 schedules of 2 workers, a crash at any kit call, a lease "
+        "expiry, a duplicate delivery and up to 3 deliveries, in 5 settings"
+    )
     assert lab05.exercise.grade(run) is None
 
 
@@ -58,7 +61,7 @@ def test_lab05_the_runner_gets_a_workers_view_of_the_env():
     """What a real worker cannot see is not handed to the runner: no inbox, no ledger, no log."""
     seen, master = {}, answer_from(LAB05, "receipt-run", "run")
 
-    def looks_around(job_id, env):   # writes to the test's own record: a restart would wipe its memory
+    def looks_around(job_id, env):  # writes to the test's own record: a restart would wipe its memory
         seen = sys.modules[__name__].__dict__.setdefault("SEEN_BY_THE_RUNNER", {})
         seen["env"], seen["store"] = type(env).__name__, type(env.checkpoints).__name__
         for name in ("adapter", "deliveries", "effects", "trace", "log"):
@@ -68,10 +71,16 @@ def test_lab05_the_runner_gets_a_workers_view_of_the_env():
 
     assert lab05.exercise.result(looks_around).correct
     seen = sys.modules[__name__].__dict__.pop("SEEN_BY_THE_RUNNER")
-    assert seen.pop("env") in ("WorkerEnv", "_GatedEnv")   # the explorer's worker env is a WorkerEnv too
+    assert seen.pop("env") in ("WorkerEnv", "_GatedEnv")  # the explorer's worker env is a WorkerEnv too
     assert seen.pop("store") in ("_WorkerCheckpoints", "_GatedCheckpoints")
-    assert seen == {"adapter": False, "deliveries": False, "effects": False, "trace": False, "log": False,
-                    "store log": False}
+    assert seen == {
+        "adapter": False,
+        "deliveries": False,
+        "effects": False,
+        "trace": False,
+        "log": False,
+        "store log": False,
+    }
 
 
 def test_lab05_exploration_replays_a_setting_as_the_check_ran_it():
@@ -119,10 +128,11 @@ def test_lab06_replay_tells_the_story_and_is_deterministic():
         "nothing broken so far (the schedule stops before the end).",
     ]
     with pytest.raises(ShopOpsError, match="made no such kit call"):
-        lab06.replay(handle, "C1 handle · C1 ack · C1 handle (apply fails)")   # #2 is skipped: no apply to fail
+        lab06.replay(handle, "C1 handle · C1 ack · C1 handle (apply fails)")  # #2 is skipped: no apply to fail
     assert lab06.replay(applies_everything, "C1 handle · C2 handle").problem == (
         "out-0001 (refund 35.00 for O-1001) was applied twice, by delivery #1 and again by #2: #2 is a copy of the "
-        "same message.")
+        "same message."
+    )
 
 
 def test_lab06_master_dispatcher_is_correct_and_its_stub_not_attempted():
@@ -137,8 +147,9 @@ def test_lab06_master_dispatcher_is_correct_and_its_stub_not_attempted():
 
 def test_lab06_dispatch_replay_tells_a_crash_between_publish_and_mark():
     dispatch = answer_from(LAB06, "outbox-dispatch", "dispatch")
-    story = str(lab06.replay_dispatch(dispatch, "D1 dispatch (crash after broker.publish) · app commits out-0002 · "
-                                                "D1 dispatch"))
+    story = str(
+        lab06.replay_dispatch(dispatch, "D1 dispatch (crash after broker.publish) · app commits out-0002 · D1 dispatch")
+    )
     assert story.splitlines() == [
         "1. D1 dispatch: D1's process dies (crash after broker.publish); in pass 1 it publishes out-0001 before "
         "dying; the next pass starts a fresh process",

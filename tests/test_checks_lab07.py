@@ -3,6 +3,7 @@ spikes, the rules asked directly, and the contract's messages; and the real note
 master's answers pass, the student's stubs read as "not attempted"). Right and wrong
 policies: tests/test_check_accuracy_lab07.py.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAB07 = ROOT / "solutions" / "07_burst_day.ipynb"
 CAPACITY = 10
 CONTRACT = frozenset({"at_least_once_delivery", "idempotency_keys", "fencing_tokens", "checkpoints"})
-PROVEN_SEEDS = range(1, 14)   # thirteen days: the graded ones and ten more
+PROVEN_SEEDS = range(1, 14)  # thirteen days: the graded ones and ten more
 
 
 def stub(*args, **kwargs):
@@ -57,10 +58,10 @@ def test_each_graded_day_has_a_spike_of_its_own_and_the_same_seed_the_same_spike
         return found.at, found.duration, found.factor
 
     spikes = [spike(seed) for seed in lab07.SEEDS]
-    for n in range(3):   # the start, the length and the strength each differ between the graded days
+    for n in range(3):  # the start, the length and the strength each differ between the graded days
         assert len({s[n] for s in spikes}) == len(lab07.SEEDS), spikes
     assert spike(5) == spike(5)
-    assert lab07.burst_day(3).rates == lab07.get_scenario("burst_day").rates   # the chaos stays
+    assert lab07.burst_day(3).rates == lab07.get_scenario("burst_day").rates  # the chaos stays
 
 
 def test_the_rules_are_asked_on_a_grid_in_three_orders():
@@ -80,14 +81,15 @@ def test_trial_shows_every_measurement_against_its_limit_and_limits_name_each_pr
     day = day_of(3)
     assert day.problems() == []
     text = str(day)
-    assert text.splitlines()[0] == ("burst day, seed 3, 3,000 items, policy cap_at_capacity, gateway spike 3x slower "
-                                    "from t=420 s for 1,260 s")
+    assert text.splitlines()[0] == (
+        "burst day, seed 3, 3,000 items, policy cap_at_capacity, gateway spike 3x slower from t=420 s for 1,260 s"
+    )
     assert "✓ work:      all 3,000 settled (2,998 done, 2 dead-lettered), the last at t=3,370 s (limit 5,400 s)" in text
     assert "✓ approvals: 134 done, p95 53 s from arrival to done (limit 120 s)" in text
     assert "✓ gateway:   5 of 3,022 calls timed out (limit 15)" in text
     assert "✓ customers: 0 double contacts" in text
     assert "replay: run(lab07.burst_day(3), seed=3, items=3000, policy=cap_at_capacity)" in text
-    assert str(lab07.trial(cap_at_capacity, seed=3)) == text   # the same day, replayed from its seed
+    assert str(lab07.trial(cap_at_capacity, seed=3)) == text  # the same day, replayed from its seed
     strict = lab07.Limits(approval_p95=30, timeouts=1, finish_by=3000)
     problems = dataclasses.replace(day, limits=strict).problems()
     assert [p.split(":")[0] for p in problems] == ["the gateway melted", "approvals late", "too slow"]
@@ -103,8 +105,13 @@ def test_a_number_just_over_its_limit_never_reads_as_the_limit():
 
 
 def test_the_timed_out_calls_come_first_whatever_else_broke():
-    melted = dataclasses.replace(day_of(3), timeouts=40, approval_p95=300.0, finished_at=6000.0,
-                                 kinds={**day_of(3).kinds, "bulk_outreach": (1, 1228)})
+    melted = dataclasses.replace(
+        day_of(3),
+        timeouts=40,
+        approval_p95=300.0,
+        finished_at=6000.0,
+        kinds={**day_of(3).kinds, "bulk_outreach": (1, 1228)},
+    )
     problems = melted.problems()
     assert problems[0].startswith("the gateway melted: 40 model calls timed out (limit 15)")
     assert [p.split(":")[0] for p in problems[1:]] == ["work left undone", "approvals late"]
@@ -128,7 +135,7 @@ def test_the_check_states_what_it_covers():
     result = lab07.exercise.result(cap_at_capacity)
     assert result.correct and result.message.startswith(f"checked {lab07.scope()}. ")
     assert "270 signals" in lab07.scope() and "seeds 3, 9, 13" in lab07.scope()
-    assert lab07.STARVED_AFTER == lab07.get_scenario("burst_day").approval_wait_budget   # one definition
+    assert lab07.STARVED_AFTER == lab07.get_scenario("burst_day").approval_wait_budget  # one definition
 
 
 @pytest.mark.parametrize("seed", PROVEN_SEEDS)
@@ -144,12 +151,13 @@ def test_the_masters_policy_keeps_every_limit_on_every_seed_with_room_to_spare(s
 
 # --------------------------------------------------------------------------- exercise 7.2
 
+
 def test_the_four_pieces_are_the_contract_in_any_collection():
     for shape in (set, frozenset, list, tuple):
         result = lab07.knowledge.result(lambda shape=shape: shape(sorted(CONTRACT)))
         assert result.verdict is Verdict.CORRECT, str(result)
     assert lab07.knowledge.grade(lambda: set(CONTRACT)) is None
-    assert not hasattr(lab07, "CONTRACT")   # no answer in reach
+    assert not hasattr(lab07, "CONTRACT")  # no answer in reach
 
 
 @pytest.mark.parametrize("extra", sorted(set(lab07.PIECES) - CONTRACT))
@@ -164,7 +172,7 @@ def test_a_missing_piece_is_described_by_what_goes_wrong_without_it_never_named(
     result = lab07.knowledge.result(lambda: set(CONTRACT) - {missing})
     assert result.verdict is Verdict.INCORRECT
     assert result.message.startswith("1 piece is missing: without it, ")
-    named = {missing, *missing.split("_"), "lab 0"} - {"at", "least", "once"}   # nor the lab whose title names it
+    named = {missing, *missing.split("_"), "lab 0"} - {"at", "least", "once"}  # nor the lab whose title names it
     assert not [word for word in named if word in result.message], result.message
 
 
@@ -184,8 +192,11 @@ def test_the_contract_rejects_wrong_shapes_and_unknown_labels():
 def test_master_answers_pass_and_student_stubs_are_not_attempted(capsys):
     master = nbformat.read(LAB07, as_version=4)
     graded = [c.source for c in master.cells if c.metadata["nbgrader"]["grade"] and c.cell_type == "code"]
-    checks = [(lab07.exercise, "my_policy"), (lab07.knowledge, "the_contract"),
-              (lab07.chaos, "assert_no_double_contact")]
+    checks = [
+        (lab07.exercise, "my_policy"),
+        (lab07.knowledge, "the_contract"),
+        (lab07.chaos, "assert_no_double_contact"),
+    ]
     assert len(graded) == len(checks)
     solved, pristine = answers(master), answers(build_student(master))
     capsys.readouterr()  # the set-up cell prints its settings

@@ -2,6 +2,7 @@
 the recorded runs JupyterLite shows, and the stop map of a run with named stops (real worker
 processes killed or frozen at the first point of that name). The wrong and right handlers
 themselves are in test_check_accuracy_lab08.py."""
+
 from __future__ import annotations
 
 import re
@@ -37,8 +38,11 @@ def two_commits(lease, shop):
 def test_the_replay_tells_one_schedules_story():
     story = lab08.replay(two_commits, "kill@1").splitlines()
     assert story[0] == "schedule kill@1, two worker processes, order O-1003:"
-    assert story[1:4] == ["t=0   W1 acquires O-1003 (attempt 1, token 1)", "t=0   W1 shop.credit('O-1003', 35.00)",
-                          "t=0   W1 is killed here (SIGKILL): it runs nothing more"]
+    assert story[1:4] == [
+        "t=0   W1 acquires O-1003 (attempt 1, token 1)",
+        "t=0   W1 shop.credit('O-1003', 35.00)",
+        "t=0   W1 is killed here (SIGKILL): it runs nothing more",
+    ]
     assert story[-1].startswith("order O-1003 was refunded 2 times")
     assert lab08.replay(ack_then_credit_in_one_transaction, "freeze@0").endswith("order O-1007 refunded once.")
     with pytest.raises(BadArgumentError, match="schedule is 'seed=1'"):
@@ -106,8 +110,10 @@ CELLS = re.compile(r'<g class="stop ([\w-]+)"><title>([^<]*)</title>(.*?)</g>')
 def cells(svg):
     """(outcome class, the cell's tooltip, its fill and words) per cell, left to right: what a
     cell shows, wherever it sits."""
-    return [(outcome, tip, re.search(r'fill="(#\w+)"', drawing).group(1),
-             tuple(re.findall(r">([^<]+)</text>", drawing))) for outcome, tip, drawing in CELLS.findall(svg)]
+    return [
+        (outcome, tip, re.search(r'fill="(#\w+)"', drawing).group(1), tuple(re.findall(r">([^<]+)</text>", drawing)))
+        for outcome, tip, drawing in CELLS.findall(svg)
+    ]
 
 
 def master_picture(grade_id):
@@ -121,11 +127,21 @@ def test_the_naive_handlers_stop_map_is_red_where_the_kill_fell_between_the_cred
     picture = lab08.stop_map(run, "the naive handler")
     found = cells(picture.svg)
     assert [(outcome, fill) for outcome, _, fill, _ in found] == [
-        ("repeated", "#f8c9c9"), ("once", "#dff0e3"), ("once", "#dff0e3")]
+        ("repeated", "#f8c9c9"),
+        ("once", "#dff0e3"),
+        ("once", "#dff0e3"),
+    ]
     assert [tip.split(":")[0] for _, tip, _, _ in found] == [  # in the order a delivery reaches the stops
-        "O-1001 killed after_credit", "O-1003 killed after_ack", "O-1002 killed after_handler"]
-    assert found[0][3] == ("killed after_credit", "order O-1001, asked 20.00", "refunded 2\u00d7",
-                           "40.00 paid for 20.00, in 2 credits")
+        "O-1001 killed after_credit",
+        "O-1003 killed after_ack",
+        "O-1002 killed after_handler",
+    ]
+    assert found[0][3] == (
+        "killed after_credit",
+        "order O-1001, asked 20.00",
+        "refunded 2\u00d7",
+        "40.00 paid for 20.00, in 2 credits",
+    )
     assert [words[2] for _, _, _, words in found[1:]] == ["refunded once", "refunded once"]
     title = "stop map: the naive handler, seed 4"
     assert f'aria-label="{title}"' in picture.svg and f"<title>{title}</title>" in picture.svg
@@ -143,8 +159,12 @@ def test_a_correct_handlers_stop_map_is_green_everywhere_live_and_recorded():
     found = cells(live.svg)
     assert [(outcome, fill) for outcome, _, fill, _ in found] == [("once", "#dff0e3")] * 5
     assert [tip.split(":")[0] for _, tip, _, _ in found] == [
-        "O-1004 frozen after_acquire", "O-1001 killed after_credit", "O-1002 killed after_ack",
-        "O-1003 killed after_commit", "O-1005 killed after_handler"]
+        "O-1004 frozen after_acquire",
+        "O-1001 killed after_credit",
+        "O-1002 killed after_ack",
+        "O-1003 killed after_commit",
+        "O-1005 killed after_handler",
+    ]
     assert "#f8c9c9" not in live.svg and 'width="1150"' in live.svg  # fits the 1,220 px output area
     recorded = lab08.stop_map(replace(run, recorded=True), "your handler")
     assert cells(recorded.svg) == found
@@ -166,20 +186,33 @@ def refund_run(**outcomes):
 
 
 def test_every_way_an_order_can_end_has_its_own_cell():
-    run = refund_run(after_handler=(1, 20.0, "done"), after_ack=(0, 0.0, "done"), after_commit=(1, 35.0, "done"),
-                     after_acquire=(0, 0.0, "dead"), after_credit=(3, 60.0, "done"))
+    run = refund_run(
+        after_handler=(1, 20.0, "done"),
+        after_ack=(0, 0.0, "done"),
+        after_commit=(1, 35.0, "done"),
+        after_acquire=(0, 0.0, "dead"),
+        after_credit=(3, 60.0, "done"),
+    )
     picture = lab08.stop_map(run, "a handler")
     found = cells(picture.svg)
     assert [(outcome, tip) for outcome, tip, _, _ in found] == [
         ("dead", "O-1004 frozen after_acquire: dead-lettered, 0.00 paid; the handler raised"),
-        ("repeated",
-         "O-1005 killed after_credit (never reached): refunded 3\u00d7, 60.00 paid for 20.00, in 3 credits"),
+        (
+            "repeated",
+            "O-1005 killed after_credit (never reached): refunded 3\u00d7, 60.00 paid for 20.00, in 3 credits",
+        ),
         ("never", "O-1002 killed after_ack: never refunded, 0.00 paid for 20.00"),
         ("wrong-amount", "O-1003 killed after_commit: refunded once, 35.00 paid for 20.00"),
-        ("once", "O-1001 killed after_handler: refunded once, 20.00 paid for 20.00")]
+        ("once", "O-1001 killed after_handler: refunded once, 20.00 paid for 20.00"),
+    ]
     assert len({fill for _, _, fill, _ in found}) == 5  # five outcomes, five colours
     assert [words[-1] == "(no worker ever reached this stop)" for _, _, _, words in found] == [
-        False, True, False, False, False]
+        False,
+        True,
+        False,
+        False,
+        False,
+    ]
     assert picture.svg.count('stroke-dasharray="5 4"') == 1  # its border is dashed
     assert len(run.problems()) == 4  # the map and the check read the same outcomes
 

@@ -3,6 +3,7 @@
 Doctor lookups are injected (fake `which`, package versions, OS), so these tests pass the
 same on a laptop without Graphviz as on CI with it. No sleeping, no network.
 """
+
 from __future__ import annotations
 
 import functools
@@ -71,7 +72,10 @@ def run_doctor(**fake) -> tuple[int, str]:
 def test_module_help_lists_doctor_in_a_subprocess():
     done = subprocess.run(
         [sys.executable, "-m", "shopops_lab", "--help"],
-        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert "usage: shopops-lab" in done.stdout
@@ -94,7 +98,10 @@ def test_unknown_subcommand_exits_2_with_one_line_pointing_at_help(capsys):
 def test_unknown_subcommand_in_a_subprocess():
     done = subprocess.run(
         [sys.executable, "-m", "shopops_lab", "frobnicate"],
-        capture_output=True, text=True, cwd=ROOT, timeout=60,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
     )
     assert done.returncode == 2
     assert "invalid choice" in done.stderr and "shopops-lab --help" in done.stderr
@@ -231,9 +238,7 @@ def test_package_outside_the_supported_range_is_reported():
 
 
 def test_installed_but_not_importable_package_is_reported():
-    findings = doctor.check_packages(
-        version_of=GOOD_VERSIONS.get, importable=lambda module: module != "matplotlib"
-    )
+    findings = doctor.check_packages(version_of=GOOD_VERSIONS.get, importable=lambda module: module != "matplotlib")
     bad = [f for f in findings if not f.ok]
     assert [f.name for f in bad] == ["matplotlib"]
     assert "import matplotlib" in bad[0].detail
@@ -298,9 +303,12 @@ def test_findings_are_frozen():
 
 
 def test_parse_os_release_strips_quotes_and_comments():
-    text = '# comment\nNAME="Ubuntu"\nID=ubuntu\nID_LIKE=debian\nPRETTY_NAME=\'Ubuntu 24.04\'\njunk\n'
+    text = "# comment\nNAME=\"Ubuntu\"\nID=ubuntu\nID_LIKE=debian\nPRETTY_NAME='Ubuntu 24.04'\njunk\n"
     assert doctor.parse_os_release(text) == {
-        "NAME": "Ubuntu", "ID": "ubuntu", "ID_LIKE": "debian", "PRETTY_NAME": "Ubuntu 24.04",
+        "NAME": "Ubuntu",
+        "ID": "ubuntu",
+        "ID_LIKE": "debian",
+        "PRETTY_NAME": "Ubuntu 24.04",
     }
 
 
@@ -319,10 +327,14 @@ def test_required_packages_mirror_requirements_txt():
 
 
 def test_in_the_browser_the_doctor_reports_the_site_without_install_advice():
-    fake = lookups(missing=("matplotlib", "jupyterlab", "nbval", "pytest"), which=lambda name: None,
-                   browser=True, versions={"shopops-lab": "0.1.0"})
+    fake = lookups(
+        missing=("matplotlib", "jupyterlab", "nbval", "pytest"),
+        which=lambda name: None,
+        browser=True,
+        versions={"shopops-lab": "0.1.0"},
+    )
     code, out = run_doctor(**fake)
-    assert code == 0, out                             # nothing required is missing on the offline site
+    assert code == 0, out  # nothing required is missing on the offline site
     assert "ok   ipywidgets" in out and "ok   shopops-lab 0.1.0" in out
     assert "WARN matplotlib" in out and "the full plots need the online site" in out
     assert "ok   diagrams drawn by the kit itself (Graphviz cannot run in the browser)" in out
@@ -332,9 +344,8 @@ def test_in_the_browser_the_doctor_reports_the_site_without_install_advice():
 
 
 def test_in_the_browser_a_missing_ipywidgets_is_a_failure_with_a_browser_fix(monkeypatch):
-    monkeypatch.setattr(doctor.sys, "platform", "emscripten")     # as Pyodide reports itself
+    monkeypatch.setattr(doctor.sys, "platform", "emscripten")  # as Pyodide reports itself
     findings = doctor.check_packages(version_of=lambda dist: None)
-    assert [(f.name, f.ok, f.required) for f in findings] == [("ipywidgets", False, True),
-                                                              ("matplotlib", False, False)]
+    assert [(f.name, f.ok, f.required) for f in findings] == [("ipywidgets", False, True), ("matplotlib", False, False)]
     assert "lite build" in findings[0].fix and "pip" not in findings[0].fix
     assert doctor.exit_code(findings) == 1

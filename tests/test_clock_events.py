@@ -1,4 +1,5 @@
 """The foundation: the fake clock, the error classes' messages, the state table and the event log."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,17 +32,25 @@ def test_fake_clock_moves_only_when_told():
     assert repr(clock) == "FakeClock(now=10)"
 
 
-@pytest.mark.parametrize("move, field, message", [
-    (lambda c: c.advance(-1), "seconds",
-     "seconds is negative (-1.0). Fix: a FakeClock only moves forward; pass a value >= 0."),
-    (lambda c: c.set(4), "when",
-     "when is 4.0, before the clock's 5.0. Fix: a FakeClock only moves forward; pass a time >= now()."),
-    (lambda c: c.advance("1"), "seconds",
-     "seconds is '1'. Fix: pass a finite number of seconds >= 0."),
-    (lambda c: c.advance(math.nan), "seconds", None),
-    (lambda c: c.advance(True), "seconds", None),
-    (lambda c: c.set(None), "when", None),
-])
+@pytest.mark.parametrize(
+    "move, field, message",
+    [
+        (
+            lambda c: c.advance(-1),
+            "seconds",
+            "seconds is negative (-1.0). Fix: a FakeClock only moves forward; pass a value >= 0.",
+        ),
+        (
+            lambda c: c.set(4),
+            "when",
+            "when is 4.0, before the clock's 5.0. Fix: a FakeClock only moves forward; pass a time >= now().",
+        ),
+        (lambda c: c.advance("1"), "seconds", "seconds is '1'. Fix: pass a finite number of seconds >= 0."),
+        (lambda c: c.advance(math.nan), "seconds", None),
+        (lambda c: c.advance(True), "seconds", None),
+        (lambda c: c.set(None), "when", None),
+    ],
+)
 def test_fake_clock_never_goes_back_and_names_the_bad_field(move, field, message):
     clock = FakeClock(5)
     with pytest.raises(BadArgumentError) as err:
@@ -85,8 +94,11 @@ def template_fields(cls: type[ShopOpsError]) -> list[str]:
 
 
 def test_every_error_class_in_the_module_is_a_shopops_error_or_named_control_flow():
-    defined = [obj for _, obj in inspect.getmembers(errors, inspect.isclass)
-               if obj.__module__ == errors.__name__ and not obj.__name__.startswith("_")]
+    defined = [
+        obj
+        for _, obj in inspect.getmembers(errors, inspect.isclass)
+        if obj.__module__ == errors.__name__ and not obj.__name__.startswith("_")
+    ]
     assert sorted(defined, key=lambda c: c.__name__) == every_error_class()
     assert all(not issubclass(cls, Exception) for cls in CONTROL_FLOW)
 
@@ -107,15 +119,18 @@ def test_each_error_formats_its_docstring_from_its_fields(cls):
 def test_error_messages_read_as_sentences_with_the_values_in_place():
     assert str(StaleTokenError(what="item item-0001", token=4, current=5)) == (
         "Stale fencing token for item item-0001: this write carries token 4, but the store's current "
-        "token is 5. Another worker claimed it after you; stop and do not write.")
+        "token is 5. Another worker claimed it after you; stop and do not write."
+    )
     bad = BadArgumentError(field="lease_seconds", problem="is -1", fix="pass a positive number of seconds")
     assert str(bad) == "lease_seconds is -1. Fix: pass a positive number of seconds."
     assert isinstance(bad, ValueError)  # callers catching ValueError still catch it
     assert str(errors.LeaseExpiredError(item_id="item-0001", token=1, expires_at=30.0)).startswith(
-        "The lease on item item-0001 (token 1) expired at t=30;")
+        "The lease on item item-0001 (token 1) expired at t=30;"
+    )
 
 
 # --------------------------------------------------------------------------- states
+
 
 def test_the_transition_table_is_the_chapters_state_diagram():
     assert dict(TRANSITIONS) == {
@@ -141,11 +156,20 @@ def test_check_transition_allows_exactly_the_table():
 
 # --------------------------------------------------------------------------- events
 
+
 def sample_log() -> EventLog:
     log = EventLog()
     log.append(EventKind.ENQUEUED, 0, item_id="item-0001", case_id="O-1001", tenant_id="store_northline")
-    log.append(EventKind.LEASED, 1.5, item_id="item-0001", case_id="O-1001", worker_id="W1",
-               token=1, attempt=1, expires_at=31.5)
+    log.append(
+        EventKind.LEASED,
+        1.5,
+        item_id="item-0001",
+        case_id="O-1001",
+        worker_id="W1",
+        token=1,
+        attempt=1,
+        expires_at=31.5,
+    )
     log.append(EventKind.CONTACT_SENT, 2, case_id="O-1001", worker_id="W1", message_id="msg-0001")
     log.append(EventKind.ACKED, 3, item_id="item-0001", case_id="O-1001", worker_id="W1", token=1, attempt=1)
     return log
@@ -208,8 +232,17 @@ def test_where_filters_by_kind_item_case_and_worker():
 def test_to_dicts_is_json_ready_and_from_dicts_round_trips():
     log = sample_log()
     rows = log.to_dicts()
-    assert rows[1] == {"seq": 1, "time": 1.5, "kind": "leased", "item_id": "item-0001", "case_id": "O-1001",
-                       "worker_id": "W1", "token": 1, "attempt": 1, "info": {"expires_at": 31.5}}
+    assert rows[1] == {
+        "seq": 1,
+        "time": 1.5,
+        "kind": "leased",
+        "item_id": "item-0001",
+        "case_id": "O-1001",
+        "worker_id": "W1",
+        "token": 1,
+        "attempt": 1,
+        "info": {"expires_at": 31.5},
+    }
     rebuilt = EventLog.from_dicts(json.loads(json.dumps(rows)))
     assert rebuilt.to_dicts() == rows
     assert [str(e) for e in rebuilt] == [str(e) for e in log]
@@ -220,8 +253,16 @@ def test_rows_gives_the_same_events_as_named_rows_in_order():
     log = sample_log()
     rows = list(log.rows())
     assert [(r.time, r.kind, r.item_id) for r in rows] == [(e.time, e.kind, e.item_id) for e in log]
-    assert rows[1] == EventRow(time=1.5, kind=EventKind.LEASED, item_id="item-0001", case_id="O-1001",
-                               worker_id="W1", token=1, attempt=1, info={"expires_at": 31.5})
+    assert rows[1] == EventRow(
+        time=1.5,
+        kind=EventKind.LEASED,
+        item_id="item-0001",
+        case_id="O-1001",
+        worker_id="W1",
+        token=1,
+        attempt=1,
+        info={"expires_at": 31.5},
+    )
 
 
 def test_show_prints_the_last_events_and_how_many_came_before():
@@ -229,7 +270,8 @@ def test_show_prints_the_last_events_and_how_many_came_before():
     assert log.show(limit=2) == (
         "... 2 earlier events\n"
         "#2 t=2 contact_sent case=O-1001 worker=W1 message_id=msg-0001\n"
-        "#3 t=3 acked item=item-0001 case=O-1001 worker=W1 token=1 attempt=1")
+        "#3 t=3 acked item=item-0001 case=O-1001 worker=W1 token=1 attempt=1"
+    )
     assert log.show().count("\n") == 3
 
 
@@ -238,9 +280,11 @@ def test_the_package_exports_its_names_without_loading_the_notebook_stack():
     import subprocess
     import sys
 
-    code = ("import sys, shopops_lab; missing = [n for n in shopops_lab.__all__ if not hasattr(shopops_lab, n)]; "
-            "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
-            "{'matplotlib', 'ipywidgets', 'nbformat', 'graphviz', 'IPython'}); print(missing, heavy)")
+    code = (
+        "import sys, shopops_lab; missing = [n for n in shopops_lab.__all__ if not hasattr(shopops_lab, n)]; "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'matplotlib', 'ipywidgets', 'nbformat', 'graphviz', 'IPython'}); print(missing, heavy)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[] []"
 
@@ -308,9 +352,34 @@ def test_the_queues_hot_rows_hold_each_value_under_its_name():
     rows = list(q.log.rows())
     assert all(type(row) is EventRow for row in rows)
     assert [row._asdict() for row in rows] == [
-        {"time": 1.0, "kind": EventKind.ENQUEUED, "item_id": item, "case_id": "O-1", "worker_id": None, "token": None,
-         "attempt": None, "info": {"tenant_id": "store_a", "kind": "contact_send", "priority": 1}},
-        {"time": 2.0, "kind": EventKind.LEASED, "item_id": item, "case_id": "O-1", "worker_id": "W1", "token": 1,
-         "attempt": 1, "info": {"expires_at": 32.0}},
-        {"time": 3.0, "kind": EventKind.ACKED, "item_id": item, "case_id": "O-1", "worker_id": "W1", "token": 1,
-         "attempt": 1, "info": {}}]
+        {
+            "time": 1.0,
+            "kind": EventKind.ENQUEUED,
+            "item_id": item,
+            "case_id": "O-1",
+            "worker_id": None,
+            "token": None,
+            "attempt": None,
+            "info": {"tenant_id": "store_a", "kind": "contact_send", "priority": 1},
+        },
+        {
+            "time": 2.0,
+            "kind": EventKind.LEASED,
+            "item_id": item,
+            "case_id": "O-1",
+            "worker_id": "W1",
+            "token": 1,
+            "attempt": 1,
+            "info": {"expires_at": 32.0},
+        },
+        {
+            "time": 3.0,
+            "kind": EventKind.ACKED,
+            "item_id": item,
+            "case_id": "O-1",
+            "worker_id": "W1",
+            "token": 1,
+            "attempt": 1,
+            "info": {},
+        },
+    ]

@@ -1,6 +1,7 @@
 """The commands at their edges: a closed standard output, an --out that is not a site, a port
 that cannot be listened on. Each is refused in one line with exit status 2, and nothing is
 deleted or half-written."""
+
 from __future__ import annotations
 
 import os
@@ -18,9 +19,14 @@ from shopops_lab.sim import cli as sim_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 # one ordinary invocation per subcommand: what each would run if its output were open
-INVOCATIONS = {"doctor": ["doctor"], "build-notebooks": ["build-notebooks", "--check"],
-               "grade": ["grade", "--help"], "simulate": ["simulate", "burst_day"],
-               "lite": ["lite", "serve", "--dir", "."], "chaos": ["chaos", "--db", "sqlite:///{tmp}/c.db"]}
+INVOCATIONS = {
+    "doctor": ["doctor"],
+    "build-notebooks": ["build-notebooks", "--check"],
+    "grade": ["grade", "--help"],
+    "simulate": ["simulate", "burst_day"],
+    "lite": ["lite", "serve", "--dir", "."],
+    "chaos": ["chaos", "--db", "sqlite:///{tmp}/c.db"],
+}
 
 
 def one_error_line(err: str) -> bool:
@@ -34,8 +40,16 @@ def test_every_subcommand_is_covered():
 
 @pytest.mark.parametrize("name", sorted(INVOCATIONS))
 def test_with_stdout_closed_every_subcommand_refuses_in_one_line_and_does_nothing(name, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "COMMANDS", [c if c.name != name else c.__class__(
-        c.name, c.help, c.add_arguments, lambda args: pytest.fail("the command ran")) for c in cli.COMMANDS])
+    monkeypatch.setattr(
+        cli,
+        "COMMANDS",
+        [
+            c
+            if c.name != name
+            else c.__class__(c.name, c.help, c.add_arguments, lambda args: pytest.fail("the command ran"))
+            for c in cli.COMMANDS
+        ],
+    )
     monkeypatch.setattr(sys, "stdout", None)
     assert cli.main([a.format(tmp=tmp_path) for a in INVOCATIONS[name]]) == 2
     err = capsys.readouterr().err
@@ -52,13 +66,21 @@ def test_the_simulator_on_its_own_refuses_a_closed_stdout_too(monkeypatch, capsy
 def closed_stdout(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     """`python -m shopops_lab ARGS >&-`: the child starts with file descriptor 1 closed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "shopops_lab", *args], cwd=cwd, env=env, text=True,
-                          stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1), check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "shopops_lab", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: os.close(1),
+        check=False,
+    )
 
 
 def test_a_really_closed_stdout_starts_no_chaos_run_and_opens_no_database(tmp_path):
-    done = closed_stdout("chaos", "--db", f"sqlite:///{tmp_path / 'c.db'}", "--items", "2", "--kills", "0",
-                         cwd=tmp_path)
+    done = closed_stdout(
+        "chaos", "--db", f"sqlite:///{tmp_path / 'c.db'}", "--items", "2", "--kills", "0", cwd=tmp_path
+    )
     assert done.returncode == 2 and one_error_line(done.stderr), done.stderr
     assert not (tmp_path / "c.db").exists()
 
@@ -86,9 +108,12 @@ def test_lite_build_refuses_every_folder_that_is_not_a_previous_site(tmp_path, m
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / "thesis.tex").write_text("years")
     (tmp_path / "a-file").write_text("x")
-    for out, words in ((tmp_path / "work", "holds files and is not a site this command built"),
-                       (tmp_path / "a-file", "is a file, not a folder"),
-                       (tmp_path / "course", "holds the notebooks"), (tmp_path.parent, "holds the folder you run")):
+    for out, words in (
+        (tmp_path / "work", "holds files and is not a site this command built"),
+        (tmp_path / "a-file", "is a file, not a folder"),
+        (tmp_path / "course", "holds the notebooks"),
+        (tmp_path.parent, "holds the folder you run"),
+    ):
         with pytest.raises(BadArgumentError, match=words):
             lite.build_site(out, notebooks_dir=notebooks)
     assert (tmp_path / "work" / "thesis.tex").read_text() == "years" and (tmp_path / "a-file").exists()
@@ -102,7 +127,7 @@ def test_a_new_an_empty_and_a_previous_site_folder_may_be_replaced(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     for out in (tmp_path / "new", empty, site):
-        lite._replaceable(out, tmp_path / "notebooks")   # no refusal
+        lite._replaceable(out, tmp_path / "notebooks")  # no refusal
 
 
 # ---------------------------------------------------------------------------- lite serve --port

@@ -16,6 +16,7 @@ Two kinds of test:
 No sleeps and no timed assertions: the waits end on events, and their limits only turn a
 hang into a failure.
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -113,8 +114,13 @@ def waiting_on_a_lock(admin: Any, pid: int) -> bool:
     return row is not None and row[0] == "Lock"
 
 
-def race(sql: Backend, make: Callable[[Store], Any], call: Callable[[Any], Any],
-         call_b: Callable[[Any], Any] | None = None, url: str | None = None) -> tuple[Any, Any, Store]:
+def race(
+    sql: Backend,
+    make: Callable[[Store], Any],
+    call: Callable[[Any], Any],
+    call_b: Callable[[Any], Any] | None = None,
+    url: str | None = None,
+) -> tuple[Any, Any, Store]:
     """A makes `call` and is held before its commit; B makes the same call (or `call_b`), as
     far as it can get; A commits; both finish. Returns both answers (B's error is raised,
     wrapped in `Refused`) and a fresh store on the database."""
@@ -154,8 +160,11 @@ class Refused:
 
 
 def test_one_idempotency_key_sends_one_email(sql: Backend):
-    first, second, store = race(sql, lambda s: EmailAdapter(store=s, clock=FakeClock()),
-                                lambda adapter: adapter.send("O-1001:email:1", case_id="O-1001", to="jordan"))
+    first, second, store = race(
+        sql,
+        lambda s: EmailAdapter(store=s, clock=FakeClock()),
+        lambda adapter: adapter.send("O-1001:email:1", case_id="O-1001", to="jordan"),
+    )
     assert len(EmailAdapter(store=store).ledger) == 1
     assert first.message_id == second.message_id == "msg-0001"
     assert (first.deduped, second.deduped) == (False, True)
@@ -165,11 +174,13 @@ def test_one_idempotency_key_sends_one_email(sql: Backend):
 def test_one_idempotency_key_with_two_bodies_sends_one_email_and_refuses_the_other(sql: Backend):
     """B's different request is compared with A's record under the lock A's INSERT holds,
     so it is refused, never sent, whichever body B carries."""
+
     def send(body: str) -> Callable[[Any], Any]:
         return lambda adapter: adapter.send("O-1001:decision", case_id="O-1001", to="jordan", body=body)
 
-    first, second, store = race(sql, lambda s: EmailAdapter(store=s, clock=FakeClock()),
-                                send("voucher"), send("refund"))
+    first, second, store = race(
+        sql, lambda s: EmailAdapter(store=s, clock=FakeClock()), send("voucher"), send("refund")
+    )
     assert first.message_id == "msg-0001" and not first.deduped
     assert isinstance(second, Refused) and isinstance(second.error, IdempotencyConflictError)
     assert second.error.key == "O-1001:decision" and "body was 'voucher', now 'refund'" in str(second.error)
@@ -178,17 +189,21 @@ def test_one_idempotency_key_with_two_bodies_sends_one_email_and_refuses_the_oth
 
 
 def test_one_request_key_with_two_bodies_makes_one_job_and_refuses_the_other(sql: Backend):
-    first, second, store = race(sql, lambda s: JobStore(store=s, clock=FakeClock()),
-                                lambda jobs: jobs.submit("O-1001:refund", {"approve": True}),
-                                lambda jobs: jobs.submit("O-1001:refund", {"approve": 1}))
+    first, second, store = race(
+        sql,
+        lambda s: JobStore(store=s, clock=FakeClock()),
+        lambda jobs: jobs.submit("O-1001:refund", {"approve": True}),
+        lambda jobs: jobs.submit("O-1001:refund", {"approve": 1}),
+    )
     assert first.id == "job-0001" and isinstance(second, Refused)
     assert isinstance(second.error, IdempotencyConflictError) and second.error.key == "O-1001:refund"
     assert [job.id for job in JobStore(store=store).jobs()] == ["job-0001"]
 
 
 def test_one_request_key_makes_one_job(sql: Backend):
-    first, second, store = race(sql, lambda s: JobStore(store=s, clock=FakeClock()),
-                                lambda jobs: jobs.submit("O-1001:refund", {"amount": 20}))
+    first, second, store = race(
+        sql, lambda s: JobStore(store=s, clock=FakeClock()), lambda jobs: jobs.submit("O-1001:refund", {"amount": 20})
+    )
     assert first.id == second.id == "job-0001"
     assert [job.id for job in JobStore(store=store).jobs()] == ["job-0001"]
     assert len(store.log.where(EventKind.JOB_SUBMITTED)) == 1
@@ -197,16 +212,20 @@ def test_one_request_key_makes_one_job(sql: Backend):
 def test_one_delivery_is_applied_once_by_two_consumers(sql: Backend):
     applied: list[str] = []
     delivery = Delivery(seq=1, message_id="out-0001", topic="refund.issued", payload={"amount": 20})
-    first, second, store = race(sql, lambda s: IdempotentConsumer(lambda d: applied.append(d.message_id), store=s),
-                                lambda consumer: consumer.handle(delivery))
+    first, second, store = race(
+        sql,
+        lambda s: IdempotentConsumer(lambda d: applied.append(d.message_id), store=s),
+        lambda consumer: consumer.handle(delivery),
+    )
     assert sorted([first, second]) == [False, True] and applied == ["out-0001"]
     assert len(store.log.where(EventKind.MESSAGE_APPLIED)) == 1
     assert len(store.log.where(EventKind.MESSAGE_DEDUPED)) == 1
 
 
 def test_two_first_claims_of_one_checkpoint_get_distinct_tokens(sql: Backend):
-    first, second, store = race(sql, lambda s: CheckpointStore(store=s, clock=FakeClock()),
-                                lambda checkpoints: checkpoints.claim("O-1001"))
+    first, second, store = race(
+        sql, lambda s: CheckpointStore(store=s, clock=FakeClock()), lambda checkpoints: checkpoints.claim("O-1001")
+    )
     assert (first, second) == (1, 2)
     assert CheckpointStore(store=store).token("O-1001") == 2
 
@@ -214,17 +233,24 @@ def test_two_first_claims_of_one_checkpoint_get_distinct_tokens(sql: Backend):
 def test_two_first_claims_of_one_job_leave_one_owner(sql: Backend):
     url = sql.url()
     JobStore(store=sql.open(url)).submit("O-1001:refund")
-    first, second, store = race(sql, lambda s: JobStore(store=s, clock=FakeClock()),
-                                lambda jobs: jobs.claim("job-0001", "A", lease_seconds=30),
-                                lambda jobs: jobs.claim("job-0001", "B", lease_seconds=30), url=url)
+    first, second, store = race(
+        sql,
+        lambda s: JobStore(store=s, clock=FakeClock()),
+        lambda jobs: jobs.claim("job-0001", "A", lease_seconds=30),
+        lambda jobs: jobs.claim("job-0001", "B", lease_seconds=30),
+        url=url,
+    )
     assert first.token == 1 and isinstance(second.error, JobLeasedError)
     assert JobStore(store=store).get("job-0001").owner == "A"
 
 
 def test_two_first_writes_of_one_outbox_row_keep_both_changes(sql: Backend):
-    first, second, store = race(sql, lambda s: OutboxStore(store=s, clock=FakeClock()),
-                                lambda outbox: outbox.commit({"id": "O-1001", "status": "refunded"}, {"topic": "a"}),
-                                lambda outbox: outbox.commit({"id": "O-1001", "note": "called"}, {"topic": "b"}))
+    first, second, store = race(
+        sql,
+        lambda s: OutboxStore(store=s, clock=FakeClock()),
+        lambda outbox: outbox.commit({"id": "O-1001", "status": "refunded"}, {"topic": "a"}),
+        lambda outbox: outbox.commit({"id": "O-1001", "note": "called"}, {"topic": "b"}),
+    )
     assert (first, second) == ("out-0001", "out-0002")
     assert OutboxStore(store=store).row("O-1001") == {"status": "refunded", "note": "called"}
 
@@ -280,8 +306,9 @@ def hammer_thread(url: str, name: str, barrier: Any, results: list) -> None:
 
 def hammer_process(url: str, process: int, barrier: Any, out: Any) -> None:
     results: list = []
-    threads = [threading.Thread(target=hammer_thread, args=(url, f"P{process}T{t}", barrier, results))
-               for t in range(THREADS)]
+    threads = [
+        threading.Thread(target=hammer_thread, args=(url, f"P{process}T{t}", barrier, results)) for t in range(THREADS)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

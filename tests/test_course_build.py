@@ -1,5 +1,6 @@
 """The student-notebook generator: what it cuts, what it tags and locks, what it refuses,
 how --check sees drift, that writes are atomic, and that --execute runs both copies."""
+
 from __future__ import annotations
 
 import argparse
@@ -71,8 +72,7 @@ def test_solution_region_replaced_at_its_indentation(demo: nbformat.NotebookNode
     second = build_student(read(FIXTURES / "02_second.ipynb"))
     assert (
         "        if by:\n            # YOUR CODE HERE\n            raise NotImplementedError()\n"
-        "        return self.count"
-        in second.cells[1].source
+        "        return self.count" in second.cells[1].source
     )
 
 
@@ -116,35 +116,48 @@ def test_raises_exception_only_on_cells_that_raise_in_the_student_copy(demo: nbf
 
 
 def test_dependency_is_transitive_and_cleared_by_a_clean_rebinding() -> None:
-    nb = cells.notebook([
-        cells.answer("### BEGIN SOLUTION\nrate = 3\n### END SOLUTION", "rate"),
-        cells.code("price = rate * 2"),                # names the answer
-        cells.code("def total():\n    return price"),   # names a dependent cell, inside a def
-        cells.code("price = 10"),                      # clean rebinding
-        cells.code("print(price)"),                    # fine again
-        cells.code("import math\nprint(math.pi)"),     # never touched
-    ], lab="09", version="1", title="deps")
+    nb = cells.notebook(
+        [
+            cells.answer("### BEGIN SOLUTION\nrate = 3\n### END SOLUTION", "rate"),
+            cells.code("price = rate * 2"),  # names the answer
+            cells.code("def total():\n    return price"),  # names a dependent cell, inside a def
+            cells.code("price = 10"),  # clean rebinding
+            cells.code("print(price)"),  # fine again
+            cells.code("import math\nprint(math.pi)"),  # never touched
+        ],
+        lab="09",
+        version="1",
+        title="deps",
+    )
     assert answer_dependent_cells(nb) == {0, 1, 2}
 
 
 def test_checks_and_hidden_tests_run_in_the_student_copy_and_stubs_at_module_level_do_not() -> None:
-    nb = cells.notebook([
-        cells.answer("def send(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION", "send"),
-        cells.code("lab.exercise.check(send)\nlab.exercise.hint(1)"),           # check() never raises
-        cells.test("# graded by a hidden test\n### BEGIN HIDDEN TESTS\nlab.exercise.grade(send)\n"
-                   "### END HIDDEN TESTS", "send-test", 1),                   # the student sees a comment
-        cells.test("lab.exercise.grade(send)", "send-visible", 1),            # a visible test still raises
-        cells.code("print(send(1))"),                                         # calls the stub
-        cells.code("lab.replay(send, seed=1)"),                               # passes it to other code
-        cells.answer("### BEGIN SOLUTION\nrate = 3\n### END SOLUTION", "rate"),  # a stub at module level
-        cells.code("if lab.exercise.answered(send):\n    shown = send(2)\n    print(shown)"),  # guarded
-        cells.code("print(shown)"),                                           # unguarded: shown is missing
-        cells.code("if lab.exercise.answered(send):\n    print(shown)"),   # guarded again
-        cells.code("seen = None\nif lab.exercise.answered(send):\n    seen = send(3)"),  # a default first
-        cells.code("print(seen)"),                                            # defined either way
-        cells.code("if lab.exercise.answered(send):\n    later = send(4)\nfor _ in []:\n    later = 0"),
-        cells.code("print(later)"),                                           # a loop binding is not sure
-    ], lab="09", version="1", title="run all")
+    nb = cells.notebook(
+        [
+            cells.answer("def send(x):\n    ### BEGIN SOLUTION\n    return x\n    ### END SOLUTION", "send"),
+            cells.code("lab.exercise.check(send)\nlab.exercise.hint(1)"),  # check() never raises
+            cells.test(
+                "# graded by a hidden test\n### BEGIN HIDDEN TESTS\nlab.exercise.grade(send)\n### END HIDDEN TESTS",
+                "send-test",
+                1,
+            ),  # the student sees a comment
+            cells.test("lab.exercise.grade(send)", "send-visible", 1),  # a visible test still raises
+            cells.code("print(send(1))"),  # calls the stub
+            cells.code("lab.replay(send, seed=1)"),  # passes it to other code
+            cells.answer("### BEGIN SOLUTION\nrate = 3\n### END SOLUTION", "rate"),  # a stub at module level
+            cells.code("if lab.exercise.answered(send):\n    shown = send(2)\n    print(shown)"),  # guarded
+            cells.code("print(shown)"),  # unguarded: shown is missing
+            cells.code("if lab.exercise.answered(send):\n    print(shown)"),  # guarded again
+            cells.code("seen = None\nif lab.exercise.answered(send):\n    seen = send(3)"),  # a default first
+            cells.code("print(seen)"),  # defined either way
+            cells.code("if lab.exercise.answered(send):\n    later = send(4)\nfor _ in []:\n    later = 0"),
+            cells.code("print(later)"),  # a loop binding is not sure
+        ],
+        lab="09",
+        version="1",
+        title="run all",
+    )
     assert answer_dependent_cells(nb) == {3, 4, 5, 6, 8, 13}
 
 
@@ -171,7 +184,7 @@ def test_invalid_master_is_refused_naming_cell_and_field(course: Path) -> None:
         build_notebooks("solutions", "notebooks")
     message = str(caught.value)
     assert "solutions/01_demo.ipynb, cell 3, metadata.nbgrader.points" in message
-    assert "Fix: add \"points\"" in message
+    assert 'Fix: add "points"' in message
     assert not (course / "notebooks").exists(), "an invalid master must stop the whole build"
 
 
@@ -330,7 +343,11 @@ def nbval(cwd: Path, *paths: str) -> None:
     env = dict(os.environ, PYTHONHASHSEED="0")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--nbval", "-p", "no:cacheprovider", "-q", *paths],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
 
@@ -356,10 +373,14 @@ def test_kernel_runs_in_an_empty_folder_with_fixed_hash_seed(tmp_path: Path, mon
     assert read(tmp_path / "solutions" / "07_env.ipynb").cells[0].outputs[0].text == "[] 0\n"
 
 
-@pytest.mark.parametrize("source, words", [
-    ("import sys\nprint('careful', file=sys.stderr)", "wrote to stderr: 'careful'"),
-    ("x = 1 / 0", "raised ZeroDivisionError"),
-], ids=["stderr", "error"])
+@pytest.mark.parametrize(
+    "source, words",
+    [
+        ("import sys\nprint('careful', file=sys.stderr)", "wrote to stderr: 'careful'"),
+        ("x = 1 / 0", "raised ZeroDivisionError"),
+    ],
+    ids=["stderr", "error"],
+)
 def test_execute_fails_naming_the_cell(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, words: str
 ) -> None:
@@ -437,9 +458,16 @@ def test_stored_outputs_keep_a_widgets_static_copy_but_not_its_random_view():
 
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("quiz")
-    cell.outputs = [nbformat.v4.new_output("display_data", data={
-        WIDGET_VIEW: {"model_id": "5f1c", "version_major": 2, "version_minor": 0},
-        "text/html": "<p>Which control rejects it?</p>", "text/plain": "Quiz: Which control rejects it?"})]
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "display_data",
+            data={
+                WIDGET_VIEW: {"model_id": "5f1c", "version_major": 2, "version_minor": 0},
+                "text/html": "<p>Which control rejects it?</p>",
+                "text/plain": "Quiz: Which control rejects it?",
+            },
+        )
+    ]
     lonely = nbformat.v4.new_code_cell("raw")
     lonely.outputs = [nbformat.v4.new_output("display_data", data={WIDGET_VIEW: {"model_id": "9a"}})]
     nb.cells = [cell, lonely]
@@ -453,14 +481,19 @@ def test_prints_split_by_timing_are_stored_as_one_output():
 
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("print('a'); print('b')")
-    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="a"),
-                    nbformat.v4.new_output("stream", name="stdout", text="\nb\n"),
-                    nbformat.v4.new_output("display_data", data={"text/plain": "x"}),
-                    nbformat.v4.new_output("stream", name="stdout", text="c\n")]
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="a"),
+        nbformat.v4.new_output("stream", name="stdout", text="\nb\n"),
+        nbformat.v4.new_output("display_data", data={"text/plain": "x"}),
+        nbformat.v4.new_output("stream", name="stdout", text="c\n"),
+    ]
     nb.cells = [cell]
     normalise_outputs(nb)
     assert [(o["output_type"], o.get("text")) for o in cell.outputs] == [
-        ("stream", "a\nb\n"), ("display_data", None), ("stream", "c\n")]
+        ("stream", "a\nb\n"),
+        ("display_data", None),
+        ("stream", "c\n"),
+    ]
 
 
 def test_expected_errors_keep_their_message_but_not_the_machines_paths():
@@ -468,8 +501,14 @@ def test_expected_errors_keep_their_message_but_not_the_machines_paths():
 
     nb = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("lab01.exercise.grade(answer)")
-    cell.outputs = [nbformat.v4.new_output("error", ename="AssertionError", evalue="not attempted",
-                                           traceback=["File /home/me/kit/checks/base.py:92", "AssertionError"])]
+    cell.outputs = [
+        nbformat.v4.new_output(
+            "error",
+            ename="AssertionError",
+            evalue="not attempted",
+            traceback=["File /home/me/kit/checks/base.py:92", "AssertionError"],
+        )
+    ]
     nb.cells = [cell]
     normalise_outputs(nb)
     assert cell.outputs[0]["traceback"] == ["AssertionError: not attempted"]

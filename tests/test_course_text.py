@@ -9,6 +9,7 @@
 - Every picture a notebook stores carries a text alternative a screen reader announces.
 - Every lab maps its terms to the industry's, near its summary.
 """
+
 from __future__ import annotations
 
 import copy
@@ -26,7 +27,7 @@ from shopops_lab.course.metadata import validate_notebook
 ROOT = Path(__file__).resolve().parent.parent
 MASTERS = sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 LABS = [path.name for path in MASTERS]
-MIN_LINE = 16          # shorter lines ("pass", "return True") say nothing on their own
+MIN_LINE = 16  # shorter lines ("pass", "return True") say nothing on their own
 INSTRUCTOR_NOTES = "Instructor notes"
 
 
@@ -45,8 +46,9 @@ def is_written(cell) -> bool:
 
 def answer_text(cell) -> str:
     """The model answer in a master's answer cell: its solution regions, or the whole cell."""
-    regions = re.findall(rf"{re.escape(src.BEGIN_SOLUTION)}\n(.*?){re.escape(src.END_SOLUTION)}",
-                         cell.source, flags=re.DOTALL)
+    regions = re.findall(
+        rf"{re.escape(src.BEGIN_SOLUTION)}\n(.*?){re.escape(src.END_SOLUTION)}", cell.source, flags=re.DOTALL
+    )
     return "\n".join(regions) if regions else cell.source
 
 
@@ -127,8 +129,11 @@ def test_lab07s_closing_page_does_not_list_the_contract():
     _, student = pair("07_burst_day.ipynb")
     closing = student.cells[-1].source
     assert "The course in one page" in closing
-    named = [piece for piece in ("at least once", "idempotency key", "fencing token", "checkpoint")
-             if piece in closing.lower().replace("-", " ")]
+    named = [
+        piece
+        for piece in ("at least once", "idempotency key", "fencing token", "checkpoint")
+        if piece in closing.lower().replace("-", " ")
+    ]
     assert len(named) < 4, named
 
 
@@ -136,6 +141,7 @@ def test_lab08s_quiz_shows_no_way_to_write_08_1():
     """The crash quiz asks about a transaction in general: neither the student notebook nor
     the question and options it displays show a line of 08.1's answer."""
     from shopops_lab.checks import lab08
+
     _, student = pair("08_real_crashes.ipynb")
     quiz = " ".join([lab08.CRASH_QUIZ.question, *lab08.CRASH_QUIZ.options])
     assert "shop.ack(lease); shop.credit" not in notebook_words(student)
@@ -184,20 +190,23 @@ def test_the_build_drops_the_rubric_and_a_student_copy_with_one_is_refused():
     master = rubric_master([{"points": 1, "element": "names the gap"}, {"points": 1, "element": "names the worker"}])
     student = build_student(master)
     assert "shopops_lab" not in student.cells[1].metadata and student.cells[1].source == "YOUR ANSWER HERE"
-    assert master.cells[1].metadata.shopops_lab.rubric[0]["element"] == "names the gap"   # the master keeps it
+    assert master.cells[1].metadata.shopops_lab.rubric[0]["element"] == "names the gap"  # the master keeps it
     leaked = copy.deepcopy(student)
     leaked.cells[1].metadata["shopops_lab"] = {"rubric": master.cells[1].metadata.shopops_lab.rubric}
     assert [p.field for p in validate_notebook(leaked, "lab 99", role="student")] == ["metadata.shopops_lab.rubric"]
 
 
-@pytest.mark.parametrize("rubric, problem", [
-    ([{"points": 1, "element": "only half"}], "adds up to 1 points, the cell is worth 2"),
-    ([], "non-empty list"),
-    ([{"points": 2, "element": " "}], "non-empty list"),
-    ([{"points": 0, "element": "free"}, {"points": 2, "element": "all"}], "non-empty list"),
-    ([{"points": 2, "element": "all", "note": "extra"}], "non-empty list"),
-    ("2 points for the gap", "non-empty list"),
-])
+@pytest.mark.parametrize(
+    "rubric, problem",
+    [
+        ([{"points": 1, "element": "only half"}], "adds up to 1 points, the cell is worth 2"),
+        ([], "non-empty list"),
+        ([{"points": 2, "element": " "}], "non-empty list"),
+        ([{"points": 0, "element": "free"}, {"points": 2, "element": "all"}], "non-empty list"),
+        ([{"points": 2, "element": "all", "note": "extra"}], "non-empty list"),
+        ("2 points for the gap", "non-empty list"),
+    ],
+)
 def test_a_bad_rubric_is_refused_by_name(rubric, problem):
     from shopops_lab.course.errors import NotebookInvalidError
 
@@ -239,8 +248,11 @@ def picture_problems(nb) -> list[str]:
             if ("image/png" in data or "image/svg+xml" in data) and not images and not inline:
                 problems.append(f"cell {index}: an image output with no HTML <img alt> beside it")
             problems += [f"cell {index}: <img> without alt text" for tag in images if not accessible_name(tag, "alt")]
-            problems += [f"cell {index}: inline <svg> without role=img and aria-label" for tag in inline
-                         if accessible_name(tag, "role") != "img" or not accessible_name(tag, "aria-label")]
+            problems += [
+                f"cell {index}: inline <svg> without role=img and aria-label"
+                for tag in inline
+                if accessible_name(tag, "role") != "img" or not accessible_name(tag, "aria-label")
+            ]
     return problems
 
 
@@ -261,14 +273,21 @@ def test_a_bare_picture_output_is_found():
     silent = nbformat.v4.new_code_cell("z")
     silent.outputs = [nbformat.v4.new_output("display_data", data={"text/html": "<svg><title>t</title></svg>"})]
     nb.cells = [bare, no_alt, silent]
-    assert picture_problems(nb) == ["cell 0: an image output with no HTML <img alt> beside it",
-                                    "cell 1: <img> without alt text",
-                                    "cell 2: inline <svg> without role=img and aria-label"]
+    assert picture_problems(nb) == [
+        "cell 0: an image output with no HTML <img alt> beside it",
+        "cell 1: <img> without alt text",
+        "cell 2: inline <svg> without role=img and aria-label",
+    ]
 
 
 def test_the_labs_store_pictures_to_check():
-    stored = sum(1 for path in MASTERS for cell in read(path).cells for output in cell.get("outputs", [])
-                 if {"image/png", "image/svg+xml"} & set(output.get("data", {})))
+    stored = sum(
+        1
+        for path in MASTERS
+        for cell in read(path).cells
+        for output in cell.get("outputs", [])
+        if {"image/png", "image/svg+xml"} & set(output.get("data", {}))
+    )
     assert stored >= 20
 
 
@@ -281,8 +300,9 @@ def test_every_lab_maps_its_terms_to_the_industry_near_its_summary(name):
     header = master.cells[table].source
     for system in ("SQS", "RabbitMQ", "Temporal", "PostgreSQL"):
         assert system in header
-    summary = next(i for i, title in enumerate(titles)
-                   if title in ("## Summary", "## What a production system adds"))   # lab 07 closes the course
+    summary = next(
+        i for i, title in enumerate(titles) if title in ("## Summary", "## What a production system adds")
+    )  # lab 07 closes the course
     assert 0 < summary - table <= 6, "the table sits just before the summary"
 
 

@@ -3,6 +3,7 @@
 The receipt runner passes every point; the naive runner fails exactly where a side
 effect happened but its checkpoint was not written. A function written the way lab 05
 asks (`run(job_id, env)`) is checked the same way."""
+
 from __future__ import annotations
 
 import sys
@@ -15,10 +16,21 @@ from shopops_lab.effects import ProviderFault, SendStatus
 from shopops_lab.errors import BadArgumentError, EffectFailedError, ShopOpsError
 from shopops_lab.recovery import CrashPoint, Env, NaiveCheckpointRunner, ReceiptRunner
 
-ALL_POINTS = ["(no crash)", "before_effect(fetch)", "after_effect(fetch)", "after_checkpoint(fetch)",
-              "before_effect(summarize)", "after_effect(summarize)", "after_checkpoint(summarize)",
-              "after_intent(publish)", "before_effect(publish)", "after_effect(publish)",
-              "after_checkpoint(publish)", "before_ack", "after_ack"]
+ALL_POINTS = [
+    "(no crash)",
+    "before_effect(fetch)",
+    "after_effect(fetch)",
+    "after_checkpoint(fetch)",
+    "before_effect(summarize)",
+    "after_effect(summarize)",
+    "after_checkpoint(summarize)",
+    "after_intent(publish)",
+    "before_effect(publish)",
+    "after_effect(publish)",
+    "after_checkpoint(publish)",
+    "before_ack",
+    "after_ack",
+]
 INVARIANTS = ["effect_exactly_once", "artifacts_reused", "plan_version_kept", "completed", "no_blind_resend"]
 
 
@@ -69,8 +81,11 @@ def test_naive_runner_fails_exactly_between_the_publish_and_its_checkpoint():
     first = report.first_failure
     assert first.point == CrashPoint.after_effect("publish")
     assert first.violations["effect_exactly_once"] == "publish reached the customer 2 times (msg-0001, msg-0002)"
-    assert first.outcomes == ("run 1 crashed at after_effect(publish)", "run 2 returned 'msg-0002'",
-                              "run 3 returned 'msg-0002'")
+    assert first.outcomes == (
+        "run 1 crashed at after_effect(publish)",
+        "run 2 returned 'msg-0002'",
+        "run 3 returned 'msg-0002'",
+    )
     trace = list(first.trace)
     crash_at = trace.index("CRASH at after_effect(publish)")
     assert trace[crash_at - 1] == "send publish O-1001:publish:try-1 -> ok msg-0001"
@@ -89,7 +104,7 @@ def test_the_table_has_one_fixed_width_row_per_point():
     row = next(line for line in lines if line.startswith("after_effect(publish)"))
     assert row.split() == ["after_effect(publish)", "FAIL", "ok", "ok", "ok", "ok"]
     column = lines[0].index("effect_exactly_once")
-    assert all(line[column:column + 4] in ("ok  ", "FAIL") for line in lines[2:])
+    assert all(line[column : column + 4] in ("ok  ", "FAIL") for line in lines[2:])
 
 
 # ---------------------------------------------------------------------- unknown outcomes
@@ -106,8 +121,11 @@ def test_with_lost_replies_the_naive_runner_contacts_twice_everywhere():
     report = explore(NaiveCheckpointRunner(), faults=["drop_reply"])
     assert len(report.failures) == len(report.results)
     assert all(sorted(row.violations) == ["effect_exactly_once"] for row in report.failures)
-    assert report.result("after_effect(publish)#2").violations["effect_exactly_once"].startswith(
-        "publish reached the customer 3 times")
+    assert (
+        report.result("after_effect(publish)#2")
+        .violations["effect_exactly_once"]
+        .startswith("publish reached the customer 3 times")
+    )
 
 
 # ---------------------------------------------------------------------- the learner's interface
@@ -121,6 +139,7 @@ def test_a_receipt_based_function_passes_like_the_runner():
 def test_a_function_with_a_crash_at_parameter_works_too():
     def run(job_id, env, crash_at=None):
         return learners_run(job_id, env)
+
     assert explore(run).passed
 
 
@@ -143,7 +162,8 @@ def test_resending_under_the_same_key_is_caught_even_when_the_provider_dedupes()
     report = explore(resend_run)
     assert failing(report) == {"after_effect(publish)": ["no_blind_resend"]}
     assert report.first_failure.violations["no_blind_resend"] == (
-        "O-1001:publish:v1 was sent again without looking it up first")
+        "O-1001:publish:v1 was sent again without looking it up first"
+    )
 
 
 def test_a_runner_that_redoes_confirmed_steps_breaks_artifacts_reused():
@@ -161,9 +181,13 @@ def test_a_runner_that_redoes_confirmed_steps_breaks_artifacts_reused():
                 cp = cp.confirm(step.id, outcome.message_id)
             else:
                 artifact = env.make(job_id, step.id)  # runs again even when confirmed
-                cp = Checkpoint(**{**{f: getattr(cp, f) for f in Checkpoint.__dataclass_fields__},
-                                   "artifacts": {**cp.artifacts, step.id: artifact},
-                                   "completed": tuple(dict.fromkeys((*cp.completed, step.id)))})
+                cp = Checkpoint(
+                    **{
+                        **{f: getattr(cp, f) for f in Checkpoint.__dataclass_fields__},
+                        "artifacts": {**cp.artifacts, step.id: artifact},
+                        "completed": tuple(dict.fromkeys((*cp.completed, step.id))),
+                    }
+                )
             cp = env.checkpoints.save(job_id, cp, token=token)
         env.ack(job_id, token=token, result=cp.artifacts["publish"])
         return cp.artifacts["publish"]
@@ -186,9 +210,11 @@ def test_a_runner_that_rewrites_the_plan_version_breaks_plan_version_kept():
     report = explore(reinterpreting_run)
     row = report.result(None)
     assert row.violations["plan_version_kept"] == "a checkpoint was written under v0-draft, but the workflow is v1"
-    assert row.violations["completed"] == ("the job was acknowledged with the checkpoint confirming only [fetch, "
-                                           "summarize], and a queue never delivers an acknowledged job again: the rest "
-                                           "is never done")
+    assert row.violations["completed"] == (
+        "the job was acknowledged with the checkpoint confirming only [fetch, "
+        "summarize], and a queue never delivers an acknowledged job again: the rest "
+        "is never done"
+    )
     assert row.violations["effect_exactly_once"] == "publish reached the customer 0 times"
 
 
@@ -259,10 +285,14 @@ def test_a_point_the_runner_no_longer_passes_is_reported():
 
 # ---------------------------------------------------------------------- options and inputs
 def test_custom_invariants_and_workflows():
-    workflow = Workflow(version="v7", steps=[Step(id="draft"), Step(id="email", effect=True),
-                                             Step(id="sms", effect=True)])
-    at_most_two = Invariant(name="two_contacts", about="the customer hears twice at most",
-                            check=lambda obs: None if len(obs.env.adapter.ledger) <= 2 else "too many")
+    workflow = Workflow(
+        version="v7", steps=[Step(id="draft"), Step(id="email", effect=True), Step(id="sms", effect=True)]
+    )
+    at_most_two = Invariant(
+        name="two_contacts",
+        about="the customer hears twice at most",
+        check=lambda obs: None if len(obs.env.adapter.ledger) <= 2 else "too many",
+    )
 
     def two_step_run(job_id, env):
         token = env.claim(job_id)
@@ -293,15 +323,18 @@ def test_custom_invariants_and_workflows():
     assert "O-2002:email:v7" in "\n".join(report.result(None).trace)
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda: explore("ReceiptRunner"), "run"),
-    (lambda: explore(ReceiptRunner(), "v1"), "workflow"),
-    (lambda: explore(ReceiptRunner(), job_id=""), "job_id"),
-    (lambda: explore(ReceiptRunner(), invariants=[]), "invariants"),
-    (lambda: explore(ReceiptRunner(), invariants=["effect_exactly_once"]), "invariants"),
-    (lambda: explore(ReceiptRunner()).result("after_receipt(publish)"), "point"),
-    (lambda: explore(ReceiptRunner()).result("after_lunch"), "kind"),
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda: explore("ReceiptRunner"), "run"),
+        (lambda: explore(ReceiptRunner(), "v1"), "workflow"),
+        (lambda: explore(ReceiptRunner(), job_id=""), "job_id"),
+        (lambda: explore(ReceiptRunner(), invariants=[]), "invariants"),
+        (lambda: explore(ReceiptRunner(), invariants=["effect_exactly_once"]), "invariants"),
+        (lambda: explore(ReceiptRunner()).result("after_receipt(publish)"), "point"),
+        (lambda: explore(ReceiptRunner()).result("after_lunch"), "kind"),
+    ],
+)
 def test_bad_inputs_name_the_field(call, field):
     with pytest.raises(BadArgumentError) as err:
         call()
@@ -322,7 +355,8 @@ def test_exploration_is_deterministic():
             assert str(first) == str(second)
             assert first.results == second.results
     assert repr(explore(NaiveCheckpointRunner())) == (
-        "ExplorationReport(runner='NaiveCheckpointRunner', 12 rows, 1 failing)")
+        "ExplorationReport(runner='NaiveCheckpointRunner', 12 rows, 1 failing)"
+    )
 
 
 def test_an_env_for_each_point_so_rows_do_not_leak_into_each_other():
@@ -334,7 +368,7 @@ def test_an_env_for_each_point_so_rows_do_not_leak_into_each_other():
 
 
 # ---------------------------------------------------------------------- a crash is a process death
-IN_FLIGHT = {}   # module-level memory: gone when the worker's process dies
+IN_FLIGHT = {}  # module-level memory: gone when the worker's process dies
 
 
 def remembers_in_memory(job_id, env):
@@ -365,7 +399,7 @@ def test_memory_kept_outside_the_checkpoint_does_not_survive_a_crash():
     assert failing(report) == {"after_effect(publish)": ["no_blind_resend"]}
     row = report.result("after_effect(publish)")
     assert row.violations["no_blind_resend"] == "O-1001:publish:v1 was sent again without looking it up first"
-    assert IN_FLIGHT == {}   # the check ran copies: the learner's own dict was never touched
+    assert IN_FLIGHT == {}  # the check ran copies: the learner's own dict was never touched
 
 
 def test_an_acknowledged_job_is_never_delivered_again():
@@ -376,10 +410,11 @@ def test_an_acknowledged_job_is_never_delivered_again():
 
     report = explore(acks_then_works)
     row = report.result("before_effect(publish)")
-    assert row.outcomes == ("run 1 crashed at before_effect(publish)",)   # no run 2: the job was acked
+    assert row.outcomes == ("run 1 crashed at before_effect(publish)",)  # no run 2: the job was acked
     assert row.violations["effect_exactly_once"] == "publish reached the customer 0 times"
-    assert row.violations["completed"].startswith("the job was acknowledged with the checkpoint confirming only "
-                                                  "[fetch, summarize], and a queue never delivers")
+    assert row.violations["completed"].startswith(
+        "the job was acknowledged with the checkpoint confirming only [fetch, summarize], and a queue never delivers"
+    )
     assert "O-1001 was acknowledged: the queue does not deliver it again" in row.trace
 
 
@@ -391,8 +426,9 @@ def test_a_schedule_from_the_check_replays_step_by_step_and_draws():
     assert fine.problem is None and fine.complete
     assert [step.actor for step in fine.steps] == ["W1", "queue", "W2"]
     assert fine.steps[0].crashed and "lookup O-1001:publish:v1 -> ok msg-0001" in fine.steps[2].said
-    twice = lab05.replay(remembers_in_memory, "W1 runs O-1001 (crash after send) · O-1001's lease expires · "
-                                             "W1 runs O-1001")
+    twice = lab05.replay(
+        remembers_in_memory, "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001"
+    )
     assert twice.problem.startswith("O-1001:publish:v1 was sent again without being looked up first")
     assert str(twice).splitlines()[-1].startswith("broken: O-1001:publish:v1 was sent again")
     assert twice.diagram() is not None
@@ -401,14 +437,15 @@ def test_a_schedule_from_the_check_replays_step_by_step_and_draws():
 def test_a_duplicate_first_delivery_runs_on_both_workers_and_changes_nothing():
     from shopops_lab.checks import lab05
 
-    both = lab05.replay(learners_run, "queue hands O-1001 to W1 and W2 · W1 runs O-1001 (duplicate) · "
-                                      "W2 runs O-1001 (duplicate)")
+    both = lab05.replay(
+        learners_run, "queue hands O-1001 to W1 and W2 · W1 runs O-1001 (duplicate) · W2 runs O-1001 (duplicate)"
+    )
     assert both.problem is None and both.complete
-    assert "skip" not in both.steps[2].said and "send" not in both.steps[2].said   # the second run repeats nothing
+    assert "skip" not in both.steps[2].said and "send" not in both.steps[2].said  # the second run repeats nothing
 
 
 def test_after_an_ack_the_queue_offers_nothing_more():
     from shopops_lab.checks import lab05
 
     acked = lab05.replay(learners_run, "W1 runs O-1001 (crash after ack)")
-    assert acked.problem is None and acked.complete   # done and acked: no lease to expire, no redelivery
+    assert acked.problem is None and acked.complete  # done and acked: no lease to expire, no redelivery

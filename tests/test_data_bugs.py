@@ -1,5 +1,6 @@
 """Regression tests for the data bugs of issue 12: calls that lost or corrupted data in
 the very mechanisms the course teaches. Each test fails on the code before its fix."""
+
 from __future__ import annotations
 
 import copy
@@ -32,6 +33,7 @@ def queue_state(q: InMemoryQueue) -> tuple:
 
 # --------------------------------------------------------------------------- leases of another queue
 
+
 def two_queues_holding_item_0001() -> tuple[InMemoryQueue, InMemoryQueue, object, object]:
     qa, qb = InMemoryQueue(clock=FakeClock()), InMemoryQueue(clock=FakeClock())
     qa.enqueue(case_id="O-1001")
@@ -47,8 +49,8 @@ def test_a_lease_from_another_queue_is_refused_and_the_real_holder_still_settles
     with pytest.raises(UnknownLeaseError, match="not granted by this queue"):
         getattr(qa, op)(lease_b)
     assert queue_state(qa) == before
-    qa.ack(lease_a)                       # the real holder's ack is accepted
-    qb.ack(lease_b)                       # and qb's own lease still works in qb
+    qa.ack(lease_a)  # the real holder's ack is accepted
+    qb.ack(lease_b)  # and qb's own lease still works in qb
     assert qa.item("item-0001").state is qb.item("item-0001").state is ItemState.DONE
 
 
@@ -62,6 +64,7 @@ def test_copies_of_a_lease_are_still_the_queues_lease():
 
 
 # --------------------------------------------------------------------------- the idempotent consumer
+
 
 @pytest.mark.parametrize("consumer_class", [IdempotentConsumer, NaiveConsumer])
 def test_a_consumer_whose_effect_fails_once_retries_the_message(consumer_class):
@@ -86,11 +89,15 @@ def test_a_consumer_whose_effect_fails_once_retries_the_message(consumer_class):
 
 # --------------------------------------------------------------------------- idempotency keys
 
-@pytest.mark.parametrize("change, field", [
-    ({"case_id": "O-2002"}, "case_id"),
-    ({"to": "bob@example.com"}, "to"),
-    ({"body": "Your refund was declined"}, "body"),
-])
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"case_id": "O-2002"}, "case_id"),
+        ({"to": "bob@example.com"}, "to"),
+        ({"body": "Your refund was declined"}, "body"),
+    ],
+)
 def test_an_idempotency_key_reused_for_a_different_request_is_a_conflict_on_every_backend(backend, change, field):
     """As Stripe does: a key names one request. The same key with another case, recipient or
     body is refused, naming the key and the difference, and nothing is sent or logged."""
@@ -164,12 +171,13 @@ def test_a_lease_that_a_float_cannot_time_is_refused():
     q = InMemoryQueue(lease_seconds=30, clock=FakeClock())
     q.enqueue(case_id="O-1001")
     with pytest.raises(BadArgumentError, match="can time exactly") as err:
-        q.acquire("W1", now=1e20)           # 1e20 + 30 == 1e20: a lease of no length
+        q.acquire("W1", now=1e20)  # 1e20 + 30 == 1e20: a lease of no length
     assert err.value.field == "now"
     assert q.depth == 1 and len(q.log) == 1
 
 
 # --------------------------------------------------------------------------- snapshots
+
 
 def test_changing_a_jobs_params_or_result_changes_nothing_in_the_store():
     store = JobStore(clock=FakeClock())
@@ -182,13 +190,14 @@ def test_changing_a_jobs_params_or_result_changes_nothing_in_the_store():
     assert store.get(job.id).result == {"refund": {"amount": 20}}
     assert store.get(job.id).params["lines"] == [{"sku": "A", "qty": 1}]
     again = store.submit("O-1001:refund", {"case_id": "O-1001", "lines": [{"sku": "A", "qty": 1}]})
-    assert again.id == job.id                # the honest retry is still the same request
+    assert again.id == job.id  # the honest retry is still the same request
 
 
 def test_outbox_rows_and_deliveries_cannot_be_changed_by_their_readers():
     outbox, broker = OutboxStore(), Broker()
-    outbox.commit({"id": "O-1001", "refund": {"amount": 20}},
-                  {"topic": "refund.issued", "payload": {"lines": [{"sku": "A"}]}})
+    outbox.commit(
+        {"id": "O-1001", "refund": {"amount": 20}}, {"topic": "refund.issued", "payload": {"lines": [{"sku": "A"}]}}
+    )
     outbox.row("O-1001")["refund"]["amount"] = 0
     outbox.rows()["O-1001"]["refund"]["amount"] = 0
     assert outbox.row("O-1001") == {"refund": {"amount": 20}}
@@ -214,6 +223,7 @@ def test_the_info_passed_to_event_log_append_stays_the_callers():
 
 
 # --------------------------------------------------------------------------- process_one
+
 
 def one_item_queue() -> InMemoryQueue:
     q = InMemoryQueue(max_attempts=1, clock=FakeClock())
@@ -248,10 +258,13 @@ def test_a_handler_error_that_cannot_be_printed_is_recorded_whole():
     assert q.process_one("W1", lambda lease: None) == Outcome.OK
 
 
-@pytest.mark.parametrize("settle, outcome, state", [
-    (lambda q, lease: q.ack(lease), Outcome.OK, ItemState.DONE),
-    (lambda q, lease: q.nack(lease, error="bad address"), Outcome.DEAD, ItemState.DEAD),
-])
+@pytest.mark.parametrize(
+    "settle, outcome, state",
+    [
+        (lambda q, lease: q.ack(lease), Outcome.OK, ItemState.DONE),
+        (lambda q, lease: q.nack(lease, error="bad address"), Outcome.DEAD, ItemState.DEAD),
+    ],
+)
 @pytest.mark.parametrize("then_raise", [False, True])
 def test_a_handler_that_settles_its_own_lease_is_taken_at_its_word(settle, outcome, state, then_raise):
     q = one_item_queue()
@@ -265,13 +278,15 @@ def test_a_handler_that_settles_its_own_lease_is_taken_at_its_word(settle, outco
     assert q.item("item-0001").state is state
 
 
-
 # =========================================================================== issue 18
+
 
 def test_two_outboxes_through_one_broker_and_one_consumer_lose_no_message():
     first, second, broker = OutboxStore(), OutboxStore(), Broker()
-    ids = [first.commit({"id": "O-1001", "status": "refunded"}, {"topic": "refund.issued"}),
-           second.commit({"id": "A-1002", "status": "refunded"}, {"topic": "refund.issued"})]
+    ids = [
+        first.commit({"id": "O-1001", "status": "refunded"}, {"topic": "refund.issued"}),
+        second.commit({"id": "A-1002", "status": "refunded"}, {"topic": "refund.issued"}),
+    ]
     assert ids == ["out-0001", "out-0001"]  # each outbox numbers its own
     Dispatcher(first, broker).dispatch_once()
     Dispatcher(second, broker).dispatch_once()
@@ -370,8 +385,10 @@ def test_the_kit_fence_and_lab_04s_answer_decide_every_token_alike(claims):
         lab.claim("job-1", f"W{n}")
     assert fence.current_token("job-1") == lab.current_token("job-1")
     for token in range(-1, claims + 2):
-        decisions = [_decision(fence.check, "job-1", token, t=0.0, op="complete"),
-                     _decision(lab.complete, "job-1", {"by": token}, token=token)]
+        decisions = [
+            _decision(fence.check, "job-1", token, t=0.0, op="complete"),
+            _decision(lab.complete, "job-1", {"by": token}, token=token),
+        ]
         assert decisions[0] == decisions[1] == ("accepted" if claims and token == claims else "refused"), token
 
 
@@ -395,9 +412,10 @@ def test_a_never_claimed_key_has_no_current_token_and_a_claimed_one_passes():
     assert fence.current_token("job-0001") == 1 and len(fence.log) == 0
 
 
-@pytest.mark.parametrize(("first", "second"), [({"approve": 1}, {"approve": True}),
-                                               ({"amount": 1}, {"amount": 1.0}),
-                                               ({"lines": [0]}, {"lines": [False]})])
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [({"approve": 1}, {"approve": True}), ({"amount": 1}, {"amount": 1.0}), ({"lines": [0]}, {"lines": [False]})],
+)
 def test_requests_whose_json_differs_are_different_requests_on_every_backend(backend, first, second):
     jobs = JobStore(clock=FakeClock(), store=backend.open())
     jobs.submit("O-1001:refund", first)

@@ -1,4 +1,5 @@
 """Channel adapters, the provider's faults and the contact ledger: what the customer sees."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -33,7 +34,9 @@ def test_a_repeated_key_returns_the_first_message_id_and_reaches_the_customer_on
     assert again == SendResult(status=SendStatus.OK, op_id=KEY, message_id="msg-0001", deduped=True)
     assert len(email.ledger) == 1 and email.ledger.duplicates() == {}
     assert [(e.kind, e.worker_id, e.info["message_id"]) for e in log] == [
-        (EventKind.CONTACT_SENT, "W1", "msg-0001"), (EventKind.CONTACT_DEDUPED, "W7", "msg-0001")]
+        (EventKind.CONTACT_SENT, "W1", "msg-0001"),
+        (EventKind.CONTACT_DEDUPED, "W7", "msg-0001"),
+    ]
 
 
 def test_different_keys_are_different_messages_numbered_in_order():
@@ -63,7 +66,11 @@ def test_a_naive_adapter_ignores_the_key_and_the_ledger_shows_the_duplicate():
     first = email.send(KEY, case_id="O-1001", worker_id="W1")
     second = email.send(KEY, case_id="O-1001", worker_id="W7")
     assert (first.op_id, first.message_id, second.op_id, second.message_id) == (
-        f"{KEY}#1", "msg-0001", f"{KEY}#2", "msg-0002")
+        f"{KEY}#1",
+        "msg-0001",
+        f"{KEY}#2",
+        "msg-0002",
+    )
     assert not second.deduped
     assert email.ledger.duplicates() == {("O-1001", KEY): email.ledger.contacts()}
     assert [c.worker_id for c in email.ledger.contacts()] == ["W1", "W7"]
@@ -122,10 +129,25 @@ def test_contacts_record_the_time_from_the_clock_or_now():
     email.send("k1", case_id="O-1001", to="jordan@example.com", worker_id="W1")
     email.send("k2", case_id="O-1001", now=250)
     assert email.ledger.contacts() == [
-        Contact(message_id="msg-0001", channel="email", case_id="O-1001", to="jordan@example.com",
-                idem_key="k1", time=100.0, worker_id="W1"),
-        Contact(message_id="msg-0002", channel="email", case_id="O-1001", to="customer",
-                idem_key="k2", time=250, worker_id=None)]
+        Contact(
+            message_id="msg-0001",
+            channel="email",
+            case_id="O-1001",
+            to="jordan@example.com",
+            idem_key="k1",
+            time=100.0,
+            worker_id="W1",
+        ),
+        Contact(
+            message_id="msg-0002",
+            channel="email",
+            case_id="O-1001",
+            to="customer",
+            idem_key="k2",
+            time=250,
+            worker_id=None,
+        ),
+    ]
 
 
 def test_ledger_filters_by_case_and_lists_duplicates_sorted_by_intent():
@@ -146,14 +168,17 @@ def test_results_and_contacts_are_frozen():
         result.message_id = "msg-9999"  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"idem_key": "", "case_id": "O-1001"}, "idem_key"),
-    ({"idem_key": None, "case_id": "O-1001"}, "idem_key"),
-    ({"idem_key": 3, "case_id": "O-1001"}, "idem_key"),
-    ({"idem_key": KEY, "case_id": ""}, "case_id"),
-    ({"idem_key": KEY, "case_id": None}, "case_id"),
-    ({"idem_key": KEY, "case_id": "O-1001", "to": ""}, "to"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"idem_key": "", "case_id": "O-1001"}, "idem_key"),
+        ({"idem_key": None, "case_id": "O-1001"}, "idem_key"),
+        ({"idem_key": 3, "case_id": "O-1001"}, "idem_key"),
+        ({"idem_key": KEY, "case_id": ""}, "case_id"),
+        ({"idem_key": KEY, "case_id": None}, "case_id"),
+        ({"idem_key": KEY, "case_id": "O-1001", "to": ""}, "to"),
+    ],
+)
 @pytest.mark.parametrize("adapter_class", [EmailAdapter, NaiveEmailAdapter])
 def test_bad_send_arguments_name_the_field_and_send_nothing(adapter_class, kwargs, field):
     log = EventLog()

@@ -7,6 +7,7 @@ it reports is exact (equal to a brute-force enumeration without state hashing); 
 hashing merges commuting steps without losing a counterexample; it is deterministic; a
 crash is a process death (nothing kept in memory survives, no except of the learner's has
 an effect); and `restart` rebuilds an answer on fresh memory."""
+
 from __future__ import annotations
 
 import pytest
@@ -83,8 +84,9 @@ class _Counter:
 
 def scenario(crashes: int = 1, *, in_calls: bool = True) -> Scenario:
     faults = (FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY) if in_calls else ()
-    return Scenario("counter", Bound(words=f"2 workers, {crashes} crash", budget={"crash": crashes}, faults=faults),
-                    _Counter)
+    return Scenario(
+        "counter", Bound(words=f"2 workers, {crashes} crash", budget={"crash": crashes}, faults=faults), _Counter
+    )
 
 
 def bumps_once_by_key(counter, me):
@@ -128,8 +130,9 @@ def brute_force(scen: Scenario, answer):
         for move in played.moves:
             first = events + (Event(move.name),)
             stack.append(first)
-            stack.extend(events + (e,) for e in _variants(scen.bound, played.spent, move.name,
-                                                          _play(scen, answer, first).points))
+            stack.extend(
+                events + (e,) for e in _variants(scen.bound, played.spent, move.name, _play(scen, answer, first).points)
+            )
     return complete, shortest
 
 
@@ -141,7 +144,7 @@ def test_the_count_of_schedules_is_exact_against_brute_force(crashes):
     assert found.schedules == complete
     assert found.summary == f"checked all {complete:,} schedules of 2 workers, {crashes} crash"
     if crashes:
-        assert found.states < found.schedules      # commuting steps were merged, not played again
+        assert found.states < found.schedules  # commuting steps were merged, not played again
 
 
 def test_no_crash_no_fault_is_the_plain_interleavings():
@@ -160,8 +163,11 @@ def test_a_lost_reply_is_found_and_written_in_words_that_replay():
     found = explore(scenario(1), reads_then_writes).counterexample
     assert found.words == "A bump · B bump (crash after write) · B bump"
     assert found.problem == "the counter is 3, above 2"
-    assert found.lines == ("1. A bumps: None, the counter is 1", "2. B bump: B's process dies (crash after write)",
-                           "3. B bumps: None, the counter is 3")
+    assert found.lines == (
+        "1. A bumps: None, the counter is 1",
+        "2. B bump: B's process dies (crash after write)",
+        "3. B bumps: None, the counter is 3",
+    )
     again = replay(scenario(1), reads_then_writes, found.words)
     assert again.problem == found.problem and again.events == found.events
 
@@ -172,7 +178,7 @@ def test_memory_does_not_survive_a_crash_or_leak_between_schedules():
     found = explore(scenario(1, in_calls=False), remembers_in_memory).counterexample
     assert found.words == "A bump · A crash · A bump · B bump"
     assert found.problem == "the counter is 3, above 2"
-    assert _DONE == set()                         # the learner's own module was never touched
+    assert _DONE == set()  # the learner's own module was never touched
 
 
 def test_no_except_of_the_learners_has_an_effect_after_a_crash():
@@ -182,19 +188,30 @@ def test_no_except_of_the_learners_has_an_effect_after_a_crash():
 
 def test_the_search_is_deterministic_and_so_is_its_picture():
     one, two = explore(scenario(1), reads_then_writes), explore(scenario(1), reads_then_writes)
-    assert (one.schedules, one.states, one.counterexample.words) == (two.schedules, two.states,
-                                                                      two.counterexample.words)
+    assert (one.schedules, one.states, one.counterexample.words) == (
+        two.schedules,
+        two.states,
+        two.counterexample.words,
+    )
     svg = one.counterexample.diagram().svg
     assert svg == two.counterexample.diagram().svg
-    assert 'role="img"' in svg and 'aria-label="the shortest breaking schedule: 1. A bump; 2. B bump (crash after ' \
-        'write) (process dies); 3. B bump; broken: the counter is 3, above 2"' in svg
+    assert (
+        'role="img"' in svg
+        and 'aria-label="the shortest breaking schedule: 1. A bump; 2. B bump (crash after '
+        'write) (process dies); 3. B bump; broken: the counter is 3, above 2"'
+        in svg
+    )
 
 
 def test_parse_reads_back_every_kind_of_fault():
     words = "A bump (crash before read) · A bump (crash after write 2) · B bump (apply fails) · B ack"
     events = parse(words)
-    assert [e.fault.kind if e.fault else None for e in events] == [FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY,
-                                                                    FaultKind.FAIL, None]
+    assert [e.fault.kind if e.fault else None for e in events] == [
+        FaultKind.LOST_REQUEST,
+        FaultKind.LOST_REPLY,
+        FaultKind.FAIL,
+        None,
+    ]
     assert events[1].fault.nth == 2 and " · ".join(e.words for e in events) == words
 
 
@@ -230,6 +247,7 @@ def closure():
     def keep(x):
         box.append(x)
         return len(box)
+
     return keep
 
 

@@ -2,6 +2,7 @@
 written once as `FencedStoreContract` and run against each store that fences through
 `TokenFence` (the queue, the job store, the checkpoint store, the bare fence) on every
 backend, and against `NaiveResultStore`, which stays naive on purpose and fails it."""
+
 from __future__ import annotations
 
 import pytest
@@ -69,7 +70,11 @@ class FencedStoreContract:
         assert self.state(a) == before
         [event] = self.log.events[events:]
         assert (event.kind, event.token, event.info["current"], event.time) == (
-            EventKind.STALE_REJECTED, older, newest, self.clock.now())
+            EventKind.STALE_REJECTED,
+            older,
+            newest,
+            self.clock.now(),
+        )
         assert isinstance(event.info["op"], str) and event.info["op"]
 
     def test_a_late_write_is_refused_after_the_new_owner_wrote(self):
@@ -147,7 +152,7 @@ class TestTheQueue(FencedStoreContract):
         store = None if backend.name == "memory" else backend.open()
         self.fenced = Queue(lease_seconds=LEASE, clock=self.clock, store=store)
         self.items = {self.fenced.enqueue(case_id=key): key for key in self.keys}
-        self.held = {}    # key -> the live lease on its item
+        self.held = {}  # key -> the live lease on its item
         self.leases = {}  # (key, token) -> every lease granted
 
     def claim(self, key):

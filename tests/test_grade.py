@@ -5,6 +5,7 @@ graded once by real child processes, then every row checked.
 Tampered twins are checked twice: first that the trick does fool a check run naively in one
 process (so the attack is real), then that the grader scores the twin as its honest original.
 Timeouts are 2 s per cell here; nothing in these tests measures time."""
+
 from __future__ import annotations
 
 import csv
@@ -26,7 +27,7 @@ LIMITS = Limits(cell_seconds=60.0, notebook_seconds=600.0, memory_mb=512)  # no 
 HANG_LIMITS = Limits(cell_seconds=2.0, notebook_seconds=60.0, memory_mb=512)  # for the hangs alone: stopped soon
 
 # Tricks a learner might paste into an answer cell (appended to the what-next answer).
-REBIND = '''
+REBIND = """
 class _Pass:
     def grade(self, *answer): pass
     def check(self, *answer): print("✅ correct")
@@ -34,22 +35,22 @@ class _Pass:
 lab01.exercise = lab01.knowledge = _Pass()
 import shopops_lab.checks.lab01 as _checks
 _checks.exercise = _checks.knowledge = _Pass()
-'''
+"""
 PATCH_GLOBALS = "\nlab01.SEEDS = ()  # no scenario left to fail\n"
-PATCH_CLASS = '''
+PATCH_CLASS = """
 from shopops_lab.checks.base import Exercise, Result, Verdict
 Exercise.result = lambda self, *answer: Result(exercise="x", verdict=Verdict.CORRECT, message="fine")
-'''
+"""
 PATCH_FIELD = '\nobject.__setattr__(lab01.exercise, "run", lambda *answer: "fine")\n'
 PRINT_CORRECT = '\nprint("✅ Exercise 01.1: correct. 3/3 points")\n'
-PATCH_WHILE_CHECKED = '''
+PATCH_WHILE_CHECKED = """
 def send_followup(lease, adapter):
     import shopops_lab.checks.lab01 as checks
     checks.SEEDS = ()
     return adapter.send(f"{lease.case_id}:{lease.token}", case_id=lease.case_id, to=lease.payload["to"], body="!")
-'''
+"""
 HANG = "def send_followup(lease, adapter):\n    while True:\n        pass\n"
-SWALLOW = '''
+SWALLOW = """
 def send_followup(lease, adapter):
     while True:
         try:
@@ -57,7 +58,7 @@ def send_followup(lease, adapter):
                 pass
         except BaseException:
             pass
-'''
+"""
 CRASH = "def send_followup(lease, adapter):\n    import os\n    os._exit(3)\n"
 HOG = "def send_followup(lease, adapter):\n    return bytearray(64 * 2**30)\n"
 TOP_HANG = "while True:\n    pass\n"
@@ -116,8 +117,9 @@ CLASS = {
     "skipper_lab01": lambda: fx.submission("01", {"send-followup": right("send-followup") + "\n" + REBIND}),
     "crash_lab01": lambda: fx.submission("01", {"send-followup": CRASH, "what-next": fx.RIGHT}),
     "exit_lab01": lambda: fx.submission("01", {"send-followup": fx.RIGHT, "what-next": TOP_EXIT}),
-    "exitafter_lab01": lambda: fx.submission("01", {"send-followup": fx.RIGHT,
-                                                    "what-next": right("what-next") + "\n" + TOP_EXIT}),
+    "exitafter_lab01": lambda: fx.submission(
+        "01", {"send-followup": fx.RIGHT, "what-next": right("what-next") + "\n" + TOP_EXIT}
+    ),
     "hog_lab01": lambda: fx.submission("01", {"send-followup": HOG, "what-next": fx.RIGHT}),
     "nometa_lab01": without_metadata,
     "newcell_lab01": answered_in_new_cells,
@@ -208,8 +210,18 @@ def _define(source: str, name: str):
     return namespace[name]
 
 
-@pytest.mark.parametrize("twin", ["printer_lab01", "edited_lab01", "rebinder_lab01", "globals_lab01",
-                                  "classpatch_lab01", "fieldpatch_lab01", "duringcheck_lab01"])
+@pytest.mark.parametrize(
+    "twin",
+    [
+        "printer_lab01",
+        "edited_lab01",
+        "rebinder_lab01",
+        "globals_lab01",
+        "classpatch_lab01",
+        "fieldpatch_lab01",
+        "duringcheck_lab01",
+    ],
+)
 def test_a_tampered_twin_scores_as_its_honest_original(graded, twin: str) -> None:
     _, rows, _ = graded
     points = {e.grade_id: e.points for e in rows[twin].exercises}
@@ -337,6 +349,7 @@ def test_a_notebook_without_metadata_is_graded_by_its_name(graded) -> None:
 
 # --- the files -----------------------------------------------------------------------------
 
+
 def test_grades_csv_has_a_max_row_and_a_row_per_submission(graded) -> None:
     report, rows, out = graded
     with open(out / "grades.csv", newline="") as handle:
@@ -362,7 +375,10 @@ def test_grades_json_holds_every_verdict_and_message(graded) -> None:
     assert document["labs"]["03"]["hand_graded_points"] == 3
     entry = next(s for s in document["submissions"] if s["submission"] == "onewrong_lab01")
     assert [(e["grade_id"], e["mark"], e["points"]) for e in entry["exercises"]] == [
-        ("send-followup-test", "incorrect", 0), (EXPIRY, "not attempted", 0), ("what-next-test", "correct", 1)]
+        ("send-followup-test", "incorrect", 0),
+        (EXPIRY, "not attempted", 0),
+        ("what-next-test", "correct", 1),
+    ]
     assert entry["exercises"][0]["message"] == next(e.message for e in rows["onewrong_lab01"].exercises)
 
 
@@ -375,6 +391,7 @@ def test_feedback_shows_the_checks_words_and_no_grader_source(graded) -> None:
     page = pages["onewrong_lab01.html"]
     assert "0 / 2" in page and "1 / 1" in page and "incorrect" in page
     import html
+
     assert html.escape(next(e.message for e in rows["onewrong_lab01"].exercises)) in page
     written = pages["writer_lab03.html"]
     assert "to be graded by hand" in written and "Your answer:" in written
@@ -492,7 +509,8 @@ def test_without_fork_each_child_warms_itself_first(tmp_path: Path, monkeypatch:
 
 
 def test_without_root_the_learner_runs_as_the_graders_user_and_is_still_graded(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Where the grader cannot switch uid (not root, not Linux), the learner's process runs as
     the grader's own user, unconfined by the file system, and every score is the same."""
     from shopops_lab.course.grade import confinement

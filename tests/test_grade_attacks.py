@@ -6,6 +6,7 @@ answer runs in a process of its own, as another uid with the key, the gradebook 
 the submissions hidden. Each attack below worked, or would work, against a grader that
 runs the answer and the check in one process (a few are shown to, at the end).
 Timeouts are 2 s per cell; nothing here measures time."""
+
 from __future__ import annotations
 
 import os
@@ -30,19 +31,19 @@ ROOT_ONLY = pytest.mark.skipif(not confinement.can_drop(), reason="another uid n
 WRONG = fx.KEY_FROM_TOKEN.strip("\n")  # a key per delivery: the redelivery emails the customer twice
 
 # Each attack is appended to the wrong answer; `inside` ones run while the check calls it.
-FLIP_VERDICT = '''
+FLIP_VERDICT = """
 from shopops_lab.checks.base import Verdict
 Verdict.INCORRECT._value_ = "correct"
-'''
-REPLACE_CHECK = '''
+"""
+REPLACE_CHECK = """
 import shopops_lab.course.grade.sandbox as _sandbox
 def _always(self, step):
     self.send(["result", step.index, "correct", "fine", []])
 _sandbox._Runner._check = _always
 from shopops_lab.checks.base import Exercise, Result, Verdict
 Exercise.result = lambda self, *a: Result(exercise="x", verdict=Verdict.CORRECT, message="fine")
-'''
-GETFRAME = '''
+"""
+GETFRAME = """
 _wrong = send_followup
 def send_followup(lease, adapter):
     import json, struct, sys
@@ -61,16 +62,16 @@ def send_followup(lease, adapter):
                     pass
         frame = frame.f_back
     return _wrong(lease, adapter)
-'''
-SEND_BYTES = '''
+"""
+SEND_BYTES = """
 import multiprocessing.connection as _connection, socket as _socket
 _send_bytes, _sendall = _connection.Connection.send_bytes, _socket.socket.sendall
 def _flipped(data):
     return bytes(data).replace(b"incorrect", b"correct")
 _connection.Connection.send_bytes = lambda self, data, *a: _send_bytes(self, _flipped(data), *a)
 _socket.socket.sendall = lambda self, data, *a: _sendall(self, _flipped(data), *a)
-'''
-SETPROFILE = '''
+"""
+SETPROFILE = """
 import sys
 def _rewrite(frame, event, arg):
     if event == "call":
@@ -78,8 +79,8 @@ def _rewrite(frame, event, arg):
             if isinstance(value, list) and value[:1] == ["result"] and len(value) > 3:
                 value[2:4] = ["correct", "fine"]
 sys.setprofile(_rewrite)
-'''
-GC_FLIP = '''
+"""
+GC_FLIP = """
 import gc
 from shopops_lab.checks.base import Result, Verdict
 _wrong = send_followup
@@ -94,8 +95,8 @@ def send_followup(lease, adapter):
     _flip()
     return _wrong(lease, adapter)
 _flip()
-'''
-READ_MASTERS = '''
+"""
+READ_MASTERS = """
 import glob, json, os, shopops_lab
 _kit = os.path.dirname(os.path.dirname(os.path.abspath(shopops_lab.__file__)))
 for _path in glob.glob(os.path.join(_kit, "solutions", "01_*.ipynb")) + glob.glob("/**/solutions/01_*.ipynb"):
@@ -105,8 +106,8 @@ for _path in glob.glob(os.path.join(_kit, "solutions", "01_*.ipynb")) + glob.glo
                 exec("".join(_cell["source"]))
     except Exception:
         pass
-'''
-GARBLE_WIRE = '''
+"""
+GARBLE_WIRE = """
 import gc, socket
 _wrong = send_followup
 def send_followup(lease, adapter):
@@ -117,8 +118,8 @@ def send_followup(lease, adapter):
             except OSError:
                 pass
     return _wrong(lease, adapter)
-'''
-KILL_PARENTS = '''
+"""
+KILL_PARENTS = """
 import os, signal
 for _pid in [os.getppid(), 1] + [int(p) for p in os.listdir("/proc") if p.isdigit()]:
     if _pid != os.getpid():
@@ -126,8 +127,8 @@ for _pid in [os.getppid(), 1] + [int(p) for p in os.listdir("/proc") if p.isdigi
             os.kill(_pid, signal.SIGSTOP)
         except OSError:
             pass
-'''
-MEMORY_OF_THE_JUDGE = '''
+"""
+MEMORY_OF_THE_JUDGE = """
 import os
 for _pid in [p for p in os.listdir("/proc") if p.isdigit()]:
     try:
@@ -135,12 +136,12 @@ for _pid in [p for p in os.listdir("/proc") if p.isdigit()]:
             _mem.write(b"correct")
     except OSError:
         pass
-'''
+"""
 
 
 def escapee(folder: Path) -> str:
     """A process that leaves its group and would outlive the submission, noting its pid."""
-    return f'''
+    return f"""
 import os
 _read, _write = os.pipe()
 if os.fork() == 0:
@@ -153,11 +154,11 @@ if os.fork() == 0:
             os.read(_read, 1) if False else __import__("time").sleep(60)
     os._exit(0)
 os.read(_read, 1)
-'''
+"""
 
 
 def scribbler(out: Path) -> str:
-    return f'''
+    return f"""
 import os
 for _name in ("grades.csv", "grades.json"):
     try:
@@ -165,10 +166,10 @@ for _name in ("grades.csv", "grades.json"):
             handle.write("submission,points\\nscribbler_lab01,3\\n")
     except OSError:
         pass
-'''
+"""
 
 
-ALWAYS_EQUAL = '''
+ALWAYS_EQUAL = """
 class _Same(str):
     def __eq__(self, other):
         return True
@@ -177,13 +178,14 @@ class _Same(str):
     __hash__ = str.__hash__
 def where_does_it_end(deliveries, max_attempts):
     return _Same("ready")
-'''
+"""
 
 ATTACKS = {
     "flip_verdict": FLIP_VERDICT,
-    "flip_verdict_inside": WRONG.replace("def send_followup(lease, adapter):",
-                                         "def send_followup(lease, adapter):\n" + "\n".join(
-                                             "    " + line for line in FLIP_VERDICT.strip().splitlines())),
+    "flip_verdict_inside": WRONG.replace(
+        "def send_followup(lease, adapter):",
+        "def send_followup(lease, adapter):\n" + "\n".join("    " + line for line in FLIP_VERDICT.strip().splitlines()),
+    ),
     "replace_check": REPLACE_CHECK,
     "getframe": GETFRAME,
     "send_bytes": SEND_BYTES,
@@ -212,8 +214,10 @@ def graded(tmp_path_factory: pytest.TempPathFactory):
             fx.write(attacked(attack), root / "class" / f"{name}_lab01.ipynb")
     fx.write(attacked(escapee(shared)), root / "class" / "escapee_lab01.ipynb")
     fx.write(attacked(scribbler(out)), root / "class" / "scribbler_lab01.ipynb")
-    fx.write(fx.submission("02", {"where-does-it-end": ALWAYS_EQUAL, "replay-and-drain": fx.RIGHT}),
-             root / "class" / "alwaysequal_lab02.ipynb")
+    fx.write(
+        fx.submission("02", {"where-does-it-end": ALWAYS_EQUAL, "replay-and-drain": fx.RIGHT}),
+        root / "class" / "alwaysequal_lab02.ipynb",
+    )
     fx.write(fx.all_right("01"), root / "class" / "right_lab01.ipynb")
     report = grade([str(root / "class")], key=fx.SOLUTIONS, out=out, jobs=2, limits=LIMITS)
     yield {result.submission.name: result for result in report.results}, shared, out
@@ -228,9 +232,13 @@ def points(result) -> dict[str, float | None]:
 NEEDS_ROOT = {"read_masters", "kill_parents", "judge_memory"}
 
 
-@pytest.mark.parametrize("attack", [
-    pytest.param(name, marks=ROOT_ONLY) if name in NEEDS_ROOT else name for name in [*ATTACKS, "escapee", "scribbler"]
-])
+@pytest.mark.parametrize(
+    "attack",
+    [
+        pytest.param(name, marks=ROOT_ONLY) if name in NEEDS_ROOT else name
+        for name in [*ATTACKS, "escapee", "scribbler"]
+    ],
+)
 def test_a_wrong_answer_that_attacks_the_grader_scores_zero(graded, attack: str) -> None:
     rows, _, _ = graded
     result = rows[f"{attack}_lab01"]
@@ -277,6 +285,7 @@ def test_the_gradebook_is_the_graders_own(graded) -> None:
 
 
 # --- the attacks are real: in one process they pass a wrong answer ------------------------------
+
 
 def _define(source: str, name: str, namespace: dict | None = None):
     namespace = {} if namespace is None else namespace

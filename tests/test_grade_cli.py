@@ -1,6 +1,7 @@
 """`shopops-lab grade` as an instructor meets it: every lab's master earns every point and its
 student notebook none, usage errors are one line with the fix (exit 2) and write nothing,
 and a run shows a progress bar and ends with a one-line summary (exit 0)."""
+
 from __future__ import annotations
 
 import csv
@@ -56,6 +57,7 @@ def test_every_labs_student_notebook_earns_nothing(every_lab, lab: str) -> None:
 
 # --- the command line ---------------------------------------------------------------------
 
+
 def run_cli(*args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
@@ -64,8 +66,9 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 
 
 def grade_with_manual_scores(submission: Path, tmp_path: Path, scores: Path) -> tuple[int, str, str]:
-    return run_cli("grade", str(submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"),
-                   "--manual", str(scores))
+    return run_cli(
+        "grade", str(submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--manual", str(scores)
+    )
 
 
 @pytest.fixture()
@@ -160,8 +163,22 @@ def test_a_key_of_student_notebooks_or_of_another_course_is_refused(tmp_path: Pa
     code, _, err = run_cli("grade", str(one_submission), "--key", str(students), "--out", str(tmp_path / "out"))
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "a student notebook: no cell marks a solution" in err
-    other = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": {
-        "grade_id": "x", "solution": True, "grade": False, "locked": False, "schema_version": 3}})])
+    other = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(
+                "x = 1",
+                metadata={
+                    "nbgrader": {
+                        "grade_id": "x",
+                        "solution": True,
+                        "grade": False,
+                        "locked": False,
+                        "schema_version": 3,
+                    }
+                },
+            )
+        ]
+    )
     course = _key_of(tmp_path / "b", {"01_another_course.ipynb": other})
     code, _, err = run_cli("grade", str(one_submission), "--key", str(course), "--out", str(tmp_path / "out"))
     assert code == 2 and len(err.strip().splitlines()) == 1, err
@@ -171,7 +188,9 @@ def test_a_key_of_student_notebooks_or_of_another_course_is_refused(tmp_path: Pa
 
 def test_a_bad_manual_score_is_refused_before_anything_runs(tmp_path: Path, one_submission: Path) -> None:
     scores = tmp_path / "scores.csv"
-    scores.write_text("submission,student,lab,grade_id,max_points,score,answer\nalice_lab03,alice,03,explain-policy,3,7,text\n")
+    scores.write_text(
+        "submission,student,lab,grade_id,max_points,score,answer\nalice_lab03,alice,03,explain-policy,3,7,text\n"
+    )
     code, _, err = grade_with_manual_scores(one_submission, tmp_path, scores)
     assert code == 2 and "line 2, score is '7', not a number from 0 to 3" in err
     assert not (tmp_path / "out").exists()
@@ -191,8 +210,12 @@ def test_the_readmes_points_table_matches_the_masters() -> None:
     from shopops_lab.course.grade.key import Key
 
     readme = (fx.ROOT / "README.md").read_text(encoding="utf-8")
-    table = {lab: (auto, hand, total, share) for lab, auto, hand, total, share
-             in re.findall(r"^\s*\| (\d\d) \| (\d+) \| (\d+) \| (\d+) \| (\d+)% \|$", readme, flags=re.M)}
+    table = {
+        lab: (auto, hand, total, share)
+        for lab, auto, hand, total, share in re.findall(
+            r"^\s*\| (\d\d) \| (\d+) \| (\d+) \| (\d+) \| (\d+)% \|$", readme, flags=re.M
+        )
+    }
     expected = {}
     for lab, master in Key.load(fx.SOLUTIONS).masters.items():
         hand, total = master.manual_points, master.max_points
@@ -223,11 +246,16 @@ def test_a_plain_assert_test_cell_is_graded_as_nbgrader_grades_it(tmp_path: Path
     from shopops_lab.course import cells
     from shopops_lab.course.build import build_student
 
-    master = cells.notebook([
-        cells.md("# Doubling"),
-        cells.answer("def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION", "double"),
-        cells.test("assert double(21) == 42, 'double(21) should be 42'", "double-test", 2),
-    ], lab="42", version="1", title="Doubling")
+    master = cells.notebook(
+        [
+            cells.md("# Doubling"),
+            cells.answer("def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION", "double"),
+            cells.test("assert double(21) == 42, 'double(21) should be 42'", "double-test", 2),
+        ],
+        lab="42",
+        version="1",
+        title="Doubling",
+    )
     (tmp_path / "key").mkdir()
     nbformat.write(master, tmp_path / "key" / "42_doubling.ipynb")
     student = build_student(master)
@@ -245,17 +273,23 @@ def test_a_plain_assert_test_cell_is_graded_as_nbgrader_grades_it(tmp_path: Path
     report = grade([str(tmp_path / "in")], key=tmp_path / "key", out=tmp_path / "out", limits=Limits(cell_seconds=10))
     rows = {r.submission.student: r.exercises[0] for r in report.results}
     assert {student: (e.mark, e.points) for student, e in rows.items()} == {
-        "pristine": (Mark.NOT_ATTEMPTED, 0), "wrong": (Mark.INCORRECT, 0), "right": (Mark.CORRECT, 2),
-        **{name: (Mark.INCORRECT, 0) for name in FORGED_DOUBLES}}
+        "pristine": (Mark.NOT_ATTEMPTED, 0),
+        "wrong": (Mark.INCORRECT, 0),
+        "right": (Mark.CORRECT, 2),
+        **{name: (Mark.INCORRECT, 0) for name in FORGED_DOUBLES},
+    }
     assert rows["wrong"].message == "AssertionError: double(21) should be 42"
     assert rows["intequal"].message == "AssertionError: double(21) should be 42"  # it arrived as the int 0
 
 
 FORGED_DOUBLES = {
     "alwaysequal": "class Yes:\n    def __eq__(self, other):\n        return True\n\ndef double(x):\n    return Yes()",
-    "intequal": ("class Yes(int):\n    def __eq__(self, other):\n        return True\n\n"
-                 "def double(x):\n    return Yes(0)"),
-    "nocompile": ("import builtins\n_c = builtins.compile\n"  # every later cell with an assert runs `pass`
-                  "builtins.compile = lambda text, *a, **k: _c('pass' if 'assert' in str(text) else text, *a, **k)\n"
-                  "def double(x):\n    return 0"),
+    "intequal": (
+        "class Yes(int):\n    def __eq__(self, other):\n        return True\n\ndef double(x):\n    return Yes(0)"
+    ),
+    "nocompile": (
+        "import builtins\n_c = builtins.compile\n"  # every later cell with an assert runs `pass`
+        "builtins.compile = lambda text, *a, **k: _c('pass' if 'assert' in str(text) else text, *a, **k)\n"
+        "def double(x):\n    return 0"
+    ),
 }

@@ -4,6 +4,7 @@ it is told of (or, in labs 02 and 03, storms, trusts its own list over the queue
 a refused heartbeat) earns nothing, exactly as in the notebook (each is refused there by the
 accuracy suites); so do wrong answers to the exercises whose facades are new (lab 01's
 queue and clock, lab 05's job store); the master's answer earns every point (`test_grade_cli.py`)."""
+
 from __future__ import annotations
 
 import grade_fixtures as fx
@@ -15,7 +16,7 @@ from shopops_lab.course.grade.sandbox import Limits
 
 PATIENT = Limits(cell_seconds=900, notebook_seconds=3600)  # right answers are judged, not timed
 
-FENCE_DECIDES = '''
+FENCE_DECIDES = """
 from shopops_lab.fencing import TokenFence
 
 class FencedResultStore(NaiveResultStore):
@@ -34,14 +35,14 @@ class FencedResultStore(NaiveResultStore):
             raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
         self.fence.check(job_id, token, t=0, op="complete")
         super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
-'''
-RUNNER_RUNS = '''
+"""
+RUNNER_RUNS = """
 from shopops_lab.recovery import ReceiptRunner
 
 def run(job_id, env):
     return ReceiptRunner()(job_id, env)
-'''
-CONSUMER_HANDLES = '''
+"""
+CONSUMER_HANDLES = """
 from shopops_lab.outbox import IdempotentConsumer
 
 _CONSUMER = IdempotentConsumer()
@@ -49,8 +50,8 @@ _CONSUMER = IdempotentConsumer()
 def handle(delivery, processed, apply):
     _CONSUMER.effect = apply
     return _CONSUMER.handle(delivery)
-'''
-IN_FLIGHT = '''
+"""
+IN_FLIGHT = """
 IN_FLIGHT = {}   # the operations this worker started: in memory, not in the checkpoint
 
 def run(job_id, env):
@@ -75,30 +76,30 @@ def run(job_id, env):
                                   .confirm(step.id, outcome.message_id), token=token)
     env.ack(job_id, token=token, result=cp.artifacts["publish"])
     return cp.artifacts["publish"]
-'''
-DISPATCH_MARKS_FIRST = '''
+"""
+DISPATCH_MARKS_FIRST = """
 def dispatch(outbox, broker):
     for message in outbox.pending():
         outbox.mark_sent(message.id)
         broker.publish(message)
-'''
-SWALLOWS = '''
+"""
+SWALLOWS = """
 
 def run(job_id, env):
     try:
         return _masters_run(job_id, env)
     except BaseException:   # the crash it is told of too: it carries on as if it lived
         return "carried on"
-'''
-ACKS_FIRST = '''
+"""
+ACKS_FIRST = """
 def force_expiry(queue, clock, handle):
     first = queue.acquire("W1")
     handle(first)
     queue.ack(first)
     clock.advance(queue.lease_seconds + 1)
     return first, queue.acquire("W7")
-'''
-LETS_THE_REFUSAL_OUT = '''
+"""
+LETS_THE_REFUSAL_OUT = """
 def finish_job(jobs, job_id, do_step):
     token = jobs.claim(job_id, "W1", lease_seconds=30).token
     for step_id in ("fetch", "summarize", "publish"):
@@ -106,8 +107,8 @@ def finish_job(jobs, job_id, do_step):
         jobs.confirm_step(job_id, step_id, token=token)
     jobs.complete(job_id, token=token, result="done")
     return jobs.get(job_id).state
-'''
-INTENT_AFTER_SEND = '''
+"""
+INTENT_AFTER_SEND = """
 def run_with_intent(job_id, env):
     token = env.claim(job_id)
     cp = env.resume(job_id)
@@ -124,25 +125,25 @@ def run_with_intent(job_id, env):
         cp = env.checkpoints.save(job_id, cp.receive(receipt).confirm(step.id, reply.message_id), token=token)
     env.ack(job_id, token=token, result=cp.artifacts["publish"])
     return cp.artifacts["publish"]
-'''
+"""
 
-STORMS = '''
+STORMS = """
 def replay_and_drain(queue, handler):
     while True:
         for item in queue.dlq_items():
             queue.replay_dlq(item.id)
         if queue.process_one("W1", handler) == "empty":
             break
-'''
-OWN_LIST = '''
+"""
+OWN_LIST = """
 def replay_and_drain(queue, handler):
     replayed = [item.id for item in queue.dlq_items()]
     for item_id in replayed:
         queue.replay_dlq(item_id)
     while any(queue.item(item_id).state.value == "ready" for item_id in replayed):
         queue.process_one("W1", handler)
-'''
-IGNORES_NO = '''
+"""
+IGNORES_NO = """
 def draft_with_heartbeats(lease, queue, model, email):
     draft = []
     while (chunk := model.next_chunk()) is not None:
@@ -150,19 +151,31 @@ def draft_with_heartbeats(lease, queue, model, email):
         queue.heartbeat(lease)
     email.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"], body="".join(draft))
     queue.ack(lease)
-'''
+"""
 
 WRONG = {
     "storm_lab02": ("02", "replay-and-drain", STORMS, "retry storm by hand"),
-    "ownlist_lab02": ("02", "replay-and-drain", OWN_LIST,
-                      "DLQ: fixed · R replays and drains (crash after replay_dlq) · R runs again"),
+    "ownlist_lab02": (
+        "02",
+        "replay-and-drain",
+        OWN_LIST,
+        "DLQ: fixed · R replays and drains (crash after replay_dlq) · R runs again",
+    ),
     "ignores_lab03": ("03", "heartbeat-loop", IGNORES_NO, "yet your loop asked the model for another chunk"),
     "fence_lab04": ("04", "fenced-store", FENCE_DECIDES, "hands the decision to the kit's TokenFence"),
     "runner_lab05": ("05", "receipt-run", RUNNER_RUNS, "hands the job to the kit's ReceiptRunner"),
-    "consumer_lab06": ("06", "idempotent-handle", CONSUMER_HANDLES,
-                       "hands the delivery to the kit's IdempotentConsumer"),
-    "dispatch_lab06": ("06", "outbox-dispatch", DISPATCH_MARKS_FIRST,
-                       "out-0001 was marked sent, but the broker never got it"),
+    "consumer_lab06": (
+        "06",
+        "idempotent-handle",
+        CONSUMER_HANDLES,
+        "hands the delivery to the kit's IdempotentConsumer",
+    ),
+    "dispatch_lab06": (
+        "06",
+        "outbox-dispatch",
+        DISPATCH_MARKS_FIRST,
+        "out-0001 was marked sent, but the broker never got it",
+    ),
     "inflight_lab05": ("05", "receipt-run", IN_FLIGHT, "was sent again without being looked up first"),
     "swallows_lab05": ("05", "receipt-run", None, "returned the str 'carried on'"),
     "acks_first_lab01": ("01", "force-expiry", ACKS_FIRST, "W1 acknowledged its lease"),
@@ -175,7 +188,7 @@ WRONG = {
 def graded(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("explorer")
     for name, (lab, cell, source, _) in WRONG.items():
-        if source is None:   # the master's own run, called by a wrapper that swallows every exception
+        if source is None:  # the master's own run, called by a wrapper that swallows every exception
             source = fx.right_answer(lab, cell).replace("def run(", "def _masters_run(", 1) + SWALLOWS
         fx.write(fx.submission(lab, {cell: source}), root / "class" / f"{name}.ipynb")
     report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=2, limits=PATIENT)
@@ -194,7 +207,7 @@ def test_a_wrong_answer_the_explorer_refuses_in_the_notebook_earns_nothing_from_
 # so a policy with memory is asked again after the day (in the learner's process, where its
 # memory lives); the chaos test's assertion is handed a log by handle and its AssertionError
 # crosses back as the learner's own.
-COUNTS_ITS_CALLS = '''
+COUNTS_ITS_CALLS = """
 CALLS = {"n": 0}
 
 def my_policy(signals):
@@ -202,14 +215,14 @@ def my_policy(signals):
     if CALLS["n"] > 2500:   # state that never resets: past the rules' questions it stops shedding
         return acquire()
     return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= GATEWAY_CAPACITY else acquire()
-'''
-ONE_EMAIL_PER_CASE = '''
+"""
+ONE_EMAIL_PER_CASE = """
 from collections import Counter
 
 def assert_no_double_contact(log):
     per_case = Counter(event.case_id for event in log.where("contact_sent"))
     assert max(per_case.values()) == 1, "a customer heard from us twice"
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -222,14 +235,25 @@ def lab07_graded(tmp_path_factory: pytest.TempPathFactory):
     return {e.grade_id: e for e in result.exercises}
 
 
-@pytest.mark.parametrize(("grade_id", "whys"), [
-    # The notebook's own cells (its check() cell, its 10,000-item day) asked the policy first, in
-    # the same process, so by the graded cell its counter may already have flipped: then it is a
-    # policy without backpressure, and the day shows it.
-    ("my-policy-test", ("when the check asked again after the day: the same signals must always get the same "
-                        "decision", "the gateway melted")),
-    ("chaos-assertion-test", ("your assertion failed a good run: one customer (O-1001) sent two different emails",)),
-])
+@pytest.mark.parametrize(
+    ("grade_id", "whys"),
+    [
+        # The notebook's own cells (its check() cell, its 10,000-item day) asked the policy first, in
+        # the same process, so by the graded cell its counter may already have flipped: then it is a
+        # policy without backpressure, and the day shows it.
+        (
+            "my-policy-test",
+            (
+                "when the check asked again after the day: the same signals must always get the same decision",
+                "the gateway melted",
+            ),
+        ),
+        (
+            "chaos-assertion-test",
+            ("your assertion failed a good run: one customer (O-1001) sent two different emails",),
+        ),
+    ],
+)
 def test_lab07s_wrong_answers_earn_nothing_from_the_grader(lab07_graded, grade_id, whys) -> None:
     found = lab07_graded[grade_id]
     assert (found.mark, found.points) == (Mark.INCORRECT, 0), found.message

@@ -1,5 +1,6 @@
 """The grader's pure parts: the answer key, finding submissions, rebuilding one from its
 master, and what a stopped cell costs. No processes here (tests/test_grade.py runs them)."""
+
 from __future__ import annotations
 
 import json
@@ -29,6 +30,7 @@ def plan_of(nb: nbformat.NotebookNode, key: Key, lab: str = "01"):
 
 
 # --- the key ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "source, expected",
@@ -82,21 +84,27 @@ def test_a_missing_or_empty_key_is_refused_with_the_fix(tmp_path) -> None:
 
 # --- finding submissions ------------------------------------------------------------------
 
+
 def test_nbgrader_exchange_layout_names_the_student_and_the_lab(tmp_path, key: Key) -> None:
     fx.write(fx.submission("01"), tmp_path / "submitted" / "alice" / "lab01" / "01_leases_and_redelivery.ipynb")
     fx.write(fx.submission("04"), tmp_path / "submitted" / "bob" / "week4" / "notebook.ipynb")
     found = find([str(tmp_path / "submitted")], stems(key))
     assert [(s.name, s.student, s.lab_hint) for s in found] == [
-        ("alice/lab01/01_leases_and_redelivery", "alice", "01"), ("bob/week4/notebook", "bob", None)]
+        ("alice/lab01/01_leases_and_redelivery", "alice", "01"),
+        ("bob/week4/notebook", "bob", None),
+    ]
 
 
-@pytest.mark.parametrize("file, student, lab", [
-    ("alice_lab01.ipynb", "alice", "01"),
-    ("bob-smith_01_leases_and_redelivery.ipynb", "bob-smith", "01"),
-    ("carol_123456_7890_Lab_04.ipynb", "carol_123456_7890", "04"),
-    ("dave_05_anything.ipynb", "dave", "05"),
-    ("erin.ipynb", "erin", None),
-])
+@pytest.mark.parametrize(
+    "file, student, lab",
+    [
+        ("alice_lab01.ipynb", "alice", "01"),
+        ("bob-smith_01_leases_and_redelivery.ipynb", "bob-smith", "01"),
+        ("carol_123456_7890_Lab_04.ipynb", "carol_123456_7890", "04"),
+        ("dave_05_anything.ipynb", "dave", "05"),
+        ("erin.ipynb", "erin", None),
+    ],
+)
 def test_a_flat_lms_download_names_the_student_and_the_lab(tmp_path, key: Key, file: str, student: str, lab) -> None:
     fx.write(fx.submission("01"), tmp_path / file)
     (found,) = find([str(tmp_path)], stems(key))
@@ -129,6 +137,7 @@ def test_the_same_name_under_two_folders_stays_two_rows(tmp_path, key: Key) -> N
 
 # --- reading one ------------------------------------------------------------------------------
 
+
 def _one(tmp_path, key: Key, name: str, content: bytes | nbformat.NotebookNode):
     path = tmp_path / name
     if isinstance(content, bytes):
@@ -139,12 +148,15 @@ def _one(tmp_path, key: Key, name: str, content: bytes | nbformat.NotebookNode):
     return submission
 
 
-@pytest.mark.parametrize("content, problem", [
-    (b"\x89PNG\r\n\x1a\n\x00\x00garbage", "is not a notebook"),
-    (b"", "is not a notebook"),
-    (b"[1, 2, 3]", "not an nbformat 4 notebook"),
-    (b'{"nbformat": 4, "cells": "no"}', "not an nbformat 4 notebook"),
-])
+@pytest.mark.parametrize(
+    "content, problem",
+    [
+        (b"\x89PNG\r\n\x1a\n\x00\x00garbage", "is not a notebook"),
+        (b"", "is not a notebook"),
+        (b"[1, 2, 3]", "not an nbformat 4 notebook"),
+        (b'{"nbformat": 4, "cells": "no"}', "not an nbformat 4 notebook"),
+    ],
+)
 def test_garbage_is_invalid_with_a_reason(tmp_path, key: Key, content: bytes, problem: str) -> None:
     with pytest.raises(SubmissionInvalidError, match=problem):
         read(_one(tmp_path, key, "alice_lab01.ipynb", content), key)
@@ -184,8 +196,9 @@ def test_large_outputs_are_dropped_while_reading_and_noted(tmp_path, key: Key, m
 
 def test_a_revealed_model_answer_is_noted_from_its_mark_or_its_call(tmp_path, key: Key) -> None:
     nb = fx.all_right("01")
-    shown = nbformat.v4.new_output("display_data", data={"text/plain": "Model answer ..."},
-                                   metadata={"shopops_lab": {"revealed": "01.1"}})
+    shown = nbformat.v4.new_output(
+        "display_data", data={"text/plain": "Model answer ..."}, metadata={"shopops_lab": {"revealed": "01.1"}}
+    )
     fx.cell(nb, "send-followup").outputs = [shown]
     _, _, notes = read(_one(tmp_path, key, "alice_lab01.ipynb", nb), key)
     assert notes == ("the model answer to exercise 01.1 was revealed (solution(confirm=True))",)
@@ -200,6 +213,7 @@ def test_a_revealed_model_answer_is_noted_from_its_mark_or_its_call(tmp_path, ke
 
 
 # --- rebuilding -------------------------------------------------------------------------------
+
 
 def test_answers_come_from_the_learner_and_everything_else_from_the_master(key: Key) -> None:
     nb = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN})
@@ -238,11 +252,11 @@ def test_a_duplicated_answer_cell_grades_the_last_copy_that_is_not_the_stub(key:
     stub_first = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN})
     at = stub_first.cells.index(fx.cell(stub_first, "send-followup"))
     later = copy.deepcopy(stub_first.cells[at])
-    stub_first.cells[at].source = fx.submission("01").cells[at].source   # the stub, then the answer below it
+    stub_first.cells[at].source = fx.submission("01").cells[at].source  # the stub, then the answer below it
     stub_first.cells.insert(at + 1, later)
     answer_first = fx.submission("01", {"send-followup": fx.KEY_FROM_TOKEN})
     stub = copy.deepcopy(fx.submission("01").cells[at])
-    answer_first.cells.insert(at + 1, stub)                              # the answer, then a fresh stub copy
+    answer_first.cells.insert(at + 1, stub)  # the answer, then a fresh stub copy
     for nb in (stub_first, answer_first):
         plan = plan_of(nb, key)
         assert next(s for s in plan.steps if s.grade_id == "send-followup").source == fx.KEY_FROM_TOKEN.strip("\n")
@@ -250,8 +264,10 @@ def test_a_duplicated_answer_cell_grades_the_last_copy_that_is_not_the_stub(key:
 
 
 HELPER = "def key_of(lease):\n    return lease.payload['idem_key']\n"
-USES_HELPER = ("def send_followup(lease, adapter):\n    return adapter.send(key_of(lease), case_id=lease.case_id, "
-               "to=lease.payload['to'], body='Sorry!')\n")
+USES_HELPER = (
+    "def send_followup(lease, adapter):\n    return adapter.send(key_of(lease), case_id=lease.case_id, "
+    "to=lease.payload['to'], body='Sorry!')\n"
+)
 
 
 def test_an_answer_typed_into_a_new_cell_below_its_stub_counts(key: Key) -> None:
@@ -263,8 +279,10 @@ def test_an_answer_typed_into_a_new_cell_below_its_stub_counts(key: Key) -> None
     order = [step.grade_id for step in plan.steps]
     assert order.index("send-followup") < order.index("added-2") < order.index("send-followup-test")
     assert "added-1" not in order  # a cell no answer needs is still ignored
-    assert plan.restored == ("kept 1 cell you added that your answers use",
-                             "ignored 1 cell the master does not have (answers belong in the answer cells)")
+    assert plan.restored == (
+        "kept 1 cell you added that your answers use",
+        "ignored 1 cell the master does not have (answers belong in the answer cells)",
+    )
 
 
 def test_a_helper_in_an_added_cell_counts_wherever_it_was_added(key: Key) -> None:
@@ -273,8 +291,9 @@ def test_a_helper_in_an_added_cell_counts_wherever_it_was_added(key: Key) -> Non
         at = nb.cells.index(fx.cell(nb, "send-followup"))
         nb.cells.insert(at if above else at + 1, nbformat.v4.new_code_cell(HELPER))
         steps = [step for step in plan_of(nb, key).steps if step.role is Role.ANSWER]
-        assert [s.grade_id for s in steps][:2] == (["added-1", "send-followup"] if above
-                                                   else ["send-followup", "added-1"])
+        assert [s.grade_id for s in steps][:2] == (
+            ["added-1", "send-followup"] if above else ["send-followup", "added-1"]
+        )
 
 
 def test_a_notebook_stripped_of_its_metadata_and_ids_is_matched_by_content_and_place(key: Key) -> None:
@@ -298,8 +317,10 @@ def test_a_missing_or_retyped_answer_cell_is_graded_as_unanswered(key: Key) -> N
     for grade_id in ("send-followup", "what-next"):
         assert plan.step(fx_index(key, grade_id)).source == released[grade_id]
         assert "raise NotImplementedError()" in released[grade_id]
-    assert plan.notes == ("answer cell send-followup is missing: graded as unanswered",
-                          "answer cell what-next is no longer code: graded as unanswered")
+    assert plan.notes == (
+        "answer cell send-followup is missing: graded as unanswered",
+        "answer cell what-next is no longer code: graded as unanswered",
+    )
 
 
 def fx_index(key: Key, grade_id: str, lab: str = "01") -> int:
@@ -324,6 +345,7 @@ def test_written_answers_are_kept_for_the_instructor(key: Key) -> None:
 
 # --- what a stopped cell costs ----------------------------------------------------------------
 
+
 def test_a_stopped_cell_blocks_what_uses_it_and_nothing_else(key: Key) -> None:
     plan = plan_of(fx.all_right("01"), key)
     index = {step.grade_id: step.index for step in plan.steps}
@@ -342,16 +364,22 @@ def test_a_clean_rebinding_clears_a_stopped_name() -> None:
     def step(index: int, role: Role, defines: set[str], reads: set[str]) -> PlannedCell:
         return PlannedCell(index, f"c{index}", role, "", frozenset(defines), frozenset(reads))
 
-    plan = Plan(lab="01", written=(), restored=(), notes=(), steps=(
-        step(0, Role.ANSWER, {"f"}, set()),
-        step(1, Role.CODE, {"x"}, {"f"}),         # calls the answer and hangs: stopped
-        step(2, Role.CODE, {"y"}, {"x"}),         # uses x: blocked
-        step(3, Role.CODE, {"x"}, set()),         # binds x afresh
-        step(4, Role.CODE, set(), {"x"}),         # so this runs
-        step(5, Role.TEST, set(), {"f"}),         # the answer hung once: not run again, blamed on cell 1
-        step(6, Role.TEST, set(), {"y"}),         # y never came: blocked by cell 1
-        step(7, Role.CODE, set(), {"z"}),         # unrelated: runs
-    ))
+    plan = Plan(
+        lab="01",
+        written=(),
+        restored=(),
+        notes=(),
+        steps=(
+            step(0, Role.ANSWER, {"f"}, set()),
+            step(1, Role.CODE, {"x"}, {"f"}),  # calls the answer and hangs: stopped
+            step(2, Role.CODE, {"y"}, {"x"}),  # uses x: blocked
+            step(3, Role.CODE, {"x"}, set()),  # binds x afresh
+            step(4, Role.CODE, set(), {"x"}),  # so this runs
+            step(5, Role.TEST, set(), {"f"}),  # the answer hung once: not run again, blamed on cell 1
+            step(6, Role.TEST, set(), {"y"}),  # y never came: blocked by cell 1
+            step(7, Role.CODE, set(), {"z"}),  # unrelated: runs
+        ),
+    )
     assert plan.blocked({1}) == {1: 1, 2: 1, 5: 1, 6: 1}
     assert plan.blocked({4}) == {4: 4}
     assert plan.blocked({0}) == {0: 0, 1: 0, 2: 0, 5: 0, 6: 0}  # x is bound afresh at 3

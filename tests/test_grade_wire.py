@@ -1,5 +1,6 @@
 """The wire between the judge and the learner's process, one promise per test: a real
 learner process (a fresh interpreter) runs small cells, and the judge calls into it."""
+
 from __future__ import annotations
 
 import tempfile
@@ -13,7 +14,7 @@ from shopops_lab.course.grade.wire import Handle, Peer, ProtocolError
 from shopops_lab.errors import StaleTokenError
 from shopops_lab.fencing import NaiveResultStore, TokenFence
 
-CELLS = '''
+CELLS = """
 from shopops_lab.checks.lab03 import HeartbeatPolicy
 from shopops_lab.errors import StaleTokenError
 from shopops_lab.fencing import NaiveResultStore
@@ -97,14 +98,24 @@ def outlives(effect):
 def fenced(key):
     from shopops_lab.fencing import TokenFence
     return TokenFence("job").claim(key)
-'''
+"""
 
 
 @pytest.fixture(scope="module")
 def learner():
     scratch = tempfile.mkdtemp(prefix="shopops-wire-")
-    process = Learner({"scratch": scratch, "lock": scratch, "uid": None, "hide": [], "memory_mb": 1024,
-                       "cpu_seconds": 120, "imports": ["shopops_lab.checks.base"]}, announce=lambda pid: None)
+    process = Learner(
+        {
+            "scratch": scratch,
+            "lock": scratch,
+            "uid": None,
+            "hide": [],
+            "memory_mb": 1024,
+            "cpu_seconds": 120,
+            "imports": ["shopops_lab.checks.base"],
+        },
+        announce=lambda pid: None,
+    )
     process.start()
     assert process.run(CELLS, "<cell test>") is None
     yield process
@@ -127,8 +138,9 @@ def test_a_value_that_equals_everything_arrives_as_the_plain_string_it_holds(run
 def test_a_kit_record_arrives_as_the_kits_own_class_even_from_a_subclass(run) -> None:
     for subclass in (False, True):
         got = call_answer(run.answer("policy"), subclass)
-        assert type(got) is HeartbeatPolicy and got == HeartbeatPolicy(ttl=30, heartbeat_interval=10,
-                                                                       missed_tolerance=1)
+        assert type(got) is HeartbeatPolicy and got == HeartbeatPolicy(
+            ttl=30, heartbeat_interval=10, missed_tolerance=1
+        )
 
 
 def test_the_learners_error_arrives_named_and_placed(run) -> None:
@@ -223,7 +235,7 @@ def test_a_restart_forgets_what_the_learners_code_kept_in_memory(run) -> None:
 
 def test_each_restart_is_a_namespace_of_its_own_as_the_cells_left_it(run) -> None:
     answer = run.answer("count")
-    call_answer(answer)                       # what the original did is in no copy
+    call_answer(answer)  # what the original did is in no copy
     one, two = restart(answer), restart(answer)
     assert [call_answer(one), call_answer(one), call_answer(two)] == [1, 2, 1]
     assert memory(one) != memory(two) and memory(restart(answer)) == memory(restart(answer))
@@ -240,7 +252,7 @@ def test_a_crash_the_check_raises_into_a_learner_call_ends_it_and_refuses_what_f
         done.append(what)
         raise death
 
-    with pytest.raises(_Death) as caught:   # the learner's code caught it and carried on: the call ends anyway
+    with pytest.raises(_Death) as caught:  # the learner's code caught it and carried on: the call ends anyway
         call_answer(run.answer("outlives"), effect)
     assert caught.value is death and done == ["first"]
     assert call_answer(run.answer("through"), lambda: "next call") == "next call"
@@ -289,14 +301,17 @@ def test_a_peer_must_say_how_it_raises_the_other_sides_exceptions() -> None:
         Mute(None, public_only=True)  # type: ignore[abstract]
 
 
-@pytest.mark.parametrize("value", [
-    [1, 2],                                      # a bare list: every collection is tagged
-    {"z": 1},                                    # an unknown tag
-    {"y": 99},                                   # a handle this side never gave out
-    {"r": [["builtins", "object"], {}]},         # a class that is not the kit's
-    {"r": [["shopops_lab.checks.lab03", "HeartbeatPolicy"], {"secret": 1}]},  # a field it does not have
-    {"e": [["shopops_lab.course.grade.sandbox", "_Runner"], 1]},             # a private class
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        [1, 2],  # a bare list: every collection is tagged
+        {"z": 1},  # an unknown tag
+        {"y": 99},  # a handle this side never gave out
+        {"r": [["builtins", "object"], {}]},  # a class that is not the kit's
+        {"r": [["shopops_lab.checks.lab03", "HeartbeatPolicy"], {"secret": 1}]},  # a field it does not have
+        {"e": [["shopops_lab.course.grade.sandbox", "_Runner"], 1]},  # a private class
+    ],
+)
 def test_the_judge_refuses_what_is_off_the_protocol(value) -> None:
     with pytest.raises(ProtocolError):
         _Quiet().decode(value)

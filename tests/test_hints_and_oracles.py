@@ -3,6 +3,7 @@ of the master's; a hint asked for with anything but a number is a friendly line;
 public name of a lab's check module is an answer: no constant equal to what a knowledge
 exercise returns, no function that earns the points. (A kit class the set-up cell imports,
 such as ReceiptRunner, is refused by its lab's check: see the accuracy suites.)"""
+
 from __future__ import annotations
 
 import importlib
@@ -38,9 +39,13 @@ def _master(lab: str) -> nbformat.NotebookNode:
 
 
 def _answer_cell(lab: str, exercise: Exercise) -> str:
-    cells = [c.source for c in _master(lab).cells if c.cell_type == "code"
-             and c.metadata.get("nbgrader", {}).get("solution")
-             and re.search(rf"^(def|class) {exercise.answer}\b", c.source, re.M)]
+    cells = [
+        c.source
+        for c in _master(lab).cells
+        if c.cell_type == "code"
+        and c.metadata.get("nbgrader", {}).get("solution")
+        and re.search(rf"^(def|class) {exercise.answer}\b", c.source, re.M)
+    ]
     assert len(cells) == 1, (lab, exercise.id)
     return cells[0]
 
@@ -56,9 +61,11 @@ def _code_lines(source: str) -> list[str]:
         if not code or code.startswith(('"""', "def ", "class ")):
             continue
         try:
-            tokens = [t for t in tokenize.generate_tokens(io.StringIO(code).readline)
-                      if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT,
-                                        tokenize.DEDENT)]
+            tokens = [
+                t
+                for t in tokenize.generate_tokens(io.StringIO(code).readline)
+                if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.INDENT, tokenize.DEDENT)
+            ]
         except (tokenize.TokenError, IndentationError):
             tokens = code.split()
         if len(tokens) >= 6:
@@ -66,17 +73,26 @@ def _code_lines(source: str) -> list[str]:
     return lines
 
 
-EXERCISES = [pytest.param(lab, exercise, id=exercise.id,
-                          marks=[pytest.mark.xfail(strict=True, reason=LEAKS[exercise.id])]
-                          if exercise.id in LEAKS else [])
-             for lab in LABS for exercise in _exercises(lab)]
+EXERCISES = [
+    pytest.param(
+        lab,
+        exercise,
+        id=exercise.id,
+        marks=[pytest.mark.xfail(strict=True, reason=LEAKS[exercise.id])] if exercise.id in LEAKS else [],
+    )
+    for lab in LABS
+    for exercise in _exercises(lab)
+]
 
 
 def _literals(source: str) -> list[str]:
     """The strings of six characters or more that the master returns as they are (a label),
     not those it hands to a call (a payload's key)."""
-    returns = [line for line in source.split("### BEGIN SOLUTION", 1)[-1].splitlines()
-               if line.strip().startswith("return ") and "(" not in line]
+    returns = [
+        line
+        for line in source.split("### BEGIN SOLUTION", 1)[-1].splitlines()
+        if line.strip().startswith("return ") and "(" not in line
+    ]
     return [text for line in returns for text in re.findall(r"[\"']([\w-]{6,})[\"']", line)]
 
 
@@ -84,7 +100,7 @@ def _literals(source: str) -> list[str]:
 def test_no_hint_quotes_a_line_of_the_master_answer(lab, exercise):
     source = _answer_cell(lab, exercise)
     lines, literals = _code_lines(source), _literals(source)
-    assert lines or literals, exercise.id   # the master has something to compare with
+    assert lines or literals, exercise.id  # the master has something to compare with
     for n, hint in enumerate(exercise.hints, 1):
         flat = "".join(hint.split())
         quoted = [line for line in lines if line in flat] + [text for text in literals if text in hint]
@@ -103,8 +119,9 @@ def test_a_hint_asked_for_with_anything_but_a_number_is_a_friendly_line(level):
     out = io.StringIO()
     with redirect_stdout(out):
         exercise.hint(level)
-    assert out.getvalue().startswith("hint() takes a number: hint(1) is a nudge, up to hint(3), the shape of the "
-                                     "answer. It got ")
+    assert out.getvalue().startswith(
+        "hint() takes a number: hint(1) is a nudge, up to hint(3), the shape of the answer. It got "
+    )
 
 
 def test_a_hint_asked_for_by_a_number_in_a_string_or_out_of_range_is_given():
@@ -115,16 +132,23 @@ def test_a_hint_asked_for_by_a_number_in_a_string_or_out_of_range_is_given():
         exercise.hint(0)
         exercise.hint(9)
     shown = out.getvalue().splitlines()
-    assert [line.split(":")[0] for line in shown] == ["Hint 2 of 3 (hint(3) says more)",
-                                                      "Hint 1 of 3 (hint(2) says more)", "Hint 3 of 3"]
+    assert [line.split(":")[0] for line in shown] == [
+        "Hint 2 of 3 (hint(3) says more)",
+        "Hint 1 of 3 (hint(2) says more)",
+        "Hint 3 of 3",
+    ]
 
 
 def _public(lab: str) -> dict[str, object]:
     """The names a learner reaches in the check module without an underscore."""
     module = _module(lab)
-    names = {f"lab{lab[:2]}.{name}": value for name, value in vars(module).items()
-             if not name.startswith("_") and not isinstance(value, ModuleType)
-             and getattr(value, "__module__", module.__name__) == module.__name__}
+    names = {
+        f"lab{lab[:2]}.{name}": value
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and not isinstance(value, ModuleType)
+        and getattr(value, "__module__", module.__name__) == module.__name__
+    }
     return names
 
 
@@ -142,10 +166,10 @@ def test_no_public_constant_is_the_answer_of_a_knowledge_exercise(lab):
         try:
             returned = answer()
         except TypeError:
-            continue   # not a knowledge exercise: its answer takes arguments
+            continue  # not a knowledge exercise: its answer takes arguments
         wanted = _constant(returned)
         if wanted is None:
-            continue   # an object, judged by what it does, not a value to look up
+            continue  # an object, judged by what it does, not a value to look up
         for name, value in _public(lab).items():
             assert _constant(value) != wanted, f"{name} is the answer of {exercise.id}"
 

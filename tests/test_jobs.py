@@ -1,4 +1,5 @@
 """Durable jobs: idempotent submission, the transition table, leases and fencing tokens."""
+
 from __future__ import annotations
 
 import pytest
@@ -70,12 +71,15 @@ def test_submitted_params_cannot_be_changed_behind_the_store(store):
         job.params["case_id"] = "O-9999"
 
 
-@pytest.mark.parametrize("key, params, field", [
-    ("", {}, "request_key"),
-    (None, {}, "request_key"),
-    ("k", ["not", "a", "dict"], "params"),
-    ("k", {"when": object()}, "params['when']"),
-])
+@pytest.mark.parametrize(
+    "key, params, field",
+    [
+        ("", {}, "request_key"),
+        (None, {}, "request_key"),
+        ("k", ["not", "a", "dict"], "params"),
+        ("k", {"when": object()}, "params['when']"),
+    ],
+)
 def test_bad_submissions_name_the_field(store, key, params, field):
     with pytest.raises(BadArgumentError) as err:
         store.submit(key, params)
@@ -108,8 +112,11 @@ def test_every_state_change_follows_an_edge_and_bumps_the_version(store):
         None,
     )
     changes = [(e.info["source"], e.info["target"]) for e in store.log.where(EventKind.JOB_STATE_CHANGED)]
-    assert changes == [("running", "waiting_for_approval"), ("waiting_for_approval", "queued"),
-                       ("running", "succeeded")]
+    assert changes == [
+        ("running", "waiting_for_approval"),
+        ("waiting_for_approval", "queued"),
+        ("running", "succeeded"),
+    ]
     assert all(edge in JOB_TRANSITIONS for edge in changes)
 
 
@@ -197,9 +204,11 @@ def test_every_fenced_write_refuses_an_old_token(store, write):
     job, old = running(store, "A", now=0, lease=5)
     store.claim(job.id, "B", lease_seconds=5, now=6)
     before = store.get(job.id)
-    call = {"confirm_step": lambda: store.confirm_step(job.id, "fetch", token=old.token),
-            "fail": lambda: store.fail(job.id, token=old.token, error="boom"),
-            "wait_for_approval": lambda: store.wait_for_approval(job.id, token=old.token)}[write]
+    call = {
+        "confirm_step": lambda: store.confirm_step(job.id, "fetch", token=old.token),
+        "fail": lambda: store.fail(job.id, token=old.token, error="boom"),
+        "wait_for_approval": lambda: store.wait_for_approval(job.id, token=old.token),
+    }[write]
     with pytest.raises(StaleTokenError):
         call()
     assert store.get(job.id) == before
@@ -222,13 +231,16 @@ def test_confirm_step_with_expected_version_refuses_a_changed_record(store):
     assert [e.info["step"] for e in store.log.where(EventKind.JOB_STEP_CONFIRMED)] == ["fetch"]
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"worker_id": "", "lease_seconds": 5}, "worker_id"),
-    ({"worker_id": "A", "lease_seconds": 0}, "lease_seconds"),
-    ({"worker_id": "A", "lease_seconds": float("inf")}, "lease_seconds"),
-    ({"worker_id": "A", "lease_seconds": True}, "lease_seconds"),
-    ({"worker_id": "A", "lease_seconds": 5, "now": "soon"}, "now"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"worker_id": "", "lease_seconds": 5}, "worker_id"),
+        ({"worker_id": "A", "lease_seconds": 0}, "lease_seconds"),
+        ({"worker_id": "A", "lease_seconds": float("inf")}, "lease_seconds"),
+        ({"worker_id": "A", "lease_seconds": True}, "lease_seconds"),
+        ({"worker_id": "A", "lease_seconds": 5, "now": "soon"}, "now"),
+    ],
+)
 def test_bad_claims_name_the_field(store, kwargs, field):
     job = store.submit("k", {})
     with pytest.raises(BadArgumentError) as err:
@@ -276,8 +288,7 @@ def test_reading_jobs_and_repr_are_deterministic(store):
     store.claim(b.id, "W", lease_seconds=5)
     assert [j.id for j in store.jobs()] == [a.id, b.id]
     assert [j.id for j in store.jobs("running")] == [b.id]
-    assert repr(store) == ("JobStore(queued=1, running=1, waiting_for_approval=0, succeeded=0, "
-                           "failed=0, cancelled=0)")
+    assert repr(store) == ("JobStore(queued=1, running=1, waiting_for_approval=0, succeeded=0, failed=0, cancelled=0)")
 
 
 def test_the_injected_clock_times_claims(store):

@@ -4,6 +4,7 @@ Offline, every file the kernel asks for is on the site, each wheel matches the s
 lock gives (Pyodide refuses a mismatch and the kernel never starts), and nothing points at
 another host. Online, Pyodide's own packages come from their CDN and the course's from the site.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -85,6 +86,7 @@ def test_the_kits_wheel_is_the_installed_package_and_the_same_bytes_every_time(t
     sys.path.insert(0, str(first))
     try:  # a wheel is a zip Python can import from: the package inside is whole
         import importlib
+
         code = importlib.util.find_spec("shopops_lab.viz.boundaries")
         assert code is not None
     finally:
@@ -93,8 +95,11 @@ def test_the_kits_wheel_is_the_installed_package_and_the_same_bytes_every_time(t
 
 def test_the_online_lock_points_pyodides_packages_at_its_cdn_and_the_courses_at_the_site(offline_site, tmp_path):
     upstream = json.loads((offline_site / "static" / "pyodide" / "pyodide-lock.json").read_text())
-    course = [p for p in (offline_site / lite.WHEELS).glob("*.whl")
-              if p.name.startswith(("ipywidgets-", "jupyterlab_widgets-", "comm-", "widgetsnbextension-"))]
+    course = [
+        p
+        for p in (offline_site / lite.WHEELS).glob("*.whl")
+        if p.name.startswith(("ipywidgets-", "jupyterlab_widgets-", "comm-", "widgetsnbextension-"))
+    ]
     shipped = [lite.kit_wheel(tmp_path), *course]
     assert len(course) == 4
     lock = lite._lock(upstream, shipped, offline=False, version="314.0.6")["packages"]
@@ -136,8 +141,11 @@ def test_the_same_inputs_build_the_same_site(offline_site, tmp_path):
     lite.build_site(again, offline=True, notebooks_dir=ROOT / "notebooks")
 
     def files(site):
-        return {p.relative_to(site).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-                for p in sorted(site.rglob("*")) if p.is_file()}
+        return {
+            p.relative_to(site).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(site.rglob("*"))
+            if p.is_file()
+        }
 
     assert files(again) == files(offline_site)
 
@@ -170,8 +178,16 @@ def test_a_lab_title_is_its_first_heading(tmp_path):
     from shopops_lab.course.home import lab_title
 
     notebook = tmp_path / "09_x.ipynb"
-    notebook.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "# not a title"},
-                                              {"cell_type": "markdown", "source": ["intro\n", "# Lab 09 · X\n"]}]}))
+    notebook.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {"cell_type": "code", "source": "# not a title"},
+                    {"cell_type": "markdown", "source": ["intro\n", "# Lab 09 · X\n"]},
+                ]
+            }
+        )
+    )
     assert lab_title(notebook) == "Lab 09 · X"
     notebook.write_text(json.dumps({"cells": []}))
     assert lab_title(notebook) == "09_x"

@@ -1,5 +1,6 @@
 """The memory store's own promise beyond the contract every store keeps: a burst costs its
 items and nothing per case, so the labs' and the simulator's large runs stay small."""
+
 from __future__ import annotations
 
 import tracemalloc

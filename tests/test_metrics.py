@@ -1,4 +1,5 @@
 """Metrics from the event log, checked on small runs whose numbers are worked out by hand."""
+
 from __future__ import annotations
 
 import math
@@ -68,17 +69,19 @@ def stale_then_replayed() -> EventLog:
 
 # --------------------------------------------------------------------------- summaries
 
+
 def test_percentile_is_nearest_rank():
-    values = list(range(1, 11))         # 1..10
+    values = list(range(1, 11))  # 1..10
     assert percentile(values, 50) == 5  # rank ceil(50 * 10 / 100) = 5
     assert percentile(values, 95) == 10  # rank ceil(9.5) = 10
     assert percentile(values, 100) == 10
-    assert percentile(values, 1) == 1   # rank ceil(0.1) = 1
+    assert percentile(values, 1) == 1  # rank ceil(0.1) = 1
     assert percentile([4.5], 95) == 4.5
 
 
-@pytest.mark.parametrize("values, q, field", [([], 50, "sorted_values"), ([1], 0, "q"), ([1], 101, "q"),
-                                              ([1], "p95", "q")])
+@pytest.mark.parametrize(
+    "values, q, field", [([], 50, "sorted_values"), ([1], 0, "q"), ([1], 101, "q"), ([1], "p95", "q")]
+)
 def test_percentile_refuses_what_has_no_answer(values, q, field):
     with pytest.raises(BadArgumentError) as err:
         percentile(values, q)
@@ -94,6 +97,7 @@ def test_summary_of_values_and_of_nothing():
 
 
 # --------------------------------------------------------------------------- queue_metrics
+
 
 def test_busy_morning_counts_and_current_states():
     m = queue_metrics(busy_morning(), now=40)
@@ -120,7 +124,7 @@ def test_busy_morning_time_in_queue_attempts_and_redelivery():
 
 def test_busy_morning_dlq_age_and_time_to_dlq():
     m = queue_metrics(busy_morning(), now=40)
-    assert m.dlq_age == Summary(count=1, mean=18, p50=18, p95=18, max=18)      # c: 40 - 22
+    assert m.dlq_age == Summary(count=1, mean=18, p50=18, p95=18, max=18)  # c: 40 - 22
     assert m.time_to_dlq == Summary(count=1, mean=22, p50=22, p95=22, max=22)  # c: 22 - 0
 
 
@@ -129,7 +133,7 @@ def test_now_replays_the_log_only_up_to_that_time():
     # events up to t=10: enqueue a b c, lease a, lease b, ack a, nack b, lease b, ack b, lease c
     assert (m.enqueued, m.leases, m.acked, m.nacked, m.expirations) == (3, 4, 2, 1, 0)
     assert (m.ready, m.in_flight, m.done, m.dead) == (0, 1, 2, 0)
-    assert dict(m.attempts) == {1: 2, 2: 1}        # a 1, b 2, c 1
+    assert dict(m.attempts) == {1: 2, 2: 1}  # a 1, b 2, c 1
     assert m.redelivery_rate == pytest.approx(1 / 4)
     assert m.throughput == pytest.approx(2 / 10)
     assert m.dlq_age.count == 0 and m.time_to_dlq.count == 0
@@ -186,36 +190,41 @@ def test_metrics_are_a_frozen_record_with_a_deterministic_table():
         m.acked = 3  # type: ignore[misc]
     with pytest.raises(TypeError):
         m.attempts[9] = 1  # type: ignore[index]
-    assert str(m) == "\n".join([
-        "queue metrics from t=0 to t=40",
-        "  enqueued            4",
-        "  leases              5",
-        "  acked               2",
-        "  nacked              2",
-        "  expirations         1",
-        "  stale rejections    0",
-        "  dead letters        1",
-        "  replays             0",
-        "  now                 ready=1 in_flight=0 done=2 dead=1",
-        "  time in queue (s)   n=3 mean=3.333 p50=2 p95=7 max=7",
-        "  attempts histogram  0:1  1:1  2:2",
-        "  redelivery rate     0.4",
-        "  throughput          0.05 acks/s",
-        "  DLQ age (s)         n=1 mean=18 p50=18 p95=18 max=18",
-        "  time to DLQ (s)     n=1 mean=22 p50=22 p95=22 max=22",
-    ])
+    assert str(m) == "\n".join(
+        [
+            "queue metrics from t=0 to t=40",
+            "  enqueued            4",
+            "  leases              5",
+            "  acked               2",
+            "  nacked              2",
+            "  expirations         1",
+            "  stale rejections    0",
+            "  dead letters        1",
+            "  replays             0",
+            "  now                 ready=1 in_flight=0 done=2 dead=1",
+            "  time in queue (s)   n=3 mean=3.333 p50=2 p95=7 max=7",
+            "  attempts histogram  0:1  1:1  2:2",
+            "  redelivery rate     0.4",
+            "  throughput          0.05 acks/s",
+            "  DLQ age (s)         n=1 mean=18 p50=18 p95=18 max=18",
+            "  time to DLQ (s)     n=1 mean=22 p50=22 p95=22 max=22",
+        ]
+    )
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda: queue_metrics([]), "log"),
-    (lambda: queue_metrics(EventLog(), now=math.nan), "now"),
-    (lambda: queue_metrics(EventLog(), now="later"), "now"),
-    (lambda: series(EventLog(), 0), "bucket_seconds"),
-    (lambda: series(EventLog(), -5), "bucket_seconds"),
-    (lambda: series(EventLog(), math.inf), "bucket_seconds"),
-    (lambda: series(EventLog(), "10"), "bucket_seconds"),
-    (lambda: series(busy_morning(), 1e-6), "bucket_seconds"),  # 25 s / 1 us = 25 million samples
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda: queue_metrics([]), "log"),
+        (lambda: queue_metrics(EventLog(), now=math.nan), "now"),
+        (lambda: queue_metrics(EventLog(), now="later"), "now"),
+        (lambda: series(EventLog(), 0), "bucket_seconds"),
+        (lambda: series(EventLog(), -5), "bucket_seconds"),
+        (lambda: series(EventLog(), math.inf), "bucket_seconds"),
+        (lambda: series(EventLog(), "10"), "bucket_seconds"),
+        (lambda: series(busy_morning(), 1e-6), "bucket_seconds"),  # 25 s / 1 us = 25 million samples
+    ],
+)
 def test_bad_arguments_name_the_field(call, field):
     with pytest.raises(BadArgumentError) as err:
         call()
@@ -223,6 +232,7 @@ def test_bad_arguments_name_the_field(call, field):
 
 
 # --------------------------------------------------------------------------- series
+
 
 def test_series_samples_depth_in_flight_and_acks_per_bucket():
     s = series(busy_morning(), 10, now=40)

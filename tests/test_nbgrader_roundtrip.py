@@ -15,6 +15,7 @@ The venv is built once per machine and kept in ~/.cache/shopops-lab/nbgrader/, k
 requirements (tests/nbgrader_env.py). Without PyPI access the tests skip, saying how to
 install nbgrader.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,11 +50,14 @@ def nbgrader_python() -> Iterator[Path]:
         with nbgrader_env.using_venv(ROOT) as python:
             yield python
     except nbgrader_env.NbgraderUnavailable as exc:
-        pytest.skip(f"the nbgrader round trip needs `{nbgrader_env.README_INSTALL} <this repository>` in a venv, "
-                    f"and that failed (no network to PyPI?): {exc}")
+        pytest.skip(
+            f"the nbgrader round trip needs `{nbgrader_env.README_INSTALL} <this repository>` in a venv, "
+            f"and that failed (no network to PyPI?): {exc}"
+        )
 
 
 # --- one course, graded once for the whole module ---------------------------------------
+
 
 @dataclass(frozen=True)
 class Graded:
@@ -98,6 +102,7 @@ VALIDATOR_SCRIPT = textwrap.dedent("""
 
 def _probe_notebook() -> nbformat.NotebookNode:
     """Cells our validator refuses, built by hand so nbgrader shows why it refuses them."""
+
     def meta(grade_id: str, *, grade: bool, solution: bool, points: float | None = None) -> dict[str, Any]:
         value = {
             "schema_version": 3,

@@ -4,6 +4,7 @@ Each bad case is one thing nbgrader 0.9.6 would reject, mis-grade or silently ma
 test proves validation names the cell and the field instead. The last tests run the same
 validation over every real notebook in solutions/ and notebooks/.
 """
+
 from __future__ import annotations
 
 import copy
@@ -108,6 +109,7 @@ def test_schema_rejects_bad_metadata(meta: object, field: str) -> None:
 
 # --- notebook rules ---------------------------------------------------------------------
 
+
 def demo_master() -> nbformat.NotebookNode:
     return nbformat.read(FIXTURES / "01_demo.ipynb", as_version=4)
 
@@ -141,14 +143,18 @@ def test_duplicate_grade_id() -> None:
     assert "cell 3" in problem.message
 
 
-@pytest.mark.parametrize("cell, text", [
-    (0, "Write your code between BEGIN SOLUTION and the end marker."),
-    (1, 'MESSAGE = "see END HIDDEN TESTS"'),
-    (1, "# AUTOTEST restock(1, 2)"),
-    (10, "### BEGIN SOLUTION\nThe END SOLUTION words in prose cut this line.\n### END SOLUTION"),
-    (2, "x = 1  ### BEGIN SOLUTION\ny = 2\n### END SOLUTION"),
-    (0, "A BEGIN MARK SCHEME would be cut too."),
-], ids=["prose", "string", "autotest", "in-answer-prose", "marker-not-alone", "mark-scheme"])
+@pytest.mark.parametrize(
+    "cell, text",
+    [
+        (0, "Write your code between BEGIN SOLUTION and the end marker."),
+        (1, 'MESSAGE = "see END HIDDEN TESTS"'),
+        (1, "# AUTOTEST restock(1, 2)"),
+        (10, "### BEGIN SOLUTION\nThe END SOLUTION words in prose cut this line.\n### END SOLUTION"),
+        (2, "x = 1  ### BEGIN SOLUTION\ny = 2\n### END SOLUTION"),
+        (0, "A BEGIN MARK SCHEME would be cut too."),
+    ],
+    ids=["prose", "string", "autotest", "in-answer-prose", "marker-not-alone", "mark-scheme"],
+)
 def test_marker_words_outside_marker_lines(cell: int, text: str) -> None:
     def change(nb):
         nb.cells[cell].source = text
@@ -157,13 +163,17 @@ def test_marker_words_outside_marker_lines(cell: int, text: str) -> None:
     assert "nbgrader matches it anywhere" in problem.message
 
 
-@pytest.mark.parametrize("cell, text, words", [
-    (1, "### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "not an answer cell"),
-    (2, "### BEGIN HIDDEN TESTS\nassert True\n### END HIDDEN TESTS", "hidden tests belong only in test cells"),
-    (2, "### BEGIN SOLUTION\nx = 1", "nothing closes it"),
-    (2, "x = 1\n### END SOLUTION", "no matching open region"),
-    (2, "### BEGIN SOLUTION\n### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "still open"),
-], ids=["solution-in-read-only", "hidden-in-answer", "unclosed", "unopened", "nested"])
+@pytest.mark.parametrize(
+    "cell, text, words",
+    [
+        (1, "### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "not an answer cell"),
+        (2, "### BEGIN HIDDEN TESTS\nassert True\n### END HIDDEN TESTS", "hidden tests belong only in test cells"),
+        (2, "### BEGIN SOLUTION\nx = 1", "nothing closes it"),
+        (2, "x = 1\n### END SOLUTION", "no matching open region"),
+        (2, "### BEGIN SOLUTION\n### BEGIN SOLUTION\nx = 1\n### END SOLUTION", "still open"),
+    ],
+    ids=["solution-in-read-only", "hidden-in-answer", "unclosed", "unopened", "nested"],
+)
 def test_misplaced_markers(cell: int, text: str, words: str) -> None:
     def change(nb):
         nb.cells[cell].source = text
@@ -184,13 +194,17 @@ def test_notebook_level_rules() -> None:
     assert at(problems_after(lambda nb: nb.metadata.pop("shopops_lab")), None, "metadata.shopops_lab")
 
 
-@pytest.mark.parametrize("cell, change_meta, field", [
-    (10, {"solution": False, "locked": True}, "metadata.nbgrader.solution"),  # graded markdown, not a solution
-    (10, {"grade": False, "points": DROP}, "metadata.nbgrader.grade"),  # markdown solution, not graded
-    (1, {"task": True, "points": 1}, "metadata.nbgrader.task"),  # task on a code cell
-    (1, {"locked": False}, "metadata.nbgrader.locked"),  # read-only but unlocked
-    (2, {"locked": True}, "metadata.nbgrader.locked"),  # answer but locked
-], ids=["md-grade-not-solution", "md-solution-not-grade", "code-task", "unlocked-read-only", "locked-answer"])
+@pytest.mark.parametrize(
+    "cell, change_meta, field",
+    [
+        (10, {"solution": False, "locked": True}, "metadata.nbgrader.solution"),  # graded markdown, not a solution
+        (10, {"grade": False, "points": DROP}, "metadata.nbgrader.grade"),  # markdown solution, not graded
+        (1, {"task": True, "points": 1}, "metadata.nbgrader.task"),  # task on a code cell
+        (1, {"locked": False}, "metadata.nbgrader.locked"),  # read-only but unlocked
+        (2, {"locked": True}, "metadata.nbgrader.locked"),  # answer but locked
+    ],
+    ids=["md-grade-not-solution", "md-solution-not-grade", "code-task", "unlocked-read-only", "locked-answer"],
+)
 def test_cell_kind_rules(cell: int, change_meta: dict, field: str) -> None:
     def change(nb):
         meta = nb.cells[cell].metadata.nbgrader
@@ -258,10 +272,11 @@ def test_problem_names_notebook_cell_field_and_fix() -> None:
 
     text = str(at(problems_after(change), 3, "metadata.nbgrader.points"))
     assert text.startswith("solutions/01_demo.ipynb, cell 3, metadata.nbgrader.points: ")
-    assert "Fix: add \"points\"" in text
+    assert 'Fix: add "points"' in text
 
 
 # --- the authoring helpers refuse what validation would refuse later --------------------
+
 
 def test_cells_helpers_refuse_bad_arguments() -> None:
     with pytest.raises(BadArgumentError, match="grade_id"):
@@ -286,6 +301,7 @@ def test_cells_notebook_makes_deterministic_ids() -> None:
 
 
 # --- every real course notebook ---------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", MASTERS + STUDENTS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_course_notebook_is_valid(path: Path) -> None:

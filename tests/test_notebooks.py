@@ -1,5 +1,6 @@
 """Course-wide promises about the stored notebooks (nbval checks that the outputs are current;
 these check what the outputs and sources say)."""
+
 from __future__ import annotations
 
 import importlib
@@ -10,9 +11,17 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LABS = ("00_start_here", "01_leases_and_redelivery", "02_poison_messages_and_the_dlq",
-        "03_heartbeats_and_ttl_design", "04_fencing_tokens", "05_checkpoints_and_receipts",
-        "06_outbox", "07_burst_day", "08_real_crashes")
+LABS = (
+    "00_start_here",
+    "01_leases_and_redelivery",
+    "02_poison_messages_and_the_dlq",
+    "03_heartbeats_and_ttl_design",
+    "04_fencing_tokens",
+    "05_checkpoints_and_receipts",
+    "06_outbox",
+    "07_burst_day",
+    "08_real_crashes",
+)
 NOTEBOOKS = [ROOT / folder / f"{lab}.ipynb" for folder in ("solutions", "notebooks") for lab in LABS]
 MACHINE_PATH = re.compile(r"/(tmp|root|home|work|Users)/[A-Za-z0-9_.-]+")
 ADDRESS = re.compile(r"0x[0-9a-f]{8,}")
@@ -99,9 +108,25 @@ def test_stored_diagrams_hold_under_nbval_without_graphviz():
 
     labs = [str(ROOT / "solutions" / f"{lab}.ipynb") for lab in ("00_start_here", "06_outbox")]
     env = dict(os.environ, SHOPOPS_NO_DOT="1", PYTHONHASHSEED="0")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
-                           "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"), *labs],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--nbval",
+            "--nbval-sanitize-with",
+            str(ROOT / "tests" / "nbval_sanitize.cfg"),
+            *labs,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:]
 
 
@@ -116,8 +141,11 @@ def test_answer_cells_carry_the_hints_that_hint_prints(lab):
     for cell in master.cells:
         hints = cell.metadata.get("shopops_lab", {}).get("hints")
         if hints:
-            named = [exercise for name, exercise in exercises.items()
-                     if re.search(rf"^(def|class) {name}\b|^{name} =", cell.source, re.M)]
+            named = [
+                exercise
+                for name, exercise in exercises.items()
+                if re.search(rf"^(def|class) {name}\b|^{name} =", cell.source, re.M)
+            ]
             assert len(named) == 1, (lab, cell.source[:80])
             assert tuple(hints) == tuple(named[0].hints), (lab, named[0].id)
             seen += 1

@@ -1,5 +1,6 @@
 """The outbox: one local transaction for state and message, a dispatcher that may
 publish twice, and the consumer that makes the duplicate harmless."""
+
 from __future__ import annotations
 
 import pytest
@@ -24,7 +25,12 @@ def test_commit_writes_the_state_change_and_the_message_together(outbox):
     assert outbox.row("O-1001") == {"status": "refunded", "amount": 25}
     [message] = outbox.pending()
     assert (message.id, message.topic, dict(message.payload), message.created_at, message.sent_at) == (
-        "out-0001", "refund.issued", {"case_id": "O-1001", "amount": 25}, 5.0, None)
+        "out-0001",
+        "refund.issued",
+        {"case_id": "O-1001", "amount": 25},
+        5.0,
+        None,
+    )
     assert outbox.commit({"id": "O-1002", "status": "refunded"}, {"topic": "refund.issued"}) == "out-0002"
     assert [e.item_id for e in outbox.log.where(EventKind.OUTBOX_COMMITTED)] == ["out-0001", "out-0002"]
 
@@ -35,14 +41,17 @@ def test_a_later_commit_updates_the_row(outbox):
     assert outbox.rows() == {"O-1001": {"status": "closed", "amount": 25}}
 
 
-@pytest.mark.parametrize("state_change, message, field", [
-    ({"status": "refunded"}, NOTICE, "state_change"),                       # no row id
-    ({"id": "O-1001", "when": object()}, NOTICE, "state_change['when']"),   # not JSON
-    (REFUND, {"payload": {}}, "message"),                                   # no topic
-    (REFUND, {"topic": "refund.issued", "payload": {"ids": {1, 2}}}, "message['payload']['ids']"),
-    (REFUND, {"topic": "refund.issued", "payload": "25"}, "message"),
-    (REFUND, {"topic": "refund.issued", "priority": 1}, "message"),
-])
+@pytest.mark.parametrize(
+    "state_change, message, field",
+    [
+        ({"status": "refunded"}, NOTICE, "state_change"),  # no row id
+        ({"id": "O-1001", "when": object()}, NOTICE, "state_change['when']"),  # not JSON
+        (REFUND, {"payload": {}}, "message"),  # no topic
+        (REFUND, {"topic": "refund.issued", "payload": {"ids": {1, 2}}}, "message['payload']['ids']"),
+        (REFUND, {"topic": "refund.issued", "payload": "25"}, "message"),
+        (REFUND, {"topic": "refund.issued", "priority": 1}, "message"),
+    ],
+)
 def test_a_failing_commit_leaves_nothing_half_written(outbox, state_change, message, field):
     outbox.commit({"id": "O-0999", "status": "open"}, {"topic": "case.opened"})
     rows, messages = outbox.rows(), outbox.messages()
@@ -90,7 +99,7 @@ def dispatch_with_a_crash(outbox: OutboxStore, broker: Broker) -> None:
         dispatcher.dispatch_once(crash_after_publish=True)
     assert "out-0001" in err.value.point
     assert [m.id for m in outbox.pending()] == ["out-0001"]  # published, but not marked
-    assert dispatcher.dispatch_once() == ["out-0001"]          # so the restart publishes it again
+    assert dispatcher.dispatch_once() == ["out-0001"]  # so the restart publishes it again
 
 
 def test_a_dispatcher_crash_publishes_twice_and_only_the_idempotent_consumer_applies_once(outbox):
@@ -105,10 +114,16 @@ def test_a_dispatcher_crash_publishes_twice_and_only_the_idempotent_consumer_app
     assert naive.consume(broker) == 2
     assert (refunds_told, careful.applied, naive.applied) == (["O-1001"], ["out-0001"], ["out-0001", "out-0001"])
     assert [e.info["delivery"] for e in outbox.log.where(EventKind.MESSAGE_DEDUPED)] == [2]
-    kinds = [e.kind for e in outbox.log.where((EventKind.OUTBOX_PUBLISHED, EventKind.WORKER_CRASHED,
-                                               EventKind.OUTBOX_MARKED_SENT))]
-    assert kinds == [EventKind.OUTBOX_PUBLISHED, EventKind.WORKER_CRASHED, EventKind.OUTBOX_PUBLISHED,
-                     EventKind.OUTBOX_MARKED_SENT]
+    kinds = [
+        e.kind
+        for e in outbox.log.where((EventKind.OUTBOX_PUBLISHED, EventKind.WORKER_CRASHED, EventKind.OUTBOX_MARKED_SENT))
+    ]
+    assert kinds == [
+        EventKind.OUTBOX_PUBLISHED,
+        EventKind.WORKER_CRASHED,
+        EventKind.OUTBOX_PUBLISHED,
+        EventKind.OUTBOX_MARKED_SENT,
+    ]
 
 
 def test_a_consumer_reads_from_its_own_position(outbox):

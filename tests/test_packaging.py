@@ -1,5 +1,6 @@
 """What a lab imports, the package declares: `pip install <kit>` alone runs every lab, and
 requirements.txt (the learner's full set-up) repeats the kit's ranges exactly."""
+
 from __future__ import annotations
 
 import ast
@@ -21,8 +22,14 @@ PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["
 # comes with a Jupyter install, packaging with pip) and build-notebooks --execute (its extra).
 # Imports only some commands make: "doctor"/"tests" need nothing declared; an extra's name
 # means the module must come from that extra.
-OPTIONAL = {"jupyter_client": "doctor", "packaging": "doctor", "nbclient": "execute", "pytest": "tests",
-            "jupyter_core": "lite", "psycopg": "postgres"}
+OPTIONAL = {
+    "jupyter_client": "doctor",
+    "packaging": "doctor",
+    "nbclient": "execute",
+    "pytest": "tests",
+    "jupyter_core": "lite",
+    "psycopg": "postgres",
+}
 
 
 def _name(requirement: str) -> str:
@@ -30,7 +37,7 @@ def _name(requirement: str) -> str:
 
 
 def _spec(requirement: str) -> str:
-    return requirement[len(re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]):].replace(" ", "")
+    return requirement[len(re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]) :].replace(" ", "")
 
 
 def _requirements_txt() -> dict[str, str]:

@@ -6,6 +6,7 @@ see store_backends.py), and must pass unchanged on all of them.
 
 Time is always a FakeClock or an explicit `now=`; nothing here sleeps.
 """
+
 from __future__ import annotations
 
 import math
@@ -63,21 +64,43 @@ def fail(lease: Lease) -> None:
 
 # --------------------------------------------------------------------------- enqueue
 
+
 def test_enqueue_returns_counter_ids_and_a_ready_item_with_every_field():
     q, clock = make()
     clock.set(7)
-    first = q.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send",
-                      payload={"idem_key": "O-1001:email:3"}, priority=Priority.APPROVAL)
+    first = q.enqueue(
+        case_id="O-1001",
+        tenant_id="store_northline",
+        kind="contact_send",
+        payload={"idem_key": "O-1001:email:3"},
+        priority=Priority.APPROVAL,
+    )
     second = q.enqueue(case_id="A-1002")
     assert (first, second) == ("item-0001", "item-0002")
     assert q.item(first) == Item(
-        id="item-0001", case_id="O-1001", tenant_id="store_northline", kind="contact_send",
-        payload={"idem_key": "O-1001:email:3"}, priority=Priority.APPROVAL, state=READY,
-        attempts=0, token=0, worker_id=None, lease_expires_at=None, enqueued_at=7.0,
-        last_error=None, dead_at=None, replays=0)
+        id="item-0001",
+        case_id="O-1001",
+        tenant_id="store_northline",
+        kind="contact_send",
+        payload={"idem_key": "O-1001:email:3"},
+        priority=Priority.APPROVAL,
+        state=READY,
+        attempts=0,
+        token=0,
+        worker_id=None,
+        lease_expires_at=None,
+        enqueued_at=7.0,
+        last_error=None,
+        dead_at=None,
+        replays=0,
+    )
     defaults = q.item(second)
     assert (defaults.tenant_id, defaults.kind, defaults.payload, defaults.priority) == (
-        "default", "task", {}, Priority.NORMAL)
+        "default",
+        "task",
+        {},
+        Priority.NORMAL,
+    )
 
 
 def test_enqueue_keeps_known_priorities_as_names_and_other_ints_as_given():
@@ -100,15 +123,27 @@ def test_enqueue_logs_the_item_case_and_what_it_asks_for():
 
 # --------------------------------------------------------------------------- acquire
 
+
 def test_acquire_grants_a_lease_and_the_item_shows_who_holds_it():
     q, clock = make(lease_seconds=30)
-    item_id = q.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send",
-                        payload={"idem_key": "O-1001:email:3"})
+    item_id = q.enqueue(
+        case_id="O-1001", tenant_id="store_northline", kind="contact_send", payload={"idem_key": "O-1001:email:3"}
+    )
     clock.set(5)
     lease = q.acquire("W1")
-    assert lease == Lease(item_id=item_id, case_id="O-1001", tenant_id="store_northline",
-                          kind="contact_send", worker_id="W1", token=1, attempt=1, leased_at=5.0,
-                          expires_at=35.0, payload={"idem_key": "O-1001:email:3"}, queue=q.id)
+    assert lease == Lease(
+        item_id=item_id,
+        case_id="O-1001",
+        tenant_id="store_northline",
+        kind="contact_send",
+        worker_id="W1",
+        token=1,
+        attempt=1,
+        leased_at=5.0,
+        expires_at=35.0,
+        payload={"idem_key": "O-1001:email:3"},
+        queue=q.id,
+    )
     item = q.item(item_id)
     assert (item.state, item.worker_id, item.lease_expires_at, item.attempts, item.token) == (LEASED, "W1", 35.0, 1, 1)
     assert q.counts() == {READY: 0, LEASED: 1, DONE: 0, DEAD: 0}
@@ -158,7 +193,7 @@ def test_one_live_lease_per_case_while_other_cases_keep_flowing():
     first = q.acquire("W1")
     second = q.acquire("W2")
     assert (first.item_id, second.item_id) == (o1, a1)  # O-1001's second item waits; A-1002 is not blocked
-    assert q.acquire("W3") is None                      # o2 is ready, but its case is held
+    assert q.acquire("W3") is None  # o2 is ready, but its case is held
     assert q.depth == 1 and q.item(o2).state is READY
     q.ack(first)
     assert q.acquire("W3").item_id == o2
@@ -232,6 +267,7 @@ def test_max_priority_sheds_bulk_work_but_keeps_approvals_flowing():
 
 # --------------------------------------------------------------------------- attempts
 
+
 def test_attempts_count_on_acquire_so_a_crash_consumes_an_attempt():
     q, _ = make(lease_seconds=10)
     item_id = q.enqueue(case_id="O-1001")
@@ -264,7 +300,13 @@ def test_nack_on_the_last_attempt_dead_letters_with_the_last_error():
     assert dead.last_error == "ValueError: bad schema"
     event = q.log.last
     assert (event.kind, event.time, event.item_id, event.worker_id, event.token, event.attempt) == (
-        EventKind.DEAD_LETTERED, 6.0, item_id, "W1", 2, 2)
+        EventKind.DEAD_LETTERED,
+        6.0,
+        item_id,
+        "W1",
+        2,
+        2,
+    )
     assert dict(event.info) == {"error": "ValueError: bad schema", "enqueued_at": 4.0}
     assert q.acquire("W1") is None  # dead items are never delivered again by themselves
 
@@ -280,6 +322,7 @@ def test_a_dead_item_does_not_block_the_rest_of_its_case():
 
 # --------------------------------------------------------------------------- ack / nack
 
+
 def test_ack_marks_done_logs_it_and_frees_the_case():
     q, clock = make()
     item_id = q.enqueue(case_id="O-1001")
@@ -290,7 +333,14 @@ def test_ack_marks_done_logs_it_and_frees_the_case():
     assert q.item(item_id).state is DONE and q.item(item_id).worker_id is None
     event = q.log.last
     assert (event.kind, event.time, event.item_id, event.case_id, event.worker_id, event.token, event.attempt) == (
-        EventKind.ACKED, 4.0, item_id, "O-1001", "W1", 1, 1)
+        EventKind.ACKED,
+        4.0,
+        item_id,
+        "O-1001",
+        "W1",
+        1,
+        1,
+    )
     assert q.acquire("W2").case_id == "O-1001"
 
 
@@ -349,18 +399,25 @@ def test_ack_after_the_lease_expired_but_before_anyone_else_claimed_it_is_lease_
 
 # --------------------------------------------------------------------------- heartbeat
 
+
 def test_heartbeat_extends_the_deadline_from_now_and_logs_it():
     q, _ = make(lease_seconds=30)
     q.enqueue(case_id="O-1001")
     lease = q.acquire("W1", now=0)
     assert q.heartbeat(lease, now=20) is True
     assert q.item(lease.item_id).lease_expires_at == 50.0  # 20 + 30, not 30 + 30
-    assert lease.expires_at == 30.0                          # the Lease is the grant, not the live deadline
+    assert lease.expires_at == 30.0  # the Lease is the grant, not the live deadline
     event = q.log.last
     assert (event.kind, event.time, event.item_id, event.worker_id, event.token, event.attempt) == (
-        EventKind.HEARTBEAT, 20.0, lease.item_id, "W1", 1, 1)
+        EventKind.HEARTBEAT,
+        20.0,
+        lease.item_id,
+        "W1",
+        1,
+        1,
+    )
     assert dict(event.info) == {"expires_at": 50.0}
-    assert q._expire_leases(now=49) == []    # the old deadline (30) passed without effect
+    assert q._expire_leases(now=49) == []  # the old deadline (30) passed without effect
     assert q._expire_leases(now=50) == [lease.item_id]
 
 
@@ -392,23 +449,30 @@ def test_heartbeat_with_a_stale_token_returns_false_and_records_the_rejection():
     assert q.heartbeat(old, now=11) is False
     event = q.log.last
     assert (event.kind, event.worker_id, event.token, dict(event.info)) == (
-        EventKind.STALE_REJECTED, "W1", 1, {"op": "heartbeat", "current": 2})
+        EventKind.STALE_REJECTED,
+        "W1",
+        1,
+        {"op": "heartbeat", "current": 2},
+    )
     assert q.item(new.item_id).lease_expires_at == 20.0  # the new holder's lease is untouched
 
 
 # --------------------------------------------------------------------------- expiry
+
 
 def test_expire_leases_returns_expired_ids_in_deadline_order_and_logs_each():
     q, _ = make(lease_seconds=10)
     a = q.enqueue(case_id="A-1")
     b = q.enqueue(case_id="B-1")
     q.acquire("W1", now=0, lease_seconds=20)  # a, due at 20
-    q.acquire("W2", now=5)                     # b, due at 15
+    q.acquire("W2", now=5)  # b, due at 15
     assert q.expire_leases(now=14) == []
-    assert q._expire_leases(now=25) == [b, a]   # the seed's name for the same call
+    assert q._expire_leases(now=25) == [b, a]  # the seed's name for the same call
     expired = q.log.where(EventKind.EXPIRED)
     assert [(e.item_id, e.time, e.worker_id, e.token, e.attempt, e.info["expires_at"]) for e in expired] == [
-        (b, 25.0, "W2", 1, 1, 15.0), (a, 25.0, "W1", 1, 1, 20.0)]
+        (b, 25.0, "W2", 1, 1, 15.0),
+        (a, 25.0, "W1", 1, 1, 20.0),
+    ]
     assert q.item(a).last_error == "lease expired at t=20 (worker W1, attempt 1)"
     assert q.counts()[READY] == 2
 
@@ -434,6 +498,7 @@ def test_expire_leases_with_a_frozen_clock_then_calls_without_now_use_that_time(
 
 
 # --------------------------------------------------------------------------- process_one
+
 
 def test_outcome_words_are_the_documented_ones():
     assert [o.value for o in Outcome] == ["ok", "retried", "dead", "empty", "lost"]
@@ -479,6 +544,7 @@ def test_process_one_lost_when_the_handler_fails_after_losing_the_lease():
     def slow_then_fail(lease):
         clock.advance(31)
         raise RuntimeError("too late anyway")
+
     assert q.process_one("W1", slow_then_fail) is Outcome.LOST
     assert q.item(item_id).last_error.startswith("lease expired")  # the late failure is not recorded
 
@@ -491,6 +557,7 @@ def test_process_one_lost_when_another_worker_claimed_the_item_meanwhile():
     def paused(lease):
         clock.advance(31)
         stolen.append(q.acquire("W7"))
+
     assert q.process_one("W1", paused) is Outcome.LOST
     assert q.log.where(EventKind.STALE_REJECTED)[0].info["op"] == "ack"
     assert q.item(stolen[0].item_id).worker_id == "W7"
@@ -503,11 +570,13 @@ def test_process_one_with_now_settles_after_heartbeats_the_handler_sent_later():
     def long_call(lease):
         assert q.heartbeat(lease, now=25)
         assert q.heartbeat(lease, now=50)
+
     assert q.process_one("W1", long_call, now=0) is Outcome.OK
     assert q.log.last.time == 50.0 and q.item(item_id).state is DONE
 
 
 # --------------------------------------------------------------------------- the DLQ
+
 
 def test_dlq_items_lists_dead_items_oldest_death_first():
     q, _ = make(max_attempts=1)
@@ -573,12 +642,13 @@ def test_replaying_or_reading_an_unknown_item_raises_unknown_item(item_id):
 
 # --------------------------------------------------------------------------- reading
 
+
 def test_items_counts_depth_len_and_repr_agree():
     q, _ = make(max_attempts=1)
     ids = [q.enqueue(case_id=f"C-{n}") for n in range(4)]
-    q.ack(q.acquire("W1"))           # C-0 done
+    q.ack(q.acquire("W1"))  # C-0 done
     q.nack(q.acquire("W1"), "boom")  # C-1 dead
-    q.acquire("W1")                  # C-2 leased; C-3 ready
+    q.acquire("W1")  # C-2 leased; C-3 ready
     assert [i.id for i in q.items()] == ids
     assert [(i.id, i.state) for i in q.items()] == list(zip(ids, [DONE, DEAD, LEASED, READY]))
     assert [i.id for i in q.items(LEASED)] == [ids[2]] == [i.id for i in q.leases()]
@@ -598,28 +668,35 @@ def test_counts_is_a_copy():
 
 # --------------------------------------------------------------------------- transitions
 
+
 def test_every_event_of_a_run_walks_an_edge_of_the_transition_table():
     q, _ = make(lease_seconds=10, max_attempts=2)
     a, b, c, d, e = (q.enqueue(case_id=case) for case in "ABCDE")
     la, lb, lc, ld, le = (q.acquire("W1", now=0) for _ in range(5))
     q.heartbeat(la, now=1)
-    q.ack(la, now=2)                              # a: done at once
-    q.nack(lb, "flaky", now=2)                    # b: retried ...
-    q.nack(ld, "poison", now=2)                   # d: poison ...
-    q._expire_leases(now=10)                      # c and e: workers died
+    q.ack(la, now=2)  # a: done at once
+    q.nack(lb, "flaky", now=2)  # b: retried ...
+    q.nack(ld, "poison", now=2)  # d: poison ...
+    q._expire_leases(now=10)  # c and e: workers died
     lb2, lc2, ld2, le2 = (q.acquire("W2", now=10) for _ in range(4))
-    q.ack(lb2, now=11)                            # ... b: done on its second try
+    q.ack(lb2, now=11)  # ... b: done on its second try
     with pytest.raises(StaleTokenError):
-        q.ack(lc, now=11)                         # c's first worker comes back stale
+        q.ack(lc, now=11)  # c's first worker comes back stale
     q.ack(lc2, now=11)
-    q.nack(ld2, "poison", now=11)                 # ... d: dead on its last attempt
-    q._expire_leases(now=20)                      # e: expired on its last attempt, dead
+    q.nack(ld2, "poison", now=11)  # ... d: dead on its last attempt
+    q._expire_leases(now=20)  # e: expired on its last attempt, dead
     q.replay_dlq(d, now=21)
-    q.ack(q.acquire("W3", now=21), now=22)        # d: done after the fix
+    q.ack(q.acquire("W3", now=21), now=22)  # d: done after the fix
     # Walk the log. A nack or expiry that ended the last attempt is followed at once by its
     # dead-lettering: together they are one move, leased -> dead.
-    after = {EventKind.ENQUEUED: READY, EventKind.LEASED: LEASED, EventKind.ACKED: DONE,
-             EventKind.NACKED: READY, EventKind.EXPIRED: READY, EventKind.REPLAYED: READY}
+    after = {
+        EventKind.ENQUEUED: READY,
+        EventKind.LEASED: LEASED,
+        EventKind.ACKED: DONE,
+        EventKind.NACKED: READY,
+        EventKind.EXPIRED: READY,
+        EventKind.REPLAYED: READY,
+    }
     events = q.log.events
     state: dict[str, ItemState] = {}
     walked = []
@@ -645,7 +722,14 @@ def test_every_event_of_a_run_walks_an_edge_of_the_transition_table():
     assert {i.id: i.state for i in q.items()} == state == {a: DONE, b: DONE, c: DONE, d: DONE, e: DEAD}
     assert {label for _, label in walked} == set(TRANSITIONS.values())  # every edge of the table was used
     assert [label for item, label in walked if item == d] == [
-        "acquire", "expiry / nack", "acquire", "max attempts", "replay", "acquire", "ack"]
+        "acquire",
+        "expiry / nack",
+        "acquire",
+        "max attempts",
+        "replay",
+        "acquire",
+        "ack",
+    ]
 
 
 def test_forcing_an_edge_that_is_not_in_the_table_raises_transition_error():
@@ -660,17 +744,17 @@ def test_forcing_an_edge_that_is_not_in_the_table_raises_transition_error():
 def test_the_log_tells_one_items_whole_story():
     q, clock = make(lease_seconds=10, max_attempts=2)
     q.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send")
-    first = q.acquire("W1")           # t=0, token 1, due at 10
+    first = q.acquire("W1")  # t=0, token 1, due at 10
     clock.set(4)
-    q.heartbeat(first)                # due at 14
+    q.heartbeat(first)  # due at 14
     clock.set(15)
-    q._expire_leases()                # attempt 1 expired
-    last = q.acquire("W7")            # t=15, token 2, the last attempt
+    q._expire_leases()  # attempt 1 expired
+    last = q.acquire("W7")  # t=15, token 2, the last attempt
     clock.set(16)
-    q.nack(last, "bad schema")        # -> DLQ
+    q.nack(last, "bad schema")  # -> DLQ
     clock.set(20)
     q.replay_dlq("item-0001")
-    q.ack(q.acquire("W8"))            # t=20, token 3
+    q.ack(q.acquire("W8"))  # t=20, token 3
     assert [str(e) for e in q.log] == [
         "#0 t=0 enqueued item=item-0001 case=O-1001 kind=contact_send priority=1 tenant_id=store_northline",
         "#1 t=0 leased item=item-0001 case=O-1001 worker=W1 token=1 attempt=1 expires_at=10",
@@ -687,15 +771,16 @@ def test_the_log_tells_one_items_whole_story():
 
 # --------------------------------------------------------------------------- fencing
 
+
 def test_tokens_strictly_increase_with_every_claim_of_an_item():
     q, _ = make(lease_seconds=10, max_attempts=3)
     item_id = q.enqueue(case_id="O-1001")
     tokens = [q.acquire("W1", now=0).token]
-    tokens.append(q.acquire("W2", now=10).token)           # after an expiry
-    q.nack(q.acquire("W3", now=20), "boom")                # a third claim, then the DLQ
+    tokens.append(q.acquire("W2", now=10).token)  # after an expiry
+    q.nack(q.acquire("W3", now=20), "boom")  # a third claim, then the DLQ
     tokens.append(q.item(item_id).token)
     q.replay_dlq(item_id)
-    tokens.append(q.acquire("W4", now=30).token)           # after a replay
+    tokens.append(q.acquire("W4", now=30).token)  # after a replay
     assert tokens == [1, 2, 3, 4]
 
 
@@ -711,7 +796,12 @@ def test_a_stale_ack_is_rejected_naming_both_tokens_and_the_holder_keeps_the_ite
     assert (item.state, item.worker_id, item.token) == (LEASED, "W7", 2)
     event = q.log.last
     assert (event.kind, event.time, event.worker_id, event.token, dict(event.info)) == (
-        EventKind.STALE_REJECTED, 11.0, "W1", 1, {"op": "ack", "current": 2})
+        EventKind.STALE_REJECTED,
+        11.0,
+        "W1",
+        1,
+        {"op": "ack", "current": 2},
+    )
     q.ack(new, now=12)
     assert q.item(new.item_id).state is DONE
 
@@ -739,30 +829,34 @@ def test_a_stale_token_stays_stale_after_the_item_is_done():
 
 # --------------------------------------------------------------------------- bad input
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({}, "case_id"),
-    ({"case_id": None}, "case_id"),
-    ({"case_id": ""}, "case_id"),
-    ({"case_id": "   "}, "case_id"),
-    ({"case_id": 1001}, "case_id"),
-    ({"case_id": "O-1", "tenant_id": ""}, "tenant_id"),
-    ({"case_id": "O-1", "tenant_id": None}, "tenant_id"),
-    ({"case_id": "O-1", "kind": 3}, "kind"),
-    ({"case_id": "O-1", "priority": "high"}, "priority"),
-    ({"case_id": "O-1", "priority": True}, "priority"),
-    ({"case_id": "O-1", "priority": 1.5}, "priority"),
-    ({"case_id": "O-1", "payload": {"tags": {"vip"}}}, "payload['tags']"),
-    ({"case_id": "O-1", "payload": {"who": object()}}, "payload['who']"),
-    ({"case_id": "O-1", "payload": {"score": math.nan}}, "payload['score']"),
-    ({"case_id": "O-1", "payload": {1: "x"}}, "payload key 1"),
-    ({"case_id": "O-1", "payload": {"deep": [{"ok": 1}, {2: "x"}]}}, "payload['deep'][1] key 2"),
-    ({"case_id": "O-1", "payload": {"a", "b"}}, "payload"),
-    ({"case_id": "O-1", "payload": ["not", "a", "dict"]}, "payload"),
-    ({"case_id": "O-1", "payload": "text"}, "payload"),
-    ({"case_id": "O-1", "now": "soon"}, "now"),
-    ({"case_id": "O-1", "now": math.nan}, "now"),
-    ({"case_id": "O-1", "now": 5}, "now"),  # earlier than t=10 already seen
-])
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({}, "case_id"),
+        ({"case_id": None}, "case_id"),
+        ({"case_id": ""}, "case_id"),
+        ({"case_id": "   "}, "case_id"),
+        ({"case_id": 1001}, "case_id"),
+        ({"case_id": "O-1", "tenant_id": ""}, "tenant_id"),
+        ({"case_id": "O-1", "tenant_id": None}, "tenant_id"),
+        ({"case_id": "O-1", "kind": 3}, "kind"),
+        ({"case_id": "O-1", "priority": "high"}, "priority"),
+        ({"case_id": "O-1", "priority": True}, "priority"),
+        ({"case_id": "O-1", "priority": 1.5}, "priority"),
+        ({"case_id": "O-1", "payload": {"tags": {"vip"}}}, "payload['tags']"),
+        ({"case_id": "O-1", "payload": {"who": object()}}, "payload['who']"),
+        ({"case_id": "O-1", "payload": {"score": math.nan}}, "payload['score']"),
+        ({"case_id": "O-1", "payload": {1: "x"}}, "payload key 1"),
+        ({"case_id": "O-1", "payload": {"deep": [{"ok": 1}, {2: "x"}]}}, "payload['deep'][1] key 2"),
+        ({"case_id": "O-1", "payload": {"a", "b"}}, "payload"),
+        ({"case_id": "O-1", "payload": ["not", "a", "dict"]}, "payload"),
+        ({"case_id": "O-1", "payload": "text"}, "payload"),
+        ({"case_id": "O-1", "now": "soon"}, "now"),
+        ({"case_id": "O-1", "now": math.nan}, "now"),
+        ({"case_id": "O-1", "now": 5}, "now"),  # earlier than t=10 already seen
+    ],
+)
 def test_bad_enqueue_arguments_name_the_field_and_change_nothing(kwargs, field):
     q, _ = make()
     q.enqueue(case_id="O-0", now=10)
@@ -775,20 +869,23 @@ def test_bad_enqueue_arguments_name_the_field_and_change_nothing(kwargs, field):
     assert q.enqueue(case_id="O-2", now=10) == "item-0002"  # time did not move, ids did not skip
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"lease_seconds": 0}, "lease_seconds"),
-    ({"lease_seconds": -5}, "lease_seconds"),
-    ({"lease_seconds": math.inf}, "lease_seconds"),
-    ({"lease_seconds": math.nan}, "lease_seconds"),
-    ({"lease_seconds": "30"}, "lease_seconds"),
-    ({"lease_seconds": True}, "lease_seconds"),
-    ({"max_attempts": 0}, "max_attempts"),
-    ({"max_attempts": -1}, "max_attempts"),
-    ({"max_attempts": 2.5}, "max_attempts"),
-    ({"max_attempts": "5"}, "max_attempts"),
-    ({"max_attempts": True}, "max_attempts"),
-    ({"clock": object()}, "clock"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"lease_seconds": 0}, "lease_seconds"),
+        ({"lease_seconds": -5}, "lease_seconds"),
+        ({"lease_seconds": math.inf}, "lease_seconds"),
+        ({"lease_seconds": math.nan}, "lease_seconds"),
+        ({"lease_seconds": "30"}, "lease_seconds"),
+        ({"lease_seconds": True}, "lease_seconds"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"max_attempts": -1}, "max_attempts"),
+        ({"max_attempts": 2.5}, "max_attempts"),
+        ({"max_attempts": "5"}, "max_attempts"),
+        ({"max_attempts": True}, "max_attempts"),
+        ({"clock": object()}, "clock"),
+    ],
+)
 def test_bad_queue_settings_name_the_field(kwargs, field):
     with pytest.raises(BadArgumentError) as err:
         InMemoryQueue(**kwargs)
@@ -803,16 +900,19 @@ def with_overdue_lease() -> tuple[InMemoryQueue, Lease]:
     return q, q.acquire("W1")
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"worker_id": None}, "worker_id"),
-    ({"worker_id": ""}, "worker_id"),
-    ({"worker_id": 7}, "worker_id"),
-    ({"worker_id": "W2", "lease_seconds": 0}, "lease_seconds"),
-    ({"worker_id": "W2", "lease_seconds": -1}, "lease_seconds"),
-    ({"worker_id": "W2", "max_priority": "bulk"}, "max_priority"),
-    ({"worker_id": "W2", "max_priority": False}, "max_priority"),
-    ({"worker_id": "W2", "now": "later"}, "now"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"worker_id": None}, "worker_id"),
+        ({"worker_id": ""}, "worker_id"),
+        ({"worker_id": 7}, "worker_id"),
+        ({"worker_id": "W2", "lease_seconds": 0}, "lease_seconds"),
+        ({"worker_id": "W2", "lease_seconds": -1}, "lease_seconds"),
+        ({"worker_id": "W2", "max_priority": "bulk"}, "max_priority"),
+        ({"worker_id": "W2", "max_priority": False}, "max_priority"),
+        ({"worker_id": "W2", "now": "later"}, "now"),
+    ],
+)
 def test_bad_acquire_arguments_name_the_field_and_change_nothing(kwargs, field):
     q, _ = with_overdue_lease()
     before = state_of(q)
@@ -830,10 +930,15 @@ def test_now_going_backwards_is_refused_by_every_timed_call():
     q.nack(q.acquire("W2", now=5), "poison")
     q._expire_leases(now=8)
     before = state_of(q)
-    calls = [lambda: q.enqueue(case_id="X", now=7), lambda: q.acquire("W3", now=7),
-             lambda: q.heartbeat(lease, now=7), lambda: q.ack(lease, now=7),
-             lambda: q.nack(lease, "x", now=7), lambda: q.replay_dlq(dead, now=7),
-             lambda: q._expire_leases(now=7)]
+    calls = [
+        lambda: q.enqueue(case_id="X", now=7),
+        lambda: q.acquire("W3", now=7),
+        lambda: q.heartbeat(lease, now=7),
+        lambda: q.ack(lease, now=7),
+        lambda: q.nack(lease, "x", now=7),
+        lambda: q.replay_dlq(dead, now=7),
+        lambda: q._expire_leases(now=7),
+    ]
     for call in calls:
         with pytest.raises(BadArgumentError, match="earlier than t=8 already seen") as err:
             call()
@@ -852,13 +957,16 @@ def test_something_that_is_not_a_lease_is_refused_before_anything_happens(op):
     q.ack(lease, now=9)  # time did not move to 50: the real lease is still live at t=9
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"item_id": "item-0404"}, "no item item-0404 in this queue"),
-    ({"token": 99}, "item item-0001 never granted token 99 for case O-1001"),
-    ({"token": 0}, "never granted token 0"),
-    ({"token": "1"}, "never granted token 1"),
-    ({"case_id": "A-1002"}, "never granted token 1 for case A-1002"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"item_id": "item-0404"}, "no item item-0404 in this queue"),
+        ({"token": 99}, "item item-0001 never granted token 99 for case O-1001"),
+        ({"token": 0}, "never granted token 0"),
+        ({"token": "1"}, "never granted token 1"),
+        ({"case_id": "A-1002"}, "never granted token 1 for case A-1002"),
+    ],
+)
 @pytest.mark.parametrize("op", ["ack", "nack", "heartbeat"])
 def test_a_fabricated_lease_is_unknown_and_changes_nothing(op, change, reason):
     q, lease = with_overdue_lease()
@@ -878,6 +986,7 @@ def test_items_with_an_unknown_state_names_the_field(state):
 
 
 # --------------------------------------------------------------------------- payloads
+
 
 def test_changing_the_callers_dict_after_enqueue_does_not_change_the_queue():
     q, _ = make()
@@ -920,6 +1029,7 @@ def test_a_replayed_item_is_no_longer_dead():
 
 # --------------------------------------------------------------------------- what only the worker knows
 
+
 def test_a_worker_crash_or_pause_is_noted_for_the_timeline_and_changes_nothing():
     q, clock = make()
     q.enqueue(case_id="O-1001")
@@ -931,19 +1041,24 @@ def test_a_worker_crash_or_pause_is_noted_for_the_timeline_and_changes_nothing()
     q.worker_crashed("W1", lease, now=17)
     q.worker_crashed("W9", case_id="A-1002", now=18)
     noted = [(e.kind, e.time, e.item_id, e.case_id, e.worker_id, e.token) for e in q.log.events[-4:]]
-    assert noted == [(EventKind.WORKER_PAUSED, 2.0, lease.item_id, "O-1001", "W1", None),
-                     (EventKind.WORKER_RESUMED, 16.0, lease.item_id, "O-1001", "W1", None),
-                     (EventKind.WORKER_CRASHED, 17.0, lease.item_id, "O-1001", "W1", None),
-                     (EventKind.WORKER_CRASHED, 18.0, None, "A-1002", "W9", None)]
+    assert noted == [
+        (EventKind.WORKER_PAUSED, 2.0, lease.item_id, "O-1001", "W1", None),
+        (EventKind.WORKER_RESUMED, 16.0, lease.item_id, "O-1001", "W1", None),
+        (EventKind.WORKER_CRASHED, 17.0, lease.item_id, "O-1001", "W1", None),
+        (EventKind.WORKER_CRASHED, 18.0, None, "A-1002", "W9", None),
+    ]
     assert (q.counts(), q.items()) == before
 
 
-@pytest.mark.parametrize("call, field", [
-    (lambda q: q.worker_paused("W1"), "lease"),
-    (lambda q: q.worker_crashed(None), "worker_id"),
-    (lambda q: q.worker_crashed("W1", case_id=""), "case_id"),
-    (lambda q: q.worker_crashed("W1", now="soon"), "now"),
-])
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda q: q.worker_paused("W1"), "lease"),
+        (lambda q: q.worker_crashed(None), "worker_id"),
+        (lambda q: q.worker_crashed("W1", case_id=""), "case_id"),
+        (lambda q: q.worker_crashed("W1", now="soon"), "now"),
+    ],
+)
 def test_a_bad_note_names_the_field_and_writes_nothing(call, field):
     q, _ = make()
     with pytest.raises(BadArgumentError) as err:

@@ -13,6 +13,7 @@ Profiles: HYPOTHESIS_PROFILE=ci (default: 500 runs on memory, 200 on each databa
 derandomized so CI is repeatable) or HYPOTHESIS_PROFILE=dev (quick). The profile applies to this machine only, so
 other Hypothesis tests in the session keep their own settings.
 """
+
 from __future__ import annotations
 
 import os
@@ -33,10 +34,10 @@ from shopops_lab.states import ItemState
 from shopops_lab.store import Store
 from shopops_lab.worker.queue import InMemoryQueue, Lease, Outcome, Priority, Queue
 
-settings.register_profile("ci", max_examples=500, deadline=None, derandomize=True, database=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("dev", max_examples=50, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "ci", max_examples=500, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile("dev", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
 
 READY, LEASED, DONE, DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
@@ -69,8 +70,8 @@ class Model:
     def __init__(self) -> None:
         self.items: dict[str, ModelItem] = {}
         self.ready: dict[str, list[str]] = {case: [] for case in CASES}  # per case, FIFO
-        self.holder: dict[str, str] = {}                                 # case -> leased item id
-        self.dlq: list[str] = []                                         # oldest death first
+        self.holder: dict[str, str] = {}  # case -> leased item id
+        self.dlq: list[str] = []  # oldest death first
         self.stale_rejections = 0
 
     def enqueue(self, case_id: str, priority: int) -> str:
@@ -81,15 +82,18 @@ class Model:
         return item.id
 
     def sweep(self, now: float) -> list[str]:
-        due = sorted((i for i in self.items.values() if i.state is LEASED and i.expires_at <= now),
-                     key=lambda i: (i.expires_at, i.seq))
+        due = sorted(
+            (i for i in self.items.values() if i.state is LEASED and i.expires_at <= now),
+            key=lambda i: (i.expires_at, i.seq),
+        )
         for item in due:
             item.ended_by = "expired"
             self._end_attempt(item)
         return [i.id for i in due]
 
-    def acquire(self, worker_id: str, now: float, lease_seconds: float | None,
-                max_priority: int | None) -> ModelItem | None:
+    def acquire(
+        self, worker_id: str, now: float, lease_seconds: float | None, max_priority: int | None
+    ) -> ModelItem | None:
         self.sweep(now)
         heads = [self.items[ids[0]] for case, ids in self.ready.items() if ids and case not in self.holder]
         if not heads:
@@ -148,8 +152,8 @@ lease_index = st.integers(min_value=0, max_value=10_000)
 
 class QueueMachine(RuleBasedStateMachine):
     backend = "memory"
-    _backends: dict[str, Backend] = {}            # one per backend for the whole run
-    _stores: dict[str, tuple[str, Store]] = {}    # its database's URL and the store open on it
+    _backends: dict[str, Backend] = {}  # one per backend for the whole run
+    _stores: dict[str, tuple[str, Store]] = {}  # its database's URL and the store open on it
 
     def __init__(self) -> None:
         super().__init__()
@@ -179,12 +183,13 @@ class QueueMachine(RuleBasedStateMachine):
         got = self.queue.enqueue(case_id=case_id, priority=priority, now=self.now)
         assert got == self.model.enqueue(case_id, int(priority))
 
-    @rule(worker_id=st.sampled_from(WORKERS),
-          lease_seconds=st.one_of(st.none(), st.sampled_from([3, 10, 25])),
-          max_priority=st.one_of(st.none(), st.sampled_from(list(Priority))))
+    @rule(
+        worker_id=st.sampled_from(WORKERS),
+        lease_seconds=st.one_of(st.none(), st.sampled_from([3, 10, 25])),
+        max_priority=st.one_of(st.none(), st.sampled_from(list(Priority))),
+    )
     def acquire(self, worker_id, lease_seconds, max_priority):
-        lease = self.queue.acquire(worker_id, now=self.now, lease_seconds=lease_seconds,
-                                   max_priority=max_priority)
+        lease = self.queue.acquire(worker_id, now=self.now, lease_seconds=lease_seconds, max_priority=max_priority)
         expected = self.model.acquire(worker_id, self.now, lease_seconds, max_priority)
         if expected is None:
             assert lease is None
@@ -236,6 +241,7 @@ class QueueMachine(RuleBasedStateMachine):
         def handler(lease):
             if fails:
                 raise RuntimeError("handler failed")
+
         outcome = self.queue.process_one(worker_id, handler, now=self.now)
         item = self.model.acquire(worker_id, self.now, None, None)
         if item is None:
@@ -294,7 +300,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert sum(counts.values()) == len(self.queue) == len(self.model.items)
         by_state = {state: {i.id for i in self.queue.items(state)} for state in ItemState}
         assert sum(len(ids) for ids in by_state.values()) == len(self.model.items)  # disjoint ...
-        assert set().union(*by_state.values()) == set(self.model.items)             # ... and complete
+        assert set().union(*by_state.values()) == set(self.model.items)  # ... and complete
         for state, ids in by_state.items():
             assert len(ids) == counts[state]
             assert ids == {i.id for i in self.model.items.values() if i.state is state}
@@ -305,7 +311,11 @@ class QueueMachine(RuleBasedStateMachine):
         for item in self.queue.items():  # read once: on a database every read is a query
             expected = self.model.items[item.id]
             assert (item.state, item.attempts, item.token, item.replays) == (
-                expected.state, expected.attempts, expected.token, expected.replays)
+                expected.state,
+                expected.attempts,
+                expected.token,
+                expected.replays,
+            )
             if item.state is LEASED:
                 assert (item.worker_id, item.lease_expires_at) == (expected.worker_id, expected.expires_at)
             assert 0 <= item.attempts <= MAX_ATTEMPTS

@@ -1,4 +1,5 @@
 """The README's examples run, and its commands exist: a newcomer copies them first."""
+
 from __future__ import annotations
 
 import contextlib
@@ -45,6 +46,7 @@ def test_every_cli_command_in_the_readme_parses(command):
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         assert main([words[0], "--help"]) == 0
         from shopops_lab.cli import build_parser
+
         build_parser().parse_args(words)
 
 

@@ -8,6 +8,7 @@
     before its side effect and its late ack is fenced off.
 (d) Token 4 against token 5 at the queue: the stale worker's ack is rejected.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -22,8 +23,9 @@ from shopops_lab.worker.queue import InMemoryQueue, Lease, Outcome
 IDEM_KEY = "O-1001:email:3"
 
 
-def burst_day(adapter_class: type[ChannelAdapter], *, lease_seconds: float = 30,
-              max_attempts: int = 5) -> tuple[InMemoryQueue, ChannelAdapter, FakeClock]:
+def burst_day(
+    adapter_class: type[ChannelAdapter], *, lease_seconds: float = 30, max_attempts: int = 5
+) -> tuple[InMemoryQueue, ChannelAdapter, FakeClock]:
     """A queue and an email adapter sharing one clock and one event log."""
     clock, log = FakeClock(), EventLog()
     queue = InMemoryQueue(lease_seconds=lease_seconds, max_attempts=max_attempts, clock=clock, log=log)
@@ -31,21 +33,35 @@ def burst_day(adapter_class: type[ChannelAdapter], *, lease_seconds: float = 30,
 
 
 def enqueue_jordans_email(queue: InMemoryQueue, **payload) -> str:
-    return queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send",
-                         payload=payload or {"idem_key": IDEM_KEY, "to": "jordan@example.com"})
+    return queue.enqueue(
+        case_id="O-1001",
+        tenant_id="store_northline",
+        kind="contact_send",
+        payload=payload or {"idem_key": IDEM_KEY, "to": "jordan@example.com"},
+    )
 
 
 def outreach(adapter: ChannelAdapter, runs: list[str], results: list[SendResult]):
     """The handler: draft Jordan's delay email and send it under the item's idempotency key."""
+
     def handler(lease: Lease) -> None:
         runs.append(lease.worker_id)
         body = f"Hi Jordan, order {lease.case_id} is delayed; here is what we are doing about it."
-        results.append(adapter.send(lease.payload["idem_key"], case_id=lease.case_id,
-                                    to=lease.payload["to"], body=body, worker_id=lease.worker_id))
+        results.append(
+            adapter.send(
+                lease.payload["idem_key"],
+                case_id=lease.case_id,
+                to=lease.payload["to"],
+                body=body,
+                worker_id=lease.worker_id,
+            )
+        )
+
     return handler
 
 
 # --------------------------------------------------------------------------- (a)
+
 
 def test_a_forced_expiry_delivers_twice_but_the_idempotency_key_sends_once():
     queue, email, _ = burst_day(EmailAdapter)
@@ -59,18 +75,24 @@ def test_a_forced_expiry_delivers_twice_but_the_idempotency_key_sends_once():
 
     redelivery = queue.acquire("W7")
     assert (redelivery.case_id, redelivery.item_id, redelivery.token, redelivery.attempt) == (
-        "O-1001", lease.item_id, 2, 2)
+        "O-1001",
+        lease.item_id,
+        2,
+        2,
+    )
     handler(redelivery)
     queue.ack(redelivery)
 
-    assert runs == ["W1", "W7"]                                  # the handler ran twice
-    assert len(email.ledger.contacts("O-1001")) == 1             # Jordan got one email
+    assert runs == ["W1", "W7"]  # the handler ran twice
+    assert len(email.ledger.contacts("O-1001")) == 1  # Jordan got one email
     assert email.ledger.duplicates() == {}
     first, second = results
     assert (first.message_id, first.deduped) == ("msg-0001", False)
     assert (second.message_id, second.deduped) == ("msg-0001", True)  # the repeat returned the first id
     assert [e.kind for e in queue.log if e.kind in (EventKind.CONTACT_SENT, EventKind.CONTACT_DEDUPED)] == [
-        EventKind.CONTACT_SENT, EventKind.CONTACT_DEDUPED]
+        EventKind.CONTACT_SENT,
+        EventKind.CONTACT_DEDUPED,
+    ]
     assert queue.item(lease.item_id).state is ItemState.DONE
 
 
@@ -88,7 +110,7 @@ def test_a_the_same_redelivery_through_a_naive_adapter_emails_jordan_twice():
 
     assert runs == ["W1", "W7"]
     assert [r.message_id for r in results] == ["msg-0001", "msg-0002"]
-    (intent, contacts), = email.ledger.duplicates().items()
+    ((intent, contacts),) = email.ledger.duplicates().items()
     assert intent == ("O-1001", IDEM_KEY)
     assert [(c.message_id, c.worker_id) for c in contacts] == [("msg-0001", "W1"), ("msg-0002", "W7")]
 
@@ -102,6 +124,7 @@ def test_a_the_texts_process_one_sketch_runs_the_handler_and_acks():
 
 
 # --------------------------------------------------------------------------- (b)
+
 
 def test_b_a_poison_item_fails_five_times_goes_to_the_dlq_and_succeeds_after_a_fix_and_replay():
     queue, email, clock = burst_day(EmailAdapter, max_attempts=5)
@@ -134,14 +157,14 @@ def test_b_a_poison_item_fails_five_times_goes_to_the_dlq_and_succeeds_after_a_f
 
 # --------------------------------------------------------------------------- (c)
 
+
 def long_handler(queue: InMemoryQueue, adapter: ChannelAdapter, lease: Lease, between_chunks) -> None:
     """Generate a reply in chunks, heartbeating after each; send only while the lease is ours."""
     for chunk in range(3):
         between_chunks(chunk)  # streaming tokens, awaiting a tool ... time passes
         if not queue.heartbeat(lease):
             raise LeaseLostError(worker_id=lease.worker_id, item_id=lease.item_id, token=lease.token)
-    adapter.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"],
-                 worker_id=lease.worker_id)
+    adapter.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"], worker_id=lease.worker_id)
 
 
 def test_c_a_lost_lease_heartbeat_stops_the_worker_before_its_side_effect():
@@ -153,7 +176,7 @@ def test_c_a_lost_lease_heartbeat_stops_the_worker_before_its_side_effect():
         if chunk < 2:
             clock.advance(10)  # t=10, 20: each heartbeat pushes the deadline to t+30
             return
-        clock.advance(45)      # a long pause: t=65, past the deadline of 50
+        clock.advance(45)  # a long pause: t=65, past the deadline of 50
         w7 = queue.acquire("W7")  # meanwhile the case is redelivered and finished
         long_handler(queue, email, w7, lambda _: clock.advance(1))
         queue.ack(w7)
@@ -185,6 +208,7 @@ def test_c_without_heartbeats_the_key_still_prevents_a_double_but_the_work_was_w
 
 # --------------------------------------------------------------------------- (d)
 
+
 def test_d_token_4_is_rejected_once_token_5_was_issued():
     queue, _, clock = burst_day(EmailAdapter, lease_seconds=2, max_attempts=5)
     item_id = enqueue_jordans_email(queue)
@@ -205,7 +229,9 @@ def test_d_token_4_is_rejected_once_token_5_was_issued():
     assert queue.item(item_id).state is ItemState.DONE
     rejected = queue.log.where(EventKind.STALE_REJECTED)
     assert [(e.worker_id, e.token, e.info["op"], e.info["current"]) for e in rejected] == [
-        ("A", 4, "ack", 5), ("A", 4, "heartbeat", 5)]
+        ("A", 4, "ack", 5),
+        ("A", 4, "heartbeat", 5),
+    ]
 
 
 def test_d_process_one_reports_the_fenced_worker_as_lost():
@@ -216,5 +242,6 @@ def test_d_process_one_reports_the_fenced_worker_as_lost():
         clock.advance(3)
         b = queue.acquire("B")
         queue.ack(b)
+
     assert queue.process_one("A", a_stalls_while_b_takes_over) is Outcome.LOST
     assert queue.counts()[ItemState.DONE] == 1

@@ -1,5 +1,6 @@
 """The simulator as a whole: determinism, the story scenarios, burst day at full size,
 the report, and step mode with rewind."""
+
 from __future__ import annotations
 
 import ast
@@ -21,6 +22,7 @@ QUIET = Scenario(name="quiet", description="three cases, two workers, nothing go
 
 
 # --------------------------------------------------------------------------- determinism
+
 
 def test_same_seed_same_event_log():
     first = run("burst_day", seed=11, items=400)
@@ -45,6 +47,7 @@ def test_a_policy_function_replays_exactly():
 
 
 # --------------------------------------------------------------------------- the stories
+
 
 def test_quiet_run_does_every_item_once():
     report = run(QUIET, seed=0)
@@ -87,6 +90,7 @@ def test_stale_worker_scenario_is_refused_by_fencing():
 
 # --------------------------------------------------------------------------- burst day
 
+
 def test_burst_day_full_size_loses_nothing_and_contacts_nobody_twice():
     report = run("burst_day", seed=7)
     m = report.metrics
@@ -99,8 +103,8 @@ def test_burst_day_full_size_loses_nothing_and_contacts_nobody_twice():
     # every kind of random fault struck, and the run still came out clean
     for name in ("crashes", "pauses", "acks_lost", "unknown_outcomes", "duplicate_deliveries"):
         assert m[name] > 0, name
-    assert report.dead_lettered > 0          # the poison items
-    assert m["sends_deduped"] > 0            # redeliveries that the idempotency key absorbed
+    assert report.dead_lettered > 0  # the poison items
+    assert m["sends_deduped"] > 0  # redeliveries that the idempotency key absorbed
     assert m["approval_wait_count"] > 0 and m["throttled"] > 0
 
 
@@ -131,9 +135,15 @@ def test_the_run_stops_at_the_horizon_and_counts_what_is_left_as_lost():
 
 
 def test_random_rates_come_from_the_one_rng():
-    noisy = Scenario(name="noisy", description="everything at once", items=300, workers=6,
-                     rates=FaultRates(kill_worker=0.05, pause_worker=0.05, lose_ack=0.05,
-                                      drop_reply=0.05, deliver_twice=0.05, poison=0.02))
+    noisy = Scenario(
+        name="noisy",
+        description="everything at once",
+        items=300,
+        workers=6,
+        rates=FaultRates(
+            kill_worker=0.05, pause_worker=0.05, lose_ack=0.05, drop_reply=0.05, deliver_twice=0.05, poison=0.02
+        ),
+    )
     a, b = run(noisy, seed=9), run(noisy, seed=9)
     assert a.log.to_dicts() == b.log.to_dicts()
     struck = {e.info["fault"] for e in a.log.where(K.FAULT_INJECTED) if e.info["source"] == "random"}
@@ -142,6 +152,7 @@ def test_random_rates_come_from_the_one_rng():
 
 
 # --------------------------------------------------------------------------- the report
+
 
 def test_report_summary_names_the_seed_and_how_to_replay():
     report = run("stale_worker", seed=4, adapter="naive")
@@ -153,8 +164,14 @@ def test_report_summary_names_the_seed_and_how_to_replay():
 
 
 def test_python_replay_line_rebuilds_the_same_run():
-    report = run("burst_day", seed=2, items=200, workers=5, policy=NoBackpressure(),
-                 faults=[Fault("kill_worker", item="O-1003"), Fault("gateway_spike", at=50, factor=2)])
+    report = run(
+        "burst_day",
+        seed=2,
+        items=200,
+        workers=5,
+        policy=NoBackpressure(),
+        faults=[Fault("kill_worker", item="O-1003"), Fault("gateway_spike", at=50, factor=2)],
+    )
     assert "--items 200 --workers 5" in report.replay and "came from Python" in report.replay
     code = report.python_replay.replace("from shopops_lab.sim import run; ", "")
     namespace = {"run": run, "Fault": Fault, "NoBackpressure": NoBackpressure}
@@ -180,8 +197,11 @@ def test_a_run_config_is_checked_once_frozen_and_replays_its_run():
         config.seed = 4
     with pytest.raises(BadArgumentError, match="faults\\[0\\].worker"):
         RunConfig.of("burst_day", workers=4, faults=[Fault("kill_worker", worker="W5")])
-    report = Simulation("burst_day", seed=3, items=50, workers=4,
-                        faults=[Fault("kill_worker", worker="W4")]).finish().report()
+    report = (
+        Simulation("burst_day", seed=3, items=50, workers=4, faults=[Fault("kill_worker", worker="W4")])
+        .finish()
+        .report()
+    )
     assert (report.replay, report.python_replay) == (config.cli_replay(), config.python_replay())
 
 
@@ -192,9 +212,11 @@ def test_engine_workers_world_and_report_import_each_other_without_a_cycle():
     imports = {}
     for path in package.glob("*.py"):
         tree = ast.parse(path.read_text())
-        imports[path.stem] = {node.module.rsplit(".", 1)[-1] for node in ast.walk(tree)
-                              if isinstance(node, ast.ImportFrom) and node.module
-                              and node.module.startswith("shopops_lab.sim.")}
+        imports[path.stem] = {
+            node.module.rsplit(".", 1)[-1]
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("shopops_lab.sim.")
+        }
     assert {"engine", "workers", "world", "config", "report"} <= set(imports)
     order: list[str] = []
     while len(order) < len(imports):
@@ -208,8 +230,20 @@ def test_engine_workers_world_and_report_import_each_other_without_a_cycle():
 def test_report_as_dict_is_json_ready():
     report = run("forced_expiry", seed=0, adapter="naive")
     row = json.loads(json.dumps(report.as_dict()))
-    for key in ("items", "done", "dead_lettered", "lost", "double_contacts", "redeliveries", "seed",
-                "scenario", "replay", "valid", "anomalies", "metrics"):
+    for key in (
+        "items",
+        "done",
+        "dead_lettered",
+        "lost",
+        "double_contacts",
+        "redeliveries",
+        "seed",
+        "scenario",
+        "replay",
+        "valid",
+        "anomalies",
+        "metrics",
+    ):
         assert key in row
     assert row["anomalies"][0]["name"] == "double_contact" and row["anomalies"][0]["message"]
     assert "events" not in row
@@ -218,12 +252,20 @@ def test_report_as_dict_is_json_ready():
 
 # --------------------------------------------------------------------------- bad input
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"items": 0}, "items"), ({"workers": -1}, "workers"), ({"seed": 1.5}, "seed"),
-    ({"adapter": "carrier-pigeon"}, "adapter"), ({"faults": ["kill"]}, "faults"), ({"faults": 3}, "faults"),
-    ({"faults": Fault("lose_ack")}, "faults"),
-    ({"faults": [Fault("kill_worker", worker="W9", at=1)]}, "worker"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"items": 0}, "items"),
+        ({"workers": -1}, "workers"),
+        ({"seed": 1.5}, "seed"),
+        ({"adapter": "carrier-pigeon"}, "adapter"),
+        ({"faults": ["kill"]}, "faults"),
+        ({"faults": 3}, "faults"),
+        ({"faults": Fault("lose_ack")}, "faults"),
+        ({"faults": [Fault("kill_worker", worker="W9", at=1)]}, "worker"),
+    ],
+)
 def test_bad_arguments_name_the_field(kwargs, field):
     with pytest.raises(BadArgumentError, match=field):
         run("forced_expiry", **kwargs)
@@ -237,6 +279,7 @@ def test_unknown_scenario_lists_the_known_ones():
 
 
 # --------------------------------------------------------------------------- step mode
+
 
 def test_step_says_what_happened():
     sim = Simulation("stale_worker", seed=1)

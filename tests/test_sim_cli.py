@@ -1,4 +1,5 @@
 """`shopops-lab simulate`: text and JSON reports, exit statuses, and a real subprocess."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,8 +14,19 @@ from shopops_lab.sim import SCENARIOS
 from shopops_lab.sim.cli import add_arguments, main, run
 
 ROOT = Path(__file__).resolve().parents[1]
-KEYS = {"items", "done", "dead_lettered", "lost", "double_contacts", "redeliveries", "seed", "scenario",
-        "replay", "valid", "anomalies"}
+KEYS = {
+    "items",
+    "done",
+    "dead_lettered",
+    "lost",
+    "double_contacts",
+    "redeliveries",
+    "seed",
+    "scenario",
+    "replay",
+    "valid",
+    "anomalies",
+}
 
 
 def simulate(*argv: str) -> tuple[int, argparse.Namespace]:
@@ -100,12 +112,18 @@ def test_usage_errors_exit_2(capsys):
 
 
 def test_module_entry_point_runs_in_a_subprocess():
-    done = subprocess.run([sys.executable, "-m", "shopops_lab.sim", "forced_expiry", "--seed", "1", "--json"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "shopops_lab.sim", "forced_expiry", "--seed", "1", "--json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     report = json.loads(done.stdout)
     assert KEYS <= set(report) and report["seed"] == 1
-    bad = subprocess.run([sys.executable, "-m", "shopops_lab.sim.cli", "nope"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        [sys.executable, "-m", "shopops_lab.sim.cli", "nope"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert bad.returncode == 2 and "Known scenarios" in bad.stderr

@@ -1,4 +1,5 @@
 """Every named fault, provoked on purpose, and its consequence read back from the log."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,13 @@ from shopops_lab.latency import LatencyModel
 from shopops_lab.sim import Fault, FaultKind, FaultRates, Scenario, run
 
 QUIET = Scenario(name="quiet", description="three cases, two workers", items=3, workers=2)
-SLOW = Scenario(name="slow", description="three cases, two workers, long model calls", items=3, workers=2,
-                latency=LatencyModel(p50=80.0, p99=110.0, max=120.0))
+SLOW = Scenario(
+    name="slow",
+    description="three cases, two workers, long model calls",
+    items=3,
+    workers=2,
+    latency=LatencyModel(p50=80.0, p99=110.0, max=120.0),
+)
 
 
 def kinds(report, **where):
@@ -28,6 +34,7 @@ def first(report, kind, **where):
 
 
 # --------------------------------------------------------------------------- kill_worker
+
 
 def test_kill_mid_lease_expires_and_another_worker_redelivers():
     report = run(QUIET, seed=0, faults=[Fault("kill_worker", item="O-1001", duration=math.inf)])
@@ -75,6 +82,7 @@ def test_a_timed_kill_strikes_at_its_time():
 
 
 # --------------------------------------------------------------------------- pause_worker
+
 
 def test_pause_past_the_lease_is_refused_by_fencing_and_deduped():
     report = run(QUIET, seed=0, faults=[Fault("pause_worker", item="O-1001", duration=90)])
@@ -141,11 +149,12 @@ def test_a_timed_pause_freezes_the_worker_from_outside():
     frozen = [e for e in report.log.where(worker_id="W1") if 5.0 < e.time < 65.0 and e.kind is not K.GATEWAY_CALL]
     assert frozen == [] or all(e.kind is K.EXPIRED for e in frozen)  # W1 itself did nothing while frozen
     lost = first(report, K.LEASE_LOST, worker_id="W1")
-    assert lost.time == 65.0 and lost.info["op"] == "heartbeat"   # its overdue heartbeat fires on thaw
+    assert lost.time == 65.0 and lost.info["op"] == "heartbeat"  # its overdue heartbeat fires on thaw
     assert report.lost == 0 and report.double_contacts == 0
 
 
 # --------------------------------------------------------------------------- lose_ack
+
 
 def test_a_lost_ack_means_redelivery_and_a_deduped_resend():
     report = run(QUIET, seed=0, faults=[Fault("lose_ack", item="O-1001")])
@@ -162,6 +171,7 @@ def test_a_lost_ack_means_redelivery_and_a_deduped_resend():
 
 
 # --------------------------------------------------------------------------- drop_reply
+
 
 def test_a_dropped_reply_is_reconciled_instead_of_resent():
     report = run(QUIET, seed=0, faults=[Fault("drop_reply", item="O-1002")])
@@ -190,6 +200,7 @@ def test_without_reconciliation_an_unknown_send_is_retried():
 
 # --------------------------------------------------------------------------- deliver_twice
 
+
 def test_a_duplicate_delivery_runs_on_two_workers_and_reaches_the_customer_once():
     report = run(QUIET, seed=0, faults=[Fault("deliver_twice", item="O-1001")])
     twice = first(report, K.DELIVERED_TWICE)
@@ -210,11 +221,12 @@ def test_a_copy_nobody_else_can_take_does_not_keep_the_run_going():
     solo = Scenario(name="solo", description="one worker", items=2, workers=1)
     report = run(solo, seed=0, faults=[Fault("deliver_twice", item="O-1001")])
     assert first(report, K.FAULT_INJECTED).info["fault"] == "deliver_twice"
-    assert not report.log.where(K.DELIVERED_TWICE)   # a worker never takes its own copy
+    assert not report.log.where(K.DELIVERED_TWICE)  # a worker never takes its own copy
     assert report.done == 2 and report.sim_time < 200
 
 
 # --------------------------------------------------------------------------- gateway_spike
+
 
 def _p95(values):
     ordered = sorted(values)
@@ -237,7 +249,7 @@ def test_a_gateway_spike_raises_p95_and_the_policy_sheds_but_approvals_flow():
     leased = Counter(kind[e.item_id] for e in report.log.where(K.LEASED) if 200 <= e.time < 700)
     acked = Counter(kind[e.item_id] for e in report.log.where(K.ACKED) if 200 <= e.time < 700)
     assert leased["bulk_outreach"] == 0
-    assert acked["approval_resume"] > 0            # approvals still flow through the spike
+    assert acked["approval_resume"] > 0  # approvals still flow through the spike
     assert report.lost == 0 and report.valid is True
     # without backpressure the same spike piles every worker on and calls time out
     melted = run("burst_day", seed=3, items=1_200, faults=[spike], policy=NoBackpressure())
@@ -246,6 +258,7 @@ def test_a_gateway_spike_raises_p95_and_the_policy_sheds_but_approvals_flow():
 
 
 # --------------------------------------------------------------------------- poison
+
 
 def test_poison_fails_every_attempt_and_lands_in_the_dlq():
     report = run("poison", seed=0)
@@ -268,11 +281,16 @@ def test_a_poison_fault_can_target_any_item():
 
 # --------------------------------------------------------------------------- faults as data
 
+
 def test_faults_are_validated_and_print_as_python():
-    for fault in (Fault("kill_worker", item="O-1001"), Fault("kill_worker", worker="W1", at=5),
-                  Fault("pause_worker", item="O-1", point="mid_call", duration=90),
-                  Fault("gateway_spike", at=100, duration=600, factor=4), Fault("lose_ack"),
-                  Fault("kill_worker", item="x", duration=math.inf)):
+    for fault in (
+        Fault("kill_worker", item="O-1001"),
+        Fault("kill_worker", worker="W1", at=5),
+        Fault("pause_worker", item="O-1", point="mid_call", duration=90),
+        Fault("gateway_spike", at=100, duration=600, factor=4),
+        Fault("lose_ack"),
+        Fault("kill_worker", item="x", duration=math.inf),
+    ):
         assert eval(repr(fault), {"Fault": Fault, "math": math}) == fault
     assert Fault("kill_worker", worker="W1", at=5).timed
     assert not Fault("kill_worker", worker="W1", point="after_send").timed

@@ -2,6 +2,7 @@
 what the lines of items answer, records and counters, the event log, transactions, and how
 a database is opened or refused. The queue's own behaviour on every backend is in
 test_queue_contract.py."""
+
 from __future__ import annotations
 
 import pytest
@@ -100,8 +101,8 @@ def test_an_item_added_or_replayed_while_its_case_is_held_waits_behind_the_held_
     held = add(store, "O-1001")
     move(store, held, LEASED)
     added = add(store, "O-1001")  # the case's line is empty but for the held item
-    move(store, dead, READY)      # replayed while the case is held
-    move(store, held, READY)      # its lease ended: back to the front
+    move(store, dead, READY)  # replayed while the case is held
+    move(store, held, READY)  # its lease ended: back to the front
     rows, order = {row.id: row for row in (dead, held, added)}, []
     while (next_id := served(store)) is not None:
         order.append(next_id)
@@ -174,8 +175,10 @@ def test_records_put_get_and_scan_in_first_stored_order(backend: Backend):
     assert store.get("job", "job-0002") == {"state": "running"}
     assert store.get("other", "job-0001") == [1, 2.5, "x", None, True]
     assert store.get("job", "job-0003") is None
-    assert store.scan("job") == [("job-0002", {"state": "running"}),
-                                 ("job-0001", {"state": "queued", "params": {"case_id": "O-1001"}})]
+    assert store.scan("job") == [
+        ("job-0002", {"state": "running"}),
+        ("job-0001", {"state": "queued", "params": {"case_id": "O-1001"}}),
+    ]
     assert store.scan("nothing") == []
 
 
@@ -199,14 +202,22 @@ def test_the_log_reads_back_what_was_appended(backend: Backend):
     store = backend.open()
     append = store.log.appender()
     with store.atomic:
-        append(EventRow(time=1.5, kind=EventKind.ENQUEUED, item_id="item-0001", case_id="O-1001",
-                        info={"priority": 1}))
-        store.log.append(EventKind.LEASED, 2.0, item_id="item-0001", case_id="O-1001", worker_id="W1",
-                         token=1, attempt=1, expires_at=32.0)
+        append(EventRow(time=1.5, kind=EventKind.ENQUEUED, item_id="item-0001", case_id="O-1001", info={"priority": 1}))
+        store.log.append(
+            EventKind.LEASED,
+            2.0,
+            item_id="item-0001",
+            case_id="O-1001",
+            worker_id="W1",
+            token=1,
+            attempt=1,
+            expires_at=32.0,
+        )
     events = store.log.events
     assert [(e.seq, e.time, e.kind, e.worker_id, e.token, dict(e.info)) for e in events] == [
         (0, 1.5, EventKind.ENQUEUED, None, None, {"priority": 1}),
-        (1, 2.0, EventKind.LEASED, "W1", 1, {"expires_at": 32.0})]
+        (1, 2.0, EventKind.LEASED, "W1", 1, {"expires_at": 32.0}),
+    ]
     assert len(store.log) == 2 and store.log.last.kind is EventKind.LEASED
 
 
@@ -263,9 +274,9 @@ def test_an_engine_call_keeps_the_record_of_its_own_refusal(backend: Backend):
     job = jobs.submit("O-1001:refund").id
     old, _ = jobs.claim(job, "A", lease_seconds=10), jobs.claim(job, "A", lease_seconds=10)
     with pytest.raises(StaleTokenError):
-        jobs.complete(job, token=old.token)                 # its own transaction: the refusal is kept
+        jobs.complete(job, token=old.token)  # its own transaction: the refusal is kept
     assert [e.token for e in store.log.where(EventKind.STALE_REJECTED)] == [old.token]
-    with pytest.raises(StaleTokenError), store.atomic:      # inside a transaction of yours
+    with pytest.raises(StaleTokenError), store.atomic:  # inside a transaction of yours
         jobs.complete(job, token=old.token)
     assert len(store.log.where(EventKind.STALE_REJECTED)) == 1  # your transaction rolled back, on every store
     assert jobs.get(job).state.value == "running"

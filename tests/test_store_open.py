@@ -1,6 +1,7 @@
 """Opening a store: the URL forms, and every database that is not ours (another program's,
 another schema version, a damaged file) refused by name with nothing changed; a folder that
 does not exist or a server that does not answer named with its fix."""
+
 from __future__ import annotations
 
 import socket
@@ -15,12 +16,21 @@ from shopops_lab.store import MemoryStore, open_store, redact
 from shopops_lab.store.sqlite import SQLiteStore, _open_error
 
 
-@pytest.mark.parametrize("url, words", [
-    (None, "memory:, sqlite:///"), ("", "memory:"), ("mysql://localhost/db", "names no known store"),
-    ("shopops.db", "names no known store"), ("memory:/x", "takes no path"),
-    ("sqlite://shopops.db", "three slashes"), ("sqlite:///", "names no file"), ("sqlite:///runs/", "names no file"),
-    ("sqlite:///x.db?synchronous=off", "synchronous=normal"), ("sqlite:///x.db?cache=1", "synchronous=full"),
-])
+@pytest.mark.parametrize(
+    "url, words",
+    [
+        (None, "memory:, sqlite:///"),
+        ("", "memory:"),
+        ("mysql://localhost/db", "names no known store"),
+        ("shopops.db", "names no known store"),
+        ("memory:/x", "takes no path"),
+        ("sqlite://shopops.db", "three slashes"),
+        ("sqlite:///", "names no file"),
+        ("sqlite:///runs/", "names no file"),
+        ("sqlite:///x.db?synchronous=off", "synchronous=normal"),
+        ("sqlite:///x.db?cache=1", "synchronous=full"),
+    ],
+)
 def test_a_url_that_names_no_store_is_refused_with_the_forms_that_work(url, words, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(BadArgumentError) as caught:
@@ -40,7 +50,9 @@ def test_the_three_url_forms(tmp_path, monkeypatch):
 
 
 def test_a_password_never_reaches_a_message():
-    assert redact("postgresql://class:s3cret@db.example:5432/shopops") == "postgresql://class:***@db.example:5432/shopops"
+    assert (
+        redact("postgresql://class:s3cret@db.example:5432/shopops") == "postgresql://class:***@db.example:5432/shopops"
+    )
     assert redact("postgresql://class@db.example/shopops") == "postgresql://class@db.example/shopops"
     with pytest.raises(BadArgumentError) as caught:
         open_store("mysql://class:s3cret@db.example/shopops")
@@ -154,7 +166,9 @@ def test_two_stores_on_one_new_file_set_it_up_once(tmp_path):
     assert second.get("job", "job-0001") == {"state": "queued"}
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT key, value FROM shopops_meta ORDER BY key").fetchall() == [
-            ("program", "shopops-lab"), ("schema_version", "1")]
+            ("program", "shopops-lab"),
+            ("schema_version", "1"),
+        ]
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     db.close()
 

@@ -8,6 +8,7 @@ transaction begun: a call that changes anything must begin exactly one transacti
 every write inside it (or be a single statement, which is a transaction of its own); a
 reading call writes nothing.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -27,10 +28,27 @@ from shopops_lab.store import Store
 from shopops_lab.store.base import transactional_methods
 from shopops_lab.worker.queue import Queue
 
-WRITES = ("put", "put_new", "next_number", "add_item", "write_item", "_insert_event",
-          "lease_next", "ack_live")  # the last two: PostgreSQL's one-statement acquire and ack
-COMPONENTS = (Queue, JobStore, CheckpointStore, OutboxStore, Dispatcher, IdempotentConsumer, Provider,
-              EmailAdapter, ContactLedger)
+WRITES = (
+    "put",
+    "put_new",
+    "next_number",
+    "add_item",
+    "write_item",
+    "_insert_event",
+    "lease_next",
+    "ack_live",
+)  # the last two: PostgreSQL's one-statement acquire and ack
+COMPONENTS = (
+    Queue,
+    JobStore,
+    CheckpointStore,
+    OutboxStore,
+    Dispatcher,
+    IdempotentConsumer,
+    Provider,
+    EmailAdapter,
+    ContactLedger,
+)
 
 
 @pytest.fixture(params=DURABLE)
@@ -52,6 +70,7 @@ class Noted:
         def counted_begin() -> None:
             self.begun += self.on
             begin()
+
         store._begin = counted_begin
         for name in WRITES:
             if hasattr(store, name):
@@ -62,6 +81,7 @@ class Noted:
             if self.on:
                 self.writes.append((name, store.atomic.open))
             return method(*args, **kwargs)
+
         return noted
 
     def run(self, call: Callable[[], Any]) -> None:
@@ -108,15 +128,26 @@ Setup = Callable[[Store], Callable[[], Any]]
 def _queue(method: str, state: str = "ready") -> Setup:
     def setup(store: Store) -> Callable[[], Any]:
         q, lease = queue_with(store, state)
-        calls = {"enqueue": lambda: q.enqueue(case_id="O-1002"), "acquire": lambda: q.acquire("W2"),
-                 "heartbeat": lambda: q.heartbeat(lease), "ack": lambda: q.ack(lease),
-                 "nack": lambda: q.nack(lease, "boom"), "expire_leases": lambda: q.expire_leases(now=100),
-                 "worker_crashed": lambda: q.worker_crashed("W1", lease),
-                 "worker_paused": lambda: q.worker_paused(lease), "worker_resumed": lambda: q.worker_resumed(lease),
-                 "replay_dlq": lambda: q.replay_dlq("item-0001"), "dlq_items": q.dlq_items,
-                 "item": lambda: q.item("item-0001"), "items": q.items, "leases": q.leases, "counts": q.counts,
-                 "depth": lambda: q.depth}
+        calls = {
+            "enqueue": lambda: q.enqueue(case_id="O-1002"),
+            "acquire": lambda: q.acquire("W2"),
+            "heartbeat": lambda: q.heartbeat(lease),
+            "ack": lambda: q.ack(lease),
+            "nack": lambda: q.nack(lease, "boom"),
+            "expire_leases": lambda: q.expire_leases(now=100),
+            "worker_crashed": lambda: q.worker_crashed("W1", lease),
+            "worker_paused": lambda: q.worker_paused(lease),
+            "worker_resumed": lambda: q.worker_resumed(lease),
+            "replay_dlq": lambda: q.replay_dlq("item-0001"),
+            "dlq_items": q.dlq_items,
+            "item": lambda: q.item("item-0001"),
+            "items": q.items,
+            "leases": q.leases,
+            "counts": q.counts,
+            "depth": lambda: q.depth,
+        }
         return calls[method]
+
     return setup
 
 
@@ -124,17 +155,22 @@ def _jobs(method: str, claimed: bool = True) -> Setup:
     def setup(store: Store) -> Callable[[], Any]:
         jobs, claim = jobs_with(store, claimed)
         job_id = claim.job_id if claimed else claim.id
-        calls = {"submit": lambda: jobs.submit("O-1002:refund"),
-                 "claim": lambda: jobs.claim(job_id, "B", lease_seconds=5, now=60),
-                 "confirm_step": lambda: jobs.confirm_step(job_id, "fetch", token=claim.token),
-                 "complete": lambda: jobs.complete(job_id, token=claim.token, result={"ok": True}),
-                 "fail": lambda: jobs.fail(job_id, token=claim.token, error="boom"),
-                 "wait_for_approval": lambda: jobs.wait_for_approval(job_id, token=claim.token),
-                 "cancel": lambda: jobs.cancel(job_id), "get": lambda: jobs.get(job_id), "jobs": jobs.jobs}
+        calls = {
+            "submit": lambda: jobs.submit("O-1002:refund"),
+            "claim": lambda: jobs.claim(job_id, "B", lease_seconds=5, now=60),
+            "confirm_step": lambda: jobs.confirm_step(job_id, "fetch", token=claim.token),
+            "complete": lambda: jobs.complete(job_id, token=claim.token, result={"ok": True}),
+            "fail": lambda: jobs.fail(job_id, token=claim.token, error="boom"),
+            "wait_for_approval": lambda: jobs.wait_for_approval(job_id, token=claim.token),
+            "cancel": lambda: jobs.cancel(job_id),
+            "get": lambda: jobs.get(job_id),
+            "jobs": jobs.jobs,
+        }
         if method == "approve":
             jobs.wait_for_approval(job_id, token=claim.token)
             return lambda: jobs.approve(job_id, "appr-0001")
         return calls[method]
+
     return setup
 
 
@@ -144,22 +180,33 @@ def _checkpoints(method: str) -> Setup:
         if method == "verify":  # a stale token: the refusal is logged, in the call's own transaction
             checkpoints.claim("O-1001")
             return lambda: pytest.raises(StaleTokenError, checkpoints.verify, "O-1001", token)
-        calls = {"claim": lambda: checkpoints.claim("O-1002"), "token": lambda: checkpoints.token("O-1001"),
-                 "load": lambda: checkpoints.load("O-1001"), "history": lambda: checkpoints.history("O-1001"),
-                 "jobs": checkpoints.jobs,
-                 "save": lambda: checkpoints.save("O-1001", Checkpoint.start("v1").confirm("fetch", "s"), token=token),
-                 "migrate": lambda: checkpoints.migrate("O-1001", "v2", lambda cp: cp)}
+        calls = {
+            "claim": lambda: checkpoints.claim("O-1002"),
+            "token": lambda: checkpoints.token("O-1001"),
+            "load": lambda: checkpoints.load("O-1001"),
+            "history": lambda: checkpoints.history("O-1001"),
+            "jobs": checkpoints.jobs,
+            "save": lambda: checkpoints.save("O-1001", Checkpoint.start("v1").confirm("fetch", "s"), token=token),
+            "migrate": lambda: checkpoints.migrate("O-1001", "v2", lambda cp: cp),
+        }
         return calls[method]
+
     return setup
 
 
 def _outbox(method: str) -> Setup:
     def setup(store: Store) -> Callable[[], Any]:
         outbox = outbox_with(store)
-        calls = {"commit": lambda: outbox.commit({"id": "O-1001", "note": "x"}, {"topic": "t"}),
-                 "mark_sent": lambda: outbox.mark_sent("out-0001"), "pending": outbox.pending,
-                 "messages": outbox.messages, "row": lambda: outbox.row("O-1001"), "rows": outbox.rows}
+        calls = {
+            "commit": lambda: outbox.commit({"id": "O-1001", "note": "x"}, {"topic": "t"}),
+            "mark_sent": lambda: outbox.mark_sent("out-0001"),
+            "pending": outbox.pending,
+            "messages": outbox.messages,
+            "row": lambda: outbox.row("O-1001"),
+            "rows": outbox.rows,
+        }
         return calls[method]
+
     return setup
 
 
@@ -167,6 +214,7 @@ def _consumer(method: str) -> Setup:
     def setup(store: Store) -> Callable[[], Any]:
         consumer = IdempotentConsumer(lambda delivery: None, store=store)
         return {"handle": lambda: consumer.handle(DELIVERY), "processed": lambda: consumer.processed}[method]
+
     return setup
 
 
@@ -175,25 +223,43 @@ def _effects(cls: type, method: str) -> Setup:
         adapter = EmailAdapter(store=store, clock=FakeClock())
         adapter.send("O-1001:email:1", case_id="O-1001")
         target = {EmailAdapter: adapter, Provider: adapter.provider, ContactLedger: adapter.ledger}[cls]
-        calls = {"send": lambda: adapter.send("O-1002:email:1", case_id="O-1002"),
-                 "deliver": lambda: target.deliver("op-2", case_id="O-1002", to="x", idem_key="k", dedupe=True),
-                 "lookup": lambda: target.lookup("O-1001:email:1"), "ledger": lambda: adapter.ledger,
-                 "inject": lambda: target.inject("fail"), "contacts": target.contacts if cls is ContactLedger else None,
-                 "duplicates": target.duplicates if cls is ContactLedger else None,
-                 "record": lambda: target.record(target.contacts()[0])}
+        calls = {
+            "send": lambda: adapter.send("O-1002:email:1", case_id="O-1002"),
+            "deliver": lambda: target.deliver("op-2", case_id="O-1002", to="x", idem_key="k", dedupe=True),
+            "lookup": lambda: target.lookup("O-1001:email:1"),
+            "ledger": lambda: adapter.ledger,
+            "inject": lambda: target.inject("fail"),
+            "contacts": target.contacts if cls is ContactLedger else None,
+            "duplicates": target.duplicates if cls is ContactLedger else None,
+            "record": lambda: target.record(target.contacts()[0]),
+        }
         return calls[method]
+
     return setup
 
 
 # One transaction each (or, for `writes=False`, no write at all).
 CALLS: dict[tuple[type, str], tuple[Setup, bool]] = {
-    **{(Queue, m): (_queue(m, s), True) for m, s in [
-        ("enqueue", "ready"), ("acquire", "ready"), ("heartbeat", "leased"), ("ack", "leased"), ("nack", "leased"),
-        ("expire_leases", "leased"), ("worker_crashed", "leased"), ("worker_paused", "leased"),
-        ("worker_resumed", "leased"), ("replay_dlq", "dead")]},
+    **{
+        (Queue, m): (_queue(m, s), True)
+        for m, s in [
+            ("enqueue", "ready"),
+            ("acquire", "ready"),
+            ("heartbeat", "leased"),
+            ("ack", "leased"),
+            ("nack", "leased"),
+            ("expire_leases", "leased"),
+            ("worker_crashed", "leased"),
+            ("worker_paused", "leased"),
+            ("worker_resumed", "leased"),
+            ("replay_dlq", "dead"),
+        ]
+    },
     **{(Queue, m): (_queue(m, "dead"), False) for m in ("dlq_items", "item", "items", "leases", "counts", "depth")},
-    **{(JobStore, m): (_jobs(m), True) for m in ("claim", "confirm_step", "complete", "fail",
-                                                 "wait_for_approval", "approve", "cancel")},
+    **{
+        (JobStore, m): (_jobs(m), True)
+        for m in ("claim", "confirm_step", "complete", "fail", "wait_for_approval", "approve", "cancel")
+    },
     (JobStore, "submit"): (_jobs("submit", claimed=False), True),
     **{(JobStore, m): (_jobs(m), False) for m in ("get", "jobs")},
     **{(CheckpointStore, m): (_checkpoints(m), True) for m in ("claim", "verify", "save", "migrate")},
@@ -219,15 +285,19 @@ COMPOSED = {
 
 
 def public_methods(cls: type) -> set[str]:
-    return {name for name, value in inspect.getmembers(cls)
-            if not name.startswith("_") and (callable(value) or isinstance(value, property))
-            and value.__class__ is not type and name not in {"clock", "log", "store"}}
+    return {
+        name
+        for name, value in inspect.getmembers(cls)
+        if not name.startswith("_")
+        and (callable(value) or isinstance(value, property))
+        and value.__class__ is not type
+        and name not in {"clock", "log", "store"}
+    }
 
 
 def test_the_table_names_every_public_method():
     named = {key for key in (*CALLS, *COMPOSED)}
-    missing = {(cls.__name__, name) for cls in COMPONENTS for name in public_methods(cls)
-               if (cls, name) not in named}
+    missing = {(cls.__name__, name) for cls in COMPONENTS for name in public_methods(cls) if (cls, name) not in named}
     assert not missing, f"say how each of these stays atomic, in CALLS or COMPOSED: {sorted(missing)}"
 
 
@@ -242,8 +312,11 @@ DELEGATES = {
 
 
 def test_every_method_that_writes_is_marked_where_it_is_defined():
-    unmarked = [(cls.__name__, name) for (cls, name), (_, writes) in CALLS.items()
-                if writes and name not in transactional_methods(cls) and (cls, name) not in DELEGATES]
+    unmarked = [
+        (cls.__name__, name)
+        for (cls, name), (_, writes) in CALLS.items()
+        if writes and name not in transactional_methods(cls) and (cls, name) not in DELEGATES
+    ]
     assert unmarked == []
     assert {"_write"} <= set(transactional_methods(CheckpointStore))
     assert {"_acquire", "_ack"} <= set(transactional_methods(Queue))
@@ -266,6 +339,7 @@ def test_each_call_is_one_transaction(sql: Backend, cls: type, method: str):
 
 def test_a_method_missing_its_mark_is_caught(sql: Backend):
     """The proof can fail: an OutboxStore whose commit lost its mark writes outside a transaction."""
+
     class Unmarked(OutboxStore):
         def commit(self, *args: Any, **kwargs: Any) -> str:  # overridden without @transaction
             return OutboxStore.commit(self, *args, **kwargs)

@@ -15,6 +15,7 @@ The PostgreSQL machines skip, saying how to run them, when SHOPOPS_POSTGRES_URL 
 
 Profiles as in test_queue_stateful.py: HYPOTHESIS_PROFILE=ci (default) or dev (quick).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -49,10 +50,15 @@ from shopops_lab.jobs import JOB_TRANSITIONS, JobState, JobStore
 from shopops_lab.outbox import Broker, Dispatcher, IdempotentConsumer, NaiveConsumer, OutboxStore
 from shopops_lab.store import open_store
 
-settings.register_profile("stores-ci", max_examples=150, deadline=None, derandomize=True, database=None,
-                          suppress_health_check=[HealthCheck.too_slow])
-settings.register_profile("stores-dev", max_examples=25, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "stores-ci",
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("stores-dev", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 PROFILE = "stores-" + os.environ.get("HYPOTHESIS_PROFILE", "ci")
 STEPS = 40
 SQL_EXAMPLES, SQL_STEPS = (20, 25) if PROFILE == "stores-ci" else (5, 15)
@@ -91,8 +97,14 @@ class Databases:
 
 DATABASES = Databases()
 
-Q, R, W, S, F, C = (JobState.QUEUED, JobState.RUNNING, JobState.WAITING_FOR_APPROVAL, JobState.SUCCEEDED,
-                    JobState.FAILED, JobState.CANCELLED)
+Q, R, W, S, F, C = (
+    JobState.QUEUED,
+    JobState.RUNNING,
+    JobState.WAITING_FOR_APPROVAL,
+    JobState.SUCCEEDED,
+    JobState.FAILED,
+    JobState.CANCELLED,
+)
 KEYS = ("O-1001:refund", "A-1002:refund", "B-1003:email")
 PARAMS = ({"case_id": "O-1001"}, {"case_id": "O-1001", "lines": [{"sku": "A", "qty": 1}]}, {"case_id": "A-1002"})
 WORKERS = ("A", "B")
@@ -106,6 +118,7 @@ def snapshot_of(value: Any) -> Any:
 
 
 # =========================================================================== the job store
+
 
 @dataclass
 class ModelJob:
@@ -186,8 +199,12 @@ class JobMachine(RuleBasedStateMachine):
             job.version += 1
 
     @precondition(lambda self: self.jobs)
-    @rule(i=index, token=st.sampled_from(["current", "older", "never"]), step=st.sampled_from(["fetch", "send"]),
-          expected=st.sampled_from([None, "read", "old"]))
+    @rule(
+        i=index,
+        token=st.sampled_from(["current", "older", "never"]),
+        step=st.sampled_from(["fetch", "send"]),
+        expected=st.sampled_from([None, "read", "old"]),
+    )
     def confirm_step(self, i, token, step, expected):
         job = self.job(i)
         t = self.token_for(job, token)
@@ -197,23 +214,29 @@ class JobMachine(RuleBasedStateMachine):
             outcome = VersionConflictError
         if outcome is None and job.state is not R:
             outcome = JobNotRunningError
-        self.expect(outcome, lambda: self.store.confirm_step(job.id, step, token=t, expected_version=version,
-                                                             now=self.now))
+        self.expect(
+            outcome, lambda: self.store.confirm_step(job.id, step, token=t, expected_version=version, now=self.now)
+        )
         if outcome is None:
             job.last_step, job.version = step, job.version + 1
 
     @precondition(lambda self: self.jobs)
-    @rule(i=index, token=st.sampled_from(["current", "older", "never"]),
-          ending=st.sampled_from(["complete", "fail", "wait_for_approval"]))
+    @rule(
+        i=index,
+        token=st.sampled_from(["current", "older", "never"]),
+        ending=st.sampled_from(["complete", "fail", "wait_for_approval"]),
+    )
     def end(self, i, token, ending):
         job = self.job(i)
         t = self.token_for(job, token)
         target = {"complete": S, "fail": F, "wait_for_approval": W}[ending]
         outcome = self.fenced(job, t) or self.move(job, target)
         result = {"refund": {"amount": 20, "lines": [1, 2]}}
-        calls = {"complete": lambda: self.store.complete(job.id, token=t, result=result, now=self.now),
-                 "fail": lambda: self.store.fail(job.id, token=t, error="provider refused", now=self.now),
-                 "wait_for_approval": lambda: self.store.wait_for_approval(job.id, token=t, now=self.now)}
+        calls = {
+            "complete": lambda: self.store.complete(job.id, token=t, result=result, now=self.now),
+            "fail": lambda: self.store.fail(job.id, token=t, error="provider refused", now=self.now),
+            "wait_for_approval": lambda: self.store.wait_for_approval(job.id, token=t, now=self.now),
+        }
         self.expect(outcome, calls[ending])
         if outcome is None:
             job.state, job.owner, job.expires_at, job.version = target, None, None, job.version + 1
@@ -228,8 +251,11 @@ class JobMachine(RuleBasedStateMachine):
         job = self.job(i)
         target = Q if action == "approve" else C
         outcome = self.move(job, target)
-        call = (lambda: self.store.approve(job.id, "appr-1", now=self.now)) if action == "approve" else \
-            (lambda: self.store.cancel(job.id, reason="withdrawn", now=self.now))
+        call = (
+            (lambda: self.store.approve(job.id, "appr-1", now=self.now))
+            if action == "approve"
+            else (lambda: self.store.cancel(job.id, reason="withdrawn", now=self.now))
+        )
         self.expect(outcome, call)
         if outcome is None:
             job.state, job.version = target, job.version + 1
@@ -250,11 +276,13 @@ class JobMachine(RuleBasedStateMachine):
     )
     def bad_time(self, i, bad, call):
         job = self.job(i)
-        calls = {"submit": lambda: self.store.submit(job.key, job.params, now=bad),
-                 "claim": lambda: self.store.claim(job.id, "A", lease_seconds=5, now=bad),
-                 "confirm": lambda: self.store.confirm_step(job.id, "fetch", token=max(job.token, 1), now=bad),
-                 "complete": lambda: self.store.complete(job.id, token=max(job.token, 1), now=bad),
-                 "cancel": lambda: self.store.cancel(job.id, now=bad)}
+        calls = {
+            "submit": lambda: self.store.submit(job.key, job.params, now=bad),
+            "claim": lambda: self.store.claim(job.id, "A", lease_seconds=5, now=bad),
+            "confirm": lambda: self.store.confirm_step(job.id, "fetch", token=max(job.token, 1), now=bad),
+            "complete": lambda: self.store.complete(job.id, token=max(job.token, 1), now=bad),
+            "cancel": lambda: self.store.cancel(job.id, now=bad),
+        }
         # a bad time is refused first, or the token (never issued) is: either way nothing changes
         self.expect(BadArgumentError, calls[call])
 
@@ -277,10 +305,31 @@ class JobMachine(RuleBasedStateMachine):
         assert [j.id for j in got] == list(self.jobs)
         for job in got:
             m = self.jobs[job.id]
-            assert (job.request_key, dict(job.params), job.state, job.version, job.last_step, job.token, job.owner,
-                    job.lease_expires_at, job.result, job.error, job.approval_ref) == (
-                m.key, m.params, m.state, m.version, m.last_step, m.token, m.owner, m.expires_at, m.result,
-                m.error, m.approval_ref)
+            assert (
+                job.request_key,
+                dict(job.params),
+                job.state,
+                job.version,
+                job.last_step,
+                job.token,
+                job.owner,
+                job.lease_expires_at,
+                job.result,
+                job.error,
+                job.approval_ref,
+            ) == (
+                m.key,
+                m.params,
+                m.state,
+                m.version,
+                m.last_step,
+                m.token,
+                m.owner,
+                m.expires_at,
+                m.result,
+                m.error,
+                m.approval_ref,
+            )
 
     @invariant()
     def every_stale_write_was_logged_once(self):
@@ -288,6 +337,7 @@ class JobMachine(RuleBasedStateMachine):
 
 
 # =========================================================================== the checkpoint store
+
 
 class CheckpointMachine(RuleBasedStateMachine):
     JOBS = ("O-1001", "A-1002")
@@ -312,15 +362,18 @@ class CheckpointMachine(RuleBasedStateMachine):
             return last.confirm(todo[0], f"{todo[0]}-artifact")
         if change == "intend":
             return last.intend(f"{job}:publish:v1", "publish")
-        return last.spend("tool_calls")   # BudgetExhaustedError once spent: a value error, no store involved
+        return last.spend("tool_calls")  # BudgetExhaustedError once spent: a value error, no store involved
 
     @rule(job=st.sampled_from(JOBS))
     def claim(self, job):
         assert self.store.claim(job) == self.tokens.get(job, 0) + 1
         self.tokens[job] = self.tokens.get(job, 0) + 1
 
-    @rule(job=st.sampled_from(JOBS), token=st.sampled_from(["current", "older", "never"]),
-          change=st.sampled_from(["confirm", "intend", "spend"]))
+    @rule(
+        job=st.sampled_from(JOBS),
+        token=st.sampled_from(["current", "older", "never"]),
+        change=st.sampled_from(["confirm", "intend", "spend"]),
+    )
     def save(self, job, token, change):
         current = self.tokens.get(job, 0)
         t = {"current": current, "older": current - 1, "never": current + 1}[token]
@@ -376,7 +429,7 @@ class CheckpointMachine(RuleBasedStateMachine):
         checkpoint = self.store.load(job)
         if checkpoint is not None:
             with pytest.raises(TypeError):
-                checkpoint.artifacts["fetch"] = "forged"   # read-only all the way: nothing to write through
+                checkpoint.artifacts["fetch"] = "forged"  # read-only all the way: nothing to write through
             with pytest.raises(TypeError):
                 checkpoint.budgets["tool_calls"] = 99
 
@@ -386,11 +439,12 @@ class CheckpointMachine(RuleBasedStateMachine):
             assert self.store.token(job) == self.tokens.get(job, 0)
             assert list(self.store.history(job)) == self.history.get(job, [])
             tokens = [cp.token for cp in self.store.history(job)]
-            assert tokens == sorted(tokens)              # no write under an older token got in
+            assert tokens == sorted(tokens)  # no write under an older token got in
         assert len(self.store.log.where(EventKind.STALE_REJECTED)) == self.stale
 
 
 # =========================================================================== the outbox
+
 
 @dataclass
 class ModelOutbox:
@@ -410,8 +464,10 @@ class OutboxMachine(RuleBasedStateMachine):
         self.dispatcher = Dispatcher(self.outbox, self.broker)
         self.fail_next = {"idempotent": False, "naive": False}
         self.effects: dict[str, list[str]] = {"idempotent": [], "naive": []}
-        self.consumers = {"idempotent": IdempotentConsumer(self.effect("idempotent"), store=store),
-                          "naive": NaiveConsumer(self.effect("naive"))}
+        self.consumers = {
+            "idempotent": IdempotentConsumer(self.effect("idempotent"), store=store),
+            "naive": NaiveConsumer(self.effect("naive")),
+        }
         self.model = ModelOutbox()
         self.positions = {"idempotent": 0, "naive": 0}
 
@@ -421,17 +477,28 @@ class OutboxMachine(RuleBasedStateMachine):
                 self.fail_next[name] = False
                 raise RuntimeError("payment gateway timed out")
             self.effects[name].append(delivery.message_id)
+
         return apply
 
     def observed(self) -> tuple:
-        return (self.outbox.rows(), self.outbox.messages(), len(self.outbox.log), list(self.broker.deliveries),
-                {n: (c.position, list(c.applied)) for n, c in self.consumers.items()})
+        return (
+            self.outbox.rows(),
+            self.outbox.messages(),
+            len(self.outbox.log),
+            list(self.broker.deliveries),
+            {n: (c.position, list(c.applied)) for n, c in self.consumers.items()},
+        )
 
-    @rule(row=st.sampled_from(["O-1001", "A-1002"]), status=st.sampled_from(["refunded", "paid"]),
-          amount=st.sampled_from([5, 20]))
+    @rule(
+        row=st.sampled_from(["O-1001", "A-1002"]),
+        status=st.sampled_from(["refunded", "paid"]),
+        amount=st.sampled_from([5, 20]),
+    )
     def commit(self, row, status, amount):
-        message_id = self.outbox.commit({"id": row, "status": status, "detail": {"amount": amount}},
-                                        {"topic": f"order.{status}", "payload": {"lines": [{"amount": amount}]}})
+        message_id = self.outbox.commit(
+            {"id": row, "status": status, "detail": {"amount": amount}},
+            {"topic": f"order.{status}", "payload": {"lines": [{"amount": amount}]}},
+        )
         self.model.rows.setdefault(row, {}).update({"status": status, "detail": {"amount": amount}})
         assert message_id == f"out-{len(self.model.pending) + len(self.model.sent) + 1:04d}"
         self.model.pending.append(message_id)
@@ -441,7 +508,7 @@ class OutboxMachine(RuleBasedStateMachine):
         if crash and self.model.pending:
             with pytest.raises(SimulatedCrash):
                 self.dispatcher.dispatch_once(crash_after_publish=True)
-            self.model.deliveries.append(self.model.pending[0])   # published, never marked sent
+            self.model.deliveries.append(self.model.pending[0])  # published, never marked sent
             return
         assert self.dispatcher.dispatch_once() == self.model.pending
         self.model.deliveries += self.model.pending
@@ -453,7 +520,7 @@ class OutboxMachine(RuleBasedStateMachine):
         consumer, model_position = self.consumers[name], self.positions[name]
         ahead = self.model.deliveries[model_position:]
         applies = list(ahead)
-        if name == "idempotent":   # the first copy of each message not handled before
+        if name == "idempotent":  # the first copy of each message not handled before
             seen = set(self.model.deliveries[:model_position])
             applies = [m for i, m in enumerate(ahead) if m not in seen and m not in ahead[:i]]
         self.fail_next[name] = fail and bool(applies)
@@ -461,7 +528,7 @@ class OutboxMachine(RuleBasedStateMachine):
             first = ahead.index(applies[0])
             with pytest.raises(RuntimeError):
                 consumer.consume(self.broker)
-            self.positions[name] = model_position + first     # stops at the failed one, to retry it
+            self.positions[name] = model_position + first  # stops at the failed one, to retry it
             return
         assert consumer.consume(self.broker) == len(applies)
         self.positions[name] = len(self.model.deliveries)
@@ -469,15 +536,25 @@ class OutboxMachine(RuleBasedStateMachine):
     @rule(bad=st.sampled_from(BAD_TIMES), call=st.sampled_from(["commit", "dispatch", "mark_sent"]))
     def bad_time(self, bad, call):
         before = self.observed()
-        calls = {"commit": lambda: self.outbox.commit({"id": "O-1001", "status": "x"}, {"topic": "t"}, now=bad),
-                 "dispatch": lambda: self.dispatcher.dispatch_once(now=bad),
-                 "mark_sent": lambda: self.outbox.mark_sent("out-0001", now=bad)}
+        calls = {
+            "commit": lambda: self.outbox.commit({"id": "O-1001", "status": "x"}, {"topic": "t"}, now=bad),
+            "dispatch": lambda: self.dispatcher.dispatch_once(now=bad),
+            "mark_sent": lambda: self.outbox.mark_sent("out-0001", now=bad),
+        }
         with pytest.raises(BadArgumentError):
             calls[call]()
         assert self.observed() == before
 
-    @rule(message=st.sampled_from([{"topic": " "}, {"topic": "t", "payload": [1]}, {"topic": "t", "x": 1},
-                                   {"topic": "t", "payload": {"amount": math.inf}}]))
+    @rule(
+        message=st.sampled_from(
+            [
+                {"topic": " "},
+                {"topic": "t", "payload": [1]},
+                {"topic": "t", "x": 1},
+                {"topic": "t", "payload": {"amount": math.inf}},
+            ]
+        )
+    )
     def bad_commit(self, message):
         before = self.observed()
         with pytest.raises(BadArgumentError):
@@ -502,22 +579,24 @@ class OutboxMachine(RuleBasedStateMachine):
     @invariant()
     def the_idempotent_consumer_applies_each_message_once_and_loses_none(self):
         consumer = self.consumers["idempotent"]
-        handled = self.model.deliveries[:consumer.position]
+        handled = self.model.deliveries[: consumer.position]
         assert self.effects["idempotent"] == consumer.applied == list(dict.fromkeys(handled))
         assert consumer.processed == set(handled)
-        assert self.effects["naive"] == self.model.deliveries[:self.consumers["naive"].position]
+        assert self.effects["naive"] == self.model.deliveries[: self.consumers["naive"].position]
 
 
 def on_every_backend(machine: type[RuleBasedStateMachine]) -> dict[str, Any]:
     """The machine's test case on each backend: TestJobMachineMemory, ...Sqlite, ...Postgresql."""
     cases = {}
     for name in BACKENDS:
-        runs = machine if name == "memory" else type(f"{machine.__name__}On{name.title()}", (machine,),
-                                                     {"backend": name})
+        runs = (
+            machine if name == "memory" else type(f"{machine.__name__}On{name.title()}", (machine,), {"backend": name})
+        )
         examples, steps = (None, STEPS) if name == "memory" else (SQL_EXAMPLES, SQL_STEPS)
         profile = settings.get_profile(PROFILE)
-        runs.TestCase.settings = settings(profile, stateful_step_count=steps,
-                                          max_examples=examples or profile.max_examples)
+        runs.TestCase.settings = settings(
+            profile, stateful_step_count=steps, max_examples=examples or profile.max_examples
+        )
         cases[f"Test{machine.__name__}{name.title()}"] = runs.TestCase
     return cases
 

@@ -1,5 +1,6 @@
 """The map of the suite stays true: tests/README.md names every test file and every module
 of the package, and the parallel run keeps together what must run together."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,12 @@ def test_the_map_names_every_module_of_the_package() -> None:
     modules = {path.stem for path in PACKAGE.glob("*.py") if not path.stem.startswith("_")}
     modules |= {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
     table = MAP.split("## Each module of `shopops_lab`", 1)[1]
-    named = {name.split(".")[0] for row in table.splitlines() if row.startswith("| `")
-             for name in re.findall(r"`([\w.]+)`", row.split("|")[1])}
+    named = {
+        name.split(".")[0]
+        for row in table.splitlines()
+        if row.startswith("| `")
+        for name in re.findall(r"`([\w.]+)`", row.split("|")[1])
+    }
     assert sorted(modules - named) == []
 
 
@@ -45,13 +50,16 @@ def test_each_single_slow_test_still_exists() -> None:
         assert f"def {name}(" in (TESTS / file).read_text(encoding="utf-8"), nodeid
 
 
-@pytest.mark.parametrize("nodeid, scope", [
-    ("solutions/04_fencing_tokens.ipynb::Cell 3", "solutions/04_fencing_tokens.ipynb"),  # one kernel per notebook
-    ("notebooks/04_fencing_tokens.ipynb::Cell 3", "notebooks/04_fencing_tokens.ipynb"),
-    ("tests/test_queue.py::test_x[memory]", "tests/test_queue.py"),  # a file: its module fixtures built once
-    ("tests/test_lite.py::test_x", "offline-site"),  # the built site: one worker builds it once
-    ("tests/test_browser.py::test_lab[00]", "offline-site"),
-])
+@pytest.mark.parametrize(
+    "nodeid, scope",
+    [
+        ("solutions/04_fencing_tokens.ipynb::Cell 3", "solutions/04_fencing_tokens.ipynb"),  # one kernel per notebook
+        ("notebooks/04_fencing_tokens.ipynb::Cell 3", "notebooks/04_fencing_tokens.ipynb"),
+        ("tests/test_queue.py::test_x[memory]", "tests/test_queue.py"),  # a file: its module fixtures built once
+        ("tests/test_lite.py::test_x", "offline-site"),  # the built site: one worker builds it once
+        ("tests/test_browser.py::test_lab[00]", "offline-site"),
+    ],
+)
 def test_a_worker_runs_whole_what_shares_a_kernel_a_fixture_or_a_site(nodeid: str, scope: str) -> None:
     assert worker_scope(nodeid) == scope
 

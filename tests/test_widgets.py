@@ -1,4 +1,5 @@
 """The widgets' logic (no browser), and that the thin ipywidgets layer drives it."""
+
 from __future__ import annotations
 
 import subprocess
@@ -40,8 +41,9 @@ def test_playground_actions_say_what_happened_and_why():
     assert m.advance(10) == "The clock moves to t=10."
     assert m.heartbeat("W1") == "W1 heartbeat: item-0001 is now leased until t=40."
     assert m.crash("W1").startswith("W1 crashed holding item-0001 (case O-1001)")
-    assert m.advance(31) == ("The clock moves to t=41. The lease on item-0001 (W1, token 1) ran out at t=40: "
-                             "case O-1001 is ready again.")
+    assert m.advance(31) == (
+        "The clock moves to t=41. The lease on item-0001 (W1, token 1) ran out at t=40: case O-1001 is ready again."
+    )
     redelivered = m.acquire("W2")
     assert redelivered.startswith("W2 leased item-0001 (case O-1001): token 2, attempt 2, until t=71.")
     assert "redelivery" in redelivered
@@ -57,8 +59,10 @@ def test_a_slow_worker_keeps_its_stale_lease_and_its_ack_is_refused():
     m.advance(31)
     assert m.state().holding["W1"] == "item-0001 (token 1), lease lost: it does not know yet"
     m.acquire("W2")
-    assert m.ack("W1") == ("W1's ack was refused: item-0001 was claimed again with token 2 (now held by W2); "
-                           "token 1 is stale. Its result is dropped.")
+    assert m.ack("W1") == (
+        "W1's ack was refused: item-0001 was claimed again with token 2 (now held by W2); "
+        "token 1 is stale. Its result is dropped."
+    )
     assert m.heartbeat("W2").startswith("W2 heartbeat")
     assert m.state().holding == {"W1": "idle", "W2": "item-0001 (token 2)", "W3": "idle"}
 
@@ -126,8 +130,13 @@ def test_playground_buttons_drive_the_model():
     playground = QueuePlayground()
     box = playground.widget()
     assert playground.widget() is box
-    buttons = {b.description: b for row in box.children if hasattr(row, "children")
-               for b in row.children if hasattr(b, "on_click")}
+    buttons = {
+        b.description: b
+        for row in box.children
+        if hasattr(row, "children")
+        for b in row.children
+        if hasattr(b, "on_click")
+    }
     buttons["enqueue"].click()
     buttons["acquire"].click()
     assert playground.model.history == ["enqueue O-1001", "acquire W1"]
@@ -181,8 +190,9 @@ def test_grade_policy_names_each_broken_limit():
     ok, reasons = grade_policy(evaluate_policy(MODEL, 30, None, 0))
     assert not ok and "outlast the slowest call (120 s)" in reasons[0]
     ok, reasons = grade_policy(evaluate_policy(MODEL, 30, 2, 3))
-    assert not ok and reasons == ["30 heartbeats per worker per minute (limit 12): that is load on the queue "
-                                  "for no progress."]
+    assert not ok and reasons == [
+        "30 heartbeats per worker per minute (limit 12): that is load on the queue for no progress."
+    ]
     ok, reasons = grade_policy(evaluate_policy(MODEL, 60, 20, 2))
     assert not ok and "does not survive 2 lost heartbeat(s)" in reasons[0]
     ok, reasons = grade_policy(evaluate_policy(MODEL, 10, 20, 0))
@@ -227,10 +237,17 @@ def test_ttl_explorer_sliders_update_the_report():
 
 # ---------------------------------------------------------------- knowledge checks
 def make_quiz(**kwargs):
-    return Quiz("W1 still holds token 4 but the store has issued 5. What refuses W1's write?",
-                ["The worker's own lease timer", "The store comparing tokens", "The queue's retry count"], 1,
-                ["It cannot: the worker was paused and does not know.", "Yes: the authoritative store checks.",
-                 "Retries count deliveries, not ownership."], **kwargs)
+    return Quiz(
+        "W1 still holds token 4 but the store has issued 5. What refuses W1's write?",
+        ["The worker's own lease timer", "The store comparing tokens", "The queue's retry count"],
+        1,
+        [
+            "It cannot: the worker was paused and does not know.",
+            "Yes: the authoritative store checks.",
+            "Retries count deliveries, not ownership.",
+        ],
+        **kwargs,
+    )
 
 
 def test_quiz_feedback_explains_every_option():
@@ -238,8 +255,9 @@ def test_quiz_feedback_explains_every_option():
     assert quiz.answer(1) == Feedback(correct=True, message="Correct. Yes: the authoritative store checks.")
     wrong = quiz.answer(0)
     assert not wrong.correct
-    assert str(wrong) == ("Not quite. It cannot: the worker was paused and does not know. "
-                          "Hint: Where is the current token known?")
+    assert str(wrong) == (
+        "Not quite. It cannot: the worker was paused and does not know. Hint: Where is the current token known?"
+    )
     assert quiz.text().splitlines()[1] == "  0. The worker's own lease timer"
     with pytest.raises(BadArgumentError, match="index"):
         quiz.answer(3)
@@ -282,6 +300,7 @@ def published(monkeypatch, *, widgets: bool) -> list[dict]:
     import IPython.display
 
     from shopops_lab.widgets import _ui
+
     bundles: list[dict] = []
     monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False: bundles.append(obj))
     if not widgets:

@@ -6,6 +6,7 @@ seeded points, restarted, and the database's history judged by the checker.
 
 or `shopops-lab chaos --db sqlite:///chaos.db --items 40 --workers 3 --kills 12 --seed 7`.
 """
+
 from shopops_lab.chaos.plan import Kill, KillPoint, plan_kills
 from shopops_lab.chaos.run import ADAPTERS, ChaosError, ChaosReport, run_chaos, run_workers
 

@@ -5,6 +5,7 @@ contrast) and acks. Its stop points are `KillPoint`s: after the acquire, right a
 send (the crash window between a side effect and its record), inside the ack's transaction,
 and after the ack.
 """
+
 from __future__ import annotations
 
 import random
@@ -39,8 +40,13 @@ class EmailWorkload:
             if lease.payload.get("poison"):
                 queue.nack(lease, POISON_ERROR)
                 return
-            adapter.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"],
-                         body="Sorry for the delay: your order ships today.", worker_id=name)
+            adapter.send(
+                lease.payload["idem_key"],
+                case_id=lease.case_id,
+                to=lease.payload["to"],
+                body="Sorry for the delay: your order ships today.",
+                worker_id=name,
+            )
             stops.at(KillPoint.AFTER_SEND, lease)
             with store.atomic:  # the ack's own transaction, held open so a kill can land inside it
                 queue.ack(lease)

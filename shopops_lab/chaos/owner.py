@@ -9,6 +9,7 @@ first's committed claim and is refused. A run lets the record go when it ends, h
 ends; a supervisor that could not (SIGKILLed, or its database went away) holds it only as
 long as its process lives, so the next `--resume` takes it over.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -30,18 +31,23 @@ _running: set[str] = set()  # this process's runs still going (a failed one may 
 def claim(store: Store) -> str:
     """Make this process the run's only supervisor, in the caller's transaction, and return
     the claim's nonce (for `release`); refused if a live process holds it."""
-    me = {"host": socket.gethostname(), "pid": os.getpid(), "started": _started(os.getpid()),
-          "run": f"{os.getpid()}-{next(_calls)}"}
+    me = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": _started(os.getpid()),
+        "run": f"{os.getpid()}-{next(_calls)}",
+    }
     held = store.get(*OWNER)
     if held is None and store.put_new(*OWNER, me):
         return _running_now(me)
     held = held if held is not None else store.get(*OWNER)
     if _alive(held):
         where = f" on {held['host']}" if held["host"] != me["host"] else ""
-        raise BadArgumentError(field="db", problem=f"is being run by another chaos supervisor (process "
-                                                   f"{held['pid']}{where})",
-                               fix="wait for that run to finish, or stop it (its workers stop with it); then "
-                                   "finish the run with --resume")
+        raise BadArgumentError(
+            field="db",
+            problem=f"is being run by another chaos supervisor (process {held['pid']}{where})",
+            fix="wait for that run to finish, or stop it (its workers stop with it); then finish the run with --resume",
+        )
     store.put(*OWNER, me)
     return _running_now(me)
 

@@ -7,6 +7,7 @@ right there (a delivery that lost its lease before getting there passes the kill
 item's redelivery). Which process happens to hold the item depends on timing; where the
 kill lands does not, so the same seed always interrupts the same work at the same places.
 """
+
 from __future__ import annotations
 
 import random
@@ -24,9 +25,9 @@ class KillPoint(StrEnum):
     """The places a worker can be stopped, in the order one delivery passes them."""
 
     AFTER_ACQUIRE = "after_acquire"  # holds the lease, has done nothing yet
-    AFTER_SEND = "after_send"        # the email went out; the ack that records it has not: the crash window
-    IN_ACK = "in_ack"                # inside the ack's transaction, before it commits
-    AFTER_ACK = "after_ack"          # the work is recorded; nothing is lost by dying now
+    AFTER_SEND = "after_send"  # the email went out; the ack that records it has not: the crash window
+    IN_ACK = "in_ack"  # inside the ack's transaction, before it commits
+    AFTER_ACK = "after_ack"  # the work is recorded; nothing is lost by dying now
 
     @property
     def before_the_record(self) -> bool:
@@ -56,8 +57,9 @@ class Kill:
         return f"{self.item_id} attempt {self.attempt} {'paused' if self.pause else 'killed'} {self.point}"
 
 
-def plan_kills(rng: random.Random, items: Sequence[str], poison: set[str], kills: int,
-               max_attempts: int) -> tuple[Kill, ...]:
+def plan_kills(
+    rng: random.Random, items: Sequence[str], poison: set[str], kills: int, max_attempts: int
+) -> tuple[Kill, ...]:
     """`kills` kills over `items`, every one of which will happen.
 
     An item gets at most `max_attempts - 2` kills on consecutive attempts (1, 2, ...), so a
@@ -68,11 +70,17 @@ def plan_kills(rng: random.Random, items: Sequence[str], poison: set[str], kills
     item, then attempt."""
     per_item = max_attempts - 2
     if per_item < 1:
-        raise BadArgumentError(field="max_attempts", problem=f"is {max_attempts}",
-                               fix="allow at least 3 attempts, so a planned kill leaves room for a retry")
+        raise BadArgumentError(
+            field="max_attempts",
+            problem=f"is {max_attempts}",
+            fix="allow at least 3 attempts, so a planned kill leaves room for a retry",
+        )
     if kills > per_item * len(items):
-        raise BadArgumentError(field="kills", problem=f"is {kills}, more than {len(items)} items can take",
-                               fix=f"plan at most {per_item * len(items)} kills, or add items")
+        raise BadArgumentError(
+            field="kills",
+            problem=f"is {kills}, more than {len(items)} items can take",
+            fix=f"plan at most {per_item * len(items)} kills, or add items",
+        )
     counts = dict.fromkeys(items, 0)
     for _ in range(kills):
         open_items = [item for item, n in counts.items() if n < per_item]
@@ -80,8 +88,11 @@ def plan_kills(rng: random.Random, items: Sequence[str], poison: set[str], kills
     plan = []
     for item, n in counts.items():
         for attempt in range(1, n + 1):
-            points = [KillPoint.AFTER_ACQUIRE] if item in poison else [
-                p for p in KillPoint if attempt == n or p.before_the_record]
+            points = (
+                [KillPoint.AFTER_ACQUIRE]
+                if item in poison
+                else [p for p in KillPoint if attempt == n or p.before_the_record]
+            )
             point = rng.choices(points, [_WEIGHTS[p] for p in points])[0]
             plan.append(Kill(item_id=item, attempt=attempt, point=point))
     if plan and not any(k.point is KillPoint.AFTER_SEND for k in plan):

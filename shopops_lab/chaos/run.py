@@ -15,6 +15,7 @@ every planned kill lands (a kill a slow worker missed moves to the item's redeli
 every item ends done or dead-lettered, and an item is emailed twice only if a kill (or a
 stall) let a second worker send it again.
 """
+
 from __future__ import annotations
 
 import errno
@@ -71,40 +72,72 @@ class ChaosReport:
         return tuple(sorted({a.case_id for a in self.result.of(AnomalyName.DOUBLE_CONTACT)}))
 
     def as_dict(self) -> dict[str, Any]:
-        return {"db": self.db, "seed": self.seed, "adapter": self.adapter, "workers": self.workers,
-                "items": self.items, "done": self.done, "dead_lettered": self.dead_lettered, "lost": self.lost,
-                "double_contacts": self.double_contacts, "kills": self.kills, "redeliveries": self.redeliveries,
-                "valid": self.valid, "killed": [k.as_dict() for k in self.killed],
-                "anomalies": [a.as_dict() for a in self.result.anomalies]}
+        return {
+            "db": self.db,
+            "seed": self.seed,
+            "adapter": self.adapter,
+            "workers": self.workers,
+            "items": self.items,
+            "done": self.done,
+            "dead_lettered": self.dead_lettered,
+            "lost": self.lost,
+            "double_contacts": self.double_contacts,
+            "kills": self.kills,
+            "redeliveries": self.redeliveries,
+            "valid": self.valid,
+            "killed": [k.as_dict() for k in self.killed],
+            "anomalies": [a.as_dict() for a in self.result.anomalies],
+        }
 
     def __str__(self) -> str:
         verdict = {True: "valid", False: "INVALID", None: "not judged"}[self.valid]
-        lines = [f"chaos on {self.db}: {self.items} items, {self.workers} worker processes, "
-                 f"{self.adapter} adapter, seed {self.seed}",
-                 f"  killed with SIGKILL {self.kills} times: "
-                 + ", ".join(f"{p.value} x{n}" for p, n in _by_point(self.killed) if n),
-                 f"  done {self.done}, dead-lettered {self.dead_lettered}, lost {self.lost}, "
-                 f"redeliveries {self.redeliveries}",
-                 f"  double contacts: {self.double_contacts}"
-                 + (f" (cases {', '.join(self.doubled_cases)})" if self.double_contacts else ""),
-                 f"  checker: {verdict}"]
+        lines = [
+            f"chaos on {self.db}: {self.items} items, {self.workers} worker processes, "
+            f"{self.adapter} adapter, seed {self.seed}",
+            f"  killed with SIGKILL {self.kills} times: "
+            + ", ".join(f"{p.value} x{n}" for p, n in _by_point(self.killed) if n),
+            f"  done {self.done}, dead-lettered {self.dead_lettered}, lost {self.lost}, "
+            f"redeliveries {self.redeliveries}",
+            f"  double contacts: {self.double_contacts}"
+            + (f" (cases {', '.join(self.doubled_cases)})" if self.double_contacts else ""),
+            f"  checker: {verdict}",
+        ]
         lines += [f"    - {a.message}" for a in self.result.anomalies]
-        lines.append(f"  replay: shopops-lab chaos --db NEW_DB --items {self.items} --workers {self.workers} "
-                     f"--kills {self.kills} --seed {self.seed} --adapter {self.adapter}")
+        lines.append(
+            f"  replay: shopops-lab chaos --db NEW_DB --items {self.items} --workers {self.workers} "
+            f"--kills {self.kills} --seed {self.seed} --adapter {self.adapter}"
+        )
         return "\n".join(lines)
 
 
-def run_chaos(url: str, *, items: int = 40, workers: int = 3, kills: int = 12, seed: int = 0,
-              adapter: str = "idempotent", lease_seconds: float = 1.0, max_attempts: int = 5,
-              timeout: float = 300.0, resume: bool = False) -> ChaosReport:
+def run_chaos(
+    url: str,
+    *,
+    items: int = 40,
+    workers: int = 3,
+    kills: int = 12,
+    seed: int = 0,
+    adapter: str = "idempotent",
+    lease_seconds: float = 1.0,
+    max_attempts: int = 5,
+    timeout: float = 300.0,
+    resume: bool = False,
+) -> ChaosReport:
     """Run `workers` processes over `items` emails on the empty database at `url`, killing
     them `kills` times at points drawn from `seed`; return what happened, checked. With
     `resume`, finish the run already on `url` instead (its own settings, its kills still to land)."""
     if resume:
         return _resume(url, timeout)
     _check_settings(items, workers, kills, seed, adapter, timeout)
-    settings = {"items": items, "workers": workers, "kills": kills, "seed": seed, "adapter": adapter,
-                "lease_seconds": lease_seconds, "max_attempts": max_attempts}
+    settings = {
+        "items": items,
+        "workers": workers,
+        "kills": kills,
+        "seed": seed,
+        "adapter": adapter,
+        "lease_seconds": lease_seconds,
+        "max_attempts": max_attempts,
+    }
     with _claimed(url, settings) as (queue, run):
         rng = random.Random(seed)
         try:
@@ -123,20 +156,28 @@ def _resume(url: str, timeout: float) -> ChaosReport:
     try:
         settings, setup = store.get(*RUN), store.get(*SETUP)
         if settings is None or setup is None:
-            raise BadArgumentError(field="db", problem="holds no chaos run that got as far as its plan",
-                                   fix="start a new run on a new, empty database (without --resume)")
+            raise BadArgumentError(
+                field="db",
+                problem="holds no chaos run that got as far as its plan",
+                fix="start a new run on a new, empty database (without --resume)",
+            )
         with store.atomic:
             run = owner.claim(store)
-        queue = Queue(store=store, lease_seconds=settings["lease_seconds"], max_attempts=settings["max_attempts"],
-                      clock=SystemClock())
+        queue = Queue(
+            store=store,
+            lease_seconds=settings["lease_seconds"],
+            max_attempts=settings["max_attempts"],
+            clock=SystemClock(),
+        )
         plan = _still_to_land(tuple(map(Kill.from_dict, setup["stops"])), queue)
         return _drive(url, queue, settings, plan, timeout, run)
     finally:
         store.close()
 
 
-def _drive(url: str, queue: Queue, settings: dict[str, Any], plan: tuple[Kill, ...], timeout: float,
-           run: str) -> ChaosReport:
+def _drive(
+    url: str, queue: Queue, settings: dict[str, Any], plan: tuple[Kill, ...], timeout: float, run: str
+) -> ChaosReport:
     """Run the workers over `plan` and report; a database that fails halfway is one line saying how to resume.
     However it ends, the run lets go of the database (`run` is its claim), so a `--resume` may follow."""
     try:
@@ -168,8 +209,11 @@ def _halfway(url: str, error: Exception, *, resumable: bool) -> ChaosError:
     full = "disk is full" in text or "No space left" in text or getattr(error, "errno", None) == errno.ENOSPC
     reason = "the disk that holds the database is full" if full else f"the database failed halfway: {text}"
     then = "free some space, then " if full else "when the database is back, "
-    fix = (f"{then}finish the run: shopops-lab chaos --db {redact(url)} --resume" if resumable
-           else f"{then}start a new run on a new, empty database")
+    fix = (
+        f"{then}finish the run: shopops-lab chaos --db {redact(url)} --resume"
+        if resumable
+        else f"{then}start a new run on a new, empty database"
+    )
     return ChaosError(reason=reason, fix=fix)
 
 
@@ -182,18 +226,31 @@ class _claimed:
         self.store = open_store(url)
         try:
             if isinstance(self.store, MemoryStore):
-                raise BadArgumentError(field="db", problem="is memory:, which no other process can see",
-                                       fix="use a database the workers share, e.g. --db sqlite:///chaos.db")
-            self.queue = Queue(store=self.store, lease_seconds=settings["lease_seconds"],
-                               max_attempts=settings["max_attempts"], clock=SystemClock())
+                raise BadArgumentError(
+                    field="db",
+                    problem="is memory:, which no other process can see",
+                    fix="use a database the workers share, e.g. --db sqlite:///chaos.db",
+                )
+            self.queue = Queue(
+                store=self.store,
+                lease_seconds=settings["lease_seconds"],
+                max_attempts=settings["max_attempts"],
+                clock=SystemClock(),
+            )
             with self.store.atomic:
                 if len(self.queue):
-                    raise BadArgumentError(field="db", problem=f"already holds {len(self.queue)} items",
-                                           fix="give every chaos run a new, empty database (a new file name)")
+                    raise BadArgumentError(
+                        field="db",
+                        problem=f"already holds {len(self.queue)} items",
+                        fix="give every chaos run a new, empty database (a new file name)",
+                    )
                 if not self.store.put_new(*RUN, settings):
-                    raise BadArgumentError(field="db", problem="is already claimed by another chaos run",
-                                           fix="give every chaos run a new, empty database (a new file name), "
-                                               "or finish that run with --resume")
+                    raise BadArgumentError(
+                        field="db",
+                        problem="is already claimed by another chaos run",
+                        fix="give every chaos run a new, empty database (a new file name), "
+                        "or finish that run with --resume",
+                    )
                 self.run = owner.claim(self.store)
         except BaseException:
             self.store.close()
@@ -210,8 +267,11 @@ def _check_settings(items: int, workers: int, kills: int, seed: int, adapter: st
     for field, value, least in (("items", items, 1), ("workers", workers, 1), ("kills", kills, 0)):
         arguments.whole(field, value, least)
         if value > LIMITS[field]:
-            raise BadArgumentError(field=field, problem=f"is {value}, above the limit of {LIMITS[field]}",
-                                   fix=f"pass at most {LIMITS[field]}: chaos runs real processes on one machine")
+            raise BadArgumentError(
+                field=field,
+                problem=f"is {value}, above the limit of {LIMITS[field]}",
+                fix=f"pass at most {LIMITS[field]}: chaos runs real processes on one machine",
+            )
     arguments.whole("seed", seed, 0)
     if adapter not in ADAPTERS:
         raise BadArgumentError(field="adapter", problem=f"is {adapter!r}", fix=f"pass one of {', '.join(ADAPTERS)}")
@@ -228,11 +288,27 @@ def _report(db: str, settings: dict[str, Any], queue: Queue) -> ChaosReport:
     result = check(history, max_attempts=settings["max_attempts"])
     counts = queue.counts()
     leased = history.where(EventKind.LEASED)
-    killed = tuple(sorted((Kill(item_id=e.item_id, attempt=e.attempt, point=KillPoint(e.info["point"]))
-                           for e in history.where(EventKind.WORKER_CRASHED)),
-                          key=lambda k: (k.item_id, k.attempt, list(KillPoint).index(k.point))))
-    return ChaosReport(db=db, seed=settings["seed"], adapter=settings["adapter"], workers=settings["workers"],
-                       items=len(queue), done=counts[ItemState.DONE], dead_lettered=counts[ItemState.DEAD],
-                       lost=len(result.of(AnomalyName.LOST_ITEM)),
-                       double_contacts=len(result.of(AnomalyName.DOUBLE_CONTACT)), kills=len(killed),
-                       redeliveries=sum(1 for e in leased if (e.attempt or 1) > 1), killed=killed, result=result)
+    killed = tuple(
+        sorted(
+            (
+                Kill(item_id=e.item_id, attempt=e.attempt, point=KillPoint(e.info["point"]))
+                for e in history.where(EventKind.WORKER_CRASHED)
+            ),
+            key=lambda k: (k.item_id, k.attempt, list(KillPoint).index(k.point)),
+        )
+    )
+    return ChaosReport(
+        db=db,
+        seed=settings["seed"],
+        adapter=settings["adapter"],
+        workers=settings["workers"],
+        items=len(queue),
+        done=counts[ItemState.DONE],
+        dead_lettered=counts[ItemState.DEAD],
+        lost=len(result.of(AnomalyName.LOST_ITEM)),
+        double_contacts=len(result.of(AnomalyName.DOUBLE_CONTACT)),
+        kills=len(killed),
+        redeliveries=sum(1 for e in leased if (e.attempt or 1) > 1),
+        killed=killed,
+        result=result,
+    )

@@ -11,6 +11,7 @@ freeze point outside a transaction while the item is still W1's, and for each fr
 point of W2 outside a transaction. A planned stop that does not happen raises `StepsError`
 (the run is void), never a verdict.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,8 +30,8 @@ LIMIT = 12  # the points of one worker the exploration stops at (a handler with 
 
 
 class How(StrEnum):
-    RUN = "run"        # W1 runs the delivery whole
-    KILL = "kill"      # W1 is SIGKILLed right after its point `first`
+    RUN = "run"  # W1 runs the delivery whole
+    KILL = "kill"  # W1 is SIGKILLed right after its point `first`
     FREEZE = "freeze"  # W1 freezes there; W2 takes the item over; W1 wakes up stale
 
 
@@ -53,11 +54,17 @@ class Schedule:
 
     @classmethod
     def parse(cls, text: object) -> Schedule:
-        found = re.fullmatch(r"(run)|(kill)@(\d+)|(freeze)@(\d+)(?:/(\d+))?", text.strip()) if isinstance(
-            text, str) else None
+        found = (
+            re.fullmatch(r"(run)|(kill)@(\d+)|(freeze)@(\d+)(?:/(\d+))?", text.strip())
+            if isinstance(text, str)
+            else None
+        )
         if found is None:
-            raise BadArgumentError(field="schedule", problem=f"is {text!r}",
-                                   fix="pass a schedule as the check names it, e.g. 'run', 'kill@2' or 'freeze@1/0'")
+            raise BadArgumentError(
+                field="schedule",
+                problem=f"is {text!r}",
+                fix="pass a schedule as the check names it, e.g. 'run', 'kill@2' or 'freeze@1/0'",
+            )
         if found[1]:
             return cls(How.RUN)
         if found[2]:
@@ -82,7 +89,7 @@ class Played:
 
     schedule: Schedule
     item_id: str
-    stopped: int | None   # the number of W1's point where its planned stop happened (None: it did not)
+    stopped: int | None  # the number of W1's point where its planned stop happened (None: it did not)
     first: tuple[Step, ...]
     second: tuple[Step, ...]
     story: tuple[str, ...]
@@ -111,15 +118,23 @@ class Player:
         if "W1" in self.steps.procs:  # not killed, not finished: it runs on to its end
             self._finish("W1")
         self._settle()
-        return Played(schedule=schedule, item_id=item_id, stopped=stopped, first=tuple(self._paths["W1"]),
-                      second=tuple(self._paths.get("W2", ())), story=tuple(self._story))
+        return Played(
+            schedule=schedule,
+            item_id=item_id,
+            stopped=stopped,
+            first=tuple(self._paths["W1"]),
+            second=tuple(self._paths.get("W2", ())),
+            story=tuple(self._story),
+        )
 
     def _plan(self, schedule: Schedule) -> bool:
         """Play `schedule` up to W1's planned stop: True if it happened there (a kill ends W1
         there; a freeze and a run go on in `_freeze` and `_finish`)."""
         if not self._take("W1"):
-            raise StepsError(reason=f"W1 found no delivery of {self._item} to acquire",
-                             fix="run the check again; if it repeats, report it")
+            raise StepsError(
+                reason=f"W1 found no delivery of {self._item} to acquire",
+                fix="run the check again; if it repeats, report it",
+            )
         if schedule.how is How.RUN:
             return False
         if not self._to("W1", schedule.first):
@@ -140,13 +155,17 @@ class Player:
         self.now += self.lease + 1
         self._tell(f"W1's lease ({self.lease:g} s) has run out")
         if not self._take("W2"):
-            raise StepsError(reason="W2 could not take the item over after W1's lease ran out",
-                             fix="run the check again; if it repeats, report it")
+            raise StepsError(
+                reason="W2 could not take the item over after W1's lease ran out",
+                fix="run the check again; if it repeats, report it",
+            )
         if schedule.second is not None:
             if not self._to("W2", schedule.second) or self._paths["W2"][-1].in_transaction:
-                raise StepsError(reason=f"W2 did not reach its point {schedule.second} outside a transaction, "
-                                        "as it did when it first ran this schedule",
-                                 fix="make the handler do the same on every delivery (no randomness, no clock)")
+                raise StepsError(
+                    reason=f"W2 did not reach its point {schedule.second} outside a transaction, "
+                    "as it did when it first ran this schedule",
+                    fix="make the handler do the same on every delivery (no randomness, no clock)",
+                )
             self._tell("W2 waits here")
         else:
             self._finish("W2")
@@ -193,8 +212,10 @@ class Player:
             name = f"W{len(self._paths) + 1}"
             if self._take(name):
                 self._finish(name)
-        raise StepsError(reason=f"item {self._item} was neither done nor dead after {self.queue.max_attempts} "
-                                "more deliveries", fix="run it again; if it repeats, report it")
+        raise StepsError(
+            reason=f"item {self._item} was neither done nor dead after {self.queue.max_attempts} more deliveries",
+            fix="run it again; if it repeats, report it",
+        )
 
     def _note(self, reached: Reached) -> None:
         for words in reached.did:
@@ -233,7 +254,9 @@ def _same(played: Played, path: tuple[Step, ...]) -> Played:
     n = played.schedule.first
     stop = played.stop
     if stop is None or (stop.point, stop.in_transaction) != (path[n].point, path[n].in_transaction):
-        raise StepsError(reason=f"W1 did not stop at its point {n} ({path[n].point}) as planned from its first run",
-                         fix="make the handler do the same on every first delivery (no randomness, no clock), "
-                             "then run the check again")
+        raise StepsError(
+            reason=f"W1 did not stop at its point {n} ({path[n].point}) as planned from its first run",
+            fix="make the handler do the same on every first delivery (no randomness, no clock), "
+            "then run the check again",
+        )
     return played

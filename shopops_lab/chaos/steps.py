@@ -12,6 +12,7 @@ runs out when the plan moves the clock, never because a process was slow.
 A planned step that cannot happen (a worker that ends without a word, or stays silent past
 `patience` seconds) raises `StepsError`: the caller voids its run, it never judges one.
 """
+
 from __future__ import annotations
 
 import os
@@ -136,8 +137,9 @@ def _deliver(handle: Callable[[Lease], Any], lease: Lease, queue: Queue, pause: 
 class Stepper:
     """The supervisor's side: start workers, move each one point at a time, kill them."""
 
-    def __init__(self, url: str, workload: StepWorkload, *, lease_seconds: float, max_attempts: int,
-                 patience: float = 60.0) -> None:
+    def __init__(
+        self, url: str, workload: StepWorkload, *, lease_seconds: float, max_attempts: int, patience: float = 60.0
+    ) -> None:
         self.url, self.workload, self.patience = url, workload, patience
         self.settings = (lease_seconds, max_attempts)
         self.procs: dict[str, tuple[int, Connection]] = {}
@@ -205,16 +207,21 @@ class Stepper:
         try:
             if not conn.poll(self.patience):
                 self.kill(name)
-                raise StepsError(reason=f"worker {name} said nothing for {self.patience:g} s (does your handler "
-                                        "wait for something, or loop?)",
-                                 fix="make the handler return after its writes, then run the check again")
+                raise StepsError(
+                    reason=f"worker {name} said nothing for {self.patience:g} s (does your handler "
+                    "wait for something, or loop?)",
+                    fix="make the handler return after its writes, then run the check again",
+                )
             _, point, in_transaction, did = conn.recv()
             if point == "failed":
-                raise StepsError(reason=f"worker {name} could not start: {did[0]}",
-                                 fix="run it again; if it repeats, report it")
+                raise StepsError(
+                    reason=f"worker {name} could not start: {did[0]}", fix="run it again; if it repeats, report it"
+                )
         except (EOFError, OSError):
             self.procs.pop(name, None)
             os.waitpid(pid, 0)
-            raise StepsError(reason=f"worker {name} ended without a word (did your handler end the process?)",
-                             fix="let the handler return or raise; never exit the process from it") from None
+            raise StepsError(
+                reason=f"worker {name} ended without a word (did your handler end the process?)",
+                fix="let the handler return or raise; never exit the process from it",
+            ) from None
         return Reached(worker=name, point=point, in_transaction=in_transaction, did=did)

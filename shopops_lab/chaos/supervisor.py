@@ -9,6 +9,7 @@ the time the queue is drained is an error that says so, never a shorter report. 
 with the supervisor (the kernel's parent-death signal on Linux, and the supervisor's own
 cleanup on any error or interrupt).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,16 +35,25 @@ class ChaosError(ShopOpsError):
     """The chaos run could not finish: {reason}. Fix: {fix}."""
 
 
-def run_workers(queue: Queue, workload: Workload, plan: tuple[Kill, ...], *, workers: int,
-                timeout: float = 300.0) -> tuple[Kill, ...]:
+def run_workers(
+    queue: Queue, workload: Workload, plan: tuple[Kill, ...], *, workers: int, timeout: float = 300.0
+) -> tuple[Kill, ...]:
     """Fork `workers` processes running `workload` on `queue`'s database until it is drained,
     killing them where `plan` says; returns the kills as they landed (item, delivery, point)."""
     if not hasattr(os, "fork"):
-        raise ChaosError(reason="real worker processes are started with fork, which this system lacks",
-                         fix="run it on Linux or macOS (in a browser-only notebook, read the recorded run)")
+        raise ChaosError(
+            reason="real worker processes are started with fork, which this system lacks",
+            fix="run it on Linux or macOS (in a browser-only notebook, read the recorded run)",
+        )
     with queue.store.atomic:
-        queue.store.put(*SETUP, {"lease_seconds": queue.lease_seconds, "max_attempts": queue.max_attempts,
-                                 "stops": [k.as_dict() for k in plan]})
+        queue.store.put(
+            *SETUP,
+            {
+                "lease_seconds": queue.lease_seconds,
+                "max_attempts": queue.max_attempts,
+                "stops": [k.as_dict() for k in plan],
+            },
+        )
     return _Supervisor(queue, workload, plan, workers, timeout).run()
 
 
@@ -51,8 +61,7 @@ class _Supervisor:
     """Forks the workers, kills the one that reports where its item's next kill is planned and
     restarts it, and waits until all of them found the queue drained."""
 
-    def __init__(self, queue: Queue, workload: Workload, plan: tuple[Kill, ...], workers: int,
-                 timeout: float) -> None:
+    def __init__(self, queue: Queue, workload: Workload, plan: tuple[Kill, ...], workers: int, timeout: float) -> None:
         self.queue, self.workload, self.timeout = queue, workload, timeout
         self.pending: dict[str, list[Kill]] = {}  # item -> its kills still to land, by delivery
         for kill in sorted(plan, key=lambda k: (k.item_id, k.attempt)):
@@ -71,9 +80,10 @@ class _Supervisor:
                 self._start(name, None)
             while self.procs:
                 if time.monotonic() > deadline:
-                    raise ChaosError(reason=f"the queue was not drained within {self.timeout:g} s "
-                                            f"(counts: {_counts(self.queue)})",
-                                     fix=f"finish it with a larger --timeout: {self._resume()} --timeout 900")
+                    raise ChaosError(
+                        reason=f"the queue was not drained within {self.timeout:g} s (counts: {_counts(self.queue)})",
+                        fix=f"finish it with a larger --timeout: {self._resume()} --timeout 900",
+                    )
                 ready = wait([pipe for _, pipe in self.procs.values()], timeout=1.0)
                 for name, (pid, pipe) in list(self.procs.items()):
                     if pipe in ready:
@@ -85,9 +95,11 @@ class _Supervisor:
                 pipe.close()
         left = [kill for kills in self.pending.values() for kill in kills]
         if left:
-            raise ChaosError(reason=f"{len(left)} planned kill(s) could not land, because their items ended first "
-                                    f"({', '.join(map(str, left[:3]))})",
-                             fix="pass a longer --lease-seconds on a busy machine, so a slow worker keeps its lease")
+            raise ChaosError(
+                reason=f"{len(left)} planned kill(s) could not land, because their items ended first "
+                f"({', '.join(map(str, left[:3]))})",
+                fix="pass a longer --lease-seconds on a busy machine, so a slow worker keeps its lease",
+            )
         return tuple(self.landed)
 
     def _start(self, name: str, crashed: tuple | None) -> None:
@@ -139,9 +151,11 @@ class _Supervisor:
         _, status = os.waitpid(pid, 0)
         pipe.close()
         if os.waitstatus_to_exitcode(status) != -signal.SIGKILL:
-            raise ChaosError(reason=f"worker {name} ended with status {os.waitstatus_to_exitcode(status)}, "
-                                    "not by the SIGKILL sent to it",
-                             fix="run it again; if it repeats, report it with the seed")
+            raise ChaosError(
+                reason=f"worker {name} ended with status {os.waitstatus_to_exitcode(status)}, "
+                "not by the SIGKILL sent to it",
+                fix="run it again; if it repeats, report it with the seed",
+            )
         # The restarted worker writes the crash into the history: another worker may be stopped
         # inside a transaction right now, and a write from here would wait until it ends.
         self._start(name, crashed)

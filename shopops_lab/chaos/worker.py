@@ -8,6 +8,7 @@ delivery or an earlier one that never got there, e.g. because it stalled), the w
 over its pipe and waits: the supervisor SIGKILLs it there, or says go when that kill has
 already landed elsewhere. On Linux the kernel kills a worker whose supervisor died.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["SETUP", "Stops", "Workload", "die_with_parent", "serve"]
 
 SETUP = ("chaos", "setup")  # the record the supervisor writes and every worker reads
-_POLL_SECONDS = 0.02        # how long an idle worker waits before asking again
-_PR_SET_PDEATHSIG = 1      # linux/prctl.h
+_POLL_SECONDS = 0.02  # how long an idle worker waits before asking again
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _LOST = (StaleTokenError, LeaseExpiredError, LeaseSettledError)  # the lease is over: someone else owns the item
 
 
@@ -82,12 +83,21 @@ def serve(url: str, name: str, workload: Workload, conn: Connection, crashed: tu
     try:
         store = open_store(url)
         setup = store.get(*SETUP)
-        queue = Queue(store=store, lease_seconds=setup["lease_seconds"], max_attempts=setup["max_attempts"],
-                      clock=SystemClock())
+        queue = Queue(
+            store=store, lease_seconds=setup["lease_seconds"], max_attempts=setup["max_attempts"], clock=SystemClock()
+        )
         if crashed is not None:  # the predecessor's SIGKILL, written by its successor (see the supervisor)
             item_id, attempt, point, at = crashed
-            queue.log.append(EventKind.WORKER_CRASHED, at, worker_id=name, item_id=item_id,
-                             case_id=queue.item(item_id).case_id, attempt=attempt, point=point, signal="SIGKILL")
+            queue.log.append(
+                EventKind.WORKER_CRASHED,
+                at,
+                worker_id=name,
+                item_id=item_id,
+                case_id=queue.item(item_id).case_id,
+                attempt=attempt,
+                point=point,
+                signal="SIGKILL",
+            )
         stops = Stops(name, tuple(map(Kill.from_dict, setup["stops"])), conn)
         _drain(queue, workload.prepare(store, queue, stops, name), stops, name)
     except BaseException:

@@ -12,10 +12,19 @@ Its parts: `result` (what it says: `CheckResult`, `Anomaly`, `AnomalyName`), `re
 pass over the log), `starvation` (the approval clocks, and what counts as an approval),
 `messages` (each anomaly in words, from its evidence), `verdict` (`check` itself).
 """
+
 from shopops_lab.checker.replay import DEFAULT_MAX_ATTEMPTS
 from shopops_lab.checker.result import Anomaly, AnomalyName, CheckResult
 from shopops_lab.checker.starvation import APPROVAL_KIND, DEFAULT_APPROVAL_WAIT_BUDGET, is_approval
 from shopops_lab.checker.verdict import check
 
-__all__ = ["APPROVAL_KIND", "DEFAULT_APPROVAL_WAIT_BUDGET", "DEFAULT_MAX_ATTEMPTS", "Anomaly", "AnomalyName",
-           "CheckResult", "check", "is_approval"]
+__all__ = [
+    "APPROVAL_KIND",
+    "DEFAULT_APPROVAL_WAIT_BUDGET",
+    "DEFAULT_MAX_ATTEMPTS",
+    "Anomaly",
+    "AnomalyName",
+    "CheckResult",
+    "check",
+    "is_approval",
+]

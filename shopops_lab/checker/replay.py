@@ -6,6 +6,7 @@ Anomalies visible at one event (two live leases, a retry storm ended by a dead-l
 are noted there; `verdict` judges the rest from what the pass kept. The words are in
 `messages`, the approval clocks in `starvation`.
 """
+
 from __future__ import annotations
 
 from collections import deque
@@ -19,14 +20,26 @@ from shopops_lab.states import ItemState
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "Pass", "storm"]
 
-DEFAULT_MAX_ATTEMPTS = 5               # the queue's own default, assumed when nobody says
+DEFAULT_MAX_ATTEMPTS = 5  # the queue's own default, assumed when nobody says
 
 
 class _Item:
     """What the log has said so far about one item."""
 
-    __slots__ = ("id", "case_id", "enqueued", "approval", "limit", "state", "last",
-                 "max_token", "leases", "began", "since", "error")
+    __slots__ = (
+        "id",
+        "case_id",
+        "enqueued",
+        "approval",
+        "limit",
+        "state",
+        "last",
+        "max_token",
+        "leases",
+        "began",
+        "since",
+        "error",
+    )
 
     def __init__(self, item_id: str, case_id: str | None) -> None:
         self.id, self.case_id = item_id, case_id
@@ -34,10 +47,10 @@ class _Item:
         self.approval, self.limit = False, None
         self.state: ItemState | None = None
         self.last: Event | None = None
-        self.max_token = 0                               # the highest token granted so far
-        self.leases: list[Event] = []                    # every LEASED event, in log order
-        self.began: Event | None = None                  # the enqueue or replay that began the current round
-        self.since = 0                                   # leases[since:] are the current round's
+        self.max_token = 0  # the highest token granted so far
+        self.leases: list[Event] = []  # every LEASED event, in log order
+        self.began: Event | None = None  # the enqueue or replay that began the current round
+        self.since = 0  # leases[since:] are the current round's
         self.error: str | None = None
 
 
@@ -48,22 +61,28 @@ class Pass:
     def __init__(self, max_attempts: int | None, budget: float) -> None:
         self.max_attempts = max_attempts
         self.items: dict[str, _Item] = {}
-        self.lines: dict[str, deque[_Item]] = {}                        # case -> ready items, next first
-        self.live: dict[str, list[list]] = {}                           # case -> [[LEASED, expires_at], ...]
-        self.lease_by: dict[tuple[str, str], Event] = {}                 # (case, worker) -> latest LEASED
+        self.lines: dict[str, deque[_Item]] = {}  # case -> ready items, next first
+        self.live: dict[str, list[list]] = {}  # case -> [[LEASED, expires_at], ...]
+        self.lease_by: dict[tuple[str, str], Event] = {}  # (case, worker) -> latest LEASED
         self.contacts: dict[tuple[str, str], list[tuple[Event, Event | None]]] = {}
-        self.stale: dict[tuple, list[Event]] = {}        # (item, token, worker, time) -> evidence
+        self.stale: dict[tuple, list[Event]] = {}  # (item, token, worker, time) -> evidence
         self.found: list[Anomaly] = []
         self.waits = ApprovalWaits(budget, self.found)
         self.end = 0.0
         self.handlers: dict[EventKind, Callable[[Event], None]] = {
-            EventKind.ENQUEUED: self._enqueued, EventKind.LEASED: self._leased,
-            EventKind.HEARTBEAT: self._heartbeat, EventKind.ACKED: self._acked,
-            EventKind.NACKED: self._nacked, EventKind.EXPIRED: self._expired,
-            EventKind.DEAD_LETTERED: self._dead_lettered, EventKind.REPLAYED: self._replayed,
-            EventKind.CONTACT_SENT: self._contact_sent, EventKind.CHECKPOINT_WRITTEN: self._checkpoint,
+            EventKind.ENQUEUED: self._enqueued,
+            EventKind.LEASED: self._leased,
+            EventKind.HEARTBEAT: self._heartbeat,
+            EventKind.ACKED: self._acked,
+            EventKind.NACKED: self._nacked,
+            EventKind.EXPIRED: self._expired,
+            EventKind.DEAD_LETTERED: self._dead_lettered,
+            EventKind.REPLAYED: self._replayed,
+            EventKind.CONTACT_SENT: self._contact_sent,
+            EventKind.CHECKPOINT_WRITTEN: self._checkpoint,
             EventKind.STALE_WRITE_ACCEPTED: self._stale_write_accepted,
-            EventKind.DELIVERED_TWICE: self._delivered_twice, EventKind.JOB_CLAIMED: self._claimed,
+            EventKind.DELIVERED_TWICE: self._delivered_twice,
+            EventKind.JOB_CLAIMED: self._claimed,
         }
 
     def run(self, events: list[Event]) -> None:
@@ -181,8 +200,11 @@ class Pass:
         live = self.live.get(case)
         if live:
             token = event.token
-            live[:] = [lease for lease in live
-                       if lease[0].item_id != item.id or (token is not None and lease[0].token != token)]
+            live[:] = [
+                lease
+                for lease in live
+                if lease[0].item_id != item.id or (token is not None and lease[0].token != token)
+            ]
             if not live:
                 del self.live[case]
         self._move(item, state, event)
@@ -239,8 +261,9 @@ class Pass:
         t = event.time
         live[:] = [held for held in live if held[1] is None or held[1] > t]
         if live:
-            self.found.append(messages.two_live_leases(case, event, [held for held, _ in live],
-                                                       [until for _, until in live]))
+            self.found.append(
+                messages.two_live_leases(case, event, [held for held, _ in live], [until for _, until in live])
+            )
         live.append(lease)
 
     # ------------------------------------------------------------------ writes and contacts
@@ -280,8 +303,11 @@ class Pass:
 
     def in_flight(self) -> list[_Item]:
         """Enqueued items neither done nor dead-lettered."""
-        return [item for item in self.items.values()
-                if item.enqueued is not None and item.state in (ItemState.READY, ItemState.LEASED)]
+        return [
+            item
+            for item in self.items.values()
+            if item.enqueued is not None and item.state in (ItemState.READY, ItemState.LEASED)
+        ]
 
     def _judge_storm(self, item: _Item, *, ended_by: Event | None) -> None:
         found = storm(item, self.max_attempts, ended_by)
@@ -294,10 +320,17 @@ def storm(item: _Item, max_attempts: int | None, ended_by: Event | None) -> Anom
     dead-lettered in time. `ended_by`: the dead-lettering that ends the round, if any."""
     if item.enqueued is None:
         return None  # a store's record (claimed, never queued): its claims are not redeliveries
-    leases = item.leases[item.since:]
+    leases = item.leases[item.since :]
     limit = max_attempts or item.limit or DEFAULT_MAX_ATTEMPTS
     if len(leases) <= limit:
         return None
     return messages.poison_retry_storm(
-        leases, item_id=item.id, case_id=item.case_id, began=item.began, limit=limit,
-        assumed=max_attempts is None and item.limit is None, error=item.error, ended_by=ended_by)
+        leases,
+        item_id=item.id,
+        case_id=item.case_id,
+        began=item.began,
+        limit=limit,
+        assumed=max_attempts is None and item.limit is None,
+        error=item.error,
+        ended_by=ended_by,
+    )

@@ -6,6 +6,7 @@ case changes, and when the approval leaves; this module keeps the clocks. An app
 clock runs only while it is first in its case's line and the case is free: time spent
 behind its own case is that case's order, not starvation.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -18,9 +19,9 @@ from shopops_lab.worker.queue import Priority
 
 __all__ = ["APPROVAL_KIND", "DEFAULT_APPROVAL_WAIT_BUDGET", "ApprovalWaits", "is_approval"]
 
-DEFAULT_APPROVAL_WAIT_BUDGET = 300.0   # seconds an approval may wait while bulk work goes ahead
-APPROVAL_KIND = "approval_resume"      # the job kind that resumes a case a person approved
-_SHOWN_OVERTAKERS = 3                  # overtaking leases kept as evidence per starved approval
+DEFAULT_APPROVAL_WAIT_BUDGET = 300.0  # seconds an approval may wait while bulk work goes ahead
+APPROVAL_KIND = "approval_resume"  # the job kind that resumes a case a person approved
+_SHOWN_OVERTAKERS = 3  # overtaking leases kept as evidence per starved approval
 
 
 def is_approval(info: Mapping[str, Any]) -> bool:
@@ -34,15 +35,14 @@ def is_approval(info: Mapping[str, Any]) -> bool:
 class _Wait:
     """One wait of an approval item, from becoming ready to being leased."""
 
-    __slots__ = ("item_id", "case_id", "ready", "waited", "held", "since", "held_since", "mark",
-                 "overtaken", "first")
+    __slots__ = ("item_id", "case_id", "ready", "waited", "held", "since", "held_since", "mark", "overtaken", "first")
 
     def __init__(self, item_id: str, case_id: str, ready: Event) -> None:
         self.item_id, self.case_id, self.ready = item_id, case_id, ready
         self.waited = self.held = 0.0
-        self.since: float | None = None                  # when the clock last started; None while held
+        self.since: float | None = None  # when the clock last started; None while held
         self.held_since: float | None = ready.time
-        self.mark = 0                                     # overtakers seen when the clock started
+        self.mark = 0  # overtakers seen when the clock started
         self.overtaken = 0
         self.first: list[Event] = []
 
@@ -55,8 +55,8 @@ class ApprovalWaits:
 
     def __init__(self, budget: float, found: list[Anomaly]) -> None:
         self.budget, self.found = budget, found
-        self.open: dict[str, _Wait] = {}                 # item -> its wait
-        self.by_case: dict[str, list[_Wait]] = {}        # case -> the waits on it
+        self.open: dict[str, _Wait] = {}  # item -> its wait
+        self.by_case: dict[str, list[_Wait]] = {}  # case -> the waits on it
         self.overtakers: list[Event] = []
 
     def start(self, item_id: str, case_id: str, ready: Event) -> None:
@@ -101,7 +101,7 @@ class ApprovalWaits:
         wait.overtaken += count
         room = _SHOWN_OVERTAKERS - len(wait.first)
         if room > 0 and count > 0:
-            wait.first.extend(self.overtakers[wait.mark:wait.mark + min(room, count)])
+            wait.first.extend(self.overtakers[wait.mark : wait.mark + min(room, count)])
         wait.mark = len(self.overtakers)
 
     def _judge(self, wait: _Wait, t: float, leased: Event | None) -> None:
@@ -110,6 +110,17 @@ class ApprovalWaits:
         else:
             wait.held += t - wait.held_since
         if wait.waited > self.budget and wait.overtaken:
-            self.found.append(approval_starved(
-                wait.ready, leased, item_id=wait.item_id, case_id=wait.case_id, t=t, waited=wait.waited,
-                held=wait.held, overtakers=wait.first, overtaken=wait.overtaken, budget=self.budget))
+            self.found.append(
+                approval_starved(
+                    wait.ready,
+                    leased,
+                    item_id=wait.item_id,
+                    case_id=wait.case_id,
+                    t=t,
+                    waited=wait.waited,
+                    held=wait.held,
+                    overtakers=wait.first,
+                    overtaken=wait.overtaken,
+                    budget=self.budget,
+                )
+            )

@@ -1,4 +1,5 @@
 """`check(log)`: validate the arguments, run the pass, and turn what it found into a verdict."""
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,9 @@ from shopops_lab.states import ItemState
 __all__ = ["check"]
 
 
-def check(log: EventLog, *, max_attempts: int | None = None,
-          approval_wait_budget: float | None = None, final: bool = True) -> CheckResult:
+def check(
+    log: EventLog, *, max_attempts: int | None = None, approval_wait_budget: float | None = None, final: bool = True
+) -> CheckResult:
     """Judge `log` and name every anomaly with its evidence.
 
     `max_attempts` is the queue's limit (else each item's ENQUEUED `max_attempts`, else 5);
@@ -25,18 +27,31 @@ def check(log: EventLog, *, max_attempts: int | None = None,
     growing: items in flight are then not counted as lost.
     """
     if not isinstance(log, EventLog):
-        raise BadArgumentError(field="log", problem=f"is a {type(log).__name__}",
-                               fix="pass an EventLog, e.g. queue.log, or EventLog.from_dicts(rows) for a saved log")
+        raise BadArgumentError(
+            field="log",
+            problem=f"is a {type(log).__name__}",
+            fix="pass an EventLog, e.g. queue.log, or EventLog.from_dicts(rows) for a saved log",
+        )
     if max_attempts is not None:
-        arguments.whole("max_attempts", max_attempts, 1,
-                        "pass the queue's limit, a whole number >= 1 (queue.max_attempts), or leave it out")
+        arguments.whole(
+            "max_attempts",
+            max_attempts,
+            1,
+            "pass the queue's limit, a whole number >= 1 (queue.max_attempts), or leave it out",
+        )
     if approval_wait_budget is not None:
-        arguments.number("approval_wait_budget", approval_wait_budget,
-                         "pass a positive number of seconds, e.g. 300, or leave it out", above=0, below=math.inf)
+        arguments.number(
+            "approval_wait_budget",
+            approval_wait_budget,
+            "pass a positive number of seconds, e.g. 300, or leave it out",
+            above=0,
+            below=math.inf,
+        )
     arguments.flag("final", final, "pass True for a finished run or False for a log that is still growing")
     if not len(log):
-        return CheckResult(valid=None,
-                           summary="the log is empty: nothing has happened yet, so there is nothing to judge")
+        return CheckResult(
+            valid=None, summary="the log is empty: nothing has happened yet, so there is nothing to judge"
+        )
     budget = DEFAULT_APPROVAL_WAIT_BUDGET if approval_wait_budget is None else float(approval_wait_budget)
     budget = DEFAULT_APPROVAL_WAIT_BUDGET if approval_wait_budget is None else float(approval_wait_budget)
     with collector_paused():
@@ -57,17 +72,24 @@ def _judge_the_end(judge: Pass, final: bool) -> list[Anomaly]:
             found.append(anomaly)
     for item in judge.in_flight() if final else ():
         last = item.last
-        expires_at = next((until for held, until in judge.live.get(item.case_id, ()) if held is last),
-                          last.info.get("expires_at"))
-        found.append(messages.lost_item(item.enqueued, last, item_id=item.id, case_id=item.case_id,
-                                        expires_at=expires_at, end=judge.end))
+        expires_at = next(
+            (until for held, until in judge.live.get(item.case_id, ()) if held is last), last.info.get("expires_at")
+        )
+        found.append(
+            messages.lost_item(
+                item.enqueued, last, item_id=item.id, case_id=item.case_id, expires_at=expires_at, end=judge.end
+            )
+        )
     for (case, key), sends in judge.contacts.items():
         if len(sends) > 1:
             found.append(messages.double_contact(case, key, sends))
     for events in judge.stale.values():
         item = judge.items.get(events[0].item_id)
-        found.append(messages.stale_write(events, leases=() if item is None else item.leases,
-                                          item_case=None if item is None else item.case_id))
+        found.append(
+            messages.stale_write(
+                events, leases=() if item is None else item.leases, item_case=None if item is None else item.case_id
+            )
+        )
     return sorted(found, key=lambda a: (a.name.value, a.evidence[0].seq if a.evidence else -1, a.message))
 
 
@@ -76,19 +98,32 @@ def _verdict(judge: Pass, anomalies: list[Anomaly], count: int) -> CheckResult:
     if anomalies:
         names = ", ".join(sorted({a.name.value for a in anomalies}))
         noun = "anomaly" if len(anomalies) == 1 else "anomalies"
-        return CheckResult(valid=False, anomalies=tuple(anomalies), event_count=count,
-                           summary=f"{len(anomalies)} {noun} ({names}) in {events}")
+        return CheckResult(
+            valid=False,
+            anomalies=tuple(anomalies),
+            event_count=count,
+            summary=f"{len(anomalies)} {noun} ({names}) in {events}",
+        )
     states = judge.states()
     done, dead = states.count(ItemState.DONE), states.count(ItemState.DEAD)
     pending = [item.id for item in judge.in_flight()]
     if pending:  # only possible when not final: a final log would have reported them lost
         shown = ", ".join(pending[:5]) + (f" and {len(pending) - 5} more" if len(pending) > 5 else "")
-        return CheckResult(valid=None, event_count=count, summary=(
-            f"no anomalies so far in {events}, but the log is not final and {len(pending)} "
-            f"{'item is' if len(pending) == 1 else 'items are'} still in flight ({shown}), "
-            "so lost items cannot be judged yet"))
+        return CheckResult(
+            valid=None,
+            event_count=count,
+            summary=(
+                f"no anomalies so far in {events}, but the log is not final and {len(pending)} "
+                f"{'item is' if len(pending) == 1 else 'items are'} still in flight ({shown}), "
+                "so lost items cannot be judged yet"
+            ),
+        )
     items = len(states)
-    return CheckResult(valid=True, event_count=count, summary=(
-        f"no anomalies in {events}: {items} {'item' if items == 1 else 'items'} "
-        f"({done} acked, {dead} dead-lettered), no intent sent twice, one lease per case at a time"))
-
+    return CheckResult(
+        valid=True,
+        event_count=count,
+        summary=(
+            f"no anomalies in {events}: {items} {'item' if items == 1 else 'items'} "
+            f"({done} acked, {dead} dead-lettered), no intent sent twice, one lease per case at a time"
+        ),
+    )

@@ -13,6 +13,7 @@ deeper code is the learner's code failing, and is reported as such. A cell that 
 learner's answer at work asks `Exercise.answered()` first, which prints one friendly line
 instead of a traceback while the stub is untouched.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,8 +38,12 @@ class Verdict(StrEnum):
 
 _MARKS = {Verdict.CORRECT: "✅", Verdict.INCORRECT: "❌", Verdict.NOT_ATTEMPTED: "⏳", Verdict.NOT_JUDGED: "❔"}
 # Frames in the kit, the standard library or installed packages are not the learner's code.
-_NOT_THE_LEARNERS = tuple({Path(__file__).resolve().parent.parent,
-                           *(Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "purelib", "platlib"))})
+_NOT_THE_LEARNERS = tuple(
+    {
+        Path(__file__).resolve().parent.parent,
+        *(Path(sysconfig.get_paths()[key]).resolve() for key in ("stdlib", "purelib", "platlib")),
+    }
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,7 +89,7 @@ class ForeignAnswer(ABC):
     the learner's own function or class, through `call_answer`, `is_stub` and `restart`.
     The grader's `RemoteAnswer` is the one implementation."""
 
-    kind: str = "function"          # or "class"
+    kind: str = "function"  # or "class"
     __name__: str = "answer"
 
     @abstractmethod
@@ -129,6 +134,7 @@ def restart(answer: Any) -> Any:
     if isinstance(answer, ForeignAnswer):
         return answer.restart()
     from shopops_lab.checks.fresh import fresh_copy
+
     return fresh_copy(answer, _learners)
 
 
@@ -139,6 +145,7 @@ def memory(answer: Any) -> Any:
     if isinstance(answer, ForeignAnswer):
         return answer.memory()
     from shopops_lab.checks.fresh import memory as seen
+
     found = seen(answer)
     return object() if found is None else found
 
@@ -149,6 +156,7 @@ def picture(answer: Any, value: Any) -> Hashable:
     if isinstance(answer, ForeignAnswer):
         return answer.picture(value)
     from shopops_lab.checks.fresh import canonical
+
     return canonical(value)
 
 
@@ -260,9 +268,12 @@ class Exercise:
         try:
             message = self.run(answer[0])
         except NotAttempted:
-            return Result(exercise=self.name, verdict=Verdict.NOT_ATTEMPTED,
-                          message="Write your answer where the cell says `# YOUR CODE HERE` (delete the line below it "
-                                  "that raises NotImplementedError), run that cell, then run this one again.")
+            return Result(
+                exercise=self.name,
+                verdict=Verdict.NOT_ATTEMPTED,
+                message="Write your answer where the cell says `# YOUR CODE HERE` (delete the line below it "
+                "that raises NotImplementedError), run that cell, then run this one again.",
+            )
         except Wrong as wrong:
             return Result(exercise=self.name, verdict=Verdict.INCORRECT, message=str(wrong), evidence=wrong.evidence)
         except NotJudged as why:
@@ -271,12 +282,18 @@ class Exercise:
             raise
         except SystemExit as exc:
             code = "" if exc.code is None else repr(exc.code)
-            return Result(exercise=self.name, verdict=Verdict.INCORRECT,
-                          message=f"your code called sys.exit({code}){_where(exc)}, which would end the whole worker "
-                                  "process. Return, or raise an error, instead.")
+            return Result(
+                exercise=self.name,
+                verdict=Verdict.INCORRECT,
+                message=f"your code called sys.exit({code}){_where(exc)}, which would end the whole worker "
+                "process. Return, or raise an error, instead.",
+            )
         except BaseException as exc:  # noqa: BLE001 - the learner's code crashed: show that, not a traceback
-            return Result(exercise=self.name, verdict=Verdict.INCORRECT,
-                          message=f"your code raised {error_text(exc)}{_where(exc)}")
+            return Result(
+                exercise=self.name,
+                verdict=Verdict.INCORRECT,
+                message=f"your code raised {error_text(exc)}{_where(exc)}",
+            )
         return Result(exercise=self.name, verdict=Verdict.CORRECT, message=message)
 
     def check(self, *answer: Any) -> None:
@@ -297,8 +314,10 @@ class Exercise:
             print(f"{_MARKS[Verdict.INCORRECT]} {misfit}")
             return False
         if is_stub(answer[0]):
-            print(f"{_MARKS[Verdict.NOT_ATTEMPTED]} This cell shows your {self.answer} at work: write it in "
-                  f"{self.name} above, run that cell, then run this one again.")
+            print(
+                f"{_MARKS[Verdict.NOT_ATTEMPTED]} This cell shows your {self.answer} at work: write it in "
+                f"{self.name} above, run that cell, then run this one again."
+            )
             return False
         return True
 
@@ -313,9 +332,11 @@ class Exercise:
             print(f"{self.name} has no model answer to show: its hints (hint(1) onwards) are the help it offers.")
             return
         if confirm is not True:
-            print(f"This shows the model answer to {self.name}. Try hint(1) to hint({max(len(self.hints), 1)}) "
-                  "first: writing it yourself is the exercise. To see it, call solution(confirm=True); your "
-                  "notebook then records that you did, and your grader's feedback says so.")
+            print(
+                f"This shows the model answer to {self.name}. Try hint(1) to hint({max(len(self.hints), 1)}) "
+                "first: writing it yourself is the exercise. To see it, call solution(confirm=True); your "
+                "notebook then records that you did, and your grader's feedback says so."
+            )
             return
         _reveal(self.id, self.name, answer)
 
@@ -328,8 +349,10 @@ class Exercise:
         if isinstance(level, str) and level.strip().isdigit():
             level = int(level)
         if isinstance(level, bool) or not isinstance(level, int):
-            print(f"hint() takes a number: hint(1) is a nudge, up to hint({len(self.hints)}), the shape of the "
-                  f"answer. It got {describe(level)}.")
+            print(
+                f"hint() takes a number: hint(1) is a nudge, up to hint({len(self.hints)}), the shape of the "
+                f"answer. It got {describe(level)}."
+            )
             return
         level = max(1, min(level, len(self.hints)))
         more = f" (hint({level + 1}) says more)" if level < len(self.hints) else ""
@@ -351,17 +374,19 @@ class Exercise:
         else:
             got = "nothing" if not answer else f"{len(answer)} things"
         made = " or making an object from it" if self.wants_class else ""
-        return (f"this check needs your {kind} {self.answer} itself, and it got {got}. Pass it by name, without "
-                f"calling it{made}: check({self.answer}), not check({self.answer}(...)).")
+        return (
+            f"this check needs your {kind} {self.answer} itself, and it got {got}. Pass it by name, without "
+            f"calling it{made}: check({self.answer}), not check({self.answer}(...))."
+        )
 
 
 def _codes(answer: Any) -> list[Any]:
     """The code objects that are the learner's own answer (a class: its own methods)."""
     if isinstance(answer, type):
         return [f.__code__ for f in vars(answer).values() if isinstance(f, FunctionType)]
-    function = getattr(answer, "__func__", answer)   # a bound method: the function under it
+    function = getattr(answer, "__func__", answer)  # a bound method: the function under it
     code = getattr(function, "__code__", None)
-    if code is None:                                 # a callable object: its __call__
+    if code is None:  # a callable object: its __call__
         code = getattr(getattr(type(answer), "__call__", None), "__code__", None)  # noqa: B004 - its code
     return [code] if code is not None else []
 
@@ -389,7 +414,7 @@ def _where(exc: BaseException) -> str:
 
 @functools.lru_cache(maxsize=512)
 def _learners(filename: str) -> bool:
-    if filename.startswith("<"):                  # exec'd code is the learner's; "<frozen ...>" is Python's
+    if filename.startswith("<"):  # exec'd code is the learner's; "<frozen ...>" is Python's
         return not filename.startswith("<frozen")
     try:
         path = Path(filename).resolve()
@@ -414,5 +439,8 @@ def _reveal(exercise_id: str, name: str, answer: str) -> None:
         print(f"{heading}\n\n{answer}")
         return
     fence = "~~~~" if "```" in answer else "```"
-    display({"text/plain": f"{heading}\n\n{answer}", "text/markdown": f"{heading}\n\n{fence}python\n{answer}\n{fence}"},
-            raw=True, metadata={"shopops_lab": {REVEALED: exercise_id}})
+    display(
+        {"text/plain": f"{heading}\n\n{answer}", "text/markdown": f"{heading}\n\n{fence}python\n{answer}\n{fence}"},
+        raw=True,
+        metadata={"shopops_lab": {REVEALED: exercise_id}},
+    )

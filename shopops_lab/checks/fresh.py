@@ -13,6 +13,7 @@ What the learner's code did not reach by name (the kit, modules, builtins) is sh
 a restarted worker would import it again. `memory(copy)` is a hashable picture of the
 copy's own mutable state, so the schedule explorer can tell two processes apart.
 """
+
 from __future__ import annotations
 
 import copy
@@ -60,7 +61,7 @@ def _weakable(value: Any) -> bool:
 class _Rebuilder:
     def __init__(self, learners: Any) -> None:
         self.learners = learners
-        self.memo: dict[int, Any] = {}             # shared with copy.deepcopy
+        self.memo: dict[int, Any] = {}  # shared with copy.deepcopy
         self.globals: dict[int, dict[str, Any]] = {}
         self.pending: list[tuple[dict[str, Any], dict[str, Any], str]] = []
         self.mutable: list[Any] = []
@@ -107,8 +108,12 @@ class _Rebuilder:
 
     def _own(self, cls: type) -> bool:
         """A class the learner wrote: one of its functions is theirs, or its module is."""
-        if any(isinstance(f, FunctionType) and f.__code__.co_filename != "<string>"   # a dataclass's own methods
-               and self.learners(f.__code__.co_filename) for f in vars(cls).values()):
+        if any(
+            isinstance(f, FunctionType)
+            and f.__code__.co_filename != "<string>"  # a dataclass's own methods
+            and self.learners(f.__code__.co_filename)
+            for f in vars(cls).values()
+        ):
             return True
         if cls.__module__ == "builtins":
             return False
@@ -125,7 +130,7 @@ class _Rebuilder:
         for old, new in zip(fn.__closure__ or (), closure or ()):
             try:
                 new.cell_contents = self.value(old.cell_contents)
-            except ValueError:   # an empty cell stays empty
+            except ValueError:  # an empty cell stays empty
                 pass
         fresh.__defaults__ = self.value(fn.__defaults__)
         fresh.__kwdefaults__ = self.value(fn.__kwdefaults__)
@@ -143,8 +148,11 @@ class _Rebuilder:
         for name in slots:
             members.pop(name, None)
         bases = tuple(self.value(base) for base in cls.__bases__)
-        fresh = type(cls)(cls.__name__, bases, {k: members.pop(k) for k in ("__slots__", "__module__", "__qualname__")
-                                                  if k in members})
+        fresh = type(cls)(
+            cls.__name__,
+            bases,
+            {k: members.pop(k) for k in ("__slots__", "__module__", "__qualname__") if k in members},
+        )
         self.memo[id(cls)] = fresh
         for name, member in members.items():
             setattr(fresh, name, self.value(member))
@@ -184,8 +192,14 @@ def canonical(value: Any, depth: int = 0, seen: frozenset[int] = frozenset()) ->
     if isinstance(value, (set, frozenset)):
         return ("set", tuple(sorted((canonical(v, depth + 1, seen) for v in value), key=repr)))
     if isinstance(value, dict):
-        return ("dict", tuple(sorted(((canonical(k, depth + 1, seen), canonical(v, depth + 1, seen))
-                                      for k, v in value.items()), key=repr)))
+        return (
+            "dict",
+            tuple(
+                sorted(
+                    ((canonical(k, depth + 1, seen), canonical(v, depth + 1, seen)) for k, v in value.items()), key=repr
+                )
+            ),
+        )
     if isinstance(value, (FunctionType, type, ModuleType)) or type(value).__name__ in ("EventLog", "FakeClock"):
         return (type(value).__name__, getattr(value, "__qualname__", ""))
     fields = getattr(value, "__dict__", None)

@@ -1,4 +1,5 @@
 """Lab 00 warm-up: put the first case on the queue."""
+
 from __future__ import annotations
 
 from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe
@@ -11,9 +12,10 @@ from shopops_lab.worker.queue import InMemoryQueue
 def _run(enqueue_first_case) -> str:
     queue = InMemoryQueue(lease_seconds=30, max_attempts=5, clock=FakeClock())
     item_id = call_answer(enqueue_first_case, queue)
-    if type(item_id) is not str:   # a str, not a look-alike whose == says yes to anything
-        raise Wrong(f"the function returned {describe(item_id)}; return what queue.enqueue(...) gives back "
-                    "(the item id).")
+    if type(item_id) is not str:  # a str, not a look-alike whose == says yes to anything
+        raise Wrong(
+            f"the function returned {describe(item_id)}; return what queue.enqueue(...) gives back (the item id)."
+        )
     items = queue.items()
     if len(items) != 1:
         raise Wrong(f"the queue holds {len(items)} items after your function ran; put exactly one on it.")
@@ -31,11 +33,16 @@ def _run(enqueue_first_case) -> str:
 
 
 warmup = Exercise(
-    id="00.1", title="enqueue the first case", answer="enqueue_first_case", run=_run,
-    hints=("The queue object has a method that adds work; it takes keyword arguments only.",
-           "Look at `help(queue.enqueue)`: it needs case_id, tenant_id and kind.",
-           "Shape: one line that hands the story's case, store and kind to the queue's method that adds work, "
-           "by keyword, and returns what that method gives back."),
+    id="00.1",
+    title="enqueue the first case",
+    answer="enqueue_first_case",
+    run=_run,
+    hints=(
+        "The queue object has a method that adds work; it takes keyword arguments only.",
+        "Look at `help(queue.enqueue)`: it needs case_id, tenant_id and kind.",
+        "Shape: one line that hands the story's case, store and kind to the queue's method that adds work, "
+        "by keyword, and returns what that method gives back.",
+    ),
 )
 
 
@@ -44,10 +51,12 @@ warmup = Exercise(
 
 LEASE_RUNS_OUT_QUIZ = Quiz(
     "W1 emailed Jordan about O-1001, then crashed before its ack. What does the queue do when W1's lease runs out?",
-    ["It marks O-1001 done, because the email went out.",
-     "It makes the item ready again, so another worker runs it.",
-     "It deletes the item, because its worker is gone.",
-     "It waits for W1 to restart and finish."],
+    [
+        "It marks O-1001 done, because the email went out.",
+        "It makes the item ready again, so another worker runs it.",
+        "It deletes the item, because its worker is gone.",
+        "It waits for W1 to restart and finish.",
+    ],
     answer_index=1,
     explanations=[
         "The queue never saw the email. Only an ack tells it the work is finished.",

@@ -1,6 +1,7 @@
 """Lab 01: a handler that survives redelivery without emailing the customer twice (01.1), the
 learner's own forced expiry on the queue's virtual clock (01.2), and a knowledge check on
 what an expired lease does (and does not) stop (01.3)."""
+
 from __future__ import annotations
 
 import random
@@ -32,13 +33,14 @@ class _ScenarioAdapter(EmailAdapter):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.calls: dict[str, int] = {}               # item id -> send() calls made for it
-        self.emails: dict[str, list[Contact]] = {}    # item id -> messages that reached the customer
+        self.calls: dict[str, int] = {}  # item id -> send() calls made for it
+        self.emails: dict[str, list[Contact]] = {}  # item id -> messages that reached the customer
 
     def send(self, idem_key, *, case_id, to="customer", body="", worker_id=None, now=None):
         before = len(self.ledger)
-        result = super().send(idem_key, case_id=case_id, to=to, body=body,
-                              worker_id=worker_id or self.worker_id, now=now)
+        result = super().send(
+            idem_key, case_id=case_id, to=to, body=body, worker_id=worker_id or self.worker_id, now=now
+        )
         if self.item_id is not None:
             self.calls[self.item_id] = self.calls.get(self.item_id, 0) + 1
             self.emails.setdefault(self.item_id, []).extend(self.ledger.contacts()[before:])
@@ -57,8 +59,10 @@ def forced_expiry(handler, seed: int) -> tuple[InMemoryQueue, _ScenarioAdapter, 
     queue = InMemoryQueue(lease_seconds=30, max_attempts=5, clock=clock, log=log)
     adapter = _ScenarioAdapter(log=log, clock=clock)
     cases = [f"O-{1001 + n}" for n in range(rng.randint(3, 6))]
-    emails = [(case, {"idem_key": f"{case}:email:3", "to": f"customer-{n + 1}@example.com",
-                      "template": "delay_apology"}) for n, case in enumerate(cases)]
+    emails = [
+        (case, {"idem_key": f"{case}:email:3", "to": f"customer-{n + 1}@example.com", "template": "delay_apology"})
+        for n, case in enumerate(cases)
+    ]
     twice = rng.choice(cases)  # this customer is also owed two refund confirmations: two more intents
     address = f"customer-{cases.index(twice) + 1}@example.com"
     for step in (4, 5):
@@ -97,14 +101,17 @@ def _run_handler(handler, lease, adapter: _ScenarioAdapter) -> None:
 # played), each with one lease expiry and one crash anywhere.
 SEEDS = ("one email, two workers", "three items of one case")
 _CASE, _TO = "O-1002", "customer-2@example.com"
-_MORNINGS = {   # the emails queued (step, template), and the workers that take them
+_MORNINGS = {  # the emails queued (step, template), and the workers that take them
     "one email, two workers": ((("4", "refund_confirmation"),), ("W1", "W2")),
-    "three items of one case": ((("4", "refund_confirmation"), ("4", "refund_confirmation"),
-                                 ("5", "refund_confirmation")), ("W1",)),
+    "three items of one case": (
+        (("4", "refund_confirmation"), ("4", "refund_confirmation"), ("5", "refund_confirmation")),
+        ("W1",),
+    ),
 }
-BOUNDS = {"one email, two workers": "1 email taken by 2 workers",
-          "three items of one case": "3 items of one case (one email queued twice, and a second email) taken by "
-                                     "1 worker"}
+BOUNDS = {
+    "one email, two workers": "1 email taken by 2 workers",
+    "three items of one case": "3 items of one case (one email queued twice, and a second email) taken by 1 worker",
+}
 BOUND_WORDS = "1 lease expiry, a crash anywhere"
 
 
@@ -117,19 +124,23 @@ class _Morning:
         self.clock = FakeClock()
         self.queue = InMemoryQueue(lease_seconds=30, max_attempts=5, clock=self.clock, log=EventLog())
         self.adapter = EmailAdapter(log=self.queue.log, clock=self.clock)
-        self.intent: dict[str, str] = {}                    # item id -> the email (its key) it carries
+        self.intent: dict[str, str] = {}  # item id -> the email (its key) it carries
         self.template: dict[str, str] = {}
-        self.status: dict[str, str] = {}                    # item id -> ready / leased / done (as the queue has it)
+        self.status: dict[str, str] = {}  # item id -> ready / leased / done (as the queue has it)
         self.attempts: dict[str, int] = {}
         emails, self.workers = _MORNINGS[morning]
         for step, template in emails:
             key = f"{_CASE}:email:{step}"
-            item_id = self.queue.enqueue(case_id=_CASE, tenant_id="store_northline", kind="contact_send",
-                                         payload={"idem_key": key, "to": _TO, "template": template})
+            item_id = self.queue.enqueue(
+                case_id=_CASE,
+                tenant_id="store_northline",
+                kind="contact_send",
+                payload={"idem_key": key, "to": _TO, "template": template},
+            )
             self.intent[item_id], self.template[key] = key, template
             self.status[item_id], self.attempts[item_id] = "ready", 0
-        self.emails: dict[str, list[tuple[Contact, str]]] = {key: [] for key in self.template}   # reached the customer
-        self.calls: dict[str, int] = dict.fromkeys(self.template, 0)                 # send() calls per email
+        self.emails: dict[str, list[tuple[Contact, str]]] = {key: [] for key in self.template}  # reached the customer
+        self.calls: dict[str, int] = dict.fromkeys(self.template, 0)  # send() calls per email
         self.acked: set[str] = set()
         self.state = dict.fromkeys(self.workers, "idle")
         self.lease: dict[str, Lease] = {}
@@ -139,7 +150,7 @@ class _Morning:
     def moves(self) -> list[Move]:
         moves: list[Move] = []
         leased = "leased" in self.status.values()
-        ready = not leased and "ready" in self.status.values()   # the queue hands out one item of a case at a time
+        ready = not leased and "ready" in self.status.values()  # the queue hands out one item of a case at a time
         for who in self.workers:
             state = self.state[who]
             if state == "idle" and ready:
@@ -148,7 +159,7 @@ class _Morning:
                 moves.append(Move(f"{who} handle", who, self._handle, peer="provider"))
             elif state == "handled":
                 moves.append(Move(f"{who} ack", who, self._ack, peer="queue"))
-            if state == "handled":   # a crash before or inside the handler happens at its kit calls
+            if state == "handled":  # a crash before or inside the handler happens at its kit calls
                 moves.append(Move(f"{who} crash", who, crash=True, cost="crash"))
         if leased:
             moves.append(Move("leases expire", "clock", self._expire, peer="queue", cost="expiry"))
@@ -156,10 +167,18 @@ class _Morning:
 
     def fingerprint(self) -> Any:
         items = tuple((i, self.status[i], self.attempts[i]) for i in sorted(self.status))
-        sent = tuple((k, tuple((c.message_id, c.to, c.case_id, i) for c, i in v))
-                     for k, v in sorted(self.emails.items()))
-        held = tuple((w, self.state[w], self.lease[w].item_id if w in self.lease else None,
-                      self.lease[w].token if w in self.lease else None) for w in self.workers)
+        sent = tuple(
+            (k, tuple((c.message_id, c.to, c.case_id, i) for c, i in v)) for k, v in sorted(self.emails.items())
+        )
+        held = tuple(
+            (
+                w,
+                self.state[w],
+                self.lease[w].item_id if w in self.lease else None,
+                self.lease[w].token if w in self.lease else None,
+            )
+            for w in self.workers
+        )
         return items, sent, held, tuple(sorted(self.calls.items())), tuple(sorted(self.acked))
 
     def broken(self) -> str | None:
@@ -174,7 +193,7 @@ class _Morning:
 
     def crashed(self, actor: str) -> None:
         if actor in self.state:
-            self.state[actor] = "idle"       # a fresh process; its lease stays until it expires
+            self.state[actor] = "idle"  # a fresh process; its lease stays until it expires
             self.lease.pop(actor, None)
 
     def _acquire(self, run: Run) -> str:
@@ -192,9 +211,10 @@ class _Morning:
         called = run.call(run.answer(who), lease, self.facade)
         self.state[who] = "handled"
         if called.error is not None:
-            self.problem = (f"the handler raised {error_text(called.error)} for {lease.item_id} "
-                            f"({self.intent[lease.item_id]}).")
-        new = [c for key, v in self.emails.items() for c, _ in v[before[key]:]]
+            self.problem = (
+                f"the handler raised {error_text(called.error)} for {lease.item_id} ({self.intent[lease.item_id]})."
+            )
+        new = [c for key, v in self.emails.items() for c, _ in v[before[key] :]]
         sent = ", ".join(f"{c.message_id} to {c.to}" for c in new) or "no new email"
         return f"{who} handles {lease.item_id}: {sent}"
 
@@ -226,27 +246,38 @@ class _Morning:
             if contact.to != _TO:
                 self.problem = f"{what} went to {contact.to!r}, not to the address in the item's payload ({_TO})."
             elif contact.case_id != lease.case_id:
-                self.problem = (f"{what} was filed under case_id {contact.case_id!r}: pass the case of the lease "
-                                "being handled, so the ledger and the checker can find it.")
+                self.problem = (
+                    f"{what} was filed under case_id {contact.case_id!r}: pass the case of the lease "
+                    "being handled, so the ledger and the checker can find it."
+                )
             elif len(self.emails[key]) > 1:
                 self.problem = self._twice(key)
 
     def _twice(self, key: str) -> str:
         (one, first), (two, second) = self.emails[key][:2]
-        why = (f"{second} is the same email as {first}, queued again when the planner restarted: a new item, the "
-               "same email. Two items of one email must look like one send to the provider." if first != second else
-               "Both deliveries of the same work must look like one send to the provider.")
-        return (f"case {_CASE}'s email {key} ({self.template[key]}) reached the customer 2 times: {one.message_id} "
-                f"sent by {one.worker_id} for {first} and {two.message_id} by {two.worker_id} for {second}. {why}")
+        why = (
+            f"{second} is the same email as {first}, queued again when the planner restarted: a new item, the "
+            "same email. Two items of one email must look like one send to the provider."
+            if first != second
+            else "Both deliveries of the same work must look like one send to the provider."
+        )
+        return (
+            f"case {_CASE}'s email {key} ({self.template[key]}) reached the customer 2 times: {one.message_id} "
+            f"sent by {one.worker_id} for {first} and {two.message_id} by {two.worker_id} for {second}. {why}"
+        )
 
     def _never(self, key: str, item_id: str) -> str:
         what = f"case {_CASE}'s email {key} ({self.template[key]}) never reached {_TO}, yet {item_id} was acknowledged"
         if self.calls[key]:
-            return (f"{what}: the handler did call send(), but with a key the adapter had already seen, so it "
-                    "returned an earlier message instead. The key must name this one email, not just the case, "
-                    "the customer or the kind of email.")
-        return (f"{what}: no delivery sent it. Send on every delivery, redeliveries included, and let the adapter's "
-                "key decide whether the customer already has it.")
+            return (
+                f"{what}: the handler did call send(), but with a key the adapter had already seen, so it "
+                "returned an earlier message instead. The key must name this one email, not just the case, "
+                "the customer or the kind of email."
+            )
+        return (
+            f"{what}: no delivery sent it. Send on every delivery, redeliveries included, and let the adapter's "
+            "key decide whether the customer already has it."
+        )
 
 
 def _adapter_for(run: Run, world: _Morning) -> Any:
@@ -263,8 +294,9 @@ def _adapter_for(run: Run, world: _Morning) -> Any:
             lease = world.handling
             run.enter("send")
             before = len(real.ledger)
-            result = real.send(idem_key, case_id=case_id, to=to, body=body,
-                               worker_id=worker_id or run.current_actor, now=now)
+            result = real.send(
+                idem_key, case_id=case_id, to=to, body=body, worker_id=worker_id or run.current_actor, now=now
+            )
             world.sent(lease, real.ledger.contacts()[before:] if len(real.ledger) > before else [])
             run.leave("send")
             return result
@@ -276,9 +308,11 @@ def _adapter_for(run: Run, world: _Morning) -> Any:
 
 
 def scenario(morning: str = SEEDS[0]) -> Scenario:
-    return Scenario(name=morning, bound=Bound(words=f"{BOUNDS[morning]}, {BOUND_WORDS}",
-                                              budget={"crash": 1, "expiry": 1}),
-                    start=lambda run: _Morning(run, morning))
+    return Scenario(
+        name=morning,
+        bound=Bound(words=f"{BOUNDS[morning]}, {BOUND_WORDS}", budget={"crash": 1, "expiry": 1}),
+        start=lambda run: _Morning(run, morning),
+    )
 
 
 def replay(handler, schedule: str, morning: str = SEEDS[0]) -> Replayed:
@@ -295,19 +329,26 @@ def _run(handler) -> str:
         refuse(found, f'lab01.replay(send_followup, "{{schedule}}", morning="{morning}")')
         schedules += found.schedules
     mornings = "; ".join(BOUNDS[morning] for morning in SEEDS)
-    return (f"checked all {schedules:,} schedules of two mornings, each with {BOUND_WORDS} ({mornings}): every "
-            "acknowledged email reached its customer exactly once, redeliveries and crashes included.")
+    return (
+        f"checked all {schedules:,} schedules of two mornings, each with {BOUND_WORDS} ({mornings}): every "
+        "acknowledged email reached its customer exactly once, redeliveries and crashes included."
+    )
 
 
 exercise = Exercise(
-    id="01.1", title="a handler that is safe to run twice", answer="send_followup", run=_run,
-    hints=("A redelivery runs your handler again with the same item. What stays the same between the two "
-           "deliveries, and what changes (worker, token, attempt)?",
-           "The adapter's send(idem_key, ...) returns the first message id when it sees a key again. The "
-           "payload already carries a key made for this email, and the customer's address.",
-           "Shape: adapter.send(<the payload's idem_key>, case_id=<the lease's case>, to=<the payload's address>, "
-           "body=...). Do not build the key from the token or the attempt, and always send: never skip a "
-           "redelivery."),
+    id="01.1",
+    title="a handler that is safe to run twice",
+    answer="send_followup",
+    run=_run,
+    hints=(
+        "A redelivery runs your handler again with the same item. What stays the same between the two "
+        "deliveries, and what changes (worker, token, attempt)?",
+        "The adapter's send(idem_key, ...) returns the first message id when it sees a key again. The "
+        "payload already carries a key made for this email, and the customer's address.",
+        "Shape: adapter.send(<the payload's idem_key>, case_id=<the lease's case>, to=<the payload's address>, "
+        "body=...). Do not build the key from the token or the attempt, and always send: never skip a "
+        "redelivery.",
+    ),
 )
 
 
@@ -319,8 +360,10 @@ exercise = Exercise(
 # granted, the expiries, acks and nacks, the handler's runs) is recorded by the queue and by
 # the facades on the check's side; the answer is handed only the calls a worker makes.
 LEASES, STARTS = (7.5, 30.0, 90.0), (0.0, 1000.0)
-EXPIRY_BOUND = (f"{len(LEASES) * len(STARTS)} queues (a lease of {', '.join(f'{s:g}' for s in LEASES[:-1])} or "
-                f"{LEASES[-1]:g} s, on a clock starting at t={STARTS[0]:g} or t={STARTS[1]:g})")
+EXPIRY_BOUND = (
+    f"{len(LEASES) * len(STARTS)} queues (a lease of {', '.join(f'{s:g}' for s in LEASES[:-1])} or "
+    f"{LEASES[-1]:g} s, on a clock starting at t={STARTS[0]:g} or t={STARTS[1]:g})"
+)
 
 
 class _Stage:
@@ -331,12 +374,15 @@ class _Stage:
         self.clock, self.clock_start = FakeClock(start), start
         self.queue = InMemoryQueue(lease_seconds=lease_seconds, max_attempts=5, clock=self.clock, log=EventLog())
         self.adapter = EmailAdapter(log=self.queue.log, clock=self.clock)
-        self.item_id = self.queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send",
-                                          payload={"idem_key": "O-1001:email:3", "to": "jordan@example.com",
-                                                   "template": "delay_apology"})
-        self.granted: list[Lease] = []        # every lease acquire() handed out, in order
-        self.handled: list[Lease] = []        # every lease the handler ran for
-        self.asked: list[tuple[str, float]] = []   # (worker, time) of every acquire that got nothing
+        self.item_id = self.queue.enqueue(
+            case_id="O-1001",
+            tenant_id="store_northline",
+            kind="contact_send",
+            payload={"idem_key": "O-1001:email:3", "to": "jordan@example.com", "template": "delay_apology"},
+        )
+        self.granted: list[Lease] = []  # every lease acquire() handed out, in order
+        self.handled: list[Lease] = []  # every lease the handler ran for
+        self.asked: list[tuple[str, float]] = []  # (worker, time) of every acquire that got nothing
         self.facades = _stage_facades(self)
 
     def story(self) -> str:
@@ -404,12 +450,20 @@ def _stage_facades(stage: _Stage) -> tuple[Any, Any, Any]:
 
         def __call__(self, lease):
             if not isinstance(lease, Lease) or lease not in stage.granted:
-                raise BadArgumentError(field="lease", problem=f"is {describe(lease)}, not a lease the queue granted",
-                                       fix="pass the Lease that queue.acquire(...) returned")
+                raise BadArgumentError(
+                    field="lease",
+                    problem=f"is {describe(lease)}, not a lease the queue granted",
+                    fix="pass the Lease that queue.acquire(...) returned",
+                )
             stage.handled.append(lease)
             payload = lease.payload
-            return stage.adapter.send(payload["idem_key"], case_id=lease.case_id, to=payload["to"],
-                                      body="Sorry for the delay.", worker_id=lease.worker_id)
+            return stage.adapter.send(
+                payload["idem_key"],
+                case_id=lease.case_id,
+                to=payload["to"],
+                body="Sorry for the delay.",
+                worker_id=lease.worker_id,
+            )
 
         def __repr__(self) -> str:
             return "<handle(lease): the email handler>"
@@ -420,12 +474,16 @@ def _stage_facades(stage: _Stage) -> tuple[Any, Any, Any]:
 def _leases(returned: Any, stage: _Stage) -> tuple[Lease, Lease]:
     """The two leases the answer returned, if they are leases this queue granted."""
     if not isinstance(returned, (tuple, list)) or len(returned) != 2:
-        raise Wrong(f"force_expiry returned {describe(returned)}; return the pair (first, second): the lease the "
-                    "first worker got and the lease of the redelivery.")
+        raise Wrong(
+            f"force_expiry returned {describe(returned)}; return the pair (first, second): the lease the "
+            "first worker got and the lease of the redelivery."
+        )
     for which, lease in zip(("first", "second"), returned, strict=True):
         if type(lease) is not Lease or lease not in stage.granted:
-            raise Wrong(f"the {which} value returned is {describe(lease)}, not a lease this queue granted "
-                        f"({stage.story()}): return what queue.acquire(...) handed out.")
+            raise Wrong(
+                f"the {which} value returned is {describe(lease)}, not a lease this queue granted "
+                f"({stage.story()}): return what queue.acquire(...) handed out."
+            )
     return returned[0], returned[1]
 
 
@@ -443,46 +501,66 @@ def _judge_stage(stage: _Stage, returned: Any, error: Exception | None) -> None:
         raise Wrong(f"{story}, force_expiry raised {error_text(error)}")
     redelivered = [lease for lease in stage.granted if lease.item_id == first.item_id and lease.token > first.token]
     if not redelivered:
-        raise Wrong(f"{story}, {first.worker_id}'s lease ran out, but no worker acquired {first.item_id} again: the "
-                    "redelivery is the point.")
+        raise Wrong(
+            f"{story}, {first.worker_id}'s lease ran out, but no worker acquired {first.item_id} again: the "
+            "redelivery is the point."
+        )
     second = redelivered[0]
     if second.worker_id == first.worker_id:
-        raise Wrong(f"{story}, both leases went to {first.worker_id}: it is stalled, so let another worker ask the "
-                    "queue and receive the same item.")
+        raise Wrong(
+            f"{story}, both leases went to {first.worker_id}: it is stalled, so let another worker ask the "
+            "queue and receive the same item."
+        )
     missing = [lease for lease in (first, second) if lease not in stage.handled]
     if missing:
-        raise Wrong(f"{story}, the handler never ran for {missing[0].worker_id}'s lease (attempt "
-                    f"{missing[0].attempt}): show it invoked for each delivery.")
+        raise Wrong(
+            f"{story}, the handler never ran for {missing[0].worker_id}'s lease (attempt "
+            f"{missing[0].attempt}): show it invoked for each delivery."
+        )
     acked = [e for e in log.where(EventKind.ACKED, item_id=first.item_id) if e.token == second.token]
     if not acked:
-        raise Wrong(f"{story}, {second.worker_id} got the redelivery but never acknowledged it: the item is "
-                    f"{stage.queue.item(first.item_id).state.value}, not done.")
+        raise Wrong(
+            f"{story}, {second.worker_id} got the redelivery but never acknowledged it: the item is "
+            f"{stage.queue.item(first.item_id).state.value}, not done."
+        )
     got = _leases(returned, stage)
     if got != (first, second):
-        raise Wrong(f"{story}, force_expiry returned the leases of {got[0].worker_id} (token {got[0].token}) and "
-                    f"{got[1].worker_id} (token {got[1].token}); return the first worker's lease, then the "
-                    "redelivery's.")
+        raise Wrong(
+            f"{story}, force_expiry returned the leases of {got[0].worker_id} (token {got[0].token}) and "
+            f"{got[1].worker_id} (token {got[1].token}); return the first worker's lease, then the "
+            "redelivery's."
+        )
 
 
 def _not_expired(stage: _Stage, first: Lease) -> str:
     """Why the first lease did not run out: acked, given back, or the clock did not reach its end."""
     story, log = stage.story(), stage.queue.log
     if any(e.token == first.token for e in log.where(EventKind.ACKED, item_id=first.item_id)):
-        return (f"{story}, {first.worker_id} acknowledged its lease, so the item was done before any lease could run "
-                "out: nothing was redelivered. A worker that stalls has not acked yet.")
+        return (
+            f"{story}, {first.worker_id} acknowledged its lease, so the item was done before any lease could run "
+            "out: nothing was redelivered. A worker that stalls has not acked yet."
+        )
     if any(e.token == first.token for e in log.where(EventKind.NACKED, item_id=first.item_id)):
-        return (f"{story}, {first.worker_id}'s lease was handed back with nack(), which is a worker reporting a "
-                "failure, not a lease running out while its worker stalls.")
+        return (
+            f"{story}, {first.worker_id}'s lease was handed back with nack(), which is a worker reporting a "
+            "failure, not a lease running out while its worker stalls."
+        )
     asked = "; ".join(f"{w} asked at t={t:g} and got nothing" for w, t in stage.asked[:2])
     moved = stage.clock.now() - first.leased_at
     if moved == 0:
-        why = (f"The clock did not move after {first.worker_id} acquired: the queue reads only the virtual clock you "
-               "were handed (waiting on your computer's clock does not move it).")
+        why = (
+            f"The clock did not move after {first.worker_id} acquired: the queue reads only the virtual clock you "
+            "were handed (waiting on your computer's clock does not move it)."
+        )
     else:
-        why = (f"The clock moved {moved:g} s after {first.worker_id} acquired, less than this queue's lease of "
-               f"{stage.queue.lease_seconds:g} s.")
-    return (f"{story}, {first.worker_id}'s lease runs to t={first.expires_at:g}, and the queue's clock only reached "
-            f"t={stage.clock.now():g}, so it never ran out{f' ({asked})' if asked else ''}. {why}")
+        why = (
+            f"The clock moved {moved:g} s after {first.worker_id} acquired, less than this queue's lease of "
+            f"{stage.queue.lease_seconds:g} s."
+        )
+    return (
+        f"{story}, {first.worker_id}'s lease runs to t={first.expires_at:g}, and the queue's clock only reached "
+        f"t={stage.clock.now():g}, so it never ran out{f' ({asked})' if asked else ''}. {why}"
+    )
 
 
 def _expiry(force_expiry) -> str:
@@ -492,18 +570,25 @@ def _expiry(force_expiry) -> str:
             queue, clock, handle = stage.facades
             returned, error = attempt(restart(force_expiry), queue, clock, handle)
             _judge_stage(stage, returned, error)
-    return (f"checked all {EXPIRY_BOUND}: each time the first worker's lease ran out on the queue's clock, a second "
-            "worker got the same item, the handler ran for both deliveries, and the redelivery was acknowledged.")
+    return (
+        f"checked all {EXPIRY_BOUND}: each time the first worker's lease ran out on the queue's clock, a second "
+        "worker got the same item, the handler ran for both deliveries, and the redelivery was acknowledged."
+    )
 
 
 expiry = Exercise(
-    id="01.2", title="force the expiry", answer="force_expiry", run=_expiry,
-    hints=("A lease ends in one of three ways: an ack, a nack, or its deadline passing. Only the last one is an "
-           "expiry, and the queue measures the deadline on its own clock.",
-           "The clock you are handed is the only clock the queue reads. How far must it move, given what "
-           "queue.lease_seconds says (and not the 30 s of the story)?",
-           "Shape: one worker acquires and runs the handler, then stalls (no ack) while the clock moves at least "
-           "the lease's length; then another worker acquires, runs the handler and acks. Return both leases."),
+    id="01.2",
+    title="force the expiry",
+    answer="force_expiry",
+    run=_expiry,
+    hints=(
+        "A lease ends in one of three ways: an ack, a nack, or its deadline passing. Only the last one is an "
+        "expiry, and the queue measures the deadline on its own clock.",
+        "The clock you are handed is the only clock the queue reads. How far must it move, given what "
+        "queue.lease_seconds says (and not the 30 s of the story)?",
+        "Shape: one worker acquires and runs the handler, then stalls (no ack) while the clock moves at least "
+        "the lease's length; then another worker acquires, runs the handler and acks. Return both leases.",
+    ),
 )
 
 
@@ -544,29 +629,39 @@ _WHY_NOT = {
 def _knowledge(what_can_happen_next) -> str:
     chosen = call_answer(what_can_happen_next)
     if isinstance(chosen, str) or not isinstance(chosen, Iterable):
-        raise Wrong(f"the function returned {describe(chosen)}; return a set of labels, "
-                    "e.g. {'label_one', 'label_two'}.")
+        raise Wrong(
+            f"the function returned {describe(chosen)}; return a set of labels, e.g. {{'label_one', 'label_two'}}."
+        )
     chosen = list(chosen)
     unknown = sorted({str(c) for c in chosen if c not in NEXT_OPTIONS})
     if unknown:
-        raise Wrong(f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not among the labels; "
-                    f"choose from {', '.join(sorted(NEXT_OPTIONS))}.")
+        raise Wrong(
+            f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not among the labels; "
+            f"choose from {', '.join(sorted(NEXT_OPTIONS))}."
+        )
     picked = set(chosen)
     impossible = sorted(picked - _CAN_HAPPEN)
     if impossible:
         raise Wrong(f"{impossible[0]!r} cannot happen: {_WHY_NOT[impossible[0]]}")
     missing = len(_CAN_HAPPEN - picked)
     if missing:
-        raise Wrong(f"everything you chose can happen, but {missing} more option{' can' if missing == 1 else 's can'} "
-                    "too. Look again at W1: what is it doing while the queue hands its item to W7?")
+        raise Wrong(
+            f"everything you chose can happen, but {missing} more option{' can' if missing == 1 else 's can'} "
+            "too. Look again at W1: what is it doing while the queue hands its item to W7?"
+        )
     return "redelivery, a refused late ack, and a stale worker that still acts: an expired lease stops none of them."
 
 
 knowledge = Exercise(
-    id="01.3", title="what an expired lease leads to", answer="what_can_happen_next", run=_knowledge,
-    hints=("Keep two things apart: what the queue records, and what W1's code is doing on its own machine.",
-           "The queue can refuse W1's later calls (ack, heartbeat) but cannot reach into W1's process.",
-           "Three of the six options can happen."),
+    id="01.3",
+    title="what an expired lease leads to",
+    answer="what_can_happen_next",
+    run=_knowledge,
+    hints=(
+        "Keep two things apart: what the queue records, and what W1's code is doing on its own machine.",
+        "The queue can refuse W1's later calls (ack, heartbeat) but cannot reach into W1's process.",
+        "Three of the six options can happen.",
+    ),
 )
 
 
@@ -576,10 +671,12 @@ knowledge = Exercise(
 SAME_KEY_QUIZ = Quiz(
     "W1 emailed Jordan with key O-1001:email:3 and crashed. W7 now sends with the same key through "
     "the idempotent adapter. What does W7's send return?",
-    ["A new message id: the email goes out again.",
-     "The first message id, and Jordan receives nothing new.",
-     "An error, because the key was already used.",
-     "Nothing yet: the adapter waits until W1 acks."],
+    [
+        "A new message id: the email goes out again.",
+        "The first message id, and Jordan receives nothing new.",
+        "An error, because the key was already used.",
+        "Nothing yet: the adapter waits until W1 acks.",
+    ],
     answer_index=1,
     explanations=[
         "That is the naive adapter's behaviour, the double contact you watched above.",

@@ -9,6 +9,7 @@ and no run of the function may replay an item twice (a retry storm by hand). The
 knowledge check compares the learner's prediction with a real queue on every delivery
 list of up to 6 deliveries, for every max_attempts from 1 to 5.
 """
+
 from __future__ import annotations
 
 import functools
@@ -48,12 +49,16 @@ class _Stop(BaseException):
 # with a number written in survives), each run once without a crash.
 SMALL = 3
 SIZES = (*range(SMALL + 1, 13), 40, 130)
-SHAPES = (*(shape for n in range(SMALL + 1) for shape in itertools.product(("fixed", "broken"), repeat=n)),
-          *(("fixed",) * n for n in SIZES))
-BOUND = Bound(words=f"every DLQ of 0 to {SMALL} items in every order of fixed and still-broken ones, the replay "
-                    "job's process dying before or after any queue call (then run again, a lease it held running out "
-                    f"first or not), and DLQs of every size from {SMALL + 1} to 12 and of 40 and 130 items",
-              budget={"crash": 1, "expiry": 1})
+SHAPES = (
+    *(shape for n in range(SMALL + 1) for shape in itertools.product(("fixed", "broken"), repeat=n)),
+    *(("fixed",) * n for n in SIZES),
+)
+BOUND = Bound(
+    words=f"every DLQ of 0 to {SMALL} items in every order of fixed and still-broken ones, the replay "
+    "job's process dying before or after any queue call (then run again, a lease it held running out "
+    f"first or not), and DLQs of every size from {SMALL + 1} to 12 and of 40 and 130 items",
+    budget={"crash": 1, "expiry": 1},
+)
 _POINTS = ("replay_dlq", "process_one", "acquire", "ack", "nack")
 
 
@@ -71,11 +76,16 @@ def poisoned_queue(shape: tuple[str, ...]):
     queue = InMemoryQueue(lease_seconds=30, max_attempts=3, clock=FakeClock())
     flaky = "O-2001"
     cases = [f"O-{2002 + n}" for n in range(len(shape))]
-    queue.enqueue(case_id=flaky, tenant_id="store_northline", kind="refund_review",
-                  payload={"order_id": flaky, "total": 10})
+    queue.enqueue(
+        case_id=flaky, tenant_id="store_northline", kind="refund_review", payload={"order_id": flaky, "total": 10}
+    )
     for case in cases:
-        queue.enqueue(case_id=case, tenant_id="store_northline", kind="refund_review",
-                      payload={"order": {"id": case, "total": 16}})
+        queue.enqueue(
+            case_id=case,
+            tenant_id="store_northline",
+            kind="refund_review",
+            payload={"order": {"id": case, "total": 16}},
+        )
     timed_out: set[str] = set()
 
     def old_handler(lease):
@@ -108,22 +118,25 @@ class _Replay:
         self.run = run
         self.queue: InMemoryQueue | None = None
         self.shape: tuple[str, ...] = ()
-        self.state = "set-up"          # set-up, ready, ran, crashed
+        self.state = "set-up"  # set-up, ready, ran, crashed
         self.runs = 0
-        self.expired_since = False     # a lease ran out after R's last run: its item waits again
+        self.expired_since = False  # a lease ran out after R's last run: its item waits again
         self.problem: str | None = None
         self.calls: dict[str, int] = {}
-        self.replayed: dict[str, int] = {}   # item id -> replays in the current run
+        self.replayed: dict[str, int] = {}  # item id -> replays in the current run
         self.last: Outcome | None = None
 
     def moves(self) -> list[Move]:
         if self.queue is None:
-            return [Move(_shape_name(shape), "operator", functools.partial(self._set_up, shape), peer="queue")
-                    for shape in SHAPES]
+            return [
+                Move(_shape_name(shape), "operator", functools.partial(self._set_up, shape), peer="queue")
+                for shape in SHAPES
+            ]
         moves = []
         if self.state in ("ready", "crashed") or (self.state == "ran" and self.expired_since and self._waiting()):
-            moves.append(Move("R replays and drains" if self.runs == 0 else "R runs again", "R", self._job,
-                              peer="queue"))
+            moves.append(
+                Move("R replays and drains" if self.runs == 0 else "R runs again", "R", self._job, peer="queue")
+            )
         if self.queue.leases():
             moves.append(Move("leases expire", "clock", self._expire, peer="queue", cost="expiry"))
         return moves
@@ -134,7 +147,7 @@ class _Replay:
     def fingerprint(self) -> Any:
         if self.queue is None:
             return None
-        if len(self.shape) > SMALL:   # no fault on a large DLQ: one schedule, nothing to merge
+        if len(self.shape) > SMALL:  # no fault on a large DLQ: one schedule, nothing to merge
             return (self.shape, self.state, self.runs, len(self.queue.log))
         items = tuple((i.id, i.state.value, i.attempts, i.replays, i.token) for i in self.queue.items())
         return (self.shape, self.state, self.runs, self.expired_since, items, tuple(sorted(self.handled.items())))
@@ -151,19 +164,20 @@ class _Replay:
         self.shape = shape
         self.queue, self.dead, self.still_broken, self.handler, self.handled = poisoned_queue(shape)
         if self.queue.counts()[ItemState.DEAD] != len(shape):
-            raise AssertionError("scenario set-up failed")   # the kit's bug, not the learner's
+            raise AssertionError("scenario set-up failed")  # the kit's bug, not the learner's
         self.state = "ready"
         if not shape:
             return "the DLQ is empty (one item failed once on a timeout and went through)"
         broken = f", {len(self.still_broken)} still broken after the fix" if self.still_broken else ""
-        return f"{_dead_letters(len(shape))} in the DLQ ({', '.join(self.dead[:SMALL])}"\
-               f"{' ...' if len(shape) > SMALL else ''}){broken}"
+        return (
+            f"{_dead_letters(len(shape))} in the DLQ ({', '.join(self.dead[:SMALL])}"
+            f"{' ...' if len(shape) > SMALL else ''}){broken}"
+        )
 
     @property
     def where(self) -> str:
         size = _dead_letters(len(self.shape)) if self.shape else "an empty DLQ"
-        return size + (f", {_some(sorted(self.still_broken))} still broken after "
-                                                       "the fix" if self.still_broken else "")
+        return size + (f", {_some(sorted(self.still_broken))} still broken after the fix" if self.still_broken else "")
 
     def _job(self, run: Run) -> str:
         self.runs += 1
@@ -174,7 +188,7 @@ class _Replay:
             return f"R runs your function: stopped by the check after {sum(self.calls.values())} queue calls"
         self.state = "ran"
         if called.error is not None and self.problem is None:
-            self.problem = (f"your function raised {error_text(called.error)}{_where(called.error)} ({self.where}).")
+            self.problem = f"your function raised {error_text(called.error)}{_where(called.error)} ({self.where})."
         left = self.queue.counts()[ItemState.DEAD]
         return f"R runs your function: it {self.stopped()}; {left} left in the DLQ"
 
@@ -191,10 +205,12 @@ class _Replay:
         self.calls[call] = self.calls.get(call, 0) + 1
         if sum(self.calls.values()) > 20 * len(self.queue) + 100:
             items = f"{len(self.queue)} item{'' if len(self.queue) == 1 else 's'}"
-            self.problem = (f"your function made {sum(self.calls.values()) - 1} queue calls for {items} and was "
-                            f"stopped by the check ({self.where}; the last process_one returned "
-                            f"{self.last.value if self.last is not None else 'nothing'!r}): the loop does not end. "
-                            "Stop when process_one returns 'empty'.")
+            self.problem = (
+                f"your function made {sum(self.calls.values()) - 1} queue calls for {items} and was "
+                f"stopped by the check ({self.where}; the last process_one returned "
+                f"{self.last.value if self.last is not None else 'nothing'!r}): the loop does not end. "
+                "Stop when process_one returns 'empty'."
+            )
             raise _Stop()
 
     def replaying(self, item_id: str) -> None:
@@ -203,10 +219,12 @@ class _Replay:
         if self.replayed[item_id] > 1:
             item = self.queue.item(item_id)
             deaths = len(self.queue.log.where("dead_lettered", item_id=item_id))
-            self.problem = (f"{item.case_id} ({item_id}) was replayed {self.replayed[item_id]} times in one run of "
-                            f"your function and died {deaths} times ({self.where}): it still fails after the fix, "
-                            "and replaying it over and over is a retry storm by hand. Replay each dead item once, "
-                            "then leave whatever fails again in the DLQ for a human.")
+            self.problem = (
+                f"{item.case_id} ({item_id}) was replayed {self.replayed[item_id]} times in one run of "
+                f"your function and died {deaths} times ({self.where}): it still fails after the fix, "
+                "and replaying it over and over is a retry storm by hand. Replay each dead item once, "
+                "then leave whatever fails again in the DLQ for a human."
+            )
             raise _Stop()
 
     def stopped(self) -> str:
@@ -214,8 +232,9 @@ class _Replay:
         runs, takes = self.calls.get("process_one", 0), self.calls.get("acquire", 0)
         if not runs and not takes:
             return "stopped without processing anything"
-        parts = [f"{n} {name} call{'s' if n > 1 else ''}"
-                 for name, n in (("process_one", runs), ("acquire", takes)) if n]
+        parts = [
+            f"{n} {name} call{'s' if n > 1 else ''}" for name, n in (("process_one", runs), ("acquire", takes)) if n
+        ]
         said = ""
         if self.last is not None:
             said = f", which returned {self.last.value!r}" if runs == 1 else f", the last returning {self.last.value!r}"
@@ -227,24 +246,37 @@ class _Replay:
         if left:
             n = len(self.shape)
             verb = "is" if len(left) == 1 else "are"
-            still = (f"the one dead letter is still in the DLQ ({self.where}): {left[0]}" if n == 1 else
-                     f"{len(left)} of the {n} dead letters {verb} still in the DLQ ({self.where}): {_some(left)}")
-            return f"after your function, {still}. Replay every dead item once the handler is fixed, however many " \
-                   "there are."
+            still = (
+                f"the one dead letter is still in the DLQ ({self.where}): {left[0]}"
+                if n == 1
+                else f"{len(left)} of the {n} dead letters {verb} still in the DLQ ({self.where}): {_some(left)}"
+            )
+            return (
+                f"after your function, {still}. Replay every dead item once the handler is fixed, however many "
+                "there are."
+            )
         not_done = [i.case_id for i in items if i.state is not ItemState.DONE and i.case_id not in self.still_broken]
         if not_done:
             were = "1 item was" if len(not_done) == 1 else f"{len(not_done)} items were"
             held = " and held by a broken-off lease" if self.queue.leases() else ""
-            rerun = (f" This was run {self.runs} of your function: a run after a crash starts from nothing the last "
-                     "one kept, so ask the queue what is left." if self.runs > 1 else "")
-            return (f"{were} replayed but not processed{held} ({self.where}): {_some(not_done)}; your function "
-                    f"{self.stopped()}. Drive the queue until it is empty.{rerun}")
+            rerun = (
+                f" This was run {self.runs} of your function: a run after a crash starts from nothing the last "
+                "one kept, so ask the queue what is left."
+                if self.runs > 1
+                else ""
+            )
+            return (
+                f"{were} replayed but not processed{held} ({self.where}): {_some(not_done)}; your function "
+                f"{self.stopped()}. Drive the queue until it is empty.{rerun}"
+            )
         for case in sorted(self.still_broken):
             item = next(i for i in items if i.case_id == case)
             if item.state is not ItemState.DEAD or item.replays < 1:
-                return (f"{case} still fails after the fix ({self.where}); it should be replayed once and end back in "
-                        f"the DLQ for a human, but it is {item.state.value} after {item.replays} replays; your "
-                        f"function {self.stopped()}.")
+                return (
+                    f"{case} still fails after the fix ({self.where}); it should be replayed once and end back in "
+                    f"the DLQ for a human, but it is {item.state.value} after {item.replays} replays; your "
+                    f"function {self.stopped()}."
+                )
         return None
 
 
@@ -323,18 +355,25 @@ def replay(replay_and_drain, schedule: str) -> Replayed:
 def _run(replay_and_drain) -> str:
     found = explore(scenario(), replay_and_drain)
     refuse(found, 'lab02.replay(replay_and_drain, "{schedule}")')
-    return (f"{found.summary}: every dead letter was replayed once and finished, a still-broken one went back to "
-            "the DLQ instead of storming, and a crashed run finished on its next run.")
+    return (
+        f"{found.summary}: every dead letter was replayed once and finished, a still-broken one went back to "
+        "the DLQ instead of storming, and a crashed run finished on its next run."
+    )
 
 
 exercise = Exercise(
-    id="02.1", title="replay the DLQ after the fix", answer="replay_and_drain", run=_run,
-    hints=("Two phases: first bring every dead item back, then let a worker work until nothing is left.",
-           "queue.dlq_items() lists the dead items; queue.replay_dlq(item_id) sends one back; "
-           "queue.process_one(worker_id, handler) returns 'empty' when nothing is left.",
-           "Shape: one loop over every dead item, sending each back once; then a second loop that lets one "
-           "worker process until the queue says it is empty. No number of turns written in: the DLQ may hold "
-           "none, or hundreds."),
+    id="02.1",
+    title="replay the DLQ after the fix",
+    answer="replay_and_drain",
+    run=_run,
+    hints=(
+        "Two phases: first bring every dead item back, then let a worker work until nothing is left.",
+        "queue.dlq_items() lists the dead items; queue.replay_dlq(item_id) sends one back; "
+        "queue.process_one(worker_id, handler) returns 'empty' when nothing is left.",
+        "Shape: one loop over every dead item, sending each back once; then a second loop that lets one "
+        "worker process until the queue says it is empty. No number of turns written in: the DLQ may hold "
+        "none, or hundreds.",
+    ),
 )
 
 
@@ -365,8 +404,9 @@ def _replay_deliveries(deliveries, max_attempts: int) -> str:
     return queue.item(item_id).state.value
 
 
-def _misread(deliveries, max_attempts: int, *, crashes_count: bool = True, limit_extra: int = 0,
-             fail_is_final: bool = False) -> str:
+def _misread(
+    deliveries, max_attempts: int, *, crashes_count: bool = True, limit_extra: int = 0, fail_is_final: bool = False
+) -> str:
     """A plausible misreading of the rules, played through like the real thing."""
     used = 0
     for outcome in deliveries:
@@ -383,12 +423,18 @@ def _misread(deliveries, max_attempts: int, *, crashes_count: bool = True, limit
 
 # (what the answer did, as the message says it, and the misreading that does exactly that)
 MISREADINGS = (
-    ("as if a crash did not use up an attempt. The queue counts deliveries, and it cannot tell a crashed "
-     "worker from a slow one", dict(crashes_count=False)),
+    (
+        "as if a crash did not use up an attempt. The queue counts deliveries, and it cannot tell a crashed "
+        "worker from a slow one",
+        dict(crashes_count=False),
+    ),
     ("as if max_attempts allowed one delivery more than it does", dict(limit_extra=1)),
     ("as if max_attempts allowed one delivery fewer than it does", dict(limit_extra=-1)),
-    ("as if one failure sent the item straight to the DLQ. A failed delivery uses an attempt; the item "
-     "dies only when the attempts run out", dict(fail_is_final=True)),
+    (
+        "as if one failure sent the item straight to the DLQ. A failed delivery uses an attempt; the item "
+        "dies only when the attempts run out",
+        dict(fail_is_final=True),
+    ),
 )
 
 
@@ -416,19 +462,25 @@ def _knowledge(where_does_it_end) -> str:
     answers, truth = [], {}
     for deliveries, limit, real in _truth():
         got = call_answer(where_does_it_end, list(deliveries), limit)
-        if type(got) is not str or got not in ("ready", "done", "dead"):   # a str, not a look-alike
-            raise Wrong(f"for {list(deliveries)} the function returned {describe(got)}; return the item's state: "
-                        "'ready', 'done' or 'dead'.")
+        if type(got) is not str or got not in ("ready", "done", "dead"):  # a str, not a look-alike
+            raise Wrong(
+                f"for {list(deliveries)} the function returned {describe(got)}; return the item's state: "
+                "'ready', 'done' or 'dead'."
+            )
         answers.append((list(deliveries), limit, got))
         truth[deliveries, limit] = real
     wrong = [(d, limit, got) for d, limit, got in answers if got != truth[tuple(d), limit]]
     if not wrong:
-        return (f"your predictions match a real queue on all {len(answers):,} delivery lists of up to {LONGEST} "
-                f"deliveries, with max_attempts from 1 to {MOST_ATTEMPTS}, crashes included.")
+        return (
+            f"your predictions match a real queue on all {len(answers):,} delivery lists of up to {LONGEST} "
+            f"deliveries, with max_attempts from 1 to {MOST_ATTEMPTS}, crashes included."
+        )
     deliveries, limit, got = wrong[0]
-    said = (f"for deliveries {deliveries} with max_attempts={limit} your function says {got!r} "
-            f"({len(wrong):,} of all {len(answers):,} lists of up to {LONGEST} deliveries, with max_attempts from 1 "
-            f"to {MOST_ATTEMPTS}, end elsewhere on a real queue)")
+    said = (
+        f"for deliveries {deliveries} with max_attempts={limit} your function says {got!r} "
+        f"({len(wrong):,} of all {len(answers):,} lists of up to {LONGEST} deliveries, with max_attempts from 1 "
+        f"to {MOST_ATTEMPTS}, end elsewhere on a real queue)"
+    )
     for what, misreading in MISREADINGS:
         if all(got == _misread(d, limit, **misreading) for d, limit, got in answers):
             raise Wrong(f"{said}: on every sequence it answers {what}.")
@@ -436,12 +488,17 @@ def _knowledge(where_does_it_end) -> str:
 
 
 knowledge = Exercise(
-    id="02.2", title="where does the item end?", answer="where_does_it_end", run=_knowledge,
-    hints=("Each entry of the list is one delivery, and every delivery starts with an acquire.",
-           "Attempts are counted on acquire, so 'crash' uses one just like 'fail'. Once the item is done or "
-           "dead, the queue delivers it no more, so later entries do not matter.",
-           "Shape: count deliveries as you walk the list; 'ok' means done; reaching max_attempts without an "
-           "'ok' means dead; running out of entries first means ready."),
+    id="02.2",
+    title="where does the item end?",
+    answer="where_does_it_end",
+    run=_knowledge,
+    hints=(
+        "Each entry of the list is one delivery, and every delivery starts with an acquire.",
+        "Attempts are counted on acquire, so 'crash' uses one just like 'fail'. Once the item is done or "
+        "dead, the queue delivers it no more, so later entries do not matter.",
+        "Shape: count deliveries as you walk the list; 'ok' means done; reaching max_attempts without an "
+        "'ok' means dead; running out of entries first means ready.",
+    ),
 )
 
 
@@ -451,10 +508,12 @@ knowledge = Exercise(
 AUTO_REPLAY_QUIZ = Quiz(
     "To save the on-call engineer's time, someone proposes a job that replays the whole DLQ every "
     "5 minutes. What happens to a payload that no handler can read yet?",
-    ["The retries fix it eventually.",
-     "It fails max_attempts times every 5 minutes, for ever, and nobody is told.",
-     "It is handled once and acked.",
-     "The queue refuses to replay an item twice."],
+    [
+        "The retries fix it eventually.",
+        "It fails max_attempts times every 5 minutes, for ever, and nobody is told.",
+        "It is handled once and acked.",
+        "The queue refuses to replay an item twice.",
+    ],
     answer_index=1,
     explanations=[
         "Retries help with bad luck, not bad data: the same payload fails the same way every time.",

@@ -11,6 +11,7 @@ and changed nothing when it refused. Only the token may decide: a store that loo
 worker's name, at whether a result exists, or at the first writer's token fails a schedule,
 and the check shows the shortest one. `replay(store_class, schedule)` plays any schedule.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -37,8 +38,12 @@ from shopops_lab.widgets.quiz import Quiz
 JOB = "job-1"
 PROGRAMS = {"W7": ("claim", "write", "write"), "W9": ("claim", "write", "claim", "write"), "X": ("write",)}
 STORE = "store"
-BOUND = Bound(words="W7 (claim, write, write), W9 (claim, write, claim, write), a stranger X writing token 0, "
-                    "and one write request arriving again late", budget={"late copy": 1}, faults=())
+BOUND = Bound(
+    words="W7 (claim, write, write), W9 (claim, write, claim, write), a stranger X writing token 0, "
+    "and one write request arriving again late",
+    budget={"late copy": 1},
+    faults=(),
+)
 
 
 class _Fencing:
@@ -49,25 +54,38 @@ class _Fencing:
         self.run = run
         self.made = run.answer(STORE)
         self.store = self.made(clock=FakeClock())
-        self.foreign = isinstance(self.made, ForeignAnswer)   # the store lives in the learner's process
+        self.foreign = isinstance(self.made, ForeignAnswer)  # the store lives in the learner's process
         self.pc = dict.fromkeys(PROGRAMS, 0)
-        self.held: dict[str, int] = {"X": 0}     # the token each worker writes with
-        self.holder: dict[int, str] = {}         # token -> who claimed it
-        self.sent: dict[str, int] = {}           # each worker's last write request (its token)
+        self.held: dict[str, int] = {"X": 0}  # the token each worker writes with
+        self.holder: dict[int, str] = {}  # token -> who claimed it
+        self.sent: dict[str, int] = {}  # each worker's last write request (its token)
         self.newest = 0
         self.problem: str | None = None
 
     def moves(self) -> list[Move]:
-        moves = [Move(f"{who} {program[self.pc[who]]}", who, self._claim if program[self.pc[who]] == "claim"
-                      else self._write, peer=STORE)
-                 for who, program in PROGRAMS.items() if self.pc[who] < len(program)]
-        moves += [Move(f"{who} write again", who, self._again, peer=STORE, cost="late copy")
-                  for who in sorted(self.sent)]
+        moves = [
+            Move(
+                f"{who} {program[self.pc[who]]}",
+                who,
+                self._claim if program[self.pc[who]] == "claim" else self._write,
+                peer=STORE,
+            )
+            for who, program in PROGRAMS.items()
+            if self.pc[who] < len(program)
+        ]
+        moves += [
+            Move(f"{who} write again", who, self._again, peer=STORE, cost="late copy") for who in sorted(self.sent)
+        ]
         return moves
 
     def fingerprint(self) -> Any:
-        return (tuple(self.pc.items()), tuple(sorted(self.held.items())), tuple(sorted(self.sent.items())),
-                self.newest, picture(self.made, self.store))
+        return (
+            tuple(self.pc.items()),
+            tuple(sorted(self.held.items())),
+            tuple(sorted(self.sent.items())),
+            self.newest,
+            picture(self.made, self.store),
+        )
 
     def broken(self) -> str | None:
         return self.problem
@@ -87,8 +105,10 @@ class _Fencing:
             self.problem = f"{who}'s claim of {JOB} raised {error_text(called.error)}: claim must hand out a token."
             return f"{who} claims {JOB}: {error_text(called.error)}"
         if type(token) is not int or token <= self.newest:
-            self.problem = (f"{who}'s claim of {JOB} returned {describe(token)}, after token {self.newest} had been "
-                            "issued: each claim must return a whole number above every earlier token.")
+            self.problem = (
+                f"{who}'s claim of {JOB} returned {describe(token)}, after token {self.newest} had been "
+                "issued: each claim must return a whole number above every earlier token."
+            )
             return f"{who} claims {JOB}: {describe(token)}"
         self.newest = self.held[who] = token
         self.holder[token] = who
@@ -124,21 +144,29 @@ class _Fencing:
             return said
         said = f"{what}: refused ({type(called.error).__name__})"
         if current:
-            self.problem = (f"the store refused {what}, the newest token, with {type(called.error).__name__}: only "
-                            "tokens other than the current one may be refused.")
+            self.problem = (
+                f"the store refused {what}, the newest token, with {type(called.error).__name__}: only "
+                "tokens other than the current one may be refused."
+            )
         elif not isinstance(called.error, StaleTokenError):
-            self.problem = (f"the store refused {what} with {type(called.error).__name__}, not StaleTokenError: "
-                            "raise StaleTokenError so the caller knows it lost ownership.")
+            self.problem = (
+                f"the store refused {what} with {type(called.error).__name__}, not StaleTokenError: "
+                "raise StaleTokenError so the caller knows it lost ownership."
+            )
         elif not self._names_both(called.error, token):
             current = self.newest or None
-            self.problem = (f"the store refused {what}, but its StaleTokenError said token="
-                            f"{called.error.token!r}, current={called.error.current!r}; it should say which "
-                            f"token the write carried and which one is current (token={token}, "
-                            f"current={current}{', as current_token() says before any claim' if not current else ''}).")
+            self.problem = (
+                f"the store refused {what}, but its StaleTokenError said token="
+                f"{called.error.token!r}, current={called.error.current!r}; it should say which "
+                f"token the write carried and which one is current (token={token}, "
+                f"current={current}{', as current_token() says before any claim' if not current else ''})."
+            )
         elif self._kept() != before:
-            self.problem = (f"the store refused {what}, but it now holds "
-                            f"{describe(self._result())}: a refused write must change "
-                            "nothing. Decide before you write.")
+            self.problem = (
+                f"the store refused {what}, but it now holds "
+                f"{describe(self._result())}: a refused write must change "
+                "nothing. Decide before you write."
+            )
         return said
 
     def _names_both(self, error: StaleTokenError, token: int) -> bool:
@@ -174,12 +202,16 @@ class _Fencing:
             return f"a token it never issued (nobody has claimed {JOB})"
         if token > self.newest or token < 1:
             return f"a token it never issued (the newest is {self.newest})"
-        return (f"while token {self.newest} ({self.holder[self.newest]}'s claim) is the newest: a token older than "
-                "the newest belongs to a claim that is over, whoever sends it and whatever is stored")
+        return (
+            f"while token {self.newest} ({self.holder[self.newest]}'s claim) is the newest: a token older than "
+            "the newest belongs to a claim that is over, whoever sends it and whatever is stored"
+        )
 
 
-_DELEGATES = ("the store hands the decision to the kit's TokenFence, which already implements this rule: compare "
-              "the tokens in complete() yourself.")
+_DELEGATES = (
+    "the store hands the decision to the kit's TokenFence, which already implements this rule: compare "
+    "the tokens in complete() yourself."
+)
 _FENCE = (TokenFence.__init__, TokenFence.claim, TokenFence.observe, TokenFence.current, TokenFence.check)
 
 
@@ -195,26 +227,36 @@ def replay(store_class, schedule: str) -> Replayed:
 
 def _run(store_class) -> str:
     if not issubclass(store_class, NaiveResultStore):
-        raise Wrong(f"{store_class.__name__} is not a subclass of NaiveResultStore: write "
-                    "class FencedResultStore(NaiveResultStore) and override complete(...).")
-    foreign = isinstance(store_class, ForeignAnswer)   # in the learner's process: watch the fence's own code run
+        raise Wrong(
+            f"{store_class.__name__} is not a subclass of NaiveResultStore: write "
+            "class FencedResultStore(NaiveResultStore) and override complete(...)."
+        )
+    foreign = isinstance(store_class, ForeignAnswer)  # in the learner's process: watch the fence's own code run
     with watching(store_class, *_FENCE) if foreign else contextlib.nullcontext(set()) as fenced:
         found = explore(scenario(), store_class)
-    if fenced:   # said first, as the notebook says it at the first write
+    if fenced:  # said first, as the notebook says it at the first write
         raise Wrong(_DELEGATES)
     refuse(found, 'lab04.replay(FencedResultStore, "{schedule}")')
-    return (f"{found.summary}: the store accepted exactly the writes under the newest token, refused every "
-            "other with StaleTokenError naming both tokens, and changed nothing when it refused.")
+    return (
+        f"{found.summary}: the store accepted exactly the writes under the newest token, refused every "
+        "other with StaleTokenError naming both tokens, and changed nothing when it refused."
+    )
 
 
 exercise = Exercise(
-    id="04.1", title="fence the result store", answer="FencedResultStore", run=_run, wants_class=True,
-    hints=("Which part of the system knows the newest token for a job? That is where the check must live.",
-           "self.current_token(job_id) gives the newest token; StaleTokenError(what=..., token=..., current=...) "
-           "is the error to raise; super().complete(...) does the actual write.",
-           "Shape: compare the token you were given with the current one; refuse unless they are equal (before "
-           "anyone claims the job the current token is None, which no write's token equals), otherwise hand over "
-           "to the parent class."),
+    id="04.1",
+    title="fence the result store",
+    answer="FencedResultStore",
+    run=_run,
+    wants_class=True,
+    hints=(
+        "Which part of the system knows the newest token for a job? That is where the check must live.",
+        "self.current_token(job_id) gives the newest token; StaleTokenError(what=..., token=..., current=...) "
+        "is the error to raise; super().complete(...) does the actual write.",
+        "Shape: compare the token you were given with the current one; refuse unless they are equal (before "
+        "anyone claims the job the current token is None, which no write's token equals), otherwise hand over "
+        "to the parent class.",
+    ),
 )
 
 
@@ -223,33 +265,48 @@ exercise = Exercise(
 CONTROLS = ("worker_lease_check", "lease_expiry", "store_token_check", "idempotency_key")
 
 _WHY_NOT = {
-    "worker_lease_check": ("the stale worker's look at its own lease deadline happened in its own memory, "
-                           "before the pause; when it wakes it writes without looking again, and nothing "
-                           "outside it stops the write."),
-    "lease_expiry": ("the expiry let the new worker claim the job, but it stops nothing: the stale worker "
-                     "never hears that its lease ended, and a store that does not compare tokens accepts "
-                     "its write."),
-    "idempotency_key": ("a key makes a repeated operation return the first result; it does not know who owns "
-                        "the job, and the stale worker's completion is a different write, not a repeat."),
+    "worker_lease_check": (
+        "the stale worker's look at its own lease deadline happened in its own memory, "
+        "before the pause; when it wakes it writes without looking again, and nothing "
+        "outside it stops the write."
+    ),
+    "lease_expiry": (
+        "the expiry let the new worker claim the job, but it stops nothing: the stale worker "
+        "never hears that its lease ended, and a store that does not compare tokens accepts "
+        "its write."
+    ),
+    "idempotency_key": (
+        "a key makes a repeated operation return the first result; it does not know who owns "
+        "the job, and the stale worker's completion is a different write, not a repeat."
+    ),
 }
 
 
 def _control(rejecting_control) -> str:
     label = call_answer(rejecting_control)
     if not isinstance(label, str) or label not in CONTROLS:
-        raise Wrong(f"rejecting_control() returned {describe(label)}; return one of the labels in lab04.CONTROLS: "
-                    f"{', '.join(CONTROLS)}.")
+        raise Wrong(
+            f"rejecting_control() returned {describe(label)}; return one of the labels in lab04.CONTROLS: "
+            f"{', '.join(CONTROLS)}."
+        )
     if label in _WHY_NOT:
         raise Wrong(f"{label!r} does not reject the stale completion: {_WHY_NOT[label]}")
-    return ("the authoritative store compares the stale worker's token 4 with its current token 5 at the moment "
-            "of the write and refuses it, whatever the worker believes.")
+    return (
+        "the authoritative store compares the stale worker's token 4 with its current token 5 at the moment "
+        "of the write and refuses it, whatever the worker believes."
+    )
 
 
 knowledge = Exercise(
-    id="04.2", title="which control rejects the stale completion", answer="rejecting_control", run=_control,
-    hints=("Ask of each control: where does it run, and does it run at the moment the stale write arrives?",
-           "A paused worker checks nothing while it is paused, and a check inside the worker cannot help once it "
-           "has woken up and decided to write: look for a check made by whoever receives the write."),
+    id="04.2",
+    title="which control rejects the stale completion",
+    answer="rejecting_control",
+    run=_control,
+    hints=(
+        "Ask of each control: where does it run, and does it run at the moment the stale write arrives?",
+        "A paused worker checks nothing while it is paused, and a check inside the worker cannot help once it "
+        "has woken up and decided to write: look for a check made by whoever receives the write.",
+    ),
 )
 
 
@@ -259,18 +316,22 @@ knowledge = Exercise(
 PAYMENT_GUARD_QUIZ = Quiz(
     "The result store now refuses W1's token 4. Still stale, W1 asks the payment provider to refund "
     "Jordan's 40 EUR. What prevents a refund on top of W7's voucher?",
-    ["The result store's token check.",
-     "An idempotency key on the refund call.",
-     "The queue, because it refused W1's ack.",
-     "Only a check of ownership where the payment happens: a token the provider compares, or a go-between "
-     "that checks W1's token before it calls the provider.",
-     "W1's lease expiry at t=10."],
+    [
+        "The result store's token check.",
+        "An idempotency key on the refund call.",
+        "The queue, because it refused W1's ack.",
+        "Only a check of ownership where the payment happens: a token the provider compares, or a go-between "
+        "that checks W1's token before it calls the provider.",
+        "W1's lease expiry at t=10.",
+    ],
     3,
-    ["The store checks writes to the store. The payment call never passes through it.",
-     "Nobody asked for this refund before: W1's key is new to the provider, so the money moves. A key limits "
-     "how many times a request takes effect, not who may send it.",
-     "The ack comes after the work; by then the refund has been requested.",
-     "A token protects only what compares it, so the payment needs a check of ownership of its own. Keep an "
-     "idempotency key on it too: it stops a retried go-between from paying twice, which the token does not.",
-     "The expiry let W7 in; it did nothing to stop W1, which never noticed it."],
+    [
+        "The store checks writes to the store. The payment call never passes through it.",
+        "Nobody asked for this refund before: W1's key is new to the provider, so the money moves. A key limits "
+        "how many times a request takes effect, not who may send it.",
+        "The ack comes after the work; by then the refund has been requested.",
+        "A token protects only what compares it, so the payment needs a check of ownership of its own. Keep an "
+        "idempotency key on it too: it stops a retried go-between from paying twice, which the token does not.",
+        "The expiry let W7 in; it did nothing to stop W1, which never noticed it.",
+    ],
 )

@@ -21,6 +21,7 @@ customer. A failure names the setting and the broken promise, then the shortest 
 that breaks it and the line that replays it (`replay(run, schedule)`): what happened,
 never what to write. `exploration(run, ...)` shows the crash-point table of one setting.
 """
+
 from __future__ import annotations
 
 import weakref
@@ -42,18 +43,32 @@ from shopops_lab.jobs import JOB_TRANSITIONS, JobState, JobStore
 from shopops_lab.recovery import CrashPoint, Env, ReceiptRunner
 from shopops_lab.widgets.quiz import Quiz
 
-__all__ = ["CHECKPOINT_QUIZ", "INTENT_QUIZ", "INTENT_SETTINGS", "SETTINGS", "exercise", "exploration", "intent",
-           "replay", "states"]
+__all__ = [
+    "CHECKPOINT_QUIZ",
+    "INTENT_QUIZ",
+    "INTENT_SETTINGS",
+    "SETTINGS",
+    "exercise",
+    "exploration",
+    "intent",
+    "replay",
+    "states",
+]
 
 # (how a message names the setting, faults, job id)
 SETTINGS = (
     ("a healthy email provider", (), "O-1001"),
     ("a lost reply (the email went out, the answer never came back)", (ProviderFault.DROP_REPLY,), "O-1001"),
-    ("a lost request (the send timed out before reaching the provider: nothing went out)",
-     (ProviderFault.LOSE_REQUEST,), "O-1001"),
+    (
+        "a lost request (the send timed out before reaching the provider: nothing went out)",
+        (ProviderFault.LOSE_REQUEST,),
+        "O-1001",
+    ),
     ("a refused send (the provider said no, nothing went out)", (ProviderFault.FAIL,), "O-1001"),
     ("a lost reply on job A-1002", (ProviderFault.DROP_REPLY,), "A-1002"),
 )
+
+
 class _AsWorker:
     """The learner's run as the check calls it: with a worker's view of each Env, and
     what every run returned noted, for the `returns_message_id` promise."""
@@ -62,7 +77,8 @@ class _AsWorker:
         self.run = run
         self.__name__ = getattr(run, "__name__", "run")
         self.returned: weakref.WeakKeyDictionary[Env, list[Any]] = (
-            weakref.WeakKeyDictionary() if returned is None else returned)
+            weakref.WeakKeyDictionary() if returned is None else returned
+        )
 
     def restarted(self) -> _AsWorker:
         """The learner's run as a new worker process has it (nothing it kept in memory
@@ -78,19 +94,27 @@ class _AsWorker:
         step = [s for s in obs.workflow.steps if s.effect][-1]
         delivered = obs.env.deliveries(obs.job_id, step.id)
         if len(delivered) != 1:
-            return None   # effect_exactly_once says what went wrong
+            return None  # effect_exactly_once says what went wrong
         for result in self.returned.get(obs.env, ()):
-            if type(result) is not str or result != delivered[0]:   # a str, not a look-alike
-                return (f"a run that finished returned {describe(result)}, but the email that reached the "
-                        f"customer is {delivered[0]}")
+            if type(result) is not str or result != delivered[0]:  # a str, not a look-alike
+                return (
+                    f"a run that finished returned {describe(result)}, but the email that reached the "
+                    f"customer is {delivered[0]}"
+                )
         return None
 
 
 def exploration(run: Any, faults=(), job_id: str = "O-1001") -> ExplorationReport:
     """Explore `run` the way the check does: as a worker (no inbox), with every promise."""
     worker = _AsWorker(run)
-    invariants = (*DEFAULT_INVARIANTS, Invariant(name="returns_message_id", check=worker.returns_message_id,
-                                                 about="every run that finished returned the email's message id"))
+    invariants = (
+        *DEFAULT_INVARIANTS,
+        Invariant(
+            name="returns_message_id",
+            check=worker.returns_message_id,
+            about="every run that finished returned the email's message id",
+        ),
+    )
     return explore(worker, faults=faults, job_id=job_id, invariants=invariants, fresh=_AsWorker.restarted)
 
 
@@ -98,12 +122,14 @@ def _probe(run) -> None:
     """One plain run on fresh stores: the pristine stub raises NotImplementedError here,
     and a run that hands the job to the kit's ReceiptRunner (its own receipt recovery,
     watched where the run runs) is told so."""
-    fresh = restart(run)   # a copy: the learner's own memory stays as it was
+    fresh = restart(run)  # a copy: the learner's own memory stays as it was
     with watching(fresh, ReceiptRunner._perform) as handed:
         attempt(fresh, "O-1001", Env().for_worker())
     if handed:
-        raise Wrong("your run hands the job to the kit's ReceiptRunner, which already implements this recovery: "
-                    "the exercise is to write it yourself, with env's calls and the checkpoint's methods.")
+        raise Wrong(
+            "your run hands the job to the kit's ReceiptRunner, which already implements this recovery: "
+            "the exercise is to write it yourself, with env's calls and the checkpoint's methods."
+        )
 
 
 def _deliver(run, env: Env) -> BaseException | None:
@@ -129,8 +155,11 @@ def _changed_plan(run, crash: CrashPoint) -> None:
     env.note(f"--- run 1, workflow v1, crashes at {crash} ---")
     _deliver(restart(run), env)
     if env.crashed_at is None:
-        raise Wrong(f"your run never reached {crash}, so the changed-plan scenario could not stop it there: "
-                    "confirm each step in the checkpoint as soon as it is done.", env.trace)
+        raise Wrong(
+            f"your run never reached {crash}, so the changed-plan scenario could not stop it there: "
+            "confirm each step in the checkpoint as soon as it is done.",
+            env.trace,
+        )
     stored = env.checkpoints.load("O-1001")
     done = ", ".join(stored.completed) if stored is not None and stored.completed else "nothing"
     story = f"O-1001 was half done under workflow v1 (stopped at {crash}, confirmed: {done}) when v2 was deployed"
@@ -141,24 +170,35 @@ def _changed_plan(run, crash: CrashPoint) -> None:
     refused = _deliver(restart(run), env) is not None
     if not refused or len(env.effects) != effects:
         ran = ", ".join(env.effects[effects:]) or "nothing"
-        raise Wrong(f"{story}; your run {'carried on' if not refused else 'raised, but only after running ' + ran} "
-                    "instead of refusing the v1 checkpoint. A changed plan is refused until someone "
-                    "migrates the checkpoint explicitly.", env.trace)
+        raise Wrong(
+            f"{story}; your run {'carried on' if not refused else 'raised, but only after running ' + ran} "
+            "instead of refusing the v1 checkpoint. A changed plan is refused until someone "
+            "migrates the checkpoint explicitly.",
+            env.trace,
+        )
     env.checkpoints.migrate("O-1001", "v2", lambda checkpoint: checkpoint)
     env.note("--- run 3, after migrating the checkpoint to v2 ---")
     returned, exc = attempt(restart(run), "O-1001", env.for_worker())
     if exc is not None:  # the learner's error, with the trace
-        raise Wrong(f"{story}; after the checkpoint was migrated to v2, your run raised {error_text(exc)}",
-                    env.trace)
+        raise Wrong(f"{story}; after the checkpoint was migrated to v2, your run raised {error_text(exc)}", env.trace)
     sent = env.deliveries("O-1001", "publish")
     if env.regenerated or len(sent) != 1:
-        what = (f"{env.regenerated[0]} ran again" if env.regenerated
-                else f"publish reached the customer {len(sent)} times ({', '.join(sent) or 'never'})")
-        raise Wrong(f"{story}; after the migration to v2, {what}: a migrated checkpoint keeps its confirmed steps "
-                    "and the operations it already started.", env.trace)
+        what = (
+            f"{env.regenerated[0]} ran again"
+            if env.regenerated
+            else f"publish reached the customer {len(sent)} times ({', '.join(sent) or 'never'})"
+        )
+        raise Wrong(
+            f"{story}; after the migration to v2, {what}: a migrated checkpoint keeps its confirmed steps "
+            "and the operations it already started.",
+            env.trace,
+        )
     if type(returned) is not str or returned != sent[0]:
-        raise Wrong(f"{story}; after the migration your run finished and returned {describe(returned)}, but the email "
-                    f"that reached the customer is {sent[0]}: return its message id.", env.trace)
+        raise Wrong(
+            f"{story}; after the migration your run finished and returned {describe(returned)}, but the email "
+            f"that reached the customer is {sent[0]}: return its message id.",
+            env.trace,
+        )
 
 
 def replay(run: Any, schedule: str, faults=(), job_id: str = "O-1001") -> Replayed:
@@ -175,13 +215,20 @@ def _searched(run, setting: str, faults, job_id: str, name: str = "run") -> int:
     if found.counterexample is None:
         return found.schedules
     counter = found.counterexample
-    args = "".join([f", faults={[f.value for f in faults]!r}" if faults else "",
-                    f", job_id={job_id!r}" if job_id != "O-1001" else ""])
+    args = "".join(
+        [
+            f", faults={[f.value for f in faults]!r}" if faults else "",
+            f", job_id={job_id!r}" if job_id != "O-1001" else "",
+        ]
+    )
     n = len(counter.events)
     steps = f"{n} step{'s' if n != 1 else ''}"
-    raise Wrong(f"with {setting}: {counter.problem} The shortest schedule that shows it ({steps}"
-                f", searched within {found.bound.words.split(', with ')[0]}): {counter.words}. Replay it: "
-                f"print(lab05.replay({name}, {counter.words!r}{args}))", counter.lines)
+    raise Wrong(
+        f"with {setting}: {counter.problem} The shortest schedule that shows it ({steps}"
+        f", searched within {found.bound.words.split(', with ')[0]}): {counter.words}. Replay it: "
+        f"print(lab05.replay({name}, {counter.words!r}{args}))",
+        counter.lines,
+    )
 
 
 def _run(run) -> str:
@@ -189,61 +236,78 @@ def _run(run) -> str:
     schedules = sum(_searched(run, setting, faults, job_id) for setting, faults, job_id in SETTINGS)
     for crash in CHANGED_PLAN_CRASHES:
         _changed_plan(run, crash)
-    return (f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, in "
-            f"{len(SETTINGS)} settings (healthy, lost reply, lost request, refused send, another job): the email "
-            "reached the customer once, no step was redone, nothing was resent blind, the job was acknowledged only "
-            "once done and every run returned the email's message id; and a changed workflow was refused until "
-            "migrated, then finished without a second email.")
+    return (
+        f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, in "
+        f"{len(SETTINGS)} settings (healthy, lost reply, lost request, refused send, another job): the email "
+        "reached the customer once, no step was redone, nothing was resent blind, the job was acknowledged only "
+        "once done and every run returned the email's message id; and a changed workflow was refused until "
+        "migrated, then finished without a second email."
+    )
 
 
 # ------------------------------------------------------------------ 05.2: intent, and a decision from the checkpoint
 # The first step of the recovery: a healthy provider (a send is answered, or the worker dies),
 # so what a restart must decide comes from the checkpoint alone. The same world and bound as
 # 05.3, on two jobs.
-INTENT_SETTINGS = (("a healthy email provider", (), "O-1001"),
-                   ("a healthy email provider, on job A-1002", (), "A-1002"))
+INTENT_SETTINGS = (
+    ("a healthy email provider", (), "O-1001"),
+    ("a healthy email provider, on job A-1002", (), "A-1002"),
+)
 
 
 def _intent(run) -> str:
     _probe(run)
-    schedules = sum(_searched(run, setting, faults, job_id, "run_with_intent")
-                    for setting, faults, job_id in INTENT_SETTINGS)
-    return (f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, with a "
-            "healthy provider on two jobs: the email reached the customer once, nothing was sent again without being "
-            "looked up first, no step was redone, the job was acknowledged only once done, and every run returned "
-            "the email's message id.")
+    schedules = sum(
+        _searched(run, setting, faults, job_id, "run_with_intent") for setting, faults, job_id in INTENT_SETTINGS
+    )
+    return (
+        f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, with a "
+        "healthy provider on two jobs: the email reached the customer once, nothing was sent again without being "
+        "looked up first, no step was redone, the job was acknowledged only once done, and every run returned "
+        "the email's message id."
+    )
 
 
 intent = Exercise(
-    id="05.2", title="record the intent, decide from the checkpoint", answer="run_with_intent", run=_intent,
-    hints=("A restart only knows what the checkpoint store kept. Before the email goes out, what could you "
-           "write down so that a restart knows an email *may* have gone out? And after it went out, what "
-           "proves that it did?",
-           "checkpoint.intend(op_id, step) before env.send(...); checkpoint.receive(Receipt(op_id=..., step=..., "
-           "message_id=...)) and .confirm(step, message_id) after it, each saved with "
-           "env.checkpoints.save(job_id, cp, token=token). env.op_id(job_id, step) gives an id that is the same "
-           "on every run; cp.op_for(step) finds one already chosen. env.lookup(op_id) says ok (with the "
-           "message id) or failed.",
-           "Shape of a customer-visible step, decided from the checkpoint: no intent stored yet, so nothing went "
-           "out: store the intent, then send. An intent without a receipt: an earlier run may have sent, so ask "
-           "the provider under that operation id, and send (under the same id) only if it says nothing was "
-           "delivered. Then store the receipt and the confirmed step in one write. Acknowledge the job only once "
-           "every step is confirmed, and return the email's message id."),
+    id="05.2",
+    title="record the intent, decide from the checkpoint",
+    answer="run_with_intent",
+    run=_intent,
+    hints=(
+        "A restart only knows what the checkpoint store kept. Before the email goes out, what could you "
+        "write down so that a restart knows an email *may* have gone out? And after it went out, what "
+        "proves that it did?",
+        "checkpoint.intend(op_id, step) before env.send(...); checkpoint.receive(Receipt(op_id=..., step=..., "
+        "message_id=...)) and .confirm(step, message_id) after it, each saved with "
+        "env.checkpoints.save(job_id, cp, token=token). env.op_id(job_id, step) gives an id that is the same "
+        "on every run; cp.op_for(step) finds one already chosen. env.lookup(op_id) says ok (with the "
+        "message id) or failed.",
+        "Shape of a customer-visible step, decided from the checkpoint: no intent stored yet, so nothing went "
+        "out: store the intent, then send. An intent without a receipt: an earlier run may have sent, so ask "
+        "the provider under that operation id, and send (under the same id) only if it says nothing was "
+        "delivered. Then store the receipt and the confirmed step in one write. Acknowledge the job only once "
+        "every step is confirmed, and return the email's message id.",
+    ),
 )
 
 
 # ------------------------------------------------------------------ 05.3: an unknown outcome, reconciled by lookup
 exercise = Exercise(
-    id="05.3", title="reconcile an unknown outcome by lookup", answer="run", run=_run,
-    hints=("Now the provider can time out. A send whose reply says *unknown* is neither a yes nor a no: which "
-           "system knows what really happened, and under which name does it know the email?",
-           "result.status is SendStatus.OK, FAILED or UNKNOWN. env.lookup(op_id) answers OK (with the message id) "
-           "or FAILED. An exception your run raises makes the queue deliver the job again; a changed plan "
-           "version is refused by env.resume with WorkflowVersionError.",
-           "Shape, after the send: an unknown outcome is looked up under the same operation id, and the lookup's "
-           "answer is the outcome. Delivered (by the reply or by the lookup): receipt and confirmation, as in "
-           "05.2. Certainly not delivered: raise, so the next delivery decides again from the checkpoint (its "
-           "intent is there: look up, then send under the same id)."),
+    id="05.3",
+    title="reconcile an unknown outcome by lookup",
+    answer="run",
+    run=_run,
+    hints=(
+        "Now the provider can time out. A send whose reply says *unknown* is neither a yes nor a no: which "
+        "system knows what really happened, and under which name does it know the email?",
+        "result.status is SendStatus.OK, FAILED or UNKNOWN. env.lookup(op_id) answers OK (with the message id) "
+        "or FAILED. An exception your run raises makes the queue deliver the job again; a changed plan "
+        "version is refused by env.resume with WorkflowVersionError.",
+        "Shape, after the send: an unknown outcome is looked up under the same operation id, and the lookup's "
+        "answer is the outcome. Delivered (by the reply or by the lookup): receipt and confirmation, as in "
+        "05.2. Certainly not delivered: raise, so the next delivery decides again from the checkpoint (its "
+        "intent is there: look up, then send under the same id).",
+    ),
 )
 
 
@@ -253,30 +317,40 @@ exercise = Exercise(
 INTENT_QUIZ = Quiz(
     "A run crashed after writing the intent O-1001:publish:v1. The restart finds the intent and no "
     "receipt. What should it do first?",
-    ["Send the email again under a fresh key, to be sure it goes out.",
-     "Mark publish as confirmed: the intent proves the email was sent.",
-     "Look the operation up with the provider, under O-1001:publish:v1.",
-     "Re-run summarize, then send the new summary."],
+    [
+        "Send the email again under a fresh key, to be sure it goes out.",
+        "Mark publish as confirmed: the intent proves the email was sent.",
+        "Look the operation up with the provider, under O-1001:publish:v1.",
+        "Re-run summarize, then send the new summary.",
+    ],
     2,
-    ["A fresh key defeats the provider's dedupe: if the first email went out, Jordan gets two.",
-     "The intent is written before the send: the worker may have died before sending anything.",
-     "The intent says the email may have gone out; only the provider knows. Delivered: record the "
-     "receipt. Not delivered: send under the same id.",
-     "summary-v2 was never approved, and the question of the first email is still open."],
-    hint="An intent without a receipt is a question, not an answer.")
+    [
+        "A fresh key defeats the provider's dedupe: if the first email went out, Jordan gets two.",
+        "The intent is written before the send: the worker may have died before sending anything.",
+        "The intent says the email may have gone out; only the provider knows. Delivered: record the "
+        "receipt. Not delivered: send under the same id.",
+        "summary-v2 was never approved, and the question of the first email is still open.",
+    ],
+    hint="An intent without a receipt is a question, not an answer.",
+)
 
 CHECKPOINT_QUIZ = Quiz(
     "Which of these belongs in O-1001's checkpoint so a restart repeats nothing irreversible?",
-    ["The full conversation with the model, so the agent can re-read it and decide again.",
-     "The plan version, the confirmed steps with their artifacts, and intents and receipts.",
-     "The worker's process id and the time it started.",
-     "Only the last confirmed step: everything else can be recomputed."],
+    [
+        "The full conversation with the model, so the agent can re-read it and decide again.",
+        "The plan version, the confirmed steps with their artifacts, and intents and receipts.",
+        "The worker's process id and the time it started.",
+        "Only the last confirmed step: everything else can be recomputed.",
+    ],
     1,
-    ["A transcript explains a decision; resuming from it means deciding again, maybe differently.",
-     "Those are the decisions: which plan, what is done, what it produced, what went out.",
-     "A new worker resumes the job; the old worker's identity does not help it.",
-     "Recomputing summarize makes summary-v2, which nobody approved; and the email needs its receipt."],
-    hint="What would be different if the step ran a second time?")
+    [
+        "A transcript explains a decision; resuming from it means deciding again, maybe differently.",
+        "Those are the decisions: which plan, what is done, what it produced, what went out.",
+        "A new worker resumes the job; the old worker's identity does not help it.",
+        "Recomputing summarize makes summary-v2, which nobody approved; and the email needs its receipt.",
+    ],
+    hint="What would be different if the step ran a second time?",
+)
 
 
 # ------------------------------------------------------------------ 05.1: job states, a wrong move refused
@@ -303,9 +377,9 @@ class _JobStage:
         self.jobs = JobStore(clock=FakeClock())
         self.jobs.submit("A-1002:delay-apology", {"case_id": "A-1002"})
         self.job_id = self.jobs.submit("O-1001:delay-apology", {"case_id": "O-1001"}).id
-        self.cancel_at, self.calls = cancel_at, []        # every call the answer made, in order
-        self.refused: tuple[int, str, ShopOpsError] | None = None   # (call number, call, error) of the first refusal
-        self.done: list[str] = []                         # steps do_step ran
+        self.cancel_at, self.calls = cancel_at, []  # every call the answer made, in order
+        self.refused: tuple[int, str, ShopOpsError] | None = None  # (call number, call, error) of the first refusal
+        self.done: list[str] = []  # steps do_step ran
         self.cancelled_before: str | None = None
 
     def call(self, name: str, action: Any) -> Any:
@@ -313,8 +387,10 @@ class _JobStage:
         self.calls.append(name)
         if len(self.calls) > _CALL_LIMIT:
             raise _Spent()
-        if self.cancel_at == len(self.calls) and (self.jobs.get(self.job_id).state, JobState.CANCELLED) in \
-                JOB_TRANSITIONS:   # a finished job can no longer be cancelled: the person is too late
+        if (
+            self.cancel_at == len(self.calls)
+            and (self.jobs.get(self.job_id).state, JobState.CANCELLED) in JOB_TRANSITIONS
+        ):  # a finished job can no longer be cancelled: the person is too late
             self.jobs.cancel(self.job_id, reason="the customer withdrew the request")
             self.cancelled_before = name
         try:
@@ -352,10 +428,12 @@ class _JobStage:
 
         def do_step(step_id):
             """Run one step of the job (no customer-visible effect but the last); returns its artifact."""
+
             def run() -> str:
                 arguments.choice("step_id", step_id, JOB_STEPS, f"pass one of {', '.join(JOB_STEPS)}")
                 stage.done.append(step_id)
                 return f"{step_id}-v1"
+
             return stage.call(f"do_step({step_id!r})", run)
 
         return JobStore(), do_step
@@ -370,33 +448,48 @@ def _job_story(stage: _JobStage) -> str:
 def _judge_job(stage: _JobStage, returned: Any, error: BaseException | None) -> None:
     story, state = _job_story(stage), stage.jobs.get(stage.job_id).state
     if isinstance(error, _Spent) or len(stage.calls) > _CALL_LIMIT:
-        raise Wrong(f"{story}, your code made more than {_CALL_LIMIT} calls: after a refusal, stop instead of trying "
-                    "again.", stage.calls[:12])
+        raise Wrong(
+            f"{story}, your code made more than {_CALL_LIMIT} calls: after a refusal, stop instead of trying again.",
+            stage.calls[:12],
+        )
     if stage.refused is not None:
         n, call, refusal = stage.refused
         said = f"{story}, the store refused {call} ({type(refusal).__name__}: {str(refusal).rstrip('.')})"
         if error is not None and error is refusal or isinstance(error, _REFUSALS):
-            raise Wrong(f"{said}, and your function raised it. A refused move is the store's answer, not a crash: "
-                        "stop the work and report the job's state.")
+            raise Wrong(
+                f"{said}, and your function raised it. A refused move is the store's answer, not a crash: "
+                "stop the work and report the job's state."
+            )
         later = stage.calls[n:]
         if later and later != ["get"] * len(later):
-            raise Wrong(f"{said}; then your code went on to {later[0]}. A refused move is final: nothing more may be "
-                        "done or written for this job.", stage.calls)
+            raise Wrong(
+                f"{said}; then your code went on to {later[0]}. A refused move is final: nothing more may be "
+                "done or written for this job.",
+                stage.calls,
+            )
     if error is not None:
         raise Wrong(f"{story}, your function raised {error_text(error)}", stage.calls)
     if stage.cancelled_before is None:
         log = stage.jobs.log.where(EventKind.JOB_STEP_CONFIRMED, item_id=stage.job_id)
         confirmed = [e.info.get("step") for e in log]
         if state is not JobState.SUCCEEDED or tuple(stage.done) != JOB_STEPS:
-            raise Wrong(f"{story}, the job ended {state.value} after the steps [{', '.join(stage.done)}]: run "
-                        f"{', '.join(JOB_STEPS)} in order, confirm each, and complete the job.", stage.calls)
+            raise Wrong(
+                f"{story}, the job ended {state.value} after the steps [{', '.join(stage.done)}]: run "
+                f"{', '.join(JOB_STEPS)} in order, confirm each, and complete the job.",
+                stage.calls,
+            )
         if tuple(confirmed) != JOB_STEPS:
-            raise Wrong(f"{story}, the job record confirmed [{', '.join(map(str, confirmed))}] of "
-                        f"{', '.join(JOB_STEPS)}: confirm each step once it is done, so a worker that takes the job "
-                        "over knows where to resume.", stage.calls)
+            raise Wrong(
+                f"{story}, the job record confirmed [{', '.join(map(str, confirmed))}] of "
+                f"{', '.join(JOB_STEPS)}: confirm each step once it is done, so a worker that takes the job "
+                "over knows where to resume.",
+                stage.calls,
+            )
     if type(returned) not in (JobState, str) or returned != state.value:
-        raise Wrong(f"{story}, finish_job returned {describe(returned)}, but the store says the job is "
-                    f"{state.value}: return the job's state as the store has it.")
+        raise Wrong(
+            f"{story}, finish_job returned {describe(returned)}, but the store says the job is "
+            f"{state.value}: return the job's state as the store has it."
+        )
 
 
 def _states(finish_job) -> str:
@@ -409,9 +502,11 @@ def _states(finish_job) -> str:
         jobs, do_step = stage.facades()
         returned, error = _attempt_job(finish_job, jobs, stage, do_step)
         _judge_job(stage, returned, error)
-    return (f"checked all {len(plain.calls) + 1} schedules (a person cancels the job just before any one of the "
-            f"{len(plain.calls)} calls your function makes when left alone, or never): the job moved queued, running, "
-            "succeeded when left alone, and each refused move stopped the work and was reported as the job's state.")
+    return (
+        f"checked all {len(plain.calls) + 1} schedules (a person cancels the job just before any one of the "
+        f"{len(plain.calls)} calls your function makes when left alone, or never): the job moved queued, running, "
+        "succeeded when left alone, and each refused move stopped the work and was reported as the job's state."
+    )
 
 
 def _attempt_job(finish_job, jobs: Any, stage: _JobStage, do_step: Any) -> tuple[Any, BaseException | None]:
@@ -422,13 +517,18 @@ def _attempt_job(finish_job, jobs: Any, stage: _JobStage, do_step: Any) -> tuple
 
 
 states = Exercise(
-    id="05.1", title="a wrong move, refused", answer="finish_job", run=_states,
-    hints=("Which edges leave `cancelled` in the job's transition table? What does the store do when a worker "
-           "asks for a move that is not an edge?",
-           "jobs.claim(...) on a cancelled job and jobs.complete(...) raise TransitionError; jobs.confirm_step(...) "
-           "on a job that is not running raises JobNotRunningError. jobs.get(job_id).state is the job's state.",
-           "Shape: claim, then for each step run it and confirm it, then complete; wrap the moves so that a "
-           "refusal ends the work at once (no further step, no further write) and the function returns the "
-           "state the store reports. Looking at the state first is not enough: the person may cancel right after "
-           "you looked."),
+    id="05.1",
+    title="a wrong move, refused",
+    answer="finish_job",
+    run=_states,
+    hints=(
+        "Which edges leave `cancelled` in the job's transition table? What does the store do when a worker "
+        "asks for a move that is not an edge?",
+        "jobs.claim(...) on a cancelled job and jobs.complete(...) raise TransitionError; jobs.confirm_step(...) "
+        "on a job that is not running raises JobNotRunningError. jobs.get(job_id).state is the job's state.",
+        "Shape: claim, then for each step run it and confirm it, then complete; wrap the moves so that a "
+        "refusal ends the work at once (no further step, no further write) and the function returns the "
+        "state the store reports. Looking at the state first is not enough: the person may cancel right after "
+        "you looked.",
+    ),
 )

@@ -19,6 +19,7 @@ refund can outlive it. The check judges what happened to the refunds (each appli
 once) and what `handle` returned (exactly True when it applied, False when it skipped),
 never how the learner spells the records. `replay(handle, schedule)` plays any schedule.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -36,15 +37,20 @@ from shopops_lab.widgets.quiz import Quiz
 
 FAILURE = "payments API timed out"
 MESSAGES = {"out-0001": ("O-1001", 35.0), "out-0002": ("O-1001", 35.0)}
-PUBLISHED = ("out-0001", "out-0001", "out-0002")   # the dispatcher published out-0001 twice
+PUBLISHED = ("out-0001", "out-0001", "out-0002")  # the dispatcher published out-0001 twice
 CONSUMERS = ("C1", "C2")
-BOUND = Bound(words="2 consumers, 3 deliveries of 2 refunds, 1 failed payment call, a crash anywhere",
-              budget={"crash": 1, "fail": 1}, faults=(FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY, FaultKind.FAIL))
-SEEDS = ()   # no random numbers: every schedule within BOUND is played
-DISPATCH_BOUND = outbox_world.BOUND   # exercise 06.1's scope
+BOUND = Bound(
+    words="2 consumers, 3 deliveries of 2 refunds, 1 failed payment call, a crash anywhere",
+    budget={"crash": 1, "fail": 1},
+    faults=(FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY, FaultKind.FAIL),
+)
+SEEDS = ()  # no random numbers: every schedule within BOUND is played
+DISPATCH_BOUND = outbox_world.BOUND  # exercise 06.1's scope
 _KIT_APPLY = IdempotentConsumer._apply.__code__
-_DELEGATES = ("handle hands the delivery to the kit's IdempotentConsumer, which already implements this exercise: "
-              "write the duplicate check and the record in handle yourself.")
+_DELEGATES = (
+    "handle hands the delivery to the kit's IdempotentConsumer, which already implements this exercise: "
+    "write the duplicate check and the record in handle yourself."
+)
 
 
 class _Refunds:
@@ -54,11 +60,11 @@ class _Refunds:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.pending = [self._copy(mid, n) for n, mid in enumerate(PUBLISHED, 1)]   # the broker's queue, oldest first
+        self.pending = [self._copy(mid, n) for n, mid in enumerate(PUBLISHED, 1)]  # the broker's queue, oldest first
         self.seq = len(self.pending)
-        self.records: set[Any] = set()                           # the processed table
-        self.applied: dict[str, list[int]] = {mid: [] for mid in MESSAGES}   # committed refunds
-        self.staged: list[Delivery] = []                         # applied in this call, not committed
+        self.records: set[Any] = set()  # the processed table
+        self.applied: dict[str, list[int]] = {mid: [] for mid in MESSAGES}  # committed refunds
+        self.staged: list[Delivery] = []  # applied in this call, not committed
         self.state = dict.fromkeys(CONSUMERS, "idle")
         self.held: dict[str, Delivery] = {}
         self.history: dict[str, list[str]] = {mid: [] for mid in MESSAGES}
@@ -87,9 +93,14 @@ class _Refunds:
         return moves
 
     def fingerprint(self) -> Any:
-        return (tuple((d.seq, d.message_id) for d in self.pending), canonical(self.records),
-                tuple((m, tuple(s)) for m, s in self.applied.items()), tuple(self.state.items()),
-                tuple((w, d.seq) for w, d in sorted(self.held.items())), self.seq)
+        return (
+            tuple((d.seq, d.message_id) for d in self.pending),
+            canonical(self.records),
+            tuple((m, tuple(s)) for m, s in self.applied.items()),
+            tuple(self.state.items()),
+            tuple((w, d.seq) for w, d in sorted(self.held.items())),
+            self.seq,
+        )
 
     def broken(self) -> str | None:
         return self.problem
@@ -101,7 +112,7 @@ class _Refunds:
         return None
 
     def crashed(self, actor: str) -> str | None:
-        self.staged.clear()                       # the open transaction is rolled back
+        self.staged.clear()  # the open transaction is rolled back
         delivery = self.held.pop(actor, None)
         self.state[actor] = "idle"
         if delivery is None:
@@ -115,11 +126,15 @@ class _Refunds:
             seqs = self.applied[delivery.message_id]
             seqs.append(delivery.seq)
             if len(seqs) > 1 and seqs[0] == seqs[1]:
-                self._fail(f"{_named(delivery.message_id)} was applied twice by delivery #{seqs[0]} alone: call apply "
-                           "once per message.")
+                self._fail(
+                    f"{_named(delivery.message_id)} was applied twice by delivery #{seqs[0]} alone: call apply "
+                    "once per message."
+                )
             elif len(seqs) > 1:
-                self._fail(f"{_named(delivery.message_id)} was applied twice, by delivery #{seqs[0]} and again by "
-                           f"#{seqs[1]}: #{seqs[1]} is a copy of the same message.")
+                self._fail(
+                    f"{_named(delivery.message_id)} was applied twice, by delivery #{seqs[0]} and again by "
+                    f"#{seqs[1]}: #{seqs[1]} is a copy of the same message."
+                )
         self.staged.clear()
 
     def _ack(self, run: Run) -> str:
@@ -140,17 +155,22 @@ class _Refunds:
         self.commit()
         self.state[who] = "handled"
         applied = len(self.applied[delivery.message_id]) > before
-        said = (f"{who} takes #{delivery.seq} {delivery.message_id}, handle returns {called.value!r}"
-                + (": refund applied" if applied else ""))
+        said = f"{who} takes #{delivery.seq} {delivery.message_id}, handle returns {called.value!r}" + (
+            ": refund applied" if applied else ""
+        )
         if self.failed and not applied:
-            self._fail(f"on delivery #{delivery.seq} of {delivery.message_id}, apply raised ConnectionError "
-                       f"({FAILURE}) but handle returned {called.value!r}, so the consumer acknowledges the delivery "
-                       "and the refund never happens. Let the error propagate: an unacknowledged delivery comes back.")
+            self._fail(
+                f"on delivery #{delivery.seq} of {delivery.message_id}, apply raised ConnectionError "
+                f"({FAILURE}) but handle returned {called.value!r}, so the consumer acknowledges the delivery "
+                "and the refund never happens. Let the error propagate: an unacknowledged delivery comes back."
+            )
         elif type(called.value) is not bool or called.value != applied:
             did = "applied" if applied else "skipped"
-            self._fail(f"handle returned {describe(called.value)} for delivery #{delivery.seq} of "
-                       f"{delivery.message_id}, which it {did}: return True when you apply a message and False when "
-                       "you skip a duplicate.")
+            self._fail(
+                f"handle returned {describe(called.value)} for delivery #{delivery.seq} of "
+                f"{delivery.message_id}, which it {did}: return True when you apply a message and False when "
+                "you skip a duplicate."
+            )
         if not applied:
             self.history[delivery.message_id].append(f"#{delivery.seq} was skipped as a duplicate")
         return said
@@ -160,11 +180,15 @@ class _Refunds:
         del self.held[who]
         self.state[who] = "idle"
         if not self.failed:
-            self._fail(f"handle raised {error_text(error)} on delivery #{delivery.seq} of {delivery.message_id}, "
-                       "though apply did not fail there.")
+            self._fail(
+                f"handle raised {error_text(error)} on delivery #{delivery.seq} of {delivery.message_id}, "
+                "though apply did not fail there."
+            )
         self.history[delivery.message_id].append(f"its apply failed on #{delivery.seq} ({FAILURE})")
-        return (f"{who} takes #{delivery.seq} {delivery.message_id}: apply failed, handle raises "
-                f"{type(error).__name__}; {self._again(delivery)}")
+        return (
+            f"{who} takes #{delivery.seq} {delivery.message_id}: apply failed, handle raises "
+            f"{type(error).__name__}; {self._again(delivery)}"
+        )
 
     def _fail(self, text: str) -> None:
         if self.problem is None:
@@ -174,8 +198,9 @@ class _Refunds:
         twins = [m for m in MESSAGES if m != mid and self.applied[m]]
         said = "; ".join(self.history[mid])
         if twins and not any("failed" in h or "died" in h for h in self.history[mid]):
-            return (f"{said}, though only {twins[0]}, a different message with the same case and amount, had been "
-                    "applied.")
+            return (
+                f"{said}, though only {twins[0]}, a different message with the same case and amount, had been applied."
+            )
         return f"{said}, though no refund of it had been applied."
 
 
@@ -194,7 +219,7 @@ def _write(processed: Processed, point: str, change: str, key: Any) -> None:
     world = behind(processed)
     hash(key)
     world.run.enter(point)
-    world.commit()           # this write commits the refunds applied before it
+    world.commit()  # this write commits the refunds applied before it
     getattr(world.records, change)(key)
     world.run.leave(point)
 
@@ -236,7 +261,7 @@ class Apply:
 
     def __call__(self, delivery: Delivery) -> None:
         world = behind(self)
-        if sys._getframe(1).f_code is _KIT_APPLY:     # called by the kit's own consumer, not by handle
+        if sys._getframe(1).f_code is _KIT_APPLY:  # called by the kit's own consumer, not by handle
             world._fail(_DELEGATES)
         if not isinstance(delivery, Delivery):
             raise TypeError(f"apply() takes the delivery itself, not {type(delivery).__name__}")
@@ -261,26 +286,33 @@ def replay(handle, schedule: str) -> Replayed:
 
 
 def _run(handle) -> str:
-    foreign = isinstance(handle, ForeignAnswer)   # in the learner's process: watch the kit's consumer run there
+    foreign = isinstance(handle, ForeignAnswer)  # in the learner's process: watch the kit's consumer run there
     with watching(handle, IdempotentConsumer._apply) if foreign else contextlib.nullcontext(set()) as handed:
         found = explore(scenario(), handle)
-    if handed:   # said first, as the notebook says it at the first refund
+    if handed:  # said first, as the notebook says it at the first refund
         raise Wrong(_DELEGATES)
     refuse(found, 'lab06.replay(handle, "{schedule}")')
-    return (f"{found.summary}: every refund took effect once (effectively once: no copy of a "
-            "message refunded it again), and handle said each time whether it applied or skipped.")
+    return (
+        f"{found.summary}: every refund took effect once (effectively once: no copy of a "
+        "message refunded it again), and handle said each time whether it applied or skipped."
+    )
 
 
 exercise = Exercise(
-    id="06.2", title="an idempotent consumer", answer="handle", run=_run,
-    hints=("Two deliveries of one message carry the same message id; two different messages never do, "
-           "even when their payloads are equal. What must a consumer remember, and when is a message "
-           "really done?",
-           "delivery.message_id is the outbox's id (out-0001); delivery.seq numbers the copies. processed is a "
-           "set that outlives the consumer: `in` to ask, .add() to record. apply(delivery) performs the "
-           "refund and raises if the payments API fails.",
-           "Shape: a guard that returns False for a message already recorded; then the refund; then the record; "
-           "then True. Nothing that catches the refund's error."),
+    id="06.2",
+    title="an idempotent consumer",
+    answer="handle",
+    run=_run,
+    hints=(
+        "Two deliveries of one message carry the same message id; two different messages never do, "
+        "even when their payloads are equal. What must a consumer remember, and when is a message "
+        "really done?",
+        "delivery.message_id is the outbox's id (out-0001); delivery.seq numbers the copies. processed is a "
+        "set that outlives the consumer: `in` to ask, .add() to record. apply(delivery) performs the "
+        "refund and raises if the payments API fails.",
+        "Shape: a guard that returns False for a message already recorded; then the refund; then the record; "
+        "then True. Nothing that catches the refund's error.",
+    ),
 )
 
 
@@ -294,21 +326,28 @@ def replay_dispatch(dispatch, schedule: str) -> Replayed:
 def _run_dispatch(dispatch) -> str:
     found = explore(outbox_world.scenario(), dispatch)
     refuse(found, 'lab06.replay_dispatch(dispatch, "{schedule}")')
-    return (f"{found.summary}: no message was lost, each reached the broker first in the order it was committed, "
-            "and a message went out again only when a crash fell between its publish and its note.")
+    return (
+        f"{found.summary}: no message was lost, each reached the broker first in the order it was committed, "
+        "and a message went out again only when a crash fell between its publish and its note."
+    )
 
 
 dispatcher = Exercise(
-    id="06.1", title="an outbox dispatcher", answer="dispatch", run=_run_dispatch,
-    hints=("The dispatcher's process can die between any two of its calls, and the next pass starts from what the "
-           "outbox says, not from what the dead process remembered. Which order of the two writes (the broker's "
-           "and the outbox's) turns that crash into a duplicate rather than a loss?",
-           "outbox.pending() lists what has not gone out yet, oldest first; broker.publish(...) returns once "
-           "the broker has stored the message and raises ConnectionError when it cannot be reached; "
-           "outbox.mark_sent(id) (or outbox.delete(id)) takes a message off the list for good.",
-           "Shape: one loop over what is pending, oldest first; in its body, the hand-over to the broker first and "
-           "the outbox's note second. Nothing remembered between passes, and nothing that catches the broker's "
-           "error: a pass that raises stops, and the next pass starts with what is still pending."),
+    id="06.1",
+    title="an outbox dispatcher",
+    answer="dispatch",
+    run=_run_dispatch,
+    hints=(
+        "The dispatcher's process can die between any two of its calls, and the next pass starts from what the "
+        "outbox says, not from what the dead process remembered. Which order of the two writes (the broker's "
+        "and the outbox's) turns that crash into a duplicate rather than a loss?",
+        "outbox.pending() lists what has not gone out yet, oldest first; broker.publish(...) returns once "
+        "the broker has stored the message and raises ConnectionError when it cannot be reached; "
+        "outbox.mark_sent(id) (or outbox.delete(id)) takes a message off the list for good.",
+        "Shape: one loop over what is pending, oldest first; in its body, the hand-over to the broker first and "
+        "the outbox's note second. Nothing remembered between passes, and nothing that catches the broker's "
+        "error: a pass that raises stops, and the next pass starts with what is still pending.",
+    ),
 )
 
 
@@ -317,30 +356,40 @@ dispatcher = Exercise(
 
 CONFIRM_QUIZ = Quiz(
     "The broker confirmed out-0001 to the dispatcher. What does that confirm prove?",
-    ["That the payments service applied the refund.",
-     "That the broker has stored the message; nothing yet about the consumer.",
-     "That out-0001 will be delivered exactly once.",
-     "That the outbox entry is marked sent."],
+    [
+        "That the payments service applied the refund.",
+        "That the broker has stored the message; nothing yet about the consumer.",
+        "That out-0001 will be delivered exactly once.",
+        "That the outbox entry is marked sent.",
+    ],
     1,
-    ["That would be the consumer's business, after the second boundary; the confirm comes from the broker.",
-     "A publisher confirm covers one hand-over: publisher to broker.",
-     "Brokers deliver at least once: a consumer crash before its ack means another delivery.",
-     "Marking sent is the dispatcher's own write after the confirm; a crash can fall in between."],
-    hint="Which two parties does the publisher confirm connect?")
+    [
+        "That would be the consumer's business, after the second boundary; the confirm comes from the broker.",
+        "A publisher confirm covers one hand-over: publisher to broker.",
+        "Brokers deliver at least once: a consumer crash before its ack means another delivery.",
+        "Marking sent is the dispatcher's own write after the confirm; a crash can fall in between.",
+    ],
+    hint="Which two parties does the publisher confirm connect?",
+)
 
 ORDER_QUIZ = Quiz(
     "A consumer records out-0003 as processed, then calls the payments API, which times out. "
     "The broker delivers out-0003 again. What happens?",
-    ["The refund is applied on the redelivery, as it should be.",
-     "Jordan is refunded twice.",
-     "The redelivery is skipped as a duplicate, so nobody ever finds out whether Jordan was refunded.",
-     "The broker notices the timeout and cancels the message."],
+    [
+        "The refund is applied on the redelivery, as it should be.",
+        "Jordan is refunded twice.",
+        "The redelivery is skipped as a duplicate, so nobody ever finds out whether Jordan was refunded.",
+        "The broker notices the timeout and cancels the message.",
+    ],
     2,
-    ["Not with this order: the id is already in processed, so the copy looks done and nothing is called again.",
-     "Nothing calls the payments API a second time: the copy is skipped. The timed-out call itself may or may "
-     "not have moved the money.",
-     "A timeout is an unknown outcome (lab 05): the refund may or may not have happened, and the record written "
-     "first makes the copy look done, so nobody looks it up. Record after the effect succeeded; after a timeout, "
-     "look up what happened (or call again under the same idempotency key), then decide.",
-     "The broker knows nothing about the payments API; it only sees acks."],
-    hint="Where is the id written relative to the effect, and what does a timeout tell you about the effect?")
+    [
+        "Not with this order: the id is already in processed, so the copy looks done and nothing is called again.",
+        "Nothing calls the payments API a second time: the copy is skipped. The timed-out call itself may or may "
+        "not have moved the money.",
+        "A timeout is an unknown outcome (lab 05): the refund may or may not have happened, and the record written "
+        "first makes the copy look done, so nobody looks it up. Record after the effect succeeded; after a timeout, "
+        "look up what happened (or call again under the same idempotency key), then decide.",
+        "The broker knows nothing about the payments API; it only sees acks.",
+    ],
+    hint="Where is the id written relative to the effect, and what does a timeout tell you about the effect?",
+)

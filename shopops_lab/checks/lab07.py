@@ -31,6 +31,7 @@ policy that raises is told the seed, the time and the signals it raised on.
 
 Exercise 7.3, the chaos test's assertion, lives in `checks.lab07_chaos` (`lab07.chaos`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -54,16 +55,31 @@ from shopops_lab.states import ItemState
 from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import Priority
 
-__all__ = ["DOUBLE_POOL_QUIZ", "ITEMS", "LIMITS", "PIECES", "SEEDS", "STARVED_AFTER", "VITAL_SIGNS_QUIZ", "Limits",
-           "Trial", "burst_day", "chaos", "exercise", "knowledge", "scope", "trial"]
+__all__ = [
+    "DOUBLE_POOL_QUIZ",
+    "ITEMS",
+    "LIMITS",
+    "PIECES",
+    "SEEDS",
+    "STARVED_AFTER",
+    "VITAL_SIGNS_QUIZ",
+    "Limits",
+    "Trial",
+    "burst_day",
+    "chaos",
+    "exercise",
+    "knowledge",
+    "scope",
+    "trial",
+]
 
 SCENARIO = "burst_day"
-ITEMS = 3000                 # a shorter burst than the story's 10,000, so the check takes about a second
+ITEMS = 3000  # a shorter burst than the story's 10,000, so the check takes about a second
 # The notebook plays seed 3; the check two more days, whose spikes come first thing (9: 4.5x
 # from t=0) and late (13: from t=2,340 s), so shedding by the clock meets a spike it missed.
 SEEDS = (3, 9, 13)
-CHUNK = 300.0                # simulated seconds between looks at the wake-up count
-MAX_STEPS = 200_000          # a sound day of 3,000 items takes about 12,000 worker wake-ups
+CHUNK = 300.0  # simulated seconds between looks at the wake-up count
+MAX_STEPS = 200_000  # a sound day of 3,000 items takes about 12,000 worker wake-ups
 # One definition across the checker and this lab: an approval is *late* when the p95 of its
 # arrival-to-done time is over `Limits.approval_p95`, and *starved* when it waited in line longer
 # than this while less urgent work was handed out ahead of it (the checker's approval_starved).
@@ -79,13 +95,15 @@ class Limits:
     # first minute slows every call, the approvals' own included: a sound policy then reaches
     # about 106 s, so the budget leaves it room (tests/test_checks_lab07.py plays 12 seeds).
     approval_p95: float = 120.0
-    timeouts: int = 15             # model calls that may time out in one day (0.5% of 3,000 items)
-    finish_by: float = 5400.0      # every item done or dead-lettered by then (90 minutes)
+    timeouts: int = 15  # model calls that may time out in one day (0.5% of 3,000 items)
+    finish_by: float = 5400.0  # every item done or dead-lettered by then (90 minutes)
 
     def __str__(self) -> str:
-        return (f"every item done or dead-lettered by t={self.finish_by:,.0f} s; approvals: p95 from arrival "
-                f"to done <= {self.approval_p95:g} s and none starved; at most {self.timeouts} model calls "
-                "timed out; no customer contacted twice")
+        return (
+            f"every item done or dead-lettered by t={self.finish_by:,.0f} s; approvals: p95 from arrival "
+            f"to done <= {self.approval_p95:g} s and none starved; at most {self.timeouts} model calls "
+            "timed out; no customer contacted twice"
+        )
 
 
 LIMITS = Limits()
@@ -97,8 +115,12 @@ def burst_day(seed: int) -> Scenario:
     days differ and a policy must read its signals, not the clock."""
     arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=3")
     rng = random.Random(f"gateway spike {seed}")
-    spike = Fault("gateway_spike", at=float(rng.randrange(0, 2700, 60)), duration=float(rng.randrange(420, 1500, 60)),
-                  factor=round(rng.uniform(2.5, 5.0), 1))
+    spike = Fault(
+        "gateway_spike",
+        at=float(rng.randrange(0, 2700, 60)),
+        duration=float(rng.randrange(420, 1500, 60)),
+        factor=round(rng.uniform(2.5, 5.0), 1),
+    )
     base = get_scenario(SCENARIO)
     others = tuple(f for f in base.faults if f.kind is not FaultKind.GATEWAY_SPIKE)
     return dataclasses.replace(base, faults=(*others, spike))
@@ -112,28 +134,28 @@ class Trial:
     seed: int
     items: int
     policy: str
-    capacity: int | None                       # calls the gateway serves at full speed
-    end: float                                 # when the run stopped (the day's end if work was left)
-    stopped: bool                              # cut short: the workers woke up too often
-    steps: int                                 # worker wake-ups and other events handled
-    kinds: dict[str, tuple[int, int]]          # kind -> (settled: done or dead-lettered, total)
+    capacity: int | None  # calls the gateway serves at full speed
+    end: float  # when the run stopped (the day's end if work was left)
+    stopped: bool  # cut short: the workers woke up too often
+    steps: int  # worker wake-ups and other events handled
+    kinds: dict[str, tuple[int, int]]  # kind -> (settled: done or dead-lettered, total)
     done: int
     dead_lettered: int
-    finished_at: float | None                  # when the last item was settled; None if some never were
-    approvals: int                             # approval resumes done
-    approval_p95: float | None                 # seconds from arrival to done, nearest rank
-    slowest: tuple[str, float] | None          # (case, seconds) of the slowest approval
-    bulk_while_overdue: int                    # bulk items finished while an approval was past its budget
+    finished_at: float | None  # when the last item was settled; None if some never were
+    approvals: int  # approval resumes done
+    approval_p95: float | None  # seconds from arrival to done, nearest rank
+    slowest: tuple[str, float] | None  # (case, seconds) of the slowest approval
+    bulk_while_overdue: int  # bulk items finished while an approval was past its budget
     calls: int
     timeouts: int
     gateway_p95: float | None
     max_in_flight: int
-    mean_in_flight: float                      # call-seconds per second until the last item settled
+    mean_in_flight: float  # call-seconds per second until the last item settled
     double_contacts: int
-    anomalies: dict[str, int] = field(default_factory=dict)   # checker anomaly name -> count
-    first_anomaly: dict[str, str] = field(default_factory=dict)   # name -> its first message
+    anomalies: dict[str, int] = field(default_factory=dict)  # checker anomaly name -> count
+    first_anomaly: dict[str, str] = field(default_factory=dict)  # name -> its first message
     replay: str = ""
-    spike: str = ""                            # the gateway spike of this seed, in words
+    spike: str = ""  # the gateway spike of this seed, in words
     limits: Limits = LIMITS
 
     @property
@@ -147,41 +169,62 @@ class Trial:
         lim, found = self.limits, []
         if self.timeouts > lim.timeouts:
             gateway = "" if self.capacity is None else f" on a gateway that serves {self.capacity} at full speed"
-            found.append(f"the gateway melted: {self.timeouts} model calls timed out (limit {lim.timeouts}), "
-                         f"its p95 reached {_s(self.gateway_p95)}, with up to {self.max_in_flight} calls in "
-                         f"flight{gateway}; every timeout held a worker for the whole timeout and then sent "
-                         "its item round again")
+            found.append(
+                f"the gateway melted: {self.timeouts} model calls timed out (limit {lim.timeouts}), "
+                f"its p95 reached {_s(self.gateway_p95)}, with up to {self.max_in_flight} calls in "
+                f"flight{gateway}; every timeout held a worker for the whole timeout and then sent "
+                "its item round again"
+            )
         if self.stopped:
-            found.append(f"the workers kept waking up without getting work done: the run was stopped at "
-                         f"t={self.end:,.0f} s after {self.steps:,} wake-ups (a sound day of {self.items:,} items "
-                         f"needs about {self.items * 4:,}), with {self.unfinished:,} items unfinished")
+            found.append(
+                f"the workers kept waking up without getting work done: the run was stopped at "
+                f"t={self.end:,.0f} s after {self.steps:,} wake-ups (a sound day of {self.items:,} items "
+                f"needs about {self.items * 4:,}), with {self.unfinished:,} items unfinished"
+            )
         elif self.unfinished:
-            short = [f"{_KIND_NAMES.get(kind, kind)} {settled:,} of {total:,} ({_pct(settled, total)})"
-                     for kind, (settled, total) in sorted(self.kinds.items()) if settled < total]
-            found.append(f"work left undone: by the end of the day (t={self.end:,.0f} s) {self.unfinished:,} of "
-                         f"{self.items:,} items were never finished, done so far: {', '.join(short)}; "
-                         "shedding is for while the gateway is full, not for good")
+            short = [
+                f"{_KIND_NAMES.get(kind, kind)} {settled:,} of {total:,} ({_pct(settled, total)})"
+                for kind, (settled, total) in sorted(self.kinds.items())
+                if settled < total
+            ]
+            found.append(
+                f"work left undone: by the end of the day (t={self.end:,.0f} s) {self.unfinished:,} of "
+                f"{self.items:,} items were never finished, done so far: {', '.join(short)}; "
+                "shedding is for while the gateway is full, not for good"
+            )
         if self.approval_p95 is not None and self.approval_p95 > lim.approval_p95:
             case, seconds = self.slowest or ("?", 0.0)
-            found.append(f"approvals late: their p95 from arrival to done was "
-                         f"{_past(self.approval_p95, lim.approval_p95)} s, over "
-                         f"the {lim.approval_p95:g} s limit (the slowest, case {case}, took {seconds:,.0f} s), "
-                         f"while {self.bulk_while_overdue:,} bulk outreach items were finished during those "
-                         "overdue waits")
+            found.append(
+                f"approvals late: their p95 from arrival to done was "
+                f"{_past(self.approval_p95, lim.approval_p95)} s, over "
+                f"the {lim.approval_p95:g} s limit (the slowest, case {case}, took {seconds:,.0f} s), "
+                f"while {self.bulk_while_overdue:,} bulk outreach items were finished during those "
+                "overdue waits"
+            )
         if self.anomalies.get("approval_starved"):
-            found.append(f"approvals starved: the checker found {self.anomalies['approval_starved']} approval(s) "
-                         f"that waited more than {STARVED_AFTER:g} s in line while less urgent work went ahead: "
-                         f"{self.first_anomaly['approval_starved']}")
-        if (not self.stopped and not self.unfinished and self.finished_at is not None
-                and self.finished_at > lim.finish_by):
+            found.append(
+                f"approvals starved: the checker found {self.anomalies['approval_starved']} approval(s) "
+                f"that waited more than {STARVED_AFTER:g} s in line while less urgent work went ahead: "
+                f"{self.first_anomaly['approval_starved']}"
+            )
+        if (
+            not self.stopped
+            and not self.unfinished
+            and self.finished_at is not None
+            and self.finished_at > lim.finish_by
+        ):
             room = "" if self.capacity is None else f" although the gateway serves {self.capacity} at full speed"
-            found.append(f"too slow: the last item was settled at t={_past(self.finished_at, lim.finish_by)} s "
-                         f"({_clock(self.finished_at)}), past the limit of t={lim.finish_by:,.0f} s "
-                         f"({_clock(lim.finish_by)}); on average only {self.mean_in_flight:.1f} model calls were "
-                         f"in flight{room}: work was held back that the gateway had room for")
+            found.append(
+                f"too slow: the last item was settled at t={_past(self.finished_at, lim.finish_by)} s "
+                f"({_clock(self.finished_at)}), past the limit of t={lim.finish_by:,.0f} s "
+                f"({_clock(lim.finish_by)}); on average only {self.mean_in_flight:.1f} model calls were "
+                f"in flight{room}: work was held back that the gateway had room for"
+            )
         if self.double_contacts or self.anomalies.get("double_contact"):
-            found.append(f"customers were contacted twice ({self.double_contacts} case(s)): "
-                         f"{self.first_anomaly.get('double_contact', '')}".rstrip(": "))
+            found.append(
+                f"customers were contacted twice ({self.double_contacts} case(s)): "
+                f"{self.first_anomaly.get('double_contact', '')}".rstrip(": ")
+            )
         others = sorted(set(self.anomalies) - {"approval_starved", "double_contact", "lost_item"})
         for name in others:
             found.append(f"the checker found {name} x{self.anomalies[name]}: {self.first_anomaly[name]}")
@@ -198,35 +241,53 @@ class Trial:
         elif self.unfinished:
             work = f"{settled:,} of {self.items:,} settled by the end of the day (t={self.end:,.0f} s)"
         else:
-            work = (f"all {self.items:,} settled ({self.done:,} done, {self.dead_lettered} dead-lettered), "
-                    f"the last at t={_past(self.finished_at, lim.finish_by)} s (limit {lim.finish_by:,.0f} s)")
-        work_ok = (not self.stopped and not self.unfinished and self.finished_at is not None
-                   and self.finished_at <= lim.finish_by)
+            work = (
+                f"all {self.items:,} settled ({self.done:,} done, {self.dead_lettered} dead-lettered), "
+                f"the last at t={_past(self.finished_at, lim.finish_by)} s (limit {lim.finish_by:,.0f} s)"
+            )
+        work_ok = (
+            not self.stopped
+            and not self.unfinished
+            and self.finished_at is not None
+            and self.finished_at <= lim.finish_by
+        )
         waiting = self.kinds.get(APPROVAL, (0, 0))
-        approvals_ok = ((self.approval_p95 is None or self.approval_p95 <= lim.approval_p95)
-                        and not self.anomalies.get("approval_starved") and waiting[0] == waiting[1])
+        approvals_ok = (
+            (self.approval_p95 is None or self.approval_p95 <= lim.approval_p95)
+            and not self.anomalies.get("approval_starved")
+            and waiting[0] == waiting[1]
+        )
         dead, left = waiting[0] - self.approvals, waiting[1] - waiting[0]
-        approvals = (f"{self.approvals} done" + (f", {dead} dead-lettered" if dead else "")
-                     + (f", {left} unfinished" if left else "")
-                     + f", p95 {_s(self.approval_p95, lim.approval_p95)} from arrival to done "
-                       f"(limit {lim.approval_p95:g} s)")
+        approvals = (
+            f"{self.approvals} done"
+            + (f", {dead} dead-lettered" if dead else "")
+            + (f", {left} unfinished" if left else "")
+            + f", p95 {_s(self.approval_p95, lim.approval_p95)} from arrival to done "
+            f"(limit {lim.approval_p95:g} s)"
+        )
         if self.anomalies.get("approval_starved"):
             approvals += f", {self.anomalies['approval_starved']} starved"
         cap = "" if self.capacity is None else f", it serves {self.capacity} at full speed"
-        gateway = (f"{self.timeouts} of {self.calls:,} calls timed out (limit {lim.timeouts}), p95 "
-                   f"{_s(self.gateway_p95)}, up to {self.max_in_flight} in flight{cap}")
+        gateway = (
+            f"{self.timeouts} of {self.calls:,} calls timed out (limit {lim.timeouts}), p95 "
+            f"{_s(self.gateway_p95)}, up to {self.max_in_flight} in flight{cap}"
+        )
         others = {k: v for k, v in self.anomalies.items() if k not in ("approval_starved", "lost_item")}
-        customers = (f"{self.double_contacts} double contacts" + (
-            "; checker: " + ", ".join(f"{k} x{v}" for k, v in sorted(others.items())) if others else ""))
+        customers = f"{self.double_contacts} double contacts" + (
+            "; checker: " + ", ".join(f"{k} x{v}" for k, v in sorted(others.items())) if others else ""
+        )
         customers_ok = not self.double_contacts and not others
-        return [f"{_mark(work_ok)} work:      {work}",
-                f"{_mark(approvals_ok)} approvals: {approvals}",
-                f"{_mark(self.timeouts <= lim.timeouts)} gateway:   {gateway}",
-                f"{_mark(customers_ok)} customers: {customers}"]
+        return [
+            f"{_mark(work_ok)} work:      {work}",
+            f"{_mark(approvals_ok)} approvals: {approvals}",
+            f"{_mark(self.timeouts <= lim.timeouts)} gateway:   {gateway}",
+            f"{_mark(customers_ok)} customers: {customers}",
+        ]
 
     def __str__(self) -> str:
         head = f"burst day, seed {self.seed}, {self.items:,} items, policy {self.policy}" + (
-            f", {self.spike}" if self.spike else "")
+            f", {self.spike}" if self.spike else ""
+        )
         return "\n".join([head, *(f"  {line}" for line in self.lines()), f"  replay: {self.replay}"])
 
 
@@ -252,7 +313,7 @@ class _Watched:
         self.raised: tuple[Signals, BaseException] | None = None
         self.waited: tuple[Signals, Decision] | None = None
         self.seen: dict[Signals, Decision] = {}
-        self.asked = 0                                   # calls that reached the policy
+        self.asked = 0  # calls that reached the policy
 
     def __call__(self, signals: Signals) -> Decision:
         known = self.seen.get(signals)
@@ -270,7 +331,7 @@ class _Watched:
         return decision
 
 
-AUDIT = 10   # per decision the day gave: its first and its last observations, asked again after the day
+AUDIT = 10  # per decision the day gave: its first and its last observations, asked again after the day
 
 
 def _audit(policy: Any, watched: _Watched, seed: int) -> int:
@@ -286,11 +347,13 @@ def _audit(policy: Any, watched: _Watched, seed: int) -> int:
         during = watched.seen[signals]
         again = _ask(policy, signals, f"when the check asked again after burst day (seed {seed})")
         if again != during:
-            raise Wrong(f"for {_shown(signals)} your policy answered {_said(during)} during burst day (seed {seed}) "
-                        f"at t={signals.now:,.0f} s, and {_said(again)} when the check asked again after the day: "
-                        "the same signals must always get the same decision. No memory between calls (a counter, a "
-                        "flag that stays set, a threshold that moves) and no randomness, so every run replays from "
-                        "its seed.")
+            raise Wrong(
+                f"for {_shown(signals)} your policy answered {_said(during)} during burst day (seed {seed}) "
+                f"at t={signals.now:,.0f} s, and {_said(again)} when the check asked again after the day: "
+                "the same signals must always get the same decision. No memory between calls (a counter, a "
+                "flag that stays set, a threshold that moves) and no randomness, so every run replays from "
+                "its seed."
+            )
     return len(sample)
 
 
@@ -307,7 +370,7 @@ class _Judged:
 
 
 def _day(watched: _Watched, seed: int, items: int, limits: Limits) -> Trial:
-    with collector_paused():   # one pause for the whole day, not one per chunk (see collector_paused)
+    with collector_paused():  # one pause for the whole day, not one per chunk (see collector_paused)
         sim = Simulation(burst_day(seed), seed=seed, items=items, policy=watched)
         t, stopped = 0.0, False
         while not sim.done:
@@ -317,20 +380,30 @@ def _day(watched: _Watched, seed: int, items: int, limits: Limits) -> Trial:
                 stopped = True
                 break
         counts = sim.world.queue.counts()
-        report = _Judged(log=sim.log, anomalies=sim.verdict().anomalies, done=counts[ItemState.DONE],
-                         dead_lettered=counts[ItemState.DEAD],
-                         double_contacts=len(sim.world.adapter.ledger.duplicates()))
+        report = _Judged(
+            log=sim.log,
+            anomalies=sim.verdict().anomalies,
+            done=counts[ItemState.DONE],
+            dead_lettered=counts[ItemState.DEAD],
+            double_contacts=len(sim.world.adapter.ledger.duplicates()),
+        )
     spike = next(f for f in sim.scenario.faults if f.kind is FaultKind.GATEWAY_SPIKE)
-    return _measure(sim, report, stopped, limits, policy=watched.name,
-                    replay=f"run(lab07.burst_day({seed}), seed={seed}, items={items}, policy={watched.name})",
-                    spike=(f"gateway spike {spike.factor:g}x slower from t={spike.at:,.0f} s "
-                           f"for {spike.duration:,.0f} s"))
+    return _measure(
+        sim,
+        report,
+        stopped,
+        limits,
+        policy=watched.name,
+        replay=f"run(lab07.burst_day({seed}), seed={seed}, items={items}, policy={watched.name})",
+        spike=(f"gateway spike {spike.factor:g}x slower from t={spike.at:,.0f} s for {spike.duration:,.0f} s"),
+    )
 
 
-def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits, *, policy: str, replay: str,
-             spike: str) -> Trial:
+def _measure(
+    sim: Simulation, report: Any, stopped: bool, limits: Limits, *, policy: str, replay: str, spike: str
+) -> Trial:
     kind_of: dict[str, str] = {}
-    arrived: dict[str, float] = {}              # approval item -> arrival time
+    arrived: dict[str, float] = {}  # approval item -> arrival time
     case_of: dict[str, str] = {}
     settled_at: dict[str, float] = {}
     approval_done: dict[str, float] = {}
@@ -358,7 +431,7 @@ def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits, *, pol
             call_seconds += seconds
             latencies.append(seconds)
             timeouts += bool(info.get("timed_out"))
-            max_in_flight = max(max_in_flight, int(info.get("in_flight", 0)) + 1)   # counted before this one left
+            max_in_flight = max(max_in_flight, int(info.get("in_flight", 0)) + 1)  # counted before this one left
     kinds: dict[str, tuple[int, int]] = {}
     for item_id, kind in kind_of.items():
         settled, total = kinds.get(kind, (0, 0))
@@ -368,8 +441,11 @@ def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits, *, pol
     waits = sorted((done - arrived[item], item) for item, done in approval_done.items())
     approval_p95 = percentile([w for w, _ in waits], 95) if waits else None
     slowest = (case_of[waits[-1][1]], waits[-1][0]) if waits else None
-    overdue = [(arrived[item] + limits.approval_p95, approval_done.get(item, sim.now))
-               for item in arrived if approval_done.get(item, sim.now) - arrived[item] > limits.approval_p95]
+    overdue = [
+        (arrived[item] + limits.approval_p95, approval_done.get(item, sim.now))
+        for item in arrived
+        if approval_done.get(item, sim.now) - arrived[item] > limits.approval_p95
+    ]
     bulk_while_overdue = sum(1 for t in bulk_acks if any(start < t <= end for start, end in overdue))
     anomalies: dict[str, int] = {}
     first: dict[str, str] = {}
@@ -379,14 +455,33 @@ def _measure(sim: Simulation, report: Any, stopped: bool, limits: Limits, *, pol
         first.setdefault(name, anomaly.message)
     span = finished_at if finished_at else sim.now
     return Trial(
-        seed=sim.seed, items=sim.items, policy=policy,
-        capacity=sim.scenario.gateway_capacity, end=round(sim.now, 3), stopped=stopped, steps=sim.steps,
-        kinds=kinds, done=report.done, dead_lettered=report.dead_lettered, finished_at=finished_at,
-        approvals=len(waits), approval_p95=approval_p95, slowest=slowest, bulk_while_overdue=bulk_while_overdue,
-        calls=calls, timeouts=timeouts, gateway_p95=Summary.of(latencies).p95,
-        max_in_flight=max_in_flight, mean_in_flight=call_seconds / span if span else 0.0,
-        double_contacts=report.double_contacts, anomalies=anomalies, first_anomaly=first,
-        replay=replay, spike=spike, limits=limits)
+        seed=sim.seed,
+        items=sim.items,
+        policy=policy,
+        capacity=sim.scenario.gateway_capacity,
+        end=round(sim.now, 3),
+        stopped=stopped,
+        steps=sim.steps,
+        kinds=kinds,
+        done=report.done,
+        dead_lettered=report.dead_lettered,
+        finished_at=finished_at,
+        approvals=len(waits),
+        approval_p95=approval_p95,
+        slowest=slowest,
+        bulk_while_overdue=bulk_while_overdue,
+        calls=calls,
+        timeouts=timeouts,
+        gateway_p95=Summary.of(latencies).p95,
+        max_in_flight=max_in_flight,
+        mean_in_flight=call_seconds / span if span else 0.0,
+        double_contacts=report.double_contacts,
+        anomalies=anomalies,
+        first_anomaly=first,
+        replay=replay,
+        spike=spike,
+        limits=limits,
+    )
 
 
 # ------------------------------------------------------------------ exercise 7.1
@@ -395,15 +490,21 @@ _PROBE = Signals(gateway_p95=0.0, depth=ITEMS, in_flight=0, now=0.0)
 
 def _grid() -> list[Signals]:
     """Signals a worker may bring, from a calm gateway to a melting one, early and late."""
-    return [Signals(gateway_p95=p95, depth=depth, in_flight=in_flight, now=now)
-            for p95 in (0.0, 15.0, 45.0, 75.0, 120.0) for depth in (0, 40, ITEMS)
-            for in_flight in (0, 5, 9, 10, 11, 20) for now in (0.0, 1200.0, 4000.0)]
+    return [
+        Signals(gateway_p95=p95, depth=depth, in_flight=in_flight, now=now)
+        for p95 in (0.0, 15.0, 45.0, 75.0, 120.0)
+        for depth in (0, 40, ITEMS)
+        for in_flight in (0, 5, 9, 10, 11, 20)
+        for now in (0.0, 1200.0, 4000.0)
+    ]
 
 
 def _shown(signals: Signals) -> str:
     """Signals as a learner can type them back in, without float noise."""
-    return (f"Signals(gateway_p95={round(signals.gateway_p95, 3)!r}, depth={signals.depth}, "
-            f"in_flight={signals.in_flight}, now={round(signals.now, 3)!r})")
+    return (
+        f"Signals(gateway_p95={round(signals.gateway_p95, 3)!r}, depth={signals.depth}, "
+        f"in_flight={signals.in_flight}, now={round(signals.now, 3)!r})"
+    )
 
 
 def _said(decision: Decision) -> str:
@@ -423,8 +524,10 @@ def _ask(policy: Any, signals: Signals, when: str) -> Decision:
     if err is not None:  # the learner's code: report it, and what it was given
         raise Wrong(f"your policy raised {error_text(err)} {when}, on {_shown(signals)}.")
     if type(decision) is not Decision:
-        raise Wrong(f"your policy returned {describe(decision)} {when}, for {_shown(signals)}; return a decision: "
-                    "acquire(), acquire(max_priority=...) or wait(seconds), from shopops_lab.backpressure.")
+        raise Wrong(
+            f"your policy returned {describe(decision)} {when}, for {_shown(signals)}; return a decision: "
+            "acquire(), acquire(max_priority=...) or wait(seconds), from shopops_lab.backpressure."
+        )
     return decision
 
 
@@ -441,31 +544,37 @@ def _rules(policy: Any) -> int:
             decision = _ask(policy, signals, "when the check asked about the rules")
             earlier = first.setdefault(signals, decision)
             if decision != earlier:
-                raise Wrong(f"for {_shown(signals)} your policy answered {_said(earlier)} once and {_said(decision)} "
-                            f"when asked again ({order}, after other signals): the same signals must always get the "
-                            "same decision. No memory between calls and no randomness, so every run replays from its "
-                            "seed.")
+                raise Wrong(
+                    f"for {_shown(signals)} your policy answered {_said(earlier)} once and {_said(decision)} "
+                    f"when asked again ({order}, after other signals): the same signals must always get the "
+                    "same decision. No memory between calls and no randomness, so every run replays from its "
+                    "seed."
+                )
             if decision.waits and signals.depth:
-                raise Wrong(f"for {_shown(signals)} your policy answered {_said(decision)}: a worker that waits takes "
-                            f"nothing, approval resumes included, while {signals.depth:,} items are queued. The "
-                            "rules say approvals are never held back: shed other work, never approvals.")
+                raise Wrong(
+                    f"for {_shown(signals)} your policy answered {_said(decision)}: a worker that waits takes "
+                    f"nothing, approval resumes included, while {signals.depth:,} items are queued. The "
+                    "rules say approvals are never held back: shed other work, never approvals."
+                )
     return 3 * len(grid)
 
 
 def scope() -> str:
     """What exercise 7.1 judges a policy over, in words: the bound of its search."""
     grid = _grid()
-    return (f"the rules on {len(grid)} signals ({len({s.gateway_p95 for s in grid})} gateway p95s x "
-            f"{len({s.depth for s in grid})} queue depths x {len({s.in_flight for s in grid})} in-flight counts x "
-            f"{len({s.now for s in grid})} times) asked in three orders, then {len(SEEDS)} burst days of "
-            f"{ITEMS:,} items (seeds {', '.join(map(str, SEEDS))}), each with a gateway spike of its own (start, "
-            "length, strength) and the day's random chaos (kills, freezes, lost acks, dropped replies, duplicate "
-            f"deliveries, poison), every distinct signal of a day asked once and up to {2 * AUDIT} per decision "
-            "asked again after it")
+    return (
+        f"the rules on {len(grid)} signals ({len({s.gateway_p95 for s in grid})} gateway p95s x "
+        f"{len({s.depth for s in grid})} queue depths x {len({s.in_flight for s in grid})} in-flight counts x "
+        f"{len({s.now for s in grid})} times) asked in three orders, then {len(SEEDS)} burst days of "
+        f"{ITEMS:,} items (seeds {', '.join(map(str, SEEDS))}), each with a gateway spike of its own (start, "
+        "length, strength) and the day's random chaos (kills, freezes, lost acks, dropped replies, duplicate "
+        f"deliveries, poison), every distinct signal of a day asked once and up to {2 * AUDIT} per decision "
+        "asked again after it"
+    )
 
 
 def _run(policy: Any) -> str:
-    _ask(policy, _PROBE, "when a worker asked it at t=0")   # the stub shows up here, before anything is played
+    _ask(policy, _PROBE, "when a worker asked it at t=0")  # the stub shows up here, before anything is played
     asked = _rules(policy)
     trials = []
     for seed in SEEDS:
@@ -477,45 +586,68 @@ def _run(policy: Any) -> str:
                 raise
             signals, err = watched.raised
             what = f"was refused: {err}" if isinstance(err, ShopOpsError) else f"raised {error_text(err)}"
-            raise Wrong(f"during burst day (seed {seed}) at t={signals.now:,.0f} s your policy {what}, "
-                        f"on {_shown(signals)}.",
-                        [f"replay the day: print(lab07.trial({watched.name}, seed={seed}))"]) from None
+            raise Wrong(
+                f"during burst day (seed {seed}) at t={signals.now:,.0f} s your policy {what}, on {_shown(signals)}.",
+                [f"replay the day: print(lab07.trial({watched.name}, seed={seed}))"],
+            ) from None
         if watched.waited is not None:
             signals, decision = watched.waited
-            raise Wrong(f"during burst day (seed {seed}) at t={signals.now:,.0f} s your policy answered "
-                        f"{_said(decision)} for {_shown(signals)}: a worker that waits takes nothing, approval resumes "
-                        f"included, while {signals.depth:,} items are queued. The rules say approvals are never "
-                        "held back: shed other work, never approvals.")
+            raise Wrong(
+                f"during burst day (seed {seed}) at t={signals.now:,.0f} s your policy answered "
+                f"{_said(decision)} for {_shown(signals)}: a worker that waits takes nothing, approval resumes "
+                f"included, while {signals.depth:,} items are queued. The rules say approvals are never "
+                "held back: shed other work, never approvals."
+            )
         asked += watched.asked + _audit(policy, watched, seed)
         found = day.problems()
         if found:
             others = [f"also: {problem}" for problem in found[1:]]
-            raise Wrong(f"{found[0]} (seed {seed}, {day.items:,} items, {day.spike}).",
-                        [*others, "what the run measured:", *(f"  {line}" for line in day.lines()),
-                         f"see it again: print(lab07.trial({day.policy}, seed={seed}))",
-                         f"replay the whole run: {day.replay}", f"what the check covers: {scope()}"])
+            raise Wrong(
+                f"{found[0]} (seed {seed}, {day.items:,} items, {day.spike}).",
+                [
+                    *others,
+                    "what the run measured:",
+                    *(f"  {line}" for line in day.lines()),
+                    f"see it again: print(lab07.trial({day.policy}, seed={seed}))",
+                    f"replay the whole run: {day.replay}",
+                    f"what the check covers: {scope()}",
+                ],
+            )
         trials.append(day)
     worst_approval = max((d.approval_p95 or 0.0) for d in trials)
-    return (f"checked {scope()}. The same signals always got the same decision ({asked:,} questions) and no worker "
-            f"was told to wait while work was queued; in {len(trials)} burst days ({ITEMS:,} items, seeds "
-            f"{', '.join(map(str, SEEDS))}, each with its own gateway spike and chaos) approvals took at most "
-            f"{worst_approval:.0f} s (p95, limit {LIMITS.approval_p95:g} s), at most "
-            f"{max(d.timeouts for d in trials)} calls timed out (limit {LIMITS.timeouts}), every item was settled by "
-            f"t={max(d.finished_at for d in trials):,.0f} s (limit {LIMITS.finish_by:,.0f} s), and no customer was "
-            "contacted twice.")
+    return (
+        f"checked {scope()}. The same signals always got the same decision ({asked:,} questions) and no worker "
+        f"was told to wait while work was queued; in {len(trials)} burst days ({ITEMS:,} items, seeds "
+        f"{', '.join(map(str, SEEDS))}, each with its own gateway spike and chaos) approvals took at most "
+        f"{worst_approval:.0f} s (p95, limit {LIMITS.approval_p95:g} s), at most "
+        f"{max(d.timeouts for d in trials)} calls timed out (limit {LIMITS.timeouts}), every item was settled by "
+        f"t={max(d.finished_at for d in trials):,.0f} s (limit {LIMITS.finish_by:,.0f} s), and no customer was "
+        "contacted twice."
+    )
 
 
 exercise = Exercise(
-    id="07.1", title="a backpressure policy for burst day", answer="my_policy", run=_run,
-    hints=(("Look at the gateway, not the queue: past the number of calls it serves at full speed, another "
+    id="07.1",
+    title="a backpressure policy for burst day",
+    answer="my_policy",
+    run=_run,
+    hints=(
+        (
+            "Look at the gateway, not the queue: past the number of calls it serves at full speed, another "
             "call buys no throughput, only slower calls and timeouts. Which signal says that is happening "
-            "now, rather than after the fact?"),
-           ("signals.in_flight counts the model calls running right now; signals.gateway_p95 describes the "
+            "now, rather than after the fact?"
+        ),
+        (
+            "signals.in_flight counts the model calls running right now; signals.gateway_p95 describes the "
             "last 50 calls that finished, so it lags. acquire(max_priority=Priority.APPROVAL) takes approval "
             "resumes only, acquire() takes anything, wait(seconds) takes nothing. lab07.trial(my_policy) shows "
-            "every measurement for one day."),
-           ("Shape: one if. When the gateway is already busy with as many calls as it serves at full speed, a "
-            "worker may take only work that must not wait; otherwise it takes anything.")),
+            "every measurement for one day."
+        ),
+        (
+            "Shape: one if. When the gateway is already busy with as many calls as it serves at full speed, a "
+            "worker may take only work that must not wait; otherwise it takes anything."
+        ),
+    ),
 )
 
 
@@ -532,13 +664,19 @@ PIECES = {
 _CONTRACT = frozenset({"at_least_once_delivery", "idempotency_keys", "fencing_tokens", "checkpoints"})
 
 _WHY_NOT = {
-    "exactly_once_delivery": ("no broker can promise it across crash domains: to the queue, a worker that "
-                              "died after the send and before the ack looks exactly like one that died "
-                              "before sending, so the item must be handed out again, and the send may repeat."),
-    "retry_until_success": ("a poison payload fails the same way every time; retrying it for ever is a retry "
-                            "storm. It goes to the dead-letter queue after max_attempts (lab 02)."),
-    "long_leases": ("a long lease only delays the redelivery after a crash, and a frozen worker can outlive "
-                    "any lease (lab 03); it makes duplicates rarer, never impossible."),
+    "exactly_once_delivery": (
+        "no broker can promise it across crash domains: to the queue, a worker that "
+        "died after the send and before the ack looks exactly like one that died "
+        "before sending, so the item must be handed out again, and the send may repeat."
+    ),
+    "retry_until_success": (
+        "a poison payload fails the same way every time; retrying it for ever is a retry "
+        "storm. It goes to the dead-letter queue after max_attempts (lab 02)."
+    ),
+    "long_leases": (
+        "a long lease only delays the redelivery after a crash, and a frozen worker can outlive "
+        "any lease (lab 03); it makes duplicates rarer, never impossible."
+    ),
 }
 # What goes wrong without a missing piece: the failure, never the piece's name, nor the lab
 # whose title would name it.
@@ -546,24 +684,32 @@ _MISSING = {
     "at_least_once_delivery": "without it, the case held by a worker that died is simply lost",
     "idempotency_keys": "without it, every redelivery after a send is a second email to the customer",
     "fencing_tokens": "without it, a worker that wakes up stale overwrites its successor's record",
-    "checkpoints": ("without it, a redelivered case redoes steps that were already done, and an effect "
-                    "whose outcome is unknown is repeated instead of looked up"),
+    "checkpoints": (
+        "without it, a redelivered case redoes steps that were already done, and an effect "
+        "whose outcome is unknown is repeated instead of looked up"
+    ),
 }
 
 
 def _contract(the_contract: Any) -> str:
     picked = call_answer(the_contract)
-    if type(picked) not in (set, frozenset, list, tuple):   # exact types: a look-alike's == proves nothing
-        raise Wrong(f"the_contract() returned {describe(picked)}; return a set of labels from lab07.PIECES, "
-                    "e.g. {'label_one', 'label_two'}.")
+    if type(picked) not in (set, frozenset, list, tuple):  # exact types: a look-alike's == proves nothing
+        raise Wrong(
+            f"the_contract() returned {describe(picked)}; return a set of labels from lab07.PIECES, "
+            "e.g. {'label_one', 'label_two'}."
+        )
     odd = next((p for p in picked if type(p) is not str), None)
     if odd is not None:
-        raise Wrong(f"the_contract() returned a {type(picked).__name__} holding {describe(odd)}; every label is a "
-                    "plain str, a key of lab07.PIECES.")
+        raise Wrong(
+            f"the_contract() returned a {type(picked).__name__} holding {describe(odd)}; every label is a "
+            "plain str, a key of lab07.PIECES."
+        )
     unknown = sorted(p for p in picked if p not in PIECES)
     if unknown:
-        raise Wrong(f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not among the labels; "
-                    f"use the keys of lab07.PIECES: {', '.join(PIECES)}.")
+        raise Wrong(
+            f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not among the labels; "
+            f"use the keys of lab07.PIECES: {', '.join(PIECES)}."
+        )
     chosen = set(picked)
     extra = sorted(chosen - _CONTRACT)
     if extra:
@@ -573,17 +719,28 @@ def _contract(the_contract: Any) -> str:
         if len(missing) == 1:
             raise Wrong(f"1 piece is missing: {_MISSING[missing[0]]}.")
         raise Wrong(f"{len(missing)} pieces are missing. One of them: {_MISSING[missing[0]]}.")
-    return ("at-least-once delivery brings every case back after a crash, and idempotency keys, fencing tokens "
-            "and checkpoints make the repeat harmless: that is the contract, since exactly-once is not on offer.")
+    return (
+        "at-least-once delivery brings every case back after a crash, and idempotency keys, fencing tokens "
+        "and checkpoints make the repeat harmless: that is the contract, since exactly-once is not on offer."
+    )
 
 
 knowledge = Exercise(
-    id="07.2", title="the contract that survives a crash", answer="the_contract", run=_contract,
-    hints=(("Go through the labs: what did each one add so that a worker could die anywhere, at any moment, "
-            "without losing a case or contacting a customer twice?"),
-           ("One piece makes sure nothing is lost; the others make a repeat harmless, each for a different kind "
+    id="07.2",
+    title="the contract that survives a crash",
+    answer="the_contract",
+    run=_contract,
+    hints=(
+        (
+            "Go through the labs: what did each one add so that a worker could die anywhere, at any moment, "
+            "without losing a case or contacting a customer twice?"
+        ),
+        (
+            "One piece makes sure nothing is lost; the others make a repeat harmless, each for a different kind "
             "of repeat: a send, a stale write, a step already done. Leave out whatever promises that repeats "
-            "never happen.")),
+            "never happen."
+        ),
+    ),
 )
 
 
@@ -622,39 +779,47 @@ def _mark(ok: bool) -> str:
 DOUBLE_POOL_QUIZ = Quiz(
     "Burst day, no backpressure. To finish sooner, someone doubles the pool from 20 to 40 workers. The "
     "gateway still serves 10 calls at full speed. What happens?",
-    ["The day finishes about twice as fast: twice the workers, twice the throughput.",
-     "About the same throughput; every call gets slower, more calls time out, and approvals take longer.",
-     "Nothing changes: the queue only hands out as many items as the gateway can take.",
-     "Throughput doubles during the spike only, when the extra workers absorb the slow calls."],
+    [
+        "The day finishes about twice as fast: twice the workers, twice the throughput.",
+        "About the same throughput; every call gets slower, more calls time out, and approvals take longer.",
+        "Nothing changes: the queue only hands out as many items as the gateway can take.",
+        "Throughput doubles during the spike only, when the extra workers absorb the slow calls.",
+    ],
     1,
-    ["Throughput is set by the gateway: capacity / latency. More callers make each call slower, not more "
-     "calls finish.",
-     "Forty calls share hardware for ten, so each takes four times as long: the same throughput, four times "
-     "the latency, a fatter tail past the timeout, and every timeout is work done twice. A real gateway "
-     "can even lose throughput, as retries pile onto abandoned calls.",
-     "The queue hands an item to every worker that asks; it knows nothing about the gateway. Only a "
-     "policy that reads the gateway's signals can hold workers back.",
-     "During the spike every call is slower still; extra callers make it worse, not better."],
+    [
+        "Throughput is set by the gateway: capacity / latency. More callers make each call slower, not more "
+        "calls finish.",
+        "Forty calls share hardware for ten, so each takes four times as long: the same throughput, four times "
+        "the latency, a fatter tail past the timeout, and every timeout is work done twice. A real gateway "
+        "can even lose throughput, as retries pile onto abandoned calls.",
+        "The queue hands an item to every worker that asks; it knows nothing about the gateway. Only a "
+        "policy that reads the gateway's signals can hold workers back.",
+        "During the spike every call is slower still; extra callers make it worse, not better.",
+    ],
 )
 
 VITAL_SIGNS_QUIZ = Quiz(
     "Read the vital signs printed above for the day with no backpressure. Which of them says the trouble is the "
     "gateway, not the queue or the workers?",
-    ["Time in queue: its p95 is counted in hours.",
-     "The gateway's timeouts next to the redeliveries: a large share of the items that went round again went "
-     "round because their model call timed out.",
-     "DLQ age: items sit in the dead-letter queue.",
-     "The attempts histogram: most items were delivered once."],
+    [
+        "Time in queue: its p95 is counted in hours.",
+        "The gateway's timeouts next to the redeliveries: a large share of the items that went round again went "
+        "round because their model call timed out.",
+        "DLQ age: items sit in the dead-letter queue.",
+        "The attempts histogram: most items were delivered once.",
+    ],
     1,
-    ["On burst day the queue is the buffer: thousands of items at about one a second take hours whatever the "
-     "gateway does. A long time in queue says the day is big, not that anything is broken; what matters is who "
-     "waits.",
-     "Each timeout held a worker for the whole timeout and sent its item round again, so timeouts show up as "
-     "redeliveries (and as 2s in the attempts histogram); the rest are the day's crashes and lost acks, whose "
-     "leases expired. Redeliveries that rise with the gateway's timeouts are the gateway melting; on a calm "
-     "gateway they are crashes, or a lease too short for the model (lab 03).",
-     "The dead-letter queue holds the poison payloads, a few items that fail the same way every time. Their age "
-     "says how long nobody has looked at them, which calls for an alert, not backpressure.",
-     "Most items delivered once is the healthy part of the histogram. The tail at 2 and more is where the "
-     "trouble shows, and the timeouts explain it."],
+    [
+        "On burst day the queue is the buffer: thousands of items at about one a second take hours whatever the "
+        "gateway does. A long time in queue says the day is big, not that anything is broken; what matters is who "
+        "waits.",
+        "Each timeout held a worker for the whole timeout and sent its item round again, so timeouts show up as "
+        "redeliveries (and as 2s in the attempts histogram); the rest are the day's crashes and lost acks, whose "
+        "leases expired. Redeliveries that rise with the gateway's timeouts are the gateway melting; on a calm "
+        "gateway they are crashes, or a lease too short for the model (lab 03).",
+        "The dead-letter queue holds the poison payloads, a few items that fail the same way every time. Their age "
+        "says how long nobody has looked at them, which calls for an alert, not backpressure.",
+        "Most items delivered once is the healthy part of the histogram. The tail at 2 and more is where the "
+        "trouble shows, and the timeouts explain it.",
+    ],
 )

@@ -11,6 +11,7 @@ idempotency key absorbed, a run the checker finds wrong for another reason (a st
 and one customer sent two *different* emails. Every run is made afresh for each answer, so
 nothing the assertion does to a log reaches another.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,7 +27,7 @@ from shopops_lab.sim import Fault, Simulation, get_scenario
 
 __all__ = ["RUNS", "chaos"]
 
-ITEMS = 300   # small days: the assertion is judged, not the simulator
+ITEMS = 300  # small days: the assertion is judged, not the simulator
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,22 +56,35 @@ def _two_emails() -> tuple[EventLog, ContactLedger]:
     first is absorbed by its key; O-1002 gets one."""
     log = EventLog()
     adapter = EmailAdapter(log=log, clock=FakeClock())
-    for key, case in (("O-1001:email:1", "O-1001"), ("O-1001:email:2", "O-1001"), ("O-1001:email:1", "O-1001"),
-                      ("O-1002:email:1", "O-1002")):
+    for key, case in (
+        ("O-1001:email:1", "O-1001"),
+        ("O-1001:email:2", "O-1001"),
+        ("O-1001:email:1", "O-1001"),
+        ("O-1002:email:1", "O-1002"),
+    ):
         adapter.send(key, case_id=case, to=f"{case.lower()}@customers.example")
     return log, adapter.ledger
 
 
 RUNS = (
-    ChaosRun("burst day with five workers killed right after sending, naive adapter (seed 3, 300 items)",
-             lambda: _staged("naive")),
-    ChaosRun("the same day with idempotency keys: the same redeliveries, every repeat send absorbed by its key",
-             lambda: _staged("idempotent")),
-    ChaosRun("one customer (O-1001) sent two different emails, two steps with two keys, and a repeat of the first "
-             "absorbed by its key", _two_emails),
-    ChaosRun("a stale-worker day with unfenced checkpoints and idempotency keys: the checker finds a stale write, "
-             "yet no customer heard anything twice", lambda: _scenario("stale_worker", "idempotent",
-                                                                        fenced_checkpoints=False)),
+    ChaosRun(
+        "burst day with five workers killed right after sending, naive adapter (seed 3, 300 items)",
+        lambda: _staged("naive"),
+    ),
+    ChaosRun(
+        "the same day with idempotency keys: the same redeliveries, every repeat send absorbed by its key",
+        lambda: _staged("idempotent"),
+    ),
+    ChaosRun(
+        "one customer (O-1001) sent two different emails, two steps with two keys, and a repeat of the first "
+        "absorbed by its key",
+        _two_emails,
+    ),
+    ChaosRun(
+        "a stale-worker day with unfenced checkpoints and idempotency keys: the checker finds a stale write, "
+        "yet no customer heard anything twice",
+        lambda: _scenario("stale_worker", "idempotent", fenced_checkpoints=False),
+    ),
     ChaosRun("a forced lease expiry, naive adapter (seed 3, 200 items)", lambda: _scenario("forced_expiry", "naive")),
 )
 
@@ -83,26 +97,36 @@ def _judge(assertion: object) -> str:
         with watching(assertion, checker_check) as handed:
             _, err = attempt(assertion, log)
         if handed:
-            raise Wrong("your assertion hands the question to the kit's checker (check(log)); write it from the "
-                        "log's own events: it is one small piece of what the checker does.")
+            raise Wrong(
+                "your assertion hands the question to the kit's checker (check(log)); write it from the "
+                "log's own events: it is one small piece of what the checker does."
+            )
         if twice and err is None:
             (case, key), sends = next(iter(twice.items()))
-            raise Wrong(f"your assertion passed a bad run: {run.name}. {len(twice)} customer(s) got the same email "
-                        f"twice (case {case}: key {key} sent {len(sends)} times). In CI that is the regression "
-                        "reaching customers.")
+            raise Wrong(
+                f"your assertion passed a bad run: {run.name}. {len(twice)} customer(s) got the same email "
+                f"twice (case {case}: key {key} sent {len(sends)} times). In CI that is the regression "
+                "reaching customers."
+            )
         if err is not None and not _is_assertion(err):
-            raise Wrong(f"your assertion raised {error_text(err)} on a {'bad' if twice else 'good'} run ({run.name}): "
-                        "a test runner reads that as a broken test. An assertion raises AssertionError (use assert), "
-                        "and only when the run broke its promise.")
+            raise Wrong(
+                f"your assertion raised {error_text(err)} on a {'bad' if twice else 'good'} run ({run.name}): "
+                "a test runner reads that as a broken test. An assertion raises AssertionError (use assert), "
+                "and only when the run broke its promise."
+            )
         if not twice and err is not None:
-            said = str(err).strip().split("\n", 1)[0][:160]   # its first line: what a test report shows first
+            said = str(err).strip().split("\n", 1)[0][:160]  # its first line: what a test report shows first
             said = f" (it said: {said})" if said else ""
-            raise Wrong(f"your assertion failed a good run: {run.name}. Nobody got the same email twice there{said}; "
-                        "a chaos test that fails good builds gets switched off.")
+            raise Wrong(
+                f"your assertion failed a good run: {run.name}. Nobody got the same email twice there{said}; "
+                "a chaos test that fails good builds gets switched off."
+            )
         caught, passed = caught + bool(twice), passed + (not twice)
-    return (f"your assertion caught the {caught} bad runs and passed the {passed} good ones, among them "
-            "redeliveries whose repeats the key absorbed, a run wrong for another reason, and one customer sent two "
-            "different emails.")
+    return (
+        f"your assertion caught the {caught} bad runs and passed the {passed} good ones, among them "
+        "redeliveries whose repeats the key absorbed, a run wrong for another reason, and one customer sent two "
+        "different emails."
+    )
 
 
 def _is_assertion(err: BaseException | None) -> bool:
@@ -111,12 +135,23 @@ def _is_assertion(err: BaseException | None) -> bool:
 
 
 chaos = Exercise(
-    id="07.3", title="the chaos test's assertion", answer="assert_no_double_contact", run=_judge,
-    hints=(("A customer hears twice when the same message, for the same case and the same idempotency key, "
+    id="07.3",
+    title="the chaos test's assertion",
+    answer="assert_no_double_contact",
+    run=_judge,
+    hints=(
+        (
+            "A customer hears twice when the same message, for the same case and the same idempotency key, "
             "really went out twice. Which event in the log says a message reached a customer, and which says a "
-            "repeat was absorbed?"),
-           ("log.where('contact_sent') lists the messages that went out; each has a case_id and "
-            "info['idem_key']. A run may send one customer two different messages; that is not a double contact."),
-           ("Shape: count what went out per (case, key); assert that no count is above one, with a message that "
-            "names the first offender.")),
+            "repeat was absorbed?"
+        ),
+        (
+            "log.where('contact_sent') lists the messages that went out; each has a case_id and "
+            "info['idem_key']. A run may send one customer two different messages; that is not a double contact."
+        ),
+        (
+            "Shape: count what went out per (case, key); assert that no count is above one, with a message that "
+            "names the first offender."
+        ),
+    ),
 )

@@ -19,6 +19,7 @@ how its order ended. In a browser-only notebook (JupyterLite) nothing here can s
 process; `processes_available()` says so, the check says where to run it, and the lab shows
 the recorded runs in `RECORDED` (and draws those in `RECORDED_RUNS`) instead.
 """
+
 from __future__ import annotations
 
 import os
@@ -49,27 +50,46 @@ from shopops_lab.viz.stop_map import stop_map as draw_stop_map
 from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import Lease, Queue
 
-__all__ = ["CRASH_QUIZ", "RECORDED", "RECORDED_RUNS", "STOPS", "RefundRun", "Shop", "ShopTransaction",
-           "chaos_summary", "exercise", "processes_available", "replay",
-           "run_refunds", "show", "stop_map", "story", "table"]
+__all__ = [
+    "CRASH_QUIZ",
+    "RECORDED",
+    "RECORDED_RUNS",
+    "STOPS",
+    "RefundRun",
+    "Shop",
+    "ShopTransaction",
+    "chaos_summary",
+    "exercise",
+    "processes_available",
+    "replay",
+    "run_refunds",
+    "show",
+    "stop_map",
+    "story",
+    "table",
+]
 
 LEASE_SECONDS = 30.0  # on the clock the check moves: a lease runs out only when a schedule says so
 MAX_ATTEMPTS = 4
-PATIENCE = 60.0       # seconds a worker may stay silent before the run is void (never a verdict)
+PATIENCE = 60.0  # seconds a worker may stay silent before the run is void (never a verdict)
 AMOUNTS = (12.5, 20.0, 35.0, 49.9)
 # The named stops of the lab's demonstration, each on its own order: what each one catches.
-STOPS = (("after_credit", False),   # credit committed, ack not: a redelivery credits again
-         ("after_ack", False),      # ack committed, credit not yet: the order is never refunded
-         ("after_commit", False),   # your transaction committed, and whatever comes after it did not
-         ("after_acquire", True),   # frozen past its lease; wakes up stale after a takeover
-         ("after_handler", False))  # all done: dying now must cost nothing
+STOPS = (
+    ("after_credit", False),  # credit committed, ack not: a redelivery credits again
+    ("after_ack", False),  # ack committed, credit not yet: the order is never refunded
+    ("after_commit", False),  # your transaction committed, and whatever comes after it did not
+    ("after_acquire", True),  # frozen past its lease; wakes up stale after a takeover
+    ("after_handler", False),
+)  # all done: dying now must cost nothing
 # What a worker had just done at each point, for the messages.
-_AFTER = {"after_acquire": "acquiring the order, before your handler ran",
-          "after_refunded": "reading shop.refunded",
-          "after_credit": "a shop.credit",
-          "after_ack": "a shop.ack",
-          "after_commit": "one of your transactions committed",
-          "after_handler": "your handler returned"}
+_AFTER = {
+    "after_acquire": "acquiring the order, before your handler ran",
+    "after_refunded": "reading shop.refunded",
+    "after_credit": "a shop.credit",
+    "after_ack": "a shop.ack",
+    "after_commit": "one of your transactions committed",
+    "after_handler": "your handler returned",
+}
 
 
 def processes_available() -> bool:
@@ -102,9 +122,10 @@ class Shop:
         store = behind(self).store
         with store.atomic:
             refund = store.get(_REFUNDS, order) or {"refunded": 0.0, "credits": 0}
-            store.put(_REFUNDS, order, {"refunded": round(refund["refunded"] + amount, 2),
-                                        "credits": refund["credits"] + 1})
-        del store   # nothing the handler could reach from a traceback of the stop below
+            store.put(
+                _REFUNDS, order, {"refunded": round(refund["refunded"] + amount, 2), "credits": refund["credits"] + 1}
+            )
+        del store  # nothing the handler could reach from a traceback of the stop below
         _stop(self, "after_credit", f"shop.credit({order!r}, {_money(amount)})")
 
     def ack(self, lease: Lease) -> None:
@@ -112,7 +133,7 @@ class Shop:
             behind(self).queue.ack(lease)
         except ShopOpsError as refused:
             _note(self, f"shop.ack(lease) is refused: {type(refused).__name__}")
-            raise refused.with_traceback(None) from None   # the queue's frames stay here
+            raise refused.with_traceback(None) from None  # the queue's frames stay here
         _stop(self, "after_ack", "shop.ack(lease)")
 
     def transaction(self) -> ShopTransaction:
@@ -198,15 +219,15 @@ class RefundRun:
     end, the stop planned on it and whether it happened (with why it mattered), and its story."""
 
     seed: int
-    orders: dict[str, float] = field(default_factory=dict)        # order -> amount asked for
-    refunds: dict[str, dict] = field(default_factory=dict)        # order -> {"refunded", "credits"}
-    ends: dict[str, str] = field(default_factory=dict)            # order -> its item's final state
-    stops: dict[str, Kill] = field(default_factory=dict)          # order -> the stop planned on it
-    happened: set[str] = field(default_factory=set)               # orders whose stop happened
-    errors: dict[str, str] = field(default_factory=dict)          # order -> the last error of a dead item
-    whys: dict[str, str] = field(default_factory=dict)            # order -> what its schedule did, in words
+    orders: dict[str, float] = field(default_factory=dict)  # order -> amount asked for
+    refunds: dict[str, dict] = field(default_factory=dict)  # order -> {"refunded", "credits"}
+    ends: dict[str, str] = field(default_factory=dict)  # order -> its item's final state
+    stops: dict[str, Kill] = field(default_factory=dict)  # order -> the stop planned on it
+    happened: set[str] = field(default_factory=set)  # orders whose stop happened
+    errors: dict[str, str] = field(default_factory=dict)  # order -> the last error of a dead item
+    whys: dict[str, str] = field(default_factory=dict)  # order -> what its schedule did, in words
     stories: dict[str, tuple[str, ...]] = field(default_factory=dict)  # order -> its schedule, line by line
-    recorded: bool = False                                        # True: stored with the lab, not run here
+    recorded: bool = False  # True: stored with the lab, not run here
 
     def outcome(self, order: str) -> Outcome:
         """How `order` ended: from what the database holds, never from timing."""
@@ -227,18 +248,26 @@ class RefundRun:
             error = self.errors.get(order, "")
             paid = f" (after {refund['credits']} credit(s))" if refund["credits"] else ""
             if error.startswith("lease expired"):
-                return (f"order {order} ended in the dead-letter queue{paid}: no delivery of it was ever "
-                        "acknowledged, so each one's lease ran out.")
-            return (f"order {order} ended in the dead-letter queue{paid}: your handler raised "
-                    f"{error.split(':')[0] or 'an error'} on every delivery.")
+                return (
+                    f"order {order} ended in the dead-letter queue{paid}: no delivery of it was ever "
+                    "acknowledged, so each one's lease ran out."
+                )
+            return (
+                f"order {order} ended in the dead-letter queue{paid}: your handler raised "
+                f"{error.split(':')[0] or 'an error'} on every delivery."
+            )
         if outcome is Outcome.REPEATED:
-            return (f"order {order} was refunded {refund['credits']} times, {refund['refunded']:.2f} "
-                    f"instead of {amount:.2f}{why}.")
+            return (
+                f"order {order} was refunded {refund['credits']} times, {refund['refunded']:.2f} "
+                f"instead of {amount:.2f}{why}."
+            )
         if outcome is Outcome.NEVER:
             return f"order {order} was never refunded, yet its delivery was acknowledged{why}."
         if outcome is Outcome.WRONG_AMOUNT:
-            return (f"order {order} was refunded {refund['refunded']:.2f}, but it asked for {amount:.2f}: "
-                    "credit the amount its delivery carries.")
+            return (
+                f"order {order} was refunded {refund['refunded']:.2f}, but it asked for {amount:.2f}: "
+                "credit the amount its delivery carries."
+            )
         return None
 
     def problems(self) -> list[str]:
@@ -250,9 +279,18 @@ class RefundRun:
         rows = []
         for order, kill in sorted(self.stops.items(), key=lambda pair: list(_AFTER).index(pair[1].point)):
             refund = self.refunds.get(order, _NO_REFUND)
-            rows.append(Stop(point=kill.point, paused=kill.pause, reached=order in self.happened, order=order,
-                             asked=self.orders[order], refunded=refund["refunded"], credits=refund["credits"],
-                             outcome=self.outcome(order)))
+            rows.append(
+                Stop(
+                    point=kill.point,
+                    paused=kill.pause,
+                    reached=order in self.happened,
+                    order=order,
+                    asked=self.orders[order],
+                    refunded=refund["refunded"],
+                    credits=refund["credits"],
+                    outcome=self.outcome(order),
+                )
+            )
         return rows
 
     def lines(self) -> list[str]:
@@ -260,11 +298,17 @@ class RefundRun:
         for order, amount in self.orders.items():
             refund = self.refunds.get(order, _NO_REFUND)
             stop = self.stops.get(order)
-            what = ("worker ran it whole" if stop is None else
-                    f"worker {'paused' if stop.pause else 'killed'} {stop.point}" if order in self.happened
-                    else f"worker ({stop.point} planned, never reached)")
-            rows.append(f"{order}: asked {amount:6.2f}, refunded {refund['refunded']:6.2f} in "
-                        f"{refund['credits']} credit(s); item {self.ends[order]}; {what}")
+            what = (
+                "worker ran it whole"
+                if stop is None
+                else f"worker {'paused' if stop.pause else 'killed'} {stop.point}"
+                if order in self.happened
+                else f"worker ({stop.point} planned, never reached)"
+            )
+            rows.append(
+                f"{order}: asked {amount:6.2f}, refunded {refund['refunded']:6.2f} in "
+                f"{refund['credits']} credit(s); item {self.ends[order]}; {what}"
+            )
         return rows
 
 
@@ -276,10 +320,10 @@ class _Lab:
         self.folder = Path(tempfile.mkdtemp(prefix="shopops-lab08-"))
         url = f"sqlite:///{self.folder / 'shop.db'}?synchronous=normal"
         self.store = open_store(url)
-        self.queue = Queue(store=self.store, lease_seconds=LEASE_SECONDS, max_attempts=MAX_ATTEMPTS,
-                           clock=FakeClock())
-        self.steps = Stepper(url, _Refunds(handle), lease_seconds=LEASE_SECONDS, max_attempts=MAX_ATTEMPTS,
-                             patience=PATIENCE)
+        self.queue = Queue(store=self.store, lease_seconds=LEASE_SECONDS, max_attempts=MAX_ATTEMPTS, clock=FakeClock())
+        self.steps = Stepper(
+            url, _Refunds(handle), lease_seconds=LEASE_SECONDS, max_attempts=MAX_ATTEMPTS, patience=PATIENCE
+        )
         self.player = Player(self.steps, self.queue)
         self.amounts, self.run, self._order_of = amounts, RefundRun(seed=seed), {}
 
@@ -287,8 +331,9 @@ class _Lab:
         """A new order to refund, queued: its item's id."""
         order = f"O-{1001 + len(self._order_of)}"
         self.run.orders[order] = amount = next(self.amounts)
-        item_id = self.queue.enqueue(case_id=order, tenant_id="store_northline", kind="refund",
-                                     payload={"order": order, "amount": amount})
+        item_id = self.queue.enqueue(
+            case_id=order, tenant_id="store_northline", kind="refund", payload={"order": order, "amount": amount}
+        )
         self._order_of[item_id] = order
         return item_id
 
@@ -305,8 +350,12 @@ class _Lab:
         run.stories[order] = played.story
         stop = played.stop
         if stop is not None or planned is not None:
-            run.stops[order] = Kill(item_id=played.item_id, attempt=1, point=stop.point if stop else planned,
-                                    pause=played.schedule.how is How.FREEZE)
+            run.stops[order] = Kill(
+                item_id=played.item_id,
+                attempt=1,
+                point=stop.point if stop else planned,
+                pause=played.schedule.how is How.FREEZE,
+            )
         if stop is not None:
             run.happened.add(order)
         run.whys[order] = _why(played)
@@ -332,15 +381,20 @@ def _why(played: Played) -> str:
     if how is How.KILL:
         return f"{first}, and the order was delivered again"
     if played.schedule.second is None:
-        return (f"{first}; its lease ran out, W2 took the order over and ran your handler to the end, and then "
-                "W1 woke up with its stale lease and went on")
+        return (
+            f"{first}; its lease ran out, W2 took the order over and ran your handler to the end, and then "
+            "W1 woke up with its stale lease and went on"
+        )
     other = played.second[played.schedule.second].point
-    return (f"{first}; its lease ran out and W2 took the order over; W2 stopped right after {_AFTER[other]} while "
-            "W1 woke up with its stale lease and finished, then W2 went on")
+    return (
+        f"{first}; its lease ran out and W2 took the order over; W2 stopped right after {_AFTER[other]} while "
+        "W1 woke up with its stale lease and finished, then W2 went on"
+    )
 
 
-def run_refunds(handle: Callable[[Lease, Shop], Any], *, seed: int,
-                stops: tuple[tuple[str, bool], ...] = STOPS) -> RefundRun:
+def run_refunds(
+    handle: Callable[[Lease, Shop], Any], *, seed: int, stops: tuple[tuple[str, bool], ...] = STOPS
+) -> RefundRun:
     """Refund one order per named stop in `stops` with `handle` in real worker processes on a
     fresh SQLite file: W1 is killed at the stop's first point of that name (or, paused, frozen
     there until W2 took the order over), then the order is delivered until it is done; `seed`
@@ -368,12 +422,15 @@ def replay(handle, schedule: str = "run") -> str:
                 order = lab.record(played)
                 if played.schedule == plan:
                     verdict = lab.run.problem(order) or f"order {order} refunded once."
-                    return "\n".join([f"schedule {plan.id}, two worker processes, order {order}:", *played.story,
-                                      verdict])
+                    return "\n".join(
+                        [f"schedule {plan.id}, two worker processes, order {order}:", *played.story, verdict]
+                    )
     except StepsError as void:
         return f"this replay is void: {void}"
-    return (f"the check does not play {plan.id} with your handler: it stops a worker only at the points your "
-            "handler passes, and freezes one only outside a transaction while the order is still its own.")
+    return (
+        f"the check does not play {plan.id} with your handler: it stops a worker only at the points your "
+        "handler passes, and freezes one only outside a transaction while the order is still its own."
+    )
 
 
 def _run(handle) -> str:
@@ -388,30 +445,40 @@ def _run(handle) -> str:
                 counts[played.schedule.how] += 1
                 problem = lab.run.problem(lab.record(played))
                 if problem:
-                    raise Wrong(f"{problem} Replay it: print(lab08.replay(handle, {played.schedule.id!r}))",
-                                played.story)
+                    raise Wrong(
+                        f"{problem} Replay it: print(lab08.replay(handle, {played.schedule.id!r}))", played.story
+                    )
     except StepsError as void:
         raise NotJudged(f"this run is void, so nothing was judged: {void}") from None
-    return (f"checked all {sum(counts.values())} schedules of two worker processes, one order each: your handler "
-            f"run whole, SIGKILLed right after each of its {counts[How.KILL]} steps, and frozen {counts[How.FREEZE]} "
-            "ways (at a step outside a transaction until its lease ran out, a second worker took the order over, "
-            "and the frozen one woke up stale); every order was refunded once.")
+    return (
+        f"checked all {sum(counts.values())} schedules of two worker processes, one order each: your handler "
+        f"run whole, SIGKILLed right after each of its {counts[How.KILL]} steps, and frozen {counts[How.FREEZE]} "
+        "ways (at a step outside a transaction until its lease ran out, a second worker took the order over, "
+        "and the frozen one woke up stale); every order was refunded once."
+    )
 
 
-_NO_PROCESSES = ("this check needs real processes: run it in JupyterLab (your machine, JupyterHub or Binder). "
-                 "A browser-only notebook (JupyterLite) cannot start them, so nothing was judged here.")
+_NO_PROCESSES = (
+    "this check needs real processes: run it in JupyterLab (your machine, JupyterHub or Binder). "
+    "A browser-only notebook (JupyterLite) cannot start them, so nothing was judged here."
+)
 
 exercise = Exercise(
-    id="08.1", title="the commit that closes the crash window", answer="handle", run=_run,
-    hints=("A SIGKILL can land between any two of your calls, and a redelivery then runs your handler again "
-           "from the top. Which two writes must never be separated by a crash? And which of your calls is the "
-           "one that finds out the lease is no longer yours?",
-           "shop.credit(...) and shop.ack(...) each commit on their own, unless they run in a block opened with "
-           "shop.transaction() (a with-statement), where everything commits together when the block ends, or not "
-           "at all. shop.ack raises StaleTokenError when another worker has taken the order over.",
-           "Shape: a single transaction block whose body is the two writes (their order inside it does not "
-           "matter), and no step of the delivery after the block. Let errors propagate: an exception inside "
-           "the block rolls the whole block back."),
+    id="08.1",
+    title="the commit that closes the crash window",
+    answer="handle",
+    run=_run,
+    hints=(
+        "A SIGKILL can land between any two of your calls, and a redelivery then runs your handler again "
+        "from the top. Which two writes must never be separated by a crash? And which of your calls is the "
+        "one that finds out the lease is no longer yours?",
+        "shop.credit(...) and shop.ack(...) each commit on their own, unless they run in a block opened with "
+        "shop.transaction() (a with-statement), where everything commits together when the block ends, or not "
+        "at all. shop.ack raises StaleTokenError when another worker has taken the order over.",
+        "Shape: a single transaction block whose body is the two writes (their order inside it does not "
+        "matter), and no step of the delivery after the block. Let errors propagate: an exception inside "
+        "the block rolls the whole block back.",
+    ),
 )
 
 
@@ -428,15 +495,20 @@ def stop_map(run: RefundRun | None, handler: str) -> Diagram | None:
     timing), so a seed draws the same picture every time, and a recorded run says so.
     `run` None (no run to draw yet): one line saying why, and no picture."""
     if run is None:
-        print("Your handler's stop map needs real worker processes: open the lab in JupyterLab to draw it."
-              if not processes_available() else
-              "Your handler's stop map appears here once the cell above has run your handle.")
+        print(
+            "Your handler's stop map needs real worker processes: open the lab in JupyterLab to draw it."
+            if not processes_available()
+            else "Your handler's stop map appears here once the cell above has run your handle."
+        )
         return None
     arguments.instance("run", run, RefundRun, "what lab08.run_refunds(...) returned")
     arguments.text("handler", handler, "whose run this is, e.g. 'your handler'")
     title = f"stop map: {handler}, seed {run.seed}" + (" (recorded run)" if run.recorded else "")
-    note = ("recorded run: this notebook cannot start processes, so the map is drawn from the run stored with the lab"
-            if run.recorded else "")
+    note = (
+        "recorded run: this notebook cannot start processes, so the map is drawn from the run stored with the lab"
+        if run.recorded
+        else ""
+    )
     return draw_stop_map(run.stop_rows(), title=title, note=note)
 
 
@@ -449,8 +521,10 @@ def table(path: str, sql: str) -> None:
     try:
         cursor = db.execute(sql)
         head = [column[0] for column in cursor.description]
-        rows = [["NULL" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in row]
-                for row in cursor.fetchall()]
+        rows = [
+            ["NULL" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in row]
+            for row in cursor.fetchall()
+        ]
     finally:
         db.close()
     widths = [max(len(x) for x in column) for column in zip(head, *rows)]
@@ -466,10 +540,12 @@ def chaos_summary(url: str, *, adapter: str) -> str:
     with open_store(url) as store:
         case_of = {row.id: row.case_id for row in store.item_rows()}
         dead = [(row.id, row.attempts, row.last_error) for row in store.dead_rows()]
-    lines = [f"{adapter} adapter: {report.items} emails, {report.workers} worker processes, "
-             f"{report.kills} SIGKILLs ({', '.join(f'{n} {p.value}' for p, n in _points(report.killed))})",
-             f"  done {report.done}, dead-lettered {report.dead_lettered}, lost {report.lost}",
-             f"  kills between a send and its record: {len(windows)}"]
+    lines = [
+        f"{adapter} adapter: {report.items} emails, {report.workers} worker processes, "
+        f"{report.kills} SIGKILLs ({', '.join(f'{n} {p.value}' for p, n in _points(report.killed))})",
+        f"  done {report.done}, dead-lettered {report.dead_lettered}, lost {report.lost}",
+        f"  kills between a send and its record: {len(windows)}",
+    ]
     if report.double_contacts:  # a stall could add a double of its own: say what the kills caused
         named = {case_of[item] for item in windows} <= set(report.doubled_cases)
         lines.append(f"  each of those kills emailed a customer twice, and the checker names every one: {named}")
@@ -488,17 +564,22 @@ def _points(killed: tuple[Kill, ...]) -> list[tuple[KillPoint, int]]:
 CRASH_QUIZ = Quiz(
     "A worker opens one transaction, moves its item to done and writes an audit row in it, and is SIGKILLed "
     "after the audit row, before the transaction commits. What does the database hold, and what happens next?",
-    ["The item is done and the audit row is lost.",
-     "Neither write: the item is still leased to the dead worker, its lease runs out, and another worker takes "
-     "it and does the work again.",
-     "Both: the database keeps whatever a dead worker had written.",
-     "The audit row, and the item goes to the dead-letter queue."],
+    [
+        "The item is done and the audit row is lost.",
+        "Neither write: the item is still leased to the dead worker, its lease runs out, and another worker takes "
+        "it and does the work again.",
+        "Both: the database keeps whatever a dead worker had written.",
+        "The audit row, and the item goes to the dead-letter queue.",
+    ],
     1,
-    ["Inside one transaction nothing is kept until it commits; the item's move was not committed either.",
-     "A transaction that never committed left no trace, so the redelivery starts from a clean slate.",
-     "A database rolls back every transaction whose connection dies before COMMIT.",
-     "Nothing was committed, and one killed delivery is far from max attempts."],
-    hint="When does anything inside a transaction become visible to another worker?")
+    [
+        "Inside one transaction nothing is kept until it commits; the item's move was not committed either.",
+        "A transaction that never committed left no trace, so the redelivery starts from a clean slate.",
+        "A database rolls back every transaction whose connection dies before COMMIT.",
+        "Nothing was committed, and one killed delivery is far from max attempts.",
+    ],
+    hint="When does anything inside a transaction become visible to another worker?",
+)
 
 
 # ------------------------------------------------------------------ the recorded runs, for JupyterLite
@@ -508,15 +589,23 @@ def _kill(n: int, point: str) -> Kill:
 
 RECORDED_RUNS: dict[str, RefundRun] = {  # the outcomes behind the recordings that have a picture
     "naive": RefundRun(
-        seed=4, recorded=True,
+        seed=4,
+        recorded=True,
         orders={"O-1001": 20.0, "O-1002": 35.0, "O-1003": 12.5},
-        refunds={"O-1001": {"refunded": 40.0, "credits": 2}, "O-1002": {"refunded": 35.0, "credits": 1},
-                 "O-1003": {"refunded": 12.5, "credits": 1}},
+        refunds={
+            "O-1001": {"refunded": 40.0, "credits": 2},
+            "O-1002": {"refunded": 35.0, "credits": 1},
+            "O-1003": {"refunded": 12.5, "credits": 1},
+        },
         ends={"O-1001": "done", "O-1002": "done", "O-1003": "done"},
-        stops={"O-1001": _kill(1, "after_credit"), "O-1002": _kill(2, "after_handler"),
-               "O-1003": _kill(3, "after_ack")},
+        stops={
+            "O-1001": _kill(1, "after_credit"),
+            "O-1002": _kill(2, "after_handler"),
+            "O-1003": _kill(3, "after_ack"),
+        },
         whys={"O-1001": "W1 was killed right after a shop.credit, and the order was delivered again"},
-        happened={"O-1001", "O-1002", "O-1003"}),
+        happened={"O-1001", "O-1002", "O-1003"},
+    ),
 }
 
 RECORDED: dict[str, str] = {  # what the live cells print (a test holds them to the master's stored outputs)

@@ -14,6 +14,7 @@ out again only after a crash kept its note from being written; at the end, every
 published and noted. A crash between publish and note gives a duplicate, which the
 consumer of exercise 06.2 absorbs: that is the price of never losing one.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -24,12 +25,17 @@ from shopops_lab.explore import Bound, FaultKind, Move, Run, Scenario
 from shopops_lab.outbox import OutboxMessage
 
 FAILURE = "broker unreachable: the publish was not stored"
-MESSAGES = {"out-0001": ("refund.approved", {"case_id": "O-1001", "amount": 35.0}),
-            "out-0002": ("order.closed", {"case_id": "O-1001"})}
+MESSAGES = {
+    "out-0001": ("refund.approved", {"case_id": "O-1001", "amount": 35.0}),
+    "out-0002": ("order.closed", {"case_id": "O-1001"}),
+}
 PASSES = 4
-BOUND = Bound(words=f"1 dispatcher, 2 outbox messages (the second committed at any point), up to {PASSES} passes, "
-              "1 failed publish, a crash anywhere",
-              budget={"crash": 1, "fail": 1}, faults=(FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY, FaultKind.FAIL))
+BOUND = Bound(
+    words=f"1 dispatcher, 2 outbox messages (the second committed at any point), up to {PASSES} passes, "
+    "1 failed publish, a crash anywhere",
+    budget={"crash": 1, "fail": 1},
+    faults=(FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY, FaultKind.FAIL),
+)
 
 
 class _Outbox:
@@ -37,11 +43,11 @@ class _Outbox:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.rows: dict[str, str] = {"out-0001": "pending"}     # message id -> pending, sent or deleted
-        self.published: list[str] = []                          # the broker's log, in order
+        self.rows: dict[str, str] = {"out-0001": "pending"}  # message id -> pending, sent or deleted
+        self.published: list[str] = []  # the broker's log, in order
         self.passes = 0
-        self.in_pass: list[str] = []                            # published in the pass being played
-        self.said: list[str] = []                               # what the pass being played did, in order
+        self.in_pass: list[str] = []  # published in the pass being played
+        self.said: list[str] = []  # what the pass being played did, in order
         self.failed = False
         self.problem: str | None = None
         self.outbox, self.broker = seal(Outbox(), self), seal(Broker(), self)
@@ -63,24 +69,30 @@ class _Outbox:
         for mid, state in sorted(self.rows.items()):
             if state != "pending" and mid not in self.published:
                 what = "marked sent" if state == "sent" else "deleted from the outbox"
-                self._fail(f"{mid} was {what}, but the broker never got it: no pass will publish it again, and the "
-                           "message is lost.")
+                self._fail(
+                    f"{mid} was {what}, but the broker never got it: no pass will publish it again, and the "
+                    "message is lost."
+                )
         return self.problem
 
     def finished(self) -> str | None:
         for mid, state in self.rows.items():
             if mid not in self.published:
-                return (f"{mid} was committed but never published: after {self.passes} passes of dispatch it is "
-                        f"still {state}, and nobody hears of it.")
+                return (
+                    f"{mid} was committed but never published: after {self.passes} passes of dispatch it is "
+                    f"still {state}, and nobody hears of it."
+                )
             if state == "pending":
                 times = self.published.count(mid)
-                return (f"{mid} was published ({times} time{'s' if times > 1 else ''}) but the outbox still lists "
-                        f"it as pending after {self.passes} passes: the outbox is all a dispatcher that starts "
-                        "knows, and it publishes the message again.")
+                return (
+                    f"{mid} was published ({times} time{'s' if times > 1 else ''}) but the outbox still lists "
+                    f"it as pending after {self.passes} passes: the outbox is all a dispatcher that starts "
+                    "knows, and it publishes the message again."
+                )
         return None
 
     def crashed(self, actor: str) -> str | None:
-        inside = self.said and self.run.fault is not None   # died inside a pass, not between two
+        inside = self.said and self.run.fault is not None  # died inside a pass, not between two
         done = f"in pass {self.passes} it {', '.join(self.said)} before dying; " if inside else ""
         self.said = []
         return f"{done}the next pass starts a fresh process"
@@ -99,12 +111,13 @@ class _Outbox:
     def _dispatch(self, run: Run) -> str:
         self.passes += 1
         self.in_pass, self.said, self.failed = [], [], False
-        called = run.call(run.answer("D1"), self.outbox, self.broker)   # a crash inside ends the step here
+        called = run.call(run.answer("D1"), self.outbox, self.broker)  # a crash inside ends the step here
         if called.error is not None:
             self.said.append(f"raises {type(called.error).__name__}")
             if not self.failed:
-                self._fail(f"dispatch raised {error_text(called.error)} in pass {self.passes}, though no publish "
-                           "failed.")
+                self._fail(
+                    f"dispatch raised {error_text(called.error)} in pass {self.passes}, though no publish failed."
+                )
         return f"D1 dispatch pass {self.passes}: {', '.join(self.said) or 'does nothing'}"
 
     def note(self, mid: str, state: str) -> None:
@@ -114,14 +127,18 @@ class _Outbox:
 
     def publish(self, mid: str) -> None:
         if self.rows.get(mid) != "pending" and mid in self.published:
-            self._fail(f"{mid} was published again after the outbox had it {self.rows.get(mid)}: a duplicate with "
-                       "no crash to explain it.")
+            self._fail(
+                f"{mid} was published again after the outbox had it {self.rows.get(mid)}: a duplicate with "
+                "no crash to explain it."
+            )
         elif mid in self.in_pass:
             self._fail(f"{mid} was published twice in one pass: publish each pending message once.")
         elif mid not in self.published and any(m not in self.published for m in self.pending() if m < mid):
             first = next(m for m in self.pending() if m < mid and m not in self.published)
-            self._fail(f"the broker got {mid} before {first}, which was committed first: consumers see the case's "
-                       f"messages out of order. Publish oldest first, and stop the pass when a publish fails.")
+            self._fail(
+                f"the broker got {mid} before {first}, which was committed first: consumers see the case's "
+                f"messages out of order. Publish oldest first, and stop the pass when a publish fails."
+            )
         self.published.append(mid)
         self.in_pass.append(mid)
         self.said.append(f"publishes {mid}")

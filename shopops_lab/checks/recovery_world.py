@@ -11,6 +11,7 @@ raised gives it back at once, and the queue may hand one delivery to both worker
 anyone acks (a duplicate). An acknowledged job is never delivered again. A restarted
 worker runs `restart(answer)`: nothing it kept in memory survives.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
@@ -29,8 +30,12 @@ BUDGET = {"crash": 1, "expiry": 1, "duplicate": 1, "delivery": 3}
 
 
 def bound(setting: str) -> Bound:
-    return Bound(words=f"2 workers, a crash at any kit call, a lease expiry, a duplicate delivery and up to 3 "
-                       f"deliveries, with {setting}", budget=BUDGET, max_steps=8)
+    return Bound(
+        words=f"2 workers, a crash at any kit call, a lease expiry, a duplicate delivery and up to 3 "
+        f"deliveries, with {setting}",
+        budget=BUDGET,
+        max_steps=8,
+    )
 
 
 class _GatedCheckpoints(_WorkerCheckpoints):
@@ -44,8 +49,9 @@ class _GatedCheckpoints(_WorkerCheckpoints):
         return _gated(self._run, "load", lambda: super(_GatedCheckpoints, self).load(job_id))
 
     def save(self, job_id: str, checkpoint: Checkpoint, *, token: int, now: float | None = None) -> Checkpoint:
-        return _gated(self._run, "save", lambda: super(_GatedCheckpoints, self).save(job_id, checkpoint, token=token,
-                                                                                  now=now))
+        return _gated(
+            self._run, "save", lambda: super(_GatedCheckpoints, self).save(job_id, checkpoint, token=token, now=now)
+        )
 
 
 class _GatedEnv(WorkerEnv):
@@ -93,13 +99,13 @@ class RecoveryWorld:
     def __init__(self, run: Run, job_id: str, faults: Sequence[ProviderFault]) -> None:
         self.run, self.job_id = run, job_id
         self.env = Env(faults=faults)
-        self.status = "ready"                  # ready | held | acked
-        self.holders: tuple[str, ...] = ()     # duplicate deliveries handed out, not yet run
-        self.lease = False                     # a lease outstanding that only expiry gives back
+        self.status = "ready"  # ready | held | acked
+        self.holders: tuple[str, ...] = ()  # duplicate deliveries handed out, not yet run
+        self.lease = False  # a lease outstanding that only expiry gives back
         self.returned: list[tuple[str, Any]] = []
         self.last = "no run yet"
-        self.deliveries = 0                    # runs the queue started (a duplicate counts once)
-        self._started = 0                      # where the running step's trace begins
+        self.deliveries = 0  # runs the queue started (a duplicate counts once)
+        self._started = 0  # where the running step's trace begins
 
     # ------------------------------------------------------------------ the explorer's side
     def moves(self) -> list[Move]:
@@ -109,9 +115,16 @@ class RecoveryWorld:
         found = []
         if self.status == "ready":
             found += [Move(f"{w} runs {job}", w, self._runs(w), peer="stores", cost="delivery") for w in WORKERS]
-            if not self.deliveries:   # the first delivery may go out twice, before anyone can ack it
-                found.append(Move(f"queue hands {job} to {' and '.join(WORKERS)}", "queue", self._duplicate,
-                                  peer=WORKERS[0], cost="duplicate"))
+            if not self.deliveries:  # the first delivery may go out twice, before anyone can ack it
+                found.append(
+                    Move(
+                        f"queue hands {job} to {' and '.join(WORKERS)}",
+                        "queue",
+                        self._duplicate,
+                        peer=WORKERS[0],
+                        cost="duplicate",
+                    )
+                )
         elif self.status == "held" and self.lease:
             found.append(Move(f"{job}'s lease expires", "queue", self._expire, cost="expiry"))
         return found
@@ -122,22 +135,42 @@ class RecoveryWorld:
         schedules that reach the same state by different crashes are searched once."""
         env = self.env
         stored = env.checkpoints.load(self.job_id)
-        checkpoint = None if stored is None else (
-            stored.workflow_version, stored.completed, tuple(sorted(stored.artifacts.items())),
-            tuple(sorted(stored.intents.items())), tuple(sorted((op, repr(r)) for op, r in stored.receipts.items())),
-            tuple(sorted(stored.budgets.items())), stored.approval_refs)
+        checkpoint = (
+            None
+            if stored is None
+            else (
+                stored.workflow_version,
+                stored.completed,
+                tuple(sorted(stored.artifacts.items())),
+                tuple(sorted(stored.intents.items())),
+                tuple(sorted((op, repr(r)) for op, r in stored.receipts.items())),
+                tuple(sorted(stored.budgets.items())),
+                stored.approval_refs,
+            )
+        )
         provider = env.adapter.provider
-        return (self.status, self.holders, self.lease, self.deliveries, checkpoint,
-                tuple(sorted(env._known.items())), tuple(sorted((k, tuple(v)) for k, v in env._deliveries.items())),
-                tuple(sorted(env._made.items())), tuple(env.blind_resends), tuple(env.regenerated),
-                bool(env.acks), tuple(provider._faults), len(env.adapter.ledger),
-                tuple((w, repr(v)) for w, v in self.returned))
+        return (
+            self.status,
+            self.holders,
+            self.lease,
+            self.deliveries,
+            checkpoint,
+            tuple(sorted(env._known.items())),
+            tuple(sorted((k, tuple(v)) for k, v in env._deliveries.items())),
+            tuple(sorted(env._made.items())),
+            tuple(env.blind_resends),
+            tuple(env.regenerated),
+            bool(env.acks),
+            tuple(provider._faults),
+            len(env.adapter.ledger),
+            tuple((w, repr(v)) for w, v in self.returned),
+        )
 
     def crashed(self, actor: str) -> str:
         """The process died inside its run: what that run had done by then, for the step's words."""
         self.last = f"{actor}'s process died"
         self._settle(raised=False)
-        did = "; ".join(self.env.trace[self._started:])
+        did = "; ".join(self.env.trace[self._started :])
         return f"before that: {did}" if did else "it had done nothing yet"
 
     def broken(self) -> str | None:
@@ -146,19 +179,25 @@ class RecoveryWorld:
         if len(sent) > 1:
             return f"the email reached the customer {len(sent)} times ({', '.join(sent)})."
         if env.blind_resends:
-            return (f"{env.blind_resends[0]} was sent again without being looked up first: an earlier run's "
-                    "outcome for it was not a known failure.")
+            return (
+                f"{env.blind_resends[0]} was sent again without being looked up first: an earlier run's "
+                "outcome for it was not a known failure."
+            )
         if env.regenerated:
             return f"{env.regenerated[0]} ran again after it was confirmed: a confirmed artifact must be reused."
-        saved = sum(line.startswith("checkpoint token") for line in env.trace[self._started:])
-        for checkpoint in env.checkpoints.history(job)[-saved:] if saved else ():   # this step's writes
+        saved = sum(line.startswith("checkpoint token") for line in env.trace[self._started :])
+        for checkpoint in env.checkpoints.history(job)[-saved:] if saved else ():  # this step's writes
             if checkpoint.workflow_version != env.workflow.version:
-                return (f"a checkpoint was written under {checkpoint.workflow_version}, but the workflow is "
-                        f"{env.workflow.version}.")
+                return (
+                    f"a checkpoint was written under {checkpoint.workflow_version}, but the workflow is "
+                    f"{env.workflow.version}."
+                )
         for worker, value in self.returned:
             if len(sent) == 1 and (type(value) is not str or value != sent[0]):
-                return (f"{worker}'s run finished and returned {describe(value)}, but the email that reached the "
-                        f"customer is {sent[0]}: return its message id.")
+                return (
+                    f"{worker}'s run finished and returned {describe(value)}, but the email that reached the "
+                    f"customer is {sent[0]}: return its message id."
+                )
         return None
 
     def finished(self) -> str | None:
@@ -167,13 +206,17 @@ class RecoveryWorld:
         done = stored.completed if stored is not None else ()
         sent = env.deliveries(job, "publish")
         if self.status == "acked" and done != env.workflow.step_ids:
-            return (f"the job was acknowledged with the checkpoint confirming only [{', '.join(done)}]; a queue never "
-                    "delivers an acknowledged job again, so the rest is never done and the customer never hears.")
+            return (
+                f"the job was acknowledged with the checkpoint confirming only [{', '.join(done)}]; a queue never "
+                "delivers an acknowledged job again, so the rest is never done and the customer never hears."
+            )
         if self.status != "acked":
             return f"the job was never finished and acknowledged: {self.last}."
         if not sent:
-            return ("the checkpoint confirms publish, but the email reached the customer 0 times: your run treated "
-                    "it as sent without any proof that it was.")
+            return (
+                "the checkpoint confirms publish, but the email reached the customer 0 times: your run treated "
+                "it as sent without any proof that it was."
+            )
         return None
 
     # ------------------------------------------------------------------ moves
@@ -194,6 +237,7 @@ class RecoveryWorld:
             did = "; ".join(self.env.trace[start:]) or "nothing"
             ending = f"raised {error_text(called.error)}" if called.error is not None else f"returned {called.value!r}"
             return f"{worker} runs {self.job_id}: {did}; {ending}"
+
         return act
 
     def _settle(self, *, raised: bool) -> None:
@@ -203,9 +247,9 @@ class RecoveryWorld:
         elif self.holders:
             self.lease = True
         elif raised:
-            self.status, self.lease = "ready", False      # a nack: the queue hands it out again
+            self.status, self.lease = "ready", False  # a nack: the queue hands it out again
         else:
-            self.lease = True                              # only the lease running out gives it back
+            self.lease = True  # only the lease running out gives it back
 
     def _duplicate(self, run: Run) -> str:
         self.status, self.holders, self.deliveries = "held", WORKERS, self.deliveries + 1
@@ -216,13 +260,16 @@ class RecoveryWorld:
         return f"{self.job_id}'s lease runs out: the queue may deliver it again"
 
 
-def scenario(setting: str, faults: Sequence[ProviderFault], job_id: str,
-             worlds: list[RecoveryWorld] | None = None) -> Scenario:
+def scenario(
+    setting: str, faults: Sequence[ProviderFault], job_id: str, worlds: list[RecoveryWorld] | None = None
+) -> Scenario:
     """The scenario of one setting; `worlds` (if given) collects every world started, so a
     check can show the last one's trace."""
+
     def start(run: Run) -> RecoveryWorld:
         world = RecoveryWorld(run, job_id, faults)
         if worlds is not None:
             worlds[:] = [world]
         return world
+
     return Scenario(name=f"lab 05, {setting}", bound=bound(setting), start=start)

@@ -11,6 +11,7 @@ search of every object, module or stack frame: in a notebook the check's own fra
 above the learner's call. The grader's process boundary closes that: there the learner's
 process holds only handles, and the judge's frames and records live in another process.)
 """
+
 from __future__ import annotations
 
 import weakref

@@ -6,6 +6,7 @@ It knows notebooks and nbgrader, never the engine's queues. `add_arguments`/`run
 (`build`, `metadata`, `errors`, `lite`, `grade`), so the CLI still starts where nbformat is
 not installed.
 """
+
 from __future__ import annotations
 
 from shopops_lab.course.command import add_arguments, run

@@ -6,6 +6,7 @@ release (same stubs, same indentation rule), plus what the kit needs on top: loc
 cells, and a `raises-exception` tag on every cell that cannot run before the student
 answers, so nbval can run the pristine student notebook in CI.
 """
+
 from __future__ import annotations
 
 import copy
@@ -51,9 +52,9 @@ class NotebookState(StrEnum):
     UP_TO_DATE = "up to date"
     WRITTEN = "written"
     EXECUTED = "executed"
-    STALE = "stale"          # --check: the student copy differs from what the master gives
-    MISSING = "missing"      # --check: no student copy yet
-    EXTRA = "extra"          # a student copy with no master
+    STALE = "stale"  # --check: the student copy differs from what the master gives
+    MISSING = "missing"  # --check: no student copy yet
+    EXTRA = "extra"  # a student copy with no master
 
 
 _GOOD = frozenset({NotebookState.UP_TO_DATE, NotebookState.WRITTEN, NotebookState.EXECUTED})
@@ -254,21 +255,25 @@ def _run(nb: NotebookNode, name: str, *, master: bool) -> None:
         except CellExecutionError as exc:
             index = current["index"]
             raise NotebookExecutionError(
-                notebook=name, cell=index, grade_id=_cell_label(nb.cells[index]) if index is not None else "?",
+                notebook=name,
+                cell=index,
+                grade_id=_cell_label(nb.cells[index]) if index is not None else "?",
                 problem=f"raised {exc.ename}: {exc.evalue}"
-                        + ("" if master else " in a cell without the raises-exception tag"),
-                fix="make the master run cleanly top to bottom" if master else
-                    "mark the cell needs_answer (cells.code(..., needs_answer=True)) if it needs an answer, "
-                    "or make it independent of the answers",
+                + ("" if master else " in a cell without the raises-exception tag"),
+                fix="make the master run cleanly top to bottom"
+                if master
+                else "mark the cell needs_answer (cells.code(..., needs_answer=True)) if it needs an answer, "
+                "or make it independent of the answers",
             ) from exc
         except Exception as exc:  # timeouts, dead kernels, missing kernelspec
             index = current["index"]
             raise NotebookExecutionError(
-                notebook=name, cell="-" if index is None else index,
+                notebook=name,
+                cell="-" if index is None else index,
                 grade_id=_cell_label(nb.cells[index]) if index is not None else "kernel start",
                 problem=f"{type(exc).__name__}: {exc}".rstrip(),
                 fix=f"keep each cell under {CELL_TIMEOUT} s and check that the {KERNEL!r} kernel starts "
-                    "(shopops-lab doctor)",
+                "(shopops-lab doctor)",
             ) from exc
 
 
@@ -280,14 +285,18 @@ def _refuse_outputs(nb: NotebookNode, name: str, *, master: bool) -> None:
         for output in cell.outputs:
             if output.get("output_type") == "stream" and output.get("name") == "stderr":
                 raise NotebookExecutionError(
-                    notebook=name, cell=index, grade_id=_cell_label(cell),
+                    notebook=name,
+                    cell=index,
+                    grade_id=_cell_label(cell),
                     problem=f"wrote to stderr: {output.get('text', '').strip()[:200]!r}",
                     fix="remove the cause (a warning, a logging call, a print to sys.stderr); "
-                        "nbgrader scores a test cell with stderr output as 0",
+                    "nbgrader scores a test cell with stderr output as 0",
                 )
             if master and is_test_cell(cell) and output.get("output_type") == "execute_result":
                 raise NotebookExecutionError(
-                    notebook=name, cell=index, grade_id=_cell_label(cell),
+                    notebook=name,
+                    cell=index,
+                    grade_id=_cell_label(cell),
                     problem="a test cell displayed a value, which nbgrader reads as partial credit",
                     fix="end the test with an assert, or assign the value (_ = check())",
                 )
@@ -315,8 +324,12 @@ def normalise_outputs(nb: NotebookNode) -> NotebookNode:
             if output.get("output_type") == "error":
                 output["traceback"] = [f"{output.get('ename', 'Error')}: {output.get('evalue', '')}"]
             previous = merged[-1] if merged else None
-            if (output.get("output_type") == "stream" and previous is not None
-                    and previous.get("output_type") == "stream" and previous.get("name") == output.get("name")):
+            if (
+                output.get("output_type") == "stream"
+                and previous is not None
+                and previous.get("output_type") == "stream"
+                and previous.get("name") == output.get("name")
+            ):
                 previous["text"] = previous["text"] + output["text"]
             else:
                 merged.append(output)
@@ -418,8 +431,14 @@ def _planned(solutions: Path, labs: frozenset[str] | None = None) -> Iterator[tu
         yield path, master, _student(master)  # validated above, all of them before any is built
 
 
-def build_notebooks(solutions_dir: str | os.PathLike[str], notebooks_dir: str | os.PathLike[str], *,
-                    check: bool = False, execute: bool = False, labs: Iterable[str] | None = None) -> BuildReport:
+def build_notebooks(
+    solutions_dir: str | os.PathLike[str],
+    notebooks_dir: str | os.PathLike[str],
+    *,
+    check: bool = False,
+    execute: bool = False,
+    labs: Iterable[str] | None = None,
+) -> BuildReport:
     """Build (or with check=True only compare) the student notebook of every NN_*.ipynb
     master, or only those whose number is in `labs`. Everything is validated, built and,
     with execute=True, run before the first file is written, so a failing build changes
@@ -428,9 +447,14 @@ def build_notebooks(solutions_dir: str | os.PathLike[str], notebooks_dir: str | 
     chosen = _check_arguments(solutions, notebooks, check=check, execute=execute, labs=labs)
     planned = list(_planned(solutions, chosen))
     if execute:
-        planned = [(path, execute_notebook(master, _display(path), master=True),
-                    execute_notebook(student, _display(notebooks / path.name), master=False))
-                   for path, master, student in planned]
+        planned = [
+            (
+                path,
+                execute_notebook(master, _display(path), master=True),
+                execute_notebook(student, _display(notebooks / path.name), master=False),
+            )
+            for path, master, student in planned
+        ]
     results: list[NotebookResult] = []
     for path, master, student in planned:
         if execute:
@@ -440,34 +464,51 @@ def build_notebooks(solutions_dir: str | os.PathLike[str], notebooks_dir: str | 
         results.append(_compare(student, target) if check else _write(student, target))
     built = {path.name for path, _, _ in planned}
     if notebooks.is_dir():
-        results += [NotebookResult(_display(extra), NotebookState.EXTRA,
-                                   f"no master {_display(solutions / extra.name)}; delete it or add the master")
-                    for extra in _masters(notebooks)
-                    if extra.name not in built and (chosen is None or extra.name[:2] in chosen)]
+        results += [
+            NotebookResult(
+                _display(extra),
+                NotebookState.EXTRA,
+                f"no master {_display(solutions / extra.name)}; delete it or add the master",
+            )
+            for extra in _masters(notebooks)
+            if extra.name not in built and (chosen is None or extra.name[:2] in chosen)
+        ]
     return BuildReport(tuple(results), check=check, execute=execute)
 
 
-def _check_arguments(solutions: Path, notebooks: Path, *, check: bool, execute: bool,
-                     labs: Iterable[str] | None) -> frozenset[str] | None:
+def _check_arguments(
+    solutions: Path, notebooks: Path, *, check: bool, execute: bool, labs: Iterable[str] | None
+) -> frozenset[str] | None:
     """The labs to build (None: all), once the folders and flags make sense together."""
     chosen = None if labs is None else frozenset(labs)
     if chosen is not None and not all(isinstance(lab, str) and len(lab) == 2 and lab.isdigit() for lab in chosen):
-        raise BadArgumentError(field="--lab", problem=f"{sorted(chosen)} are not all two-digit lab numbers",
-                               fix="pass e.g. --lab 01 --lab 05")
+        raise BadArgumentError(
+            field="--lab",
+            problem=f"{sorted(chosen)} are not all two-digit lab numbers",
+            fix="pass e.g. --lab 01 --lab 05",
+        )
     if check and execute:
-        raise BadArgumentError(field="--check/--execute",
-                               problem="cannot be combined: --check writes nothing and ignores outputs",
-                               fix="run one, then the other")
+        raise BadArgumentError(
+            field="--check/--execute",
+            problem="cannot be combined: --check writes nothing and ignores outputs",
+            fix="run one, then the other",
+        )
     if not solutions.is_dir():
-        raise BadArgumentError(field="--solutions", problem=f"{solutions} is not a directory",
-                               fix="run from the repository root or pass --solutions DIR")
+        raise BadArgumentError(
+            field="--solutions",
+            problem=f"{solutions} is not a directory",
+            fix="run from the repository root or pass --solutions DIR",
+        )
     if notebooks.exists() and not notebooks.is_dir():
-        raise BadArgumentError(field="--notebooks", problem=f"{notebooks} is not a directory",
-                               fix="pass --notebooks DIR")
+        raise BadArgumentError(
+            field="--notebooks", problem=f"{notebooks} is not a directory", fix="pass --notebooks DIR"
+        )
     if notebooks.resolve() == solutions.resolve():
-        raise BadArgumentError(field="--notebooks",
-                               problem="is the solutions folder; student copies would overwrite the masters",
-                               fix="pass two different folders")
+        raise BadArgumentError(
+            field="--notebooks",
+            problem="is the solutions folder; student copies would overwrite the masters",
+            fix="pass two different folders",
+        )
     if chosen is not None:
         found = {path.name[:2] for path in _masters(solutions)}
         missing = sorted(chosen - found)

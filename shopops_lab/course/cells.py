@@ -17,6 +17,7 @@ Import the module, not the names: a bare `test` imported into a test file would 
 collected by pytest. Sources are dedented and stripped of surrounding blank lines, so
 triple-quoted strings can be indented with the code that writes them.
 """
+
 from __future__ import annotations
 
 import re

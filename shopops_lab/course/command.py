@@ -1,6 +1,7 @@
 """`shopops-lab build-notebooks`: the options and the run function that cli.py registers.
 
 Kept free of nbformat imports so `shopops-lab --help` works on an engine-only install."""
+
 from __future__ import annotations
 
 import argparse

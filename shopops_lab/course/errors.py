@@ -1,5 +1,6 @@
 """Errors of the course wing. Like every ShopOpsError, each docstring is the message
 template, so the author reads which notebook, which cell and what to change."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -9,7 +10,7 @@ from shopops_lab.errors import ShopOpsError
 
 class NotebookInvalidError(ShopOpsError):
     """{notebook}: {count} problem(s); nothing was written.
-{details}"""
+    {details}"""
 
     @classmethod
     def of(cls, notebook: str, problems: Iterable[object]) -> NotebookInvalidError:

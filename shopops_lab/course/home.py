@@ -6,6 +6,7 @@ every tab a learner opened before, each starting its own Pyodide kernel. From th
 opens alone in the notebook app, one kernel per browser tab; the JupyterLab link is there for
 those who want it, with `reset` so earlier tabs are not restored with it.
 """
+
 from __future__ import annotations
 
 import html
@@ -63,5 +64,7 @@ this browser for this address; hand work in with <em>File → Download</em>.</p>
 def _row(notebook: Path) -> str:
     path = urllib.parse.quote(notebook.name)
     label = html.escape(lab_title(notebook))
-    return (f'<li><a class="lab" href="notebooks/index.html?path={path}">{label}</a>'
-            f'<a class="also" href="lab/index.html?path={path}&amp;reset">in JupyterLab</a></li>')
+    return (
+        f'<li><a class="lab" href="notebooks/index.html?path={path}">{label}</a>'
+        f'<a class="also" href="lab/index.html?path={path}&amp;reset">in JupyterLab</a></li>'
+    )

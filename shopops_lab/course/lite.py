@@ -16,6 +16,7 @@ its plots itself.
 Downloads are cached (`cache_dir`), and every file is written with fixed timestamps, so
 two builds from the same inputs give the same site.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,8 @@ from shopops_lab.errors import BadArgumentError
 __all__ = ["CORE_PACKAGES", "LiteSite", "add_arguments", "build_site", "kit_wheel", "run", "serve"]
 
 CDN = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
-WHEELS = "static/wheels"            # the site's own wheels and its Pyodide lock
-PYODIDE = "static/pyodide"          # offline: Pyodide's core, from npm
+WHEELS = "static/wheels"  # the site's own wheels and its Pyodide lock
+PYODIDE = "static/pyodide"  # offline: Pyodide's core, from npm
 LOCK = f"{WHEELS}/pyodide-lock.json"
 CORE_PACKAGES = ("micropip", "piplite", "ipykernel", "comm", "pyodide-kernel", "jedi", "ipython")
 """What the Pyodide kernel installs as it starts; listed in `loadPyodideOptions.packages`,
@@ -56,16 +57,20 @@ its browser stand-ins); the rest comes from PyPI."""
 FROM_PYPI = ("ipywidgets", "jupyterlab-widgets", "comm")
 """At the versions installed here, so the widgets' Python side matches the front end
 that `jupyter lite build` copies from this environment."""
-COURSE_DEPENDS = {"shopops-lab": ["ipywidgets"],
-                  "ipywidgets": ["comm", "ipython", "traitlets", "widgetsnbextension", "jupyterlab-widgets"],
-                  "pyodide-kernel": ["comm", "ipython"], "ipykernel": ["pyodide-kernel"], "comm": ["traitlets"]}
+COURSE_DEPENDS = {
+    "shopops-lab": ["ipywidgets"],
+    "ipywidgets": ["comm", "ipython", "traitlets", "widgetsnbextension", "jupyterlab-widgets"],
+    "pyodide-kernel": ["comm", "ipython"],
+    "ipykernel": ["pyodide-kernel"],
+    "comm": ["traitlets"],
+}
 """Lock dependencies of the wheels Pyodide's own lock does not know (from their metadata)."""
 LAB_EXTENSIONS = ("@jupyterlite/pyodide-kernel-extension", "@jupyter-widgets/jupyterlab-manager")
 KERNEL = ("jupyterlite-pyodide-kernel", "0.8.6")
 """The site's Python kernel, fetched as a wheel and unpacked in the cache, never installed
 here: its JupyterLab extension, installed beside JupyterLab, is loaded by it and fails there
 (it needs JupyterLite's own shared modules), an error in every learner's browser console."""
-EPOCH = 1767225600                  # 2026-01-01: every file's date (SOURCE_DATE_EPOCH overrides it)
+EPOCH = 1767225600  # 2026-01-01: every file's date (SOURCE_DATE_EPOCH overrides it)
 NOTEBOOK = re.compile(r"^\d\d_[\w-]+\.ipynb$")
 PURE = re.compile(r"-(py3|py2\.py3)-none-any\.whl$")
 
@@ -82,26 +87,40 @@ class LiteSite:
 
     def lines(self) -> list[str]:
         mode = "offline (no request leaves the site)" if self.offline else "online (Pyodide from its CDN)"
-        return [f"{self.out}: JupyterLite site, {mode}, {self.size / 1e6:.1f} MB",
-                f"  notebooks: {', '.join(self.notebooks)}",
-                f"  wheels: {len(self.wheels)} ({', '.join(self.wheels)})",
-                f"  try it: shopops-lab lite serve --dir {self.out}  (any static web server will do)"]
+        return [
+            f"{self.out}: JupyterLite site, {mode}, {self.size / 1e6:.1f} MB",
+            f"  notebooks: {', '.join(self.notebooks)}",
+            f"  wheels: {len(self.wheels)} ({', '.join(self.wheels)})",
+            f"  try it: shopops-lab lite serve --dir {self.out}  (any static web server will do)",
+        ]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`shopops-lab lite build --out DIR [--offline] [--notebooks DIR] [--cache DIR]`."""
     actions = parser.add_subparsers(dest="lite_action", title="actions", metavar="ACTION", required=True)
-    build = actions.add_parser("build", help="build the static JupyterLite site",
-                               description="Build the course as a static JupyterLite site (Python in the browser).")
+    build = actions.add_parser(
+        "build",
+        help="build the static JupyterLite site",
+        description="Build the course as a static JupyterLite site (Python in the browser).",
+    )
     build.add_argument("--out", metavar="DIR", required=True, help="folder to write the site to (replaced)")
-    build.add_argument("--offline", action="store_true",
-                       help="ship Pyodide and every wheel, so the site makes no request elsewhere")
-    build.add_argument("--notebooks", metavar="DIR", default="notebooks",
-                       help="folder of student notebooks (default: notebooks)")
-    build.add_argument("--cache", metavar="DIR", default=None,
-                       help="where downloads are kept between builds (default: ~/.cache/shopops-lab/lite)")
-    serve_ = actions.add_parser("serve", help="serve a built site on this machine",
-                                description="Serve a built JupyterLite site over HTTP (Ctrl+C stops it).")
+    build.add_argument(
+        "--offline", action="store_true", help="ship Pyodide and every wheel, so the site makes no request elsewhere"
+    )
+    build.add_argument(
+        "--notebooks", metavar="DIR", default="notebooks", help="folder of student notebooks (default: notebooks)"
+    )
+    build.add_argument(
+        "--cache",
+        metavar="DIR",
+        default=None,
+        help="where downloads are kept between builds (default: ~/.cache/shopops-lab/lite)",
+    )
+    serve_ = actions.add_parser(
+        "serve",
+        help="serve a built site on this machine",
+        description="Serve a built JupyterLite site over HTTP (Ctrl+C stops it).",
+    )
     serve_.add_argument("--dir", metavar="DIR", required=True, help="the folder `lite build --out` wrote")
     serve_.add_argument("--port", type=int, default=8000, help="port (default: 8000; 0 picks a free one)")
     serve_.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -115,8 +134,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-MIME_TYPES = {".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm",
-              ".json": "application/json", ".ipynb": "application/json", ".whl": "application/zip"}
+MIME_TYPES = {
+    ".mjs": "text/javascript",
+    ".js": "text/javascript",
+    ".wasm": "application/wasm",
+    ".json": "application/json",
+    ".ipynb": "application/json",
+    ".whl": "application/zip",
+}
 """Set here, not taken from the system's table: a module script or WebAssembly served with
 another type does not load, and the kernel then never starts."""
 
@@ -128,11 +153,17 @@ def serve(directory: str | os.PathLike[str], *, port: int = 8000, host: str = "1
 
     root = Path(directory)
     if not (root / "jupyter-lite.json").is_file():
-        raise BadArgumentError(field="dir", problem=f"{str(root)!r} is not a built JupyterLite site",
-                               fix="build one first: shopops-lab lite build --out DIR")
+        raise BadArgumentError(
+            field="dir",
+            problem=f"{str(root)!r} is not a built JupyterLite site",
+            fix="build one first: shopops-lab lite build --out DIR",
+        )
     if type(port) is not int or not 0 <= port <= 65535:
-        raise BadArgumentError(field="port", problem=f"is {port!r}, not a port (0 to 65535)",
-                               fix="pass a port from 1024 to 65535, e.g. --port 8000, or 0 for a free one")
+        raise BadArgumentError(
+            field="port",
+            problem=f"is {port!r}, not a port (0 to 65535)",
+            fix="pass a port from 1024 to 65535, e.g. --port 8000, or 0 for a free one",
+        )
 
     class Handler(http.server.SimpleHTTPRequestHandler):
         extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, **MIME_TYPES}
@@ -157,13 +188,22 @@ def serve(directory: str | os.PathLike[str], *, port: int = 8000, host: str = "1
 def _listen_error(host: str, port: int, error: OSError) -> BadArgumentError:
     """Why the server could not listen, as the one line the command prints."""
     if error.errno == errno.EADDRINUSE:
-        return BadArgumentError(field="port", problem=f"{port} is already in use on {host}",
-                                fix="stop what listens there, or pass another --port (0 picks a free one)")
+        return BadArgumentError(
+            field="port",
+            problem=f"{port} is already in use on {host}",
+            fix="stop what listens there, or pass another --port (0 picks a free one)",
+        )
     if error.errno == errno.EACCES:
-        return BadArgumentError(field="port", problem=f"{port} needs more privileges than this user has",
-                                fix="pass a port from 1024 up, e.g. --port 8000")
-    return BadArgumentError(field="host", problem=f"{host!r} cannot be listened on ({error.strerror or error})",
-                            fix="pass an address of this machine, e.g. --host 127.0.0.1")
+        return BadArgumentError(
+            field="port",
+            problem=f"{port} needs more privileges than this user has",
+            fix="pass a port from 1024 up, e.g. --port 8000",
+        )
+    return BadArgumentError(
+        field="host",
+        problem=f"{host!r} cannot be listened on ({error.strerror or error})",
+        fix="pass an address of this machine, e.g. --host 127.0.0.1",
+    )
 
 
 def build_site(
@@ -181,8 +221,11 @@ def build_site(
         sorted(p for p in notebooks_dir.glob("*.ipynb") if NOTEBOOK.match(p.name)) if notebooks_dir.is_dir() else []
     )
     if not notebooks:
-        raise BadArgumentError(field="notebooks", problem=f"{str(notebooks_dir)!r} holds no NN_*.ipynb notebook",
-                               fix="run it from the course folder, or pass --notebooks DIR")
+        raise BadArgumentError(
+            field="notebooks",
+            problem=f"{str(notebooks_dir)!r} holds no NN_*.ipynb notebook",
+            fix="run it from the course folder, or pass --notebooks DIR",
+        )
     _require("jupyterlite_core", "jupyterlite-core")
     cache = (
         Path(cache_dir)
@@ -201,8 +244,11 @@ def build_site(
         pyodide = _pyodide_package(pyodide_version, cache / "npm")
         upstream = json.loads((pyodide / "pyodide-lock.json").read_text(encoding="utf-8"))
         python = ".".join(upstream["info"]["python"].split(".")[:2])  # Pyodide's Python, e.g. 3.14
-        shipped = [kit_wheel(wheels), *_kernel_wheels(kernel, wheels),
-                   *_pypi_wheels(_installed(FROM_PYPI), wheels, cache / "pypi", python=python)]
+        shipped = [
+            kit_wheel(wheels),
+            *_kernel_wheels(kernel, wheels),
+            *_pypi_wheels(_installed(FROM_PYPI), wheels, cache / "pypi", python=python),
+        ]
         if offline:
             shipped += _pypi_wheels(_core_closure(upstream), wheels, cache / "pypi", python=python)
             _copy_pyodide(pyodide, stage / PYODIDE)
@@ -217,8 +263,13 @@ def build_site(
             shutil.rmtree(out)
         shutil.copytree(built, out)
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    return LiteSite(out=out, offline=offline, notebooks=tuple(p.name for p in notebooks),
-                    wheels=tuple(sorted(p.name for p in shipped)), size=size)
+    return LiteSite(
+        out=out,
+        offline=offline,
+        notebooks=tuple(p.name for p in notebooks),
+        wheels=tuple(sorted(p.name for p in shipped)),
+        size=size,
+    )
 
 
 def _replaceable(out: Path, notebooks_dir: Path) -> None:
@@ -229,17 +280,26 @@ def _replaceable(out: Path, notebooks_dir: Path) -> None:
     if not out.exists():
         return
     if not out.is_dir():
-        raise BadArgumentError(field="out", problem=f"{str(out)!r} is a file, not a folder",
-                               fix="pass a folder for the site, e.g. --out _site; nothing was deleted")
+        raise BadArgumentError(
+            field="out",
+            problem=f"{str(out)!r} is a file, not a folder",
+            fix="pass a folder for the site, e.g. --out _site; nothing was deleted",
+        )
     where = out.resolve()
     for inside, what in ((Path.cwd(), "the folder you run this from"), (notebooks_dir, "the notebooks")):
         inside = inside.resolve()
         if where == inside or where in inside.parents:
-            raise BadArgumentError(field="out", problem=f"{str(out)!r} holds {what}",
-                                   fix="pass a folder of its own for the site, e.g. --out _site; nothing was deleted")
+            raise BadArgumentError(
+                field="out",
+                problem=f"{str(out)!r} holds {what}",
+                fix="pass a folder of its own for the site, e.g. --out _site; nothing was deleted",
+            )
     if any(out.iterdir()) and not (out / "jupyter-lite.json").is_file():
-        raise BadArgumentError(field="out", problem=f"{str(out)!r} holds files and is not a site this command built",
-                               fix="pass a new or empty folder, e.g. --out _site; nothing was deleted")
+        raise BadArgumentError(
+            field="out",
+            problem=f"{str(out)!r} holds files and is not a site this command built",
+            fix="pass a new or empty folder, e.g. --out _site; nothing was deleted",
+        )
 
 
 # ---------------------------------------------------------------------------- the kit's wheel
@@ -251,11 +311,15 @@ def kit_wheel(folder: Path) -> Path:
     assert found is not None, "shopops_lab/__init__.py names no __version__"
     version = found.group(1)
     dist = f"shopops_lab-{version}.dist-info"
-    files = {f"shopops_lab/{p.relative_to(package).as_posix()}": p.read_bytes()
-             for p in sorted(package.rglob("*"))
-             if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")}
-    files[f"{dist}/METADATA"] = (f"Metadata-Version: 2.1\nName: shopops-lab\nVersion: {version}\n"
-                                 "Summary: ShopOps Lab, built for JupyterLite\nRequires-Python: >=3.11\n").encode()
+    files = {
+        f"shopops_lab/{p.relative_to(package).as_posix()}": p.read_bytes()
+        for p in sorted(package.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+    }
+    files[f"{dist}/METADATA"] = (
+        f"Metadata-Version: 2.1\nName: shopops-lab\nVersion: {version}\n"
+        "Summary: ShopOps Lab, built for JupyterLite\nRequires-Python: >=3.11\n"
+    ).encode()
     files[f"{dist}/WHEEL"] = b"Wheel-Version: 1.0\nGenerator: shopops-lab\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     files[f"{dist}/top_level.txt"] = b"shopops_lab\n"
     record = "".join(f"{name},sha256={_digest(data)},{len(data)}\n" for name, data in files.items())
@@ -296,15 +360,23 @@ def _pyodide_version(kernel: Path) -> str:
     text = (kernel / "jupyterlite_pyodide_kernel" / "constants.py").read_text(encoding="utf-8")
     found = re.search(r'^PYODIDE_VERSION = "([^"]+)"', text, re.M)
     if found is None:
-        raise LiteBuildError(what="the Pyodide version the kernel pins", where=str(kernel),
-                             fix=f"delete {kernel} and build again")
+        raise LiteBuildError(
+            what="the Pyodide version the kernel pins", where=str(kernel), fix=f"delete {kernel} and build again"
+        )
     return found.group(1)
 
 
 def _kernel_extension(kernel: Path) -> Path:
     name, version = KERNEL
-    return (kernel / f"{name.replace('-', '_')}-{version}.data" / "data" / "share" / "jupyter" / "labextensions"
-            / LAB_EXTENSIONS[0])
+    return (
+        kernel
+        / f"{name.replace('-', '_')}-{version}.data"
+        / "data"
+        / "share"
+        / "jupyter"
+        / "labextensions"
+        / LAB_EXTENSIONS[0]
+    )
 
 
 def _kernel_wheels(kernel: Path, folder: Path) -> list[Path]:
@@ -318,8 +390,11 @@ def _kernel_wheels(kernel: Path, folder: Path) -> list[Path]:
             found.append(Path(shutil.copy2(wheel, folder / wheel.name)))
     missing = set(FROM_THE_KERNEL) - {_name_version(p.name)[0] for p in found}
     if missing:
-        raise LiteBuildError(what=f"the Pyodide kernel's wheels {sorted(missing)}", where=str(source),
-                             fix=f"delete {kernel} and build again")
+        raise LiteBuildError(
+            what=f"the Pyodide kernel's wheels {sorted(missing)}",
+            where=str(source),
+            fix=f"delete {kernel} and build again",
+        )
     return found
 
 
@@ -338,8 +413,11 @@ def _core_closure(lock: dict) -> dict[str, str]:
             continue
         entry = packages[key]
         if not PURE.search(entry["file_name"]):
-            raise LiteBuildError(what=f"a pure-Python wheel of {entry['name']}", where="Pyodide's lock",
-                                 fix="build without --offline: this Pyodide needs a compiled package here")
+            raise LiteBuildError(
+                what=f"a pure-Python wheel of {entry['name']}",
+                where="Pyodide's lock",
+                fix="build without --offline: this Pyodide needs a compiled package here",
+            )
         wanted[key] = entry["version"]
         pending.extend(entry.get("depends", []))
     return wanted
@@ -362,17 +440,33 @@ def _cached_wheel(name: str, version: str, cache: Path, *, python: str | None) -
     hit = [p for p in cache.glob("*.whl") if _name_version(p.name) == (_canonical(name), version)]
     if not hit:
         target = ["--python-version", python] if python else []
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                   *target, "--dest", str(cache), f"{name}=={version}"]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            *target,
+            "--dest",
+            str(cache),
+            f"{name}=={version}",
+        ]
         done = subprocess.run(command, capture_output=True, text=True)
         hit = [p for p in cache.glob("*.whl") if _name_version(p.name) == (_canonical(name), version)]
         if done.returncode or not hit:
-            raise LiteBuildError(what=f"the wheel {name}=={version}", where="PyPI",
-                                 fix=f"check the network, or put the wheel in {cache} "
-                                     f"({(done.stderr or done.stdout).strip()[-300:]})")
+            raise LiteBuildError(
+                what=f"the wheel {name}=={version}",
+                where="PyPI",
+                fix=f"check the network, or put the wheel in {cache} ({(done.stderr or done.stdout).strip()[-300:]})",
+            )
     if not PURE.search(hit[0].name):
-        raise LiteBuildError(what=f"a pure-Python wheel of {name}=={version}", where="PyPI",
-                             fix="only py3-none-any wheels run in the browser")
+        raise LiteBuildError(
+            what=f"a pure-Python wheel of {name}=={version}",
+            where="PyPI",
+            fix="only py3-none-any wheels run in the browser",
+        )
     return hit[0]
 
 
@@ -396,14 +490,21 @@ def _pyodide_package(version: str, cache: Path) -> Path:
     if not tarball.is_file():
         npm = shutil.which("npm")
         if npm is None:
-            raise LiteBuildError(what=f"the npm package pyodide@{version}", where="npm",
-                                 fix=f"install npm (sudo apt-get install npm), or put pyodide-{version}.tgz "
-                                     f"from `npm pack pyodide@{version}` in {cache}")
-        done = subprocess.run([npm, "pack", f"pyodide@{version}", "--pack-destination", str(cache)],
-                              capture_output=True, text=True)
+            raise LiteBuildError(
+                what=f"the npm package pyodide@{version}",
+                where="npm",
+                fix=f"install npm (sudo apt-get install npm), or put pyodide-{version}.tgz "
+                f"from `npm pack pyodide@{version}` in {cache}",
+            )
+        done = subprocess.run(
+            [npm, "pack", f"pyodide@{version}", "--pack-destination", str(cache)], capture_output=True, text=True
+        )
         if done.returncode or not tarball.is_file():
-            raise LiteBuildError(what=f"the npm package pyodide@{version}", where="the npm registry",
-                                 fix=f"check the network ({done.stderr.strip()[-300:]})")
+            raise LiteBuildError(
+                what=f"the npm package pyodide@{version}",
+                where="the npm registry",
+                fix=f"check the network ({done.stderr.strip()[-300:]})",
+            )
     unpacking = cache / f"pyodide-{version}.partial"
     shutil.rmtree(unpacking, ignore_errors=True)
     with tarfile.open(tarball) as archive:
@@ -416,8 +517,14 @@ def _pyodide_package(version: str, cache: Path) -> Path:
 def _copy_pyodide(package: Path, target: Path) -> None:
     """Pyodide's runtime only: its lock is replaced by the site's, maps and docs stay out."""
     target.mkdir(parents=True)
-    for name in ("pyodide.mjs", "pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip",
-                 "package.json"):
+    for name in (
+        "pyodide.mjs",
+        "pyodide.js",
+        "pyodide.asm.mjs",
+        "pyodide.asm.wasm",
+        "python_stdlib.zip",
+        "package.json",
+    ):
         shutil.copyfile(package / name, target / name)
     # jupyter lite's pyodide addon wants a lock beside pyodide.mjs; the kernel reads the site's (LOCK)
     shutil.copyfile(package / "pyodide-lock.json", target / "pyodide-lock.json")
@@ -435,14 +542,24 @@ def _lock(upstream: dict, shipped: list[Path], *, offline: bool, version: str) -
     for wheel in shipped:
         key, wheel_version = _name_version(wheel.name)
         entry = upstream["packages"].get(key, {})
-        packages[key] = {"name": entry.get("name", key), "version": wheel_version, "file_name": wheel.name,
-                         "install_dir": "site", "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
-                         "package_type": "package", "imports": entry.get("imports", [key.replace("-", "_")]),
-                         "depends": entry.get("depends", COURSE_DEPENDS.get(key, [])), "unvendored_tests": False}
+        packages[key] = {
+            "name": entry.get("name", key),
+            "version": wheel_version,
+            "file_name": wheel.name,
+            "install_dir": "site",
+            "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+            "package_type": "package",
+            "imports": entry.get("imports", [key.replace("-", "_")]),
+            "depends": entry.get("depends", COURSE_DEPENDS.get(key, [])),
+            "unvendored_tests": False,
+        }
     missing = {dep for entry in packages.values() for dep in entry["depends"] if _canonical(dep) not in packages}
     if missing:
-        raise LiteBuildError(what=f"wheels for {sorted(missing)}", where="the site's lock",
-                             fix="report this: the lock names a dependency the site does not ship")
+        raise LiteBuildError(
+            what=f"wheels for {sorted(missing)}",
+            where="the site's lock",
+            fix="report this: the lock names a dependency the site does not ship",
+        )
     return {"info": upstream["info"], "packages": dict(sorted(packages.items()))}
 
 
@@ -451,11 +568,15 @@ def _write_config(stage: Path, *, offline: bool) -> None:
     """jupyter-lite.json: the kernel reads the site's lock and loads the course's packages
     as it starts; offline, piplite never asks PyPI."""
     packages = [*CORE_PACKAGES, *KIT_PACKAGES] + ([] if offline else ["matplotlib"])
-    kernel = {"loadPyodideOptions": {"lockFileURL": f"./{LOCK}", "packages": packages},
-              "disablePyPIFallback": offline}
-    config = {"jupyter-lite-schema-version": 0,
-              "jupyter-config-data": {"appName": "ShopOps Lab", "defaultKernelName": "python",
-                                      "litePluginSettings": {"@jupyterlite/pyodide-kernel-extension:kernel": kernel}}}
+    kernel = {"loadPyodideOptions": {"lockFileURL": f"./{LOCK}", "packages": packages}, "disablePyPIFallback": offline}
+    config = {
+        "jupyter-lite-schema-version": 0,
+        "jupyter-config-data": {
+            "appName": "ShopOps Lab",
+            "defaultKernelName": "python",
+            "litePluginSettings": {"@jupyterlite/pyodide-kernel-extension:kernel": kernel},
+        },
+    }
     (stage / "jupyter-lite.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     # every cell drawn at once: a widget or picture below the fold is there when Run All reaches it;
     # a closed notebook's Pyodide kernel stops with it, so kernels do not pile up in one tab
@@ -469,19 +590,40 @@ def _lab_extension(name: str) -> Path:
     for folder in jupyter_path("labextensions"):
         if (Path(folder) / name / "package.json").is_file():
             return Path(folder) / name
-    raise LiteBuildError(what=f"the lab extension {name}", where="this environment's Jupyter paths",
-                         fix="pip install -r requirements.txt (it brings ipywidgets)")
+    raise LiteBuildError(
+        what=f"the lab extension {name}",
+        where="this environment's Jupyter paths",
+        fix="pip install -r requirements.txt (it brings ipywidgets)",
+    )
 
 
 def _jupyter_lite_build(stage: Path, out: Path, kernel: Path) -> None:
     """jupyter lite build, with only the extensions the course needs (not whatever else
     this environment has), the kernel's build addons from its unpacked wheel, timestamps
     clamped, no source maps."""
-    command = [sys.executable, "-m", "jupyterlite_core", "build", "--lite-dir", str(stage), "--output-dir", str(out),
-               "--contents", "files", "--ignore-sys-prefix", "--no-sourcemaps", "--no-unused-shared-packages",
-               "--apps", "lab", "--apps", "notebooks", "--source-date-epoch", str(EPOCH),
-               f"--LiteBuildConfig.federated_extensions={_kernel_extension(kernel)}",
-               *[f"--LiteBuildConfig.federated_extensions={_lab_extension(name)}" for name in LAB_EXTENSIONS[1:]]]
+    command = [
+        sys.executable,
+        "-m",
+        "jupyterlite_core",
+        "build",
+        "--lite-dir",
+        str(stage),
+        "--output-dir",
+        str(out),
+        "--contents",
+        "files",
+        "--ignore-sys-prefix",
+        "--no-sourcemaps",
+        "--no-unused-shared-packages",
+        "--apps",
+        "lab",
+        "--apps",
+        "notebooks",
+        "--source-date-epoch",
+        str(EPOCH),
+        f"--LiteBuildConfig.federated_extensions={_kernel_extension(kernel)}",
+        *[f"--LiteBuildConfig.federated_extensions={_lab_extension(name)}" for name in LAB_EXTENSIONS[1:]],
+    ]
     epoch = os.environ.get("SOURCE_DATE_EPOCH", str(EPOCH))
     command[command.index("--source-date-epoch") + 1] = epoch
     path = os.pathsep.join(filter(None, [str(kernel), os.environ.get("PYTHONPATH")]))
@@ -489,14 +631,19 @@ def _jupyter_lite_build(stage: Path, out: Path, kernel: Path) -> None:
     env.pop("JUPYTERLITE_PYODIDE_URL", None)
     done = subprocess.run(command, cwd=stage, capture_output=True, text=True, env=env)
     if done.returncode:
-        raise LiteBuildError(what="a JupyterLite site", where="jupyter lite build",
-                             fix=f"read its output: {(done.stdout + done.stderr).strip()[-1500:]}")
+        raise LiteBuildError(
+            what="a JupyterLite site",
+            where="jupyter lite build",
+            fix=f"read its output: {(done.stdout + done.stderr).strip()[-1500:]}",
+        )
 
 
 def _require(module: str, package: str) -> None:
     try:
         importlib.import_module(module)
     except ImportError as exc:
-        raise LiteBuildError(what=f"the Python package {package}", where="this environment",
-                             fix="pip install -r requirements.txt (or pip install 'shopops-lab[lite]')") from exc
-
+        raise LiteBuildError(
+            what=f"the Python package {package}",
+            where="this environment",
+            fix="pip install -r requirements.txt (or pip install 'shopops-lab[lite]')",
+        ) from exc

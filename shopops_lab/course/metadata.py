@@ -7,6 +7,7 @@ MetadataValidatorV3 enforces is here, stricter where a loose reading would let a
 reach students with a leaked answer, a cell that cannot be graded, or points that never
 count. Each finding is a Problem naming the cell and the field, and saying how to fix it.
 """
+
 from __future__ import annotations
 
 import copy
@@ -63,12 +64,12 @@ def _validator() -> Any:
 
 
 _MISSING_FIX = {
-    "schema_version": "add \"schema_version\": 3",
-    "grade": "add \"grade\": false (true only for test cells and written answers)",
+    "schema_version": 'add "schema_version": 3',
+    "grade": 'add "grade": false (true only for test cells and written answers)',
     "grade_id": "add a \"grade_id\" made of letters, digits, '_' and '-', unique in the notebook",
-    "locked": "add \"locked\": true for read-only and test cells, false for answer cells",
-    "solution": "add \"solution\": false (true only for answer cells)",
-    "points": "add \"points\": N (a number >= 0) to every graded cell",
+    "locked": 'add "locked": true for read-only and test cells, false for answer cells',
+    "solution": 'add "solution": false (true only for answer cells)',
+    "points": 'add "points": N (a number >= 0) to every graded cell',
 }
 _NOT_NBGRADER = {
     "checksum": "only nbgrader's own release copies carry checksum; a master must not",
@@ -97,11 +98,13 @@ def check_cell_metadata(meta: Any) -> list[tuple[str, str, str]]:
                 why = _NOT_NBGRADER.get(key, f"{key!r} is not an nbgrader v3 key")
                 findings.append((f"{field}.{key}", why, f"delete {key!r}"))
         elif kind == "not":
-            findings.append((
-                f"{field}.points",
-                "points on a cell that is neither graded nor a task; nbgrader never counts them",
-                "delete points, or make the cell graded (grade: true)",
-            ))
+            findings.append(
+                (
+                    f"{field}.points",
+                    "points on a cell that is neither graded nor a task; nbgrader never counts them",
+                    "delete points, or make the cell graded (grade: true)",
+                )
+            )
         elif kind == "const":
             findings.append(
                 (field, f"is {error.instance!r}; nbgrader 0.9.6 reads only schema version 3", "set it to 3")
@@ -112,11 +115,13 @@ def check_cell_metadata(meta: Any) -> list[tuple[str, str, str]]:
             )
             findings.append((field, f"is {error.instance!r}, not {wanted}", f"write {wanted}"))
         elif kind == "pattern":
-            findings.append((
-                field,
-                f"{error.instance!r} has characters other than letters, digits, '_' and '-'",
-                "use e.g. " + repr(re.sub(r"[^A-Za-z0-9_\-]+", "-", str(error.instance)).strip("-") or "answer-1"),
-            ))
+            findings.append(
+                (
+                    field,
+                    f"{error.instance!r} has characters other than letters, digits, '_' and '-'",
+                    "use e.g. " + repr(re.sub(r"[^A-Za-z0-9_\-]+", "-", str(error.instance)).strip("-") or "answer-1"),
+                )
+            )
         elif kind == "minLength":
             findings.append((field, "is empty (nbgrader: 'grade_id is empty')", "give the cell a non-empty grade_id"))
         elif kind == "minimum":
@@ -206,7 +211,7 @@ def _kit_cell_rules(cell: Any) -> Iterator[tuple[str, str, str]]:
     if kit is None:
         return
     if not isinstance(kit, dict):
-        yield "metadata.shopops_lab", "is not an object", "write {\"hints\": [...]} or remove it"
+        yield "metadata.shopops_lab", "is not an object", 'write {"hints": [...]} or remove it'
         return
     for key in sorted(set(kit) - KIT_CELL_KEYS):
         yield f"metadata.shopops_lab.{key}", f"{key!r} is not a cell-level kit key", f"use only {sorted(KIT_CELL_KEYS)}"
@@ -240,18 +245,28 @@ def _rubric_rules(cell: Any, rubric: Any) -> Iterator[tuple[str, str, str]]:
         return
     entries = rubric if isinstance(rubric, list) else None
     if not entries or not all(
-        isinstance(entry, dict) and set(entry) == {"points", "element"}
-        and isinstance(entry["points"], (int, float)) and not isinstance(entry["points"], bool) and entry["points"] > 0
-        and isinstance(entry["element"], str) and entry["element"].strip()
+        isinstance(entry, dict)
+        and set(entry) == {"points", "element"}
+        and isinstance(entry["points"], (int, float))
+        and not isinstance(entry["points"], bool)
+        and entry["points"] > 0
+        and isinstance(entry["element"], str)
+        and entry["element"].strip()
         for entry in entries
     ):
-        yield field, "must be a non-empty list of {\"points\": n > 0, \"element\": \"...\"}", \
-            'write [{"points": 1, "element": "names the unknown outcome"}, ...]'
+        yield (
+            field,
+            'must be a non-empty list of {"points": n > 0, "element": "..."}',
+            'write [{"points": 1, "element": "names the unknown outcome"}, ...]',
+        )
         return
     total, points = sum(entry["points"] for entry in entries), meta.get("points")
     if isinstance(points, (int, float)) and abs(total - points) > 1e-9:
-        yield (field, f"adds up to {total:g} points, the cell is worth {points:g}",
-               "make the elements add up to the cell's points")
+        yield (
+            field,
+            f"adds up to {total:g} points, the cell is worth {points:g}",
+            "make the elements add up to the cell's points",
+        )
 
 
 def _source_rules(cell: Any, meta: dict[str, Any], role: Role) -> Iterator[tuple[str, str, str]]:
@@ -343,7 +358,7 @@ def _notebook_rules(nb: Any, name: str) -> Iterator[tuple[str, str, str]]:
 def _kit_notebook_rules(kit: Any, name: str) -> Iterator[tuple[str, str, str]]:
     """The kit's own notebook metadata: which lab (agreeing with the file name), which version."""
     if not isinstance(kit, dict):
-        yield "metadata.shopops_lab", "is missing", "add {\"lab\": \"01\", \"version\": \"1\"} (cells.notebook does)"
+        yield "metadata.shopops_lab", "is missing", 'add {"lab": "01", "version": "1"} (cells.notebook does)'
         return
     for key in sorted(set(kit) - KIT_NOTEBOOK_KEYS):
         yield (
@@ -353,7 +368,7 @@ def _kit_notebook_rules(kit: Any, name: str) -> Iterator[tuple[str, str, str]]:
         )
     lab = kit.get("lab")
     if not (isinstance(lab, str) and LAB_ID.match(lab)):
-        yield "metadata.shopops_lab.lab", f"is {lab!r}, not a two-digit lab id", "write it like \"01\""
+        yield "metadata.shopops_lab.lab", f"is {lab!r}, not a two-digit lab id", 'write it like "01"'
     else:
         named = NOTEBOOK_NAME.match(name.replace("\\", "/").rsplit("/", 1)[-1])
         if named and named.group(1) != lab:
@@ -419,8 +434,13 @@ def validate_notebook(nb: Any, name: str, *, role: Role = "master") -> list[Prob
         found.extend(_kit_cell_rules(cell))
         kit = cell_meta.get("shopops_lab")
         if role == "student" and isinstance(kit, dict) and any(key in kit for key in INSTRUCTOR_KEYS):
-            found.append(("metadata.shopops_lab.rubric", "is for the grader and must not reach students",
-                          "regenerate it with shopops-lab build-notebooks"))
+            found.append(
+                (
+                    "metadata.shopops_lab.rubric",
+                    "is for the grader and must not reach students",
+                    "regenerate it with shopops-lab build-notebooks",
+                )
+            )
         if role == "master" and RAISES_EXCEPTION in cell_meta.get("tags", []):
             found.append(
                 (

@@ -5,6 +5,7 @@ case-sensitive, anywhere in the line), so the words themselves are reserved: in 
 a string they would silently cut the cell. We accept them only as the exact marker lines
 below and refuse them anywhere else.
 """
+
 from __future__ import annotations
 
 import ast
@@ -74,8 +75,7 @@ def scan_markers(source: str, *, allow_solution: bool, allow_hidden: bool) -> It
             if open_marker is not None:
                 yield MarkerIssue(
                     number,
-                    f"line {number} opens {marker!r} while {open_marker!r} from line "
-                    f"{open_line} is still open",
+                    f"line {number} opens {marker!r} while {open_marker!r} from line {open_line} is still open",
                     "close each region before opening the next; regions do not nest",
                 )
                 continue
@@ -99,8 +99,9 @@ def scan_markers(source: str, *, allow_solution: bool, allow_hidden: bool) -> It
         )
 
 
-def _misplaced(number: int, line: str, marker: str | None, *, allow_solution: bool,
-               allow_hidden: bool) -> MarkerIssue | None:
+def _misplaced(
+    number: int, line: str, marker: str | None, *, allow_solution: bool, allow_hidden: bool
+) -> MarkerIssue | None:
     """A reserved word where nbgrader would cut mid-line, or a marker in the wrong kind of cell."""
     if marker is None:
         word = reserved_word_in(line)
@@ -120,8 +121,7 @@ def _misplaced(number: int, line: str, marker: str | None, *, allow_solution: bo
         return MarkerIssue(
             number,
             f"line {number} is {marker!r} but this is not an answer cell",
-            "move the solution into an answer cell (cells.answer / cells.written), "
-            "or mark this cell solution: true",
+            "move the solution into an answer cell (cells.answer / cells.written), or mark this cell solution: true",
         )
     if allow_hidden:
         return None
@@ -247,8 +247,12 @@ function to them runs."""
 def _behind_answered(node: ast.AST) -> TypeGuard[ast.If]:
     """`if labNN.exercise.answered(...):` - its body runs only once the answer is written."""
     test = getattr(node, "test", None)
-    return (isinstance(node, ast.If) and isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute)
-            and test.func.attr == "answered")
+    return (
+        isinstance(node, ast.If)
+        and isinstance(test, ast.Call)
+        and isinstance(test.func, ast.Attribute)
+        and test.func.attr == "answered"
+    )
 
 
 def names_read_outside_checks(tree: ast.Module) -> set[str]:
@@ -258,8 +262,7 @@ def names_read_outside_checks(tree: ast.Module) -> set[str]:
     send_followup is still a stub, and so does a picture of it behind the guard."""
     skipped: set[int] = set()
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in NEVER_RAISES):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in NEVER_RAISES:
             for argument in [*node.args, *(keyword.value for keyword in node.keywords)]:
                 skipped.update(id(child) for child in ast.walk(argument))
         elif _behind_answered(node):

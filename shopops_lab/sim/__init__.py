@@ -10,17 +10,31 @@ Modules: `config` (a run's settings, checked and frozen, and its replay lines), 
 loop), `engine` (the event heap, the clock and `Simulation`), `faults` (named faults and
 rates), `scenarios` (the registry), `report` (the summary).
 """
+
 from shopops_lab.sim.engine import (
-           ADAPTERS,
-           SimStep,
-           Simulation,
-           Snapshot,
-           Step,  # noqa: F401 - SimStep's old name, still importable
-           run,
+    ADAPTERS,
+    SimStep,
+    Simulation,
+    Snapshot,
+    Step,  # noqa: F401 - SimStep's old name, still importable
+    run,
 )
 from shopops_lab.sim.faults import Fault, FaultKind, FaultRates, Point
 from shopops_lab.sim.report import Report
 from shopops_lab.sim.scenarios import SCENARIOS, Scenario, get_scenario
 
-__all__ = ["ADAPTERS", "SCENARIOS", "Fault", "FaultKind", "FaultRates", "Point", "Report", "Scenario",
-           "SimStep", "Simulation", "Snapshot", "get_scenario", "run"]
+__all__ = [
+    "ADAPTERS",
+    "SCENARIOS",
+    "Fault",
+    "FaultKind",
+    "FaultRates",
+    "Point",
+    "Report",
+    "Scenario",
+    "SimStep",
+    "Simulation",
+    "Snapshot",
+    "get_scenario",
+    "run",
+]

@@ -4,6 +4,7 @@ faults), checked once and then frozen, with the two lines that play it again.
 Everything else about a run follows from its `RunConfig`: the same config gives the same
 event log, so the replay lines are all a learner needs to bring a surprising run back.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -41,9 +42,17 @@ class RunConfig:
     custom_faults: bool = False
 
     @classmethod
-    def of(cls, scenario: str | Scenario = "burst_day", *, seed: int = 0, items: int | None = None,
-           workers: int | None = None, adapter: str = "idempotent", policy: Any = None,
-           faults: Iterable[Fault] | None = None) -> RunConfig:
+    def of(
+        cls,
+        scenario: str | Scenario = "burst_day",
+        *,
+        seed: int = 0,
+        items: int | None = None,
+        workers: int | None = None,
+        adapter: str = "idempotent",
+        policy: Any = None,
+        faults: Iterable[Fault] | None = None,
+    ) -> RunConfig:
         """The run `Simulation(...)` and `run(...)` were asked for. `faults=None` uses the
         scenario's faults and random rates; a list of `Fault` replaces both, so exactly
         those faults happen. `policy=None` uses the scenario's policy."""
@@ -51,8 +60,13 @@ class RunConfig:
         arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=7")
         for name, value, most in (("items", items, MAX_ITEMS), ("workers", workers, MAX_WORKERS)):
             if value is not None:
-                arguments.whole(name, value, 1, f"pass a whole number from 1 to {most:,}, or leave it out "
-                                "for the scenario's own", most=most)
+                arguments.whole(
+                    name,
+                    value,
+                    1,
+                    f"pass a whole number from 1 to {most:,}, or leave it out for the scenario's own",
+                    most=most,
+                )
         arguments.choice("adapter", adapter, ADAPTERS, f"pass one of: {', '.join(ADAPTERS)}")
         chosen = None if faults is None else _fault_list(faults)
         config = cls(
@@ -70,8 +84,11 @@ class RunConfig:
         ids = set(config.worker_ids)
         for i, fault in enumerate(config.faults):
             if fault.worker is not None and fault.worker not in ids:
-                raise BadArgumentError(field=f"faults[{i}].worker", problem=f"is {fault.worker!r}",
-                                       fix=f"name one of this run's workers, W1 to W{config.workers}")
+                raise BadArgumentError(
+                    field=f"faults[{i}].worker",
+                    problem=f"is {fault.worker!r}",
+                    fix=f"name one of this run's workers, W1 to W{config.workers}",
+                )
         return config
 
     @property
@@ -94,8 +111,15 @@ class RunConfig:
             parts.append(f"--workers {self.workers}")
         parts.append(f"--adapter {self.adapter}")
         line = " ".join(parts)
-        extra = [what for what, custom in (("scenario", SCENARIOS.get(sc.name) != sc),
-                                           ("policy", self.custom_policy), ("faults", self.custom_faults)) if custom]
+        extra = [
+            what
+            for what, custom in (
+                ("scenario", SCENARIOS.get(sc.name) != sc),
+                ("policy", self.custom_policy),
+                ("faults", self.custom_faults),
+            )
+            if custom
+        ]
         if extra:
             line += f"  # the {' and '.join(extra)} came from Python: use the python line"
         return line
@@ -129,6 +153,9 @@ def _fault_list(given: Iterable[Fault]) -> tuple[Fault, ...]:
     except TypeError:
         faults = None
     if faults is None or not all(isinstance(f, Fault) for f in faults):
-        raise BadArgumentError(field="faults", problem=f"is {given!r}, not a list of Fault",
-                               fix="pass e.g. faults=[Fault('kill_worker', item='O-1001')], or None")
+        raise BadArgumentError(
+            field="faults",
+            problem=f"is {given!r}, not a list of Fault",
+            fix="pass e.g. faults=[Fault('kill_worker', item='O-1001')], or None",
+        )
     return faults

@@ -15,6 +15,7 @@ the engine's heap, and the engine calls each back at its time.
 event at a time (`step`, `run_until`), with `snapshot` / `restore` to rewind: restoring
 replays from the seed up to the saved step, which is exact because the run is deterministic.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -72,11 +73,20 @@ class Simulation:
     replaces both, so exactly those faults happen. `policy=None` uses the scenario's policy.
     """
 
-    def __init__(self, scenario: str | Scenario = "burst_day", *, seed: int = 0, items: int | None = None,
-                 workers: int | None = None, adapter: str = "idempotent", policy: Any = None,
-                 faults: Iterable[Fault] | None = None) -> None:
-        self.config = RunConfig.of(scenario, seed=seed, items=items, workers=workers, adapter=adapter,
-                                   policy=policy, faults=faults)
+    def __init__(
+        self,
+        scenario: str | Scenario = "burst_day",
+        *,
+        seed: int = 0,
+        items: int | None = None,
+        workers: int | None = None,
+        adapter: str = "idempotent",
+        policy: Any = None,
+        faults: Iterable[Fault] | None = None,
+    ) -> None:
+        self.config = RunConfig.of(
+            scenario, seed=seed, items=items, workers=workers, adapter=adapter, policy=policy, faults=faults
+        )
         self.horizon = self.config.horizon
         with collector_paused():
             self._start()
@@ -115,8 +125,12 @@ class Simulation:
         start = len(log)
         if not self._advance(1, self.horizon):
             return None
-        return SimStep(number=self.steps, time=self.now, actor=self._last_actor,
-                    events=tuple(log[i] for i in range(start, len(log))))
+        return SimStep(
+            number=self.steps,
+            time=self.now,
+            actor=self._last_actor,
+            events=tuple(log[i] for i in range(start, len(log))),
+        )
 
     def run_until(self, t: float | None = None) -> int:
         """Handle every event up to time `t` (default: the end); returns how many."""
@@ -155,8 +169,11 @@ class Simulation:
     def restore(self, snap: Snapshot) -> None:
         """Go back (or forward) to `snap`, by replaying this run from its seed."""
         if not isinstance(snap, Snapshot) or (snap.scenario, snap.seed) != (self.scenario.name, self.seed):
-            raise BadArgumentError(field="snap", problem="is not a snapshot of this simulation",
-                                   fix="pass a Snapshot taken from this Simulation with snapshot()")
+            raise BadArgumentError(
+                field="snap",
+                problem="is not a snapshot of this simulation",
+                fix="pass a Snapshot taken from this Simulation with snapshot()",
+            )
         with collector_paused():
             if snap.steps < self.steps:
                 self._start()
@@ -176,14 +193,26 @@ class Simulation:
     def __repr__(self) -> str:
         config = self.config
         state = "done" if self.done else f"t={self.now:g}"
-        return (f"Simulation({config.scenario.name!r}, seed={config.seed}, items={config.items}, "
-                f"workers={config.workers}, adapter={config.adapter!r}, {state}, steps={self.steps})")
+        return (
+            f"Simulation({config.scenario.name!r}, seed={config.seed}, items={config.items}, "
+            f"workers={config.workers}, adapter={config.adapter!r}, {state}, steps={self.steps})"
+        )
 
 
-def run(scenario: str | Scenario = "burst_day", *, seed: int = 0, items: int | None = None,
-        workers: int | None = None, adapter: str = "idempotent", policy: Any = None,
-        faults: Iterable[Fault] | None = None) -> Report:
+def run(
+    scenario: str | Scenario = "burst_day",
+    *,
+    seed: int = 0,
+    items: int | None = None,
+    workers: int | None = None,
+    adapter: str = "idempotent",
+    policy: Any = None,
+    faults: Iterable[Fault] | None = None,
+) -> Report:
     """Play a scenario to the end and return its `Report` (str() it for a summary with
     the seed and a one-line replay)."""
-    return Simulation(scenario, seed=seed, items=items, workers=workers, adapter=adapter,
-                      policy=policy, faults=faults).finish().report()
+    return (
+        Simulation(scenario, seed=seed, items=items, workers=workers, adapter=adapter, policy=policy, faults=faults)
+        .finish()
+        .report()
+    )

@@ -38,6 +38,7 @@ such as `O-1001`; None matches any). A `kill_worker` or `pause_worker` that name
 `worker` but no `item` and no `point` is timed instead: it strikes that worker at
 exactly `at`, whatever it is doing.
 """
+
 from __future__ import annotations
 
 import math
@@ -84,10 +85,15 @@ _POINTS: dict[FaultKind, tuple[Point, ...]] = {
     FaultKind.GATEWAY_SPIKE: (),
 }
 _DEFAULT_POINT = {FaultKind.KILL_WORKER: Point.AFTER_SEND, FaultKind.PAUSE_WORKER: Point.BEFORE_SEND}
-_LASTING = (FaultKind.KILL_WORKER, FaultKind.PAUSE_WORKER, FaultKind.GATEWAY_SPIKE)   # these take a duration
+_LASTING = (FaultKind.KILL_WORKER, FaultKind.PAUSE_WORKER, FaultKind.GATEWAY_SPIKE)  # these take a duration
 # drawn once per delivery, in this order (the order fixes the random draws)
-_PER_DELIVERY = (FaultKind.KILL_WORKER, FaultKind.PAUSE_WORKER, FaultKind.LOSE_ACK,
-                 FaultKind.DROP_REPLY, FaultKind.DELIVER_TWICE)
+_PER_DELIVERY = (
+    FaultKind.KILL_WORKER,
+    FaultKind.PAUSE_WORKER,
+    FaultKind.LOSE_ACK,
+    FaultKind.DROP_REPLY,
+    FaultKind.DELIVER_TWICE,
+)
 _WORKER_TARGETED = _PER_DELIVERY
 _ITEM_TARGETED = _WORKER_TARGETED + (FaultKind.POISON,)
 
@@ -111,9 +117,17 @@ class Fault:
             raise BadArgumentError(field="kind", problem=f"is {self.kind!r}", fix=f"pass one of: {known}")
         kind = FaultKind(self.kind)
         object.__setattr__(self, "kind", kind)
-        object.__setattr__(self, "at", arguments.number(
-            "at", self.at, "pass the simulated time in seconds (>= 0) from which the fault may strike",
-            least=0, below=math.inf))
+        object.__setattr__(
+            self,
+            "at",
+            arguments.number(
+                "at",
+                self.at,
+                "pass the simulated time in seconds (>= 0) from which the fault may strike",
+                least=0,
+                below=math.inf,
+            ),
+        )
         for name, example in (("worker", "'W1'"), ("item", "'O-1001' or 'item-0001'")):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value):
@@ -123,8 +137,11 @@ class Fault:
         for name, kinds in (("worker", _WORKER_TARGETED), ("item", _ITEM_TARGETED), ("duration", _LASTING)):
             if getattr(self, name) is not None and kind not in kinds:
                 users = ", ".join(k.value for k in kinds)
-                raise BadArgumentError(field=name, problem=f"is set on a {kind.value} fault",
-                                       fix=f"leave it out; only {users} take a {name}")
+                raise BadArgumentError(
+                    field=name,
+                    problem=f"is set on a {kind.value} fault",
+                    fix=f"leave it out; only {users} take a {name}",
+                )
         if self.duration is not None:
             object.__setattr__(
                 self,
@@ -139,17 +156,25 @@ class Fault:
         if self.factor is not None:
             f = self.factor
             if kind is not FaultKind.GATEWAY_SPIKE:
-                raise BadArgumentError(field="factor", problem=f"is set on a {kind.value} fault",
-                                       fix="only gateway_spike takes a factor")
-            object.__setattr__(self, "factor", arguments.number("factor", f, "pass how many times slower, e.g. 3",
-                                                                above=0, below=math.inf))
+                raise BadArgumentError(
+                    field="factor", problem=f"is set on a {kind.value} fault", fix="only gateway_spike takes a factor"
+                )
+            object.__setattr__(
+                self,
+                "factor",
+                arguments.number("factor", f, "pass how many times slower, e.g. 3", above=0, below=math.inf),
+            )
         if self.point is None:
             object.__setattr__(self, "point", _inferred_point(kind, self.worker, self.item))
-        elif (not isinstance(self.point, str) or self.point not in Point._value2member_map_
-              or Point(self.point) not in _POINTS[kind]):
+        elif (
+            not isinstance(self.point, str)
+            or self.point not in Point._value2member_map_
+            or Point(self.point) not in _POINTS[kind]
+        ):
             choices = ", ".join(p.value for p in _POINTS[kind]) or "none (it is timed)"
-            raise BadArgumentError(field="point", problem=f"is {self.point!r} for a {kind.value} fault",
-                                   fix=f"pass one of: {choices}")
+            raise BadArgumentError(
+                field="point", problem=f"is {self.point!r} for a {kind.value} fault", fix=f"pass one of: {choices}"
+            )
         else:
             object.__setattr__(self, "point", Point(self.point))
 
@@ -159,8 +184,11 @@ class Fault:
         return self.point is None
 
     def matches(self, now: float, worker_id: str | None, item_id: str | None, case_id: str | None) -> bool:
-        return (self.at <= now and (self.worker is None or self.worker == worker_id)
-                and (self.item is None or self.item == item_id or self.item == case_id))
+        return (
+            self.at <= now
+            and (self.worker is None or self.worker == worker_id)
+            and (self.item is None or self.item == item_id or self.item == case_id)
+        )
 
     def __repr__(self) -> str:
         """Only what differs from the defaults, so it can be pasted back as Python."""
@@ -202,11 +230,15 @@ class FaultRates:
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            arguments.number(f.name, getattr(self, f.name), "pass a probability between 0 and 1, e.g. 0.002",
-                             least=0, most=1)
+            arguments.number(
+                f.name, getattr(self, f.name), "pass a probability between 0 and 1, e.g. 0.002", least=0, most=1
+            )
         if self.per_delivery > 1:
-            raise BadArgumentError(field="rates", problem=f"add up to {self.per_delivery:g} per delivery",
-                                   fix="keep kill_worker + pause_worker + lose_ack + drop_reply + deliver_twice <= 1")
+            raise BadArgumentError(
+                field="rates",
+                problem=f"add up to {self.per_delivery:g} per delivery",
+                fix="keep kill_worker + pause_worker + lose_ack + drop_reply + deliver_twice <= 1",
+            )
 
     @property
     def per_delivery(self) -> float:
@@ -233,8 +265,9 @@ class FaultPlan:
                 cumulative.append((total, kind))
         self._cumulative = tuple(cumulative)
 
-    def take(self, point: Point, now: float, worker_id: str | None, item_id: str | None,
-             case_id: str | None) -> Fault | None:
+    def take(
+        self, point: Point, now: float, worker_id: str | None, item_id: str | None, case_id: str | None
+    ) -> Fault | None:
         """The first explicit fault waiting at `point` that matches, now used up; or None."""
         waiting = self._waiting.get(point)
         if not waiting:

@@ -1,6 +1,7 @@
 """What a run amounts to: counts a learner can check at a glance, metrics read back from
 the event log, the checker's verdict, and the seed with a one-line replay, so any
 surprising run can be brought back exactly."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -65,13 +66,26 @@ class Report:
         """A JSON-ready dict; `events=True` adds the whole event log (`EventLog.from_dicts`
         reads it back, so the checker can judge it again)."""
         row: dict[str, Any] = {
-            "scenario": self.scenario, "seed": self.seed, "adapter": self.adapter, "policy": self.policy,
-            "items": self.items, "done": self.done, "dead_lettered": self.dead_lettered, "lost": self.lost,
-            "contacts": self.contacts, "double_contacts": self.double_contacts,
-            "redeliveries": self.redeliveries, "sim_time": self.sim_time, "final": self.final,
-            "event_count": len(self.log), "metrics": dict(self.metrics), "valid": self.valid,
-            "checker": self.checker_summary, "anomalies": [a.as_dict() for a in self.anomalies],
-            "replay": self.replay, "python_replay": self.python_replay,
+            "scenario": self.scenario,
+            "seed": self.seed,
+            "adapter": self.adapter,
+            "policy": self.policy,
+            "items": self.items,
+            "done": self.done,
+            "dead_lettered": self.dead_lettered,
+            "lost": self.lost,
+            "contacts": self.contacts,
+            "double_contacts": self.double_contacts,
+            "redeliveries": self.redeliveries,
+            "sim_time": self.sim_time,
+            "final": self.final,
+            "event_count": len(self.log),
+            "metrics": dict(self.metrics),
+            "valid": self.valid,
+            "checker": self.checker_summary,
+            "anomalies": [a.as_dict() for a in self.anomalies],
+            "replay": self.replay,
+            "python_replay": self.python_replay,
         }
         if events:
             row["events"] = self.log.to_dicts()
@@ -100,8 +114,7 @@ def judge(config: RunConfig, world: World, final: bool) -> CheckResult:
     """The checker's verdict on `world` as it stands, with the scenario's limits: the part of a
     report a check reads (lab 07's), without the vital signs it does not."""
     sc = config.scenario
-    return check(world.log, max_attempts=sc.max_attempts, approval_wait_budget=sc.approval_wait_budget,
-                 final=final)
+    return check(world.log, max_attempts=sc.max_attempts, approval_wait_budget=sc.approval_wait_budget, final=final)
 
 
 def build_report(config: RunConfig, world: World, final: bool) -> Report:
@@ -114,25 +127,47 @@ def build_report(config: RunConfig, world: World, final: bool) -> Report:
     metrics = log_metrics(world.log, queue)
     ledger = world.adapter.ledger
     return Report(
-        scenario=sc.name, seed=config.seed, adapter=config.adapter, policy=describe_policy(config.policy),
-        items=config.items, done=done, dead_lettered=dead, lost=config.items - done - dead,
-        contacts=len(ledger), double_contacts=len(ledger.duplicates()), redeliveries=metrics["redeliveries"],
-        sim_time=round(world.now, 3), final=final, metrics=MappingProxyType(metrics), check=verdict,
-        replay=config.cli_replay(), python_replay=config.python_replay(), log=world.log, queue=queue)
+        scenario=sc.name,
+        seed=config.seed,
+        adapter=config.adapter,
+        policy=describe_policy(config.policy),
+        items=config.items,
+        done=done,
+        dead_lettered=dead,
+        lost=config.items - done - dead,
+        contacts=len(ledger),
+        double_contacts=len(ledger.duplicates()),
+        redeliveries=metrics["redeliveries"],
+        sim_time=round(world.now, 3),
+        final=final,
+        metrics=MappingProxyType(metrics),
+        check=verdict,
+        replay=config.cli_replay(),
+        python_replay=config.python_replay(),
+        log=world.log,
+        queue=queue,
+    )
 
 
 # --------------------------------------------------------------------------- metrics
 
-_TALLIED = (EventKind.THROTTLED, EventKind.WORKER_CRASHED, EventKind.WORKER_PAUSED, EventKind.ACK_LOST,
-            EventKind.EFFECT_UNKNOWN, EventKind.DELIVERED_TWICE, EventKind.LEASE_LOST,
-            EventKind.CONTACT_DEDUPED)
+_TALLIED = (
+    EventKind.THROTTLED,
+    EventKind.WORKER_CRASHED,
+    EventKind.WORKER_PAUSED,
+    EventKind.ACK_LOST,
+    EventKind.EFFECT_UNKNOWN,
+    EventKind.DELIVERED_TWICE,
+    EventKind.LEASE_LOST,
+    EventKind.CONTACT_DEDUPED,
+)
 
 
 def log_metrics(log: EventLog, queue: QueueMetrics) -> dict[str, Any]:
     """The run's vital signs, read from the log alone: the queue's health (from
     `shopops_lab.metrics`) plus what only a simulation has: how long approvals took from
     arrival to done, how the gateway behaved, and how often each fault struck."""
-    enqueued: dict[str, float] = {}   # approval item -> when it arrived
+    enqueued: dict[str, float] = {}  # approval item -> when it arrived
     approval_waits: list[float] = []
     gateway: list[float] = []
     timeouts = redeliveries = 0
@@ -177,8 +212,12 @@ def log_metrics(log: EventLog, queue: QueueMetrics) -> dict[str, Any]:
 
 
 def _flat(name: str, summary: Summary) -> dict[str, Any]:
-    return {f"{name}_count": summary.count, f"{name}_p50": _round(summary.p50),
-            f"{name}_p95": _round(summary.p95), f"{name}_max": _round(summary.max)}
+    return {
+        f"{name}_count": summary.count,
+        f"{name}_p50": _round(summary.p50),
+        f"{name}_p95": _round(summary.p95),
+        f"{name}_max": _round(summary.max),
+    }
 
 
 def _round(x: float | None) -> float | None:

@@ -7,6 +7,7 @@ a sleep), and the world resumes it once the engine's clock has moved on that far
 else changes time, so a frozen worker is simply one that is not resumed, and a killed one
 is a generator that is closed. Everything the loop does, it does to its `World`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Generator
@@ -20,7 +21,7 @@ from shopops_lab.worker.queue import Lease
 
 __all__ = ["Worker", "worker_loop"]
 
-Steps = Generator[float, None, bool]   # yields seconds to wait; returns True if the worker died
+Steps = Generator[float, None, bool]  # yields seconds to wait; returns True if the worker died
 
 
 def worker_loop(world: World, w: Worker) -> Generator[float, None, None]:
@@ -30,7 +31,7 @@ def worker_loop(world: World, w: Worker) -> Generator[float, None, None]:
     first, most = world.scenario.idle_poll, world.scenario.idle_poll_max
     idle = first
     while True:
-        lease = world.take_duplicate(w) if world.duplicates else None   # the broker pushed a copy
+        lease = world.take_duplicate(w) if world.duplicates else None  # the broker pushed a copy
         if lease is not None:
             if (yield from handle(world, w, lease)):
                 return
@@ -59,8 +60,16 @@ def handle(world: World, w: Worker, lease: Lease) -> Steps:
     """One delivery, start to ack. Returns True if the worker died on the way."""
     log, queue, now = world.log, world.queue, world.now
     w.lease = lease
-    log.append(EventKind.HANDLER_STARTED, now, item_id=lease.item_id, case_id=lease.case_id,
-               worker_id=w.id, token=lease.token, attempt=lease.attempt, kind=lease.kind)
+    log.append(
+        EventKind.HANDLER_STARTED,
+        now,
+        item_id=lease.item_id,
+        case_id=lease.case_id,
+        worker_id=w.id,
+        token=lease.token,
+        attempt=lease.attempt,
+        kind=lease.kind,
+    )
     world.delivered(w, lease)
     payload = lease.payload
     idem_key = payload.get("idem_key")
@@ -102,16 +111,23 @@ def send_and_ack(world: World, w: Worker, lease: Lease, idem_key: str) -> Steps:
         return False
     if world.fault_at(Point.SEND, w, lease):
         world.drop_next_reply()
-    result = world.adapter.send(idem_key, case_id=lease.case_id, to=payload.get("to") or "customer",
-                              worker_id=w.id)
+    result = world.adapter.send(idem_key, case_id=lease.case_id, to=payload.get("to") or "customer", worker_id=w.id)
     if result.status is SendStatus.UNKNOWN:
         if not world.scenario.reconcile_unknown:
             world.fail(w, lease, "send outcome unknown: retrying the whole item")
             return False
         found = world.adapter.lookup(result.op_id)
-        log.append(EventKind.EFFECT_RECONCILED, world.now, item_id=lease.item_id, case_id=lease.case_id,
-                   worker_id=w.id, token=lease.token, op_id=result.op_id, status=found.status.value,
-                   message_id=found.message_id)
+        log.append(
+            EventKind.EFFECT_RECONCILED,
+            world.now,
+            item_id=lease.item_id,
+            case_id=lease.case_id,
+            worker_id=w.id,
+            token=lease.token,
+            op_id=result.op_id,
+            status=found.status.value,
+            message_id=found.message_id,
+        )
         result = found
     if result.status is not SendStatus.OK:
         world.fail(w, lease, f"send {result.status.value} for {idem_key}")
@@ -124,8 +140,15 @@ def send_and_ack(world: World, w: Worker, lease: Lease, idem_key: str) -> Steps:
         world.lost(w, lease, "checkpoint", "the checkpoint store refused a stale token")
         return False
     if world.fault_at(Point.ACK, w, lease):
-        log.append(EventKind.ACK_LOST, world.now, item_id=lease.item_id, case_id=lease.case_id,
-                   worker_id=w.id, token=lease.token, attempt=lease.attempt)
+        log.append(
+            EventKind.ACK_LOST,
+            world.now,
+            item_id=lease.item_id,
+            case_id=lease.case_id,
+            worker_id=w.id,
+            token=lease.token,
+            attempt=lease.attempt,
+        )
         w.lease = None
         return False
     try:

@@ -6,6 +6,7 @@ The world never decides when anything happens: it asks the engine to `schedule` 
 action at a time, and the engine calls it back then, with `now` moved there. Everything
 a worker does to the world goes through the methods below, each of which logs what it did.
 """
+
 from __future__ import annotations
 
 import math
@@ -29,9 +30,9 @@ from shopops_lab.worker.queue import InMemoryQueue, Lease
 
 __all__ = ["Rank", "Worker", "World"]
 
-Action = Callable[[Any, int], "str | None"]      # (its argument, its schedule number) -> who acted, or None
-Schedule = Callable[[float, int, Action, Any], int]   # (time, rank, action, argument) -> schedule number
-Program = Callable[["World", "Worker"], Generator[float, None, None]]   # a worker's loop
+Action = Callable[[Any, int], "str | None"]  # (its argument, its schedule number) -> who acted, or None
+Schedule = Callable[[float, int, Action, Any], int]  # (time, rank, action, argument) -> schedule number
+Program = Callable[["World", "Worker"], Generator[float, None, None]]  # a worker's loop
 
 
 class Rank(IntEnum):
@@ -59,11 +60,11 @@ class Worker:
     def __init__(self, worker_id: str) -> None:
         self.id = worker_id
         self.loop: Generator[float, None, None] | None = None
-        self.wake_seq = -1          # the schedule entry that may resume it; others are stale
-        self.paused_until = 0.0     # frozen from outside until then
+        self.wake_seq = -1  # the schedule entry that may resume it; others are stale
+        self.paused_until = 0.0  # frozen from outside until then
         self.lease: Lease | None = None
-        self.fault: Fault | None = None   # the random fault drawn for the current delivery
-        self.held = False           # held back by the policy at its last poll
+        self.fault: Fault | None = None  # the random fault drawn for the current delivery
+        self.held = False  # held back by the policy at its last poll
         self.up = True
 
     def holding(self) -> Holding:
@@ -88,8 +89,9 @@ class World:
         self.rng = random.Random(config.seed)
         self.now = 0.0
         self.log = EventLog()
-        self.queue = InMemoryQueue(lease_seconds=sc.lease_seconds, max_attempts=sc.max_attempts,
-                                   clock=clock, log=self.log)
+        self.queue = InMemoryQueue(
+            lease_seconds=sc.lease_seconds, max_attempts=sc.max_attempts, clock=clock, log=self.log
+        )
         self.gateway = Gateway(sc.latency, capacity=sc.gateway_capacity, log=self.log)
         self.adapter = ADAPTERS[config.adapter](log=self.log, clock=clock)
         self.plan = FaultPlan(config.faults, config.rates, self.rng)
@@ -133,7 +135,7 @@ class World:
             _at, index, kind = arrivals[i]
             case_id = f"O-{1001 + index}"
             priority, step = KINDS[kind]
-            item_id = f"item-{len(queue) + 1:04d}"   # the queue numbers items in enqueue order
+            item_id = f"item-{len(queue) + 1:04d}"  # the queue numbers items in enqueue order
             fault = take(Point.ENQUEUE, now, None, item_id, case_id)
             if fault is None and self.plan.draw_poison():
                 fault = Fault(FaultKind.POISON)
@@ -141,10 +143,12 @@ class World:
             elif fault is not None:
                 self._fault_logged(fault, "explicit", item_id=item_id, case_id=case_id)
             to = f"{case_id.lower()}@customers.example"
-            payload = ({"to": to, "schema": 0} if fault is not None
-                       else {"idem_key": f"{case_id}:email:{step}", "to": to, "schema": 1})
-            queue.enqueue(case_id=case_id, tenant_id="store_northline", kind=kind,
-                          payload=payload, priority=priority)
+            payload = (
+                {"to": to, "schema": 0}
+                if fault is not None
+                else {"idem_key": f"{case_id}:email:{step}", "to": to, "schema": 1}
+            )
+            queue.enqueue(case_id=case_id, tenant_id="store_northline", kind=kind, payload=payload, priority=priority)
             i += 1
         self._next_arrival = i
         if i < len(arrivals):
@@ -161,8 +165,9 @@ class World:
         if fault.kind is FaultKind.GATEWAY_SPIKE:
             factor = 3.0 if fault.factor is None else fault.factor
             self.gateway.spike(factor)
-            self.schedule(self.now + (600.0 if fault.duration is None else fault.duration),
-                          Rank.FAULT, self._spike_over, factor)
+            self.schedule(
+                self.now + (600.0 if fault.duration is None else fault.duration), Rank.FAULT, self._spike_over, factor
+            )
             return "fault"
         w = self.workers[int(fault.worker[1:]) - 1] if fault.worker else self.workers[0]
         if not w.up:
@@ -180,8 +185,9 @@ class World:
 
     def _spike_over(self, factor: float, seq: int) -> str:
         self.gateway.end_spike(factor)
-        self.log.append(EventKind.FAULT_INJECTED, self.now, fault=FaultKind.GATEWAY_SPIKE.value,
-                        phase="over", factor=factor)
+        self.log.append(
+            EventKind.FAULT_INJECTED, self.now, fault=FaultKind.GATEWAY_SPIKE.value, phase="over", factor=factor
+        )
         return "fault"
 
     def _thaw(self, pause: tuple[Worker, float], seq: int) -> str | None:
@@ -209,8 +215,11 @@ class World:
 
     def decide(self) -> Decision:
         gateway = self.gateway
-        return self._decide(Signals(gateway_p95=gateway.p95(self.now), depth=self.queue.depth,
-                                    in_flight=gateway.in_flight, now=self.now))
+        return self._decide(
+            Signals(
+                gateway_p95=gateway.p95(self.now), depth=self.queue.depth, in_flight=gateway.in_flight, now=self.now
+            )
+        )
 
     def held_back(self, w: Worker, decision: Decision) -> None:
         """Log THROTTLED when the policy starts holding this worker back (once per stretch)."""
@@ -218,19 +227,33 @@ class World:
             return
         w.held = True
         limit = decision.max_priority
-        self.log.append(EventKind.THROTTLED, self.now, worker_id=w.id, reason=decision.reason,
-                        max_priority=None if limit is None else int(limit), wait_seconds=decision.wait_seconds,
-                        depth=self.queue.depth, gateway_p95=self.gateway.p95(self.now),
-                        in_flight=self.gateway.in_flight)
+        self.log.append(
+            EventKind.THROTTLED,
+            self.now,
+            worker_id=w.id,
+            reason=decision.reason,
+            max_priority=None if limit is None else int(limit),
+            wait_seconds=decision.wait_seconds,
+            depth=self.queue.depth,
+            gateway_p95=self.gateway.p95(self.now),
+            in_flight=self.gateway.in_flight,
+        )
 
     def take_duplicate(self, w: Worker) -> Lease | None:
         """A broker's second copy of someone else's delivery, if one is waiting."""
         for i, (origin, lease) in enumerate(self.duplicates):
             if origin != w.id:
                 del self.duplicates[i]
-                self.log.append(EventKind.DELIVERED_TWICE, self.now, item_id=lease.item_id,
-                                case_id=lease.case_id, worker_id=w.id, token=lease.token,
-                                attempt=lease.attempt, first_worker=origin)
+                self.log.append(
+                    EventKind.DELIVERED_TWICE,
+                    self.now,
+                    item_id=lease.item_id,
+                    case_id=lease.case_id,
+                    worker_id=w.id,
+                    token=lease.token,
+                    attempt=lease.attempt,
+                    first_worker=origin,
+                )
                 return lease._replace(worker_id=w.id)
         return None
 
@@ -253,15 +276,15 @@ class World:
             if fault is None:
                 return None
             source = "explicit"
-        self._fault_logged(fault, source, item_id=lease.item_id, case_id=lease.case_id,
-                           worker_id=w.id, token=lease.token)
+        self._fault_logged(
+            fault, source, item_id=lease.item_id, case_id=lease.case_id, worker_id=w.id, token=lease.token
+        )
         return fault
 
     def call_model(self, w: Worker, lease: Lease) -> float:
         """Start a model call; the gateway finishes it on its own, even if the caller dies."""
         seconds = self.gateway.start_call(self.rng)
-        self.schedule(self.now + seconds, Rank.GATEWAY, self._call_done,
-                      (seconds, w.id, lease.item_id, lease.case_id))
+        self.schedule(self.now + seconds, Rank.GATEWAY, self._call_done, (seconds, w.id, lease.item_id, lease.case_id))
         return seconds
 
     def drop_next_reply(self) -> None:
@@ -274,20 +297,35 @@ class World:
         common: dict[str, Any] = dict(item_id=lease.item_id, case_id=lease.case_id, worker_id=w.id, token=lease.token)
         if self.scenario.fenced_checkpoints:
             try:
-                self.claims.check(lease.item_id, lease.token, t=self.now, op="checkpoint",
-                                  case_id=lease.case_id, worker_id=w.id)
+                self.claims.check(
+                    lease.item_id, lease.token, t=self.now, op="checkpoint", case_id=lease.case_id, worker_id=w.id
+                )
             except StaleTokenError:
                 return False
         elif lease.token < (current := self.claims.current(lease.item_id)):  # unfenced: taken, and named
             self.log.append(EventKind.STALE_WRITE_ACCEPTED, self.now, **common, op="checkpoint", current=current)
-        self.log.append(EventKind.CHECKPOINT_WRITTEN, self.now, **common, attempt=lease.attempt,
-                        step=idem_key, message_id=message_id)
+        self.log.append(
+            EventKind.CHECKPOINT_WRITTEN,
+            self.now,
+            **common,
+            attempt=lease.attempt,
+            step=idem_key,
+            message_id=message_id,
+        )
         return True
 
     def fail(self, w: Worker, lease: Lease, error: str) -> None:
         """The handler failed: say why and give the item back (it may go to the DLQ)."""
-        self.log.append(EventKind.HANDLER_FAILED, self.now, item_id=lease.item_id, case_id=lease.case_id,
-                        worker_id=w.id, token=lease.token, attempt=lease.attempt, error=error)
+        self.log.append(
+            EventKind.HANDLER_FAILED,
+            self.now,
+            item_id=lease.item_id,
+            case_id=lease.case_id,
+            worker_id=w.id,
+            token=lease.token,
+            attempt=lease.attempt,
+            error=error,
+        )
         try:
             self.queue.nack(lease, error)
         except (StaleTokenError, LeaseExpiredError, LeaseSettledError) as refused:
@@ -297,8 +335,17 @@ class World:
 
     def lost(self, w: Worker, lease: Lease, op: str, reason: str) -> None:
         """The worker found out it no longer owns the item, and stops."""
-        self.log.append(EventKind.LEASE_LOST, self.now, item_id=lease.item_id, case_id=lease.case_id,
-                        worker_id=w.id, token=lease.token, attempt=lease.attempt, op=op, reason=reason)
+        self.log.append(
+            EventKind.LEASE_LOST,
+            self.now,
+            item_id=lease.item_id,
+            case_id=lease.case_id,
+            worker_id=w.id,
+            token=lease.token,
+            attempt=lease.attempt,
+            op=op,
+            reason=reason,
+        )
         w.lease = None
 
     def pause_seconds(self, fault: Fault) -> float:
@@ -314,5 +361,11 @@ class World:
             self.schedule(self.now + delay, Rank.FAULT, self._restart, w)
 
     def _fault_logged(self, fault: Fault, source: str, **where: Any) -> None:
-        self.log.append(EventKind.FAULT_INJECTED, self.now, fault=fault.kind.value, source=source,
-                        point=fault.point.value if fault.point else None, **where)
+        self.log.append(
+            EventKind.FAULT_INJECTED,
+            self.now,
+            fault=fault.kind.value,
+            source=source,
+            point=fault.point.value if fault.point else None,
+            **where,
+        )

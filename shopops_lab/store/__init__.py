@@ -8,6 +8,7 @@
 Every backend implements the protocol in `shopops_lab.store.base` and passes the same
 contract suite (tests/test_store_contract.py).
 """
+
 from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -17,8 +18,18 @@ from shopops_lab.events import EventLog, component_log
 from shopops_lab.store.base import ItemRow, Store, bind_transactions, item_id, transaction
 from shopops_lab.store.memory import MemoryStore
 
-__all__ = ["ItemRow", "MemoryStore", "Store", "URL_FORMS", "bind_transactions", "item_id", "open_store", "redact",
-           "store_for", "transaction"]
+__all__ = [
+    "ItemRow",
+    "MemoryStore",
+    "Store",
+    "URL_FORMS",
+    "bind_transactions",
+    "item_id",
+    "open_store",
+    "redact",
+    "store_for",
+    "transaction",
+]
 
 URL_FORMS = "memory:, sqlite:///relative/path.db, sqlite:////absolute/path.db or postgresql://user@host:5432/dbname"
 
@@ -39,8 +50,9 @@ def open_store(url: str) -> Store:
         from shopops_lab.store.postgres import PostgresStore
 
         return PostgresStore(url, target=redact(url))
-    raise BadArgumentError(field="url", problem=f"is {redact(url)!r}, which names no known store",
-                           fix=f"pass one of {URL_FORMS}")
+    raise BadArgumentError(
+        field="url", problem=f"is {redact(url)!r}, which names no known store", fix=f"pass one of {URL_FORMS}"
+    )
 
 
 def store_for(store: Store | str | None, log: EventLog | None) -> Store:
@@ -50,13 +62,19 @@ def store_for(store: Store | str | None, log: EventLog | None) -> Store:
     if store is None:
         return MemoryStore(log=component_log(log))
     if log is not None:
-        raise BadArgumentError(field="log", problem="was given together with a store",
-                               fix="leave log out: the component writes to its store's log (store.log)")
+        raise BadArgumentError(
+            field="log",
+            problem="was given together with a store",
+            fix="leave log out: the component writes to its store's log (store.log)",
+        )
     if isinstance(store, str):
         return open_store(store)
     if not all(callable(getattr(store, name, None)) for name in ("next_ready", "write_item", "put", "scan")):
-        raise BadArgumentError(field="store", problem=f"is {store!r}, not a store",
-                               fix="pass a URL such as 'sqlite:///shopops.db', or open_store(url)")
+        raise BadArgumentError(
+            field="store",
+            problem=f"is {store!r}, not a store",
+            fix="pass a URL such as 'sqlite:///shopops.db', or open_store(url)",
+        )
     return store
 
 
@@ -65,19 +83,28 @@ def _sqlite(url: str) -> Store:
 
     parts = urlsplit(url)
     if not url.startswith("sqlite:///") or parts.netloc:
-        raise BadArgumentError(field="url", problem=f"is {url!r}",
-                               fix="write three slashes before a relative path (sqlite:///shopops.db) "
-                                   "and four before an absolute one (sqlite:////tmp/shopops.db)")
+        raise BadArgumentError(
+            field="url",
+            problem=f"is {url!r}",
+            fix="write three slashes before a relative path (sqlite:///shopops.db) "
+            "and four before an absolute one (sqlite:////tmp/shopops.db)",
+        )
     path = parts.path[1:]
     if not path or path.endswith("/"):
-        raise BadArgumentError(field="url", problem=f"is {url!r}, which names no file",
-                               fix="end it with a file name, e.g. sqlite:///shopops.db")
+        raise BadArgumentError(
+            field="url",
+            problem=f"is {url!r}, which names no file",
+            fix="end it with a file name, e.g. sqlite:///shopops.db",
+        )
     options = parse_qs(parts.query, keep_blank_values=True)
     synchronous = options.pop("synchronous", ["full"])
     if options or len(synchronous) != 1 or synchronous[0].lower() not in SYNCHRONOUS:
-        raise BadArgumentError(field="url", problem=f"has the options {parts.query!r}",
-                               fix="use only ?synchronous=full (the default: survives a power cut) "
-                                   "or ?synchronous=normal (survives a killed process, faster)")
+        raise BadArgumentError(
+            field="url",
+            problem=f"has the options {parts.query!r}",
+            fix="use only ?synchronous=full (the default: survives a power cut) "
+            "or ?synchronous=normal (survives a killed process, faster)",
+        )
     return SQLiteStore(path, synchronous=synchronous[0].lower(), url=url)
 
 

@@ -23,6 +23,7 @@ opening their own store on the same URL. A store that pays a round trip per stat
 (PostgreSQL) may also offer `lease_next` and `ack_live`, the queue's usual acquire and ack as
 one statement each; the queue uses them when they are there and takes the long way otherwise.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -36,8 +37,16 @@ from shopops_lab.errors import ShopOpsError, StoreOpenError
 from shopops_lab.events import EventLog
 from shopops_lab.states import ItemState
 
-__all__ = ["ItemRow", "Store", "StoreFailedError", "bind_transactions", "item_id", "item_seq", "transaction",
-           "transactional_methods"]
+__all__ = [
+    "ItemRow",
+    "Store",
+    "StoreFailedError",
+    "bind_transactions",
+    "item_id",
+    "item_seq",
+    "transaction",
+    "transactional_methods",
+]
 
 
 class StoreFailedError(StoreOpenError):
@@ -52,8 +61,12 @@ def item_id(seq: int) -> str:
 def item_seq(item_id: str) -> int | None:
     """The inverse of `item_id`, or None for a string no item ever had as its id."""
     digits = item_id[5:] if item_id.startswith("item-") else ""
-    if (not 4 <= len(digits) <= 18 or not digits.isascii() or not digits.isdigit()
-            or (len(digits) > 4 and digits[0] == "0")):  # 18 digits: still a 64-bit integer
+    if (
+        not 4 <= len(digits) <= 18
+        or not digits.isascii()
+        or not digits.isdigit()
+        or (len(digits) > 4 and digits[0] == "0")
+    ):  # 18 digits: still a 64-bit integer
         return None
     return int(digits)
 
@@ -65,9 +78,28 @@ class ItemRow:
     dead-letter queue) is the store's own business: the memory store chains a case's ready
     items through `behind` (the next one in line); other stores leave it unset."""
 
-    __slots__ = ("seq", "id", "case_id", "tenant_id", "kind", "payload", "flat", "priority", "state",
-                 "attempts", "token", "worker_id", "expires_at", "lease_seconds", "enqueued_at",
-                 "last_error", "dead_at", "replays", "ended_by", "behind")
+    __slots__ = (
+        "seq",
+        "id",
+        "case_id",
+        "tenant_id",
+        "kind",
+        "payload",
+        "flat",
+        "priority",
+        "state",
+        "attempts",
+        "token",
+        "worker_id",
+        "expires_at",
+        "lease_seconds",
+        "enqueued_at",
+        "last_error",
+        "dead_at",
+        "replays",
+        "ended_by",
+        "behind",
+    )
 
     def __repr__(self) -> str:
         return f"ItemRow({self.id}, case {self.case_id}, {self.state.value}, token {self.token})"
@@ -151,8 +183,9 @@ class Store(Protocol):
         """Let go of files and connections."""
 
 
-def transaction(method: Callable[..., Any] | None = None, *, checks_first: bool = False,
-                calls_out: bool = False) -> Any:
+def transaction(
+    method: Callable[..., Any] | None = None, *, checks_first: bool = False, calls_out: bool = False
+) -> Any:
     """Mark a method of a component (an object with a `store`) as one transaction of that
     store, where the method is defined: `bind_transactions` in the component's `__init__`
     wraps every marked method, so none can be forgotten in a list kept elsewhere.
@@ -162,9 +195,11 @@ def transaction(method: Callable[..., Any] | None = None, *, checks_first: bool 
     it is called directly, at full speed (the queue's hot path). `calls_out=True` says it
     runs the caller's code (an effect) inside: any exception, a refusal too, then rolls the
     whole call back (see `bind_transactions` for the refusals an engine call keeps)."""
+
     def mark(function: Callable[..., Any]) -> Callable[..., Any]:
         function.__transaction__ = Marked(checks_first=checks_first, calls_out=calls_out)  # type: ignore[attr-defined]
         return function
+
     return mark if method is None else mark(method)
 
 
@@ -218,6 +253,7 @@ def _in_transaction(function: Callable[..., Any]) -> Callable[..., Any]:
             except ShopOpsError as refusal:  # commit the refusal's record, then raise it
                 refused = refusal
         raise refused
+
     return in_transaction
 
 
@@ -226,4 +262,5 @@ def _whole(function: Callable[..., Any]) -> Callable[..., Any]:
     def in_transaction(self: Any, *args: Any, **kwargs: Any) -> Any:
         with self.store.atomic:
             return function(self, *args, **kwargs)
+
     return in_transaction

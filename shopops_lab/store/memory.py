@@ -10,6 +10,7 @@ top. A case's line of ready items is a chain through the rows themselves (`row.b
 a burst of one-item cases allocates no container per case (a deque each cost ~700 bytes)
 and a drained case leaves nothing behind.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -57,8 +58,8 @@ class _Transaction:
                     table.pop(key, None)
                 else:
                     table[key] = old
-            del self._log._rows[self._log_mark:]
-            del self._log._events[self._log_mark:]
+            del self._log._rows[self._log_mark :]
+            del self._log._events[self._log_mark :]
 
     @property
     def open(self) -> bool:
@@ -80,8 +81,8 @@ class MemoryStore:
         self._items: dict[str, ItemRow] = {}
         self._heads: dict[str, ItemRow] = {}  # case -> the first ready item of its line
         self._tails: dict[str, ItemRow] = {}  # case -> the last; rows in between link by `behind`
-        self._held: set[str] = set()                  # cases with a live lease
-        self._available: list[tuple[int, int, str]] = []      # (priority, seq, case_id)
+        self._held: set[str] = set()  # cases with a live lease
+        self._available: list[tuple[int, int, str]] = []  # (priority, seq, case_id)
         self._expiry: list[tuple[float, int, int, str]] = []  # (expires_at, seq, token, item_id)
         self._dead: dict[str, ItemRow] = {}
         self._counts = {state: 0 for state in ItemState}
@@ -128,8 +129,10 @@ class MemoryStore:
         if source is _READY:  # leased: the first of its case's line; the case's offer in the heap is now old
             case_id = row.case_id
             if self._heads.get(case_id) is not row:
-                raise RuntimeError(f"write_item leased {row.id}, which is not first in its case's line "
-                                   "(the queue leases only what next_ready answers)")
+                raise RuntimeError(
+                    f"write_item leased {row.id}, which is not first in its case's line "
+                    "(the queue leases only what next_ready answers)"
+                )
             if row.behind is None:
                 del self._heads[case_id], self._tails[case_id]
             else:

@@ -16,6 +16,7 @@ says to run the call again.
 The tables live in the connection's current schema (`public` unless the URL says otherwise,
 e.g. `?options=-csearch_path%3Dclass_a`), so a class can share one server.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,9 @@ from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, dumps, schema
 
 __all__ = ["PostgresStore"]
 
-_INSERT_ITEM = (f"INSERT INTO items ({ITEM_COLUMNS}, id, position)"
-                f" VALUES ({', '.join(['%s'] * 18)}, nextval('item_position'))")
+_INSERT_ITEM = (
+    f"INSERT INTO items ({ITEM_COLUMNS}, id, position) VALUES ({', '.join(['%s'] * 18)}, nextval('item_position'))"
+)
 # The usual acquire and ack, each one statement in autocommit (one round trip): a fenced write
 # that happens only if the lease is still the one the caller holds ("UPDATE ... WHERE token =
 # ... RETURNING"), with its event, and only when no lease anywhere is due (an expiry is the
@@ -48,14 +50,16 @@ _LEASE_NEXT = (
     " RETURNING items.id, items.case_id, items.tenant_id, items.kind, items.payload, items.token, items.attempts),"
     " logged AS (INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
     " SELECT %(t)s, 'leased', id, case_id, %(worker)s, token, attempts, %(info)s FROM leased)"
-    " SELECT EXISTS (SELECT 1 FROM due), leased.* FROM (SELECT 1) AS one LEFT JOIN leased ON true")
+    " SELECT EXISTS (SELECT 1 FROM due), leased.* FROM (SELECT 1) AS one LEFT JOIN leased ON true"
+)
 _ACK_LIVE = (
     f"WITH due AS ({_DUE}),"
     " acked AS (UPDATE items SET state = 'done', ended_by = 'acked' WHERE seq = %(seq)s AND case_id = %(case)s"
     " AND token = %(token)s AND state = 'leased' AND NOT EXISTS (SELECT 1 FROM due) RETURNING id, case_id, attempts),"
     " logged AS (INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
     " SELECT %(t)s, 'acked', id, case_id, %(worker)s, %(token)s, attempts, '{{}}' FROM acked)"
-    " SELECT count(*) FROM acked")
+    " SELECT count(*) FROM acked"
+)
 DUE = "due"  # lease_next's answer when a lease is due: expire it first, the long way (the queue's DUE)
 _LEASE_NEXT_ANY = _LEASE_NEXT.format(urgent="")
 _LEASE_NEXT_URGENT = _LEASE_NEXT.format(urgent=" AND i.priority <= %(priority)s")
@@ -78,15 +82,19 @@ class PostgresStore(SQLStore):
         try:
             import psycopg
         except ImportError:
-            raise StoreOpenError(target=self.target, reason="the psycopg package is not installed",
-                                 fix=_INSTALL) from None
+            raise StoreOpenError(
+                target=self.target, reason="the psycopg package is not installed", fix=_INSTALL
+            ) from None
         self._error, self._integrity = psycopg.Error, psycopg.IntegrityError
         try:
             self._connection = psycopg.connect(url, autocommit=True, connect_timeout=10)
         except psycopg.Error as error:
-            raise StoreOpenError(target=self.target, reason=_first_line(error),
-                                 fix="start the server, or correct the host, port, user and database in the URL "
-                                     "(a throwaway one for tests: sh scripts/postgres.sh start /tmp/pg)") from None
+            raise StoreOpenError(
+                target=self.target,
+                reason=_first_line(error),
+                fix="start the server, or correct the host, port, user and database in the URL "
+                "(a throwaway one for tests: sh scripts/postgres.sh start /tmp/pg)",
+            ) from None
         try:
             with self.atomic:
                 self._execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
@@ -152,8 +160,11 @@ class PostgresStore(SQLStore):
         return {name for (name,) in rows}
 
     def _schema(self) -> list[str]:
-        return schema(auto_key="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", item_key="BIGINT PRIMARY KEY",
-                      real="DOUBLE PRECISION") + ["CREATE SEQUENCE item_seq", "CREATE SEQUENCE item_position"]
+        return schema(
+            auto_key="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+            item_key="BIGINT PRIMARY KEY",
+            real="DOUBLE PRECISION",
+        ) + ["CREATE SEQUENCE item_seq", "CREATE SEQUENCE item_position"]
 
     # ------------------------------------------------------------------ one round trip each
     def lease_next(self, worker_id: str, t: float, seconds: float, max_priority: int | None) -> Any:
@@ -163,9 +174,17 @@ class PostgresStore(SQLStore):
         if self.atomic.open:
             return DUE  # inside a transaction of the caller's: the long way, in it
         statement = _LEASE_NEXT_URGENT if max_priority is not None else _LEASE_NEXT_ANY
-        due, *row = self._execute(statement, {"t": t, "worker": worker_id, "seconds": seconds, "expires": t + seconds,
-                                              "info": dumps({"expires_at": t + seconds}),
-                                              "priority": max_priority}).fetchone()
+        due, *row = self._execute(
+            statement,
+            {
+                "t": t,
+                "worker": worker_id,
+                "seconds": seconds,
+                "expires": t + seconds,
+                "info": dumps({"expires_at": t + seconds}),
+                "priority": max_priority,
+            },
+        ).fetchone()
         if due:
             return DUE
         return None if row[0] is None else (*row[:4], json.loads(row[4]), *row[5:])
@@ -177,8 +196,12 @@ class PostgresStore(SQLStore):
         seq = item_seq(item_id)
         if seq is None or self.atomic.open:
             return False
-        return self._execute(_ACK_LIVE, {"t": t, "seq": seq, "case": case_id, "token": token,
-                                         "worker": worker_id}).fetchone()[0] == 1
+        return (
+            self._execute(
+                _ACK_LIVE, {"t": t, "seq": seq, "case": case_id, "token": token, "worker": worker_id}
+            ).fetchone()[0]
+            == 1
+        )
 
     def _insert_item(self, columns: tuple) -> int:
         seq = self._execute("SELECT nextval('item_seq')").fetchone()[0]
@@ -193,13 +216,22 @@ def _failed(target: str, error: Exception) -> StoreOpenError:
     """A kit error for what the server refused in the middle of a run."""
     state = getattr(error, "sqlstate", None) or ""
     if state.startswith("40"):  # serialization failure, deadlock: the server rolled the transaction back
-        return StoreFailedError(target=target, reason=f"the server aborted the transaction: {_first_line(error)}",
-                                fix="run the call again: nothing of it was kept")
+        return StoreFailedError(
+            target=target,
+            reason=f"the server aborted the transaction: {_first_line(error)}",
+            fix="run the call again: nothing of it was kept",
+        )
     if state.startswith("08") or not state:  # the connection itself
-        return StoreOpenError(target=target, reason=f"the connection failed: {_first_line(error)}",
-                              fix="check that the server is running and reachable, then open the store again")
-    return StoreFailedError(target=target, reason=f"the server refused a statement: {_first_line(error)}",
-                            fix="check the server's disk, permissions and settings (its log says more)")
+        return StoreOpenError(
+            target=target,
+            reason=f"the connection failed: {_first_line(error)}",
+            fix="check that the server is running and reachable, then open the store again",
+        )
+    return StoreFailedError(
+        target=target,
+        reason=f"the server refused a statement: {_first_line(error)}",
+        fix="check the server's disk, permissions and settings (its log says more)",
+    )
 
 
 def _first_line(error: BaseException) -> str:

@@ -11,6 +11,7 @@ every leased item, so even a bug in a query could not hand out two live leases o
 The same small index lists the live leases when the queue looks for expired ones. Items are
 found by `seq` (an item's id is `item_id(seq)`), so the readable id needs no index of its own.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,10 @@ _KINDS = {kind.value: kind for kind in EventKind}
 # The columns a row is read from, in `_item_row`'s order. A new row also has `id` (item_id(seq),
 # for readers of the table) and `position`, its place in its line: the database draws it and
 # compares it, so Python never holds it.
-ITEM_COLUMNS = ("seq, case_id, tenant_id, kind, payload, priority, state, attempts, token, worker_id, "
-                "expires_at, lease_seconds, enqueued_at, last_error, dead_at, replays, ended_by")
+ITEM_COLUMNS = (
+    "seq, case_id, tenant_id, kind, payload, priority, state, attempts, token, worker_id, "
+    "expires_at, lease_seconds, enqueued_at, last_error, dead_at, replays, ended_by"
+)
 
 
 def schema(*, auto_key: str, item_key: str, real: str) -> list[str]:
@@ -99,21 +102,26 @@ class Statements:
     events_after: str
 
 
-def statements(*, placeholder: str, lock: str, skip_locked: str, back_of_case: str, back_of_dead_line: str
-               ) -> Statements:
+def statements(
+    *, placeholder: str, lock: str, skip_locked: str, back_of_case: str, back_of_dead_line: str
+) -> Statements:
     """The statements with a dialect's placeholder and locking clauses, and its expressions for
     a place behind every other item of the updated row's case line or of the dead-letter line."""
     # The driver describes every column of a query on every execute, rows or none: a query that
     # is usually empty (due leases) asks for the least it can, and sorts nothing (SQLite would
     # open a sorter for it on every call).
     select = f"SELECT {ITEM_COLUMNS} FROM items"
-    write = ("UPDATE items SET state = ?, attempts = ?, token = ?, worker_id = ?, expires_at = ?,"
-             " lease_seconds = ?, last_error = ?, dead_at = ?, replays = ?, ended_by = ?{} WHERE seq = ?")
-    ready = (f"{select} AS i WHERE i.state = 'ready'{{urgent}}"
-             " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
-             " AND o.position < i.position)"
-             " AND NOT EXISTS (SELECT 1 FROM items AS l WHERE l.case_id = i.case_id AND l.state = 'leased')"
-             f" ORDER BY i.priority, i.seq LIMIT 1{skip_locked}")
+    write = (
+        "UPDATE items SET state = ?, attempts = ?, token = ?, worker_id = ?, expires_at = ?,"
+        " lease_seconds = ?, last_error = ?, dead_at = ?, replays = ?, ended_by = ?{} WHERE seq = ?"
+    )
+    ready = (
+        f"{select} AS i WHERE i.state = 'ready'{{urgent}}"
+        " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
+        " AND o.position < i.position)"
+        " AND NOT EXISTS (SELECT 1 FROM items AS l WHERE l.case_id = i.case_id AND l.state = 'leased')"
+        f" ORDER BY i.priority, i.seq LIMIT 1{skip_locked}"
+    )
     texts = {
         "insert_meta": "INSERT INTO shopops_meta (key, value) VALUES (?, ?), (?, ?)",
         "get_item": f"{select} WHERE seq = ?{lock}",
@@ -129,17 +137,25 @@ def statements(*, placeholder: str, lock: str, skip_locked: str, back_of_case: s
         "item_counts": "SELECT state, count(*) FROM items GROUP BY state",
         "item_count": "SELECT count(*) FROM items WHERE state = ?",
         "get": f"SELECT value FROM records WHERE kind = ? AND key = ?{lock}",
-        "put": ("INSERT INTO records (kind, key, value) VALUES (?, ?, ?)"
-                " ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"),
+        "put": (
+            "INSERT INTO records (kind, key, value) VALUES (?, ?, ?)"
+            " ON CONFLICT (kind, key) DO UPDATE SET value = excluded.value"
+        ),
         "put_new": "INSERT INTO records (kind, key, value) VALUES (?, ?, ?) ON CONFLICT (kind, key) DO NOTHING",
         "scan": "SELECT key, value FROM records WHERE kind = ? ORDER BY seq",
-        "next_number": ("INSERT INTO counters (name, value) VALUES (?, 1)"
-                        " ON CONFLICT (name) DO UPDATE SET value = counters.value + 1 RETURNING value"),
-        "insert_event": ("INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
-                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"),
+        "next_number": (
+            "INSERT INTO counters (name, value) VALUES (?, 1)"
+            " ON CONFLICT (name) DO UPDATE SET value = counters.value + 1 RETURNING value"
+        ),
+        "insert_event": (
+            "INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+        ),
         "count_events": "SELECT count(*) FROM events WHERE seq <= ?",
-        "events_after": ("SELECT seq, time, kind, item_id, case_id, worker_id, token, attempt, info FROM events"
-                         " WHERE seq > ? ORDER BY seq"),
+        "events_after": (
+            "SELECT seq, time, kind, item_id, case_id, worker_id, token, attempt, info FROM events"
+            " WHERE seq > ? ORDER BY seq"
+        ),
     }
     return Statements(**{name: text.replace("?", placeholder) for name, text in texts.items()})
 
@@ -194,13 +210,24 @@ class DatabaseLog(EventLog):
         self._store = store
         self._last = 0  # the database seq of the newest row fetched
 
-    def append(self, kind: EventKind, time: float, /, *, item_id: str | None = None,
-               case_id: str | None = None, worker_id: str | None = None,
-               token: int | None = None, attempt: int | None = None, **info: Any) -> int:
+    def append(
+        self,
+        kind: EventKind,
+        time: float,
+        /,
+        *,
+        item_id: str | None = None,
+        case_id: str | None = None,
+        worker_id: str | None = None,
+        token: int | None = None,
+        attempt: int | None = None,
+        **info: Any,
+    ) -> int:
         """Record one event, checked as every log checks it; returns -1: the database numbers it
         (read `seq` back from the log)."""
-        super().append(kind, time, item_id=item_id, case_id=case_id, worker_id=worker_id, token=token,
-                       attempt=attempt, **info)
+        super().append(
+            kind, time, item_id=item_id, case_id=case_id, worker_id=worker_id, token=token, attempt=attempt, **info
+        )
         return self._store._insert_event(self._rows.pop())  # the cache holds only what the database returned
 
     def appender(self):  # type: ignore[override]
@@ -256,16 +283,21 @@ class SQLStore(ABC):
 
     dialect = "sql"
     shared = True  # other connections write the same database: decisions are atomic statements or locked
-    lock = ""          # appended to a SELECT that the transaction will change
-    skip_locked = ""   # the same, for a SELECT any free row answers (other workers skip ours)
+    lock = ""  # appended to a SELECT that the transaction will change
+    skip_locked = ""  # the same, for a SELECT any free row answers (other workers skip ours)
     placeholder = "?"
-    back_of_case = ""       # an expression: a place behind every item in the updated row's case line
+    back_of_case = ""  # an expression: a place behind every item in the updated row's case line
     back_of_dead_line = ""  # the same, behind every dead item
 
     def __init_subclass__(cls, **settings: Any) -> None:
         super().__init_subclass__(**settings)
-        cls._sql = statements(placeholder=cls.placeholder, lock=cls.lock, skip_locked=cls.skip_locked,
-                              back_of_case=cls.back_of_case, back_of_dead_line=cls.back_of_dead_line)
+        cls._sql = statements(
+            placeholder=cls.placeholder,
+            lock=cls.lock,
+            skip_locked=cls.skip_locked,
+            back_of_case=cls.back_of_case,
+            back_of_dead_line=cls.back_of_dead_line,
+        )
 
     def __init__(self, url: str, target: str) -> None:
         self.url = url
@@ -336,28 +368,52 @@ class SQLStore(ABC):
         fix = "point the URL at a new file or an empty database; this one was not changed"
         if "shopops_meta" not in tables:
             shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
-            raise ForeignStoreError(target=self.target, found=f"holds another program's tables ({shown})",
-                                    expected=SCHEMA_VERSION, fix=fix)
+            raise ForeignStoreError(
+                target=self.target, found=f"holds another program's tables ({shown})", expected=SCHEMA_VERSION, fix=fix
+            )
         meta = dict(self._execute("SELECT key, value FROM shopops_meta").fetchall())
         if meta.get("program") != PROGRAM:
-            raise ForeignStoreError(target=self.target, found=f"was written by {meta.get('program')!r}",
-                                    expected=SCHEMA_VERSION, fix=fix)
+            raise ForeignStoreError(
+                target=self.target, found=f"was written by {meta.get('program')!r}", expected=SCHEMA_VERSION, fix=fix
+            )
         if meta.get("schema_version") != str(SCHEMA_VERSION):
             raise ForeignStoreError(
-                target=self.target, found=f"has schema version {meta.get('schema_version')}",
+                target=self.target,
+                found=f"has schema version {meta.get('schema_version')}",
                 expected=SCHEMA_VERSION,
-                fix="open it with the ShopOps Lab version that wrote it, or start a new database")
+                fix="open it with the ShopOps Lab version that wrote it, or start a new database",
+            )
         missing = [name for name in TABLES if name not in tables]
         if missing:
-            raise ForeignStoreError(target=self.target, found=f"is damaged: table {', '.join(missing)} is missing",
-                                    expected=SCHEMA_VERSION, fix=fix)
+            raise ForeignStoreError(
+                target=self.target,
+                found=f"is damaged: table {', '.join(missing)} is missing",
+                expected=SCHEMA_VERSION,
+                fix=fix,
+            )
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
         row.seq = self._insert_item(
-            (row.case_id, row.tenant_id, row.kind, dumps(row.payload), int(row.priority), row.state.value,
-             row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds, row.enqueued_at,
-             row.last_error, row.dead_at, row.replays, row.ended_by))
+            (
+                row.case_id,
+                row.tenant_id,
+                row.kind,
+                dumps(row.payload),
+                int(row.priority),
+                row.state.value,
+                row.attempts,
+                row.token,
+                row.worker_id,
+                row.expires_at,
+                row.lease_seconds,
+                row.enqueued_at,
+                row.last_error,
+                row.dead_at,
+                row.replays,
+                row.ended_by,
+            )
+        )
         row.id = item_id(row.seq)
         if self.atomic.open:
             self._rows[row.seq] = row
@@ -368,8 +424,11 @@ class SQLStore(ABC):
         return rows[0] if rows else None
 
     def next_ready(self, max_priority: int | None) -> ItemRow | None:
-        rows = (self._items(self._sql.next_ready) if max_priority is None
-                else self._items(self._sql.next_urgent, (int(max_priority),)))
+        rows = (
+            self._items(self._sql.next_ready)
+            if max_priority is None
+            else self._items(self._sql.next_urgent, (int(max_priority),))
+        )
         return rows[0] if rows else None
 
     def due_leases(self, t: float) -> list[ItemRow]:
@@ -384,8 +443,22 @@ class SQLStore(ABC):
             statement = self._sql.to_back_of_case
         else:  # any other change keeps the item's place (back from a lease: the front of its case)
             statement = self._sql.write_item
-        self._send(statement, (state.value, row.attempts, row.token, row.worker_id, row.expires_at, row.lease_seconds,
-                               row.last_error, row.dead_at, row.replays, row.ended_by, row.seq))
+        self._send(
+            statement,
+            (
+                state.value,
+                row.attempts,
+                row.token,
+                row.worker_id,
+                row.expires_at,
+                row.lease_seconds,
+                row.last_error,
+                row.dead_at,
+                row.replays,
+                row.ended_by,
+                row.seq,
+            ),
+        )
 
     def item_rows(self, state: ItemState | None = None) -> list[ItemRow]:
         if state is None:
@@ -441,9 +514,19 @@ class SQLStore(ABC):
     def _insert_event(self, row: EventRow) -> int:
         """Write one event row; -1 for its seq, which the database gives it."""
         kind = row.kind
-        self._send(self._sql.insert_event, (row.time, kind.value if isinstance(kind, EventKind) else str(kind),
-                                            row.item_id, row.case_id, row.worker_id, row.token, row.attempt,
-                                            dumps(row.info)))
+        self._send(
+            self._sql.insert_event,
+            (
+                row.time,
+                kind.value if isinstance(kind, EventKind) else str(kind),
+                row.item_id,
+                row.case_id,
+                row.worker_id,
+                row.token,
+                row.attempt,
+                dumps(row.info),
+            ),
+        )
         return -1
 
     def _count_events(self, upto: int) -> int:
@@ -451,9 +534,22 @@ class SQLStore(ABC):
 
     def _events_after(self, seq: int) -> list[tuple[int, EventRow]]:
         rows = self._execute(self._sql.events_after, (seq,)).fetchall()
-        return [(s, EventRow(time=time, kind=_KINDS[kind], item_id=item, case_id=case, worker_id=worker,
-                             token=token, attempt=attempt, info=_info(info)))
-                for s, time, kind, item, case, worker, token, attempt, info in rows]
+        return [
+            (
+                s,
+                EventRow(
+                    time=time,
+                    kind=_KINDS[kind],
+                    item_id=item,
+                    case_id=case,
+                    worker_id=worker,
+                    token=token,
+                    attempt=attempt,
+                    info=_info(info),
+                ),
+            )
+            for s, time, kind, item, case, worker, token, attempt, info in rows
+        ]
 
     def __enter__(self) -> SQLStore:
         return self
@@ -468,18 +564,35 @@ class SQLStore(ABC):
 def _info(text: str) -> dict[str, Any]:
     """An event's info as the log keeps it: nested values read-only, as every log hands them out."""
     info = json.loads(text)
-    return {key: value if isinstance(value, (str, int, float, bool, type(None))) else frozen(value, "info")
-            for key, value in info.items()}
+    return {
+        key: value if isinstance(value, (str, int, float, bool, type(None))) else frozen(value, "info")
+        for key, value in info.items()
+    }
 
 
 def _item_row(values: Sequence[Any]) -> ItemRow:
     row = ItemRow()
-    (row.seq, row.case_id, row.tenant_id, row.kind, payload, row.priority, state, row.attempts,
-     row.token, row.worker_id, row.expires_at, row.lease_seconds, row.enqueued_at, row.last_error, row.dead_at,
-     row.replays, row.ended_by) = values
+    (
+        row.seq,
+        row.case_id,
+        row.tenant_id,
+        row.kind,
+        payload,
+        row.priority,
+        state,
+        row.attempts,
+        row.token,
+        row.worker_id,
+        row.expires_at,
+        row.lease_seconds,
+        row.enqueued_at,
+        row.last_error,
+        row.dead_at,
+        row.replays,
+        row.ended_by,
+    ) = values
     row.id = item_id(row.seq)
     row.payload = json.loads(payload)
     row.flat = is_flat(row.payload)
     row.state = _STATES[state]
     return row
-

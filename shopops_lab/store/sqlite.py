@@ -7,6 +7,7 @@ the transaction acts on it. `synchronous=FULL` (the default) makes each commit s
 power cut; `?synchronous=normal` keeps it through a killed process, not a lost machine, and
 is much faster.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,20 +23,23 @@ from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, schema
 __all__ = ["SQLiteStore"]
 
 
-
 def _back_of_case(case: str) -> str:
     """A place behind the ready items of `case` and its leased one (which comes back to the
     front if its lease ends): two lookups on the schema's partial indexes. Writers take turns
     (BEGIN IMMEDIATE), so no other writer can take the same place meanwhile."""
-    return (f"max(coalesce((SELECT max(o.position) FROM items AS o WHERE o.case_id = {case} AND o.state = 'ready'), 0),"
-            f" coalesce((SELECT l.position FROM items AS l WHERE l.case_id = {case} AND l.state = 'leased'), 0)) + 1")
+    return (
+        f"max(coalesce((SELECT max(o.position) FROM items AS o WHERE o.case_id = {case} AND o.state = 'ready'), 0),"
+        f" coalesce((SELECT l.position FROM items AS l WHERE l.case_id = {case} AND l.state = 'leased'), 0)) + 1"
+    )
 
 
 # One statement numbers, places and inserts a new item: no counter row written per enqueue,
 # and no RETURNING (SQLite collects returned rows in a temporary table); the number is the rowid.
 _NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM items)"  # the table's last row: one step down its b-tree
-_INSERT_ITEM = (f"INSERT INTO items ({ITEM_COLUMNS}, id, position) VALUES ({_NEXT_SEQ}, {', '.join('?' * 16)},"
-                f" printf('item-%04d', {_NEXT_SEQ}), {_back_of_case('?')})")
+_INSERT_ITEM = (
+    f"INSERT INTO items ({ITEM_COLUMNS}, id, position) VALUES ({_NEXT_SEQ}, {', '.join('?' * 16)},"
+    f" printf('item-%04d', {_NEXT_SEQ}), {_back_of_case('?')})"
+)
 SYNCHRONOUS = ("full", "normal")
 MIN_SQLITE = (3, 35)  # UPDATE/INSERT ... RETURNING
 
@@ -80,9 +84,11 @@ class SQLiteStore(SQLStore):
         except sqlite3.Error as error:
             raise _failed(self.target, error) from error
         except OverflowError as error:  # a Python int SQLite cannot bind
-            raise StoreFailedError(target=self.target, reason="a whole number was wider than 64 bits",
-                                   fix="keep numbers within ±9.2e18 (the kit refuses such numbers itself: "
-                                       "a bug if you see this)") from error
+            raise StoreFailedError(
+                target=self.target,
+                reason="a whole number was wider than 64 bits",
+                fix="keep numbers within ±9.2e18 (the kit refuses such numbers itself: a bug if you see this)",
+            ) from error
 
     def _start(self) -> None:
         self._execute("BEGIN IMMEDIATE")
@@ -98,8 +104,9 @@ class SQLiteStore(SQLStore):
             raise _failed(self.target, error) from error
 
     def _tables(self) -> set[str]:
-        rows = self._connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
-                                        " AND name NOT LIKE 'sqlite%'").fetchall()
+        rows = self._connection.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite%'"
+        ).fetchall()
         return {name for (name,) in rows}
 
     def _schema(self) -> list[str]:
@@ -120,9 +127,10 @@ def _check_version(target: str) -> None:
         raise StoreOpenError(
             target=target,
             reason=f"this Python's SQLite library is version {sqlite3.sqlite_version}; the store needs "
-                   f"{'.'.join(map(str, MIN_SQLITE))} or newer",
+            f"{'.'.join(map(str, MIN_SQLITE))} or newer",
             fix="use a Python built with a newer SQLite (python.org and conda builds, Debian 12 and Ubuntu 22.04 "
-                "have one), or memory: / postgresql:// instead")
+            "have one), or memory: / postgresql:// instead",
+        )
 
 
 def _check_file(path: Path, target: str) -> None:
@@ -130,11 +138,15 @@ def _check_file(path: Path, target: str) -> None:
     a folder in the file's place, a file that is not an SQLite database."""
     folder = path.parent
     if not folder.is_dir():
-        raise StoreOpenError(target=target, reason=f"the folder {folder} does not exist",
-                             fix=f"create it first (mkdir -p {folder}) or choose a path in an existing folder")
+        raise StoreOpenError(
+            target=target,
+            reason=f"the folder {folder} does not exist",
+            fix=f"create it first (mkdir -p {folder}) or choose a path in an existing folder",
+        )
     if path.is_dir():
-        raise StoreOpenError(target=target, reason="that is a folder, not a file",
-                             fix="name a file, e.g. sqlite:///shopops.db")
+        raise StoreOpenError(
+            target=target, reason="that is a folder, not a file", fix="name a file, e.g. sqlite:///shopops.db"
+        )
     # The file's header is not read here: opening and closing the database file outside
     # SQLite would drop every POSIX lock this process's other connections hold on it (a
     # close releases them all), and another process could then reset the WAL under them,
@@ -145,29 +157,52 @@ def _failed(target: str, error: sqlite3.Error) -> StoreFailedError:
     """A kit error for what SQLite refused in the middle of a run, naming the file and the fix."""
     text = str(error)
     if "full" in text:
-        return StoreFailedError(target=target, reason="the disk (or the file's quota) is full",
-                                fix="free some space on the disk that holds the file, then run again")
+        return StoreFailedError(
+            target=target,
+            reason="the disk (or the file's quota) is full",
+            fix="free some space on the disk that holds the file, then run again",
+        )
     if "readonly" in text or "read-only" in text:
-        return StoreFailedError(target=target, reason="the file or its folder is read-only",
-                                fix="make both writable (chmod u+w), or copy the file somewhere writable")
+        return StoreFailedError(
+            target=target,
+            reason="the file or its folder is read-only",
+            fix="make both writable (chmod u+w), or copy the file somewhere writable",
+        )
     if "not a database" in text or "malformed" in text:
-        return StoreFailedError(target=target, reason=f"the file is damaged ({text})",
-                                fix="restore it from a copy, or start a new file (keep this one to inspect)")
+        return StoreFailedError(
+            target=target,
+            reason=f"the file is damaged ({text})",
+            fix="restore it from a copy, or start a new file (keep this one to inspect)",
+        )
     if "locked" in text or "busy" in text:
-        return StoreFailedError(target=target, reason="another process held the database for too long",
-                                fix="find the process holding it (fuser the file), or try again")
+        return StoreFailedError(
+            target=target,
+            reason="another process held the database for too long",
+            fix="find the process holding it (fuser the file), or try again",
+        )
     return StoreFailedError(target=target, reason=text, fix="check the file, its folder and the disk")
 
 
 def _open_error(target: str, error: sqlite3.Error) -> Exception:
     text = str(error)
     if "readonly" in text or "read-only" in text:
-        return StoreOpenError(target=target, reason="the file or its folder is read-only",
-                              fix="make both writable (chmod u+w), or copy the file somewhere writable")
+        return StoreOpenError(
+            target=target,
+            reason="the file or its folder is read-only",
+            fix="make both writable (chmod u+w), or copy the file somewhere writable",
+        )
     if "not a database" in text:
-        return ForeignStoreError(target=target, found="is not an SQLite database (a damaged file, or another kind)",
-                                 expected=SCHEMA_VERSION, fix="choose another path; keep this file for whoever owns it")
+        return ForeignStoreError(
+            target=target,
+            found="is not an SQLite database (a damaged file, or another kind)",
+            expected=SCHEMA_VERSION,
+            fix="choose another path; keep this file for whoever owns it",
+        )
     if "malformed" in text:
-        return ForeignStoreError(target=target, found=f"is damaged ({text})", expected=SCHEMA_VERSION,
-                                 fix="restore it from a copy, or start a new file; this one was not changed")
+        return ForeignStoreError(
+            target=target,
+            found=f"is damaged ({text})",
+            expected=SCHEMA_VERSION,
+            fix="restore it from a copy, or start a new file; this one was not changed",
+        )
     return StoreOpenError(target=target, reason=text, fix="check the path and its permissions")

@@ -6,6 +6,7 @@ and a returned figure is displayed once, as the cell's value, through its own
 
 Imported only when a plot is drawn: `shopops_lab.viz.plots` works without matplotlib.
 """
+
 from __future__ import annotations
 
 import io
@@ -83,7 +84,14 @@ def _draw(ax: Any, panel: Panel) -> None:
         ax.set_ylim(bottom=0)
     for start, end, label in panel.faults:
         ax.axvspan(start, max(end, start + 1e-9), color="#d62728", alpha=0.12, linewidth=0)
-        ax.annotate(label, xy=(start, 1), xycoords=("data", "axes fraction"), xytext=(2, -10),
-                    textcoords="offset points", fontsize=8, color="#a01010")
+        ax.annotate(
+            label,
+            xy=(start, 1),
+            xycoords=("data", "axes fraction"),
+            xytext=(2, -10),
+            textcoords="offset points",
+            fontsize=8,
+            color="#a01010",
+        )
     if panel.legend:
         ax.legend(loc="upper right", fontsize=8)

@@ -5,6 +5,7 @@ a picture is byte-for-byte the same on every run and every machine. Arrowheads a
 drawn as polygons rather than `<marker>`s: no element ids, so two pictures on one page
 can never clash.
 """
+
 from __future__ import annotations
 
 import base64
@@ -41,16 +42,26 @@ def esc(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def document(width: float, height: float, body: list[str], *, label: str, desc: str = "",
-             diagram: bool = False, max_width: float = MAX_WIDTH) -> str:
+def document(
+    width: float,
+    height: float,
+    body: list[str],
+    *,
+    label: str,
+    desc: str = "",
+    diagram: bool = False,
+    max_width: float = MAX_WIDTH,
+) -> str:
     """Wrap `body` elements in an <svg> root with a fixed size, no wider than `max_width`,
     and a text alternative: `label` as its title, `desc` (if any) as its description.
     `diagram=True` marks a picture Graphviz may draw instead (DIAGRAM_CLASS)."""
     shown_width, shown_height = fit(width, height, max_width)
     cls = f' class="{DIAGRAM_CLASS}"' if diagram else ""
-    head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{num(shown_width)}" height="{num(shown_height)}" '
-            f'viewBox="0 0 {num(width)} {num(height)}" role="img" aria-label="{esc(label)}"{cls} '
-            f'font-family="{FONT}">')
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{num(shown_width)}" height="{num(shown_height)}" '
+        f'viewBox="0 0 {num(width)} {num(height)}" role="img" aria-label="{esc(label)}"{cls} '
+        f'font-family="{FONT}">'
+    )
     return "\n".join([head, *alternative(label, desc), *body, "</svg>"]) + "\n"
 
 
@@ -82,10 +93,10 @@ def words(svg: str) -> tuple[str, str]:
     root = _ROOT.search(svg)
     if root is None:
         return "", ""
-    head = svg[root.end():].lstrip()
+    head = svg[root.end() :].lstrip()
     title = _TITLE.match(head)
     label = html.unescape(title.group(1)) if title else html.unescape(_attribute(root.group(0), "aria-label") or "")
-    desc = _DESC.match(head[title.end():].lstrip()) if title else None
+    desc = _DESC.match(head[title.end() :].lstrip()) if title else None
     return label, html.unescape(desc.group(1)) if desc else ""
 
 
@@ -103,39 +114,48 @@ def image(svg: str, *, summary: str = "") -> str:
     completes the alt text of an SVG that has no description of its own."""
     root = _ROOT.search(svg)
     tag = root.group(0) if root else ""
-    size = "".join(f' {name}="{value}"' for name in ("width", "height")
-                   if (value := _attribute(tag, name)) is not None)
+    size = "".join(f' {name}="{value}"' for name in ("width", "height") if (value := _attribute(tag, name)) is not None)
     classes = PICTURE_CLASS + (f" {DIAGRAM_CLASS}" if DIAGRAM_CLASS in (_attribute(tag, "class") or "").split() else "")
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return (f'<img class="{classes}" alt="{esc(alt_text(svg, summary))}"{size} '
-            f'src="data:image/svg+xml;base64,{data}">')
+    return f'<img class="{classes}" alt="{esc(alt_text(svg, summary))}"{size} src="data:image/svg+xml;base64,{data}">'
 
 
 def png_image(png: bytes, *, alt: str, width: float, height: float) -> str:
     """PNG bytes as an <img> with its alt text (see `image`)."""
     data = base64.b64encode(png).decode("ascii")
-    return (f'<img class="{PICTURE_CLASS}" alt="{esc(alt)}" width="{num(width)}" height="{num(height)}" '
-            f'src="data:image/png;base64,{data}">')
+    return (
+        f'<img class="{PICTURE_CLASS}" alt="{esc(alt)}" width="{num(width)}" height="{num(height)}" '
+        f'src="data:image/png;base64,{data}">'
+    )
 
 
-def text(x: float, y: float, content: object, *, size: float = 12, anchor: str = "middle",
-         fill: str = "#222", weight: str | None = None, cls: str | None = None) -> str:
+def text(
+    x: float,
+    y: float,
+    content: object,
+    *,
+    size: float = 12,
+    anchor: str = "middle",
+    fill: str = "#222",
+    weight: str | None = None,
+    cls: str | None = None,
+) -> str:
     extra = f' font-weight="{weight}"' if weight else ""
     extra += f' class="{cls}"' if cls else ""
-    return (f'<text x="{num(x)}" y="{num(y)}" font-size="{num(size)}" text-anchor="{anchor}" '
-            f'fill="{fill}"{extra}>{esc(content)}</text>')
+    return (
+        f'<text x="{num(x)}" y="{num(y)}" font-size="{num(size)}" text-anchor="{anchor}" '
+        f'fill="{fill}"{extra}>{esc(content)}</text>'
+    )
 
 
-def border(cx: float, cy: float, half_width: float, half_height: float,
-           dx: float, dy: float) -> tuple[float, float]:
+def border(cx: float, cy: float, half_width: float, half_height: float, dx: float, dy: float) -> tuple[float, float]:
     """Where a ray from a box's centre (cx, cy) along (dx, dy) leaves the box."""
     limits = [half_width / abs(dx) if dx else math.inf, half_height / abs(dy) if dy else math.inf]
     s = min(limits)
     return cx + dx * s, cy + dy * s
 
 
-def arrowhead(x1: float, y1: float, x2: float, y2: float, *, color: str,
-              length: float = 9, width: float = 7) -> str:
+def arrowhead(x1: float, y1: float, x2: float, y2: float, *, color: str, length: float = 9, width: float = 7) -> str:
     """A filled triangle whose tip is (x2, y2), pointing along (x1, y1) -> (x2, y2)."""
     dx, dy = x2 - x1, y2 - y1
     norm = math.hypot(dx, dy) or 1.0
@@ -150,6 +170,7 @@ def arrowhead(x1: float, y1: float, x2: float, y2: float, *, color: str,
 # Geometry (positions, sizes, a path's steps) goes through `num`; style is written as
 # given, so `fill_opacity=0.16` stays 0.16. Style names are SVG's with `_` for `-` (`cls`
 # for `class`); a style of None is left out. Attributes keep the order they are passed in.
+
 
 def rect(x: float, y: float, width: float, height: float, **style: object) -> str:
     return _element("rect", {"x": x, "y": y, "width": width, "height": height}, style)
@@ -174,8 +195,9 @@ def polyline(points: list[tuple[float, float]], **style: object) -> str:
 
 def cross(x: float, y: float, half: float, **style: object) -> str:
     """An X centred on (x, y), `half` wide each way."""
-    return path("M", x - half, y - half, "L", x + half, y + half,
-                "M", x - half, y + half, "L", x + half, y - half, **style)
+    return path(
+        "M", x - half, y - half, "L", x + half, y + half, "M", x - half, y + half, "L", x + half, y - half, **style
+    )
 
 
 def group(cls: str, *children: str, tip: str | None = None) -> str:
@@ -186,6 +208,9 @@ def group(cls: str, *children: str, tip: str | None = None) -> str:
 
 def _element(tag: str, geometry: dict[str, float | str], style: dict[str, object]) -> str:
     attributes = [f'{name}="{value if isinstance(value, str) else num(value)}"' for name, value in geometry.items()]
-    attributes += [f'{"class" if name == "cls" else name.replace("_", "-")}="{value}"'
-                   for name, value in style.items() if value is not None]
+    attributes += [
+        f'{"class" if name == "cls" else name.replace("_", "-")}="{value}"'
+        for name, value in style.items()
+        if value is not None
+    ]
     return f"<{tag} {' '.join(attributes)}/>"

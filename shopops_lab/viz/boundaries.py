@@ -7,6 +7,7 @@ and processed id, one local transaction). Two acknowledgements cross it, drawn i
 one repeats a hand-over. The parts are data here, so Graphviz's drawing (`dot_source`)
 and the kit's own (`svg`) show the same boxes, arrows and notes.
 """
+
 from __future__ import annotations
 
 import math
@@ -27,7 +28,7 @@ _GROUP_WIDTH = 250.0
 class _Box:
     name: str
     label: str
-    x: float          # centre, in the kit's own layout
+    x: float  # centre, in the kit's own layout
     y: float
     width: float = 150.0
     fill: str = "#eef3fb"
@@ -39,9 +40,9 @@ class _Arrow:
     source: str
     target: str
     label: str = ""
-    style: str = "solid"   # "dashed", "dotted" (a note's line: no head)
+    style: str = "solid"  # "dashed", "dotted" (a note's line: no head)
     lit: bool = False
-    shift: float = 0.0     # sideways, so two arrows between the same boxes do not overlap
+    shift: float = 0.0  # sideways, so two arrows between the same boxes do not overlap
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,10 +59,24 @@ BOXES = (
     _Box(name="consumer", label="payments consumer", x=830, y=174, width=150),
     _Box(name="refund", label="refund\n35.00 to Jordan", x=1060, y=84),
     _Box(name="processed", label="processed ids\nout-0001", x=1060, y=174),
-    _Box(name="w1", label="crash after (1), before mark sent:\nout-0001 is published again", x=370, y=276,
-         width=230, fill="#fde9e9", note=True),
-    _Box(name="w2", label="crash after apply, before (2):\nout-0001 is delivered again", x=830, y=276,
-         width=230, fill="#fde9e9", note=True),
+    _Box(
+        name="w1",
+        label="crash after (1), before mark sent:\nout-0001 is published again",
+        x=370,
+        y=276,
+        width=230,
+        fill="#fde9e9",
+        note=True,
+    ),
+    _Box(
+        name="w2",
+        label="crash after apply, before (2):\nout-0001 is delivered again",
+        x=830,
+        y=276,
+        width=230,
+        fill="#fde9e9",
+        note=True,
+    ),
 )
 ARROWS = (
     _Arrow(source="outbox", target="dispatcher", label="read pending", shift=9),
@@ -85,16 +100,18 @@ _BOX_HEIGHT = 44.0
 def outbox_boundaries(*, engine: str = "auto") -> Diagram:
     """The picture: Graphviz's where `dot` runs, the kit's own elsewhere (engine="fallback"
     always draws the kit's own)."""
-    return render(dot_source(), title=TITLE, engine=engine, fallback_svg=svg(), summary=summary(),
-                  max_width=_svg.NARROW_WIDTH)
+    return render(
+        dot_source(), title=TITLE, engine=engine, fallback_svg=svg(), summary=summary(), max_width=_svg.NARROW_WIDTH
+    )
 
 
 def summary() -> str:
     """What the picture shows, in words (its text alternative, the same for both renderers)."""
     names = {box.name: box.label.replace("\n", " ") for box in BOXES}
     groups = "; ".join(f"{group.label}: {' and '.join(names[m] for m in group.members)}" for group in GROUPS)
-    lit = "; ".join(f"{arrow.label} from {names[arrow.source]} to {names[arrow.target]}"
-                    for arrow in ARROWS if arrow.lit)
+    lit = "; ".join(
+        f"{arrow.label} from {names[arrow.source]} to {names[arrow.target]}" for arrow in ARROWS if arrow.lit
+    )
     notes = "; ".join(box.label.replace("\n", " ") for box in BOXES if box.note)
     return f"{groups}. The two acknowledgements: {lit}. Crash windows: {notes}"
 
@@ -102,13 +119,18 @@ def summary() -> str:
 def dot_source() -> str:
     """The DOT text Graphviz draws: top to bottom, so it fits a 930 px output area at full size
     (left to right it is 1,600 px wide, and its words shrink to half size when scaled)."""
-    lines = ["digraph boundaries {", "  rankdir=TB; nodesep=0.5; ranksep=0.4;",
-             '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11];',
-             '  edge [fontname="Helvetica", fontsize=10];']
+    lines = [
+        "digraph boundaries {",
+        "  rankdir=TB; nodesep=0.5; ranksep=0.4;",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=11];',
+        '  edge [fontname="Helvetica", fontsize=10];',
+    ]
     grouped = {member for group in GROUPS for member in group.members}
     for n, group in enumerate(GROUPS, start=1):
-        lines.append(f'  subgraph cluster_{n} {{ label={_quote(group.label)}; fontname="Helvetica"; '
-                     'fontsize=10; color="#888888";')
+        lines.append(
+            f'  subgraph cluster_{n} {{ label={_quote(group.label)}; fontname="Helvetica"; '
+            'fontsize=10; color="#888888";'
+        )
         lines += [f"    {_node(box)}" for box in BOXES if box.name in group.members]
         lines.append("  }")
     lines += [f"  {_node(box)}" for box in BOXES if box.name not in grouped]
@@ -138,14 +160,18 @@ def svg() -> str:
         left, right = middle - _GROUP_WIDTH / 2, middle + _GROUP_WIDTH / 2
         top = min(b.y for b in members) - _BOX_HEIGHT / 2 - 34
         bottom = max(b.y for b in members) + _BOX_HEIGHT / 2 + 14
-        body.append(_svg.group("group", _svg.rect(left, top, right - left, bottom - top, fill="none", stroke="#888"),
-                               _svg.text((left + right) / 2, top + 16, group.label, size=11)))
+        body.append(
+            _svg.group(
+                "group",
+                _svg.rect(left, top, right - left, bottom - top, fill="none", stroke="#888"),
+                _svg.text((left + right) / 2, top + 16, group.label, size=11),
+            )
+        )
     for arrow in ARROWS:
         body.append(_arrow(arrow, boxes[arrow.source], boxes[arrow.target]))
     for box in BOXES:
         body.append(_box(box))
-    return _svg.document(_WIDTH, _HEIGHT, body, label=TITLE, desc=summary(), diagram=True,
-                         max_width=_svg.NARROW_WIDTH)
+    return _svg.document(_WIDTH, _HEIGHT, body, label=TITLE, desc=summary(), diagram=True, max_width=_svg.NARROW_WIDTH)
 
 
 # ---------------------------------------------------------------------------- internals
@@ -165,9 +191,14 @@ def _box(box: _Box) -> str:
     size = 11 if box.note else 12
     first = box.y + 4 - (len(lines) - 1) * 8
     texts = [_svg.text(box.x, first + 16 * i, line, size=size) for i, line in enumerate(lines)]
-    return "\n".join([f'<g class="box {box.name}">',
-                      _svg.rect(left, top, box.width, _BOX_HEIGHT, rx=corner, fill=box.fill, stroke="#555"),
-                      *texts, "</g>"])
+    return "\n".join(
+        [
+            f'<g class="box {box.name}">',
+            _svg.rect(left, top, box.width, _BOX_HEIGHT, rx=corner, fill=box.fill, stroke="#555"),
+            *texts,
+            "</g>",
+        ]
+    )
 
 
 def _arrow(arrow: _Arrow, source: _Box, target: _Box) -> str:
@@ -181,9 +212,10 @@ def _arrow(arrow: _Arrow, source: _Box, target: _Box) -> str:
     dash = {"dashed": "6 4", "dotted": "2 3"}.get(arrow.style)
     head = arrow.style != "dotted"
     end_x, end_y = (x2 - ux * 8, y2 - uy * 8) if head else (x2, y2)
-    parts = [f'<g class="arrow {arrow.source}-{arrow.target}' + (' lit"' if arrow.lit else '"') + ">",
-             _svg.line(x1, y1, end_x, end_y, stroke=color, stroke_width=2.4 if arrow.lit else 1.2,
-                       stroke_dasharray=dash)]
+    parts = [
+        f'<g class="arrow {arrow.source}-{arrow.target}' + (' lit"' if arrow.lit else '"') + ">",
+        _svg.line(x1, y1, end_x, end_y, stroke=color, stroke_width=2.4 if arrow.lit else 1.2, stroke_dasharray=dash),
+    ]
     if head:
         parts.append(_svg.arrowhead(x1, y1, x2, y2, color=color))
     if arrow.label:

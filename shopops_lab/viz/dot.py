@@ -13,6 +13,7 @@ notebook outputs compare, so they stay equal across Graphviz versions and with o
 `dot`. Graphviz stamps its version into a comment; `render` strips comments and the XML
 prologue so the same input gives the same SVG on every run.
 """
+
 from __future__ import annotations
 
 import html
@@ -33,10 +34,14 @@ __all__ = ["BROWSER_HINT", "Diagram", "INSTALL_HINT", "NO_DOT_ENV", "dot_availab
 NO_DOT_ENV = "SHOPOPS_NO_DOT"
 """Set this environment variable to 1 to draw every diagram without Graphviz."""
 
-INSTALL_HINT = ("This diagram needs Graphviz: `sudo apt-get install graphviz` (Debian/Ubuntu) or "
-                "`brew install graphviz` (macOS); this page shows the DOT source.")
-BROWSER_HINT = ("Python in the browser cannot run Graphviz, and this diagram has no drawing of "
-                "the kit's own; this page shows the DOT source.")
+INSTALL_HINT = (
+    "This diagram needs Graphviz: `sudo apt-get install graphviz` (Debian/Ubuntu) or "
+    "`brew install graphviz` (macOS); this page shows the DOT source."
+)
+BROWSER_HINT = (
+    "Python in the browser cannot run Graphviz, and this diagram has no drawing of "
+    "the kit's own; this page shows the DOT source."
+)
 
 ENGINES = ("auto", "fallback")
 
@@ -95,31 +100,43 @@ def dot_available(which: Callable[[str], str | None] = shutil.which) -> bool:
     return which("dot") is not None
 
 
-def render(source: str, *, title: str = "diagram", engine: str = "auto",
-           fallback_svg: str | None = None, summary: str = "", max_width: float = _svg.MAX_WIDTH) -> Diagram:
+def render(
+    source: str,
+    *,
+    title: str = "diagram",
+    engine: str = "auto",
+    fallback_svg: str | None = None,
+    summary: str = "",
+    max_width: float = _svg.MAX_WIDTH,
+) -> Diagram:
     """Draw DOT `source`: with Graphviz when `dot_available()` (engine="auto", the
     default), else with `fallback_svg` (the kit's own drawing), else as the DOT source
     itself. engine="fallback" never runs Graphviz: what a machine without it shows.
     `summary` says what the picture shows; it becomes the SVG's description. Graphviz's
     drawing is shown no wider than `max_width` px."""
     if not isinstance(source, str) or not source.strip():
-        raise BadArgumentError(field="source", problem=f"is {source!r}",
-                               fix="pass DOT text, e.g. 'digraph { ready -> leased }'")
+        raise BadArgumentError(
+            field="source", problem=f"is {source!r}", fix="pass DOT text, e.g. 'digraph { ready -> leased }'"
+        )
     arguments.choice("engine", engine, ENGINES, f"pass one of {', '.join(map(repr, ENGINES))}")
     reason = "Graphviz drawing switched off" if engine == "fallback" else ""
     if not reason:
         if dot_available():
             svg, reason = _run_dot(source)
             if svg is not None:
-                return Diagram(title=title, svg=accessible(svg, title=title, desc=summary, max_width=max_width),
-                               source=source, engine="dot", summary=summary)
+                return Diagram(
+                    title=title,
+                    svg=accessible(svg, title=title, desc=summary, max_width=max_width),
+                    source=source,
+                    engine="dot",
+                    summary=summary,
+                )
         else:
             reason = "Graphviz `dot` cannot run in the browser" if in_browser() else "Graphviz `dot` not found"
     if fallback_svg is not None:
         return Diagram(title=title, svg=fallback_svg, source=source, engine="builtin", summary=summary)
     hint = BROWSER_HINT if in_browser() else INSTALL_HINT
-    return Diagram(title=title, svg=None, source=source, engine="source", note=f"{reason}. {hint}",
-                   summary=summary)
+    return Diagram(title=title, svg=None, source=source, engine="source", note=f"{reason}. {hint}", summary=summary)
 
 
 def accessible(svg: str, *, title: str, desc: str = "", max_width: float = _svg.MAX_WIDTH) -> str:
@@ -135,7 +152,7 @@ def accessible(svg: str, *, title: str, desc: str = "", max_width: float = _svg.
         width, height = _svg.fit(sizes["width"], sizes["height"], max_width)
         tag += f' width="{_svg.num(width)}" height="{_svg.num(height)}"'
     tag += f' role="img" aria-label="{_svg.esc(title)}" class="{_svg.DIAGRAM_CLASS}">'
-    return svg[:root.start()] + "\n".join([tag, *_svg.alternative(title, desc)]) + svg[root.end():]
+    return svg[: root.start()] + "\n".join([tag, *_svg.alternative(title, desc)]) + svg[root.end() :]
 
 
 def clean_svg(svg: str) -> str:

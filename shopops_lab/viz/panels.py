@@ -4,6 +4,7 @@ A `Panel` holds the numbers and words of one chart (lines, bars, a budget line, 
 fault periods), so matplotlib (`viz._mpl`) and the kit's own SVG sketch (`viz.sketch`)
 draw the same thing, and neither computes anything itself.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -62,8 +63,10 @@ def _sentence(panel: Panel) -> str:
         if not line.points:
             continue
         peak_x, peak_y = max(line.points, key=lambda point: point[1])
-        parts.append(f"{line.label} from {_n(line.points[0][0])} to {_n(line.points[-1][0])}, "
-                     f"highest {_n(peak_y)} at {_n(peak_x)}, last {_n(line.points[-1][1])}")
+        parts.append(
+            f"{line.label} from {_n(line.points[0][0])} to {_n(line.points[-1][0])}, "
+            f"highest {_n(peak_y)} at {_n(peak_x)}, last {_n(line.points[-1][1])}"
+        )
     if panel.bars:
         parts.append("bars " + ", ".join(f"{x}: {_n(height)}" for x, height, _ in panel.bars))
     if panel.budget is not None:

@@ -11,6 +11,7 @@ the online site (`shopops_lab.viz.sketch`).
 Fault periods come from `faults=[(start, end, label), ...]`, or, when not given, from
 the log: see `fault_periods`.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -23,8 +24,17 @@ from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import EventKind, EventLog, EventRow
 from shopops_lab.viz.panels import FaultPeriod, Panel, Series
 
-__all__ = ["FaultPeriod", "attempts_plot", "dashboard", "depth_plot", "fault_periods",
-           "latency_plot", "p95_series", "png_bytes", "throughput_plot"]
+__all__ = [
+    "FaultPeriod",
+    "attempts_plot",
+    "dashboard",
+    "depth_plot",
+    "fault_periods",
+    "latency_plot",
+    "p95_series",
+    "png_bytes",
+    "throughput_plot",
+]
 
 SIZE = (7.0, 3.0)
 BOARD_SIZE = (11.0, 6.5)
@@ -44,16 +54,18 @@ def p95_series(log: EventLog, bucket: float | None = None) -> list[tuple[float, 
     """(t, p95 latency, calls) for each bucket (t - bucket, t] holding GATEWAY_CALL events,
     the way `metrics.series` samples; p95 is nearest-rank (`metrics.percentile`)."""
     rows = _rows(log)
-    calls = [(row.time, float(seconds)) for row in rows
-             if row.kind is EventKind.GATEWAY_CALL and (seconds := _latency(row.info)) is not None]
+    calls = [
+        (row.time, float(seconds))
+        for row in rows
+        if row.kind is EventKind.GATEWAY_CALL and (seconds := _latency(row.info)) is not None
+    ]
     if not calls:
         return []
     size = _bucket(bucket, rows)
     groups: dict[int, list[float]] = {}
     for t, seconds in calls:
         groups.setdefault(math.ceil(t / size - 1e-9), []).append(seconds)
-    return [(key * size, metrics.percentile(sorted(values), 95), len(values))
-            for key, values in sorted(groups.items())]
+    return [(key * size, metrics.percentile(sorted(values), 95), len(values)) for key, values in sorted(groups.items())]
 
 
 def fault_periods(log: EventLog) -> list[FaultPeriod]:
@@ -66,8 +78,12 @@ def fault_periods(log: EventLog) -> list[FaultPeriod]:
     open_: dict[str, float] = {}
     for row in rows:
         info = row.info
-        if (row.kind is not EventKind.FAULT_INJECTED or row.worker_id is not None or info.get("point")
-                or not info.get("fault")):
+        if (
+            row.kind is not EventKind.FAULT_INJECTED
+            or row.worker_id is not None
+            or info.get("point")
+            or not info.get("fault")
+        ):
             continue
         name = str(info["fault"])
         if info.get("phase") == "over":
@@ -87,15 +103,19 @@ def depth_plot(log: EventLog, *, faults: Sequence[FaultPeriod] | None = None) ->
     return _draw([_depth_panel(log, _faults(faults, log))], title="queue depth")
 
 
-def latency_plot(log: EventLog, *, bucket: float | None = None,
-                 budget: float | None = None, faults: Sequence[FaultPeriod] | None = None) -> Any:
+def latency_plot(
+    log: EventLog,
+    *,
+    bucket: float | None = None,
+    budget: float | None = None,
+    faults: Sequence[FaultPeriod] | None = None,
+) -> Any:
     """Gateway p95 latency per time bucket, with the budget as a dashed line if given."""
     log = _log(log)
     return _draw([_latency_panel(log, bucket, budget, _faults(faults, log))], title="gateway p95 latency")
 
 
-def throughput_plot(log: EventLog, *, bucket: float | None = None,
-                    faults: Sequence[FaultPeriod] | None = None) -> Any:
+def throughput_plot(log: EventLog, *, bucket: float | None = None, faults: Sequence[FaultPeriod] | None = None) -> Any:
     """Acks per time bucket."""
     log = _log(log)
     return _draw([_throughput_panel(log, bucket, _faults(faults, log))], title="throughput")
@@ -106,13 +126,22 @@ def attempts_plot(log: EventLog) -> Any:
     return _draw([_attempts_panel(_log(log))], title="attempts histogram")
 
 
-def dashboard(log: EventLog, *, bucket: float | None = None,
-              budget: float | None = None, faults: Sequence[FaultPeriod] | None = None) -> Any:
+def dashboard(
+    log: EventLog,
+    *,
+    bucket: float | None = None,
+    budget: float | None = None,
+    faults: Sequence[FaultPeriod] | None = None,
+) -> Any:
     """All four plots on one 2x2 figure."""
     log = _log(log)
     periods = _faults(faults, log)
-    panels = [_depth_panel(log, periods), _latency_panel(log, bucket, budget, periods),
-              _throughput_panel(log, bucket, periods), _attempts_panel(log)]
+    panels = [
+        _depth_panel(log, periods),
+        _latency_panel(log, bucket, budget, periods),
+        _throughput_panel(log, bucket, periods),
+        _attempts_panel(log),
+    ]
     return _draw(panels, title="dashboard", size=BOARD_SIZE)
 
 
@@ -134,21 +163,33 @@ def _depth_panel(log: EventLog, faults: list[FaultPeriod]) -> Panel:
     if not rows:
         return panel
     sampled = metrics.series(log, _bucket(None, rows, buckets=200))  # fine steps: depth is a level
-    return panel.with_series(*(Series(label=label, points=tuple(points), color=color, step="post")
-                               for points, label, color in ((sampled.depth, "ready (depth)", "#1f77b4"),
-                                                            (sampled.in_flight, "leased (in flight)", "#ff7f0e"))))
+    return panel.with_series(
+        *(
+            Series(label=label, points=tuple(points), color=color, step="post")
+            for points, label, color in (
+                (sampled.depth, "ready (depth)", "#1f77b4"),
+                (sampled.in_flight, "leased (in flight)", "#ff7f0e"),
+            )
+        )
+    )
 
 
-def _latency_panel(log: EventLog, bucket: float | None, budget: float | None,
-                   faults: list[FaultPeriod]) -> Panel:
+def _latency_panel(log: EventLog, bucket: float | None, budget: float | None, faults: list[FaultPeriod]) -> Panel:
     rows = p95_series(log, bucket)
     limit = None if budget is None else arguments.finite("budget", budget, "pass a number of seconds")
-    panel = Panel(title="gateway p95 latency", xlabel="time (s)", ylabel="p95 latency (s)",
-                  faults=tuple(faults), budget=limit, legend=True)
+    panel = Panel(
+        title="gateway p95 latency",
+        xlabel="time (s)",
+        ylabel="p95 latency (s)",
+        faults=tuple(faults),
+        budget=limit,
+        legend=True,
+    )
     if not rows:
         return panel
-    return panel.with_series(Series(label="p95", points=tuple((r[0], r[1]) for r in rows), color="#9467bd",
-                                    marker=True))
+    return panel.with_series(
+        Series(label="p95", points=tuple((r[0], r[1]) for r in rows), color="#9467bd", marker=True)
+    )
 
 
 def _throughput_panel(log: EventLog, bucket: float | None, faults: list[FaultPeriod]) -> Panel:
@@ -157,14 +198,23 @@ def _throughput_panel(log: EventLog, bucket: float | None, faults: list[FaultPer
         return Panel(title="throughput", xlabel="time (s)", ylabel="acks", faults=tuple(faults))
     size = _bucket(bucket, rows)
     acks = metrics.series(log, size).acks
-    return Panel(title="throughput", xlabel="time (s)", ylabel=f"acks per {size:g} s", faults=tuple(faults),
-                 series=(Series(label="acks", points=tuple(acks), color="#2ca02c", step="pre"),))
+    return Panel(
+        title="throughput",
+        xlabel="time (s)",
+        ylabel=f"acks per {size:g} s",
+        faults=tuple(faults),
+        series=(Series(label="acks", points=tuple(acks), color="#2ca02c", step="pre"),),
+    )
 
 
 def _attempts_panel(log: EventLog) -> Panel:
     histogram = metrics.queue_metrics(log).attempts
-    return Panel(title="attempts histogram", xlabel="deliveries per item (0: not yet leased)", ylabel="items",
-                 bars=tuple((k, histogram[k], "#bbbbbb" if k == 0 else "#1f77b4") for k in histogram))
+    return Panel(
+        title="attempts histogram",
+        xlabel="deliveries per item (0: not yet leased)",
+        ylabel="items",
+        bars=tuple((k, histogram[k], "#bbbbbb" if k == 0 else "#1f77b4") for k in histogram),
+    )
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -173,8 +223,9 @@ def _log(log: Any) -> EventLog:
         return log
     if isinstance(getattr(log, "log", None), EventLog):  # a queue, a simulation...
         return log.log
-    raise BadArgumentError(field="log", problem=f"is a {type(log).__name__}",
-                           fix="pass an EventLog, e.g. depth_plot(queue.log)")
+    raise BadArgumentError(
+        field="log", problem=f"is a {type(log).__name__}", fix="pass an EventLog, e.g. depth_plot(queue.log)"
+    )
 
 
 def _rows(log: EventLog) -> list[EventRow]:
@@ -192,13 +243,19 @@ def _faults(faults: Sequence[FaultPeriod] | None, log: EventLog) -> list[FaultPe
         return fault_periods(log)
     periods = []
     for fault in faults:
-        ok = (isinstance(fault, (tuple, list)) and len(fault) == 3 and isinstance(fault[2], str)
-              and all(map(arguments.is_number, fault[:2]))
-              and fault[0] <= fault[1])
+        ok = (
+            isinstance(fault, (tuple, list))
+            and len(fault) == 3
+            and isinstance(fault[2], str)
+            and all(map(arguments.is_number, fault[:2]))
+            and fault[0] <= fault[1]
+        )
         if not ok:
-            raise BadArgumentError(field="faults", problem=f"has {fault!r}",
-                                   fix="pass (start, end, label) tuples with start <= end, "
-                                       "e.g. faults=[(900, 1800, 'gateway spike')]")
+            raise BadArgumentError(
+                field="faults",
+                problem=f"has {fault!r}",
+                fix="pass (start, end, label) tuples with start <= end, e.g. faults=[(900, 1800, 'gateway spike')]",
+            )
         periods.append((float(fault[0]), float(fault[1]), fault[2]))
     return periods
 

@@ -6,6 +6,7 @@ budget line and shaded fault periods, with plain axes (each labelled at zero and
 largest value) and one line saying the full plot needs the online site. Like every
 picture of the kit, the same panels give the same bytes.
 """
+
 from __future__ import annotations
 
 from shopops_lab.viz import _svg
@@ -14,8 +15,9 @@ from shopops_lab.viz.panels import Panel, Series, describe
 
 __all__ = ["NOTE", "sketch"]
 
-NOTE = ("A sketch drawn by the kit: matplotlib is not available here. "
-        "The full plot needs the online site (or JupyterLab).")
+NOTE = (
+    "A sketch drawn by the kit: matplotlib is not available here. The full plot needs the online site (or JupyterLab)."
+)
 _PX_PER_INCH = 100
 _PAD_LEFT, _PAD_RIGHT, _PAD_TOP, _PAD_BOTTOM = 56.0, 16.0, 30.0, 40.0
 _NOTE_HEIGHT = 24.0
@@ -32,20 +34,26 @@ def sketch(panels: list[Panel], *, title: str, size: tuple[float, float]) -> Dia
     for n, panel in enumerate(panels):
         left, top = (n % columns) * cell_w, _NOTE_HEIGHT + (n // columns) * cell_h
         body.extend(_panel(panel, left, top, cell_w, cell_h))
-    return Diagram(title=title, svg=_svg.document(width, height, body, label=title,
-                                                  desc=describe(panels, title=title)), engine="builtin",
-                   note=NOTE)
+    return Diagram(
+        title=title,
+        svg=_svg.document(width, height, body, label=title, desc=describe(panels, title=title)),
+        engine="builtin",
+        note=NOTE,
+    )
 
 
 def _panel(panel: Panel, left: float, top: float, width: float, height: float) -> list[str]:
     x0, x1 = left + _PAD_LEFT, left + width - _PAD_RIGHT
-    y0, y1 = top + height - _PAD_BOTTOM, top + _PAD_TOP   # y0: the axis (value 0); y1: the top
-    out = ['<g class="panel">', _svg.text((x0 + x1) / 2, top + 18, panel.title, size=13, weight="bold"),
-           _svg.text((x0 + x1) / 2, y0 + 32, panel.xlabel, size=11, fill="#444"),
-           f'<text x="0" y="0" font-size="11" text-anchor="middle" fill="#444" class="ylabel" '
-           f'transform="translate({_svg.num(left + 16)} {_svg.num((y0 + y1) / 2)}) rotate(-90)">'
-           f'{_svg.esc(panel.ylabel)}</text>',
-           _svg.rect(x0, y1, x1 - x0, y0 - y1, fill="none", stroke="#999")]
+    y0, y1 = top + height - _PAD_BOTTOM, top + _PAD_TOP  # y0: the axis (value 0); y1: the top
+    out = [
+        '<g class="panel">',
+        _svg.text((x0 + x1) / 2, top + 18, panel.title, size=13, weight="bold"),
+        _svg.text((x0 + x1) / 2, y0 + 32, panel.xlabel, size=11, fill="#444"),
+        f'<text x="0" y="0" font-size="11" text-anchor="middle" fill="#444" class="ylabel" '
+        f'transform="translate({_svg.num(left + 16)} {_svg.num((y0 + y1) / 2)}) rotate(-90)">'
+        f"{_svg.esc(panel.ylabel)}</text>",
+        _svg.rect(x0, y1, x1 - x0, y0 - y1, fill="none", stroke="#999"),
+    ]
     if panel.empty:
         out += [_svg.text((x0 + x1) / 2, (y0 + y1) / 2, "no data yet", size=12, fill="#666"), "</g>"]
         return out
@@ -64,8 +72,9 @@ def _panel(panel: Panel, left: float, top: float, width: float, height: float) -
         return y0 - y / top_value * (y0 - y1)
 
     for start, end, label in panel.faults:
-        out.append(_svg.rect(px(start), y1, max(px(end) - px(start), 1), y0 - y1, fill=_FAULT, fill_opacity=0.12,
-                             cls="fault"))
+        out.append(
+            _svg.rect(px(start), y1, max(px(end) - px(start), 1), y0 - y1, fill=_FAULT, fill_opacity=0.12, cls="fault")
+        )
         out.append(_svg.text(px(start) + 3, y1 + 12, label, size=10, anchor="start", fill="#a01010"))
     for x, value, color in panel.bars:
         bar_w = (x1 - x0) / max(len(panel.bars) * 1.5, 1)
@@ -73,16 +82,28 @@ def _panel(panel: Panel, left: float, top: float, width: float, height: float) -
         out.append(_svg.text(px(x), py(value) - 3, value, size=10))
         out.append(_svg.text(px(x), y0 + 14, x, size=10, fill="#444"))
     for line in panel.series:
-        out.append(_svg.polyline([(px(x), py(y)) for x, y in _stepped(line)], fill="none", stroke=line.color,
-                                 stroke_width=1.5, cls="line"))
+        out.append(
+            _svg.polyline(
+                [(px(x), py(y)) for x, y in _stepped(line)],
+                fill="none",
+                stroke=line.color,
+                stroke_width=1.5,
+                cls="line",
+            )
+        )
     if panel.budget is not None:
-        out.append(_svg.line(x0, py(panel.budget), x1, py(panel.budget), stroke=_FAULT, stroke_dasharray="6 4",
-                             cls="budget"))
-    out += [_svg.text(x0 - 4, y0 + 4, 0, size=10, anchor="end", fill="#444"),
-            _svg.text(x0 - 4, y1 + 10, _round(top_value), size=10, anchor="end", fill="#444")]
+        out.append(
+            _svg.line(x0, py(panel.budget), x1, py(panel.budget), stroke=_FAULT, stroke_dasharray="6 4", cls="budget")
+        )
+    out += [
+        _svg.text(x0 - 4, y0 + 4, 0, size=10, anchor="end", fill="#444"),
+        _svg.text(x0 - 4, y1 + 10, _round(top_value), size=10, anchor="end", fill="#444"),
+    ]
     if not panel.bars:
-        out += [_svg.text(x0, y0 + 14, _round(lo), size=10, fill="#444"),
-                _svg.text(x1, y0 + 14, _round(hi), size=10, fill="#444")]
+        out += [
+            _svg.text(x0, y0 + 14, _round(lo), size=10, fill="#444"),
+            _svg.text(x1, y0 + 14, _round(hi), size=10, fill="#444"),
+        ]
     if panel.legend:
         entries = [(line.label, line.color) for line in panel.series]
         entries += [] if panel.budget is None else [("budget", _FAULT)]

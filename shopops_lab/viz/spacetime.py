@@ -9,6 +9,7 @@ is written under the last step. Pure SVG, deterministic, with a text alternative
 It reads only each step's `actor`, `peer`, `event.words`, `said` and `crashed`, so it
 imports nothing from the explorer.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -27,8 +28,11 @@ INK, BAD, MUTED = "#333", "#b01c1c", "#777"
 def spacetime(steps: Sequence[Any], *, title: str = "schedule", problem: str | None = None) -> Diagram:
     """Draw `steps` (each with .actor, .peer, .event.words, .said, .crashed)."""
     if not all(hasattr(s, "actor") and hasattr(s, "event") for s in steps):
-        raise BadArgumentError(field="steps", problem="are not the steps of a schedule",
-                               fix="pass a counterexample's or a replay's .steps, or call its .diagram()")
+        raise BadArgumentError(
+            field="steps",
+            problem="are not the steps of a schedule",
+            fix="pass a counterexample's or a replay's .steps, or call its .diagram()",
+        )
     lanes: list[str] = []
     for step in steps:
         for who in (step.actor, step.peer):
@@ -45,11 +49,13 @@ def spacetime(steps: Sequence[Any], *, title: str = "schedule", problem: str | N
         body += _row(n, step, x)
     for n, text in enumerate(said):
         body.append(_svg.text(MARGIN, bottom + 20 + 15 * n, text, size=11, anchor="start", fill=BAD))
-    label = f"{title}: " + "; ".join(f"{n}. {s.event.words}{' (process dies)' if s.crashed else ''}"
-                                     for n, s in enumerate(steps, 1))
+    label = f"{title}: " + "; ".join(
+        f"{n}. {s.event.words}{' (process dies)' if s.crashed else ''}" for n, s in enumerate(steps, 1)
+    )
     summary = label + (f"; broken: {problem}" if problem else "")
-    return Diagram(title=title, svg=_svg.document(width, height, body, label=summary), engine="builtin",
-                   summary=summary)
+    return Diagram(
+        title=title, svg=_svg.document(width, height, body, label=summary), engine="builtin", summary=summary
+    )
 
 
 def _lanes(steps: Sequence[Any], lanes: list[str], x: dict[str, float], bottom: float) -> list[str]:
@@ -61,11 +67,29 @@ def _lanes(steps: Sequence[Any], lanes: list[str], x: dict[str, float], bottom: 
             if step.actor != who:
                 continue
             row_y = TOP + ROW * n + ROW / 2
-            body.append(_svg.line(x[who], y, x[who], row_y, stroke=MUTED if dead else INK, stroke_width=1.2,
-                                  stroke_dasharray="4 4" if dead else None))
+            body.append(
+                _svg.line(
+                    x[who],
+                    y,
+                    x[who],
+                    row_y,
+                    stroke=MUTED if dead else INK,
+                    stroke_width=1.2,
+                    stroke_dasharray="4 4" if dead else None,
+                )
+            )
             y, dead = row_y, step.crashed
-        body.append(_svg.line(x[who], y, x[who], bottom, stroke=MUTED if dead else INK, stroke_width=1.2,
-                              stroke_dasharray="4 4" if dead else None))
+        body.append(
+            _svg.line(
+                x[who],
+                y,
+                x[who],
+                bottom,
+                stroke=MUTED if dead else INK,
+                stroke_width=1.2,
+                stroke_dasharray="4 4" if dead else None,
+            )
+        )
     return body
 
 
@@ -73,8 +97,7 @@ def _row(n: int, step: Any, x: dict[str, float]) -> list[str]:
     y = TOP + ROW * n + ROW / 2
     here = x[step.actor]
     color = BAD if step.crashed or getattr(step, "problem", None) else INK
-    body = [_svg.text(MARGIN, y + 4, f"{n + 1}. {_short(step.event.words, 42)}", size=11, anchor="start",
-                      fill=color)]
+    body = [_svg.text(MARGIN, y + 4, f"{n + 1}. {_short(step.event.words, 42)}", size=11, anchor="start", fill=color)]
     if step.peer is not None and step.peer != step.actor:
         there = x[step.peer]
         body.append(_svg.line(here, y, there, y, stroke=color, stroke_width=1.2))

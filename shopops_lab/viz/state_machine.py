@@ -10,6 +10,7 @@ Graphviz) the kit lays the four states out itself, in pure Python. Both pictures
 the same description (`lease_summary`: the states, their counts, the highlighted edge), which
 is what a notebook's stored output compares.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,16 +48,18 @@ _EVENT_EDGES: Mapping[EventKind, Edge] = {
 
 # The builtin layout: centres of the four boxes. A state added to ItemState later is
 # placed on a row of its own below, so the picture still shows every state.
-_POS = {ItemState.READY: (170.0, 84.0), ItemState.LEASED: (400.0, 84.0),
-        ItemState.DONE: (610.0, 84.0), ItemState.DEAD: (285.0, 222.0)}
+_POS = {
+    ItemState.READY: (170.0, 84.0),
+    ItemState.LEASED: (400.0, 84.0),
+    ItemState.DONE: (610.0, 84.0),
+    ItemState.DEAD: (285.0, 222.0),
+}
 _ENTRY_POS = (44.0, 84.0)
 _BOX_W, _BOX_H = 112.0, 52.0
-_FILL = {ItemState.READY: "#e8f1fb", ItemState.LEASED: "#fff4de",
-         ItemState.DONE: "#e7f5ea", ItemState.DEAD: "#fde9e9"}
+_FILL = {ItemState.READY: "#e8f1fb", ItemState.LEASED: "#fff4de", ItemState.DONE: "#e7f5ea", ItemState.DEAD: "#fde9e9"}
 
 
-def state_machine(queue: Any = None, highlight: Edge | str | None = None, *,
-                  engine: str = "auto") -> Diagram:
+def state_machine(queue: Any = None, highlight: Edge | str | None = None, *, engine: str = "auto") -> Diagram:
     """The lease state machine; with `queue`, counts per state and its last transition.
 
     `highlight` picks the bold edge yourself: a pair like ("leased", "ready") or an edge
@@ -68,13 +71,20 @@ def state_machine(queue: Any = None, highlight: Edge | str | None = None, *,
     counts = None
     if queue is not None:
         if not callable(getattr(queue, "counts", None)) or not isinstance(getattr(queue, "log", None), EventLog):
-            raise BadArgumentError(field="queue", problem=f"is a {type(queue).__name__}",
-                                   fix="pass an InMemoryQueue (or leave it out for the bare diagram)")
+            raise BadArgumentError(
+                field="queue",
+                problem=f"is a {type(queue).__name__}",
+                fix="pass an InMemoryQueue (or leave it out for the bare diagram)",
+            )
         counts = queue.counts()
-    edge = _edge(highlight) if highlight is not None else (
-        last_transition(queue.log) if queue is not None else None)
-    return render(lease_dot(counts, edge), title=TITLE, engine=engine, fallback_svg=lease_svg(counts, edge),
-                  summary=lease_summary(counts, edge))
+    edge = _edge(highlight) if highlight is not None else (last_transition(queue.log) if queue is not None else None)
+    return render(
+        lease_dot(counts, edge),
+        title=TITLE,
+        engine=engine,
+        fallback_svg=lease_svg(counts, edge),
+        summary=lease_summary(counts, edge),
+    )
 
 
 def last_transition(log: EventLog) -> Edge | None:
@@ -89,10 +99,13 @@ def last_transition(log: EventLog) -> Edge | None:
 def lease_dot(counts: Mapping[ItemState, int] | None = None, highlight: Edge | str | None = None) -> str:
     """The DOT source of the diagram (what Graphviz draws)."""
     edge = _edge(highlight) if highlight is not None else None
-    lines = ["digraph lease_states {", "  rankdir=LR;",
-             '  node [shape=box, style="rounded,filled", fontname="Helvetica", fillcolor="white"];',
-             '  edge [fontname="Helvetica", fontsize=11];',
-             '  start [shape=point, width=0.15, style=filled, fillcolor="#222222", label=""];']
+    lines = [
+        "digraph lease_states {",
+        "  rankdir=LR;",
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fillcolor="white"];',
+        '  edge [fontname="Helvetica", fontsize=11];',
+        '  start [shape=point, width=0.15, style=filled, fillcolor="#222222", label=""];',
+    ]
     for state in _states():
         label = _dot_quote(state.value if counts is None else f"{state.value}\n{counts.get(state, 0)}")
         lines.append(f'  {state.value} [label={label}, fillcolor="{_FILL.get(state, "white")}"];')
@@ -107,10 +120,13 @@ def lease_dot(counts: Mapping[ItemState, int] | None = None, highlight: Edge | s
 def lease_summary(counts: Mapping[ItemState, int] | None = None, highlight: Edge | str | None = None) -> str:
     """What the diagram shows, in words: its text alternative, the same for both renderers."""
     edge = _edge(highlight) if highlight is not None else None
-    states = ", ".join(state.value if counts is None else f"{state.value} {counts.get(state, 0)}"
-                       for state in _states())
-    edges = ", ".join(f"{label} ({_name(source)} to {target.value})"
-                      for (source, target), label in [(ENTRY_EDGE, ENTRY_LABEL), *TRANSITIONS.items()])
+    states = ", ".join(
+        state.value if counts is None else f"{state.value} {counts.get(state, 0)}" for state in _states()
+    )
+    edges = ", ".join(
+        f"{label} ({_name(source)} to {target.value})"
+        for (source, target), label in [(ENTRY_EDGE, ENTRY_LABEL), *TRANSITIONS.items()]
+    )
     lit = "" if edge is None else f"; highlighted: {_label(edge)}"
     return f"states: {states}; edges: {edges}{lit}"
 
@@ -125,15 +141,34 @@ def lease_svg(counts: Mapping[ItemState, int] | None = None, highlight: Edge | s
     for (source, target), label in edges:
         two_way = source is not None and (target, source) in TRANSITIONS
         start = _ENTRY_POS if source is None else pos[source]
-        body.extend(_edge_svg(start, pos[target], label, entry=source is None, parallel=two_way,
-                              lit=edge == (source, target), name=f"{_name(source)}-{target.value}"))
+        body.extend(
+            _edge_svg(
+                start,
+                pos[target],
+                label,
+                entry=source is None,
+                parallel=two_way,
+                lit=edge == (source, target),
+                name=f"{_name(source)}-{target.value}",
+            )
+        )
     ex, ey = _ENTRY_POS
     body.append(_svg.circle(ex, ey, 6, fill="#222", cls="entry"))
     for state in _states():
         x, y = pos[state]
         body.append(f'<g class="state {state.value}">')
-        body.append(_svg.rect(x - _BOX_W / 2, y - _BOX_H / 2, _BOX_W, _BOX_H, rx=14, fill=_FILL.get(state, "#ffffff"),
-                              stroke="#555", stroke_width=1.2))
+        body.append(
+            _svg.rect(
+                x - _BOX_W / 2,
+                y - _BOX_H / 2,
+                _BOX_W,
+                _BOX_H,
+                rx=14,
+                fill=_FILL.get(state, "#ffffff"),
+                stroke="#555",
+                stroke_width=1.2,
+            )
+        )
         if counts is None:
             body.append(_svg.text(x, y + 5, state.value, size=15, weight="bold"))
         else:
@@ -181,8 +216,11 @@ def _edge(value: Edge | str) -> Edge:
         if pair is not None and (pair == ENTRY_EDGE or pair in TRANSITIONS):
             return pair
     known = ", ".join(repr(label) for label in [ENTRY_LABEL, *TRANSITIONS.values()])
-    raise BadArgumentError(field="highlight", problem=f"is {value!r}, not an edge of the lease state machine",
-                           fix=f"pass an edge label ({known}) or a pair like ('leased', 'ready')")
+    raise BadArgumentError(
+        field="highlight",
+        problem=f"is {value!r}, not an edge of the lease state machine",
+        fix=f"pass an edge label ({known}) or a pair like ('leased', 'ready')",
+    )
 
 
 def _dot_quote(text: str) -> str:
@@ -194,8 +232,16 @@ def _border(cx: float, cy: float, dx: float, dy: float) -> tuple[float, float]:
     return _svg.border(cx, cy, _BOX_W / 2 + 3, _BOX_H / 2 + 3, dx, dy)
 
 
-def _edge_svg(start: tuple[float, float], end: tuple[float, float], label: str, *, entry: bool,
-              parallel: bool, lit: bool, name: str) -> list[str]:
+def _edge_svg(
+    start: tuple[float, float],
+    end: tuple[float, float],
+    label: str,
+    *,
+    entry: bool,
+    parallel: bool,
+    lit: bool,
+    name: str,
+) -> list[str]:
     (x1, y1), (x2, y2) = start, end
     dx, dy = x2 - x1, y2 - y1
     length = math.hypot(dx, dy)
@@ -213,9 +259,10 @@ def _edge_svg(start: tuple[float, float], end: tuple[float, float], label: str, 
         anchor, my = ("start" if lx > 0 else "end"), my + 4
     else:
         anchor, my = "middle", (my - 2 if ly < 0 else my + 11)
-    return [f'<g class="{cls}">',
-            _svg.line(sx, sy, tx - ux * 8, ty - uy * 8, stroke=color, stroke_width=width),
-            _svg.arrowhead(sx, sy, tx, ty, color=color, length=10, width=8 if lit else 7),
-            _svg.text(mx, my, label, size=12, anchor=anchor, fill=color,
-                      weight="bold" if lit else None, cls="label"),
-            "</g>"]
+    return [
+        f'<g class="{cls}">',
+        _svg.line(sx, sy, tx - ux * 8, ty - uy * 8, stroke=color, stroke_width=width),
+        _svg.arrowhead(sx, sy, tx, ty, color=color, length=10, width=8 if lit else 7),
+        _svg.text(mx, my, label, size=12, anchor=anchor, fill=color, weight="bold" if lit else None, cls="label"),
+        "</g>",
+    ]

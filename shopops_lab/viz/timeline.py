@@ -12,6 +12,7 @@ the redelivery. Read it left to right and the story of a crash tells itself.
 `timeline` draws them as SVG written here, so it needs no Graphviz and is the same
 on every machine. Big logs are cut to a readable window with a note saying so.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,17 +27,29 @@ from shopops_lab.events import Event, EventKind, EventLog
 from shopops_lab.viz import _svg
 from shopops_lab.viz.dot import Diagram
 
-__all__ = ["Band", "ContactMark", "LeaseSpan", "Link", "Rejection", "Timeline", "build_timeline",
-           "natural_key", "timeline"]
+__all__ = [
+    "Band",
+    "ContactMark",
+    "LeaseSpan",
+    "Link",
+    "Rejection",
+    "Timeline",
+    "build_timeline",
+    "natural_key",
+    "timeline",
+]
 
 MAX_LEASES = 60
 MAX_WORKERS = 12
 TITLE = "deliveries per worker"
 
-COLORS = {"acked": "#2ca02c", "nacked": "#ff7f0e", "expired": "#8c8c8c", "lost": "#8c564b",
-          "open": "#9ecae1"}
-_ENDINGS = {EventKind.ACKED: "acked", EventKind.NACKED: "nacked", EventKind.EXPIRED: "expired",
-            EventKind.LEASE_LOST: "lost"}
+COLORS = {"acked": "#2ca02c", "nacked": "#ff7f0e", "expired": "#8c8c8c", "lost": "#8c564b", "open": "#9ecae1"}
+_ENDINGS = {
+    EventKind.ACKED: "acked",
+    EventKind.NACKED: "nacked",
+    EventKind.EXPIRED: "expired",
+    EventKind.LEASE_LOST: "lost",
+}
 _STARTS = (EventKind.LEASED, EventKind.DELIVERED_TWICE)
 _DOWN = {EventKind.WORKER_CRASHED: "crash", EventKind.WORKER_PAUSED: "pause"}
 
@@ -52,9 +65,9 @@ class LeaseSpan:
     attempt: int | None
     start: float
     end: float
-    outcome: str          # "acked", "nacked", "expired", "lost", or "open" (held at the view's end)
-    dead: bool            # the ending sent the item to the dead-letter queue
-    copy: bool            # a broker's second delivery of a live lease (same token, another worker)
+    outcome: str  # "acked", "nacked", "expired", "lost", or "open" (held at the view's end)
+    dead: bool  # the ending sent the item to the dead-letter queue
+    copy: bool  # a broker's second delivery of a live lease (same token, another worker)
     start_seq: int
     end_seq: int
 
@@ -67,7 +80,7 @@ class Band:
     kind: str
     start: float
     end: float
-    open: bool            # no WORKER_RESUMED before the view's end
+    open: bool  # no WORKER_RESUMED before the view's end
     start_seq: int
     end_seq: int
 
@@ -82,8 +95,8 @@ class ContactMark:
     seq: int
     message_id: str | None
     idem_key: str | None
-    duplicate: bool       # the customer already had a message for this (case, idem_key)
-    deduped: bool         # a repeat the adapter absorbed: nothing reached the customer
+    duplicate: bool  # the customer already had a message for this (case, idem_key)
+    deduped: bool  # a repeat the adapter absorbed: nothing reached the customer
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -122,20 +135,25 @@ class Timeline:
     end: float
     start_seq: int
     end_seq: int
-    total_leases: int     # after the cases/workers/until filters, before the size cap
+    total_leases: int  # after the cases/workers/until filters, before the size cap
     total_workers: int
     note: str
 
 
 def natural_key(name: str) -> tuple:
     """Sort key that puts W2 before W10."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
-                 for part in re.split(r"(\d+)", name) if part)
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name) if part)
 
 
-def build_timeline(log: EventLog | Iterable[Event], *, cases: Iterable[str] | None = None,
-                   workers: Iterable[str] | None = None, until: float | None = None,
-                   max_leases: int = MAX_LEASES, max_workers: int = MAX_WORKERS) -> Timeline:
+def build_timeline(
+    log: EventLog | Iterable[Event],
+    *,
+    cases: Iterable[str] | None = None,
+    workers: Iterable[str] | None = None,
+    until: float | None = None,
+    max_leases: int = MAX_LEASES,
+    max_workers: int = MAX_WORKERS,
+) -> Timeline:
     """Read `log` into lanes, leases, bands, contacts, rejections and redelivery links.
 
     `cases` / `workers` keep only those; `until` drops everything after that time. When
@@ -192,9 +210,20 @@ class _Scan:
         elif e.worker_id is None:
             return
         elif kind in _STARTS:
-            row = {"item_id": e.item_id, "case_id": e.case_id, "worker_id": e.worker_id, "token": e.token,
-                   "attempt": e.attempt, "start": e.time, "end": self.end, "outcome": "open", "dead": False,
-                   "copy": kind is EventKind.DELIVERED_TWICE, "start_seq": e.seq, "end_seq": self.end_seq}
+            row = {
+                "item_id": e.item_id,
+                "case_id": e.case_id,
+                "worker_id": e.worker_id,
+                "token": e.token,
+                "attempt": e.attempt,
+                "start": e.time,
+                "end": self.end,
+                "outcome": "open",
+                "dead": False,
+                "copy": kind is EventKind.DELIVERED_TWICE,
+                "start_seq": e.seq,
+                "end_seq": self.end_seq,
+            }
             self.leases.append(row)
             self._open_leases[(e.item_id, e.token, e.worker_id)] = row
         elif kind in _DOWN:
@@ -206,8 +235,11 @@ class _Scan:
         elif kind in (EventKind.CONTACT_SENT, EventKind.CONTACT_DEDUPED):
             self._contact(e)
         elif kind is EventKind.STALE_REJECTED:
-            self.rejections.append(Rejection(worker_id=e.worker_id, item_id=e.item_id, case_id=e.case_id,
-                                             token=e.token, time=e.time, seq=e.seq))
+            self.rejections.append(
+                Rejection(
+                    worker_id=e.worker_id, item_id=e.item_id, case_id=e.case_id, token=e.token, time=e.time, seq=e.seq
+                )
+            )
 
     def _end_lease(self, e: Event) -> None:
         # keyed by worker too: a duplicated delivery gives two workers the same token
@@ -220,8 +252,15 @@ class _Scan:
 
     def _down(self, e: Event) -> None:
         if e.worker_id not in self._open_bands:
-            band = {"worker_id": e.worker_id, "start": e.time, "end": self.end, "open": True,
-                    "kind": _DOWN[e.kind], "start_seq": e.seq, "end_seq": self.end_seq}
+            band = {
+                "worker_id": e.worker_id,
+                "start": e.time,
+                "end": self.end,
+                "open": True,
+                "kind": _DOWN[e.kind],
+                "start_seq": e.seq,
+                "end_seq": self.end_seq,
+            }
             self.bands.append(band)
             self._open_bands[e.worker_id] = band
 
@@ -229,15 +268,25 @@ class _Scan:
         intent = (e.case_id, e.info.get("idem_key"))
         sent = e.kind is EventKind.CONTACT_SENT
         worker = e.worker_id or ""  # the queue names the worker on every contact it logs
-        self.contacts.append(ContactMark(worker_id=worker, case_id=e.case_id, time=e.time, seq=e.seq,
-                                         message_id=e.info.get("message_id"), idem_key=intent[1],
-                                         duplicate=sent and intent in self._intents, deduped=not sent))
+        self.contacts.append(
+            ContactMark(
+                worker_id=worker,
+                case_id=e.case_id,
+                time=e.time,
+                seq=e.seq,
+                message_id=e.info.get("message_id"),
+                idem_key=intent[1],
+                duplicate=sent and intent in self._intents,
+                deduped=not sent,
+            )
+        )
         if sent:
             self._intents.add(intent)
 
 
-def _filter(scan: _Scan, case_set: frozenset[str] | None, worker_set: frozenset[str] | None,
-            max_workers: int) -> tuple[list[str], list[_Row], tuple[int, int]]:
+def _filter(
+    scan: _Scan, case_set: frozenset[str] | None, worker_set: frozenset[str] | None, max_workers: int
+) -> tuple[list[str], list[_Row], tuple[int, int]]:
     """Keep the chosen cases (in place) and workers: the lanes to draw (at most
     `max_workers`), the leases on them, and (leases, workers) before the lane cap."""
     if case_set is not None:
@@ -248,17 +297,21 @@ def _filter(scan: _Scan, case_set: frozenset[str] | None, worker_set: frozenset[
         lanes = sorted(worker_set, key=natural_key)
         leases = [r for r in scan.leases if r["worker_id"] in worker_set]
     else:
-        busy = ({r["worker_id"] for r in scan.leases} | {c.worker_id for c in scan.contacts}
-                | {r.worker_id for r in scan.rejections}
-                | ({b["worker_id"] for b in scan.bands} if case_set is None else set()))
+        busy = (
+            {r["worker_id"] for r in scan.leases}
+            | {c.worker_id for c in scan.contacts}
+            | {r.worker_id for r in scan.rejections}
+            | ({b["worker_id"] for b in scan.bands} if case_set is None else set())
+        )
         lanes, leases = sorted(busy, key=natural_key), scan.leases
     totals = (len(leases), len(lanes))
     shown = set(lanes[:max_workers])
     return lanes[:max_workers], [r for r in leases if r["worker_id"] in shown], totals
 
 
-def _window(scan: _Scan, lanes: list[str], leases: list[_Row], max_leases: int, totals: tuple[int, int], *,
-            busy_only: bool) -> Timeline:
+def _window(
+    scan: _Scan, lanes: list[str], leases: list[_Row], max_leases: int, totals: tuple[int, int], *, busy_only: bool
+) -> Timeline:
     """Freeze what is in view: with more than `max_leases` leases, the log up to the moment
     the first lease left out began. `busy_only` drops lanes left with nothing to show."""
     end, end_seq = scan.end, scan.end_seq
@@ -275,9 +328,18 @@ def _window(scan: _Scan, lanes: list[str], leases: list[_Row], max_leases: int, 
         return worker in shown and seq <= end_seq
 
     spans = tuple(LeaseSpan(**r) for r in leases)
-    bands = tuple(Band(**{**b, "end": min(b["end"], end), "end_seq": min(b["end_seq"], end_seq),
-                          "open": b["open"] or b["end_seq"] > end_seq})
-                  for b in scan.bands if in_view(b["worker_id"], b["start_seq"]))
+    bands = tuple(
+        Band(
+            **{
+                **b,
+                "end": min(b["end"], end),
+                "end_seq": min(b["end_seq"], end_seq),
+                "open": b["open"] or b["end_seq"] > end_seq,
+            }
+        )
+        for b in scan.bands
+        if in_view(b["worker_id"], b["start_seq"])
+    )
     contacts = tuple(c for c in scan.contacts if in_view(c.worker_id, c.seq))
     rejections = tuple(r for r in scan.rejections if in_view(r.worker_id, r.seq))
     marks: tuple[LeaseSpan | Band | ContactMark | Rejection, ...] = (*spans, *bands, *contacts, *rejections)
@@ -285,11 +347,21 @@ def _window(scan: _Scan, lanes: list[str], leases: list[_Row], max_leases: int, 
         busy = {m.worker_id for m in marks}
         lanes = [w for w in lanes if w in busy]
     total_leases, total_workers = totals
-    return Timeline(lanes=tuple(lanes), leases=spans, bands=bands, contacts=contacts, rejections=rejections,
-                    links=_links(spans), start=min((_start(m) for m in marks), default=0.0), end=end,
-                    start_seq=min((_start_seq(m) for m in marks), default=0), end_seq=end_seq,
-                    total_leases=total_leases, total_workers=total_workers,
-                    note=_note(len(spans), total_leases, len(lanes), total_workers))
+    return Timeline(
+        lanes=tuple(lanes),
+        leases=spans,
+        bands=bands,
+        contacts=contacts,
+        rejections=rejections,
+        links=_links(spans),
+        start=min((_start(m) for m in marks), default=0.0),
+        end=end,
+        start_seq=min((_start_seq(m) for m in marks), default=0),
+        end_seq=end_seq,
+        total_leases=total_leases,
+        total_workers=total_workers,
+        note=_note(len(spans), total_leases, len(lanes), total_workers),
+    )
 
 
 def _start(mark: LeaseSpan | Band | ContactMark | Rejection) -> float:
@@ -311,15 +383,22 @@ def _note(leases: int, total_leases: int, lanes: int, total_workers: int) -> str
     return f"showing {' and '.join(notes)}; pass cases=[...], workers=[...] or until=... to zoom"
 
 
-def timeline(log: EventLog | Iterable[Event], *, cases: Iterable[str] | None = None,
-             workers: Iterable[str] | None = None, until: float | None = None,
-             axis: str = "time", max_leases: int = MAX_LEASES,
-             max_workers: int = MAX_WORKERS) -> Diagram:
+def timeline(
+    log: EventLog | Iterable[Event],
+    *,
+    cases: Iterable[str] | None = None,
+    workers: Iterable[str] | None = None,
+    until: float | None = None,
+    axis: str = "time",
+    max_leases: int = MAX_LEASES,
+    max_workers: int = MAX_WORKERS,
+) -> Diagram:
     """Draw deliveries per worker. axis="time" spaces events by the clock; axis="seq"
     spaces them by their order in the log (useful when the clock never moved)."""
     arguments.choice("axis", axis, ("time", "seq"), "pass 'time' or 'seq'")
-    data = build_timeline(log, cases=cases, workers=workers, until=until,
-                          max_leases=max_leases, max_workers=max_workers)
+    data = build_timeline(
+        log, cases=cases, workers=workers, until=until, max_leases=max_leases, max_workers=max_workers
+    )
     return Diagram(title=TITLE, svg=draw(data, axis=axis), engine="builtin", note=data.note)
 
 
@@ -334,8 +413,16 @@ def draw(data: Timeline, *, axis: str = "time") -> str:
     redelivery links, contacts and rejections, then the legend."""
     top = 44.0 if data.note else 28.0
     height = top + _LANE * max(1, len(data.lanes)) + 70
-    body: list[str] = [_svg.text(_LEFT, 18, f"{TITLE}: {len(data.leases)} leases on "
-                                 f"{len(data.lanes)} workers", size=13, anchor="start", weight="bold")]
+    body: list[str] = [
+        _svg.text(
+            _LEFT,
+            18,
+            f"{TITLE}: {len(data.leases)} leases on {len(data.lanes)} workers",
+            size=13,
+            anchor="start",
+            weight="bold",
+        )
+    ]
     if data.note:
         body.append(_svg.text(_LEFT, 36, data.note, size=12, anchor="start", fill="#b35900", cls="note"))
     if not data.lanes:
@@ -343,9 +430,15 @@ def draw(data: Timeline, *, axis: str = "time") -> str:
         return _svg.document(_WIDTH, height, body, label=TITLE, desc="no leases to show yet")
     frame = _Frame.of(data, top, by_seq=axis == "seq")
     bars = [frame.bar(span) for span in data.leases]
-    body += [*_lanes(frame), *_bands(frame, data.bands), *_leases(data.leases, bars),
-             *_links_drawn(data, bars), *_contacts(frame, data.contacts), *_rejections(frame, data.rejections),
-             *_legend(frame.bottom + 54)]
+    body += [
+        *_lanes(frame),
+        *_bands(frame, data.bands),
+        *_leases(data.leases, bars),
+        *_links_drawn(data, bars),
+        *_contacts(frame, data.contacts),
+        *_rejections(frame, data.rejections),
+        *_legend(frame.bottom + 54),
+    ]
     return _svg.document(_WIDTH, height, body, label=TITLE, desc=describe(data))
 
 
@@ -357,22 +450,37 @@ def describe(data: Timeline) -> str:
     lanes = []
     for worker in data.lanes:
         said = [f"{_span(span)}" for span in data.leases if span.worker_id == worker]
-        said += [f"{band.kind} from t={band.start:g}" + ("" if band.open else f" to t={band.end:g}")
-                 for band in data.bands if band.worker_id == worker]
-        said += [f"{'a repeat send absorbed' if mark.deduped else 'a second message' if mark.duplicate else 'a send'}"
-                 f" to {mark.case_id} at t={mark.time:g}" for mark in data.contacts if mark.worker_id == worker]
-        said += [f"a write refused at t={refused.time:g} (stale token {refused.token})"
-                 for refused in data.rejections if refused.worker_id == worker]
+        said += [
+            f"{band.kind} from t={band.start:g}" + ("" if band.open else f" to t={band.end:g}")
+            for band in data.bands
+            if band.worker_id == worker
+        ]
+        said += [
+            f"{'a repeat send absorbed' if mark.deduped else 'a second message' if mark.duplicate else 'a send'}"
+            f" to {mark.case_id} at t={mark.time:g}"
+            for mark in data.contacts
+            if mark.worker_id == worker
+        ]
+        said += [
+            f"a write refused at t={refused.time:g} (stale token {refused.token})"
+            for refused in data.rejections
+            if refused.worker_id == worker
+        ]
         lanes.append(f"{worker}: {', '.join(said)}")
     redelivered = f"; {len(data.links)} redelivery arrow(s)" if data.links else ""
-    return f"{len(data.leases)} leases on {len(data.lanes)} workers{redelivered}. " + ". ".join(lanes) + "." + \
-        (f" ({data.note})" if data.note else "")
+    return (
+        f"{len(data.leases)} leases on {len(data.lanes)} workers{redelivered}. "
+        + ". ".join(lanes)
+        + "."
+        + (f" ({data.note})" if data.note else "")
+    )
 
 
 def _span(span: LeaseSpan) -> str:
     ended = "open" if span.outcome == "open" else f"{span.outcome} at t={span.end:g}"
-    return (f"{span.item_id} ({span.case_id}) from t={span.start:g}, {ended}"
-            + (", to the dead-letter queue" if span.dead else ""))
+    return f"{span.item_id} ({span.case_id}) from t={span.start:g}, {ended}" + (
+        ", to the dead-letter queue" if span.dead else ""
+    )
 
 
 @dataclass(frozen=True)
@@ -441,12 +549,24 @@ def _bands(frame: _Frame, bands: tuple[Band, ...]) -> list[str]:
         color = "#d62728" if band.kind == "crash" else "#e6a800"
         word = "crashed" if band.kind == "crash" else "paused"
         until_text = "end of view" if band.open else f"t={band.end:g}"
-        body.append(_svg.group(
-            f"band {band.kind}",
-            _svg.rect(x1, y + 1, max(x2 - x1, 2), _LANE - 2, fill=color, fill_opacity=0.16, stroke=color,
-                      stroke_opacity=0.5, stroke_dasharray="3,2"),
-            _svg.text(x1 + 3, y + _LANE - 5, word, size=9, anchor="start", fill=color),
-            tip=f"{band.worker_id} {word} at t={band.start:g} until {until_text}"))
+        body.append(
+            _svg.group(
+                f"band {band.kind}",
+                _svg.rect(
+                    x1,
+                    y + 1,
+                    max(x2 - x1, 2),
+                    _LANE - 2,
+                    fill=color,
+                    fill_opacity=0.16,
+                    stroke=color,
+                    stroke_opacity=0.5,
+                    stroke_dasharray="3,2",
+                ),
+                _svg.text(x1 + 3, y + _LANE - 5, word, size=9, anchor="start", fill=color),
+                tip=f"{band.worker_id} {word} at t={band.start:g} until {until_text}",
+            )
+        )
     return body
 
 
@@ -457,14 +577,30 @@ def _leases(leases: tuple[LeaseSpan, ...], bars: list[tuple[float, float, float]
         how = "still held" if span.outcome == "open" else f"{span.outcome} at t={span.end:g}"
         dead = ", then dead-lettered" if span.dead else ""
         got = "got a duplicate delivery of" if span.copy else "leased"
-        tip = (f"{span.worker_id} {got} {span.case_id} ({span.item_id}, token {span.token}, "
-               f"attempt {span.attempt}) at t={span.start:g}; {how}{dead}")
-        parts = [_svg.rect(x1, y - 7, x2 - x1, 14, rx=3, fill=COLORS[span.outcome], stroke="#333",
-                           stroke_width=0.6, stroke_dasharray="4,2" if span.outcome == "open" else None)]
+        tip = (
+            f"{span.worker_id} {got} {span.case_id} ({span.item_id}, token {span.token}, "
+            f"attempt {span.attempt}) at t={span.start:g}; {how}{dead}"
+        )
+        parts = [
+            _svg.rect(
+                x1,
+                y - 7,
+                x2 - x1,
+                14,
+                rx=3,
+                fill=COLORS[span.outcome],
+                stroke="#333",
+                stroke_width=0.6,
+                stroke_dasharray="4,2" if span.outcome == "open" else None,
+            )
+        ]
         label = f"{span.case_id} #{span.attempt}" + (" (copy)" if span.copy else "")
         if x2 - x1 >= 6.5 * len(label) + 6:
-            parts.append(_svg.text((x1 + x2) / 2, y + 4, label, size=10,
-                                   fill="#111" if span.outcome in ("open", "expired") else "#fff"))
+            parts.append(
+                _svg.text(
+                    (x1 + x2) / 2, y + 4, label, size=10, fill="#111" if span.outcome in ("open", "expired") else "#fff"
+                )
+            )
         if span.dead:
             parts.append(_svg.text(x2 + 3, y + 4, "DLQ", size=9, anchor="start", fill="#8b0000", weight="bold"))
         cls = span.outcome + (" dead" if span.dead else "") + (" copy" if span.copy else "")
@@ -476,21 +612,38 @@ def _links_drawn(data: Timeline, bars: list[tuple[float, float, float]]) -> list
     """A dashed arrow from a lease that ended unacked to the item's next lease."""
     body = []
     for link in data.links:
-        _, x1, y1 = bars[link.source]      # from the end of the lease that was lost...
-        x2, _, y2 = bars[link.target]      # ...to the start of the next one
-        if y2 == y1:                       # same worker again: arc over the lane
+        _, x1, y1 = bars[link.source]  # from the end of the lease that was lost...
+        x2, _, y2 = bars[link.target]  # ...to the start of the next one
+        if y2 == y1:  # same worker again: arc over the lane
             y2, cx, cy = y2 - 7, (x1 + x2) / 2, y1 - 22
-        else:                              # another worker: bend sideways between lanes
+        else:  # another worker: bend sideways between lanes
             y2 = y2 - 7 if y2 > y1 else y2 + 7
             cx, cy = (x1 + x2) / 2 + 14, (y1 + y2) / 2
         src, dst = data.leases[link.source], data.leases[link.target]
-        body.append(_svg.group(
-            "link",
-            _svg.path("M", x1, y1, "Q", cx, cy, x2, y2, fill="none", stroke=_LINK, stroke_width=1.4,
-                      stroke_dasharray="5,3"),
-            _svg.arrowhead(cx, cy, x2, y2, color=_LINK, length=8, width=6),
-            tip=(f"redelivery of {src.item_id}: {src.worker_id} (token {src.token}) {src.outcome}, "
-                 f"{dst.worker_id} got token {dst.token}")))
+        body.append(
+            _svg.group(
+                "link",
+                _svg.path(
+                    "M",
+                    x1,
+                    y1,
+                    "Q",
+                    cx,
+                    cy,
+                    x2,
+                    y2,
+                    fill="none",
+                    stroke=_LINK,
+                    stroke_width=1.4,
+                    stroke_dasharray="5,3",
+                ),
+                _svg.arrowhead(cx, cy, x2, y2, color=_LINK, length=8, width=6),
+                tip=(
+                    f"redelivery of {src.item_id}: {src.worker_id} (token {src.token}) {src.outcome}, "
+                    f"{dst.worker_id} got token {dst.token}"
+                ),
+            )
+        )
     return body
 
 
@@ -500,11 +653,17 @@ def _contacts(frame: _Frame, contacts: tuple[ContactMark, ...]) -> list[str]:
     for c in contacts:
         x, y = frame.x(c.time, c.seq), frame.y(c.worker_id) - 13
         if c.deduped:
-            what, cls, dot = "deduped repeat (nothing sent)", "deduped", _svg.circle(
-                x, y, 4, fill="white", stroke="#1f77b4", stroke_width=1.5)
+            what, cls, dot = (
+                "deduped repeat (nothing sent)",
+                "deduped",
+                _svg.circle(x, y, 4, fill="white", stroke="#1f77b4", stroke_width=1.5),
+            )
         elif c.duplicate:
-            what, cls, dot = "DUPLICATE contact", "duplicate", _svg.circle(
-                x, y, 5.5, fill="#d62728", stroke="#7f0000", stroke_width=1)
+            what, cls, dot = (
+                "DUPLICATE contact",
+                "duplicate",
+                _svg.circle(x, y, 5.5, fill="#d62728", stroke="#7f0000", stroke_width=1),
+            )
         else:
             what, cls, dot = "contact sent", "sent", _svg.circle(x, y, 4.5, fill="#1f77b4")
         tip = f"{what}: {c.case_id} {c.idem_key or ''} {c.message_id or ''} by {c.worker_id} at t={c.time:g}"
@@ -514,23 +673,40 @@ def _contacts(frame: _Frame, contacts: tuple[ContactMark, ...]) -> list[str]:
 
 def _rejections(frame: _Frame, rejections: tuple[Rejection, ...]) -> list[str]:
     """A cross below the bars per stale write the store refused."""
-    return [_svg.group("rejection",
-                       _svg.cross(frame.x(r.time, r.seq), frame.y(r.worker_id) + 13, 4, stroke=_STALE, stroke_width=2),
-                       tip=f"stale write refused: {r.worker_id} still had token {r.token} for {r.item_id} "
-                           f"at t={r.time:g}")
-            for r in rejections]
+    return [
+        _svg.group(
+            "rejection",
+            _svg.cross(frame.x(r.time, r.seq), frame.y(r.worker_id) + 13, 4, stroke=_STALE, stroke_width=2),
+            tip=f"stale write refused: {r.worker_id} still had token {r.token} for {r.item_id} at t={r.time:g}",
+        )
+        for r in rejections
+    ]
 
 
 def _legend(y: float) -> list[str]:
     items: list[str] = []
     x = _LEFT
     for outcome in ("acked", "nacked", "expired", "lost", "open"):
-        items.append(_svg.rect(x, y - 9, 18, 10, rx=2, fill=COLORS[outcome], stroke="#333", stroke_width=0.6,
-                               stroke_dasharray="4,2" if outcome == "open" else None))
+        items.append(
+            _svg.rect(
+                x,
+                y - 9,
+                18,
+                10,
+                rx=2,
+                fill=COLORS[outcome],
+                stroke="#333",
+                stroke_width=0.6,
+                stroke_dasharray="4,2" if outcome == "open" else None,
+            )
+        )
         items.append(_svg.text(x + 22, y, "held" if outcome == "open" else outcome, size=10, anchor="start"))
         x += 72
-    for fill, stroke, label in (("#1f77b4", "none", "contact"), ("#d62728", "#7f0000", "duplicate"),
-                                ("white", "#1f77b4", "deduped")):
+    for fill, stroke, label in (
+        ("#1f77b4", "none", "contact"),
+        ("#d62728", "#7f0000", "duplicate"),
+        ("white", "#1f77b4", "deduped"),
+    ):
         items.append(_svg.circle(x + 5, y - 4, 4.5, fill=fill, stroke=stroke, stroke_width=1.5))
         items.append(_svg.text(x + 14, y, label, size=10, anchor="start"))
         x += 76
@@ -577,11 +753,25 @@ def _events(log: Any) -> list[Event]:
         return log.log.events
     if isinstance(log, (list, tuple)) and all(isinstance(e, Event) for e in log):
         return list(log)
-    raise BadArgumentError(field="log", problem=f"is a {type(log).__name__}",
-                           fix="pass an EventLog, e.g. timeline(queue.log)")
+    raise BadArgumentError(
+        field="log", problem=f"is a {type(log).__name__}", fix="pass an EventLog, e.g. timeline(queue.log)"
+    )
 
 
 def _empty(until: float | None) -> Timeline:
     end = 0.0 if until is None else until
-    return Timeline(lanes=(), leases=(), bands=(), contacts=(), rejections=(), links=(), start=0.0,
-                    end=end, start_seq=0, end_seq=0, total_leases=0, total_workers=0, note="")
+    return Timeline(
+        lanes=(),
+        leases=(),
+        bands=(),
+        contacts=(),
+        rejections=(),
+        links=(),
+        start=0.0,
+        end=end,
+        start_seq=0,
+        end_seq=0,
+        total_leases=0,
+        total_workers=0,
+        note="",
+    )

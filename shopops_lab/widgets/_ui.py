@@ -1,4 +1,5 @@
 """Loading ipywidgets only when a widget is drawn, so the logic runs anywhere."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -32,8 +33,10 @@ def show(widget: object | None, static_html: Callable[[str], str], label: str) -
     display(bundle, raw=True)
 
 
-NO_WIDGETS = ("Sliders and buttons need ipywidgets (`pip install ipywidgets`); "
-              "everything below still works by calling the methods directly.")
+NO_WIDGETS = (
+    "Sliders and buttons need ipywidgets (`pip install ipywidgets`); "
+    "everything below still works by calling the methods directly."
+)
 RUN_ME = "A saved copy: run this cell to get the buttons and sliders."
 
 

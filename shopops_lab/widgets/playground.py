@@ -11,6 +11,7 @@ Each worker remembers the one lease it is working on, as a real worker would. A 
 makes it forget; a worker that is merely slow keeps its (possibly stale) lease, so you
 can watch the queue refuse its late ack.
 """
+
 from __future__ import annotations
 
 import html
@@ -74,8 +75,9 @@ class PlaygroundState:
         if not self.rows:
             return "<p><em>No items yet.</em></p>"
         head = "".join(f"<th>{html.escape(k)}</th>" for k in self.rows[0])
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>"
-                       for row in self.rows)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row.values()) + "</tr>" for row in self.rows
+        )
         return f'<table class="shopops-items"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
     def workers_html(self) -> str:
@@ -83,18 +85,20 @@ class PlaygroundState:
         return f"<ul>{cells}</ul>"
 
     def _repr_html_(self) -> str:
-        return (f"<p><b>t={self.time:g}</b> (step {self.step} of {self.steps}): {html.escape(self.message)}</p>"
-                f"{self.diagram.svg or ''}{self.table_html()}{self.workers_html()}")
+        return (
+            f"<p><b>t={self.time:g}</b> (step {self.step} of {self.steps}): {html.escape(self.message)}</p>"
+            f"{self.diagram.svg or ''}{self.table_html()}{self.workers_html()}"
+        )
 
 
 class PlaygroundModel:
     """The playground's logic. Actions return a message and are recorded for back/forward."""
 
-    def __init__(self, *, lease_seconds: float = 30, max_attempts: int = 3,
-                 workers: tuple[str, ...] = WORKERS) -> None:
+    def __init__(self, *, lease_seconds: float = 30, max_attempts: int = 3, workers: tuple[str, ...] = WORKERS) -> None:
         if not workers or not all(isinstance(w, str) and w for w in workers) or len(set(workers)) != len(workers):
-            raise BadArgumentError(field="workers", problem=f"is {workers!r}",
-                                   fix="pass distinct worker names, e.g. ('W1', 'W2', 'W3')")
+            raise BadArgumentError(
+                field="workers", problem=f"is {workers!r}", fix="pass distinct worker names, e.g. ('W1', 'W2', 'W3')"
+            )
         self.lease_seconds = lease_seconds
         self.max_attempts = max_attempts
         self.workers = tuple(workers)
@@ -106,8 +110,7 @@ class PlaygroundModel:
     # ---------------------------------------------------------------- actions
     def enqueue(self, case_id: str = "O-1001") -> str:
         if not isinstance(case_id, str) or not case_id.strip():
-            raise BadArgumentError(field="case_id", problem=f"is {case_id!r}",
-                                   fix="pass a case id such as 'O-1001'")
+            raise BadArgumentError(field="case_id", problem=f"is {case_id!r}", fix="pass a case id such as 'O-1001'")
         return self._record(Action(action="enqueue", arg=case_id))
 
     def acquire(self, worker: str) -> str:
@@ -133,15 +136,18 @@ class PlaygroundModel:
     def replay(self, item_id: str | None = None) -> str:
         """Send a dead item (the oldest, if none is named) back to ready."""
         if item_id is not None and (not isinstance(item_id, str) or not item_id):
-            raise BadArgumentError(field="item_id", problem=f"is {item_id!r}",
-                                   fix="pass an id from the DLQ, e.g. 'item-0001', or leave it out")
+            raise BadArgumentError(
+                field="item_id",
+                problem=f"is {item_id!r}",
+                fix="pass an id from the DLQ, e.g. 'item-0001', or leave it out",
+            )
         return self._record(Action(action="replay", arg=item_id))
 
     # ---------------------------------------------------------------- history
     @property
     def history(self) -> list[str]:
         """The actions applied so far (not the ones undone by back())."""
-        return [str(s) for s in self._steps[:self._cursor]]
+        return [str(s) for s in self._steps[: self._cursor]]
 
     def back(self) -> str:
         """Undo the last action (replaying the ones before it from scratch)."""
@@ -166,29 +172,43 @@ class PlaygroundModel:
 
     def state(self) -> PlaygroundState:
         now = self.clock.now()
-        rows = tuple({"item": i.id, "case": i.case_id, "state": i.state.value, "attempts": i.attempts,
-                      "token": i.token, "worker": i.worker_id or "",
-                      "lease until": "" if i.lease_expires_at is None else f"t={i.lease_expires_at:g}"}
-                     for i in self.queue.items())
-        return PlaygroundState(time=now, step=self._cursor, steps=len(self._steps), rows=rows,
-                               holding={w: self._holding(w) for w in self.workers},
-                               message=self.message, diagram=state_machine(self.queue))
+        rows = tuple(
+            {
+                "item": i.id,
+                "case": i.case_id,
+                "state": i.state.value,
+                "attempts": i.attempts,
+                "token": i.token,
+                "worker": i.worker_id or "",
+                "lease until": "" if i.lease_expires_at is None else f"t={i.lease_expires_at:g}",
+            }
+            for i in self.queue.items()
+        )
+        return PlaygroundState(
+            time=now,
+            step=self._cursor,
+            steps=len(self._steps),
+            rows=rows,
+            holding={w: self._holding(w) for w in self.workers},
+            message=self.message,
+            diagram=state_machine(self.queue),
+        )
 
     # ---------------------------------------------------------------- internals
     def _reset(self) -> None:
         self.clock = FakeClock()
-        self.queue = InMemoryQueue(lease_seconds=self.lease_seconds, max_attempts=self.max_attempts,
-                                   clock=self.clock)
+        self.queue = InMemoryQueue(lease_seconds=self.lease_seconds, max_attempts=self.max_attempts, clock=self.clock)
         self._held: dict[str, Lease | None] = {w: None for w in self.workers}
 
     def _worker(self, worker: str) -> str:
         if worker not in self.workers:
-            raise BadArgumentError(field="worker", problem=f"is {worker!r}",
-                                   fix=f"pass one of {', '.join(map(repr, self.workers))}")
+            raise BadArgumentError(
+                field="worker", problem=f"is {worker!r}", fix=f"pass one of {', '.join(map(repr, self.workers))}"
+            )
         return worker
 
     def _record(self, step: Action) -> str:
-        del self._steps[self._cursor:]  # a new action after back() drops the undone ones
+        del self._steps[self._cursor :]  # a new action after back() drops the undone ones
         self._steps.append(step)
         self._cursor += 1
         self.message = self._apply(step)
@@ -197,7 +217,7 @@ class PlaygroundModel:
     def _replay(self) -> str:
         self._reset()
         message = _START
-        for step in self._steps[:self._cursor]:
+        for step in self._steps[: self._cursor]:
             message = self._apply(step)
         return message
 
@@ -216,32 +236,39 @@ class PlaygroundModel:
         notes = []
         for e in self.queue.log.events[mark:]:
             if e.kind is EventKind.EXPIRED:
-                notes.append(f"The lease on {e.item_id} ({e.worker_id}, token {e.token}) ran out at "
-                             f"t={e.info['expires_at']:g}: case {e.case_id} is ready again.")
+                notes.append(
+                    f"The lease on {e.item_id} ({e.worker_id}, token {e.token}) ran out at "
+                    f"t={e.info['expires_at']:g}: case {e.case_id} is ready again."
+                )
             elif e.kind is EventKind.DEAD_LETTERED and notes:
-                notes[-1] = (f"The lease on {e.item_id} ({e.worker_id}, token {e.token}) ran out on its "
-                             f"last attempt ({e.attempt} of {self.max_attempts}): it moves to the dead-letter queue.")
+                notes[-1] = (
+                    f"The lease on {e.item_id} ({e.worker_id}, token {e.token}) ran out on its "
+                    f"last attempt ({e.attempt} of {self.max_attempts}): it moves to the dead-letter queue."
+                )
         return notes
 
     def _do_enqueue(self, case_id: str) -> str:
         item_id = self.queue.enqueue(case_id=case_id)
         held = [i for i in self.queue.leases() if i.case_id == case_id]
         if held:
-            return (f"Enqueued {item_id} for case {case_id}. It waits: {held[0].id} of the same case is "
-                    f"leased by {held[0].worker_id}, and a case has one live lease at a time.")
+            return (
+                f"Enqueued {item_id} for case {case_id}. It waits: {held[0].id} of the same case is "
+                f"leased by {held[0].worker_id}, and a case has one live lease at a time."
+            )
         return f"Enqueued {item_id} for case {case_id}; it is ready."
 
     def _do_acquire(self, worker: str) -> str:
         lease = self._held[worker]
         if lease is not None:
-            return (f"{worker} is still working on {lease.item_id} (token {lease.token}); "
-                    f"ack, nack or crash it first.")
+            return f"{worker} is still working on {lease.item_id} (token {lease.token}); ack, nack or crash it first."
         lease = self.queue.acquire(worker)
         if lease is None:
             return self._why_nothing(worker)
         self._held[worker] = lease
-        message = (f"{worker} leased {lease.item_id} (case {lease.case_id}): token {lease.token}, "
-                   f"attempt {lease.attempt}, until t={lease.expires_at:g}.")
+        message = (
+            f"{worker} leased {lease.item_id} (case {lease.case_id}): token {lease.token}, "
+            f"attempt {lease.attempt}, until t={lease.expires_at:g}."
+        )
         if lease.attempt > 1:
             message += " This is a redelivery: the handler runs again, so it must be safe to repeat."
         return message
@@ -251,9 +278,10 @@ class PlaygroundModel:
             return f"{worker} got nothing: the queue is empty. Enqueue a case first."
         leased = self.queue.leases()
         if leased:
-            held = "; ".join(f"case {i.case_id} is leased by {i.worker_id} until t={i.lease_expires_at:g}"
-                             for i in leased)
-            waiting = (" Its next item waits: one live lease per case." if self.queue.depth else "")
+            held = "; ".join(
+                f"case {i.case_id} is leased by {i.worker_id} until t={i.lease_expires_at:g}" for i in leased
+            )
+            waiting = " Its next item waits: one live lease per case." if self.queue.depth else ""
             return f"{worker} got nothing: {held}.{waiting}"
         return f"{worker} got nothing: every item is done or dead."
 
@@ -288,10 +316,14 @@ class PlaygroundModel:
         except (StaleTokenError, LeaseExpiredError, LeaseSettledError):
             return f"{worker}'s nack was refused: {self._lost(lease)}"
         if state is ItemState.DEAD:
-            return (f"{worker} nacked {lease.item_id} on its last attempt ({lease.attempt} of "
-                    f"{self.max_attempts}): it moves to the dead-letter queue.")
-        return (f"{worker} nacked {lease.item_id} (attempt {lease.attempt} of {self.max_attempts}): "
-                f"it is ready again for the next free worker.")
+            return (
+                f"{worker} nacked {lease.item_id} on its last attempt ({lease.attempt} of "
+                f"{self.max_attempts}): it moves to the dead-letter queue."
+            )
+        return (
+            f"{worker} nacked {lease.item_id} (attempt {lease.attempt} of {self.max_attempts}): "
+            f"it is ready again for the next free worker."
+        )
 
     def _do_crash(self, worker: str) -> str:
         lease = self._held[worker]
@@ -301,9 +333,11 @@ class PlaygroundModel:
         until = self.queue.item(lease.item_id).lease_expires_at
         if until is None or self.queue.item(lease.item_id).token != lease.token:
             return f"{worker} crashed holding a lease it had already lost; nothing changes."
-        return (f"{worker} crashed holding {lease.item_id} (case {lease.case_id}) and restarts with "
-                f"nothing. The queue does not know yet: the lease runs out at t={until:g}, "
-                f"then the item is redelivered.")
+        return (
+            f"{worker} crashed holding {lease.item_id} (case {lease.case_id}) and restarts with "
+            f"nothing. The queue does not know yet: the lease runs out at t={until:g}, "
+            f"then the item is redelivered."
+        )
 
     def _do_replay(self, item_id: str | None) -> str:
         dead = self.queue.dlq_items()
@@ -320,10 +354,10 @@ class PlaygroundModel:
         item = self.queue.item(lease.item_id)
         if item.token > lease.token:
             owner = f"now held by {item.worker_id}" if item.worker_id else f"now {item.state.value}"
-            return (f"{lease.item_id} was claimed again with token {item.token} ({owner}); "
-                    f"token {lease.token} is stale.")
-        return (f"the lease on {lease.item_id} ran out (the item is {item.state.value} now); "
-                f"a redelivery will handle it.")
+            return f"{lease.item_id} was claimed again with token {item.token} ({owner}); token {lease.token} is stale."
+        return (
+            f"the lease on {lease.item_id} ran out (the item is {item.state.value} now); a redelivery will handle it."
+        )
 
     def _holding(self, worker: str) -> str:
         lease = self._held[worker]
@@ -352,8 +386,9 @@ class QueuePlayground(_ui.LiveWidget):
 
         def refresh() -> None:
             state = model.state()
-            message.value = (f"<p><b>t={state.time:g}</b> · step {state.step} of {state.steps} · "
-                             f"{html.escape(state.message)}</p>")
+            message.value = (
+                f"<p><b>t={state.time:g}</b> · step {state.step} of {state.steps} · {html.escape(state.message)}</p>"
+            )
             picture.value = (state.diagram.svg or "") + state.table_html() + state.workers_html()
 
         def button(label: str, action: Any) -> Any:
@@ -365,6 +400,7 @@ class QueuePlayground(_ui.LiveWidget):
                 except ShopOpsError as exc:
                     model.message = str(exc)
                 refresh()
+
             b.on_click(clicked)
             return b
 
@@ -375,17 +411,25 @@ class QueuePlayground(_ui.LiveWidget):
             w.HBox([case, button("enqueue", lambda: model.enqueue(case.value))]),
             worker,
             w.HBox([button(name, by_worker(name)) for name in ("acquire", "heartbeat", "ack", "nack", "crash")]),
-            w.HBox([seconds, button("advance clock", lambda: model.advance(seconds.value)),
-                    button("replay DLQ", model.replay)]),
+            w.HBox(
+                [
+                    seconds,
+                    button("advance clock", lambda: model.advance(seconds.value)),
+                    button("replay DLQ", model.replay),
+                ]
+            ),
             w.HBox([button("◀ back", model.back), button("forward ▶", model.forward)]),
-            message, picture,
+            message,
+            picture,
         ]
         refresh()
         return w.VBox(rows)
 
     def static_html(self, note: str = _ui.NO_WIDGETS) -> str:
-        return (f"<p><em>{html.escape(note)} By hand, for example: "
-                f"<code>playground.model.acquire('W1')</code>.</em></p>{self.model.state()._repr_html_()}")
+        return (
+            f"<p><em>{html.escape(note)} By hand, for example: "
+            f"<code>playground.model.acquire('W1')</code>.</em></p>{self.model.state()._repr_html_()}"
+        )
 
     def label(self) -> str:
         return "QueuePlayground: the buttons drive a real InMemoryQueue"

@@ -9,6 +9,7 @@ Build a quiz away from the cell that shows it: a cell's source sits right above 
 buttons, and `answer_index` and the explanations would give the answer away. The labs
 keep theirs in `shopops_lab.checks.labNN` (e.g. `quiz = lab01.SAME_KEY_QUIZ`).
 """
+
 from __future__ import annotations
 
 import html
@@ -37,20 +38,39 @@ class Quiz(_ui.LiveWidget):
     """A multiple-choice question. `answer_index` and `explanations` follow `options`
     as written; `options` on the object is the order shown (shuffled only if seeded)."""
 
-    def __init__(self, question: str, options: Sequence[str], answer_index: int,
-                 explanations: Sequence[str], *, hint: str | None = None,
-                 shuffle_seed: int | None = None) -> None:
+    def __init__(
+        self,
+        question: str,
+        options: Sequence[str],
+        answer_index: int,
+        explanations: Sequence[str],
+        *,
+        hint: str | None = None,
+        shuffle_seed: int | None = None,
+    ) -> None:
         if not isinstance(question, str) or not question.strip():
             raise BadArgumentError(field="question", problem=f"is {question!r}", fix="pass the question text")
         if not _listlike(options) or len(options) < 2 or not all(isinstance(o, str) and o for o in options):
-            raise BadArgumentError(field="options", problem=f"is {options!r}",
-                                   fix="pass a list of at least two non-empty strings")
-        arguments.whole("answer_index", answer_index, 0, f"pass the index of the right option, 0 to {len(options) - 1}",
-                        most=len(options) - 1)
-        if not _listlike(explanations) or len(explanations) != len(options) or not all(
-                isinstance(e, str) and e for e in explanations):
-            raise BadArgumentError(field="explanations", problem=f"is {explanations!r} for {len(options)} options",
-                                   fix="pass one non-empty explanation per option, in the same order")
+            raise BadArgumentError(
+                field="options", problem=f"is {options!r}", fix="pass a list of at least two non-empty strings"
+            )
+        arguments.whole(
+            "answer_index",
+            answer_index,
+            0,
+            f"pass the index of the right option, 0 to {len(options) - 1}",
+            most=len(options) - 1,
+        )
+        if (
+            not _listlike(explanations)
+            or len(explanations) != len(options)
+            or not all(isinstance(e, str) and e for e in explanations)
+        ):
+            raise BadArgumentError(
+                field="explanations",
+                problem=f"is {explanations!r} for {len(options)} options",
+                fix="pass one non-empty explanation per option, in the same order",
+            )
         if hint is not None and (not isinstance(hint, str) or not hint):
             raise BadArgumentError(field="hint", problem=f"is {hint!r}", fix="pass a string or leave it out")
         order = list(range(len(options)))
@@ -64,8 +84,9 @@ class Quiz(_ui.LiveWidget):
 
     def answer(self, index: int) -> Feedback:
         """Feedback for picking option `index` (in the order shown)."""
-        arguments.whole("index", index, 0, f"pass the number of an option, 0 to {len(self.options) - 1}",
-                        most=len(self.options) - 1)
+        arguments.whole(
+            "index", index, 0, f"pass the number of an option, 0 to {len(self.options) - 1}", most=len(self.options) - 1
+        )
         if index == self.answer_index:
             return Feedback(correct=True, message=f"Correct. {self.explanations[index]}")
         message = f"Not quite. {self.explanations[index]}"
@@ -78,8 +99,9 @@ class Quiz(_ui.LiveWidget):
         return "\n".join([self.question, *(f"  {i}. {o}" for i, o in enumerate(self.options))])
 
     def build(self, w: Any) -> Any:
-        choices = w.RadioButtons(options=[(o, i) for i, o in enumerate(self.options)], value=None,
-                                 layout=w.Layout(width="max-content"))
+        choices = w.RadioButtons(
+            options=[(o, i) for i, o in enumerate(self.options)], value=None, layout=w.Layout(width="max-content")
+        )
         check = w.Button(description="Check")
         result = w.HTML()
 
@@ -96,8 +118,10 @@ class Quiz(_ui.LiveWidget):
 
     def static_html(self, note: str = _ui.NO_WIDGETS) -> str:
         items = "".join(f"<li>{html.escape(o)}</li>" for o in self.options)
-        return (f"<p><b>{html.escape(self.question)}</b></p><ol start=\"0\">{items}</ol>"
-                f"<p><em>Answer with <code>quiz.answer(n)</code>. {html.escape(note)}</em></p>")
+        return (
+            f'<p><b>{html.escape(self.question)}</b></p><ol start="0">{items}</ol>'
+            f"<p><em>Answer with <code>quiz.answer(n)</code>. {html.escape(note)}</em></p>"
+        )
 
     def label(self) -> str:
         return f"Quiz: {self.question}"

@@ -26,6 +26,7 @@ The model, precisely (it follows `InMemoryQueue`):
   promises to survive: after k losses, heartbeat k+1 lands at (k+1)h after the last
   renewal and must beat the deadline, so a sound policy has ttl > (k + 1) * h.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -55,48 +56,74 @@ class TtlReport:
     miss_probability: float
     runs: int
     seed: int
-    spurious_expiry: float                # share of healthy calls that lost their lease
-    detection_worst: float                # longest a dead worker's case can wait (= ttl)
-    detection_mean: float                 # average wait, over simulated deaths
+    spurious_expiry: float  # share of healthy calls that lost their lease
+    detection_worst: float  # longest a dead worker's case can wait (= ttl)
+    detection_mean: float  # average wait, over simulated deaths
     heartbeats_per_worker_per_min: float  # while a call runs
     workers: int
-    heartbeats_per_min: float             # for `workers` busy workers
-    absorbs_missed: int | None            # lost heartbeats in a row the ttl survives (None: no help)
+    heartbeats_per_min: float  # for `workers` busy workers
+    absorbs_missed: int | None  # lost heartbeats in a row the ttl survives (None: no help)
 
     def __str__(self) -> str:
         beat = "no heartbeats" if self.heartbeat_interval is None else f"heartbeat every {self.heartbeat_interval:g} s"
-        absorbs = ("heartbeats cannot keep this lease alive" if self.absorbs_missed is None
-                   else f"survives {self.absorbs_missed} lost heartbeat(s) in a row")
-        return "\n".join([
-            f"policy: ttl {self.ttl:g} s, {beat}, tolerance {self.missed_tolerance} "
-            f"(model p50 {self.latency.p50:g} s, p99 {self.latency.p99:g} s, max {self.latency.max:g} s)",
-            f"spurious expiry:  {self.spurious_expiry:.2%} of healthy calls ({self.runs} simulated, "
-            f"{self.miss_probability:.1%} of heartbeats lost)",
-            f"dead worker found after: {self.detection_mean:.1f} s on average, {self.detection_worst:g} s at worst",
-            f"heartbeat load:   {self.heartbeats_per_worker_per_min:g}/min per worker, "
-            f"{self.heartbeats_per_min:g}/min for {self.workers} workers",
-            f"lost heartbeats:  {absorbs}",
-        ])
+        absorbs = (
+            "heartbeats cannot keep this lease alive"
+            if self.absorbs_missed is None
+            else f"survives {self.absorbs_missed} lost heartbeat(s) in a row"
+        )
+        return "\n".join(
+            [
+                f"policy: ttl {self.ttl:g} s, {beat}, tolerance {self.missed_tolerance} "
+                f"(model p50 {self.latency.p50:g} s, p99 {self.latency.p99:g} s, max {self.latency.max:g} s)",
+                f"spurious expiry:  {self.spurious_expiry:.2%} of healthy calls ({self.runs} simulated, "
+                f"{self.miss_probability:.1%} of heartbeats lost)",
+                f"dead worker found after: {self.detection_mean:.1f} s on average, {self.detection_worst:g} s at worst",
+                f"heartbeat load:   {self.heartbeats_per_worker_per_min:g}/min per worker, "
+                f"{self.heartbeats_per_min:g}/min for {self.workers} workers",
+                f"lost heartbeats:  {absorbs}",
+            ]
+        )
 
 
-def evaluate_policy(latency: LatencyModel, ttl: float, heartbeat_interval: float | None,
-                    missed_tolerance: int, *, seed: int = 0, runs: int = 2000,
-                    miss_probability: float = 0.01, workers: int = 20) -> TtlReport:
+def evaluate_policy(
+    latency: LatencyModel,
+    ttl: float,
+    heartbeat_interval: float | None,
+    missed_tolerance: int,
+    *,
+    seed: int = 0,
+    runs: int = 2000,
+    miss_probability: float = 0.01,
+    workers: int = 20,
+) -> TtlReport:
     """Simulate `runs` calls (one seeded rng) and report the policy's numbers.
     See the module docstring for the exact model."""
     if not isinstance(latency, LatencyModel):
-        raise BadArgumentError(field="latency", problem=f"is a {type(latency).__name__}",
-                               fix="pass a LatencyModel, e.g. LatencyModel(p50=8, p99=90, max=120)")
+        raise BadArgumentError(
+            field="latency",
+            problem=f"is a {type(latency).__name__}",
+            fix="pass a LatencyModel, e.g. LatencyModel(p50=8, p99=90, max=120)",
+        )
     ttl = arguments.seconds("ttl", ttl, "pass a positive number of seconds")
-    h = None if heartbeat_interval is None else arguments.seconds(
-        "heartbeat_interval", heartbeat_interval, "pass seconds between heartbeats, or None for no heartbeats")
+    h = (
+        None
+        if heartbeat_interval is None
+        else arguments.seconds(
+            "heartbeat_interval", heartbeat_interval, "pass seconds between heartbeats, or None for no heartbeats"
+        )
+    )
     arguments.whole("missed_tolerance", missed_tolerance, 0)
     arguments.whole("runs", runs, 1)
     arguments.whole("workers", workers, 1)
     arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=0")
     p = miss_probability
-    arguments.number("miss_probability", p,
-                     "pass the chance that one heartbeat is lost, between 0 and 1, e.g. 0.01", least=0, below=1)
+    arguments.number(
+        "miss_probability",
+        p,
+        "pass the chance that one heartbeat is lost, between 0 and 1, e.g. 0.01",
+        least=0,
+        below=1,
+    )
 
     rng = random.Random(seed)
     lost_runs = detected = 0
@@ -114,20 +141,33 @@ def evaluate_policy(latency: LatencyModel, ttl: float, heartbeat_interval: float
         waits += last_renewal + ttl - death
         detected += 1
     per_worker = 0.0 if h is None else 60.0 / h
-    return TtlReport(latency=latency, ttl=ttl, heartbeat_interval=h, missed_tolerance=missed_tolerance,
-                     miss_probability=float(p), runs=runs, seed=seed, spurious_expiry=lost_runs / runs,
-                     detection_worst=ttl, detection_mean=waits / detected if detected else 0.0,
-                     heartbeats_per_worker_per_min=round(per_worker, 6), workers=workers,
-                     heartbeats_per_min=round(per_worker * workers, 6), absorbs_missed=_absorbs(ttl, h))
+    return TtlReport(
+        latency=latency,
+        ttl=ttl,
+        heartbeat_interval=h,
+        missed_tolerance=missed_tolerance,
+        miss_probability=float(p),
+        runs=runs,
+        seed=seed,
+        spurious_expiry=lost_runs / runs,
+        detection_worst=ttl,
+        detection_mean=waits / detected if detected else 0.0,
+        heartbeats_per_worker_per_min=round(per_worker, 6),
+        workers=workers,
+        heartbeats_per_min=round(per_worker * workers, 6),
+        absorbs_missed=_absorbs(ttl, h),
+    )
 
 
-def grade_policy(report: TtlReport, *, max_spurious: float = 0.001, max_detection: float = 60.0,
-                 max_heartbeats_per_min: float = 12.0) -> tuple[bool, list[str]]:
+def grade_policy(
+    report: TtlReport, *, max_spurious: float = 0.001, max_detection: float = 60.0, max_heartbeats_per_min: float = 12.0
+) -> tuple[bool, list[str]]:
     """(ok, reasons): each reason names one limit the policy breaks and which way to move.
     `max_heartbeats_per_min` is per worker; `max_detection` bounds the worst-case wait."""
     if not isinstance(report, TtlReport):
-        raise BadArgumentError(field="report", problem=f"is a {type(report).__name__}",
-                               fix="pass what evaluate_policy(...) returned")
+        raise BadArgumentError(
+            field="report", problem=f"is a {type(report).__name__}", fix="pass what evaluate_policy(...) returned"
+        )
     reasons = []
     h, ttl = report.heartbeat_interval, report.ttl
     if report.spurious_expiry > max_spurious:
@@ -137,20 +177,28 @@ def grade_policy(report: TtlReport, *, max_spurious: float = 0.001, max_detectio
             why = "the first heartbeat comes after the deadline, so heartbeats never renew the lease"
         else:
             why = "enough heartbeats are lost in a row for the deadline to pass"
-        reasons.append(f"healthy workers lose their lease in {report.spurious_expiry:.2%} of calls "
-                       f"(limit {max_spurious:.2%}): {why}.")
+        reasons.append(
+            f"healthy workers lose their lease in {report.spurious_expiry:.2%} of calls "
+            f"(limit {max_spurious:.2%}): {why}."
+        )
     if report.detection_worst > max_detection:
-        reasons.append(f"a dead worker's case can wait {report.detection_worst:g} s before redelivery "
-                       f"(limit {max_detection:g} s): the TTL bounds how fast a crash is noticed.")
+        reasons.append(
+            f"a dead worker's case can wait {report.detection_worst:g} s before redelivery "
+            f"(limit {max_detection:g} s): the TTL bounds how fast a crash is noticed."
+        )
     if report.heartbeats_per_worker_per_min > max_heartbeats_per_min:
-        reasons.append(f"{report.heartbeats_per_worker_per_min:g} heartbeats per worker per minute "
-                       f"(limit {max_heartbeats_per_min:g}): that is load on the queue for no progress.")
+        reasons.append(
+            f"{report.heartbeats_per_worker_per_min:g} heartbeats per worker per minute "
+            f"(limit {max_heartbeats_per_min:g}): that is load on the queue for no progress."
+        )
     if h is not None:
         late = (report.missed_tolerance + 1) * h
         if not late < ttl:
-            reasons.append(f"the TTL does not survive {report.missed_tolerance} lost heartbeat(s) in a row: "
-                           f"the next one lands {late:g} s after the last renewal, not before the "
-                           f"{ttl:g} s deadline (need ttl > (missed_tolerance + 1) x heartbeat_interval).")
+            reasons.append(
+                f"the TTL does not survive {report.missed_tolerance} lost heartbeat(s) in a row: "
+                f"the next one lands {late:g} s after the last renewal, not before the "
+                f"{ttl:g} s deadline (need ttl > (missed_tolerance + 1) x heartbeat_interval)."
+            )
     return not reasons, reasons
 
 
@@ -163,10 +211,15 @@ def policy_svg(latency: LatencyModel, ttl: float, heartbeat_interval: float | No
     def x(t: float) -> float:
         return left + t / span * (width - left - 16)
 
-    body = [_svg.text(left - 8, 34, "model call", size=11, anchor="end"),
-            _svg.text(left - 8, 74, "lease", size=11, anchor="end")]
-    for upto, shade, label in ((latency.max, "#c6dbef", "max"), (latency.p99, "#6baed6", "p99"),
-                               (latency.p50, "#2171b5", "p50")):
+    body = [
+        _svg.text(left - 8, 34, "model call", size=11, anchor="end"),
+        _svg.text(left - 8, 74, "lease", size=11, anchor="end"),
+    ]
+    for upto, shade, label in (
+        (latency.max, "#c6dbef", "max"),
+        (latency.p99, "#6baed6", "p99"),
+        (latency.p50, "#2171b5", "p50"),
+    ):
         body.append(_svg.rect(x(0), 22, x(upto) - x(0), 16, fill=shade))
         body.append(_svg.text(x(upto), 16, f"{label} {upto:g}s", size=10, fill="#08306b"))
     covered = ttl if h is None or h >= ttl else latency.max + ttl  # how far the lease reaches
@@ -179,41 +232,76 @@ def policy_svg(latency: LatencyModel, ttl: float, heartbeat_interval: float | No
         while k * h < latency.max and k <= 400:
             body.append(_svg.line(x(k * h), 60, x(k * h), 82, stroke="#333", stroke_width=1))
             k += 1
-        body.append(_svg.text(x(0), 112, f"| heartbeat every {h:g}s renews the lease to now + {ttl:g}s",
-                              size=10, anchor="start", fill="#333"))
+        body.append(
+            _svg.text(
+                x(0),
+                112,
+                f"| heartbeat every {h:g}s renews the lease to now + {ttl:g}s",
+                size=10,
+                anchor="start",
+                fill="#333",
+            )
+        )
     elif ttl <= latency.max:
-        body.append(_svg.text(x(0), 112, "no heartbeats: calls longer than the TTL lose their lease",
-                              size=10, anchor="start", fill="#a01010"))
+        body.append(
+            _svg.text(
+                x(0),
+                112,
+                "no heartbeats: calls longer than the TTL lose their lease",
+                size=10,
+                anchor="start",
+                fill="#a01010",
+            )
+        )
     return _svg.document(width, 122, body, label="lease policy")
 
 
 class TtlExplorer(_ui.LiveWidget):
     """Sliders over `evaluate_policy`: move them and watch the numbers and the verdict."""
 
-    def __init__(self, latency: LatencyModel | None = None, *, ttl: float = 60,
-                 heartbeat_interval: float | None = 20, missed_tolerance: int = 1,
-                 runs: int = 2000, seed: int = 0) -> None:
+    def __init__(
+        self,
+        latency: LatencyModel | None = None,
+        *,
+        ttl: float = 60,
+        heartbeat_interval: float | None = 20,
+        missed_tolerance: int = 1,
+        runs: int = 2000,
+        seed: int = 0,
+    ) -> None:
         self.latency = latency if latency is not None else LatencyModel(p50=8, p99=90, max=120)
-        self.report = evaluate_policy(self.latency, ttl, heartbeat_interval, missed_tolerance,
-                                      runs=runs, seed=seed)
+        self.report = evaluate_policy(self.latency, ttl, heartbeat_interval, missed_tolerance, runs=runs, seed=seed)
         self.runs, self.seed = runs, seed
 
-    def update(self, *, p50: float, p99: float, max_latency: float, ttl: float,
-               heartbeat_interval: float | None, missed_tolerance: int) -> TtlReport:
+    def update(
+        self,
+        *,
+        p50: float,
+        p99: float,
+        max_latency: float,
+        ttl: float,
+        heartbeat_interval: float | None,
+        missed_tolerance: int,
+    ) -> TtlReport:
         """Re-evaluate with new settings (what the sliders call)."""
         latency = LatencyModel(p50=p50, p99=p99, max=max_latency)
-        report = evaluate_policy(latency, ttl, heartbeat_interval, missed_tolerance,
-                                 runs=self.runs, seed=self.seed)
+        report = evaluate_policy(latency, ttl, heartbeat_interval, missed_tolerance, runs=self.runs, seed=self.seed)
         self.latency, self.report = latency, report
         return report
 
     def html(self) -> str:
         """The current report, verdict and picture, as HTML."""
         ok, reasons = grade_policy(self.report)
-        verdict = ("<p><b>✅ This policy meets the default limits.</b></p>" if ok else
-                   "<p><b>❌ Not yet:</b></p><ul>" + "".join(f"<li>{html.escape(r)}</li>" for r in reasons) + "</ul>")
-        return (policy_svg(self.latency, self.report.ttl, self.report.heartbeat_interval)
-                + f"<pre>{html.escape(str(self.report))}</pre>" + verdict)
+        verdict = (
+            "<p><b>✅ This policy meets the default limits.</b></p>"
+            if ok
+            else "<p><b>❌ Not yet:</b></p><ul>" + "".join(f"<li>{html.escape(r)}</li>" for r in reasons) + "</ul>"
+        )
+        return (
+            policy_svg(self.latency, self.report.ttl, self.report.heartbeat_interval)
+            + f"<pre>{html.escape(str(self.report))}</pre>"
+            + verdict
+        )
 
     def build(self, w: Any) -> Any:
         r = self.report
@@ -222,8 +310,9 @@ class TtlExplorer(_ui.LiveWidget):
             "p99": w.FloatSlider(value=r.latency.p99, min=1, max=300, step=1, description="p99 (s)"),
             "max_latency": w.FloatSlider(value=r.latency.max, min=5, max=600, step=5, description="max (s)"),
             "ttl": w.FloatSlider(value=r.ttl, min=5, max=600, step=5, description="TTL (s)"),
-            "heartbeat_interval": w.FloatSlider(value=r.heartbeat_interval or 0, min=0, max=120, step=1,
-                                                description="heartbeat (s)"),
+            "heartbeat_interval": w.FloatSlider(
+                value=r.heartbeat_interval or 0, min=0, max=120, step=1, description="heartbeat (s)"
+            ),
             "missed_tolerance": w.IntSlider(value=r.missed_tolerance, min=0, max=5, description="tolerance"),
         }
         out = w.HTML(self.html())
@@ -247,16 +336,19 @@ class TtlExplorer(_ui.LiveWidget):
         return f"<p><em>{html.escape(note)}</em></p>" + self.html()
 
     def label(self) -> str:
-        return (f"TtlExplorer: ttl={self.report.ttl:g} s, heartbeat={self.report.heartbeat_interval}, "
-                f"tolerance={self.report.missed_tolerance}")
+        return (
+            f"TtlExplorer: ttl={self.report.ttl:g} s, heartbeat={self.report.heartbeat_interval}, "
+            f"tolerance={self.report.missed_tolerance}"
+        )
 
     def __repr__(self) -> str:
         return f"TtlExplorer(ttl={self.report.ttl:g}, heartbeat_interval={self.report.heartbeat_interval})"
 
 
 # ---------------------------------------------------------------------------- internals
-def _heartbeats(call: float, ttl: float, h: float | None, p: float,
-                rng: random.Random) -> tuple[list[float], float | None]:
+def _heartbeats(
+    call: float, ttl: float, h: float | None, p: float, rng: random.Random
+) -> tuple[list[float], float | None]:
     """(times of heartbeats that renewed the lease, when the lease was lost or None)."""
     renewals: list[float] = []
     deadline = ttl

@@ -13,6 +13,7 @@ SQLite file shared by processes, or in PostgreSQL shared by machines
 a fencing check and the write it guards, or an expiry and the lease that follows it,
 happen together or not at all.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -64,19 +65,21 @@ _row = tuple.__new__  # _row(EventRow, values)
 _PRIORITIES = {int(p): p for p in Priority}  # an int -> its Priority name, without an Enum call
 DUE = "due"  # what a store's lease_next answers when a lease is due (see Store)
 # What every store keeps as a priority: PostgreSQL's INTEGER column, the narrowest.
-MIN_PRIORITY, MAX_PRIORITY = -2**31, 2**31 - 1
-_PRIORITY_FIX = (f"pass a Priority (APPROVAL, NORMAL, BULK) or an int from {MIN_PRIORITY:,} to {MAX_PRIORITY:,}; "
-                 "lower is served first")
+MIN_PRIORITY, MAX_PRIORITY = -(2**31), 2**31 - 1
+_PRIORITY_FIX = (
+    f"pass a Priority (APPROVAL, NORMAL, BULK) or an int from {MIN_PRIORITY:,} to {MAX_PRIORITY:,}; "
+    "lower is served first"
+)
 
 
 class Outcome(StrEnum):
     """What `process_one` did with one delivery."""
 
-    OK = "ok"            # the handler returned and the ack was accepted
+    OK = "ok"  # the handler returned and the ack was accepted
     RETRIED = "retried"  # the handler raised; the item is ready again
-    DEAD = "dead"        # the handler raised on the last allowed attempt; the item is in the DLQ
-    EMPTY = "empty"      # nothing could be acquired
-    LOST = "lost"        # the lease expired or was taken over while the handler ran
+    DEAD = "dead"  # the handler raised on the last allowed attempt; the item is in the DLQ
+    EMPTY = "empty"  # nothing could be acquired
+    LOST = "lost"  # the lease expired or was taken over while the handler ran
 
 
 class QueueId:
@@ -140,13 +143,23 @@ class Item:
 
 def _snapshot(row: ItemRow) -> Item:
     leased = row.state is _LEASED
-    return Item(id=row.id, case_id=row.case_id, tenant_id=row.tenant_id, kind=row.kind,
-                payload=json_copy(row.payload), priority=_PRIORITIES.get(row.priority, row.priority),
-                state=row.state, attempts=row.attempts, token=row.token,
-                worker_id=row.worker_id if leased else None,
-                lease_expires_at=row.expires_at if leased else None,
-                enqueued_at=row.enqueued_at, last_error=row.last_error,
-                dead_at=row.dead_at, replays=row.replays)
+    return Item(
+        id=row.id,
+        case_id=row.case_id,
+        tenant_id=row.tenant_id,
+        kind=row.kind,
+        payload=json_copy(row.payload),
+        priority=_PRIORITIES.get(row.priority, row.priority),
+        state=row.state,
+        attempts=row.attempts,
+        token=row.token,
+        worker_id=row.worker_id if leased else None,
+        lease_expires_at=row.expires_at if leased else None,
+        enqueued_at=row.enqueued_at,
+        last_error=row.last_error,
+        dead_at=row.dead_at,
+        replays=row.replays,
+    )
 
 
 class Queue:
@@ -156,12 +169,19 @@ class Queue:
     by default the items live in this process. Several `Queue`s on one database (one per
     process or machine) are one queue."""
 
-    def __init__(self, lease_seconds: float = 30, max_attempts: int = 5,
-                 clock: Clock | None = None, *, log: EventLog | None = None,
-                 store: Store | str | None = None) -> None:
+    def __init__(
+        self,
+        lease_seconds: float = 30,
+        max_attempts: int = 5,
+        clock: Clock | None = None,
+        *,
+        log: EventLog | None = None,
+        store: Store | str | None = None,
+    ) -> None:
         self.lease_seconds = arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
-        arguments.whole("max_attempts", max_attempts, 1,
-                        "pass a whole number >= 1 (how many deliveries before the DLQ)")
+        arguments.whole(
+            "max_attempts", max_attempts, 1, "pass a whole number >= 1 (how many deliveries before the DLQ)"
+        )
         self.clock: Clock = component_clock(clock)
         self.store: Store = store_for(store, log)
         self.max_attempts = max_attempts
@@ -182,13 +202,27 @@ class Queue:
 
     # ------------------------------------------------------------------ producing
     @transaction(checks_first=True)
-    def enqueue(self, *, case_id: str | None = None, tenant_id: str = "default",
-                kind: str = "task", payload: Mapping[str, Any] | None = None,
-                priority: int = Priority.NORMAL, now: float | None = None) -> str:
+    def enqueue(
+        self,
+        *,
+        case_id: str | None = None,
+        tenant_id: str = "default",
+        kind: str = "task",
+        payload: Mapping[str, Any] | None = None,
+        priority: int = Priority.NORMAL,
+        now: float | None = None,
+    ) -> str:
         """Add one item for `case_id` and return its id (`item-0001`, ...)."""
-        if not (type(case_id) is str and type(tenant_id) is str and type(kind) is str
-                and case_id.strip() and tenant_id.strip() and kind.strip()
-                and (case_id + tenant_id + kind).isascii() and "\x00" not in case_id + tenant_id + kind):
+        if not (
+            type(case_id) is str
+            and type(tenant_id) is str
+            and type(kind) is str
+            and case_id.strip()
+            and tenant_id.strip()
+            and kind.strip()
+            and (case_id + tenant_id + kind).isascii()
+            and "\x00" not in case_id + tenant_id + kind
+        ):
             arguments.text("case_id", case_id, "the case this work belongs to, e.g. case_id='O-1001'")
             arguments.text("tenant_id", tenant_id, "the store the case belongs to, e.g. tenant_id='store_northline'")
             arguments.text("kind", kind, "what the item asks for, e.g. kind='contact_send'")
@@ -196,8 +230,11 @@ class Queue:
             arguments.whole("priority", priority, MIN_PRIORITY, _PRIORITY_FIX, most=MAX_PRIORITY)
         body, flat = flat_copy({} if payload is None else payload)
         if not isinstance(body, dict):
-            raise BadArgumentError(field="payload", problem=f"is {arguments.a(type(payload).__name__)}",
-                                   fix="pass a dict, e.g. payload={'idem_key': 'O-1001:email:3'}")
+            raise BadArgumentError(
+                field="payload",
+                problem=f"is {arguments.a(type(payload).__name__)}",
+                fix="pass a dict, e.g. payload={'idem_key': 'O-1001:email:3'}",
+            )
         row = ItemRow()
         row.case_id, row.tenant_id, row.kind, row.payload = case_id, tenant_id, kind, body
         row.flat = flat
@@ -207,13 +244,32 @@ class Queue:
         row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
         row.enqueued_at = t = self._time(now)
         self.store.add_item(row)
-        self._append_event(_row(EventRow, (t, _ENQUEUED, row.id, case_id, None, None, None,  # EventRow's order
-                                           {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)})))
+        self._append_event(
+            _row(
+                EventRow,
+                (
+                    t,
+                    _ENQUEUED,
+                    row.id,
+                    case_id,
+                    None,
+                    None,
+                    None,  # EventRow's order
+                    {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)},
+                ),
+            )
+        )
         return row.id
 
     # ------------------------------------------------------------------ consuming
-    def acquire(self, worker_id: str, *, now: float | None = None,
-                lease_seconds: float | None = None, max_priority: int | None = None) -> Lease | None:
+    def acquire(
+        self,
+        worker_id: str,
+        *,
+        now: float | None = None,
+        lease_seconds: float | None = None,
+        max_priority: int | None = None,
+    ) -> Lease | None:
         """Lease the next item of a case nobody holds, or None.
 
         `max_priority` serves only items at least that urgent (used to shed bulk work
@@ -222,11 +278,19 @@ class Queue:
         """
         if type(worker_id) is not str or not worker_id.strip() or not worker_id.isascii() or "\x00" in worker_id:
             arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
-        seconds = (self.lease_seconds if lease_seconds is None
-                   else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX))
+        seconds = (
+            self.lease_seconds
+            if lease_seconds is None
+            else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
+        )
         if max_priority is not None:
-            arguments.whole("max_priority", max_priority, MIN_PRIORITY,
-                            "pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out", most=MAX_PRIORITY)
+            arguments.whole(
+                "max_priority",
+                max_priority,
+                MIN_PRIORITY,
+                "pass a Priority (e.g. Priority.NORMAL to shed BULK) or leave it out",
+                most=MAX_PRIORITY,
+            )
         t = self._time(now)
         if self._lease_next is not None:
             got = self._lease_next(worker_id, t, seconds, max_priority)
@@ -234,8 +298,9 @@ class Queue:
                 if got is None:
                     return None
                 item, case_id, tenant_id, kind, payload, token, attempts = got
-                return Lease(item, case_id, tenant_id, kind, worker_id, token, attempts, t, t + seconds, payload,
-                             self.id)
+                return Lease(
+                    item, case_id, tenant_id, kind, worker_id, token, attempts, t, t + seconds, payload, self.id
+                )
         return self._acquire(worker_id, t, seconds, max_priority)
 
     @transaction(checks_first=True)
@@ -254,11 +319,35 @@ class Queue:
         row.expires_at = t + seconds
         row.ended_by = None
         self._move(row, _LEASED)
-        self._append_event(_row(EventRow, (t, _LEASED_EVENT, row.id, row.case_id, worker_id, row.token,
-                                           row.attempts, {"expires_at": row.expires_at})))
+        self._append_event(
+            _row(
+                EventRow,
+                (
+                    t,
+                    _LEASED_EVENT,
+                    row.id,
+                    row.case_id,
+                    worker_id,
+                    row.token,
+                    row.attempts,
+                    {"expires_at": row.expires_at},
+                ),
+            )
+        )
         payload = row.payload
-        return Lease(row.id, row.case_id, row.tenant_id, row.kind, worker_id, row.token, row.attempts, t,
-                     row.expires_at, dict(payload) if row.flat else json_copy(payload), self.id)
+        return Lease(
+            row.id,
+            row.case_id,
+            row.tenant_id,
+            row.kind,
+            worker_id,
+            row.token,
+            row.attempts,
+            t,
+            row.expires_at,
+            dict(payload) if row.flat else json_copy(payload),
+            self.id,
+        )
 
     @transaction(checks_first=True)
     def heartbeat(self, lease: Lease, *, now: float | None = None) -> bool:
@@ -273,18 +362,31 @@ class Queue:
             return False
         row.expires_at = t + row.lease_seconds
         self.store.write_item(row, _LEASED)
-        self.log.append(EventKind.HEARTBEAT, t, item_id=row.id, case_id=row.case_id,
-                        worker_id=lease.worker_id, token=lease.token, attempt=row.attempts,
-                        expires_at=row.expires_at)
+        self.log.append(
+            EventKind.HEARTBEAT,
+            t,
+            item_id=row.id,
+            case_id=row.case_id,
+            worker_id=lease.worker_id,
+            token=lease.token,
+            attempt=row.attempts,
+            expires_at=row.expires_at,
+        )
         return True
 
     def ack(self, lease: Lease, *, now: float | None = None) -> None:
         """Mark the item done. Raises StaleTokenError if a newer claim exists, and
         LeaseExpiredError / LeaseSettledError if this lease is over. One transaction: on
         PostgreSQL, when the lease is live and none is due, one statement (`ack_live`)."""
-        if (self._ack_live is not None and lease.__class__ is Lease and lease.queue is self.id
-                and lease.item_id.__class__ is str and lease.case_id.__class__ is str
-                and lease.token.__class__ is int and lease.worker_id.__class__ is str):
+        if (
+            self._ack_live is not None
+            and lease.__class__ is Lease
+            and lease.queue is self.id
+            and lease.item_id.__class__ is str
+            and lease.case_id.__class__ is str
+            and lease.token.__class__ is int
+            and lease.worker_id.__class__ is str
+        ):
             last = self._last_time
             if self._ack_live(lease.item_id, lease.case_id, lease.token, lease.worker_id, self._time(now)):
                 return
@@ -302,8 +404,9 @@ class Queue:
         self._live(lease, row, "ack", t)
         row.ended_by = "acked"
         self._move(row, _DONE)
-        self._append_event(_row(EventRow, (t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token,
-                                           row.attempts, {})))
+        self._append_event(
+            _row(EventRow, (t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token, row.attempts, {}))
+        )
 
     @transaction(checks_first=True)
     def nack(self, lease: Lease, error: object = None, *, now: float | None = None) -> ItemState:
@@ -316,20 +419,29 @@ class Queue:
         self._live(lease, row, "nack", t)
         row.ended_by = "nacked"
         row.last_error = described
-        self.log.append(EventKind.NACKED, t, item_id=row.id, case_id=row.case_id,
-                        worker_id=lease.worker_id, token=lease.token, attempt=row.attempts,
-                        error=row.last_error)
+        self.log.append(
+            EventKind.NACKED,
+            t,
+            item_id=row.id,
+            case_id=row.case_id,
+            worker_id=lease.worker_id,
+            token=lease.token,
+            attempt=row.attempts,
+            error=row.last_error,
+        )
         return self._end_attempt(row, t)
 
-    def process_one(self, worker_id: str, handler: Callable[[Lease], Any], *,
-                    now: float | None = None) -> Outcome:
+    def process_one(self, worker_id: str, handler: Callable[[Lease], Any], *, now: float | None = None) -> Outcome:
         """Acquire, run `handler(lease)`, then ack; nack if it raises. The handler must be
         safe to run twice: an expired lease means the same item comes back. A handler
         that settles its own lease (acks or nacks it) is taken at its word. The handler
         runs outside any transaction: it may take long, and may crash."""
         if not callable(handler):
-            raise BadArgumentError(field="handler", problem=f"is {handler!r}, not a function",
-                                   fix="pass a function that takes the Lease, e.g. def handle(lease): ...")
+            raise BadArgumentError(
+                field="handler",
+                problem=f"is {handler!r}, not a function",
+                fix="pass a function that takes the Lease, e.g. def handle(lease): ...",
+            )
         lease = self.acquire(worker_id, now=now)
         if lease is None:
             return Outcome.EMPTY
@@ -372,8 +484,9 @@ class Queue:
 
     # ------------------------------------------------------------------ what only the worker knows
     @transaction(checks_first=True)
-    def worker_crashed(self, worker_id: str, lease: Lease | None = None, *, case_id: str | None = None,
-                       now: float | None = None) -> None:
+    def worker_crashed(
+        self, worker_id: str, lease: Lease | None = None, *, case_id: str | None = None, now: float | None = None
+    ) -> None:
         """Note that `worker_id` died (holding `lease`, or working on `case_id`), for the
         timeline and the checker. Nothing changes in the queue: the lease runs out on its own."""
         self._note(EventKind.WORKER_CRASHED, worker_id, lease, case_id, now)
@@ -381,25 +494,41 @@ class Queue:
     @transaction(checks_first=True)
     def worker_paused(self, lease: Lease, *, now: float | None = None) -> None:
         """Note that the worker holding `lease` froze (a long GC pause, a stalled call)."""
-        self._note(EventKind.WORKER_PAUSED, None, arguments.instance(
-            "lease", lease, Lease, "pass the Lease the paused worker holds"), None, now)
+        self._note(
+            EventKind.WORKER_PAUSED,
+            None,
+            arguments.instance("lease", lease, Lease, "pass the Lease the paused worker holds"),
+            None,
+            now,
+        )
 
     @transaction(checks_first=True)
     def worker_resumed(self, lease: Lease, *, now: float | None = None) -> None:
         """Note that the worker holding `lease` runs again, not knowing how long it was gone."""
-        self._note(EventKind.WORKER_RESUMED, None, arguments.instance(
-            "lease", lease, Lease, "pass the Lease the resumed worker holds"), None, now)
+        self._note(
+            EventKind.WORKER_RESUMED,
+            None,
+            arguments.instance("lease", lease, Lease, "pass the Lease the resumed worker holds"),
+            None,
+            now,
+        )
 
-    def _note(self, kind: EventKind, worker_id: str | None, lease: Lease | None, case_id: str | None,
-              now: float | None) -> None:
+    def _note(
+        self, kind: EventKind, worker_id: str | None, lease: Lease | None, case_id: str | None, now: float | None
+    ) -> None:
         if lease is not None:
             self._granted(lease)  # a lease this queue granted, not another queue's with the same item id
             worker_id, case_id = worker_id or lease.worker_id, lease.case_id
         arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
         if case_id is not None:
             arguments.text("case_id", case_id, "the case it was working on, e.g. 'O-1001', or leave it out")
-        self.log.append(kind, self._time(now), item_id=None if lease is None else lease.item_id,
-                        case_id=case_id, worker_id=worker_id)  # time never runs backwards here either
+        self.log.append(
+            kind,
+            self._time(now),
+            item_id=None if lease is None else lease.item_id,
+            case_id=case_id,
+            worker_id=worker_id,
+        )  # time never runs backwards here either
 
     # ------------------------------------------------------------------ the DLQ
     def dlq_items(self) -> list[Item]:
@@ -419,8 +548,9 @@ class Queue:
         row.replays += 1
         row.dead_at = None
         self._move(row, _READY)
-        self.log.append(EventKind.REPLAYED, t, item_id=row.id, case_id=row.case_id,
-                        replays=row.replays, last_error=row.last_error)
+        self.log.append(
+            EventKind.REPLAYED, t, item_id=row.id, case_id=row.case_id, replays=row.replays, last_error=row.last_error
+        )
 
     # ------------------------------------------------------------------ reading
     def item(self, item_id: str) -> Item:
@@ -431,8 +561,9 @@ class Queue:
 
     def items(self, state: ItemState | str | None = None) -> list[Item]:
         """Snapshots in enqueue order, optionally only those in `state`."""
-        wanted = None if state is None else arguments.member("state", state, ItemState,
-                                                             ", or leave it out for every item")
+        wanted = (
+            None if state is None else arguments.member("state", state, ItemState, ", or leave it out for every item")
+        )
         return [_snapshot(row) for row in self.store.item_rows(wanted)]
 
     def leases(self) -> list[Item]:
@@ -454,8 +585,10 @@ class Queue:
     def __repr__(self) -> str:
         counts = ", ".join(f"{s.value}={n}" for s, n in self.store.item_counts().items())
         where = "" if isinstance(self.store, MemoryStore) else f"{self.store.url}, "
-        return (f"{type(self).__name__}({where}lease_seconds={self.lease_seconds:g}, "
-                f"max_attempts={self.max_attempts}, {counts})")
+        return (
+            f"{type(self).__name__}({where}lease_seconds={self.lease_seconds:g}, "
+            f"max_attempts={self.max_attempts}, {counts})"
+        )
 
     # ------------------------------------------------------------------ internals
     def _time(self, now: float | None) -> float:
@@ -471,9 +604,11 @@ class Queue:
         else:
             t = arguments.moment("now", now)
             if t < self._last_time:
-                raise BadArgumentError(field="now",
-                                       problem=f"is {now:g}, earlier than t={self._last_time:g} already seen",
-                                       fix="time only moves forward; pass a later now= or advance the clock")
+                raise BadArgumentError(
+                    field="now",
+                    problem=f"is {now:g}, earlier than t={self._last_time:g} already seen",
+                    fix="time only moves forward; pass a later now= or advance the clock",
+                )
         self._last_time = t
         return t
 
@@ -495,9 +630,17 @@ class Queue:
         if row.attempts >= self.max_attempts:
             row.dead_at = t
             self._move(row, _DEAD)
-            self.log.append(EventKind.DEAD_LETTERED, t, item_id=row.id, case_id=row.case_id,
-                            worker_id=row.worker_id, token=row.token, attempt=row.attempts,
-                            error=row.last_error, enqueued_at=row.enqueued_at)
+            self.log.append(
+                EventKind.DEAD_LETTERED,
+                t,
+                item_id=row.id,
+                case_id=row.case_id,
+                worker_id=row.worker_id,
+                token=row.token,
+                attempt=row.attempts,
+                error=row.last_error,
+                enqueued_at=row.enqueued_at,
+            )
             return _DEAD
         self._move(row, _READY)
         return _READY
@@ -509,9 +652,16 @@ class Queue:
             expires_at = row.expires_at
             row.ended_by = "expired"
             row.last_error = f"lease expired at t={expires_at:g} (worker {row.worker_id}, attempt {row.attempts})"
-            self.log.append(EventKind.EXPIRED, t, item_id=row.id, case_id=row.case_id,
-                            worker_id=row.worker_id, token=row.token, attempt=row.attempts,
-                            expires_at=expires_at)
+            self.log.append(
+                EventKind.EXPIRED,
+                t,
+                item_id=row.id,
+                case_id=row.case_id,
+                worker_id=row.worker_id,
+                token=row.token,
+                attempt=row.attempts,
+                expires_at=expires_at,
+            )
             self._end_attempt(row, t)
             expired.append(row.id)
         return expired
@@ -520,18 +670,23 @@ class Queue:
         """The row behind a lease this queue really granted. Checked before the call's
         time is taken, so a wrong argument changes nothing (not even expiries)."""
         if not isinstance(lease, Lease):
-            raise BadArgumentError(field="lease", problem=f"is {arguments.a(type(lease).__name__)}",
-                                   fix="pass the Lease object that acquire() returned")
+            raise BadArgumentError(
+                field="lease",
+                problem=f"is {arguments.a(type(lease).__name__)}",
+                fix="pass the Lease object that acquire() returned",
+            )
         if lease.queue is not self.id:
-            raise UnknownLeaseError(reason=f"lease on {lease.item_id} was not granted by this queue "
-                                           "(item ids repeat across queues)")
+            raise UnknownLeaseError(
+                reason=f"lease on {lease.item_id} was not granted by this queue (item ids repeat across queues)"
+            )
         row = self.store.get_item(lease.item_id) if isinstance(lease.item_id, str) else None
         if row is None:
             raise UnknownLeaseError(reason=f"no item {lease.item_id} in this queue")
         token = lease.token
         if lease.case_id != row.case_id or not arguments.is_whole(token) or not 1 <= token <= row.token:
-            raise UnknownLeaseError(reason=f"item {lease.item_id} never granted token {lease.token} "
-                                           f"for case {lease.case_id}")
+            raise UnknownLeaseError(
+                reason=f"item {lease.item_id} never granted token {lease.token} for case {lease.case_id}"
+            )
         return row
 
     def _live(self, lease: Lease, row: ItemRow, op: str, t: float) -> None:
@@ -539,8 +694,9 @@ class Queue:
         item's token lives on its row (the acquire that issues it is the write that leases
         the item); the fence judges it, and is asked only when the tokens differ."""
         if lease.token != row.token:
-            self._fence.check(row.id, lease.token, t=t, op=op, current=row.token, case_id=row.case_id,
-                              worker_id=lease.worker_id)
+            self._fence.check(
+                row.id, lease.token, t=t, op=op, current=row.token, case_id=row.case_id, worker_id=lease.worker_id
+            )
         if row.state is not _LEASED:
             if row.ended_by == "expired":
                 raise LeaseExpiredError(item_id=row.id, token=lease.token, expires_at=row.expires_at)
@@ -550,8 +706,14 @@ class Queue:
 class InMemoryQueue(Queue):
     """The queue with its items in this process: what labs 00-07 and the simulator use."""
 
-    def __init__(self, lease_seconds: float = 30, max_attempts: int = 5,
-                 clock: Clock | None = None, *, log: EventLog | None = None) -> None:
+    def __init__(
+        self,
+        lease_seconds: float = 30,
+        max_attempts: int = 5,
+        clock: Clock | None = None,
+        *,
+        log: EventLog | None = None,
+    ) -> None:
         super().__init__(lease_seconds, max_attempts, clock, log=log)
 
 

@@ -15,6 +15,7 @@
 
 Names are imported on first use, so `shopops-lab --help` stays fast.
 """
+
 from __future__ import annotations
 
 from importlib import import_module

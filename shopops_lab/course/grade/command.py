@@ -3,6 +3,7 @@
 Usage errors (a missing --key, an empty folder, an unwritable --out, a bad --manual file)
 are refused before anything runs, as one line naming the fix (exit 2). Once grading starts
 every submission gets a row, whatever its code does, and the exit status is 0."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,16 +18,35 @@ from shopops_lab.errors import BadArgumentError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("submissions", nargs="+", metavar="SUBMISSION_OR_DIR",
-                        help="notebooks, or folders searched recursively (nbgrader's submitted/, an LMS download)")
+    parser.add_argument(
+        "submissions",
+        nargs="+",
+        metavar="SUBMISSION_OR_DIR",
+        help="notebooks, or folders searched recursively (nbgrader's submitted/, an LMS download)",
+    )
     parser.add_argument("--key", metavar="DIR", help="the master notebooks to grade against (the kit's solutions/)")
     parser.add_argument("--out", metavar="OUTDIR", help="where grades.csv, grades.json, manual.csv and feedback/ go")
-    parser.add_argument("--jobs", metavar="N", type=int, default=os.cpu_count() or 1,
-                        help="submissions graded at once (default: the number of cores)")
-    parser.add_argument("--timeout", metavar="SECONDS", type=float, default=60.0,
-                        help="limit per cell, so per exercise: a hung answer costs its exercise (default: 60)")
-    parser.add_argument("--notebook-timeout", metavar="SECONDS", type=float, default=600.0,
-                        help="limit for a whole submission (default: 600)")
+    parser.add_argument(
+        "--jobs",
+        metavar="N",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="submissions graded at once (default: the number of cores)",
+    )
+    parser.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=float,
+        default=60.0,
+        help="limit per cell, so per exercise: a hung answer costs its exercise (default: 60)",
+    )
+    parser.add_argument(
+        "--notebook-timeout",
+        metavar="SECONDS",
+        type=float,
+        default=600.0,
+        help="limit for a whole submission (default: 600)",
+    )
     parser.add_argument(
         "--memory",
         metavar="MB",
@@ -34,18 +54,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=2048,
         help="memory a submission may add to the grader's own, where the OS enforces it (default: 2048)",
     )
-    parser.add_argument("--manual", metavar="SCORES.csv",
-                        help="a manual.csv from an earlier run with its score column filled in: merged into the grades")
+    parser.add_argument(
+        "--manual",
+        metavar="SCORES.csv",
+        help="a manual.csv from an earlier run with its score column filled in: merged into the grades",
+    )
 
 
-MAX_SECONDS = 7 * 24 * 3600.0   # a week: any longer limit is no limit
-MAX_MEMORY_MB = 2**20           # a terabyte
+MAX_SECONDS = 7 * 24 * 3600.0  # a week: any longer limit is no limit
+MAX_MEMORY_MB = 2**20  # a terabyte
 
 
 def _positive(name: str, value: float, most: float, example: str) -> None:
     if not (math.isfinite(value) and 0 < value <= most):
-        raise BadArgumentError(field=name, problem=f"is {value:g}",
-                               fix=f"pass a number above 0 and at most {most:.0f}, e.g. {name} {example}")
+        raise BadArgumentError(
+            field=name,
+            problem=f"is {value:g}",
+            fix=f"pass a number above 0 and at most {most:.0f}, e.g. {name} {example}",
+        )
 
 
 @dataclass
@@ -93,10 +119,16 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         cell_seconds=args.timeout, notebook_seconds=max(args.notebook_timeout, args.timeout), memory_mb=args.memory
     )
     started = time.monotonic()
-    report = grade(args.submissions, key=args.key, out=args.out, jobs=args.jobs, limits=limits, manual=args.manual,
-                   progress=lambda total: Progress(total, stderr))
+    report = grade(
+        args.submissions,
+        key=args.key,
+        out=args.out,
+        jobs=args.jobs,
+        limits=limits,
+        manual=args.manual,
+        progress=lambda total: Progress(total, stderr),
+    )
     for warning in report.warnings:
         print(f"warning: {warning}", file=stderr)
     print(report.summary(time.monotonic() - started), file=stdout)
     return 0
-

@@ -8,6 +8,7 @@ uid* ends every process it started, even one that left its process group. Run as
 user, the processes run as that user: they are killed by process group, and the file
 system is shared (the README's threat model says what that leaves open).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +21,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-UID_BASE = 0x70000000            # far above any account's uid
+UID_BASE = 0x70000000  # far above any account's uid
 _COUNTER = itertools.count(1)
 
 
@@ -77,7 +78,7 @@ def end(groups: Iterable[int], uid: int | None) -> None:
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
-            os.kill(-1, signal.SIGKILL)   # every process of this uid but this one
+            os.kill(-1, signal.SIGKILL)  # every process of this uid but this one
             code = 0
         os._exit(code)
     os.waitpid(pid, 0)
@@ -88,8 +89,11 @@ def hidden(key: Path, out: Path, submissions: Iterable[Path]) -> tuple[str, ...]
     submissions' folders; a folder that holds the kit or Python itself is hidden file by file."""
     if not can_hide():
         return ()
-    needed = [Path(p).resolve() for p in (*sys.path, tempfile.gettempdir(), sys.prefix, sys.base_prefix,
-                                           Path(__file__).parents[3]) if p]
+    needed = [
+        Path(p).resolve()
+        for p in (*sys.path, tempfile.gettempdir(), sys.prefix, sys.base_prefix, Path(__file__).parents[3])
+        if p
+    ]
 
     def safe(folder: Path) -> bool:
         return not any(path == folder or folder in path.parents for path in needed)

@@ -3,6 +3,7 @@ answers it hands the checks (`RemoteAnswer`, a `ForeignAnswer`), whose calls cro
 process. The judge runs the checks, the kit's world and the verdict; it never runs a line
 of the learner's code, and reads what the learner's process sends as data only.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,9 +32,11 @@ from shopops_lab.course.grade.wire import (
 )
 from shopops_lab.errors import ShopOpsError
 
-BOOT = ("import sys, json; c = json.loads(sys.argv[1]); sys.path[:0] = c['path']; "
-        "from shopops_lab.course.grade.learner import main; main(sys.argv[1])")
-CONTROL_SECONDS = 30.0   # a learner process that does not answer a fork or reap by then is stuck
+BOOT = (
+    "import sys, json; c = json.loads(sys.argv[1]); sys.path[:0] = c['path']; "
+    "from shopops_lab.course.grade.learner import main; main(sys.argv[1])"
+)
+CONTROL_SECONDS = 30.0  # a learner process that does not answer a fork or reap by then is stuck
 
 
 class LearnerRaised(Exception):
@@ -132,8 +135,9 @@ class JudgePeer(Peer):
         if isinstance(owner, contextlib._GeneratorContextManager):  # `with shop.transaction():` of a kit method
             owner = owner.func
         module = owner.__module__ if isinstance(owner, FunctionType) else type(owner).__module__
-        if isinstance(owner, ModuleType) or not any(module == p or str(module).startswith(p + ".")
-                                                    for p in self.handed):
+        if isinstance(owner, ModuleType) or not any(
+            module == p or str(module).startswith(p + ".") for p in self.handed
+        ):
             raise TypeError(f"a {type(value).__name__} of {module} is not handed across")
 
     def keeps(self, exc: BaseException) -> bool:
@@ -183,12 +187,27 @@ class Learner:
         debug = bool(os.environ.get("SHOPOPS_GRADE_DEBUG"))  # the learner's stderr shown, for the kit's developers
         config = {**self.config, "fd": theirs.fileno(), "path": list(sys.path), "debug": debug}
         scratch = self.config["scratch"]
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "TMPDIR": scratch,
-               "MPLBACKEND": "Agg", "MPLCONFIGDIR": scratch, "PYTHONHASHSEED": "0", "LANG": "C.UTF-8",
-               "PYTHONDONTWRITEBYTECODE": "1", **({"SHOPOPS_GRADE_DEBUG": "1"} if debug else {})}
-        self.process = subprocess.Popen([sys.executable, "-c", BOOT, json.dumps(config)], pass_fds=(theirs.fileno(),),
-                                        start_new_session=True, cwd=scratch, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=None if debug else subprocess.DEVNULL)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": scratch,
+            "TMPDIR": scratch,
+            "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": scratch,
+            "PYTHONHASHSEED": "0",
+            "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            **({"SHOPOPS_GRADE_DEBUG": "1"} if debug else {}),
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", BOOT, json.dumps(config)],
+            pass_fds=(theirs.fileno(),),
+            start_new_session=True,
+            cwd=scratch,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=None if debug else subprocess.DEVNULL,
+        )
         theirs.close()
         self.control = ours
         self.announce(self.process.pid)

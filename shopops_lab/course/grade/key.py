@@ -7,6 +7,7 @@ object itself before any learner code runs, and call it with the learner's answe
 written differently (a plain `assert ...`) is run as nbgrader runs it: it passes if it does not
 raise.
 """
+
 from __future__ import annotations
 
 import ast
@@ -36,7 +37,7 @@ CHECKS_PACKAGE = "shopops_lab.checks"
 class Kind(StrEnum):
     """How a graded cell earns its points."""
 
-    AUTO = "auto"      # a test cell: the kit's check (or the cell itself) decides
+    AUTO = "auto"  # a test cell: the kit's check (or the cell itself) decides
     MANUAL = "manual"  # a written answer: the instructor decides
 
 
@@ -66,7 +67,8 @@ class CheckCall:
         found = getattr(import_module(f"{CHECKS_PACKAGE}.{self.module}"), self.attribute, None)
         if not isinstance(found, Exercise):
             raise BadArgumentError(
-                field="--key", problem=f"names {self.module}.{self.attribute}, which is not one of the kit's checks",
+                field="--key",
+                problem=f"names {self.module}.{self.attribute}, which is not one of the kit's checks",
                 fix="grade with the solutions/ folder of the kit version installed here",
             )
         return found
@@ -123,8 +125,10 @@ class Master:
     @cached_property
     def names(self) -> tuple[tuple[frozenset[str], frozenset[str]], ...]:
         """Per cell, the top-level names its code binds and reads (empty for markdown)."""
-        return tuple(cell_names(cell_text(cell)) if cell.cell_type == "code" else (frozenset(), frozenset())
-                     for cell in self.notebook.cells)
+        return tuple(
+            cell_names(cell_text(cell)) if cell.cell_type == "code" else (frozenset(), frozenset())
+            for cell in self.notebook.cells
+        )
 
     def imports(self) -> set[str]:
         """Modules the master's code cells import at top level (the grader loads them once)."""
@@ -163,8 +167,10 @@ def _graded(master: Any) -> Iterator[GradedCell]:
                 meta["grade_id"], float(meta.get("points", 0)), Kind.AUTO, index, CheckCall.parse(cell_text(cell))
             )
         else:
-            rubric = tuple(RubricElement(str(entry["element"]), float(entry["points"]))
-                           for entry in cell.metadata.get("shopops_lab", {}).get("rubric", ()))
+            rubric = tuple(
+                RubricElement(str(entry["element"]), float(entry["points"]))
+                for entry in cell.metadata.get("shopops_lab", {}).get("rubric", ())
+            )
             yield GradedCell(meta["grade_id"], float(meta.get("points", 0)), Kind.MANUAL, index, rubric=rubric)
 
 
@@ -174,13 +180,25 @@ def _master(path: Path) -> Master:
     try:
         notebook = nbformat.read(path, as_version=4)
     except Exception as exc:  # bad JSON, unknown nbformat
-        problem = Problem(str(path), None, "file", f"cannot be read as a notebook ({type(exc).__name__}: {exc})",
-                          "restore the master from the kit (git checkout solutions/)")
+        problem = Problem(
+            str(path),
+            None,
+            "file",
+            f"cannot be read as a notebook ({type(exc).__name__}: {exc})",
+            "restore the master from the kit (git checkout solutions/)",
+        )
         raise NotebookInvalidError.of(str(path), [problem]) from exc
     student = build_student(notebook, name=str(path))  # validates the master first
     kit = notebook.metadata["shopops_lab"]
-    return Master(lab=kit["lab"], version=kit["version"], title=kit.get("title", ""), path=path,
-                  notebook=notebook, student=student, graded=tuple(_graded(notebook)))
+    return Master(
+        lab=kit["lab"],
+        version=kit["version"],
+        title=kit.get("title", ""),
+        path=path,
+        notebook=notebook,
+        student=student,
+        graded=tuple(_graded(notebook)),
+    )
 
 
 def master_paths(key: str | Path | None) -> list[Path]:
@@ -220,11 +238,16 @@ def _checked(path: Path, key: str | Path) -> Master:
             problem=f"holds {path.name}, which is not a master notebook of this kit ({first[:200]})",
             fix="pass the kit's solutions/ folder (the masters, with their answers and hidden tests)",
         ) from None
-    marked = any(line.strip() in MARKER_LINES for cell in master.notebook.cells if cell.cell_type == "code"
-                 for line in cell_text(cell).splitlines())
+    marked = any(
+        line.strip() in MARKER_LINES
+        for cell in master.notebook.cells
+        if cell.cell_type == "code"
+        for line in cell_text(cell).splitlines()
+    )
     if not marked:  # a master marks its solutions (and hidden tests); its student copy has none left
         raise BadArgumentError(
-            field=f"--key {key}", problem=f"holds {path.name}, a student notebook: no cell marks a solution",
+            field=f"--key {key}",
+            problem=f"holds {path.name}, a student notebook: no cell marks a solution",
             fix="pass the kit's solutions/ folder (the masters), not notebooks/ or a learner's copy",
         )
     return master
@@ -251,7 +274,7 @@ class Key:
                 raise BadArgumentError(
                     field=f"--key {key}",
                     problem=f"holds two masters of lab {master.lab} "
-                            f"({masters[master.lab].path.name}, {master.path.name})",
+                    f"({masters[master.lab].path.name}, {master.path.name})",
                     fix="keep one master per lab in the key",
                 )
             masters[master.lab] = master
@@ -273,8 +296,11 @@ def model_answers(folder: str | Path) -> dict[str, str]:
     for path in master_paths(folder):
         checks = import_module(f"{CHECKS_PACKAGE}.lab{path.name[:2]}")
         exercises = [value for value in vars(checks).values() if type(value).__name__ == "Exercise"]
-        cells = [cell for cell in nbformat.read(path, as_version=4).cells
-                 if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution") is True]
+        cells = [
+            cell
+            for cell in nbformat.read(path, as_version=4).cells
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution") is True
+        ]
         for exercise in exercises:
             name = re.escape(exercise.answer)
             pattern = re.compile(rf"^(def|class) {name}\b|^{name}\s*=", re.M)
@@ -292,13 +318,15 @@ def _solution_regions(text: str) -> str:
 def model_answers_module(folder: str | Path) -> str:
     """The text of `shopops_lab/checks/model_answers.py`, made from the masters in `folder`
     (write it with `python -m shopops_lab.course.grade.key solutions/`)."""
-    lines = ["# ruff: noqa: E501  (the masters' own lines, as they are)",
-             '"""The model answers `Exercise.solution(confirm=True)` reveals, by exercise id.',
-             "",
-             "Made from the masters' answer cells by `python -m shopops_lab.course.grade.key solutions/`;",
-             'a test keeps it equal to them. Never edit it by hand."""',
-             "",
-             "MODEL_ANSWERS: dict[str, str] = {"]
+    lines = [
+        "# ruff: noqa: E501  (the masters' own lines, as they are)",
+        '"""The model answers `Exercise.solution(confirm=True)` reveals, by exercise id.',
+        "",
+        "Made from the masters' answer cells by `python -m shopops_lab.course.grade.key solutions/`;",
+        'a test keeps it equal to them. Never edit it by hand."""',
+        "",
+        "MODEL_ANSWERS: dict[str, str] = {",
+    ]
     for exercise, answer in model_answers(folder).items():
         lines.append(f"    {exercise!r}: (")
         lines.extend(f"        {line!r}" for line in answer.splitlines(keepends=True))

@@ -12,6 +12,7 @@ schedule and after every simulated crash) is a copy of the answer on fresh memor
 here by the kit's own `restart` from a copy taken before any call ran; each copy has its
 own namespace, so two workers of a schedule share nothing, as in the notebook.
 """
+
 from __future__ import annotations
 
 import builtins
@@ -39,16 +40,21 @@ from shopops_lab.course.grade.wire import (
     send_frame,
 )
 
-FILE_LIMIT = 64 * 2**20      # bytes one file written by the learner's code may reach
-PROCESS_LIMIT = 64           # processes of the submission's own uid (as root)
+FILE_LIMIT = 64 * 2**20  # bytes one file written by the learner's code may reach
+PROCESS_LIMIT = 64  # processes of the submission's own uid (as root)
 CLONE_NEWNS, MS_REC, MS_PRIVATE, MS_BIND, MS_RDONLY = 0x20000, 0x4000, 0x40000, 0x1000, 0x1
 
 
 # --- confinement (before any learner code) ----------------------------------------------------
 
+
 def _mount(libc: Any, source: str, target: str, kind: str | None, flags: int, data: str | None) -> None:
-    if libc.mount(source.encode(), target.encode(), kind.encode() if kind else None, flags,
-                  data.encode() if data else None) != 0:
+    if (
+        libc.mount(
+            source.encode(), target.encode(), kind.encode() if kind else None, flags, data.encode() if data else None
+        )
+        != 0
+    ):
         raise OSError(ctypes.get_errno(), f"mount {target}")
 
 
@@ -111,6 +117,7 @@ def confine(config: dict[str, Any]) -> None:
 
 # --- the cells --------------------------------------------------------------------------------
 
+
 def compile_cell(source: str, filename: str) -> CodeType:
     try:
         return compile(source, filename, "exec")
@@ -128,8 +135,11 @@ def _outcome(exc: BaseException) -> dict[str, Any]:
     text = ""
     with contextlib.suppress(Exception):
         text = exact(str(exc))[:4000]
-    return {"type": exact(type(exc).__name__), "msg": text if isinstance(text, str) else "",
-            "base": not isinstance(exc, Exception)}
+    return {
+        "type": exact(type(exc).__name__),
+        "msg": text if isinstance(text, str) else "",
+        "base": not isinstance(exc, Exception),
+    }
 
 
 class Cells:
@@ -194,15 +204,16 @@ class Cells:
 
 # --- a worker: the check's calls --------------------------------------------------------------
 
+
 class Worker(Peer):
     """A fork of the cells' process, serving one check's calls (the judge may read anything)."""
 
     def __init__(self, sock: socket.socket, namespace: dict[str, Any]) -> None:
         super().__init__(sock, public_only=False)
         self.namespace = namespace
-        self.origin: dict[int, tuple[int, BaseException]] = {}   # id(exception) -> the judge's number
-        self.pristine: dict[str, Any] = {}      # name -> a copy of the answer no call has run
-        self.watching: dict[Any, str] = {}      # code of a kit function -> its qualified name
+        self.origin: dict[int, tuple[int, BaseException]] = {}  # id(exception) -> the judge's number
+        self.pristine: dict[str, Any] = {}  # name -> a copy of the answer no call has run
+        self.watching: dict[Any, str] = {}  # code of a kit function -> its qualified name
         self.ran: set[str] = set()
 
     def serve(self) -> None:  # type: ignore[override]
@@ -261,7 +272,7 @@ class Worker(Peer):
         value = self.namespace.get(name)
         kind = "class" if isinstance(value, type) else "function" if callable(value) else "value"
         if kind != "value" and name not in self.pristine:
-            self.pristine[name] = restart(value)   # before any call: what every restart copies
+            self.pristine[name] = restart(value)  # before any call: what every restart copies
         return {"kind": kind, "value": value}
 
     def invoke(self, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:

@@ -8,6 +8,7 @@ killed and started again from the warm parent with that cell stopped: the cell, 
 depends on it (`Plan.blocked`), are skipped, the exercises already scored are not run again,
 so a hang costs the exercise it is in once and the others are still graded.
 """
+
 from __future__ import annotations
 
 import gc
@@ -61,10 +62,10 @@ class _Run:
     master: Master
     plan: Plan
     started: float
-    stopped: dict[int, str] = field(default_factory=dict)   # step index -> why it stopped
+    stopped: dict[int, str] = field(default_factory=dict)  # step index -> why it stopped
     results: dict[int, list[Any]] = field(default_factory=dict)  # test step index -> [mark, message, evidence]
     learners: list[int] = field(default_factory=list)  # process groups of the learner's processes
-    noted: list[str] = field(default_factory=list)     # what the judge noted for the instructor
+    noted: list[str] = field(default_factory=list)  # what the judge noted for the instructor
     uid: int | None = None
     process: Any = None
     connection: Any = None
@@ -84,7 +85,7 @@ class Pool:
     limits: Limits
     jobs: int
     warm: sandbox.Warm | None = None  # prepared already (the key's imports checked), else prepared here
-    hide: tuple[str, ...] = ()         # what the learner's processes must not see (the key, --out, submissions)
+    hide: tuple[str, ...] = ()  # what the learner's processes must not see (the key, --out, submissions)
     on_result: Callable[[SubmissionResult], None] = lambda result: None
     clock: Callable[[], float] = time.monotonic
     context: Any = field(default_factory=_context)
@@ -128,9 +129,17 @@ class Pool:
         run.scratch = tempfile.mkdtemp(prefix="shopops-grade-")  # fresh for every attempt
         run.uid = confinement.next_uid() if confinement.can_drop() else None
         learner_scratch = confinement.learner_folder(run.scratch, run.uid)
-        job = Job(plan=run.plan, key=str(self.key.source), limits=self.limits, scratch=run.scratch,
-                  stopped=frozenset(run.stopped), scored=frozenset(run.results), learner_scratch=learner_scratch,
-                  uid=run.uid, hide=self.hide)
+        job = Job(
+            plan=run.plan,
+            key=str(self.key.source),
+            limits=self.limits,
+            scratch=run.scratch,
+            stopped=frozenset(run.stopped),
+            scored=frozenset(run.results),
+            learner_scratch=learner_scratch,
+            uid=run.uid,
+            hide=self.hide,
+        )
         reader, writer = self.context.Pipe(duplex=False)
         run.process = self.context.Process(target=sandbox.child_main, args=(job, writer), daemon=True)
         run.process.start()
@@ -245,15 +254,25 @@ class Pool:
                 mark, points = (Mark.BY_HAND, None) if written.answered else (Mark.NOT_ATTEMPTED, 0.0)
                 message = "To be graded by hand." if written.answered else "Not answered."
                 exercises.append(
-                    ExerciseResult(cell.grade_id, cell.kind, mark, points, cell.points, message, answer=written.text,
-                                   rubric=cell.rubric)
+                    ExerciseResult(
+                        cell.grade_id,
+                        cell.kind,
+                        mark,
+                        points,
+                        cell.points,
+                        message,
+                        answer=written.text,
+                        rubric=cell.rubric,
+                    )
                 )
                 continue
             exercises.append(self._exercise(run, cell.index, cell.grade_id, cell.points, blocked))
         exercises = [replace(e, title=self._title(run.master, cell)) for e, cell in zip(exercises, run.master.graded)]
         status, reason = _status(exercises, run)
-        stops = (f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
-                 for index, cause in sorted(run.stopped.items()))
+        stops = (
+            f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
+            for index, cause in sorted(run.stopped.items())
+        )
         notes = (*run.plan.notes, *run.noted, *stops)
         return SubmissionResult(
             submission=run.submission,
@@ -318,4 +337,3 @@ def _status(exercises: Sequence[ExerciseResult], run: _Run) -> tuple[Status, str
 def invalid(submission: Submission, problem: str) -> SubmissionResult:
     """The row of a submission that could not be graded at all."""
     return SubmissionResult(submission=submission, lab=submission.lab_hint, status=Status.INVALID, reason=problem)
-

@@ -8,6 +8,7 @@ to run in order, with the names each binds and reads, so that when one of them h
 kills its process the grader knows exactly which later cells, and which exercises, that
 costs (`Plan.blocked`).
 """
+
 from __future__ import annotations
 
 import json
@@ -59,10 +60,15 @@ class _Reveals:
 
     def notes(self, notebook: dict[str, Any]) -> list[str]:
         """One note per model answer shown; one for a reveal whose output is gone."""
-        notes = [f"the model answer to exercise {shown} was revealed (solution(confirm=True))"
-                 for shown in sorted(self.shown)]
-        if not notes and any(REVEAL_CALL.search(_joined(cell.get("source"))) for cell in notebook["cells"]
-                             if isinstance(cell, dict) and cell.get("cell_type") == "code"):
+        notes = [
+            f"the model answer to exercise {shown} was revealed (solution(confirm=True))"
+            for shown in sorted(self.shown)
+        ]
+        if not notes and any(
+            REVEAL_CALL.search(_joined(cell.get("source")))
+            for cell in notebook["cells"]
+            if isinstance(cell, dict) and cell.get("cell_type") == "code"
+        ):
             notes.append("a cell calls solution(confirm=True) to reveal a model answer (its output was cleared)")
         return notes
 
@@ -74,9 +80,9 @@ def _joined(source: Any) -> str:
 
 
 class Role(StrEnum):
-    CODE = "code"      # the master's own code: set-up, demonstrations, check() calls
+    CODE = "code"  # the master's own code: set-up, demonstrations, check() calls
     ANSWER = "answer"  # the learner's answer cell
-    TEST = "test"      # the master's autograded test cell
+    TEST = "test"  # the master's autograded test cell
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,8 +131,11 @@ class Plan:
         poisoned: dict[str, int] = {}
         blocked: dict[int, int] = {}
         for step in self.steps:
-            culprit = step.index if step.index in stopped else next(
-                (poisoned[name] for name in sorted(step.reads) if name in poisoned), None)
+            culprit = (
+                step.index
+                if step.index in stopped
+                else next((poisoned[name] for name in sorted(step.reads) if name in poisoned), None)
+            )
             answer_linked = step.role is Role.ANSWER or bool(step.reads & tainted)
             if culprit is not None:
                 blocked[step.index] = culprit
@@ -141,6 +150,7 @@ class Plan:
 def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tuple[str, ...]]:
     """The submission's JSON, its lab's master and notes on how the lab was found; raises
     SubmissionInvalidError for anything that is not a notebook of a lab in the key."""
+
     def invalid(problem: str, fix: str) -> SubmissionInvalidError:
         return SubmissionInvalidError(submission=submission.name, problem=problem, fix=fix)
 
@@ -149,8 +159,10 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
-            raise invalid(f"is {size / 2**20:.0f} MB, over the {MAX_BYTES // 2**20} MB a notebook may be",
-                          "ask the learner to clear its outputs (Edit > Clear Outputs of All Cells), then upload it")
+            raise invalid(
+                f"is {size / 2**20:.0f} MB, over the {MAX_BYTES // 2**20} MB a notebook may be",
+                "ask the learner to clear its outputs (Edit > Clear Outputs of All Cells), then upload it",
+            )
         reveals = _Reveals()
         notebook = json.loads(path.read_bytes(), object_pairs_hook=reveals)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -166,8 +178,10 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
         notes.append(f"the file is {size / 2**20:.0f} MB; its cell outputs were dropped before grading")
     if lab is None:
         if submission.lab_hint is None:
-            raise invalid("says no lab: it has no metadata.shopops_lab.lab and its name has no labNN",
-                          "rename it <student>_labNN.ipynb, or grade the notebook the learner was given")
+            raise invalid(
+                "says no lab: it has no metadata.shopops_lab.lab and its name has no labNN",
+                "rename it <student>_labNN.ipynb, or grade the notebook the learner was given",
+            )
         lab = submission.lab_hint
         notes.append(f"lab {lab} taken from the file name: the notebook carries no lab metadata")
     elif submission.lab_hint not in (None, lab):
@@ -175,12 +189,16 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
     master = key.masters.get(lab)
     if master is None:
         known = ", ".join(sorted(key.masters))
-        raise invalid(f"is lab {lab}, which has no master in the key {key.source} (labs: {known})",
-                      f"pass --key with the folder that holds lab {lab}'s master")
+        raise invalid(
+            f"is lab {lab}, which has no master in the key {key.source} (labs: {known})",
+            f"pass --key with the folder that holds lab {lab}'s master",
+        )
     version = kit.get("version")
     if version is not None and version != master.version:
-        raise invalid(f"was released from version {version!r} of lab {lab}; the key holds version {master.version!r}",
-                      "grade it with the solutions/ folder of the kit version it was released from (--key)")
+        raise invalid(
+            f"was released from version {version!r} of lab {lab}; the key holds version {master.version!r}",
+            "grade it with the solutions/ folder of the kit version it was released from (--key)",
+        )
     return notebook, master, tuple(notes)
 
 
@@ -204,8 +222,11 @@ def _identify(cells: list[Any], master: Master) -> list[str | None]:
     master_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in master.notebook.cells]
     where = {grade_id: index for index, grade_id in enumerate(master_ids)}
     texts = Counter(cell_text(given).strip() for given in master.student.cells)
-    by_text = {cell_text(given).strip(): master_ids[n] for n, given in enumerate(master.student.cells)
-               if texts[cell_text(given).strip()] == 1}
+    by_text = {
+        cell_text(given).strip(): master_ids[n]
+        for n, given in enumerate(master.student.cells)
+        if texts[cell_text(given).strip()] == 1
+    }
     ids = [_grade_id(cell) for cell in cells]
     present = {grade_id for grade_id in ids if grade_id in where}
     anchor = -1
@@ -213,9 +234,13 @@ def _identify(cells: list[Any], master: Master) -> list[str | None]:
         if ids[number] not in where and isinstance(cell, dict):
             found = by_text.get(_text(cell).strip())
             following = master_ids[anchor + 1] if anchor + 1 < len(master_ids) else None
-            if found is None and following is not None and following not in present \
-                    and master.notebook.cells[anchor + 1].metadata["nbgrader"].get("solution") is True \
-                    and master.notebook.cells[anchor + 1].cell_type == cell.get("cell_type"):
+            if (
+                found is None
+                and following is not None
+                and following not in present
+                and master.notebook.cells[anchor + 1].metadata["nbgrader"].get("solution") is True
+                and master.notebook.cells[anchor + 1].cell_type == cell.get("cell_type")
+            ):
                 found = following
             if found is not None and found not in present:
                 ids[number] = found
@@ -224,8 +249,9 @@ def _identify(cells: list[Any], master: Master) -> list[str | None]:
     return ids
 
 
-def _match(cells: list[Any], ids: list[str | None], known: set[str], stubs: Mapping[str, str]
-           ) -> tuple[dict[str, Mapping[str, Any]], list[str], Counter[str], int]:
+def _match(
+    cells: list[Any], ids: list[str | None], known: set[str], stubs: Mapping[str, str]
+) -> tuple[dict[str, Mapping[str, Any]], list[str], Counter[str], int]:
     """The learner's cells by grade_id, their order, how often each grade_id came, and how
     many cells the master does not have. Of an answer cell that came twice (a copy pasted
     to try something), the last one that is not the stub counts; of any other, the first."""
@@ -262,8 +288,9 @@ def _summarise(kind: str, grade_ids: list[str]) -> Iterator[str]:
 ADDED = 100_000  # the index of the first added cell kept (master cells count from 0)
 
 
-def _added(cells: list[Any], ids: list[str | None], master_ids: list[str]
-           ) -> list[tuple[int, str, frozenset[str], frozenset[str]]]:
+def _added(
+    cells: list[Any], ids: list[str | None], master_ids: list[str]
+) -> list[tuple[int, str, frozenset[str], frozenset[str]]]:
     """The learner's added code cells: (master index of the cell above it, text, binds, reads)."""
     where = {grade_id: index for index, grade_id in enumerate(master_ids)}
     anchor, found = -1, []
@@ -276,8 +303,9 @@ def _added(cells: list[Any], ids: list[str | None], master_ids: list[str]
     return found
 
 
-def _keep_added(cells: list[Any], ids: list[str | None], master_ids: list[str], steps: list[PlannedCell],
-                stubs: Mapping[str, str]) -> tuple[list[PlannedCell], int]:
+def _keep_added(
+    cells: list[Any], ids: list[str | None], master_ids: list[str], steps: list[PlannedCell], stubs: Mapping[str, str]
+) -> tuple[list[PlannedCell], int]:
     """`steps` with the added cells the answers need: a helper an answer calls, or the answer
     itself typed into a new cell next to its untouched stub (after that stub, so it counts)."""
     added = _added(cells, ids, master_ids)
@@ -294,8 +322,9 @@ def _keep_added(cells: list[Any], ids: list[str | None], master_ids: list[str], 
                 keep.add(number)
                 needed |= reads
                 grew = True
-    pending = sorted((max([added[n][0], *(s.index for s in stub_steps if s.defines & added[n][2])]), n)
-                     for n in keep)  # after the cell above it, and after the stub it replaces
+    pending = sorted(
+        (max([added[n][0], *(s.index for s in stub_steps if s.defines & added[n][2])]), n) for n in keep
+    )  # after the cell above it, and after the stub it replaces
     result: list[PlannedCell] = []
     for step in [*steps, None]:
         while pending and (step is None or pending[0][0] < step.index):
@@ -307,8 +336,14 @@ def _keep_added(cells: list[Any], ids: list[str | None], master_ids: list[str], 
     return result, len(keep)
 
 
-def _restored(changed: dict[str, list[str]], reordered: bool, kept: int, stray: int, counts: Counter[str],
-              stubs: Mapping[str, str]) -> list[str]:
+def _restored(
+    changed: dict[str, list[str]],
+    reordered: bool,
+    kept: int,
+    stray: int,
+    counts: Counter[str],
+    stubs: Mapping[str, str],
+) -> list[str]:
     """What the rebuild put back or kept, one line each, for the learner and the instructor."""
     restored = [line for kind, ids in changed.items() for line in _summarise(kind, ids)]
     if reordered:
@@ -332,9 +367,11 @@ def _restored(changed: dict[str, list[str]], reordered: bool, kept: int, stray: 
 def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] = ()) -> Plan:
     """The plan for `notebook` (a submission of `master`'s lab, as parsed JSON)."""
     master_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in master.notebook.cells]
-    stubs = {master_ids[index]: cell_text(given).strip() for index, (cell, given)
-             in enumerate(zip(master.notebook.cells, master.student.cells))
-             if cell.metadata["nbgrader"].get("solution") is True}
+    stubs = {
+        master_ids[index]: cell_text(given).strip()
+        for index, (cell, given) in enumerate(zip(master.notebook.cells, master.student.cells))
+        if cell.metadata["nbgrader"].get("solution") is True
+    }
     ids = _identify(notebook["cells"], master)
     mine, order, counts, stray = _match(notebook["cells"], ids, set(master_ids), stubs)
     graded = {cell.index: cell for cell in master.graded}
@@ -381,6 +418,10 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
     stray -= kept
     reordered = order != [grade_id for grade_id in master_ids if grade_id in mine]
     restored = _restored(changed, reordered, kept, stray, counts, stubs)
-    return Plan(lab=master.lab, steps=tuple(steps), written=tuple(written), restored=tuple(restored),
-                notes=(*notes, *answer_notes))
-
+    return Plan(
+        lab=master.lab,
+        steps=tuple(steps),
+        written=tuple(written),
+        restored=tuple(restored),
+        notes=(*notes, *answer_notes),
+    )

@@ -11,6 +11,7 @@ Every file is written whole (temp file + rename), so a crash mid-run leaves the 
 gradebook, never half of one. Nothing written here quotes a test cell or a check's source:
 feedback shows what the checks say to the learner, and the learner's own answers.
 """
+
 from __future__ import annotations
 
 import csv
@@ -59,7 +60,8 @@ def prepare_out(out: str | Path | None) -> Path:
         found = path / name
         if found.exists() and found.is_dir() != folder:
             raise BadArgumentError(
-                field=f"--out {out}", problem=f"holds {name}, which is {'a file' if folder else 'a folder'}",
+                field=f"--out {out}",
+                problem=f"holds {name}, which is {'a file' if folder else 'a folder'}",
                 fix=f"move {found} away, or pass another folder",
             )
     return path
@@ -71,6 +73,7 @@ def points(value: float | None) -> str:
 
 
 # --- manual scores --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ManualScores:
@@ -96,8 +99,11 @@ class ManualScores:
         rows = csv.DictReader(io.StringIO(text))
         missing = [name for name in ("submission", "grade_id", "score") if name not in (rows.fieldnames or ())]
         if missing:
-            raise BadArgumentError(field=where, problem=f"has no {', '.join(missing)} column",
-                                   fix=f"start from the {MANUAL_CSV} a previous run wrote and fill in its score column")
+            raise BadArgumentError(
+                field=where,
+                problem=f"has no {', '.join(missing)} column",
+                fix=f"start from the {MANUAL_CSV} a previous run wrote and fill in its score column",
+            )
         maxima = {(lab, cell.grade_id): cell.points for lab, master in key.masters.items() for cell in master.graded}
         rubrics = {(lab, cell.grade_id): cell.rubric for lab, master in key.masters.items() for cell in master.graded}
         scores: dict[tuple[str, str], float] = {}
@@ -142,8 +148,13 @@ class ManualScores:
                 if exercise.kind is Kind.MANUAL and found in self.scores:
                     used.add(found)
                     score = self.scores[found]
-                    exercise = replace(exercise, mark=Mark.GRADED_BY_HAND, points=score, found=self.found.get(found),
-                                       message=f"Graded by hand: {points(score)} of {points(exercise.max_points)}.")
+                    exercise = replace(
+                        exercise,
+                        mark=Mark.GRADED_BY_HAND,
+                        points=score,
+                        found=self.found.get(found),
+                        message=f"Graded by hand: {points(score)} of {points(exercise.max_points)}.",
+                    )
                 exercises.append(exercise)
             merged.append(replace(result, exercises=tuple(exercises)))
         return merged, sorted(set(self.scores) - used)
@@ -155,16 +166,22 @@ def _found(raw: str, rubric: Sequence[RubricElement], where: str) -> tuple[int, 
     if not text:
         return None
     if not rubric:
-        raise BadArgumentError(field=where, problem=f"is {raw!r}, but this answer has no rubric",
-                               fix="leave found empty and write the score")
+        raise BadArgumentError(
+            field=where,
+            problem=f"is {raw!r}, but this answer has no rubric",
+            fix="leave found empty and write the score",
+        )
     if text == NONE_FOUND:
         return ()
     numbers = []
     for token in text.split():
         if not (token.isdigit() and 1 <= int(token) <= len(rubric)):
-            raise BadArgumentError(field=where, problem=f"is {raw!r}: {token!r} is not an element of the rubric",
-                                   fix=f"write the numbers of the elements found, from 1 to {len(rubric)} "
-                                       f"(e.g. '1 3'), or '{NONE_FOUND}' for none")
+            raise BadArgumentError(
+                field=where,
+                problem=f"is {raw!r}: {token!r} is not an element of the rubric",
+                fix=f"write the numbers of the elements found, from 1 to {len(rubric)} "
+                f"(e.g. '1 3'), or '{NONE_FOUND}' for none",
+            )
         numbers.append(int(token))
     return tuple(sorted(set(numbers)))
 
@@ -175,6 +192,7 @@ def rubric_text(rubric: Sequence[RubricElement]) -> str:
 
 
 # --- the gradebook --------------------------------------------------------------------------
+
 
 def _columns(results: Sequence[SubmissionResult], key: Key) -> list[tuple[str, str, str]]:
     """(lab, grade_id, header) per graded cell of every lab in this run, in lab and cell order;
@@ -196,8 +214,20 @@ def grades_csv(results: Sequence[SubmissionResult], key: Key) -> str:
     columns = _columns(results, key)
     stream = io.StringIO()
     writer = csv.writer(stream, lineterminator="\n")
-    writer.writerow(["submission", "student", "lab", "status", "reason", *(header for _, _, header in columns),
-                     "points", "max_points", "needs_manual", "notes"])
+    writer.writerow(
+        [
+            "submission",
+            "student",
+            "lab",
+            "status",
+            "reason",
+            *(header for _, _, header in columns),
+            "points",
+            "max_points",
+            "needs_manual",
+            "notes",
+        ]
+    )
     maxima = {(lab, cell.grade_id): cell.points for lab, master in key.masters.items() for cell in master.graded}
     labs = {lab for lab, _, _ in columns}
     total = points(key.masters[next(iter(labs))].max_points) if len(labs) == 1 else ""
@@ -218,9 +248,20 @@ def grades_csv(results: Sequence[SubmissionResult], key: Key) -> str:
     for result in results:
         by_id = {exercise.grade_id: exercise for exercise in result.exercises}
         cells = [points(by_id[gid].points) if lab == result.lab and gid in by_id else "" for lab, gid, _ in columns]
-        writer.writerow([result.submission.name, result.submission.student, result.lab or "", result.status.value,
-                         result.reason, *cells, points(result.points), points(_max_points(result, key)),
-                         "yes" if result.needs_manual else "no", "; ".join((*result.notes, *result.restored))])
+        writer.writerow(
+            [
+                result.submission.name,
+                result.submission.student,
+                result.lab or "",
+                result.status.value,
+                result.reason,
+                *cells,
+                points(result.points),
+                points(_max_points(result, key)),
+                "yes" if result.needs_manual else "no",
+                "; ".join((*result.notes, *result.restored)),
+            ]
+        )
     return stream.getvalue()
 
 
@@ -235,8 +276,16 @@ def grades_json(results: Sequence[SubmissionResult], key: Key) -> str:
                 "max_points": key.masters[lab].max_points,
                 "hand_graded_points": key.masters[lab].manual_points,
                 "cells": [
-                    {"grade_id": c.grade_id, "kind": c.kind.value, "points": c.points,
-                     **({"rubric": [{"element": r.element, "points": r.points} for r in c.rubric]} if c.rubric else {})}
+                    {
+                        "grade_id": c.grade_id,
+                        "kind": c.kind.value,
+                        "points": c.points,
+                        **(
+                            {"rubric": [{"element": r.element, "points": r.points} for r in c.rubric]}
+                            if c.rubric
+                            else {}
+                        ),
+                    }
                     for c in key.masters[lab].graded
                 ],
             }
@@ -285,17 +334,29 @@ def manual_csv(results: Sequence[SubmissionResult]) -> str:
         for exercise in result.exercises:
             if exercise.kind is Kind.MANUAL and (exercise.mark is not Mark.NOT_ATTEMPTED):
                 found = "" if exercise.found is None else " ".join(map(str, exercise.found)) or NONE_FOUND
-                writer.writerow([result.submission.name, result.submission.student, result.lab, exercise.grade_id,
-                                 points(exercise.max_points), points(exercise.points), found,
-                                 rubric_text(exercise.rubric), exercise.answer])
+                writer.writerow(
+                    [
+                        result.submission.name,
+                        result.submission.student,
+                        result.lab,
+                        exercise.grade_id,
+                        points(exercise.max_points),
+                        points(exercise.points),
+                        found,
+                        rubric_text(exercise.rubric),
+                        exercise.answer,
+                    ]
+                )
     return stream.getvalue()
 
 
-STYLE = ("body{font:15px/1.5 system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#222}\n"
-         "table{border-collapse:collapse;width:100%}"
-         "td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}\n"
-         ".correct{color:#1a7f37}.incorrect,.error,.timeout{color:#b42318}.muted{color:#666}"
-         "pre{white-space:pre-wrap;background:#f6f8fa;padding:.6rem}")
+STYLE = (
+    "body{font:15px/1.5 system-ui,sans-serif;max-width:52rem;margin:2rem auto;padding:0 1rem;color:#222}\n"
+    "table{border-collapse:collapse;width:100%}"
+    "td,th{border-bottom:1px solid #ddd;padding:.4rem;text-align:left;vertical-align:top}\n"
+    ".correct{color:#1a7f37}.incorrect,.error,.timeout{color:#b42318}.muted{color:#666}"
+    "pre{white-space:pre-wrap;background:#f6f8fa;padding:.6rem}"
+)
 
 
 def feedback_html(result: SubmissionResult, key: Key) -> str:
@@ -336,9 +397,15 @@ def _exercise_row(exercise: ExerciseResult) -> str:
     if exercise.kind is Kind.MANUAL and exercise.answer:
         body += "<p class=muted>Your answer:</p><pre>" + e(exercise.answer) + "</pre>"
     if exercise.rubric and exercise.found is not None:  # after grading only: the rubric is the answer key
-        body += "<p class=muted>What your instructor looked for:</p><ul>" + "".join(
-            f"<li>{'✓ found' if number in exercise.found else '✗ not found'} ({points(item.points)}): "
-            f"{e(item.element)}</li>" for number, item in enumerate(exercise.rubric, 1)) + "</ul>"
+        body += (
+            "<p class=muted>What your instructor looked for:</p><ul>"
+            + "".join(
+                f"<li>{'✓ found' if number in exercise.found else '✗ not found'} ({points(item.points)}): "
+                f"{e(item.element)}</li>"
+                for number, item in enumerate(exercise.rubric, 1)
+            )
+            + "</ul>"
+        )
     score = f"{points(exercise.points) or '–'} / {points(exercise.max_points)}"
     return f"<tr><td>{e(exercise.label)}</td><td>{score}</td><td>{body}</td></tr>"
 

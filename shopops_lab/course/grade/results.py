@@ -1,5 +1,6 @@
 """What grading found: per exercise a mark, points and the check's message; per submission
 a status and the reason for it. Plain frozen data, so the gradebook writers need nothing else."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,10 +13,10 @@ from shopops_lab.course.grade.submissions import Submission
 class Status(StrEnum):
     """How grading a submission went (a column of grades.csv)."""
 
-    GRADED = "graded"    # every exercise was checked
+    GRADED = "graded"  # every exercise was checked
     TIMEOUT = "timeout"  # an exercise, or the whole notebook, ran past its limit
     INVALID = "invalid"  # not a notebook of a lab in the key
-    ERROR = "error"      # the learner's code ended the grading process (crash, exit)
+    ERROR = "error"  # the learner's code ended the grading process (crash, exit)
 
 
 class Mark(StrEnum):
@@ -45,7 +46,7 @@ class ExerciseResult:
     message: str
     evidence: tuple[str, ...] = ()
     answer: str = ""
-    title: str = ""    # what the learner knows the exercise as ("Exercise 01.1 (...)"), else empty
+    title: str = ""  # what the learner knows the exercise as ("Exercise 01.1 (...)"), else empty
     rubric: tuple[RubricElement, ...] = ()
     found: tuple[int, ...] | None = None
 

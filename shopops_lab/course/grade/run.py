@@ -1,4 +1,5 @@
 """grade(): find, rebuild, run and score every submission, then write the gradebook."""
+
 from __future__ import annotations
 
 import json
@@ -44,13 +45,22 @@ class GradeReport:
         counts = report.summary_counts(self.results)
         each = seconds / max(len(self.results), 1)
         parts = ", ".join(f"{status} {count}" for status, count in counts.items())
-        return (f"{parts}: {len(self.results)} submission{'s' if len(self.results) != 1 else ''} in {seconds:.1f} s "
-                f"({each:.2f} s each, {self.jobs} at a time) -> {self.out / report.GRADES_CSV}")
+        return (
+            f"{parts}: {len(self.results)} submission{'s' if len(self.results) != 1 else ''} in {seconds:.1f} s "
+            f"({each:.2f} s each, {self.jobs} at a time) -> {self.out / report.GRADES_CSV}"
+        )
 
 
-def grade(paths: Sequence[str], *, key: str | Path | None, out: str | Path | None, jobs: int = 1,
-          limits: Limits = Limits(), manual: str | Path | None = None,
-          progress: Callable[[int], Any] | None = None) -> GradeReport:
+def grade(
+    paths: Sequence[str],
+    *,
+    key: str | Path | None,
+    out: str | Path | None,
+    jobs: int = 1,
+    limits: Limits = Limits(),
+    manual: str | Path | None = None,
+    progress: Callable[[int], Any] | None = None,
+) -> GradeReport:
     """Grade every notebook under `paths` against the masters in `key`; write the gradebook
     to `out`. Bad arguments raise BadArgumentError before anything runs or is written."""
     submissions = find(paths, {path.name[:2]: path.stem for path in master_paths(key)})
@@ -86,8 +96,9 @@ def grade(paths: Sequence[str], *, key: str | Path | None, out: str | Path | Non
     warnings: list[str] = []
     if scores is not None:
         results, unmatched = scores.apply(results)
-        warnings.extend(f"{scores.source}: the score for {name} {grade_id} matches no written answer in this run"
-                        for name, grade_id in unmatched)
+        warnings.extend(
+            f"{scores.source}: the score for {name} {grade_id} matches no written answer in this run"
+            for name, grade_id in unmatched
+        )
     report.write(folder, results, answer_key)
     return GradeReport(results=tuple(results), out=folder, jobs=jobs, warnings=tuple(warnings))
-

@@ -19,6 +19,7 @@ before each cell, ["stopped", i, cause], ["result", i, mark, message, evidence],
 ["learner", pgid] for each learner process it starts (the parent kills them all when the
 submission ends), and ["done"]. It never reports a score: the parent scores.
 """
+
 from __future__ import annotations
 
 import ast
@@ -47,8 +48,8 @@ from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
 from shopops_lab.course.grade.wire import ProtocolError
 
 KIT = "shopops_lab"
-MESSAGE_LIMIT = 4000   # characters of one check message kept (the learner's own exception text can be long)
-EVIDENCE_LIMIT = 20    # lines of evidence kept
+MESSAGE_LIMIT = 4000  # characters of one check message kept (the learner's own exception text can be long)
+EVIDENCE_LIMIT = 20  # lines of evidence kept
 FUNCTION_PARTS = ("__code__", "__defaults__", "__kwdefaults__")
 FILE_LIMIT = 64 * 2**20  # bytes one file written by the learner's code may reach
 
@@ -70,12 +71,15 @@ class Limits:
     def __post_init__(self) -> None:
         from shopops_lab.errors import BadArgumentError
 
-        for name, value, most in (("--timeout", self.cell_seconds, 7 * 24 * 3600.0),
-                                  ("--notebook-timeout", self.notebook_seconds, 7 * 24 * 3600.0),
-                                  ("--memory", 1 if self.memory_mb is None else self.memory_mb, 2**20)):
+        for name, value, most in (
+            ("--timeout", self.cell_seconds, 7 * 24 * 3600.0),
+            ("--notebook-timeout", self.notebook_seconds, 7 * 24 * 3600.0),
+            ("--memory", 1 if self.memory_mb is None else self.memory_mb, 2**20),
+        ):
             if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 < value <= most):
-                raise BadArgumentError(field=name, problem=f"is {value!r}",
-                                       fix=f"pass a number above 0 and at most {most:g}")
+                raise BadArgumentError(
+                    field=name, problem=f"is {value!r}", fix=f"pass a number above 0 and at most {most:g}"
+                )
 
 
 def _is_kit(module_name: str | None) -> bool:
@@ -131,8 +135,12 @@ class KitSnapshot:
             for name, module in list(sys.modules.items())
             if isinstance(module, ModuleType) and _is_kit(name)
         }
-        used = {value.__name__: value for module in kit.values() for value in vars(module).values()
-                if isinstance(value, ModuleType) and value is not sys}
+        used = {
+            value.__name__: value
+            for module in kit.values()
+            for value in vars(module).values()
+            if isinstance(value, ModuleType) and value is not sys
+        }
         modules = {**used, **kit, "builtins": builtins}
         values = [value for module in kit.values() for value in vars(module).values()]
         classes = {id(value): value for value in values if isinstance(value, type) and _is_kit(value.__module__)}
@@ -180,8 +188,10 @@ class KitSnapshot:
                     else:
                         delattr(klass, key)
                     changed.append(f"{klass.__module__}.{klass.__qualname__}.{key}")
-        if not all(all(map(operator.is_, map(operator.attrgetter(name), self.functions), saved))
-                   for name, saved in zip(FUNCTION_PARTS, zip(*self.code))):
+        if not all(
+            all(map(operator.is_, map(operator.attrgetter(name), self.functions), saved))
+            for name, saved in zip(FUNCTION_PARTS, zip(*self.code))
+        ):
             for function, (code, defaults, kwdefaults) in zip(self.functions, self.code):
                 if (function.__code__, function.__defaults__, function.__kwdefaults__) != (code, defaults, kwdefaults):
                     function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, kwdefaults
@@ -230,9 +240,12 @@ class Warm:
                         error=f"{type(exc).__name__}: {exc}",
                         fix=f"install the kit with its dependencies: {kit_install_command()}",
                     ) from exc
-        graders = {(lab, cell.index): cell.check.grader()
-                   for lab, master in key.masters.items() for cell in master.graded
-                   if cell.kind is Kind.AUTO and cell.check is not None}
+        graders = {
+            (lab, cell.index): cell.check.grader()
+            for lab, master in key.masters.items()
+            for cell in master.graded
+            if cell.kind is Kind.AUTO and cell.check is not None
+        }
         imports = {lab: tuple(sorted(master.imports())) for lab, master in key.masters.items()}
         return cls(graders=graders, snapshot=KitSnapshot.take(graders.values()), imports=imports)
 
@@ -271,11 +284,12 @@ class Job:
     stopped: frozenset[int] = frozenset()
     scored: frozenset[int] = frozenset()
     learner_scratch: str = ""
-    uid: int | None = None                 # the learner's uid (as root), else None: the grader's own
-    hide: tuple[str, ...] = ()             # paths the learner's process sees empty (as root)
+    uid: int | None = None  # the learner's uid (as root), else None: the grader's own
+    hide: tuple[str, ...] = ()  # paths the learner's process sees empty (as root)
 
 
 # --- the judge: runs the checks, never the learner's code -------------------------------------
+
 
 class _Discard:
     """stdout/stderr of the judge: nothing it prints is read."""
@@ -371,7 +385,7 @@ class _Runner:
                 stopped.add(step.index)
                 blocked = self.job.plan.blocked(stopped)
                 self.send(["starting"])  # the parent's start-up deadline, not the cell's, covers the replay
-                self.learner.restart()   # its state is unknown: a fresh one, with the cells that ran
+                self.learner.restart()  # its state is unknown: a fresh one, with the cells that ran
         self.send(["done"])
 
     def _step(self, step: PlannedCell) -> None:
@@ -396,8 +410,13 @@ class _Runner:
         bound before stays, and later cells run (a sys.exit is noted for the instructor)."""
         outcome = self.learner.run(step.source, f"<cell {step.grade_id}>")
         if outcome is not None and "exit" in outcome:
-            self.send(["note", f"cell {step.grade_id} {_stop_cause(outcome)}, which ends only that cell, as in "
-                               "Jupyter; the cells after it were run"])
+            self.send(
+                [
+                    "note",
+                    f"cell {step.grade_id} {_stop_cause(outcome)}, which ends only that cell, as in "
+                    "Jupyter; the cells after it were run",
+                ]
+            )
 
     def _judge_cell(self, step: PlannedCell) -> None:
         """A test cell the kit's checks do not back (an instructor's own asserts) runs here, in
@@ -461,7 +480,8 @@ def _master_imports(steps: Iterable[PlannedCell], before: int, namespace: dict[s
             continue
         for node in tree.body:
             if isinstance(node, (ast.Import, ast.ImportFrom)) and all(
-                    (name.split(".")[0] in sys.modules) for name in _imported(node)):
+                (name.split(".")[0] in sys.modules) for name in _imported(node)
+            ):
                 with contextlib.suppress(Exception):
                     exec(compile(ast.Module([node], []), "<master imports>", "exec"), namespace)
 
@@ -481,9 +501,15 @@ def _sender(connection: Any) -> Callable[[list[Any]], None]:
 
 def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
     master_imports = warm.imports.get(job.plan.lab, ())
-    return {"scratch": job.learner_scratch or job.scratch, "lock": job.scratch, "uid": job.uid, "hide": list(job.hide),
-            "memory_mb": job.limits.memory_mb, "cpu_seconds": job.limits.notebook_seconds,
-            "imports": [f"{KIT}.checks.base", *master_imports]}
+    return {
+        "scratch": job.learner_scratch or job.scratch,
+        "lock": job.scratch,
+        "uid": job.uid,
+        "hide": list(job.hide),
+        "memory_mb": job.limits.memory_mb,
+        "cpu_seconds": job.limits.notebook_seconds,
+        "imports": [f"{KIT}.checks.base", *master_imports],
+    }
 
 
 def child_main(job: Job, connection: Any) -> None:

@@ -8,6 +8,7 @@
 The lab a submission belongs to comes from its metadata when it has some; the name is the
 fallback, so it is worked out here too.
 """
+
 from __future__ import annotations
 
 import re
@@ -81,14 +82,20 @@ def find(arguments: Sequence[str], stems: Mapping[str, str]) -> list[Submission]
     for argument in arguments:
         root = Path(argument)
         if not root.exists():
-            raise BadArgumentError(field=f"submission {argument}", problem="does not exist",
-                                   fix="pass notebook files, or folders that hold them (searched recursively)")
+            raise BadArgumentError(
+                field=f"submission {argument}",
+                problem="does not exist",
+                fix="pass notebook files, or folders that hold them (searched recursively)",
+            )
         for path in _notebooks(root):
             inside = path.relative_to(root) if root.is_dir() else Path(path.name)
             found.append((path, inside.with_suffix("").as_posix()))
     if not found:
-        raise BadArgumentError(field=f"submissions {' '.join(arguments)}", problem="hold no .ipynb file",
-                               fix="pass the folder the notebooks were collected into (e.g. nbgrader's submitted/)")
+        raise BadArgumentError(
+            field=f"submissions {' '.join(arguments)}",
+            problem="hold no .ipynb file",
+            fix="pass the folder the notebooks were collected into (e.g. nbgrader's submitted/)",
+        )
     taken: dict[str, int] = {}
     submissions = []
     for path, name in found:

@@ -13,6 +13,7 @@ answers with a value or a handle, or with an exception: the kit's own (by class 
 fields), a built-in one (by name and message), or the other side's (by name, message and
 where). Requests nest (judge -> learner -> kit callback -> return), never run at once.
 """
+
 from __future__ import annotations
 
 import abc
@@ -27,12 +28,12 @@ from types import FunctionType, MappingProxyType
 from typing import Any
 
 HEADER = struct.Struct(">I")
-FRAME_LIMIT = 32 * 2**20   # bytes one frame may hold
-DEPTH_LIMIT = 40           # nesting of one value
+FRAME_LIMIT = 32 * 2**20  # bytes one frame may hold
+DEPTH_LIMIT = 40  # nesting of one value
 KIT = "shopops_lab"
 MUTABLE = (list, set, dict)  # containers a call may fill: copied back after it
-ITER_LIMIT = 100_000       # items an iteration across the wire may yield
-METHOD_LIMIT = 200         # method names a handle's first crossing may carry
+ITER_LIMIT = 100_000  # items an iteration across the wire may yield
+METHOD_LIMIT = 200  # method names a handle's first crossing may carry
 
 
 class PeerGone(KeyboardInterrupt):
@@ -45,6 +46,7 @@ class ProtocolError(KeyboardInterrupt):
 
 
 # --- frames -----------------------------------------------------------------------------
+
 
 def send_frame(sock: Any, message: Any) -> None:
     data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
@@ -78,6 +80,7 @@ def recv_frame(sock: Any) -> Any:
 
 
 # --- the kit's classes, by name -----------------------------------------------------------
+
 
 def kit_name(klass: type) -> list[str] | None:
     """[module, qualname] of a public class of the kit, else None."""
@@ -136,6 +139,7 @@ def exact(value: Any) -> Any:
 
 
 # --- one side of the wire -------------------------------------------------------------------
+
 
 class Handle:
     """An object of the other side, seen from this one: calls and public attributes cross."""
@@ -247,8 +251,11 @@ def _public_methods(klass: type) -> list[str]:
         names: set[str] = set()
         for base in klass.__mro__:
             with contextlib.suppress(TypeError):
-                names.update(name for name, value in vars(base).items()
-                             if type(name) is str and not name.startswith("_") and type(value) is FunctionType)
+                names.update(
+                    name
+                    for name, value in vars(base).items()
+                    if type(name) is str and not name.startswith("_") and type(value) is FunctionType
+                )
         found = _METHODS[klass] = sorted(names)[:METHOD_LIMIT]
     return found
 
@@ -263,7 +270,7 @@ class Peer(abc.ABC):
         self.sock = sock
         self.public_only = public_only
         self.exports: dict[int, Any] = {}
-        self.numbers: dict[int, int] = {}   # id(object) -> its number
+        self.numbers: dict[int, int] = {}  # id(object) -> its number
         self.handles: dict[int, Handle] = {}
         self.thrown: dict[int, BaseException] = {}  # exceptions this side raised into the other, by number
         self.depth = 0
@@ -288,7 +295,7 @@ class Peer(abc.ABC):
         if isinstance(value, _Method):
             value = value._resolved()
         if isinstance(value, Handle) and value._peer is self:
-            return {"y": value._id}                      # back to its owner
+            return {"y": value._id}  # back to its owner
         if isinstance(value, enum.Enum) and kit_name(type(value)) is not None:
             return {"e": [kit_name(type(value)), self.encode(exact(value.value), depth + 1)]}
         if isinstance(value, (bool, int, float, str)):
@@ -538,8 +545,12 @@ class Peer(abc.ABC):
         self.thrown[number] = exc
         base = kit_base(type(exc), _kit_error())
         text = _text(exc)
-        described: dict[str, Any] = {"n": number, "type": _type_name(exc), "msg": text,
-                                     "base": not isinstance(exc, Exception)}
+        described: dict[str, Any] = {
+            "n": number,
+            "type": _type_name(exc),
+            "msg": text,
+            "base": not isinstance(exc, Exception),
+        }
         if base is not None:
             fields = getattr(exc, "fields", {})
             try:
