@@ -469,3 +469,26 @@ def test_an_interrupted_run_says_how_to_finish_it(tmp_path, monkeypatch, capsys)
     db = f"sqlite:///{tmp_path / 'i.db'}"
     assert main(["chaos", "--db", db]) == 130
     assert capsys.readouterr().err == f"interrupted: finish the run with shopops-lab chaos --db {db} --resume\n"
+
+
+def test_a_kill_whose_worker_stood_there_when_the_run_broke_off_is_written_on_resume():
+    """The supervisor SIGKILLs its workers where they stand when a run breaks off; one may stand
+    at its item's planned kill (after the ack) with its word unread. The resume writes that kill
+    into the history instead of waiting for it forever, and plans the others as before."""
+    from shopops_lab.events import EventKind
+    from shopops_lab.worker.queue import Queue
+
+    queue = Queue(lease_seconds=30)
+    done = queue.enqueue(case_id="O-1", payload={"to": "a@example.com"})
+    waiting = queue.enqueue(case_id="O-2", payload={"to": "b@example.com"})
+    lease = queue.acquire("W2")
+    queue.ack(lease)  # done, and its worker stood at after_ack when the run broke off
+    plan = (
+        Kill(item_id=done, attempt=1, point=KillPoint.AFTER_ACK),
+        Kill(item_id=waiting, attempt=1, point=KillPoint.AFTER_SEND),
+    )
+    assert chaos_run._still_to_land(plan, queue) == (plan[1],)
+    (crash,) = queue.log.where(EventKind.WORKER_CRASHED)
+    assert (crash.item_id, crash.worker_id, crash.attempt, crash.info["point"]) == (done, "W2", 1, "after_ack")
+    assert chaos_run._still_to_land(plan, queue) == (plan[1],)  # written once: now it is history
+    assert len(queue.log.where(EventKind.WORKER_CRASHED)) == 1

@@ -200,7 +200,28 @@ def _still_to_land(plan: tuple[Kill, ...], queue: Queue) -> tuple[Kill, ...]:
         kills = left.get(event.item_id)
         if kills and kills[0].point == event.info.get("point") and kills[0].attempt <= (event.attempt or 0):
             kills.pop(0)
+    for item_id, kills in left.items():
+        if kills and queue.item(item_id).state in (ItemState.DONE, ItemState.DEAD):
+            _landed_at_the_interruption(queue, kills.pop(0))
     return tuple(kill for kills in left.values() for kill in kills)
+
+
+def _landed_at_the_interruption(queue: Queue, kill: Kill) -> None:
+    """A worker passes a planned kill's point only by being killed there, so an item that ended
+    with its kill not in the history ended under a worker stopped at that point (after its
+    ack) when the run broke off: the supervisor SIGKILLed it there without reading its word.
+    Written now, as its restarted successor would have written it."""
+    last = queue.log.where(item_id=kill.item_id)[-1]
+    queue.log.append(
+        EventKind.WORKER_CRASHED,
+        last.time,
+        worker_id=last.worker_id,
+        item_id=kill.item_id,
+        case_id=last.case_id,
+        attempt=kill.attempt,
+        point=kill.point,
+        signal="SIGKILL",
+    )
 
 
 def _halfway(url: str, error: Exception, *, resumable: bool) -> ChaosError:
