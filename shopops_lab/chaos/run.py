@@ -201,7 +201,8 @@ def _still_to_land(plan: tuple[Kill, ...], queue: Queue) -> tuple[Kill, ...]:
         if kills and kills[0].point == event.info.get("point") and kills[0].attempt <= (event.attempt or 0):
             kills.pop(0)
     for item_id, kills in left.items():
-        if kills and queue.item(item_id).state in (ItemState.DONE, ItemState.DEAD):
+        row = queue.store.get_item(item_id)  # None: the run broke off before enqueueing it
+        if kills and row is not None and row.state in (ItemState.DONE, ItemState.DEAD):
             _landed_at_the_interruption(queue, kills.pop(0))
     return tuple(kill for kills in left.values() for kill in kills)
 
