@@ -170,8 +170,8 @@ def test_the_kernel_is_fetched_into_the_cache_and_never_installed_beside_jupyter
     from jupyter_core.paths import jupyter_path
 
     assert importlib.util.find_spec("jupyterlite_pyodide_kernel") is None
-    assert not any((Path(p) / lite.LAB_EXTENSIONS[0]).exists() for p in jupyter_path("labextensions"))
-    assert (offline_site / "extensions" / lite.LAB_EXTENSIONS[0] / "package.json").is_file()
+    assert not any((Path(p) / lite.KERNEL_EXTENSION).exists() for p in jupyter_path("labextensions"))
+    assert (offline_site / "extensions" / lite.KERNEL_EXTENSION / "package.json").is_file()
 
 
 def test_a_lab_title_is_its_first_heading(tmp_path):

@@ -18,12 +18,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from shopops_lab.chaos.worker import die_with_parent
+from shopops_lab.chaos.worker import fork_worker
 from shopops_lab.errors import LeaseExpiredError, LeaseSettledError, ShopOpsError, StaleTokenError
 from shopops_lab.store import Store, open_store
 from shopops_lab.worker.queue import Lease, Queue
@@ -145,26 +144,15 @@ class Stepper:
         self.procs: dict[str, tuple[int, Connection]] = {}
 
     def start(self, name: str) -> None:
-        """Fork worker `name` (os.fork itself: a grader's child process may not have multiprocessing children)."""
-        from multiprocessing import Pipe  # here, not at import: a browser's Python has no processes
-
-        mine, theirs = Pipe()
-        parent = os.getpid()
-        with warnings.catch_warnings():  # Python 3.12+ warns that a threaded parent (a notebook) forks
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # the worker: it never returns into the supervisor's code, whatever happens
-            try:
-                die_with_parent(parent)
-                mine.close()
-                _work(self.url, name, self.workload, theirs, self.settings)
-            except BaseException as error:  # noqa: BLE001 - told to the supervisor, which voids the run
-                theirs.send(("at", "failed", False, (f"{type(error).__name__}: {error}",)))
-            finally:
-                os._exit(1)
-        theirs.close()
-        self.procs[name] = (pid, mine)
+        """Fork worker `name`; it reports "ready" once it opened the database."""
+        self.procs[name] = fork_worker(lambda conn: self._life(name, conn))
         self._read(name)  # "ready": it opened the database
+
+    def _life(self, name: str, conn: Connection) -> None:
+        try:
+            _work(self.url, name, self.workload, conn, self.settings)
+        except BaseException as error:  # noqa: BLE001 - told to the supervisor, which voids the run
+            conn.send(("at", "failed", False, (f"{type(error).__name__}: {error}",)))
 
     def acquire(self, name: str, t: float) -> Reached:
         """`name` asks the queue for a delivery at time `t`: it stops right after it (or reports empty)."""

@@ -15,11 +15,10 @@ from __future__ import annotations
 import os
 import signal
 import time
-import warnings
 from typing import TYPE_CHECKING
 
 from shopops_lab.chaos.plan import Kill
-from shopops_lab.chaos.worker import SETUP, Workload, die_with_parent, serve
+from shopops_lab.chaos.worker import SETUP, Workload, fork_worker, serve
 from shopops_lab.clock import SystemClock
 from shopops_lab.errors import ShopOpsError
 from shopops_lab.store import redact
@@ -103,24 +102,7 @@ class _Supervisor:
         return tuple(self.landed)
 
     def _start(self, name: str, crashed: tuple | None) -> None:
-        """Fork a worker (os.fork itself: a process started by multiprocessing, such as a grader's,
-        may not have multiprocessing children)."""
-        from multiprocessing import Pipe
-
-        mine, theirs = Pipe()
-        parent = os.getpid()
-        with warnings.catch_warnings():  # Python 3.12+ warns that a threaded parent (a notebook) forks
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
-        if pid == 0:  # the worker: it never returns into the supervisor's code, whatever happens
-            try:
-                die_with_parent(parent)
-                mine.close()
-                serve(self.url, name, self.workload, theirs, crashed)
-            finally:
-                os._exit(1)
-        theirs.close()
-        self.procs[name] = (pid, mine)
+        self.procs[name] = fork_worker(lambda conn: serve(self.url, name, self.workload, conn, crashed))
 
     def _read(self, name: str, pid: int, pipe: Connection) -> None:
         try:

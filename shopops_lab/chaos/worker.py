@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -75,6 +76,28 @@ def die_with_parent(parent: int) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:
         os._exit(1)
+
+
+def fork_worker(life: Callable[[Connection], None]) -> tuple[int, Connection]:
+    """Fork a worker that lives `life(its end of a new pipe)` and then ends, never returning
+    into its parent's code; returns its pid and the parent's end. os.fork itself: a process
+    started by multiprocessing (a grader's) may not have multiprocessing children."""
+    from multiprocessing import Pipe  # here, not at import: a browser's Python has no processes
+
+    mine, theirs = Pipe()
+    parent = os.getpid()
+    with warnings.catch_warnings():  # Python 3.12+ warns that a threaded parent (a notebook) forks
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:
+        try:
+            die_with_parent(parent)
+            mine.close()
+            life(theirs)
+        finally:
+            os._exit(1)
+    theirs.close()
+    return pid, mine
 
 
 def serve(url: str, name: str, workload: Workload, conn: Connection, crashed: tuple | None) -> None:

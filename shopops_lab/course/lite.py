@@ -65,7 +65,8 @@ COURSE_DEPENDS = {
     "comm": ["traitlets"],
 }
 """Lock dependencies of the wheels Pyodide's own lock does not know (from their metadata)."""
-LAB_EXTENSIONS = ("@jupyterlite/pyodide-kernel-extension", "@jupyter-widgets/jupyterlab-manager")
+KERNEL_EXTENSION = "@jupyterlite/pyodide-kernel-extension"  # from the kernel's wheel (KERNEL)
+WIDGETS_EXTENSION = "@jupyter-widgets/jupyterlab-manager"  # from this environment's ipywidgets
 KERNEL = ("jupyterlite-pyodide-kernel", "0.8.6")
 """The site's Python kernel, fetched as a wheel and unpacked in the cache, never installed
 here: its JupyterLab extension, installed beside JupyterLab, is loaded by it and fails there
@@ -375,7 +376,7 @@ def _kernel_extension(kernel: Path) -> Path:
         / "share"
         / "jupyter"
         / "labextensions"
-        / LAB_EXTENSIONS[0]
+        / KERNEL_EXTENSION
     )
 
 
@@ -574,7 +575,7 @@ def _write_config(stage: Path, *, offline: bool) -> None:
         "jupyter-config-data": {
             "appName": "ShopOps Lab",
             "defaultKernelName": "python",
-            "litePluginSettings": {"@jupyterlite/pyodide-kernel-extension:kernel": kernel},
+            "litePluginSettings": {f"{KERNEL_EXTENSION}:kernel": kernel},
         },
     }
     (stage / "jupyter-lite.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
@@ -622,7 +623,7 @@ def _jupyter_lite_build(stage: Path, out: Path, kernel: Path) -> None:
         "--source-date-epoch",
         str(EPOCH),
         f"--LiteBuildConfig.federated_extensions={_kernel_extension(kernel)}",
-        *[f"--LiteBuildConfig.federated_extensions={_lab_extension(name)}" for name in LAB_EXTENSIONS[1:]],
+        f"--LiteBuildConfig.federated_extensions={_lab_extension(WIDGETS_EXTENSION)}",
     ]
     epoch = os.environ.get("SOURCE_DATE_EPOCH", str(EPOCH))
     command[command.index("--source-date-epoch") + 1] = epoch
