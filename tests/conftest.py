@@ -70,7 +70,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def known_seconds(config: pytest.Config) -> dict[str, float]:
     """Each unit's last measured seconds: this machine's last run over the committed table."""
     seconds = json.loads(SECONDS_FILE.read_text()) if SECONDS_FILE.exists() else {}
-    cached = config.cache.get(SECONDS_KEY, {}) if config.cache else {}
+    cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
+    cached = cache.get(SECONDS_KEY, {}) if cache is not None else {}
     return {**seconds, **cached}
 
 
@@ -116,8 +117,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(session.config, "workerinput") or not _unit_seconds:
         return  # a worker: its reports reach the controller, which keeps the sums
     measured = {scope: round(sec, 1) for scope, sec in sorted(_unit_seconds.items())}
-    if session.config.cache is not None:
-        session.config.cache.set(SECONDS_KEY, {**known_seconds(session.config), **measured})
+    cache = getattr(session.config, "cache", None)
+    if cache is not None:
+        cache.set(SECONDS_KEY, {**known_seconds(session.config), **measured})
     if session.config.getoption("--record-seconds"):
         SECONDS_FILE.write_text(json.dumps(measured, indent=1, sort_keys=True) + "\n")
 

@@ -2,18 +2,20 @@
 
 1. JupyterLab: every lab runs top to bottom with Run All, the only error outputs are the
    learner-stub ones the stored student notebook has too, every kit diagram is Graphviz's
-   where `dot` is installed, and the live widgets respond to clicks.
+   where `dot` is installed, the browser's console shows no error (no Lite extension is
+   installed beside JupyterLab), and lab 00's live widgets respond to clicks.
 2. JupyterLite, the offline site (`shopops-lab lite build --offline`), served on 127.0.0.1
    with every request to any other host blocked and counted (any one fails the test): labs
-   00 and 07 run top to bottom, `import shopops_lab` works with no step from the learner, a
-   check prints its verdict, the playground responds, a plot and a diagram are drawn; at a
-   phone's 390 px the front page opens a lab alone in the single-notebook view.
-3. JupyterLab's console shows no error (no Lite extension is installed beside it).
+   00, 07 and 08 run top to bottom, `import shopops_lab` works with no step from the
+   learner, a check prints its verdict, the playground responds, a plot and a diagram are
+   drawn; at a phone's 390 px the front page opens a lab alone in the single-notebook view.
 
-Each test starts its own server as a child process and stops it by its PID. Needs Chromium
-and Playwright's Python package (CI installs both with .ci/run); elsewhere the tests skip
-and say how to get them. Playwright's own browser download is never used: it drives the
-system Chromium. A failing test leaves a screenshot in test-artifacts/.
+One Chromium serves the module; each JupyterLab test has a fresh browser context, and the
+Lite tests share one context, as a learner's browser keeps Pyodide's files cached between
+labs. Each server runs as a child process, stopped by its PID. Needs Chromium and
+Playwright's Python package (CI installs both with .ci/run); elsewhere the tests skip and
+say how to get them. Playwright's own browser download is never used: it drives the system
+Chromium. A failing test leaves a screenshot in test-artifacts/.
 """
 
 from __future__ import annotations
@@ -98,36 +100,36 @@ def server(command: list[str], *, cwd: Path, probe: str, env: dict | None = None
                 child.wait()
 
 
-@contextlib.contextmanager
-def browser_page(name: str, *, allowed_origin: str | None = None, width: int = 1400):
-    """A Chromium page; with `allowed_origin`, every request elsewhere is aborted and listed in
-    the yielded `blocked` list. A failing test leaves test-artifacts/<name>.png behind."""
-    blocked: list[str] = []
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium for the module's tests (each launch costs seconds)."""
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        context = browser.new_context(viewport={"width": width, "height": 1000})
-        if allowed_origin is not None:
-
-            def route(request_route):
-                url = request_route.request.url
-                if url.startswith((allowed_origin + "/", "data:", "blob:")):
-                    request_route.continue_()
-                else:
-                    blocked.append(url)
-                    request_route.abort()
-
-            context.route("**/*", route)
-        page = context.new_page()
-        page.set_default_timeout(WAIT_MS)
         try:
-            yield page, blocked
-        except BaseException:
-            ARTIFACTS.mkdir(exist_ok=True)
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
-            raise
+            yield browser
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def watched_page(context, name: str, *, width: int = 1400):
+    """A new page in `context` whose console errors and uncaught exceptions are collected in
+    the yielded list. A failing test leaves test-artifacts/<name>.png behind."""
+    page = context.new_page()
+    page.set_viewport_size({"width": width, "height": 1000})
+    page.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        yield page, errors
+    except BaseException:
+        ARTIFACTS.mkdir(exist_ok=True)
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
+        raise
+    finally:
+        page.close()
 
 
 def command(page, name: str) -> None:
@@ -226,8 +228,9 @@ def lab_server(tmp_path_factory):
 
 
 @pytest.mark.parametrize("lab", LABS)
-def test_every_lab_runs_all_in_jupyterlab_with_graphviz_pictures(lab_server, lab):
-    with browser_page(f"jupyterlab-{lab}") as (page, _):
+def test_every_lab_runs_all_in_jupyterlab_with_graphviz_pictures_and_no_console_error(chromium, lab_server, lab):
+    context = chromium.new_context()
+    with watched_page(context, f"jupyterlab-{lab}") as (page, console_errors):
         page.goto(f"{lab_server}/lab/tree/{lab}.ipynb?reset")
         prompts = run_all(page, "Python 3 (ipykernel) | Idle")
         assert_ran_to_the_end(page, lab, prompts)
@@ -237,30 +240,15 @@ def test_every_lab_runs_all_in_jupyterlab_with_graphviz_pictures(lab_server, lab
             assert diagrams, f"{lab}: no diagram drawn"
         if dot_available():  # Graphviz draws every diagram where it is installed
             assert all('class="graph"' in svg for svg in diagrams), f"{lab}: a diagram not drawn by Graphviz"
-
-
-def test_lab_00_widgets_drive_the_queue_in_jupyterlab(lab_server):
-    with browser_page("jupyterlab-widgets") as (page, _):
-        page.goto(f"{lab_server}/lab/tree/00_start_here.ipynb?reset")
-        run_all(page, "Python 3 (ipykernel) | Idle")
-        click_the_playground(page)
-        check = page.locator("button.jupyter-button", has_text="Check").first
-        check.scroll_into_view_if_needed()
-        check.click()
-        page.get_by_text("Pick an option first.").first.wait_for()
-        assert page.get_by_text("Error displaying widget").count() == 0
-
-
-def test_jupyterlab_logs_no_console_error(lab_server):
-    """No extension installed beside JupyterLab fails in it (the Lite kernel's would: it is
-    fetched into the Lite build's cache instead)."""
-    with browser_page("jupyterlab-console") as (page, _):
-        errors: list[str] = []
-        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.goto(f"{lab_server}/lab/tree/00_start_here.ipynb?reset")
-        page.get_by_text("Python 3 (ipykernel) | Idle").first.wait_for()
-        assert errors == []
+        if lab == "00_start_here":  # the live widgets, on the kernel that just ran the lab
+            click_the_playground(page)
+            check = page.locator("button.jupyter-button", has_text="Check").first
+            check.scroll_into_view_if_needed()
+            check.click()
+            page.get_by_text("Pick an option first.").first.wait_for()
+            assert page.get_by_text("Error displaying widget").count() == 0
+        assert console_errors == []
+    context.close()
 
 
 def click_the_playground(page) -> None:
@@ -283,14 +271,50 @@ def lite_server(offline_site, tmp_path_factory):
         yield url
 
 
+@pytest.fixture(scope="module")
+def lite_browser(chromium, lite_server):
+    """One browser context for the Lite tests, where a request to any host but the site's is
+    aborted and listed in `blocked` (each test checks the list and empties it)."""
+    context = chromium.new_context()
+    blocked: list[str] = []
+
+    def route(request_route):
+        url = request_route.request.url
+        if url.startswith((lite_server + "/", "data:", "blob:")):
+            request_route.continue_()
+        else:
+            blocked.append(url)
+            request_route.abort()
+
+    context.route("**/*", route)
+    yield context, blocked
+    context.close()
+
+
+@contextlib.contextmanager
+def lite_page(lite_browser, name: str):
+    """A page of the shared Lite context; when the test is done, no request has left the site."""
+    context, blocked = lite_browser
+    blocked.clear()
+    with watched_page(context, name) as (page, _):
+        yield page
+        assert blocked == [], f"requests left the site: {blocked}"
+
+
 def open_in_lite(page, url: str, lab: str) -> list[str]:
-    page.goto(f"{url}/lab/index.html?path={lab}.ipynb")
+    """Open `lab` in the Lite JupyterLab, in a workspace of its own (as the front page does), and Run All."""
+    page.goto(f"{url}/lab/index.html?path={lab}.ipynb&workspace={lab}")
     return run_all(page, "Python (Pyodide) | Idle")
 
 
-def test_lab_00_runs_offline_in_jupyterlite_with_nothing_to_install(lite_server):
-    with browser_page("jupyterlite-00", allowed_origin=lite_server) as (page, blocked):
-        prompts = open_in_lite(page, lite_server, "00_start_here")
+def test_lab_00_opens_from_the_front_page_and_runs_offline_in_jupyterlite_with_nothing_to_install(
+    lite_server, lite_browser
+):
+    with lite_page(lite_browser, "jupyterlite-00") as page:
+        page.goto(f"{lite_server}/")
+        page.locator("a.also").first.click()  # "in JupyterLab", beside lab 00
+        page.wait_for_url(re.compile(r"/lab/index\.html\?path=00_start_here\.ipynb&workspace=00_start_here"))
+        prompts = run_all(page, "Python (Pyodide) | Idle")
         assert_ran_to_the_end(page, "00_start_here", prompts)
         outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
         assert not any("ModuleNotFoundError" in text for text in outputs)  # the first cell imports the kit
@@ -300,22 +324,20 @@ def test_lab_00_runs_offline_in_jupyterlite_with_nothing_to_install(lite_server)
         assert diagrams and all("<title>lease state machine</title>" in svg for svg in diagrams)
         click_the_playground(page)
         assert page.get_by_text("Error displaying widget").count() == 0
-        assert blocked == [], f"requests left the site: {blocked}"
 
 
-def test_lab_07_runs_offline_in_jupyterlite_with_its_plots_sketched(lite_server):
-    with browser_page("jupyterlite-07", allowed_origin=lite_server) as (page, blocked):
+def test_lab_07_runs_offline_in_jupyterlite_with_its_plots_sketched(lite_server, lite_browser):
+    with lite_page(lite_browser, "jupyterlite-07") as page:
         prompts = open_in_lite(page, lite_server, "07_burst_day")
         assert_ran_to_the_end(page, "07_burst_day", prompts)
         pictures = svg_outputs(page)
         sketches = [svg for svg in pictures if "The full plot needs the online site" in svg]
         assert sketches and all("queue depth" in svg and "attempts histogram" in svg for svg in sketches)
         assert any("<title>deliveries per worker</title>" in svg for svg in pictures)
-        assert blocked == [], f"requests left the site: {blocked}"
 
 
-def test_lab_08_explains_itself_offline_in_jupyterlite_and_shows_its_recorded_runs(lite_server):
-    with browser_page("jupyterlite-08", allowed_origin=lite_server) as (page, blocked):
+def test_lab_08_explains_itself_offline_in_jupyterlite_and_shows_its_recorded_runs(lite_server, lite_browser):
+    with lite_page(lite_browser, "jupyterlite-08") as page:
         prompts = open_in_lite(page, lite_server, "08_real_crashes")
         assert_ran_to_the_end(page, "08_real_crashes", prompts)
         outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
@@ -326,13 +348,13 @@ def test_lab_08_explains_itself_offline_in_jupyterlite_and_shows_its_recorded_ru
         assert len(maps) == 1 and "<title>stop map: the naive handler, seed 4 (recorded run)</title>" in maps[0]
         assert maps[0].count('<g class="stop repeated">') == 1  # the double refund, drawn from the recording
         assert any("stop map needs real worker processes" in text for text in outputs)  # the learner's: one line
-        assert blocked == [], f"requests left the site: {blocked}"
 
 
-def test_a_phone_opens_a_lab_alone_from_the_sites_front_page(lite_server):
+def test_a_phone_opens_a_lab_alone_from_the_sites_front_page(lite_server, lite_browser):
     """390 px wide: the front page opens lab 01 in the single-notebook view (no file browser
     beside it), its kernel starts, and nothing is wider than the screen."""
-    with browser_page("jupyterlite-phone", allowed_origin=lite_server, width=390) as (page, blocked):
+    with lite_page(lite_browser, "jupyterlite-phone") as page:
+        page.set_viewport_size({"width": 390, "height": 800})
         page.goto(f"{lite_server}/")
         page.locator("a.lab").nth(1).click()
         page.wait_for_url(re.compile(r"/notebooks/index\.html\?path=01_"))
@@ -340,4 +362,3 @@ def test_a_phone_opens_a_lab_alone_from_the_sites_front_page(lite_server):
         page.locator(".jp-Notebook .jp-Cell").first.wait_for()
         assert page.locator(".jp-DirListing:visible").count() == 0
         assert page.evaluate("document.documentElement.scrollWidth") <= 390
-        assert blocked == [], f"requests left the site: {blocked}"

@@ -150,14 +150,15 @@ def test_the_same_inputs_build_the_same_site(offline_site, tmp_path):
     assert files(again) == files(offline_site)
 
 
-def test_the_front_page_opens_each_lab_alone_and_jupyterlab_without_restored_tabs(offline_site):
+def test_the_front_page_opens_each_lab_alone_and_in_jupyterlab_in_a_workspace_of_its_own(offline_site):
     page = (offline_site / "index.html").read_text(encoding="utf-8")
     assert "config-utils.js" not in page  # JupyterLite's redirect to lab/ is gone
     assert 'id="jupyter-config-data"' in page  # the apps read their parent page's config script
     assert 'name="viewport" content="width=device-width' in page
     singles = re.findall(r'class="lab" href="notebooks/index.html\?path=([^"]+)"', page)
     assert singles == NOTEBOOKS
-    assert re.findall(r'href="lab/index.html\?path=([^"&]+)&amp;reset"', page) == NOTEBOOKS
+    in_lab = re.findall(r'href="lab/index.html\?path=([^"&]+)&amp;workspace=([^"&]+)"', page)
+    assert in_lab == [(name, name.removesuffix(".ipynb")) for name in NOTEBOOKS]  # each lab its own workspace
     assert "Lab 04 · Fencing tokens" in page  # titles, not file names
     overrides = json.loads((offline_site / "overrides.json").read_text())
     assert overrides["@jupyterlab/notebook-extension:tracker"]["kernelShutdown"] is True

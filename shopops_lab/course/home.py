@@ -4,7 +4,8 @@ JupyterLite's own front page sends every visitor to its JupyterLab app, which sh
 browser beside the notebook (a phone's 390 px leave no room for the notebook) and restores
 every tab a learner opened before, each starting its own Pyodide kernel. From this page a lab
 opens alone in the notebook app, one kernel per browser tab; the JupyterLab link is there for
-those who want it, with `reset` so earlier tabs are not restored with it.
+those who want it, in a workspace of the lab's own, so other labs' tabs are not restored with
+it. (Not `reset`: JupyterLite's reset drops `path` and shows an empty launcher.)
 """
 
 from __future__ import annotations
@@ -63,8 +64,9 @@ this browser for this address; hand work in with <em>File → Download</em>.</p>
 
 def _row(notebook: Path) -> str:
     path = urllib.parse.quote(notebook.name)
+    workspace = urllib.parse.quote(notebook.stem)
     label = html.escape(lab_title(notebook))
     return (
         f'<li><a class="lab" href="notebooks/index.html?path={path}">{label}</a>'
-        f'<a class="also" href="lab/index.html?path={path}&amp;reset">in JupyterLab</a></li>'
+        f'<a class="also" href="lab/index.html?path={path}&amp;workspace={workspace}">in JupyterLab</a></li>'
     )
