@@ -5,8 +5,8 @@ the check plays every schedule within its bound (fresh world and fresh answer pe
 or a copy of a world that runs no learner code). The peer, timed in the same run, is the
 master's own answer called directly on one plain situation (one delivery handled, one dead
 letter replayed and drained, the policy chosen and one heartbeat played, one draft of two
-chunks, one claim and write, one refund applied, one job run to the end), which is the
-least any check must do.
+chunks, one claim and write, one outbox message dispatched, one refund applied, one job run
+to the end), which is the least any check must do.
 Printed per lab: the check's wall-clock seconds and processor seconds (best of --runs
 each; on a shared machine the second says what the check costs, the first what the load
 added), the schedules it covers, the peer's seconds per call, the ratio check / peer, and
@@ -34,11 +34,21 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from notebook_answers import answers  # noqa: E402
 
-from shopops_lab.checks import lab01, lab02, lab03, lab04, lab05, lab06, lab07, recovery_world  # noqa: E402
+from shopops_lab.checks import (  # noqa: E402
+    lab01,
+    lab02,
+    lab03,
+    lab04,
+    lab05,
+    lab06,
+    lab07,
+    outbox_world,
+    recovery_world,
+)
 from shopops_lab.clock import FakeClock  # noqa: E402
 from shopops_lab.effects import EmailAdapter  # noqa: E402
 from shopops_lab.explore import explore  # noqa: E402
-from shopops_lab.outbox import Delivery  # noqa: E402
+from shopops_lab.outbox import Broker, Delivery, OutboxStore  # noqa: E402
 from shopops_lab.recovery import Env  # noqa: E402
 from shopops_lab.sim import run  # noqa: E402
 from shopops_lab.worker.queue import InMemoryQueue  # noqa: E402
@@ -116,6 +126,12 @@ def _peer_06(handle) -> None:
     )
 
 
+def _peer_061(dispatch) -> None:
+    outbox = OutboxStore(clock=FakeClock())
+    outbox.commit({"id": "O-1001", "status": "refunded"}, {"topic": "refund.issued", "payload": {"case_id": "O-1001"}})
+    dispatch(outbox, Broker())
+
+
 def _recovery(settings) -> list:
     return [recovery_world.scenario(setting, faults, job) for setting, faults, job in settings]
 
@@ -188,6 +204,7 @@ def main() -> int:
         (lab04.exercise, "04", "FencedResultStore", _peer_04, lambda a: [lab04.scenario()]),
         (lab05.intent, "05", "run_with_intent", _peer_05, lambda a: _recovery(lab05.INTENT_SETTINGS)),
         (lab05.exercise, "05", "run", _peer_05, lambda a: _recovery(lab05.SETTINGS)),
+        (lab06.dispatcher, "06", "dispatch", _peer_061, lambda a: [outbox_world.scenario()]),
         (lab06.exercise, "06", "handle", _peer_06, lambda a: [lab06.scenario()]),
     ]
     print(f"{'ex':<6}{'check s':>9}{'cpu s':>8}{'schedules':>11}{'peer s':>11}{'ratio':>10}  budget {BUDGET:g} s")

@@ -8,8 +8,8 @@ happens to its heartbeats within the bound (any pattern of lost ones, up to what
 promises and at least one in a row, and any one held up a few seconds), a dead worker's
 case must come back within 90 s, and heartbeats must not flood the queue. Only the
 policy's three values take part (read once: a subclass or a method of its own changes
-nothing); the lease is the kit's queue's, on a virtual clock. A failure names the broken
-promise, then the shortest situation that breaks it and the line that replays it.
+nothing); the lease follows the kit's queue's rules, on a virtual clock. A failure names
+the broken promise, then the shortest situation that breaks it and the line that replays it.
 """
 
 from __future__ import annotations
@@ -160,7 +160,7 @@ def _values(policy: HeartbeatPolicy) -> HeartbeatPolicy:
         raise Wrong(f"your policy's values are not a lease policy: {err}") from None
 
 
-# The check explores the lease on the kit's queue, one heartbeat at a time: W1 holds O-1001
+# The check explores the lease, by the kit's queue's rules, one heartbeat at a time: W1 holds O-1001
 # under the policy's TTL while its model call runs (up to MODEL.max s: the longest call is
 # the hardest to keep a lease through, and a lease that runs out at t=x is lost by every
 # call longer than x), and at every heartbeat the schedule picks: it lands, it is lost (up
