@@ -168,6 +168,17 @@ SPEC = Spec(
             "(1 step): heartbeat 1 lands.",
         ),
         refused(
+            policy(60, 200, 1),
+            "W1's lease ran out at t=60",
+            "the first heartbeat would go out at t=200, after the slowest call ends",
+            "(1 step): the call returns at t=120.",
+        ),
+        refused(
+            policy(60, 50, 1),
+            "after 1 lost heartbeat in a row, heartbeat 2 reached the queue at t=100",
+            "2. the lease runs out at t=60: W7 acquires O-1001 (token 2); t=100 W1 sends heartbeat 2: too late",
+        ),
+        refused(
             tuned_on_the_four_seeds,
             "W1's lease ran out at t=11",
             "after 1 lost heartbeat in a row, heartbeat 2 (held up 1 s) reached the queue at t=11",

@@ -285,6 +285,8 @@ class _Leasing:
         arrives = sent + late
         said = f"t={sent:g} W1 sends heartbeat {self.sent}" + (f", held up {late} s" if late else "")
         self.held_up = self.held_up or late > 0
+        if self.deadline <= sent:  # gone before this heartbeat went out
+            return f"{self._taken(self._why(sent, late))}; {said}: too late"
         if self.deadline <= arrives:  # the queue refuses a heartbeat at or after the deadline
             return f"{said}; {self._taken(self._why(arrives, late))}"
         self.arrivals += (arrives,)
@@ -303,24 +305,34 @@ class _Leasing:
 
     def _lost(self, run: Run) -> str:
         self.sent += 1
-        self.in_a_row += 1
         self.now = sent = self.sent * self.policy.heartbeat_interval
         said = f"t={sent:g} W1 sends heartbeat {self.sent}; it is lost on the way"
-        if self.deadline <= sent:
-            return f"{said}; {self._taken(self._why(sent, 0))}"
+        if self.deadline <= sent:  # gone before this heartbeat went out (lost or not)
+            return f"{self._taken(self._why(sent, 0))}; {said}"
+        self.in_a_row += 1
         return said
 
     def _returns(self, run: Run) -> str:
         self.over = True
         if self.deadline <= MODEL.max:  # an ack at the deadline is late
-            why = (
-                f"without heartbeats the lease must outlast the slowest call ({MODEL.max:g} s), and then a dead "
-                f"worker's case waits just as long (limit {LIMITS.max_detection:g} s): no TTL keeps both promises."
-                if self.policy.heartbeat_interval is None
-                else f"the last heartbeat that landed renewed it at t={self.deadline - self.policy.ttl:g}."
-            )
-            return self._taken(why)
+            return self._taken(self._why_not_renewed())
         return f"t={MODEL.max:g} the call returns: W1 acks {CASE}"
+
+    def _why_not_renewed(self) -> str:
+        """Why the lease ran out with no heartbeat left to refuse: none renews it in time."""
+        h, n = self.policy.heartbeat_interval, self.in_a_row
+        slowest = (
+            f"the lease must outlast the slowest call ({MODEL.max:g} s), and then a dead worker's case waits "
+            f"just as long (limit {LIMITS.max_detection:g} s): no TTL keeps both promises."
+        )
+        if h is None:
+            return f"without heartbeats {slowest}"
+        if not self.sent:
+            return f"the first heartbeat would go out at t={h:g}, after the slowest call ends, so {slowest}"
+        lost = (
+            f"the last {n} heartbeat{'s' if n > 1 else ''} of the call {'were' if n > 1 else 'was'} lost, " if n else ""
+        )
+        return f"{lost}the lease was last renewed at t={self.deadline - self.policy.ttl:g}, and the call ran on."
 
     def _dies(self, run: Run) -> str:
         self.over = True
