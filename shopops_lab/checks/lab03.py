@@ -338,13 +338,15 @@ class _Leasing:
         self.over = True
         died, due = self.now, self.deadline
         wait = due - died
+        said = f"t={died:g} W1's process dies; t={due:g} the lease runs out: W7 acquires {CASE}"
         if wait > LIMITS.max_detection:
             due, w7 = self._on_the_queue(due)
             self.problem = (
                 f"W1 died at t={died:g} and its case waited {due - died:g} s before W7 could take it over (limit "
                 f"{LIMITS.max_detection:g} s): the TTL bounds how fast a dead worker's case comes back."
             )
-        return f"t={died:g} W1's process dies; t={due:g} the lease runs out: W7 acquires {CASE}"
+            said += f" (token {w7.token})"
+        return said
 
 
 def policy_scenario(policy: HeartbeatPolicy) -> Scenario:
@@ -381,11 +383,12 @@ def _run(choose_policy) -> str:
     _load(policy)
     found = explore(policy_scenario(policy), policy)
     refuse(found, 'lab03.replay_policy(choose_policy, "{schedule}")')
+    h = policy.heartbeat_interval
+    load = "no heartbeats" if h is None else f"{60 / h:g} heartbeats a minute"
     return (
         f"checked all {found.schedules:,} situations of {found.bound.words}: W1 kept its lease to the end of "
         f"every call, a dead worker's case came back within {policy.ttl:g} s (limit "
-        f"{LIMITS.max_detection:g} s), and each busy worker sends {60 / policy.heartbeat_interval:g} heartbeats "
-        "a minute. Now explain your choice below."
+        f"{LIMITS.max_detection:g} s), and each busy worker sends {load}. Now explain your choice below."
     )
 
 
