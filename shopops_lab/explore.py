@@ -394,9 +394,10 @@ def _fork(played: _Played | None, bound: Bound) -> _Played | None:
     """A copy of a schedule played so far, to go on from instead of replaying it: only for a
     world that offers `clone()` (an independent copy of itself) while no process holds a copy
     of the learner's code (whose memory cannot be copied); else None."""
-    if played is None or played.run._copies or not callable(getattr(played.world, "clone", None)):
+    clone = getattr(played.world, "clone", None) if played is not None else None
+    if played is None or played.run._copies or not callable(clone):
         return None
-    world = played.world.clone()
+    world: World = clone()
     return _Played(
         steps=list(played.steps),
         world=world,
