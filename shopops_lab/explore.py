@@ -13,13 +13,15 @@ kept in the process's memory survives. Each worker process has its own copy of t
 
 `explore` enumerates every schedule within the scenario's `Bound` breadth first, by
 stateless re-execution (a fresh world and fresh answers for every schedule, so nothing
-leaks from one schedule into the next). Two schedules that reach the same state (the
-world's fingerprint, every process's memory, the budget spent, the step count) are merged:
-steps of different workers that commute are explored once, while the count of schedules
-covered stays exact. After every step the world's invariants are asked (`broken`), and
-at the end of a schedule its final promise (`finished`). The first schedule found broken
-is a shortest one, written in words (`Event.words`), replayable with `replay`, and drawn as
-a space-time diagram (`shopops_lab.viz.spacetime`).
+leaks from one schedule into the next); a world that runs no learner code may offer
+`clone()`, and the explorer then goes on from a copy instead of replaying the prefix. Two
+schedules that reach the same state (the world's fingerprint, every process's memory, the
+budget spent, the step count) are merged: steps of different workers that commute are
+explored once, while the count of schedules covered stays exact. After every step the
+world's invariants are asked (`broken`), and at the end of a schedule its final promise
+(`finished`). The first schedule found broken is a shortest one, written in words
+(`Event.words`), replayable with `replay`, and drawn as a space-time diagram
+(`shopops_lab.viz.spacetime`).
 
 How a check uses it (labs 01, 04, 06 are worked examples)::
 
@@ -52,6 +54,7 @@ from typing import Any, Protocol
 
 from shopops_lab.checks.base import Wrong, attempt, memory, restart
 from shopops_lab.errors import BadArgumentError
+from shopops_lab.events import collector_paused
 
 __all__ = [
     "Bound",
@@ -387,6 +390,49 @@ def _step(played: _Played, move: Move, event: Event) -> None:
     played.steps.append(Step(event=event, actor=move.actor, peer=move.peer, said=said, crashed=crashed))
 
 
+def _fork(played: _Played | None, bound: Bound) -> _Played | None:
+    """A copy of a schedule played so far, to go on from instead of replaying it: only for a
+    world that offers `clone()` (an independent copy of itself) while no process holds a copy
+    of the learner's code (whose memory cannot be copied); else None."""
+    clone = getattr(played.world, "clone", None) if played is not None else None
+    if played is None or played.run._copies or not callable(clone):
+        return None
+    world: World = clone()
+    return _Played(
+        steps=list(played.steps),
+        world=world,
+        run=Run(played.run._answer),
+        spent=dict(played.spent),
+        moves=_enabled(world, bound, played.spent),  # the copy's own moves act on the copy
+    )
+
+
+def _children(
+    scenario: Scenario,
+    answer: Any,
+    events: tuple[Event, ...],
+    move: Move,
+    spent: Mapping[str, int],
+    live: _Played | None,
+) -> tuple[list[tuple[tuple[Event, ...], _Played]], _Played | None]:
+    """The schedules `events` + `move` (and its faulty variants), played: each goes on from a
+    copy of the node's world `live` when it can be copied (`_fork`); otherwise the first goes on from
+    `live` itself (used up: None is handed back) and the rest replay from a fresh world."""
+    first = events + (Event(move.name),)
+    base = _fork(live, scenario.bound)
+    if base is None:
+        base, live = live, None
+    played = _play(scenario, answer, first[-1:], go_on=base) if base else _play(scenario, answer, first)
+    children = [(first, played)]
+    for event in _variants(scenario.bound, spent, move.name, played.points):
+        fork = _fork(live, scenario.bound)
+        schedule = events + (event,)
+        children.append(
+            (schedule, _play(scenario, answer, (event,), go_on=fork) if fork else _play(scenario, answer, schedule))
+        )
+    return children, live
+
+
 def _variants(bound: Bound, spent: Mapping[str, int], move: str, points: list[tuple[str, bool]]) -> list[Event]:
     """The faulty versions of a learner call that made the kit calls `points`."""
     events: list[Event] = []
@@ -401,7 +447,15 @@ def _variants(bound: Bound, spent: Mapping[str, int], move: str, points: list[tu
 
 def explore(scenario: Scenario, answer: Any) -> Exploration:
     """Search every schedule of `scenario` within its bound, breadth first; stop at the
-    first (so shortest) one that breaks a promise."""
+    first (so shortest) one that breaks a promise. The cyclic garbage collector is paused
+    meanwhile (`collector_paused`): a search makes thousands of short-lived worlds and
+    fresh copies of the answer, and each full collection would walk every object the
+    kernel holds (about a fifth of lab 05's search); what it leaves is collected after."""
+    with collector_paused():
+        return _search(scenario, answer)
+
+
+def _search(scenario: Scenario, answer: Any) -> Exploration:
     root = _play(scenario, answer, ())
     frontier: list[list] = [[(), root.moves, {}, 1, root]]  # schedule, moves, budget spent, paths, its world
     states, schedules = 1, 0
@@ -413,13 +467,8 @@ def explore(scenario: Scenario, answer: Any) -> Exploration:
             if not moves:
                 schedules += paths
                 continue
-            for move in moves:  # the first move goes on from the node's own world; the rest replay
-                first = events + (Event(move.name),)
-                played = _play(scenario, answer, first[-1:], go_on=live) if live else _play(scenario, answer, first)
-                live = None
-                children = [(first, played)]
-                for event in _variants(scenario.bound, spent, move.name, played.points):
-                    children.append((events + (event,), _play(scenario, answer, events + (event,))))
+            for move in moves:
+                children, live = _children(scenario, answer, events, move, spent, live)
                 for schedule, child in children:
                     if child.problem is not None:
                         return Exploration(

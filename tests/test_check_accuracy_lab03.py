@@ -1,16 +1,21 @@
-"""The specification of lab 03's checks: a lease policy for a 120 s model call, judged by
-simulating its values with the kit's own evaluator; and the heartbeat loop (03.3), judged by
-exploring every draft, stall and takeover in a small grid, each wrong loop refused with the
-shortest schedule that breaks it."""
+"""The specification of lab 03's checks: a lease policy for a 120 s model call (03.1), judged
+by exploring every situation of its lease on the kit's queue (lost heartbeats, one held up,
+the worker dying); and the heartbeat loop (03.3), judged by exploring every draft, stall
+and takeover in a small grid. Each wrong answer is refused with the shortest situation
+or schedule that breaks it."""
 
 from __future__ import annotations
+
+import dataclasses
+import itertools
+import random
 
 from check_accuracy import Spec, accuracy_tests, refused
 
 from shopops_lab.checks import lab03
 from shopops_lab.checks.lab03 import HeartbeatPolicy
 from shopops_lab.errors import LeaseLostError
-from shopops_lab.explore import Run
+from shopops_lab.explore import Run, explore
 from shopops_lab.widgets.ttl import evaluate_policy
 
 # ---------------------------------------------------------------------------- right, written differently
@@ -28,6 +33,29 @@ def promises_less_than_it_keeps():
 def derived_from_the_limits():
     interval = 60 / lab03.LIMITS.max_heartbeats_per_min  # as often as the load limit allows
     return HeartbeatPolicy(ttl=lab03.LIMITS.max_detection - 10, heartbeat_interval=interval * 2, missed_tolerance=3)
+
+
+class NotedPolicy(HeartbeatPolicy):
+    """A subclass with a note of its own: only the three values count."""
+
+    def note(self):
+        return "chosen on Tuesday"
+
+
+def fractional_values_in_a_subclass():
+    return NotedPolicy(ttl=75.5, heartbeat_interval=12.5, missed_tolerance=4)
+
+
+def computed_from_the_promise():
+    """ttl from the rule itself: k lost, the next one held up as long as allowed, and a second to spare."""
+    tolerance, interval = 2, 20
+    ttl = (tolerance + 1) * interval + lab03.LIMITS.max_late + 1
+    return dataclasses.replace(
+        HeartbeatPolicy(ttl=1, heartbeat_interval=1, missed_tolerance=0),
+        ttl=ttl,
+        heartbeat_interval=interval,
+        missed_tolerance=tolerance,
+    )
 
 
 # ---------------------------------------------------------------------------- wrong, as learners write them
@@ -55,40 +83,214 @@ def policy(ttl, every, tolerance):
     return choose_policy
 
 
+OLD_SEEDS = (1, 2, 3, 4)  # what the check sampled before it explored
+
+
+def passed_the_four_seeds(chosen: HeartbeatPolicy) -> bool:
+    """The old check's verdict: the kit's evaluator on four seeds of 2,000 calls, every limit kept."""
+    return all(not lab03.problems(chosen.evaluate(seed=seed)) for seed in OLD_SEEDS)
+
+
+def tuned_on_the_four_seeds():
+    """The quickest detection the four seeded simulations accept: found by search, at the
+    highest heartbeat rate allowed, with the smallest tolerance the limits name."""
+    for ttl in range(10, 91):
+        candidate = HeartbeatPolicy(ttl=ttl, heartbeat_interval=5, missed_tolerance=1)
+        if passed_the_four_seeds(candidate):
+            return candidate
+    raise AssertionError("no candidate")
+
+
+def just_above_the_rule():
+    """ttl > (k + 1) x interval, by one second: true only while every heartbeat is on time."""
+    return HeartbeatPolicy(ttl=31, heartbeat_interval=15, missed_tolerance=1)
+
+
+def sized_from_the_calls_shown():
+    """No heartbeats, a TTL just above the slowest of the twenty calls the notebook prints (seed 3)."""
+    rng = random.Random(3)
+    slowest = max(lab03.MODEL.sample(rng) for _ in range(20))
+    return HeartbeatPolicy(ttl=round(slowest) + 10, heartbeat_interval=None, missed_tolerance=0)
+
+
+def _replay(situation):
+    return f'lab03.replay_policy(choose_policy, "{situation}")'
+
+
 SPEC = Spec(
     exercise=lab03.exercise,
-    right=(short_lease_frequent_beats, promises_less_than_it_keeps, derived_from_the_limits),
+    right=(
+        short_lease_frequent_beats,
+        promises_less_than_it_keeps,
+        derived_from_the_limits,
+        fractional_values_in_a_subclass,
+        computed_from_the_promise,
+    ),
     wrong=(
         refused(
             policy(30, None, 0),
-            "healthy workers lose their lease in 11.05% of calls (limit 0.10%)",
-            "outlast the slowest call (120 s)",
-            "without heartbeats no TTL keeps both promises",
-            "seed 1",
-            hidden=("plan for at least",),
+            "W1's lease ran out at t=30 while its model call was still running (calls take up to 120 s)",
+            "W7 took the case over at t=30 (token 2)",
+            "without heartbeats the lease must outlast the slowest call (120 s)",
+            "no TTL keeps both promises",
+            "(1 step): the call returns at t=120.",
+            _replay("the call returns at t=120"),
         ),
         refused(
             policy(130, None, 0),
-            "a dead worker's case can wait 130 s before redelivery (limit 90 s)",
-            "without heartbeats no TTL keeps both promises",
-            hidden=("plan for at least",),
+            "W1 died at t=0 and its case waited 130 s before W7 could take it over (limit 90 s)",
+            "(1 step): W1 dies.",
+            _replay("W1 dies"),
         ),
-        refused(policy(120, 20, 1), "can wait 120 s before redelivery (limit 90 s)"),
-        refused(policy(30, 2, 3), "30 heartbeats per worker per minute (limit 12)"),
+        refused(policy(120, 20, 1), "its case waited 120 s before W7 could take it over (limit 90 s)"),
+        refused(policy(30, 2, 3), "sends 30 heartbeats per worker per minute (limit 12)", "at most every 5 s"),
         refused(
-            policy(30, 10, 2), "does not survive 2 lost heartbeat(s) in a row", "lands 30 s after the last renewal"
+            policy(30, 10, 2),
+            "after 2 lost heartbeats in a row, heartbeat 3 reached the queue at t=30, 30 s after the last renewal, "
+            "not before the 30 s deadline",
+            "(3 steps): heartbeat 1 is lost · heartbeat 2 is lost · heartbeat 3 lands.",
         ),
         refused(
-            policy(20, 15, 0),
-            "with a heartbeat every 15 s, a 20 s lease survives 0 lost heartbeat(s) in a row",
-            "plan for at least 1",
+            policy(60, 15, 3),
+            "after 3 lost heartbeats in a row, heartbeat 4 reached the queue at t=60",
+            "(4 steps): heartbeat 1 is lost · heartbeat 2 is lost · heartbeat 3 is lost · heartbeat 4 lands.",
         ),
-        refused(policy(30, 40, 1), "the first heartbeat comes after the deadline"),
-        refused(rigged, "ttl 30 s, no heartbeats", "11.05% of calls", hidden=("a perfect policy",)),
+        refused(
+            policy(25, 15, 0),
+            "W1's lease ran out at t=25",
+            "after 1 lost heartbeat in a row, heartbeat 2 reached the queue at t=30",
+            "(2 steps): heartbeat 1 is lost · heartbeat 2 lands.",
+        ),
+        refused(
+            policy(30, 40, 1),
+            "W1's lease ran out at t=30",
+            "heartbeat 1 reached the queue at t=40, 40 s after the last renewal, not before the 30 s deadline",
+            "(1 step): heartbeat 1 lands.",
+        ),
+        refused(
+            policy(60, 200, 1),
+            "W1's lease ran out at t=60",
+            "the first heartbeat would go out at t=200, after the slowest call ends",
+            "(1 step): the call returns at t=120.",
+        ),
+        refused(
+            policy(60, 50, 1),
+            "after 1 lost heartbeat in a row, heartbeat 2 reached the queue at t=100",
+            "2. the lease runs out at t=60: W7 acquires O-1001 (token 2); t=100 W1 sends heartbeat 2: too late",
+        ),
+        refused(
+            tuned_on_the_four_seeds,
+            "W1's lease ran out at t=11",
+            "after 1 lost heartbeat in a row, heartbeat 2 (held up 1 s) reached the queue at t=11",
+            "(2 steps): heartbeat 1 is lost · heartbeat 2 is 1 s late.",
+            _replay("heartbeat 1 is lost · heartbeat 2 is 1 s late"),
+        ),
+        refused(
+            just_above_the_rule,
+            "W1's lease ran out at t=31",
+            "heartbeat 2 (held up 1 s) reached the queue at t=31, 31 s after the last renewal",
+            "(2 steps): heartbeat 1 is lost · heartbeat 2 is 1 s late.",
+        ),
+        refused(
+            policy(35, 15, 1),
+            "heartbeat 2 (held up 5 s) reached the queue at t=35",
+            "(2 steps): heartbeat 1 is lost · heartbeat 2 is 5 s late.",
+        ),
+        refused(
+            sized_from_the_calls_shown,
+            "W1's lease ran out at t=60 while its model call was still running",
+            "(1 step): the call returns at t=120.",
+        ),
+        refused(rigged, "W1's lease ran out at t=30", "without heartbeats", hidden=("a perfect policy",)),
         refused(lambda: {"ttl": 60, "heartbeat_interval": 15}, "returned the dict", "return a HeartbeatPolicy("),
     ),
     secrets=("HeartbeatPolicy(ttl=60", "ttl 60 s"),
 )
+
+
+def test_policies_the_four_seeds_passed_are_refused_by_the_grid():
+    """The old check sampled four seeds; these passed it, and each breaks a promise in the grid."""
+    for choose_policy in (tuned_on_the_four_seeds, just_above_the_rule, policy(35, 15, 1)):
+        chosen = choose_policy()
+        assert passed_the_four_seeds(chosen), chosen
+        assert not lab03.exercise.result(choose_policy).correct, chosen
+    replayed = lab03.replay_policy(tuned_on_the_four_seeds, "heartbeat 1 is lost · heartbeat 2 is 1 s late")
+    assert replayed.problem.startswith("W1's lease ran out at t=11 while its model call was still running")
+    assert [step.said for step in replayed.steps] == [
+        "t=5 W1 sends heartbeat 1; it is lost on the way",
+        "t=10 W1 sends heartbeat 2, held up 1 s; the lease runs out at t=11: W7 acquires O-1001 (token 2)",
+    ]
+    on_time = lab03.replay_policy(tuned_on_the_four_seeds, "heartbeat 1 is lost · heartbeat 2 lands")
+    assert on_time.problem is None and "lease until t=21" in on_time.steps[-1].said
+
+
+def test_the_policy_check_states_its_scope_and_covers_it_exactly():
+    """The count is every situation: a brute-force walk of the same grid, with no merging, finds as many."""
+    result = lab03.exercise.result(lambda: HeartbeatPolicy(ttl=60, heartbeat_interval=15, missed_tolerance=2))
+    assert result.correct and result.message.startswith(
+        "checked all 4,992 situations of a model call of up to 120 s under your policy (ttl 60 s, heartbeat every "
+        "15 s, tolerates 2 lost in a row): any pattern of lost heartbeats, up to 2 in a row, any one heartbeat held "
+        "up 1 to 5 s, and W1 dying at any heartbeat with W7 asking for work the second the lease runs out"
+    )
+    assert _brute_force(HeartbeatPolicy(ttl=60, heartbeat_interval=15, missed_tolerance=2)) == 4_992
+    small = HeartbeatPolicy(ttl=40, heartbeat_interval=10, missed_tolerance=2)
+    assert explore(lab03.policy_scenario(small), small).schedules == _brute_force(small)
+
+
+def _brute_force(chosen: HeartbeatPolicy) -> int:
+    """Every situation, written out one by one: each heartbeat (sent at k x interval while
+    k x interval < 120) lands, is lost (at most `tolerance` in a row) or, once, is held up
+    1 to 5 s; W1 may die before any heartbeat or the call's end."""
+    h, most = chosen.heartbeat_interval, max(1, chosen.missed_tolerance)
+    ticks = [k * h for k in range(1, 200) if k * h < lab03.MODEL.max]
+
+    def count(k: int, in_a_row: int, held: bool) -> int:
+        if k == len(ticks):
+            return 2  # the call returns, or W1 dies
+        total = 1 + count(k + 1, 0, held)  # W1 dies here; or the heartbeat lands
+        if in_a_row < most:
+            total += count(k + 1, in_a_row + 1, held)
+        if not held:
+            total += sum(count(k + 1, 0, True) for s in range(1, 6) if ticks[k] + s < lab03.MODEL.max)
+        return total
+
+    return count(0, 0, False)
+
+
+def test_copying_the_world_covers_what_replaying_covers():
+    """The explorer goes on from copies of 03.1's world (`clone`); without them it replays every
+    prefix, and finds the same count, the same states and the same shortest situation."""
+
+    class Replayed(lab03._Leasing):
+        clone = None
+
+    for chosen in (
+        HeartbeatPolicy(ttl=40, heartbeat_interval=10, missed_tolerance=2),
+        HeartbeatPolicy(ttl=31, heartbeat_interval=15, missed_tolerance=1),
+    ):
+        copied = explore(lab03.policy_scenario(chosen), chosen)
+        scenario = dataclasses.replace(lab03.policy_scenario(chosen), start=lambda run, c=chosen: Replayed(run, c))
+        replayed = explore(scenario, chosen)
+        assert (copied.schedules, copied.states) == (replayed.schedules, replayed.states)
+        assert (copied.counterexample is None) == (replayed.counterexample is None)
+        if copied.counterexample is not None:
+            assert copied.counterexample.words == replayed.counterexample.words
+
+
+def test_the_worlds_lease_is_the_queues():
+    """The world keeps the lease as numbers; the kit's queue, fed the same heartbeats, keeps the same deadline."""
+    chosen = HeartbeatPolicy(ttl=40, heartbeat_interval=10, missed_tolerance=2)
+    for pattern in itertools.product(("lands", "lost", "late"), repeat=5):
+        if "lost" * 3 in "".join(pattern) or pattern.count("late") > 1:
+            continue  # beyond the bound: 2 lost in a row, one held up
+        world = lab03._Leasing(Run(None), chosen)
+        for what in pattern:
+            if what == "lost":
+                world._lost(None)
+            else:
+                world._beat(3 if what == "late" else 0, None)
+        due, w7 = world._on_the_queue(world.deadline)
+        assert due == world.deadline and w7.token == 2, pattern
 
 
 # ---------------------------------------------------------------------------- 03.3 the heartbeat loop

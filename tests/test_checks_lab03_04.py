@@ -1,4 +1,4 @@
-"""The learner checks of lab 03 (a lease policy judged by simulation) and lab 04 (a fenced
+"""The learner checks of lab 03 (a lease policy judged on every situation of its lease) and lab 04 (a fenced
 result store, and which control rejects a stale completion): how their messages are
 built, and the real notebooks (the master's answers pass, the student copy's stubs read
 as "not attempted"). Right and wrong answers: tests/test_check_accuracy_lab03.py, _lab04.py.
@@ -35,23 +35,37 @@ def stub(*args, **kwargs):
 # --------------------------------------------------------------------------- lab 03
 
 
-def test_lab03_lists_every_broken_limit_and_the_measured_numbers():
+def test_lab03_names_the_broken_promise_then_the_shortest_situation():
     result = lab03.exercise.result(policy(20, 15, 0))
-    assert result.message.endswith(
-        "breaks 2 limits in the simulation with seed 1 (2000 model calls, p50 8 s, p99 90 s, max 120 s):"
+    assert result.message.startswith(
+        "W1's lease ran out at t=20 while its model call was still running (calls take up to 120 s), and W7 took "
+        "the case over at t=20 (token 2): heartbeat 1 (held up 5 s) reached the queue at t=20, 20 s after the last "
+        "renewal, not before the 20 s deadline. The shortest schedule that shows it (1 step): heartbeat 1 is 5 s late."
     )
-    assert result.evidence[0].startswith("- healthy workers lose their lease in 0.25% of calls")
-    assert result.evidence[1].startswith("- with a heartbeat every 15 s, a 20 s lease survives 0 lost")
-    assert "  spurious expiry:  0.25% of healthy calls (2000 simulated, 1.0% of heartbeats lost)" in result.evidence
+    assert result.evidence == (
+        "1. t=15 W1 sends heartbeat 1, held up 5 s; the lease runs out at t=20: W7 acquires O-1001 (token 2)",
+    )
+    chosen = HeartbeatPolicy(ttl=20, heartbeat_interval=15, missed_tolerance=0)
+    assert lab03.replay_policy(chosen, "heartbeat 1 is 4 s late").problem is None  # a policy, or choose_policy
+    assert "W1's lease ran out at t=20" in str(lab03.replay_policy(chosen, "heartbeat 1 is lost · heartbeat 2 lands"))
 
 
 def test_lab03_a_policy_without_heartbeats_is_told_why_no_ttl_works():
     result = lab03.exercise.result(policy(30, None, 0))
-    assert result.message.endswith(
-        "breaks 1 limit in the simulation with seed 1 (2000 model calls, p50 8 s, p99 90 s, max 120 s):"
+    assert "without heartbeats the lease must outlast the slowest call (120 s), and then a dead worker's case " in (
+        result.message
     )
-    assert result.evidence[1].startswith("without heartbeats no TTL keeps both promises")
-    assert not any("lost heartbeat" in line for line in result.evidence[:2])
+    assert result.evidence == ("1. the lease runs out at t=30: W7 acquires O-1001 (token 2)",)
+    assert "lost heartbeat" not in result.message
+
+
+def test_lab03_the_load_limit_comes_first():
+    """Arithmetic, before any situation is played: a policy that also breaks other promises hears this one."""
+    result = lab03.exercise.result(policy(300, 4, 0))
+    assert result.message == (
+        "your policy (ttl 300 s, heartbeat every 4 s, tolerates 0 lost in a row) sends 15 heartbeats per worker per "
+        "minute (limit 12): that is load on the queue for no progress; heartbeat at most every 5 s."
+    )
 
 
 def test_lab03_judges_the_values_not_the_object():

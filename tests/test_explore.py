@@ -6,7 +6,8 @@ Checked here: the explorer finds the shortest breaking schedule; the count of sc
 it reports is exact (equal to a brute-force enumeration without state hashing); state
 hashing merges commuting steps without losing a counterexample; it is deterministic; a
 crash is a process death (nothing kept in memory survives, no except of the learner's has
-an effect); and `restart` rebuilds an answer on fresh memory."""
+an effect); `restart` rebuilds an answer on fresh memory; the cyclic collector is paused
+during a search; and a world that offers `clone()` is searched alike from copies."""
 
 from __future__ import annotations
 
@@ -294,3 +295,67 @@ def test_restart_reaches_functions_kept_in_a_table():
     fresh = restart(counts_through_a_table)
     assert fresh("a") == 1 and fresh("a") == 2 and restart(counts_through_a_table)("a") == 1
     assert _TALLY == {}
+
+
+def test_the_collector_is_paused_during_a_search_and_back_after():
+    """A search makes thousands of short-lived worlds; the cyclic collector would walk every
+    object the process holds each time. It is paused for the search, and restored after, also
+    when the search ends on a counterexample."""
+    import gc
+
+    seen = []
+
+    class Noting(_Counter):
+        def moves(self):
+            seen.append(gc.isenabled())
+            return super().moves()
+
+    assert gc.isenabled()
+    noting = Scenario("counter", scenario().bound, Noting)
+    assert explore(noting, bumps_once_by_key).counterexample is None
+    assert seen and not any(seen) and gc.isenabled()
+    assert explore(noting, reads_then_writes).counterexample is not None and gc.isenabled()
+
+
+def test_a_world_that_can_be_copied_is_searched_alike_from_copies():
+    """A world that runs no learner code may offer clone(); going on from copies instead of
+    replaying each prefix covers the same schedules, through the same states."""
+    import copy
+
+    class Plain:
+        """Two workers each take one of two turns, in any order; no learner code."""
+
+        def __init__(self, run):
+            self.done = ()
+
+        def moves(self):
+            return [Move(f"{w} turn", w, lambda run, w=w: self._turn(w)) for w in WORKERS if w not in self.done]
+
+        def _turn(self, who):
+            self.done += (who,)
+            return f"{who} takes its turn"
+
+        def fingerprint(self):
+            return tuple(sorted(self.done))
+
+        def broken(self):
+            return None
+
+        def finished(self):
+            return None
+
+        def crashed(self, actor):
+            return None
+
+    class Copied(Plain):
+        clones = 0
+
+        def clone(self):
+            Copied.clones += 1
+            return copy.copy(self)
+
+    replayed = explore(Scenario("plain", Bound(words="2 turns"), Plain), None)
+    copied = explore(Scenario("copied", Bound(words="2 turns"), Copied), None)
+    assert (copied.schedules, copied.states) == (replayed.schedules, replayed.states)
+    assert copied.schedules == 2
+    assert Copied.clones > 0
