@@ -1,8 +1,8 @@
 """Fixtures shared by more than one test module, and how the suite is sorted:
 
 * marks: `slow` (left out by `make test-fast`) on the suites listed below, with the mark
-  of their kind (`browser`, `lite`, `nbgrader`, `postgres`, `notebooks`), registered in
-  pyproject.toml;
+  of their kind (`browser`, `lite`, `nbgrader`, `grading`, `postgres`, `notebooks`),
+  registered in pyproject.toml;
 * workers: `make test` runs `pytest -n auto --dist loadfile`: each test file (each notebook)
   runs whole in one worker, in order, so a notebook's cells share their kernel and a
   module-scoped fixture is built once. SHARED puts files that share one thing in one worker.
@@ -29,7 +29,16 @@ SLOW_FILES: dict[str, str] = {
     "test_browser.py": "browser",  # every lab in JupyterLab, and the Lite site, in headless Chromium
     "test_lite.py": "lite",  # builds the offline JupyterLite site (npm; PyPI the first time)
     "test_nbgrader_roundtrip.py": "nbgrader",  # real nbgrader, in its own cached venv, grades every lab
+    "test_grade_explorer.py": "grading",  # the explored checks of every lab judged across the grader's processes
 }
+# Single tests that grade every lab's master and student notebook end to end: the `grading`
+# kind. (test_grade.py and test_grade_attacks.py stay quick: they grade one lab, hostile cases.)
+GRADING_RUNS: frozenset[str] = frozenset(
+    {
+        "test_grade_cli.py::test_every_labs_master_earns_every_autograded_point",
+        "test_grade_cli.py::test_every_labs_student_notebook_earns_nothing",
+    }
+)
 # Single tests that run whole notebooks in kernels, as nbval does: the `notebooks` kind.
 NOTEBOOK_RUNS: frozenset[str] = frozenset(
     {
@@ -131,6 +140,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             kinds.append("notebooks")  # an nbval cell, or a test running notebooks in kernels
         elif item.path.name in SLOW_FILES:
             kinds.append(SLOW_FILES[item.path.name])
+        elif f"{item.path.name}::{item.originalname}" in GRADING_RUNS:
+            kinds.append("grading")
         if "postgres" in item.nodeid.lower():
             kinds.append("postgres")  # a case on the PostgreSQL server (it skips without one)
         for kind in kinds:
