@@ -10,9 +10,12 @@ NOTEBOOK_DIRS := solutions notebooks
 START_NOTEBOOK := notebooks/00_start_here.ipynb
 # Extra flags, e.g. make test PYTEST_ARGS="-x -k lease"; make lab LAB_ARGS="--no-browser"
 PYTEST_ARGS ?=
-# Test files run in parallel, one worker per core; each file (each notebook) runs whole in one
-# worker, and files that share a built site are kept together (tests/conftest.py). XDIST= runs serially.
-XDIST ?= -n auto --dist loadfile
+# Test files run in parallel; each file (each notebook) runs whole in one worker, and files that
+# share a built site are kept together (tests/conftest.py). One worker more than the cores: a
+# worker waiting on a kernel, a browser or a disk flush leaves its core to another (a 2-core CI
+# run kept its cores 70% busy with one worker per core). XDIST= runs serially.
+WORKERS ?= $(shell python3 -c 'import os; print((os.cpu_count() or 1) + 1)' 2>/dev/null || echo 2)
+XDIST ?= -n $(WORKERS) --dist loadfile
 # make test-fast: everything but the suites marked slow (tests/conftest.py), Hypothesis on its quick profile
 FAST_ARGS ?= -m 'not slow'
 # CI sets this: pytest's exit 5 (it collected no test) is reported, not a failure of the run

@@ -3,7 +3,7 @@
 * marks: `slow` (left out by `make test-fast`) on the suites listed below, with the mark
   of their kind (`browser`, `lite`, `nbgrader`, `grading`, `postgres`, `notebooks`),
   registered in pyproject.toml;
-* workers: `make test` runs `pytest -n auto --dist loadfile`: each test file (each notebook)
+* workers: `make test` runs `pytest -n <cores + 1> --dist loadfile`: each test file (each notebook)
   runs whole in one worker, in order, so a notebook's cells share their kernel and a
   module-scoped fixture is built once. SHARED puts files that share one thing in one worker.
 
