@@ -281,6 +281,10 @@ class Decision:
     reason: str = ""
 
     def __post_init__(self) -> None:
+        limit, seconds = self.max_priority, self.wait_seconds
+        if (limit is None or limit.__class__ is Priority) and seconds.__class__ is float and seconds == 0.0:
+            if self.reason.__class__ is str:
+                return  # acquire(...) as policies build it on every poll, passed in one cheap test (bench_sim.py)
         if self.max_priority is not None:
             arguments.whole(
                 "max_priority",

@@ -284,7 +284,7 @@ class Queue:
             if lease_seconds is None
             else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
         )
-        if max_priority is not None:
+        if max_priority is not None and max_priority.__class__ is not Priority:  # a Priority is in range
             arguments.whole(
                 "max_priority",
                 max_priority,
