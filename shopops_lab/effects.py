@@ -101,19 +101,20 @@ class ContactLedger:
 
     def record(self, contact: Contact) -> None:
         arguments.instance("contact", contact, Contact, "pass a Contact (providers record what they deliver)")
-        self.store.put(
-            _CONTACTS,
-            contact.message_id,
-            {  # flat, so no asdict (a deep copy, on a hot path)
-                "message_id": contact.message_id,
-                "channel": contact.channel,
-                "case_id": contact.case_id,
-                "to": contact.to,
-                "idem_key": contact.idem_key,
-                "time": contact.time,
-                "worker_id": contact.worker_id,
-            },
+        self._keep(
+            message_id=contact.message_id,
+            channel=contact.channel,
+            case_id=contact.case_id,
+            to=contact.to,
+            idem_key=contact.idem_key,
+            time=contact.time,
+            worker_id=contact.worker_id,
         )
+
+    def _keep(self, message_id: str, **fields: str | float | None) -> None:
+        """Store one contact as its flat row (`Contact`'s fields, in order): the provider hands
+        its own checked values straight here, with no `Contact` built only to be taken apart."""
+        self.store.put(_CONTACTS, message_id, {"message_id": message_id, **fields})
 
     def contacts(self, case_id: str | None = None) -> list[Contact]:
         return [Contact(**row) for _, row in self.store.scan(_CONTACTS) if case_id is None or row["case_id"] == case_id]
@@ -245,16 +246,14 @@ class Provider:
             return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)
         message_id = f"{self.prefix}-{self.store.next_number(self.prefix):04d}"
         self.store.put(self._operations, op_id, {"message_id": message_id, "case_id": case_id, "to": to, "body": body})
-        self.ledger.record(
-            Contact(
-                message_id=message_id,
-                channel=self.channel,
-                case_id=case_id,
-                to=to,
-                idem_key=idem_key,
-                time=t,
-                worker_id=worker_id,
-            )
+        self.ledger._keep(
+            message_id=message_id,
+            channel=self.channel,
+            case_id=case_id,
+            to=to,
+            idem_key=idem_key,
+            time=t,
+            worker_id=worker_id,
         )
         self.log.append(
             EventKind.CONTACT_SENT,
