@@ -85,13 +85,15 @@ class Pass:
             EventKind.JOB_CLAIMED: self._claimed,
         }
 
-    def run(self, events: list[Event]) -> None:
+    def run(self, events: list[Event], *, end: float) -> None:
+        """Hand each event to its kind's handler; `end` is the time of the log's last event
+        (of any kind: the log may hold kinds no handler reads, left out of `events`)."""
         handler = self.handlers.get
         for event in events:
             act = handler(event.kind)
             if act is not None:
                 act(event)
-        self.end = events[-1].time
+        self.end = end
 
     # ------------------------------------------------------------------ queue events
     def _item(self, event: Event) -> _Item | None:

@@ -55,11 +55,11 @@ def check(
     budget = DEFAULT_APPROVAL_WAIT_BUDGET if approval_wait_budget is None else float(approval_wait_budget)
     budget = DEFAULT_APPROVAL_WAIT_BUDGET if approval_wait_budget is None else float(approval_wait_budget)
     with collector_paused():
-        events = log.events
         judge = Pass(max_attempts, budget)
-        judge.run(events)
+        last = log.last_time
+        judge.run(log.select(judge.handlers), end=0.0 if last is None else last)
         anomalies = _judge_the_end(judge, final)
-    return _verdict(judge, anomalies, len(events))
+    return _verdict(judge, anomalies, len(log))
 
 
 def _judge_the_end(judge: Pass, final: bool) -> list[Anomaly]:
