@@ -124,10 +124,12 @@ class ContactLedger:
 
     def duplicates(self) -> dict[tuple[str, str], list[Contact]]:
         """(case_id, idem_key) -> contacts, for every intent the customer got more than once."""
-        by_intent: dict[tuple[str, str], list[Contact]] = {}
-        for contact in self.contacts():
-            by_intent.setdefault((contact.case_id, contact.idem_key), []).append(contact)
-        return {key: group for key, group in sorted(by_intent.items()) if len(group) > 1}
+        by_intent: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for _, row in self.store.scan(_CONTACTS):  # rows, not Contacts: most intents are sent once
+            by_intent.setdefault((row["case_id"], row["idem_key"]), []).append(row)
+        return {
+            key: [Contact(**row) for row in group] for key, group in sorted(by_intent.items()) if len(group) > 1
+        }
 
     def __len__(self) -> int:
         return len(self.store.scan(_CONTACTS))
