@@ -57,7 +57,7 @@ def check(
     with collector_paused():
         judge = Pass(max_attempts, budget)
         last = log.last_time
-        judge.run(log.select(judge.handlers), end=0.0 if last is None else last)
+        judge.run(log.select(Pass.HANDLED), end=0.0 if last is None else last)
         anomalies = _judge_the_end(judge, final)
     return _verdict(judge, anomalies, len(log))
 
