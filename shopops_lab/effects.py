@@ -127,9 +127,7 @@ class ContactLedger:
         by_intent: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for _, row in self.store.scan(_CONTACTS):  # rows, not Contacts: most intents are sent once
             by_intent.setdefault((row["case_id"], row["idem_key"]), []).append(row)
-        return {
-            key: [Contact(**row) for row in group] for key, group in sorted(by_intent.items()) if len(group) > 1
-        }
+        return {key: [Contact(**row) for row in group] for key, group in sorted(by_intent.items()) if len(group) > 1}
 
     def __len__(self) -> int:
         return len(self.store.scan(_CONTACTS))
