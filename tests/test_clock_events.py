@@ -265,6 +265,27 @@ def test_rows_gives_the_same_events_as_named_rows_in_order():
     )
 
 
+def test_every_field_of_an_event_the_log_builds_is_filled_from_its_row():
+    log = sample_log()
+    names = [f.name for f in dataclasses.fields(Event)]
+    for seq, (event, row) in enumerate(zip(log, log.rows(), strict=True)):
+        assert {name: getattr(event, name) for name in names} == {"seq": seq, **row._asdict()}
+        assert event == Event(**{name: getattr(event, name) for name in names})
+
+
+def test_select_gives_the_events_of_some_kinds_as_a_full_read_does():
+    kinds = {EventKind.LEASED, EventKind.ACKED}
+    fresh = sample_log()
+    picked = fresh.select(kinds)  # built for those rows only, before anything was read
+    assert [e.seq for e in picked] == [1, 3] and fresh.last_time == 3.0
+    full = [e for e in sample_log() if e.kind in kinds]
+    assert picked == full and [dict(e.info) for e in picked] == [dict(e.info) for e in full]
+    assert sample_log().select(set()) == [] and EventLog().select(kinds) == [] and EventLog().last_time is None
+    read = sample_log()
+    assert len(read.events) == 4  # built and kept: select hands back the same objects
+    assert all(a is b for a, b in zip(read.select(kinds), [read[1], read[3]], strict=True))
+
+
 def test_show_prints_the_last_events_and_how_many_came_before():
     log = sample_log()
     assert log.show(limit=2) == (
