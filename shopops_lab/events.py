@@ -7,7 +7,7 @@ adapters, the simulator's workers) appends here. Events are frozen; `seq` orders
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Container, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -120,6 +120,12 @@ class Event:
     token: int | None = None
     attempt: int | None = None
     info: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False, hash=False)
+
+    @classmethod
+    def from_row(cls, seq: int, row: EventRow) -> Event:
+        """The event of a stored row (`EventLog.rows()`), numbered `seq`: what the log itself
+        builds when it is read, for a reader of rows that needs an Event for a few of them."""
+        return _event(seq, row)
 
     def as_dict(self) -> dict[str, Any]:
         """A plain, JSON-ready dict (kind as its string, info copied)."""
@@ -240,14 +246,6 @@ class EventLog:
         self._materialize(len(self._rows))
         return self._events[index]
 
-    def select(self, kinds: Container[EventKind]) -> list[Event]:
-        """The events of `kinds`, in log order, with an `Event` built only for those rows (and
-        not kept): a reader that acts on a few kinds, as the checker does, need not build one
-        for every row of a day (bench_checks.py). Events already built are reused."""
-        built, rows = self._events, self._rows
-        done = len(built)
-        return [built[seq] if seq < done else _event(seq, row) for seq, row in enumerate(rows) if row.kind in kinds]
-
     def appender(self) -> Callable[[EventRow], object]:
         """The fast path for hot producers (the queue): a function taking one `EventRow`, the
         very record `append` makes, stored without `append`'s checks (bench_queue.py). The
@@ -263,11 +261,6 @@ class EventLog:
     @property
     def last(self) -> Event | None:
         return self[-1] if self._rows else None
-
-    @property
-    def last_time(self) -> float | None:
-        """The time of the last event (None while the log is empty), without building Events."""
-        return self._rows[-1].time if self._rows else None
 
     def where(
         self,

@@ -273,17 +273,12 @@ def test_every_field_of_an_event_the_log_builds_is_filled_from_its_row():
         assert event == Event(**{name: getattr(event, name) for name in names})
 
 
-def test_select_gives_the_events_of_some_kinds_as_a_full_read_does():
-    kinds = {EventKind.LEASED, EventKind.ACKED}
-    fresh = sample_log()
-    picked = fresh.select(kinds)  # built for those rows only, before anything was read
-    assert [e.seq for e in picked] == [1, 3] and fresh.last_time == 3.0
-    full = [e for e in sample_log() if e.kind in kinds]
-    assert picked == full and [dict(e.info) for e in picked] == [dict(e.info) for e in full]
-    assert sample_log().select(set()) == [] and EventLog().select(kinds) == [] and EventLog().last_time is None
-    read = sample_log()
-    assert len(read.events) == 4  # built and kept: select hands back the same objects
-    assert all(a is b for a, b in zip(read.select(kinds), [read[1], read[3]], strict=True))
+def test_an_event_built_from_its_row_is_the_event_the_log_gives():
+    log = sample_log()
+    built = [Event.from_row(seq, row) for seq, row in enumerate(log.rows())]
+    assert built == log.events and [dict(e.info) for e in built] == [dict(e.info) for e in log]
+    with pytest.raises(TypeError):
+        built[1].info["expires_at"] = 0  # type: ignore[index]
 
 
 def test_show_prints_the_last_events_and_how_many_came_before():

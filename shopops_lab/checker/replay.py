@@ -15,7 +15,7 @@ from typing import ClassVar
 from shopops_lab.checker import messages
 from shopops_lab.checker.result import Anomaly
 from shopops_lab.checker.starvation import ApprovalWaits, is_approval
-from shopops_lab.events import Event, EventKind
+from shopops_lab.events import Event, EventKind, EventRow
 from shopops_lab.states import ItemState
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "Pass", "storm"]
@@ -89,15 +89,16 @@ class Pass:
         self.waits = ApprovalWaits(budget, self.found)
         self.end = 0.0
 
-    def run(self, events: list[Event], *, end: float) -> None:
-        """Hand each event to its kind's handler; `end` is the time of the log's last event
-        (of any kind: the log may hold kinds no handler reads, left out of `events`)."""
+    def run(self, rows: list[EventRow]) -> None:
+        """Hand each event of a kind the pass reads to its handler, as an `Event` built for it
+        alone: a day's rows hold thousands of other kinds, never turned into Events here."""
         handler = {kind: getattr(self, name) for kind, name in self.HANDLED.items()}.get
-        for event in events:
-            act = handler(event.kind)
+        event = Event.from_row
+        for seq, row in enumerate(rows):
+            act = handler(row.kind)
             if act is not None:
-                act(event)
-        self.end = end
+                act(event(seq, row))
+        self.end = rows[-1].time
 
     # ------------------------------------------------------------------ queue events
     def _item(self, event: Event) -> _Item | None:

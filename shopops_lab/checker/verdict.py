@@ -55,11 +55,11 @@ def check(
     budget = DEFAULT_APPROVAL_WAIT_BUDGET if approval_wait_budget is None else float(approval_wait_budget)
     budget = DEFAULT_APPROVAL_WAIT_BUDGET if approval_wait_budget is None else float(approval_wait_budget)
     with collector_paused():
+        rows = list(log.rows())  # one read (a database log catches up once): the pass and the count agree
         judge = Pass(max_attempts, budget)
-        last = log.last_time
-        judge.run(log.select(Pass.HANDLED), end=0.0 if last is None else last)
+        judge.run(rows)
         anomalies = _judge_the_end(judge, final)
-    return _verdict(judge, anomalies, len(log))
+    return _verdict(judge, anomalies, len(rows))
 
 
 def _judge_the_end(judge: Pass, final: bool) -> list[Anomaly]:
