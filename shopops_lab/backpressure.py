@@ -140,7 +140,7 @@ class Gateway:
         timed_out = self.timed_out(seconds)
         if timed_out:
             self.timeouts += 1
-        self.record(seconds, now)
+        self._record(seconds, now)  # checked just above
         self.log.append(
             EventKind.GATEWAY_CALL,
             now,
@@ -159,6 +159,10 @@ class Gateway:
     def record(self, latency: float, now: float) -> None:
         """Count one finished call of `latency` seconds, finished at `now`."""
         _check_finished(latency, now, "latency")
+        self._record(latency, now)
+
+    def _record(self, latency: float, now: float) -> None:
+        """`record`, once its arguments are checked."""
         self.calls += 1
         recent = self._recent
         recent.append((now, latency))
@@ -171,7 +175,7 @@ class Gateway:
         `max_age` of `now`, when both are given); 0.0 when there are none: no recent call,
         no evidence of slowness."""
         recent = self._recent
-        if now is not None:
+        if now is not None and (now.__class__ is not float or not -MAX_TIME <= now <= MAX_TIME):
             arguments.moment("now", now, "pass the time to measure at, in seconds, or leave it out")
         if now is not None and self.max_age is not None:
             horizon = now - self.max_age
@@ -277,6 +281,10 @@ class Decision:
     reason: str = ""
 
     def __post_init__(self) -> None:
+        limit, seconds = self.max_priority, self.wait_seconds
+        if (limit is None or limit.__class__ is Priority) and seconds.__class__ is float and seconds == 0.0:
+            if self.reason.__class__ is str:
+                return  # acquire(...) as policies build it on every poll, passed in one cheap test (bench_sim.py)
         if self.max_priority is not None:
             arguments.whole(
                 "max_priority",

@@ -67,6 +67,9 @@ class FakeClock:
 
     def set(self, when: float) -> float:
         """Jump to the absolute time `when`, which may not be in the past."""
+        if when.__class__ is float and self._now <= when <= MAX_TIME:
+            self._now = when  # the usual move, in one cheap test: the simulator's engine moves the clock every event
+            return when
         when = arguments.moment("when", when, _FIX)
         if when < self._now:
             raise BadArgumentError(

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.clock import Clock, component_clock, resolve
@@ -101,9 +102,7 @@ class ContactLedger:
 
     def record(self, contact: Contact) -> None:
         arguments.instance("contact", contact, Contact, "pass a Contact (providers record what they deliver)")
-        self.store.put(
-            _CONTACTS,
-            contact.message_id,
+        self._keep(
             {  # flat, so no asdict (a deep copy, on a hot path)
                 "message_id": contact.message_id,
                 "channel": contact.channel,
@@ -112,18 +111,23 @@ class ContactLedger:
                 "idem_key": contact.idem_key,
                 "time": contact.time,
                 "worker_id": contact.worker_id,
-            },
+            }
         )
+
+    def _keep(self, row: dict[str, Any]) -> None:
+        """Store one contact as its flat row (`Contact`'s fields, in order): the provider hands
+        its own checked values straight here, with no `Contact` built only to be taken apart."""
+        self.store.put(_CONTACTS, row["message_id"], row)
 
     def contacts(self, case_id: str | None = None) -> list[Contact]:
         return [Contact(**row) for _, row in self.store.scan(_CONTACTS) if case_id is None or row["case_id"] == case_id]
 
     def duplicates(self) -> dict[tuple[str, str], list[Contact]]:
         """(case_id, idem_key) -> contacts, for every intent the customer got more than once."""
-        by_intent: dict[tuple[str, str], list[Contact]] = {}
-        for contact in self.contacts():
-            by_intent.setdefault((contact.case_id, contact.idem_key), []).append(contact)
-        return {key: group for key, group in sorted(by_intent.items()) if len(group) > 1}
+        by_intent: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for _, row in self.store.scan(_CONTACTS):  # rows, not Contacts: most intents are sent once
+            by_intent.setdefault((row["case_id"], row["idem_key"]), []).append(row)
+        return {key: [Contact(**row) for row in group] for key, group in sorted(by_intent.items()) if len(group) > 1}
 
     def __len__(self) -> int:
         return len(self.store.scan(_CONTACTS))
@@ -245,16 +249,16 @@ class Provider:
             return SendResult(status=SendStatus.UNKNOWN, op_id=op_id)
         message_id = f"{self.prefix}-{self.store.next_number(self.prefix):04d}"
         self.store.put(self._operations, op_id, {"message_id": message_id, "case_id": case_id, "to": to, "body": body})
-        self.ledger.record(
-            Contact(
-                message_id=message_id,
-                channel=self.channel,
-                case_id=case_id,
-                to=to,
-                idem_key=idem_key,
-                time=t,
-                worker_id=worker_id,
-            )
+        self.ledger._keep(
+            {
+                "message_id": message_id,
+                "channel": self.channel,
+                "case_id": case_id,
+                "to": to,
+                "idem_key": idem_key,
+                "time": t,
+                "worker_id": worker_id,
+            }
         )
         self.log.append(
             EventKind.CONTACT_SENT,

@@ -20,7 +20,8 @@ from shopops_lab.errors import BadArgumentError
 from shopops_lab.payloads import DIGITS, frozen, json_copy
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
-_SCALARS = frozenset({str, int, float, bool, type(None)})  # info values stored as they are
+_row = tuple.__new__  # _row(EventRow, values): a row from a tuple in field order, without keywords
+_PLAIN = frozenset({str, bool, type(None)})  # info values stored as they are, with finite short numbers
 _INF, _BIG = float("inf"), 10**DIGITS  # a finite float; an int short enough to write (as payloads checks)
 
 
@@ -73,6 +74,23 @@ class EventKind(StrEnum):
     DELIVERED_TWICE = "delivered_twice"  # the broker handed a copy of a live lease to a second worker
 
 
+def _needs_freezing(info: dict[str, Any]) -> bool:
+    """True unless every `info` value is a plain scalar that is stored as it is: text, a bool,
+    None, a finite float or an int short enough to write. One pass over the values, as
+    every event of a simulation comes through here (bench_sim.py)."""
+    for value in info.values():
+        kind = value.__class__
+        if kind is float:
+            if not -_INF < value < _INF:
+                return True
+        elif kind is int:
+            if not -_BIG < value < _BIG:
+                return True
+        elif kind not in _PLAIN:
+            return True
+    return False
+
+
 class EventRow(NamedTuple):
     """One event as the log stores it, before it is numbered: what `appender()` takes and
     `rows()` gives. Write and read it by name (`EventRow(time=t, kind=...)`, `row.kind`), never
@@ -103,6 +121,12 @@ class Event:
     attempt: int | None = None
     info: Mapping[str, Any] = field(default_factory=lambda: _EMPTY, compare=False, hash=False)
 
+    @classmethod
+    def from_row(cls, seq: int, row: EventRow) -> Event:
+        """The event of a stored row (`EventLog.rows()`), numbered `seq`: what the log itself
+        builds when it is read, for a reader of rows that needs an Event for a few of them."""
+        return _event(seq, row)
+
     def as_dict(self) -> dict[str, Any]:
         """A plain, JSON-ready dict (kind as its string, info copied)."""
         row = {name: getattr(self, name) for name in _FIELDS}
@@ -118,6 +142,25 @@ class Event:
                 parts.append(f"{name.removesuffix('_id')}={value}")
         parts.extend(f"{k}={_number(v)}" for k, v in sorted(self.info.items()))
         return " ".join(parts)
+
+
+_set = object.__setattr__
+
+
+def _event(seq: int, row: EventRow) -> Event:
+    """The `Event` of a stored row, filled in slot by slot as `Event(...)` would fill it, at
+    about half its cost: a full read of a day's log builds 23,000, the checker 17,000 (bench_checks.py)."""
+    event = object.__new__(Event)
+    _set(event, "seq", seq)
+    _set(event, "time", row.time)
+    _set(event, "kind", row.kind)
+    _set(event, "item_id", row.item_id)
+    _set(event, "case_id", row.case_id)
+    _set(event, "worker_id", row.worker_id)
+    _set(event, "token", row.token)
+    _set(event, "attempt", row.attempt)
+    _set(event, "info", MappingProxyType(row.info) if row.info else _EMPTY)
+    return event
 
 
 def _kind(kind: EventKind | str) -> EventKind:
@@ -172,48 +215,19 @@ class EventLog:
             kind = _kind(kind)
         if time.__class__ is not float or not -MAX_TIME <= time <= MAX_TIME:
             arguments.moment("time", time, "pass the event's time in seconds, e.g. clock.now()")
-        if info:
-            values = info.values()
-            types = set(map(type, values))
-            if (
-                not _SCALARS.issuperset(types)
-                or (float in types and not all(-_INF < v < _INF for v in values if v.__class__ is float))
-                or (int in types and not all(-_BIG < v < _BIG for v in values if v.__class__ is int))
-            ):
-                # nested, or a number that is NaN, infinite or too long to write: checked, and named
-                info = {key: frozen(value, f"info[{key!r}]") for key, value in info.items()}
+        if info and _needs_freezing(info):
+            # nested, or a number that is NaN, infinite or too long to write: checked, and named
+            info = {key: frozen(value, f"info[{key!r}]") for key, value in info.items()}
         rows = self._rows
-        rows.append(
-            EventRow(
-                time=time,
-                kind=kind,
-                item_id=item_id,
-                case_id=case_id,
-                worker_id=worker_id,
-                token=token,
-                attempt=attempt,
-                info=info,
-            )
-        )
+        # A tuple in EventRow's field order: with keywords, building the row cost about as
+        # much as the rest of append together (bench_sim.py; test_clock_events.py pins the order).
+        rows.append(_row(EventRow, (time, kind, item_id, case_id, worker_id, token, attempt, info)))
         return len(rows) - 1
 
     def _materialize(self, upto: int) -> None:
         events, rows = self._events, self._rows
         for seq in range(len(events), upto):
-            row = rows[seq]
-            events.append(
-                Event(
-                    seq=seq,
-                    time=row.time,
-                    kind=row.kind,
-                    item_id=row.item_id,
-                    case_id=row.case_id,
-                    worker_id=row.worker_id,
-                    token=row.token,
-                    attempt=row.attempt,
-                    info=MappingProxyType(row.info) if row.info else _EMPTY,
-                )
-            )
+            events.append(_event(seq, rows[seq]))
 
     @property
     def events(self) -> list[Event]:

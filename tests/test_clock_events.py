@@ -265,6 +265,22 @@ def test_rows_gives_the_same_events_as_named_rows_in_order():
     )
 
 
+def test_every_field_of_an_event_the_log_builds_is_filled_from_its_row():
+    log = sample_log()
+    names = [f.name for f in dataclasses.fields(Event)]
+    for seq, (event, row) in enumerate(zip(log, log.rows(), strict=True)):
+        assert {name: getattr(event, name) for name in names} == {"seq": seq, **row._asdict()}
+        assert event == Event(**{name: getattr(event, name) for name in names})
+
+
+def test_an_event_built_from_its_row_is_the_event_the_log_gives():
+    log = sample_log()
+    built = [Event.from_row(seq, row) for seq, row in enumerate(log.rows())]
+    assert built == log.events and [dict(e.info) for e in built] == [dict(e.info) for e in log]
+    with pytest.raises(TypeError):
+        built[1].info["expires_at"] = 0  # type: ignore[index]
+
+
 def test_show_prints_the_last_events_and_how_many_came_before():
     log = sample_log()
     assert log.show(limit=2) == (

@@ -55,11 +55,11 @@ def check(
     budget = DEFAULT_APPROVAL_WAIT_BUDGET if approval_wait_budget is None else float(approval_wait_budget)
     budget = DEFAULT_APPROVAL_WAIT_BUDGET if approval_wait_budget is None else float(approval_wait_budget)
     with collector_paused():
-        events = log.events
+        rows = list(log.rows())  # one read (a database log catches up once): the pass and the count agree
         judge = Pass(max_attempts, budget)
-        judge.run(events)
+        judge.run(rows)
         anomalies = _judge_the_end(judge, final)
-    return _verdict(judge, anomalies, len(events))
+    return _verdict(judge, anomalies, len(rows))
 
 
 def _judge_the_end(judge: Pass, final: bool) -> list[Anomaly]:

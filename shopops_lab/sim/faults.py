@@ -255,6 +255,7 @@ class FaultPlan:
         for fault in faults:
             if fault.point is not None:  # not timed: it waits for its point in some delivery
                 self._waiting.setdefault(fault.point, []).append(fault)
+        self.explicit = bool(self._waiting)  # any fault waits for a point (`take` has something to look at)
         self.rates = rates
         self._rng = rng
         cumulative, total = [], 0.0

@@ -45,6 +45,7 @@ __all__ = ["InMemoryQueue", "Item", "Lease", "Outcome", "Priority", "Queue", "Qu
 # Members looked up once: reading one off the Enum class costs ~20x a global (bench_queue.py).
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
 _ENQUEUED, _LEASED_EVENT, _ACKED = EventKind.ENQUEUED, EventKind.LEASED, EventKind.ACKED
+_HEARTBEAT = EventKind.HEARTBEAT
 
 
 class Priority(IntEnum):
@@ -283,7 +284,7 @@ class Queue:
             if lease_seconds is None
             else arguments.seconds("lease_seconds", lease_seconds, _SECONDS_FIX)
         )
-        if max_priority is not None:
+        if max_priority is not None and max_priority.__class__ is not Priority:  # a Priority is in range
             arguments.whole(
                 "max_priority",
                 max_priority,
@@ -362,15 +363,20 @@ class Queue:
             return False
         row.expires_at = t + row.lease_seconds
         self.store.write_item(row, _LEASED)
-        self.log.append(
-            EventKind.HEARTBEAT,
-            t,
-            item_id=row.id,
-            case_id=row.case_id,
-            worker_id=lease.worker_id,
-            token=lease.token,
-            attempt=row.attempts,
-            expires_at=row.expires_at,
+        self._append_event(
+            _row(
+                EventRow,
+                (
+                    t,
+                    _HEARTBEAT,
+                    row.id,
+                    row.case_id,
+                    lease.worker_id,
+                    lease.token,
+                    row.attempts,
+                    {"expires_at": row.expires_at},
+                ),
+            )
         )
         return True
 
