@@ -20,6 +20,7 @@ from types import FunctionType, MethodType, ModuleType
 from typing import Any
 
 from shopops_lab.checks.base import ForeignAnswer, NotAttempted
+from shopops_lab.course.grade import zygote
 from shopops_lab.course.grade.wire import (
     KIT,
     Handle,
@@ -178,6 +179,7 @@ class Learner:
 
     config: dict[str, Any]
     announce: Callable[[int], None]
+    zygote: socket.socket | None = None  # a channel to the zygote, else each start is a fresh interpreter
     process: Any = None
     control: Any = None
     history: list[tuple[str, str]] = field(default_factory=list)
@@ -186,29 +188,17 @@ class Learner:
         ours, theirs = socket.socketpair()
         debug = bool(os.environ.get("SHOPOPS_GRADE_DEBUG"))  # the learner's stderr shown, for the kit's developers
         config = {**self.config, "fd": theirs.fileno(), "path": list(sys.path), "debug": debug}
-        scratch = self.config["scratch"]
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": scratch,
-            "TMPDIR": scratch,
-            "MPLBACKEND": "Agg",
-            "MPLCONFIGDIR": scratch,
-            "PYTHONHASHSEED": "0",
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            **({"SHOPOPS_GRADE_DEBUG": "1"} if debug else {}),
-        }
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", BOOT, json.dumps(config)],
-            pass_fds=(theirs.fileno(),),
-            start_new_session=True,
-            cwd=scratch,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=None if debug else subprocess.DEVNULL,
-        )
-        theirs.close()
+        try:
+            self.process = None
+            if self.zygote is not None and not debug:  # forked from the zygote: no interpreter start
+                try:
+                    self.process = zygote.spawn(self.zygote, config, theirs.fileno())
+                except (OSError, PeerGone, ProtocolError, RuntimeError):
+                    self.zygote = None  # gone: fresh interpreters from now on
+            if self.process is None:
+                self.process = self._popen(config, theirs.fileno())
+        finally:
+            theirs.close()
         self.control = ours
         self.announce(self.process.pid)
         try:
@@ -221,6 +211,20 @@ class Learner:
         for source, name in list(self.history):
             with contextlib.suppress(LearnerDied, ProtocolError):
                 self._exec(source, name)
+
+    def _popen(self, config: dict[str, Any], fd: int) -> subprocess.Popen[bytes]:
+        """A fresh interpreter for the learner's process."""
+        scratch, debug = self.config["scratch"], bool(config["debug"])
+        return subprocess.Popen(
+            [sys.executable, "-c", BOOT, json.dumps(config)],
+            pass_fds=(fd,),
+            start_new_session=True,
+            cwd=scratch,
+            env=zygote.environment(scratch, debug),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=None if debug else subprocess.DEVNULL,
+        )
 
     def stop(self) -> None:
         if self.process is not None:

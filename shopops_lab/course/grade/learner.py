@@ -346,23 +346,26 @@ def _kit_codes(names: list[Any]) -> list[tuple[Any, str]]:
     return found
 
 
-def main(raw: str) -> None:
-    """Entry point of the fresh interpreter: confine, load the kit, serve the cells."""
-    config = json.loads(raw)
+def preload(imports: Any) -> None:
+    """Load what learner code uses: the master's imports and every lab's checks (a master
+    imports those as `from shopops_lab.checks import lab05`, which the import list holds as
+    the package). After confine() no new file may be readable (Python's own library included)."""
+    from importlib import import_module
+
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import shopops_lab.checks as checks
+
+    labs = [f"{checks.__name__}.{found.name}" for found in pkgutil.iter_modules(checks.__path__)]
+    for module in (*imports, *labs):
+        with contextlib.suppress(Exception):
+            import_module(module)
+
+
+def serve(config: dict[str, Any]) -> None:
+    """Load, confine, serve the cells on the socket `config["fd"]`; never returns."""
     sock = socket.socket(fileno=config["fd"])
     try:
-        from importlib import import_module
-
-        os.environ.setdefault("MPLBACKEND", "Agg")
-        # After confine() no new file can be read (Python's own library included): load now what
-        # learner code uses, the master's imports and every lab's checks (a master imports those
-        # as `from shopops_lab.checks import lab05`, which the import list holds as the package).
-        import shopops_lab.checks as checks
-
-        labs = [f"{checks.__name__}.{found.name}" for found in pkgutil.iter_modules(checks.__path__)]
-        for module in (*config.get("imports", ()), *labs):
-            with contextlib.suppress(Exception):
-                import_module(module)
+        preload(config.get("imports", ()))
         confine(config)
     except BaseException as exc:  # noqa: BLE001 - before any learner code: the grader's own failure
         with contextlib.suppress(Exception):
@@ -370,3 +373,8 @@ def main(raw: str) -> None:
         os._exit(70)
     send_frame(sock, ["ready"])
     Cells(sock).serve()
+
+
+def main(raw: str) -> None:
+    """Entry point of a fresh interpreter (where there is no zygote to fork it)."""
+    serve(json.loads(raw))

@@ -512,8 +512,10 @@ def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
     }
 
 
-def child_main(job: Job, connection: Any) -> None:
-    """Entry point of the judge's process: never returns, always exits with os._exit."""
+def child_main(job: Job, connection: Any, zygote: Any = None) -> None:
+    """Entry point of the judge's process: never returns, always exits with os._exit.
+    `zygote`: this judge's channel to the zygote (forked), else None (a fresh interpreter
+    per learner process)."""
     status = 0
     send = _sender(connection)
     learner: Learner | None = None
@@ -525,7 +527,7 @@ def child_main(job: Job, connection: Any) -> None:
         os.chdir(job.scratch)
         random.seed(0)
         _silence()
-        learner = Learner(_learner_config(job, warm), announce=lambda pid: send(["learner", pid]))
+        learner = Learner(_learner_config(job, warm), announce=lambda pid: send(["learner", pid]), zygote=zygote)
         learner.start()
     except BaseException as exc:  # before any learner code: the grader's own failure
         with contextlib.suppress(Exception):
