@@ -508,6 +508,34 @@ def test_without_fork_each_child_warms_itself_first(tmp_path: Path, monkeypatch:
     assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 5}
 
 
+@pytest.mark.parametrize("fate", ["SIGSTOP", "SIGKILL"])
+def test_a_zygote_that_stops_answering_costs_no_grade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fate: str
+) -> None:
+    """The learner's processes are forked from the zygote; one that no longer answers (stopped
+    by a learner of the grader's own user, or gone) is left alone, and each learner process
+    is a fresh interpreter instead: the same scores."""
+    import os
+    import signal
+
+    from shopops_lab.course.grade import zygote
+
+    started = zygote.Zygote.start
+
+    def stuck() -> zygote.Zygote | None:
+        found = started()
+        assert found is not None
+        os.kill(found.process.pid, getattr(signal, fate))
+        return found
+
+    monkeypatch.setattr(zygote, "START_SECONDS", 0.5)
+    monkeypatch.setattr(zygote.Zygote, "start", staticmethod(stuck))
+    fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
+    fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
+    report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
+    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 5}
+
+
 def test_without_root_the_learner_runs_as_the_graders_user_and_is_still_graded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -185,20 +185,24 @@ class Learner:
     history: list[tuple[str, str]] = field(default_factory=list)
 
     def start(self) -> None:
-        ours, theirs = socket.socketpair()
         debug = bool(os.environ.get("SHOPOPS_GRADE_DEBUG"))  # the learner's stderr shown, for the kit's developers
-        config = {**self.config, "fd": theirs.fileno(), "path": list(sys.path), "debug": debug}
-        try:
-            self.process = None
-            if self.zygote is not None and not debug:  # forked from the zygote: no interpreter start
-                try:
-                    self.process = zygote.spawn(self.zygote, config, theirs.fileno())
-                except (OSError, PeerGone, ProtocolError, RuntimeError):
-                    self.zygote = None  # gone: fresh interpreters from now on
-            if self.process is None:
-                self.process = self._popen(config, theirs.fileno())
-        finally:
-            theirs.close()
+        config = {**self.config, "path": list(sys.path), "debug": debug}
+        self.process = None
+        if self.zygote is not None and not debug:  # forked from the zygote: no interpreter start
+            ours, theirs = socket.socketpair()
+            try:
+                self.process = zygote.spawn(self.zygote, {**config, "fd": theirs.fileno()}, theirs.fileno())
+            except (OSError, PeerGone, ProtocolError, RuntimeError):
+                self.zygote = None  # gone or stuck: fresh interpreters from now on, on a socket of their own
+                ours.close()
+            finally:
+                theirs.close()
+        if self.process is None:
+            ours, theirs = socket.socketpair()
+            try:
+                self.process = self._popen({**config, "fd": theirs.fileno()}, theirs.fileno())
+            finally:
+                theirs.close()
         self.control = ours
         self.announce(self.process.pid)
         try:

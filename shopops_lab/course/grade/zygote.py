@@ -38,6 +38,7 @@ BOOT = (
 )
 POLL_SECONDS = 0.01  # how often a learner process being waited for is looked at
 START_SECONDS = 60.0  # a zygote that has not loaded the kit by then is not used
+SPAWN_SECONDS = 20.0  # a zygote that has not forked a learner process by then is not used again
 
 
 def usable() -> bool:
@@ -69,6 +70,7 @@ class Zygote:
 
     process: Any
     control: socket.socket
+    broken: bool = False
 
     @classmethod
     def start(cls) -> Zygote | None:
@@ -96,7 +98,10 @@ class Zygote:
         return cls(process, ours)
 
     def channel(self) -> socket.socket | None:
-        """A new channel to the zygote for one judge (None if the zygote is gone)."""
+        """A new channel to the zygote for one judge (None once the zygote failed to answer:
+        gone, or stopped; the judges then start fresh interpreters)."""
+        if self.broken:
+            return None
         ours, theirs = socket.socketpair()
         try:
             self.control.settimeout(START_SECONDS)
@@ -105,6 +110,7 @@ class Zygote:
             if recv_frame(self.control) != ["ret", None]:
                 raise ProtocolError("a channel's reply of no known shape")
         except (OSError, PeerGone, ProtocolError):
+            self.broken = True
             ours.close()
             return None
         finally:
@@ -146,10 +152,16 @@ class Spawned:
 
 
 def spawn(channel: socket.socket, config: dict[str, Any], learner_fd: int) -> Spawned:
-    """Ask the zygote for a learner process serving on `learner_fd` (the judge's side)."""
-    send_frame(channel, ["spawn", config])
-    socket.send_fds(channel, [b"S"], [learner_fd])
-    reply = recv_frame(channel)
+    """Ask the zygote for a learner process serving on `learner_fd` (the judge's side). A
+    zygote that does not answer in time (stopped by a learner of the grader's own user) is
+    an OSError: the judge starts a fresh interpreter instead."""
+    channel.settimeout(SPAWN_SECONDS)
+    try:
+        send_frame(channel, ["spawn", config])
+        socket.send_fds(channel, [b"S"], [learner_fd])
+        reply = recv_frame(channel)
+    finally:
+        channel.settimeout(None)
     if not (isinstance(reply, list) and len(reply) == 2 and reply[0] == "ret" and type(reply[1]) is int):
         raise RuntimeError(f"the zygote did not start the learner's process ({str(reply)[:300]})")
     return Spawned(reply[1], channel)
