@@ -348,9 +348,14 @@ class CheckRun:
             raise ProtocolError("a lookup of no known shape")
         return found
 
-    def died(self) -> str:
-        """Why the worker is gone, once a call found it gone."""
-        self.close()
+    def died(self, gone: BaseException | None = None) -> str:
+        """Why the worker is gone, once a call found it gone: its exit status, asked (once) of
+        the cells' process, else why that process is gone."""
+        if self.peer is None:
+            return gone.cause if isinstance(gone, LearnerDied) else death(None)
+        with contextlib.suppress(OSError):
+            self.peer.sock.close()
+        self.peer = None
         return death(self.learner.reap()) if self.learner.control is not None else death(None)
 
     def close(self) -> None:

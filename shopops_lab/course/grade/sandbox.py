@@ -45,7 +45,7 @@ from shopops_lab.course.grade.judge import CheckRun, Learner, LearnerDied
 from shopops_lab.course.grade.key import Key, Kind
 from shopops_lab.course.grade.learner import compile_cell
 from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
-from shopops_lab.course.grade.wire import ProtocolError
+from shopops_lab.course.grade.wire import PeerGone, ProtocolError
 
 KIT = "shopops_lab"
 MESSAGE_LIMIT = 4000  # characters of one check message kept (the learner's own exception text can be long)
@@ -446,8 +446,8 @@ class _Runner:
                 mark, text = "incorrect", f"raised SystemExit({exc.code!r})"
             except BaseException as exc:  # noqa: BLE001 - the cell's own verdict: it raised
                 mark, text = "incorrect", f"{type(exc).__name__}: {exc}"
-        except LearnerDied:
-            raise LearnerDied(run.died()) from None
+        except PeerGone as gone:  # the worker died in the check (or the cells' process did)
+            raise LearnerDied(run.died(gone)) from None
         finally:
             run.close()
             self.warm.snapshot.restore()
@@ -460,8 +460,8 @@ class _Runner:
             answers = [run.answer(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
             self.warm.snapshot.restore()
             result = grader.result(*answers)
-        except LearnerDied:
-            raise LearnerDied(run.died()) from None
+        except PeerGone as gone:  # the worker died in the check (or the cells' process did)
+            raise LearnerDied(run.died(gone)) from None
         finally:
             run.close()
             self.warm.snapshot.restore()
