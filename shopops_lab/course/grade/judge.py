@@ -386,6 +386,27 @@ class RemoteAnswer(ForeignAnswer):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._current()(*args, **kwargs)
 
+    def each(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[Any, BaseException | None]]:
+        """The answer called on each (args, kwargs) in turn, in ONE message: (value, None) or
+        (None, the exception it raised) per call, in order. For calls whose arguments do not
+        depend on earlier results (a grid of inputs): each call is still a step of its own in
+        the learner's process, only the round trips are saved."""
+        handle = self._current()
+        peer = handle._peer
+        batch = [
+            [[peer.encode(a) for a in args], {str(k): peer.encode(v) for k, v in kwargs.items()}]
+            for args, kwargs in calls
+        ]
+        outcomes = peer.request(["each", handle._id, batch])
+        if not (isinstance(outcomes, list) and len(outcomes) == len(calls)):
+            raise ProtocolError("a batch's outcomes of no known shape")
+        found: list[tuple[Any, BaseException | None]] = []
+        for outcome in outcomes:
+            if not (isinstance(outcome, list) and len(outcome) == 2 and outcome[0] in ("ret", "exc")):
+                raise ProtocolError("a call's outcome of no known shape")
+            found.append((outcome[1], None) if outcome[0] == "ret" else (None, peer.exception(outcome[1])))
+        return found
+
     def is_stub(self) -> bool:
         handle = self._current()
         return handle._peer.scalar(["stub", handle._id], bool)

@@ -243,7 +243,27 @@ class Worker(Peer):
             from shopops_lab.checks.base import is_stub
 
             return bool(is_stub(self.target(message[1])))
+        if kind == "each" and len(message) == 3 and type(message[2]) is list:
+            return self.each(self.target(message[1]), message[2])
         return self.kit_question(message, given)
+
+    def each(self, target: Any, calls: list[Any]) -> list[list[Any]]:
+        """`target` called on each [args, kwargs] in turn, each call a step of its own (kit
+        calls inside it cross as usual): ["ret", value] or ["exc", exception] per call. A
+        BaseException (the judge's planned crash, or the learner's own) ends the batch, as it
+        would end a single call. Arguments are not copied back."""
+        outcomes: list[list[Any]] = []
+        for call in calls:
+            if not (type(call) is list and len(call) == 2):
+                raise ProtocolError("a call of no known shape in a batch")
+            try:
+                outcomes.append(["ret", self._invoke(target, call[0], call[1], {})])
+            except Exception as exc:  # noqa: BLE001 - the judge gets it, as that call's exception
+                described = self.describe(exc)
+                if "judge" in described:  # the judge's own, come back: by class and fields (it is not kept)
+                    described = Peer.describe(self, exc)
+                outcomes.append(["exc", described])
+        return outcomes
 
     def kit_question(self, message: list[Any], given: dict[str, Any]) -> Any:
         """The explorer's questions, answered by the kit's own code in this process."""
