@@ -369,7 +369,7 @@ class CheckRun:
 class RemoteAnswer(ForeignAnswer):
     """The learner's function or class, living in a worker process; calls cross to it."""
 
-    def __init__(self, run: CheckRun, name: str, kind: str, handle: Handle, generation: int) -> None:
+    def __init__(self, run: CheckRun, name: str, kind: str, handle: Handle | None, generation: int) -> None:
         self.kind = kind
         self.__name__ = name
         self._run, self._handle, self._generation = run, handle, generation
@@ -381,10 +381,35 @@ class RemoteAnswer(ForeignAnswer):
             if not isinstance(fresh, RemoteAnswer):
                 raise LearnerDied("the answer is gone after a restart")
             self._handle, self._generation = fresh._handle, fresh._generation
+        if self._handle is None:  # a restart not made yet: made now
+            found = self._run.peer.request(["restart", self.__name__])
+            if not isinstance(found, Handle):
+                raise ProtocolError("a restart of no known shape")
+            self._handle = found
         return self._handle
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._run.own()
+        if self._handle is None and self._generation == self._run.generation:
+            return self._made_and_called(args, kwargs)
         return self._current()(*args, **kwargs)
+
+    def _made_and_called(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A restart's first call, in the same request as the restart: the copy comes back with
+        what the call returned, or attached to what it raised."""
+        peer = self._run.peer
+        peer.attached = None
+        try:
+            made = peer.call_with(["restartcall", self.__name__], args, kwargs)
+        except BaseException:
+            found, peer.attached = peer.attached, None
+            if isinstance(found, Handle) and found._peer is peer:
+                self._handle = found
+            raise
+        if not (isinstance(made, list) and len(made) == 2 and isinstance(made[0], Handle)):
+            raise ProtocolError("a restart and call of no known shape")
+        self._handle = made[0]
+        return made[1]
 
     def each(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[Any, BaseException | None]]:
         """The answer called on each (args, kwargs) in turn, in ONE message: (value, None) or
@@ -414,12 +439,13 @@ class RemoteAnswer(ForeignAnswer):
     def restart(self) -> RemoteAnswer:
         """A copy of the answer as the cells left it, on fresh memory, made in the worker by the
         kit's own `restart` (each copy its own namespace: two workers of a schedule share
-        nothing), so a schedule costs no process start."""
-        handle = self._current()
-        found = handle._peer.request(["restart", self.__name__])
-        if not isinstance(found, Handle):
-            raise ProtocolError("a restart of no known shape")
-        return RemoteAnswer(self._run, self.__name__, self.kind, found, self._generation)
+        nothing), so a schedule costs no process start. The copy is made when first used:
+        when that use is a call, copy and call are one request."""
+        if self._handle is None:
+            self._run.own()
+        else:
+            self._current()
+        return RemoteAnswer(self._run, self.__name__, self.kind, None, self._run.generation)
 
     def memory(self) -> Any:
         handle = self._current()
