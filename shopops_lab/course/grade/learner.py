@@ -1,7 +1,8 @@
 """The learner's process: the only place a submission's code runs.
 
-A fresh interpreter (never a fork of the grader, which holds the masters and the other
-submissions in memory) started by the judge with one socket. Before any learner code it
+Never a fork of the grader, which holds the masters and the other submissions in memory:
+a fork of the zygote (`zygote.py`, a fresh interpreter that only loaded the kit), or a
+fresh interpreter, started for the judge with one socket. Before any learner code it
 confines itself (`confine`): as root, a mount namespace of its own in which the key, the
 output folder and the submissions are empty, then another uid; its limits (memory, file
 size, CPU, processes); its output silenced. It then runs the cells the judge sends, in

@@ -3,9 +3,10 @@
 The parent loads the kit once (`Warm.prepare`): the modules the masters import, the check
 object behind every test cell, and a snapshot of the kit's state. Each submission then
 gets a judge forked from that warm parent (or, where fork is missing, a fresh interpreter
-that warms itself first). The judge starts the learner's process (`judge.Learner`: a fresh
-interpreter, confined before any learner code, see `learner.py`) and walks the plan: the
-master's code cells and the learner's answers run *there*; every test cell backed by a
+that warms itself first). The judge starts the learner's process (`judge.Learner`: forked by the
+zygote, or a fresh interpreter, confined before any learner code, see `learner.py`) and
+walks the plan (the cells that can reach a verdict, `Plan.needed`): the master's code
+cells and the learner's answers run *there*; every test cell backed by a
 kit check runs *here*, as a call of the check object taken beforehand, with the learner's
 answers as `RemoteAnswer`s whose calls cross to a worker forked in the learner's process.
 So nothing the learner's code does to its own memory (rebinding checks, patching the kit,
