@@ -296,8 +296,9 @@ def test_a_hang_costs_only_its_exercise_and_only_once(hung) -> None:
         assert result.status is Status.TIMEOUT
         assert marks(result) == {"send-followup-test": (Mark.TIMEOUT, 0), "what-next-test": (Mark.CORRECT, 1)}
         stops = [note for note in result.notes if "did not finish within" in note]
-        assert stops == ["cell send-followup-check did not finish within 2 s; what depends on it was skipped"], name
-        assert result.reason.startswith("send-followup-test: Not checked: cell send-followup-check")
+        # the master's print-only check() cell is not run (Plan.needed): the hang is met in the test
+        assert stops == ["cell send-followup-test did not finish within 2 s; what depends on it was skipped"], name
+        assert result.reason.startswith("send-followup-test: Your answer did not finish within 2 s")
     top = rows["tophang_lab01"]
     assert marks(top) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.TIMEOUT, 0)}
 
@@ -503,6 +504,34 @@ def test_without_fork_each_child_warms_itself_first(tmp_path: Path, monkeypatch:
     from shopops_lab.course.grade import pool
 
     monkeypatch.setattr(pool, "_context", lambda: multiprocessing.get_context("spawn"))
+    fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
+    fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
+    report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
+    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 5}
+
+
+@pytest.mark.parametrize("fate", ["SIGSTOP", "SIGKILL"])
+def test_a_zygote_that_stops_answering_costs_no_grade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fate: str
+) -> None:
+    """The learner's processes are forked from the zygote; one that no longer answers (stopped
+    by a learner of the grader's own user, or gone) is left alone, and each learner process
+    is a fresh interpreter instead: the same scores."""
+    import os
+    import signal
+
+    from shopops_lab.course.grade import zygote
+
+    started = zygote.Zygote.start
+
+    def stuck() -> zygote.Zygote | None:
+        found = started()
+        assert found is not None
+        os.kill(found.process.pid, getattr(signal, fate))
+        return found
+
+    monkeypatch.setattr(zygote, "START_SECONDS", 0.5)
+    monkeypatch.setattr(zygote.Zygote, "start", staticmethod(stuck))
     fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
     fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)

@@ -139,6 +139,38 @@ for _pid in [p for p in os.listdir("/proc") if p.isdigit()]:
 """
 
 
+# What only the grader's memory holds: another learner's answer, and a hidden test of the key.
+ANOTHER_LEARNER = "# marker of another learner: 7f3c9a"
+NEEDLES = """[
+        "".join(["marker of another ", "learner: 7f3c9a"]),
+        "".join(["exercise.grade(send_followup)\\n", "### END HIDDEN TESTS"]),
+    ]"""
+SCAN = f"""
+def _secrets_in_memory():
+    import gc
+    gc.unfreeze()  # what a fork inherited frozen is walked too
+    needles = {NEEDLES}
+    wanted = [*needles, *(needle.encode() for needle in needles)]
+    found = set()
+    for thing in gc.get_objects():
+        for value in gc.get_referents(thing):
+            if type(value) in (str, bytes) and len(value) >= 20:
+                for number, needle in enumerate(wanted):
+                    if value is not needle and type(value) is type(needle) and needle in value:
+                        found.add(number % len(needles))
+    return sorted(found)
+"""
+
+
+def memory_spy(folder: Path) -> str:
+    """Looks through its own process's memory for what only the grader holds, and notes what it saw."""
+    return f"""{SCAN}
+_seen = repr(_secrets_in_memory())
+with open({str(folder / "seen")!r}, "w") as _handle:
+    _handle.write(_seen)
+"""
+
+
 def escapee(folder: Path) -> str:
     """A process that leaves its group and would outlive the submission, noting its pid."""
     return f"""
@@ -219,6 +251,9 @@ def graded(tmp_path_factory: pytest.TempPathFactory):
         root / "class" / "alwaysequal_lab02.ipynb",
     )
     fx.write(fx.all_right("01"), root / "class" / "right_lab01.ipynb")
+    fx.write(attacked(memory_spy(shared)), root / "class" / "memoryspy_lab01.ipynb")
+    marked = fx.submission("01", {"send-followup": WRONG + "\n" + ANOTHER_LEARNER, "what-next": fx.RIGHT})
+    fx.write(marked, root / "class" / "marked_lab01.ipynb")
     report = grade([str(root / "class")], key=fx.SOLUTIONS, out=out, jobs=2, limits=LIMITS)
     yield {result.submission.name: result for result in report.results}, shared, out
     shutil.rmtree(shared, ignore_errors=True)
@@ -236,7 +271,7 @@ NEEDS_ROOT = {"read_masters", "kill_parents", "judge_memory"}
     "attack",
     [
         pytest.param(name, marks=ROOT_ONLY) if name in NEEDS_ROOT else name
-        for name in [*ATTACKS, "escapee", "scribbler"]
+        for name in [*ATTACKS, "escapee", "scribbler", "memoryspy"]
     ],
 )
 def test_a_wrong_answer_that_attacks_the_grader_scores_zero(graded, attack: str) -> None:
@@ -275,6 +310,25 @@ def test_no_process_of_a_submission_outlives_it(graded) -> None:
     except FileNotFoundError:
         state = "gone"
     assert state in ("gone", "Z", "X")
+
+
+def test_the_learners_process_holds_nothing_of_the_key_or_of_other_submissions(graded) -> None:
+    """The learner's process is forked from a zygote that never read the key or a submission
+    (and, where fork is missing, is a fresh interpreter): a walk of its whole heap finds
+    neither another learner's answer nor a hidden test, which the grader's own memory holds."""
+    _, shared, _ = graded
+    assert (shared / "seen").read_text() == "[]"  # the spy ran, and saw nothing
+
+
+def test_the_memory_spy_finds_what_a_process_holding_the_key_holds() -> None:
+    """The spy's walk is real: run where the key and the other learner's answer are loaded
+    (here, this test process, as a fork of the grader would be), it finds both."""
+    from shopops_lab.course.grade.key import Key
+
+    key = Key.load(fx.SOLUTIONS, labs={"01"})
+    other = fx.submission("01", {"send-followup": WRONG + "\n" + ANOTHER_LEARNER})
+    assert key and other
+    assert _define(SCAN, "_secrets_in_memory")() == [0, 1]
 
 
 def test_the_gradebook_is_the_graders_own(graded) -> None:

@@ -383,3 +383,56 @@ def test_a_clean_rebinding_clears_a_stopped_name() -> None:
     assert plan.blocked({1}) == {1: 1, 2: 1, 5: 1, 6: 1}
     assert plan.blocked({4}) == {4: 4}
     assert plan.blocked({0}) == {0: 0, 1: 0, 2: 0, 5: 0, 6: 0}  # x is bound afresh at 3
+
+
+# --- what runs: a demonstration no verdict reads does not -------------------------------------
+
+
+def planned(*cells: tuple[Role, str]):
+    from shopops_lab.course.grade.key import cell_names
+    from shopops_lab.course.grade.rebuild import Plan, PlannedCell
+
+    steps = tuple(
+        PlannedCell(index, f"c{index}", role, source, *cell_names(source)) for index, (role, source) in enumerate(cells)
+    )
+    return Plan(lab="01", steps=steps, written=(), restored=(), notes=())
+
+
+def test_a_demonstration_no_verdict_reads_is_not_run(key: Key) -> None:
+    plan = plan_of(fx.all_right("07"), key, "07")
+    needed = {step.grade_id for step in plan.steps if step.index in plan.needed()}
+    assert {"cell-07-4", "pool-size", "my-policy-check", "chaos-assertion-run"}.isdisjoint(
+        needed
+    )  # simulations, check()
+    assert "cell-07-2" in needed  # the set-up: the answer reads what it imports
+    assert all(step.grade_id in needed for step in plan.steps if step.role is not Role.CODE)
+
+
+def test_an_answer_that_reads_a_demonstrations_result_runs_that_demonstration(key: Key) -> None:
+    reader = "def my_policy(signals):\n    return acquire() if melt else wait()"
+    plan = plan_of(fx.submission("07", {"my-policy": reader}), key, "07")
+    needed = {step.grade_id for step in plan.steps if step.index in plan.needed()}
+    assert {"cell-07-4", "cell-07-2"} <= needed and "pool-size" not in needed
+
+
+def test_a_cell_that_may_change_what_an_answer_reads_runs() -> None:
+    plan = planned(
+        (Role.CODE, "import json\nx = []\nLIMIT = 3"),
+        (Role.CODE, "x.append(1)"),  # changes x, which the answer reads
+        (Role.CODE, "print(LIMIT, json.dumps(LIMIT))"),  # reads a constant and a module only
+        (Role.CODE, "z = 2 * LIMIT"),  # binds what nothing reads
+        (Role.ANSWER, "def f():\n    return len(x)"),
+        (Role.TEST, "assert f() == 1"),
+    )
+    assert plan.needed() == {0, 1, 4, 5}
+
+
+@pytest.mark.parametrize("reader", ["globals()['x']", "eval('x')", "sys.modules['__main__'].x"])
+def test_an_answer_that_reads_names_out_of_sight_runs_every_cell(reader: str) -> None:
+    plan = planned(
+        (Role.CODE, "import sys\nx = 1"),
+        (Role.CODE, "y = 2"),
+        (Role.ANSWER, f"def f():\n    return {reader}"),
+        (Role.TEST, "assert f() == 1"),
+    )
+    assert plan.needed() == {0, 1, 2, 3}

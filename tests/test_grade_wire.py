@@ -241,6 +241,47 @@ def test_each_restart_is_a_namespace_of_its_own_as_the_cells_left_it(run) -> Non
     assert memory(one) != memory(two) and memory(restart(answer)) == memory(restart(answer))
 
 
+def test_a_restart_and_its_first_call_are_one_request_and_the_copy_lives_on(run) -> None:
+    counted, through = run.answer("count"), run.answer("through")
+    peer = counted._current()._peer
+    sent: list[str] = []
+    original = peer.request
+    refused = ConnectionError("payments API timed out")
+
+    def refuse():
+        raise refused
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(peer, "request", lambda message, *rest: sent.append(message[0]) or original(message, *rest))
+        fresh = restart(counted)
+        assert [call_answer(fresh), call_answer(fresh)] == [1, 2]
+        copy = restart(through)
+        with pytest.raises(ConnectionError) as caught:  # the first call raised: the copy came back all the same
+            call_answer(copy, refuse)
+        assert call_answer(copy, lambda: "next") == "next"
+    assert caught.value is refused  # the judge's own exception, the same object
+    assert sent == ["restartcall", "call", "restartcall", "call"]
+
+
+def test_a_batch_of_calls_is_one_message_with_each_calls_own_outcome(run) -> None:
+    counted = restart(run.answer("count"))
+    assert [value for value, _ in counted.each([((), {})] * 3)] == [1, 2, 3]  # in order, each a call of its own
+    fails, stale, through = run.answer("fails"), run.answer("stale"), run.answer("through")
+    peer = fails._current()._peer
+    sent: list[str] = []
+    original = peer.request
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(peer, "request", lambda message, *rest: sent.append(message[0]) or original(message, *rest))
+        outcomes = fails.each([((1,), {}), ((2,), {})])
+        refused = stale.each([((), {})])
+        called = through.each([((lambda: "from the judge",), {})])
+    assert sent == ["each", "each", "each"]  # one request per batch
+    assert [(value, type(error).__name__) for value, error in outcomes] == [(None, "KeyError"), (None, "KeyError")]
+    assert isinstance(outcomes[1][1], LearnerRaised) and "'bb'" in str(outcomes[1][1])
+    assert isinstance(refused[0][1], StaleTokenError) and refused[0][1].token == 3  # a kit error, with its fields
+    assert called == [("from the judge", None)]  # a kit callback inside a batched call crosses back as usual
+
+
 class _Death(BaseException):
     pass
 

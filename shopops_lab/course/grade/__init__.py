@@ -7,6 +7,7 @@
     judge.py        the judge's side of the learner: its process, and the answers the checks call
     learner.py      the learner's process: confined, runs the cells, forks a worker per check
     wire.py         the typed JSON wire between them (values by value, objects by handle)
+    zygote.py       a warm, clean interpreter each learner process is forked from (Linux)
     confinement.py  the learner's uid, hidden folders, and ending every process it started
     pool.py         the parent: children at once, deadlines, restarts, scores
     report.py       grades.csv, grades.json, feedback/, manual.csv and the --manual merge

@@ -20,6 +20,7 @@ from types import FunctionType, MethodType, ModuleType
 from typing import Any
 
 from shopops_lab.checks.base import ForeignAnswer, NotAttempted
+from shopops_lab.course.grade import zygote
 from shopops_lab.course.grade.wire import (
     KIT,
     Handle,
@@ -178,37 +179,30 @@ class Learner:
 
     config: dict[str, Any]
     announce: Callable[[int], None]
+    zygote: socket.socket | None = None  # a channel to the zygote, else each start is a fresh interpreter
     process: Any = None
     control: Any = None
     history: list[tuple[str, str]] = field(default_factory=list)
 
     def start(self) -> None:
-        ours, theirs = socket.socketpair()
         debug = bool(os.environ.get("SHOPOPS_GRADE_DEBUG"))  # the learner's stderr shown, for the kit's developers
-        config = {**self.config, "fd": theirs.fileno(), "path": list(sys.path), "debug": debug}
-        scratch = self.config["scratch"]
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": scratch,
-            "TMPDIR": scratch,
-            "MPLBACKEND": "Agg",
-            "MPLCONFIGDIR": scratch,
-            "PYTHONHASHSEED": "0",
-            "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            **({"SHOPOPS_GRADE_DEBUG": "1"} if debug else {}),
-        }
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", BOOT, json.dumps(config)],
-            pass_fds=(theirs.fileno(),),
-            start_new_session=True,
-            cwd=scratch,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=None if debug else subprocess.DEVNULL,
-        )
-        theirs.close()
+        config = {**self.config, "path": list(sys.path), "debug": debug}
+        self.process = None
+        if self.zygote is not None and not debug:  # forked from the zygote: no interpreter start
+            ours, theirs = socket.socketpair()
+            try:
+                self.process = zygote.spawn(self.zygote, {**config, "fd": theirs.fileno()}, theirs.fileno())
+            except (OSError, PeerGone, ProtocolError, RuntimeError):
+                self.zygote = None  # gone or stuck: fresh interpreters from now on, on a socket of their own
+                ours.close()
+            finally:
+                theirs.close()
+        if self.process is None:
+            ours, theirs = socket.socketpair()
+            try:
+                self.process = self._popen({**config, "fd": theirs.fileno()}, theirs.fileno())
+            finally:
+                theirs.close()
         self.control = ours
         self.announce(self.process.pid)
         try:
@@ -221,6 +215,20 @@ class Learner:
         for source, name in list(self.history):
             with contextlib.suppress(LearnerDied, ProtocolError):
                 self._exec(source, name)
+
+    def _popen(self, config: dict[str, Any], fd: int) -> subprocess.Popen[bytes]:
+        """A fresh interpreter for the learner's process."""
+        scratch, debug = self.config["scratch"], bool(config["debug"])
+        return subprocess.Popen(
+            [sys.executable, "-c", BOOT, json.dumps(config)],
+            pass_fds=(fd,),
+            start_new_session=True,
+            cwd=scratch,
+            env=zygote.environment(scratch, debug),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=None if debug else subprocess.DEVNULL,
+        )
 
     def stop(self) -> None:
         if self.process is not None:
@@ -340,9 +348,14 @@ class CheckRun:
             raise ProtocolError("a lookup of no known shape")
         return found
 
-    def died(self) -> str:
-        """Why the worker is gone, once a call found it gone."""
-        self.close()
+    def died(self, gone: BaseException | None = None) -> str:
+        """Why the worker is gone, once a call found it gone: its exit status, asked (once) of
+        the cells' process, else why that process is gone."""
+        if self.peer is None:
+            return gone.cause if isinstance(gone, LearnerDied) else death(None)
+        with contextlib.suppress(OSError):
+            self.peer.sock.close()
+        self.peer = None
         return death(self.learner.reap()) if self.learner.control is not None else death(None)
 
     def close(self) -> None:
@@ -356,7 +369,7 @@ class CheckRun:
 class RemoteAnswer(ForeignAnswer):
     """The learner's function or class, living in a worker process; calls cross to it."""
 
-    def __init__(self, run: CheckRun, name: str, kind: str, handle: Handle, generation: int) -> None:
+    def __init__(self, run: CheckRun, name: str, kind: str, handle: Handle | None, generation: int) -> None:
         self.kind = kind
         self.__name__ = name
         self._run, self._handle, self._generation = run, handle, generation
@@ -368,10 +381,56 @@ class RemoteAnswer(ForeignAnswer):
             if not isinstance(fresh, RemoteAnswer):
                 raise LearnerDied("the answer is gone after a restart")
             self._handle, self._generation = fresh._handle, fresh._generation
+        if self._handle is None:  # a restart not made yet: made now
+            found = self._run.peer.request(["restart", self.__name__])
+            if not isinstance(found, Handle):
+                raise ProtocolError("a restart of no known shape")
+            self._handle = found
         return self._handle
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._run.own()
+        if self._handle is None and self._generation == self._run.generation:
+            return self._made_and_called(args, kwargs)
         return self._current()(*args, **kwargs)
+
+    def _made_and_called(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A restart's first call, in the same request as the restart: the copy comes back with
+        what the call returned, or attached to what it raised."""
+        peer = self._run.peer
+        peer.attached = None
+        try:
+            made = peer.call_with(["restartcall", self.__name__], args, kwargs)
+        except BaseException:
+            found, peer.attached = peer.attached, None
+            if isinstance(found, Handle) and found._peer is peer:
+                self._handle = found
+            raise
+        if not (isinstance(made, list) and len(made) == 2 and isinstance(made[0], Handle)):
+            raise ProtocolError("a restart and call of no known shape")
+        self._handle = made[0]
+        return made[1]
+
+    def each(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[Any, BaseException | None]]:
+        """The answer called on each (args, kwargs) in turn, in ONE message: (value, None) or
+        (None, the exception it raised) per call, in order. For calls whose arguments do not
+        depend on earlier results (a grid of inputs): each call is still a step of its own in
+        the learner's process, only the round trips are saved."""
+        handle = self._current()
+        peer = handle._peer
+        batch = [
+            [[peer.encode(a) for a in args], {str(k): peer.encode(v) for k, v in kwargs.items()}]
+            for args, kwargs in calls
+        ]
+        outcomes = peer.request(["each", handle._id, batch])
+        if not (isinstance(outcomes, list) and len(outcomes) == len(calls)):
+            raise ProtocolError("a batch's outcomes of no known shape")
+        found: list[tuple[Any, BaseException | None]] = []
+        for outcome in outcomes:
+            if not (isinstance(outcome, list) and len(outcome) == 2 and outcome[0] in ("ret", "exc")):
+                raise ProtocolError("a call's outcome of no known shape")
+            found.append((outcome[1], None) if outcome[0] == "ret" else (None, peer.exception(outcome[1])))
+        return found
 
     def is_stub(self) -> bool:
         handle = self._current()
@@ -380,12 +439,13 @@ class RemoteAnswer(ForeignAnswer):
     def restart(self) -> RemoteAnswer:
         """A copy of the answer as the cells left it, on fresh memory, made in the worker by the
         kit's own `restart` (each copy its own namespace: two workers of a schedule share
-        nothing), so a schedule costs no process start."""
-        handle = self._current()
-        found = handle._peer.request(["restart", self.__name__])
-        if not isinstance(found, Handle):
-            raise ProtocolError("a restart of no known shape")
-        return RemoteAnswer(self._run, self.__name__, self.kind, found, self._generation)
+        nothing), so a schedule costs no process start. The copy is made when first used:
+        when that use is a call, copy and call are one request."""
+        if self._handle is None:
+            self._run.own()
+        else:
+            self._current()
+        return RemoteAnswer(self._run, self.__name__, self.kind, None, self._run.generation)
 
     def memory(self) -> Any:
         handle = self._current()

@@ -1,7 +1,8 @@
 """The learner's process: the only place a submission's code runs.
 
-A fresh interpreter (never a fork of the grader, which holds the masters and the other
-submissions in memory) started by the judge with one socket. Before any learner code it
+Never a fork of the grader, which holds the masters and the other submissions in memory:
+a fork of the zygote (`zygote.py`, a fresh interpreter that only loaded the kit), or a
+fresh interpreter, started for the judge with one socket. Before any learner code it
 confines itself (`confine`): as root, a mount namespace of its own in which the key, the
 output folder and the submissions are empty, then another uid; its limits (memory, file
 size, CPU, processes); its output silenced. It then runs the cells the judge sends, in
@@ -30,6 +31,7 @@ from types import CodeType
 from typing import Any
 
 from shopops_lab.course.grade.wire import (
+    Attached,
     Peer,
     PeerGone,
     ProtocolError,
@@ -243,7 +245,27 @@ class Worker(Peer):
             from shopops_lab.checks.base import is_stub
 
             return bool(is_stub(self.target(message[1])))
+        if kind == "each" and len(message) == 3 and type(message[2]) is list:
+            return self.each(self.target(message[1]), message[2])
         return self.kit_question(message, given)
+
+    def each(self, target: Any, calls: list[Any]) -> list[list[Any]]:
+        """`target` called on each [args, kwargs] in turn, each call a step of its own (kit
+        calls inside it cross as usual): ["ret", value] or ["exc", exception] per call. A
+        BaseException (the judge's planned crash, or the learner's own) ends the batch, as it
+        would end a single call. Arguments are not copied back."""
+        outcomes: list[list[Any]] = []
+        for call in calls:
+            if not (type(call) is list and len(call) == 2):
+                raise ProtocolError("a call of no known shape in a batch")
+            try:
+                outcomes.append(["ret", self._invoke(target, call[0], call[1], {})])
+            except Exception as exc:  # noqa: BLE001 - the judge gets it, as that call's exception
+                described = self.describe(exc)
+                if "judge" in described:  # the judge's own, come back: by class and fields (it is not kept)
+                    described = Peer.describe(self, exc)
+                outcomes.append(["exc", described])
+        return outcomes
 
     def kit_question(self, message: list[Any], given: dict[str, Any]) -> Any:
         """The explorer's questions, answered by the kit's own code in this process."""
@@ -253,6 +275,12 @@ class Worker(Peer):
         kind = message[0]
         if kind == "restart" and len(message) == 2 and message[1] in self.pristine:
             return restart(self.pristine[message[1]])
+        if kind == "restartcall" and len(message) == 4 and message[1] in self.pristine:
+            copy = restart(self.pristine[message[1]])  # a restart and its first call: one request
+            try:
+                return [copy, self._invoke(copy, message[2], message[3], given)]
+            except BaseException as exc:  # noqa: BLE001 - answered as the call's exception, with the copy
+                raise Attached(exc, copy) from None
         if kind in ("memory", "picture") and len(message) == 2:
             drawn = memory(self.target(message[1])) if kind == "memory" else canonical(self.target(message[1]))
             return None if drawn is None else hashlib.sha256(repr(drawn).encode("utf-8", "replace")).hexdigest()
@@ -346,23 +374,26 @@ def _kit_codes(names: list[Any]) -> list[tuple[Any, str]]:
     return found
 
 
-def main(raw: str) -> None:
-    """Entry point of the fresh interpreter: confine, load the kit, serve the cells."""
-    config = json.loads(raw)
+def preload(imports: Any) -> None:
+    """Load what learner code uses: the master's imports and every lab's checks (a master
+    imports those as `from shopops_lab.checks import lab05`, which the import list holds as
+    the package). After confine() no new file may be readable (Python's own library included)."""
+    from importlib import import_module
+
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import shopops_lab.checks as checks
+
+    labs = [f"{checks.__name__}.{found.name}" for found in pkgutil.iter_modules(checks.__path__)]
+    for module in (*imports, *labs):
+        with contextlib.suppress(Exception):
+            import_module(module)
+
+
+def serve(config: dict[str, Any]) -> None:
+    """Load, confine, serve the cells on the socket `config["fd"]`; never returns."""
     sock = socket.socket(fileno=config["fd"])
     try:
-        from importlib import import_module
-
-        os.environ.setdefault("MPLBACKEND", "Agg")
-        # After confine() no new file can be read (Python's own library included): load now what
-        # learner code uses, the master's imports and every lab's checks (a master imports those
-        # as `from shopops_lab.checks import lab05`, which the import list holds as the package).
-        import shopops_lab.checks as checks
-
-        labs = [f"{checks.__name__}.{found.name}" for found in pkgutil.iter_modules(checks.__path__)]
-        for module in (*config.get("imports", ()), *labs):
-            with contextlib.suppress(Exception):
-                import_module(module)
+        preload(config.get("imports", ()))
         confine(config)
     except BaseException as exc:  # noqa: BLE001 - before any learner code: the grader's own failure
         with contextlib.suppress(Exception):
@@ -370,3 +401,8 @@ def main(raw: str) -> None:
         os._exit(70)
     send_frame(sock, ["ready"])
     Cells(sock).serve()
+
+
+def main(raw: str) -> None:
+    """Entry point of a fresh interpreter (where there is no zygote to fork it)."""
+    serve(json.loads(raw))

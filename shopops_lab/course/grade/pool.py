@@ -30,6 +30,7 @@ from shopops_lab.course.grade.rebuild import Plan
 from shopops_lab.course.grade.results import ExerciseResult, Mark, Status, SubmissionResult
 from shopops_lab.course.grade.sandbox import Job, Limits
 from shopops_lab.course.grade.submissions import Submission
+from shopops_lab.course.grade.zygote import Zygote
 
 AUTO_MARKS = frozenset({Mark.CORRECT, Mark.INCORRECT, Mark.NOT_ATTEMPTED, Mark.ERROR})
 START_SECONDS = 60.0
@@ -86,6 +87,7 @@ class Pool:
     jobs: int
     warm: sandbox.Warm | None = None  # prepared already (the key's imports checked), else prepared here
     hide: tuple[str, ...] = ()  # what the learner's processes must not see (the key, --out, submissions)
+    zygote: Zygote | None = None  # started already (loading the kit while the key loads), else started here
     on_result: Callable[[SubmissionResult], None] = lambda result: None
     clock: Callable[[], float] = time.monotonic
     context: Any = field(default_factory=_context)
@@ -96,8 +98,11 @@ class Pool:
 
     def run(self, work: Sequence[tuple[Submission, Master, Plan]]) -> list[SubmissionResult]:
         self.warm = self.warm or sandbox.Warm.prepare(self.key)
+        owned = None
         if self.context.get_start_method() == "fork":
             sandbox.INHERITED["warm"] = self.warm  # every child inherits it
+            if self.zygote is None:
+                self.zygote = owned = Zygote.start()
         gc.collect()
         gc.freeze()  # forked children share the warm parent's pages instead of copying them
         results: list[SubmissionResult] = []
@@ -121,6 +126,9 @@ class Pool:
                 self._kill(run)
             gc.unfreeze()
             sandbox.INHERITED.clear()
+            if owned is not None:
+                owned.close()
+                self.zygote = None
         return results
 
     # --- children ---------------------------------------------------------------------
@@ -141,9 +149,13 @@ class Pool:
             hide=self.hide,
         )
         reader, writer = self.context.Pipe(duplex=False)
-        run.process = self.context.Process(target=sandbox.child_main, args=(job, writer), daemon=True)
+        forked = self.context.get_start_method() == "fork"
+        channel = self.zygote.channel() if forked and self.zygote is not None else None
+        run.process = self.context.Process(target=sandbox.child_main, args=(job, writer, channel), daemon=True)
         run.process.start()
         writer.close()
+        if channel is not None:
+            channel.close()  # the judge's own now
         run.connection, run.current, run.since = reader, None, self.clock()
 
     def _kill(self, run: _Run) -> None:

@@ -11,6 +11,7 @@ costs (`Plan.blocked`).
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections import Counter
@@ -145,6 +146,72 @@ class Plan:
                     poisoned.pop(name, None)
             tainted = tainted | step.defines if answer_linked else tainted - step.defines
         return blocked
+
+    def needed(self) -> frozenset[int]:
+        """The steps whose effects can reach a verdict: every answer and test cell, and each
+        master cell that binds a name a needed step reads, or may change what one reads (it
+        reads such a name, other than a module, function, class or constant of the notebook's).
+        The rest only demonstrate, for the reader: a simulation printed, a `check()` that
+        prints a verdict, a picture. They are not run: an answer is graded on what the answer
+        and the cells it reads leave, not on what a demonstration did with it. A step that
+        reads names out of sight (`globals()`, `eval`, `sys`, ...) or does not parse keeps them all."""
+        shapes = [_Shape.of(step.source) for step in self.steps]
+        if any(shape.hidden for step, shape in zip(self.steps, shapes) if step.role is not Role.CODE):
+            return frozenset(step.index for step in self.steps)
+        assigned = {name for step, shape in zip(self.steps, shapes) for name in step.defines - shape.static}
+        changeable = assigned - {name for shape in shapes for name in shape.static}  # a builtin is not: never bound
+        live: set[str] = set()
+        keep: set[int] = set()
+        for step, shape in reversed(list(zip(self.steps, shapes))):
+            if step.role is not Role.CODE or shape.hidden or step.defines & live or step.reads & live & changeable:
+                keep.add(step.index)
+                live |= step.reads
+        return frozenset(keep)
+
+
+HIDDEN_READS = frozenset(
+    {"globals", "locals", "vars", "eval", "exec", "__import__", "sys", "gc", "inspect", "get_ipython"}
+)
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """What `Plan.needed` must know of a cell beyond the names it binds and reads: the names
+    it binds only as a module, function, class or constant (`static`: nothing can change
+    them but rebinding), and whether it can reach names out of sight (`hidden`: it does not
+    parse, star-imports, or reads a name in HIDDEN_READS)."""
+
+    static: frozenset[str]
+    hidden: bool
+
+    @classmethod
+    def of(cls, source: str) -> _Shape:
+        from shopops_lab.course import source as src
+
+        try:
+            tree = src.parse_python(source)
+        except SyntaxError:
+            return cls(frozenset(), True)
+        static: set[str] = set()
+        hidden = bool(src.referenced_names(tree) & HIDDEN_READS)
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                static.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                hidden = hidden or any(alias.name == "*" for alias in node.names)
+                static.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.Assign) and _constant(node.value):
+                static.update(target.id for target in node.targets if isinstance(target, ast.Name))
+        return cls(frozenset(static), hidden)
+
+
+def _constant(node: ast.expr) -> bool:
+    """An immutable literal: a number, a string, None, or a tuple of those (`-1`, `(8, 90)`)."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _constant(node.operand)
+    if isinstance(node, ast.Tuple):
+        return all(_constant(item) for item in node.elts)
+    return isinstance(node, ast.Constant)
 
 
 def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tuple[str, ...]]:

@@ -16,6 +16,7 @@ from shopops_lab.course.grade.rebuild import MAX_BYTES, read, rebuild, without_o
 from shopops_lab.course.grade.results import SubmissionResult
 from shopops_lab.course.grade.sandbox import Limits, Warm
 from shopops_lab.course.grade.submissions import Submission, find
+from shopops_lab.course.grade.zygote import Zygote
 
 
 def _lab_of(submission: Submission) -> str | None:
@@ -63,6 +64,27 @@ def grade(
 ) -> GradeReport:
     """Grade every notebook under `paths` against the masters in `key`; write the gradebook
     to `out`. Bad arguments raise BadArgumentError before anything runs or is written."""
+    zygote = Zygote.start()  # loads the kit for the learner's processes while the key loads, before it
+    try:
+        return _grade(
+            paths, key=key, out=out, jobs=jobs, limits=limits, manual=manual, progress=progress, zygote=zygote
+        )
+    finally:
+        if zygote is not None:
+            zygote.close()
+
+
+def _grade(
+    paths: Sequence[str],
+    *,
+    key: str | Path | None,
+    out: str | Path | None,
+    jobs: int,
+    limits: Limits,
+    manual: str | Path | None,
+    progress: Callable[[int], Any] | None,
+    zygote: Zygote | None,
+) -> GradeReport:
     submissions = find(paths, {path.name[:2]: path.stem for path in master_paths(key)})
     answer_key = Key.load(key, labs={lab for lab in map(_lab_of, submissions) if lab is not None})
     scores = report.ManualScores.read(manual, answer_key) if manual else None
@@ -87,7 +109,7 @@ def grade(
 
     try:
         hide = confinement.hidden(answer_key.source, folder, [submission.path for submission in submissions])
-        for result in Pool(answer_key, limits, jobs, warm=warm, on_result=done, hide=hide).run(work):
+        for result in Pool(answer_key, limits, jobs, warm=warm, on_result=done, hide=hide, zygote=zygote).run(work):
             rows[result.submission.name] = result
     finally:
         if bar:

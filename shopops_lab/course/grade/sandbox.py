@@ -3,9 +3,10 @@
 The parent loads the kit once (`Warm.prepare`): the modules the masters import, the check
 object behind every test cell, and a snapshot of the kit's state. Each submission then
 gets a judge forked from that warm parent (or, where fork is missing, a fresh interpreter
-that warms itself first). The judge starts the learner's process (`judge.Learner`: a fresh
-interpreter, confined before any learner code, see `learner.py`) and walks the plan: the
-master's code cells and the learner's answers run *there*; every test cell backed by a
+that warms itself first). The judge starts the learner's process (`judge.Learner`: forked by the
+zygote, or a fresh interpreter, confined before any learner code, see `learner.py`) and
+walks the plan (the cells that can reach a verdict, `Plan.needed`): the master's code
+cells and the learner's answers run *there*; every test cell backed by a
 kit check runs *here*, as a call of the check object taken beforehand, with the learner's
 answers as `RemoteAnswer`s whose calls cross to a worker forked in the learner's process.
 So nothing the learner's code does to its own memory (rebinding checks, patching the kit,
@@ -45,7 +46,7 @@ from shopops_lab.course.grade.judge import CheckRun, Learner, LearnerDied
 from shopops_lab.course.grade.key import Key, Kind
 from shopops_lab.course.grade.learner import compile_cell
 from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
-from shopops_lab.course.grade.wire import ProtocolError
+from shopops_lab.course.grade.wire import PeerGone, ProtocolError
 
 KIT = "shopops_lab"
 MESSAGE_LIMIT = 4000  # characters of one check message kept (the learner's own exception text can be long)
@@ -374,8 +375,9 @@ class _Runner:
     def run(self) -> None:
         stopped = set(self.job.stopped)
         blocked = self.job.plan.blocked(stopped)
+        needed = self.job.plan.needed()  # a demonstration no verdict reads is not run
         for step in self.job.plan.steps:
-            if step.index in blocked or step.index in self.job.scored:
+            if step.index in blocked or step.index in self.job.scored or step.index not in needed:
                 continue
             self.send(["cell", step.index])
             try:
@@ -445,8 +447,8 @@ class _Runner:
                 mark, text = "incorrect", f"raised SystemExit({exc.code!r})"
             except BaseException as exc:  # noqa: BLE001 - the cell's own verdict: it raised
                 mark, text = "incorrect", f"{type(exc).__name__}: {exc}"
-        except LearnerDied:
-            raise LearnerDied(run.died()) from None
+        except PeerGone as gone:  # the worker died in the check (or the cells' process did)
+            raise LearnerDied(run.died(gone)) from None
         finally:
             run.close()
             self.warm.snapshot.restore()
@@ -459,8 +461,8 @@ class _Runner:
             answers = [run.answer(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
             self.warm.snapshot.restore()
             result = grader.result(*answers)
-        except LearnerDied:
-            raise LearnerDied(run.died()) from None
+        except PeerGone as gone:  # the worker died in the check (or the cells' process did)
+            raise LearnerDied(run.died(gone)) from None
         finally:
             run.close()
             self.warm.snapshot.restore()
@@ -512,8 +514,10 @@ def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
     }
 
 
-def child_main(job: Job, connection: Any) -> None:
-    """Entry point of the judge's process: never returns, always exits with os._exit."""
+def child_main(job: Job, connection: Any, zygote: Any = None) -> None:
+    """Entry point of the judge's process: never returns, always exits with os._exit.
+    `zygote`: this judge's channel to the zygote (forked), else None (a fresh interpreter
+    per learner process)."""
     status = 0
     send = _sender(connection)
     learner: Learner | None = None
@@ -525,7 +529,7 @@ def child_main(job: Job, connection: Any) -> None:
         os.chdir(job.scratch)
         random.seed(0)
         _silence()
-        learner = Learner(_learner_config(job, warm), announce=lambda pid: send(["learner", pid]))
+        learner = Learner(_learner_config(job, warm), announce=lambda pid: send(["learner", pid]), zygote=zygote)
         learner.start()
     except BaseException as exc:  # before any learner code: the grader's own failure
         with contextlib.suppress(Exception):

@@ -40,6 +40,15 @@ class PeerGone(KeyboardInterrupt):
     """The other side closed its end (it died, or left): the call cannot be answered."""
 
 
+class Attached(Exception):
+    """An exception answering a request, with a value the answer carries all the same (the
+    copy a `restartcall` made before the call in it raised)."""
+
+    def __init__(self, inner: BaseException, attached: Any) -> None:
+        super().__init__()
+        self.inner, self.attached = inner, attached
+
+
 class ProtocolError(KeyboardInterrupt):
     """The other side sent something off the protocol. A KeyboardInterrupt, like a timeout:
     no check may turn it into a verdict of its own; the grader stops the cell instead."""
@@ -273,6 +282,7 @@ class Peer(abc.ABC):
         self.numbers: dict[int, int] = {}  # id(object) -> its number
         self.handles: dict[int, Handle] = {}
         self.thrown: dict[int, BaseException] = {}  # exceptions this side raised into the other, by number
+        self.attached: Any = None  # what the other side attached to the exception it answered with last
         self.depth = 0
 
     # values ---------------------------------------------------------------------------
@@ -396,10 +406,13 @@ class Peer(abc.ABC):
         list, set or dict argument crosses by value and comes back as the call left it (copied
         into the caller's own), so a callee that fills the caller's container works as it
         would in one process."""
+        return self.call_with(["call", number] if method is None else ["callattr", number, method], args, kwargs)
+
+    def call_with(self, head: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A request `head` + [args, kwargs], the container arguments copied back (see `call`)."""
         mutable = {str(n): a for n, a in enumerate(args) if type(a) in MUTABLE}
         mutable.update((f"={k}", v) for k, v in kwargs.items() if type(v) in MUTABLE)
         arguments = [[self.encode(a) for a in args], {str(k): self.encode(v) for k, v in kwargs.items()}]
-        head = ["call", number] if method is None else ["callattr", number, method]
         return self.request([*head, *arguments], mutable)
 
     def scalar(self, message: list[Any], kind: type) -> Any:
@@ -416,10 +429,11 @@ class Peer(abc.ABC):
                 reply = recv_frame(self.sock)
                 if type(reply) is not list or not reply or type(reply[0]) is not str:
                     raise ProtocolError("a message that is not [kind, ...]")
-                if reply[0] in ("ret", "exc") and len(reply) in (2, 3):
-                    self._copy_back(mutable or {}, reply[2] if len(reply) == 3 else [])
+                if reply[0] in ("ret", "exc") and len(reply) in (2, 3, 4):
+                    self._copy_back(mutable or {}, reply[2] if len(reply) >= 3 else [])
                     if reply[0] == "ret":
                         return self.decode(reply[1])
+                    self.attached = self.decode(reply[3]) if len(reply) == 4 else None
                     raise self.exception(reply[1])
                 self.serve(reply)
         finally:
@@ -451,13 +465,17 @@ class Peer(abc.ABC):
         except (PeerGone, ProtocolError):
             raise
         except BaseException as exc:  # noqa: BLE001 - the other side gets it, as its exception
-            if self.keeps(exc):
-                raise
+            attached = None
+            if isinstance(exc, Attached):
+                attached, exc = exc.attached, exc.inner
+            if isinstance(exc, (PeerGone, ProtocolError)) or self.keeps(exc):
+                raise exc from None
             try:
                 changed = self._changed(given)
             except (TypeError, ValueError, RecursionError):
                 changed = []
-            send_frame(self.sock, ["exc", self.describe(exc), changed])
+            frame = ["exc", self.describe(exc), changed]
+            send_frame(self.sock, frame if attached is None else [*frame, self.encode(attached)])
             return
         send_frame(self.sock, reply)
 
