@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from shopops_lab.checks import lab00, lab01, lab02, lab03, lab04, lab05, lab06, lab07
-from shopops_lab.checks.base import NotAttempted, Verdict, attempt, describe, is_stub
+from shopops_lab.checks.base import ForeignAnswer, NotAttempted, Verdict, attempt, call_each, describe, is_stub
 from shopops_lab.fencing import NaiveResultStore
 
 EXERCISES = [
@@ -209,3 +209,46 @@ def test_the_kits_model_answers_are_the_masters():
 
     solutions = Path(__file__).resolve().parent.parent / "solutions"
     assert MODEL_ANSWERS_MODULE.read_text() == model_answers_module(solutions)
+
+
+class _Batched(ForeignAnswer):
+    """An answer in another process, as far as `call_each` needs one: it counts its messages."""
+
+    def __init__(self, answer):
+        self.answer, self.messages = answer, 0
+
+    def each(self, calls):
+        self.messages += 1
+        outcomes = []
+        for args, kwargs in calls:
+            try:
+                outcomes.append((self.answer(*args, **kwargs), None))
+            except Exception as exc:  # noqa: BLE001 - handed back, as the grader's learner process does
+                outcomes.append((None, exc))
+        return outcomes
+
+    def __call__(self, *args, **kwargs):
+        raise AssertionError("call_each sends a batch, never one call per input")
+
+    is_stub = restart = memory = picture = watch = watched = __call__
+
+
+def test_call_each_calls_a_grid_in_order_and_raises_the_first_failure_as_one_call_would():
+    def halve(n):
+        if n == 3:
+            raise ValueError("odd three")
+        return n / 2
+
+    grid = [((n,), {}) for n in (2, 4, 6)]
+    assert call_each(halve, grid) == [1.0, 2.0, 3.0]
+    remote = _Batched(halve)
+    assert call_each(remote, grid) == [1.0, 2.0, 3.0] and remote.messages == 1  # one message, not three
+    for answer in (halve, _Batched(halve)):
+        with pytest.raises(ValueError, match="odd three"):
+            call_each(answer, [((2,), {}), ((3,), {}), ((5,), {})])
+
+    def stub(n):
+        raise NotImplementedError
+
+    with pytest.raises(NotAttempted):
+        call_each(stub, grid)

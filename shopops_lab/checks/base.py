@@ -97,6 +97,11 @@ class ForeignAnswer(ABC):
         """Call the answer (or make an object of it) in its process."""
 
     @abstractmethod
+    def each(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[Any, BaseException | None]]:
+        """The answer called on each (args, kwargs) in turn, in one message to its process:
+        (value, None) or (None, what it raised) per call, in order."""
+
+    @abstractmethod
     def is_stub(self) -> bool:
         """Is it still the exercise's stub? Asked of the answer's process."""
 
@@ -198,6 +203,20 @@ def call_answer(answer: Any, *args: Any, **kwargs: Any) -> Any:
         if _raised_by(exc.__traceback__, answer):
             raise NotAttempted() from None
         raise
+
+
+def call_each(answer: Any, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[Any]:
+    """`call_answer` on each (args, kwargs) in turn, for a grid of inputs that do not depend
+    on earlier results: an answer in another process gets them all in one message, not one
+    round trip per call. The first call that raised raises here, as it would have alone."""
+    if not isinstance(answer, ForeignAnswer):
+        return [call_answer(answer, *args, **kwargs) for args, kwargs in calls]
+    values = []
+    for value, raised in answer.each(calls):
+        if raised is not None:
+            raise raised
+        values.append(value)
+    return values
 
 
 def attempt(answer: Any, *args: Any, **kwargs: Any) -> tuple[Any, Exception | None]:

@@ -16,7 +16,7 @@ import functools
 import itertools
 from typing import Any
 
-from shopops_lab.checks.base import Exercise, Wrong, _where, call_answer, describe, error_text
+from shopops_lab.checks.base import Exercise, Wrong, _where, call_each, describe, error_text
 from shopops_lab.clock import FakeClock
 from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
@@ -460,8 +460,9 @@ def _truth() -> tuple[tuple[tuple[str, ...], int, str], ...]:
 
 def _knowledge(where_does_it_end) -> str:
     answers, truth = [], {}
-    for deliveries, limit, real in _truth():
-        got = call_answer(where_does_it_end, list(deliveries), limit)
+    cases = _truth()
+    said = call_each(where_does_it_end, [((list(deliveries), limit), {}) for deliveries, limit, _ in cases])
+    for (deliveries, limit, real), got in zip(cases, said, strict=True):
         if type(got) is not str or got not in ("ready", "done", "dead"):  # a str, not a look-alike
             raise Wrong(
                 f"for {list(deliveries)} the function returned {describe(got)}; return the item's state: "
