@@ -364,6 +364,7 @@ def component_log(value: object) -> EventLog:
     """The `log=` of a component: an EventLog to share, or a fresh one."""
     if value is None:
         return EventLog()
-    return arguments.instance(
+    log: EventLog = arguments.instance(
         "log", value, EventLog, "pass an EventLog (e.g. queue.log, to share one log), or leave it out"
     )
+    return log

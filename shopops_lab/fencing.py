@@ -57,7 +57,7 @@ class TokenFence:
         held = self._locked(key, 1, worker_id)
         if held is None:
             return 1
-        token = held["token"] + 1
+        token: int = held["token"] + 1
         self.store.put(self._kind, key, {"token": token, "holders": {**held["holders"], str(token): worker_id}})
         return token
 
@@ -71,7 +71,7 @@ class TokenFence:
     def _locked(self, key: str, first: int, worker_id: str | None) -> dict[str, Any] | None:
         """None if this call made `key`'s first record (token `first`); else the record,
         read under a lock held until the transaction ends, so what it says decides the write."""
-        held = self.store.get(self._kind, key)
+        held: dict[str, Any] | None = self.store.get(self._kind, key)
         if held is None and self.store.put_new(self._kind, key, {"token": first, "holders": {str(first): worker_id}}):
             return None
         return held if held is not None else self.store.get(self._kind, key)

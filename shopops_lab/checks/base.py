@@ -453,12 +453,12 @@ def _reveal(exercise_id: str, name: str, answer: str) -> None:
         from IPython import get_ipython
         from IPython.display import display
     except ImportError:
-        get_ipython = None  # type: ignore[assignment]
+        get_ipython = None
     if get_ipython is None or get_ipython() is None:
         print(f"{heading}\n\n{answer}")
         return
     fence = "~~~~" if "```" in answer else "```"
-    display(
+    display(  # type: ignore[no-untyped-call]
         {"text/plain": f"{heading}\n\n{answer}", "text/markdown": f"{heading}\n\n{fence}python\n{answer}\n{fence}"},
         raw=True,
         metadata={"shopops_lab": {REVEALED: exercise_id}},

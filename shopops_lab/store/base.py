@@ -100,6 +100,27 @@ class ItemRow:
         "ended_by",
         "behind",
     )
+    # The slots' types (annotations only: a slot cannot also have a class-level value).
+    seq: int
+    id: str
+    case_id: str
+    tenant_id: str | None
+    kind: str
+    payload: dict[str, Any]
+    flat: bool  # every payload value a str, int, bool or None: dict(payload) is a deep copy
+    priority: int
+    state: ItemState
+    attempts: int
+    token: int
+    worker_id: str | None
+    expires_at: float | None
+    lease_seconds: float
+    enqueued_at: float
+    last_error: str | None
+    dead_at: float | None
+    replays: int
+    ended_by: str | None
+    behind: ItemRow | None
 
     def __repr__(self) -> str:
         return f"ItemRow({self.id}, case {self.case_id}, {self.state.value}, token {self.token})"
@@ -110,18 +131,24 @@ class Store(Protocol):
     `open_store(url)` picks one."""
 
     url: str
-    log: EventLog
     shared: bool
     """True when other connections (threads, processes, machines) may write the same data
     (SQL); False for memory (one thread of one process). A decision on a shared store is one
     atomic statement or is taken under a lock; see `put_new` and `get`."""
-    atomic: AbstractContextManager[Any]
-    """Reentrant: a block inside a block joins the outer transaction. Leaving the outer block
-    normally commits everything in it; leaving it with any exception (a crash, a refused
-    write, a bug) rolls all of it back, as in any database. What memory does not promise:
-    it rolls back records, counters and events, but not a queue item's row (the engine
-    changes the row object itself before `write_item`); the queue, the items' only writer,
-    makes every check before its first write, so its calls never stop halfway."""
+
+    # Read-only members (properties here, plain attributes in the stores), so a store may
+    # hold a subclass: the SQL stores' log is a DatabaseLog, each store's transaction its own.
+    @property
+    def log(self) -> EventLog: ...
+
+    @property
+    def atomic(self) -> AbstractContextManager[None]:
+        """Reentrant: a block inside a block joins the outer transaction. Leaving the outer
+        block normally commits everything in it; leaving it with any exception (a crash, a
+        refused write, a bug) rolls all of it back, as in any database. What memory does not
+        promise: it rolls back records, counters and events, but not a queue item's row (the
+        engine changes the row object itself before `write_item`); the queue, the items' only
+        writer, makes every check before its first write, so its calls never stop halfway."""
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:

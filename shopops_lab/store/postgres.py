@@ -20,7 +20,7 @@ e.g. `?options=-csearch_path%3Dclass_a`), so a class can share one server.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shopops_lab.errors import StoreOpenError
@@ -103,7 +103,7 @@ class PostgresStore(SQLStore):
             self._connection.close()
             raise
 
-    def _execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+    def _execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> Any:
         connection = self._connection
         try:
             if not self._pending:
@@ -196,15 +196,13 @@ class PostgresStore(SQLStore):
         seq = item_seq(item_id)
         if seq is None or self.atomic.open:
             return False
-        return (
-            self._execute(
-                _ACK_LIVE, {"t": t, "seq": seq, "case": case_id, "token": token, "worker": worker_id}
-            ).fetchone()[0]
-            == 1
-        )
+        acked: int = self._execute(
+            _ACK_LIVE, {"t": t, "seq": seq, "case": case_id, "token": token, "worker": worker_id}
+        ).fetchone()[0]
+        return acked == 1
 
-    def _insert_item(self, columns: tuple) -> int:
-        seq = self._execute("SELECT nextval('item_seq')").fetchone()[0]
+    def _insert_item(self, columns: tuple[Any, ...]) -> int:
+        seq: int = self._execute("SELECT nextval('item_seq')").fetchone()[0]
         self._send(_INSERT_ITEM, (seq, *columns, item_id(seq)))
         return seq
 

@@ -112,9 +112,11 @@ class SQLiteStore(SQLStore):
     def _schema(self) -> list[str]:
         return schema(auto_key="INTEGER PRIMARY KEY", item_key="INTEGER PRIMARY KEY", real="REAL")
 
-    def _insert_item(self, columns: tuple) -> int:
+    def _insert_item(self, columns: tuple[Any, ...]) -> int:
         case_id = columns[0]
-        return self._execute(_INSERT_ITEM, (*columns, case_id, case_id)).lastrowid
+        seq = self._execute(_INSERT_ITEM, (*columns, case_id, case_id)).lastrowid
+        assert seq is not None  # an INSERT into a rowid table always sets it
+        return seq
 
     def close(self) -> None:
         self._connection.close()
@@ -183,7 +185,7 @@ def _failed(target: str, error: sqlite3.Error) -> StoreFailedError:
     return StoreFailedError(target=target, reason=text, fix="check the file, its folder and the disk")
 
 
-def _open_error(target: str, error: sqlite3.Error) -> Exception:
+def _open_error(target: str, error: BaseException | None) -> Exception:
     text = str(error)
     if "readonly" in text or "read-only" in text:
         return StoreOpenError(

@@ -62,7 +62,8 @@ def _lanes(steps: Sequence[Any], lanes: list[str], x: dict[str, float], bottom: 
     """Each process's line: solid while alive, dashed from a crash to its next step."""
     body: list[str] = []
     for who in lanes:
-        y, dead = TOP - 6, False
+        y: float = TOP - 6
+        dead = False
         for n, step in enumerate(steps):
             if step.actor != who:
                 continue

@@ -186,7 +186,8 @@ def _mark(x: float, y: float, paused: bool) -> str:
 
 
 def _legend(outcomes: list[Outcome], y: float) -> list[str]:
-    parts, x = [], MARGIN
+    parts: list[str] = []
+    x: float = MARGIN
     for outcome in outcomes:
         fill, _, words = _LOOK[outcome]
         parts.append(_svg.rect(x, y - 10, 14, 14, rx=3, fill=fill, stroke="#888"))

@@ -91,7 +91,7 @@ def hidden(key: Path, out: Path, submissions: Iterable[Path]) -> tuple[str, ...]
         return ()
     needed = [
         Path(p).resolve()
-        for p in (*sys.path, tempfile.gettempdir(), sys.prefix, sys.base_prefix, Path(__file__).parents[3])
+        for p in (*sys.path, tempfile.gettempdir(), sys.prefix, sys.base_prefix, str(Path(__file__).parents[3]))
         if p
     ]
 

@@ -457,7 +457,7 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
                     f"answer cell {grade_id} is {'missing' if theirs is None else 'no longer ' + cell.cell_type}: "
                     "graded as unanswered"
                 )
-            text = _text(theirs) if usable else cell_text(given)
+            text = _text(theirs) if theirs is not None and usable else cell_text(given)
         else:
             text = cell_text(cell)
             if theirs is None:
