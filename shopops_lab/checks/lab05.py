@@ -377,7 +377,8 @@ class _JobStage:
         self.jobs = JobStore(clock=FakeClock())
         self.jobs.submit("A-1002:delay-apology", {"case_id": "A-1002"})
         self.job_id = self.jobs.submit("O-1001:delay-apology", {"case_id": "O-1001"}).id
-        self.cancel_at, self.calls = cancel_at, []  # every call the answer made, in order
+        self.cancel_at = cancel_at
+        self.calls: list[str] = []  # every call the answer made, in order
         self.refused: tuple[int, str, ShopOpsError] | None = None  # (call number, call, error) of the first refusal
         self.done: list[str] = []  # steps do_step ran
         self.cancelled_before: str | None = None

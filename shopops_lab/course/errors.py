@@ -30,6 +30,9 @@ class CourseToolsMissingError(ShopOpsError):
 class SubmissionInvalidError(ShopOpsError):
     """{submission}: {problem}. Fix: {fix}."""
 
+    problem: str
+    fix: str
+
 
 class GradingEnvironmentError(ShopOpsError):
     """Lab {lab}'s master imports {module}, which this Python cannot import ({error}); nothing was graded. Fix: {fix}."""

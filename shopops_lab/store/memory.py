@@ -39,7 +39,7 @@ class _Transaction:
         self._log = log
         self._depth = 0
         self._log_mark = 0
-        self.undo: list[tuple[dict, str, Any]] | None = None  # (table, key, old value) while a block is open
+        self.undo: list[tuple[dict[str, Any], str, Any]] | None = None  # (table, key, old value) while a block is open
 
     def __enter__(self) -> None:
         if self._depth == 0:
@@ -114,7 +114,8 @@ class MemoryStore:
         heap = self._expiry
         if not heap or heap[0][0] > t:
             return _NONE  # the usual answer, on every call of the queue: made once
-        due, items = [], self._items
+        due: list[ItemRow] = []
+        items = self._items
         while heap and heap[0][0] <= t:
             expires_at, _, token, key = heapq.heappop(heap)
             row = items[key]
@@ -139,7 +140,7 @@ class MemoryStore:
                 self._heads[case_id] = row.behind
                 row.behind = None
             self._held.add(case_id)
-            heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))
+            heapq.heappush(self._expiry, _expiry_entry(row))
         elif target is _DONE:
             self._release(row)
         elif target is _LEASED:
@@ -211,7 +212,7 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ the lines
     def _extended(self, row: ItemRow) -> None:
-        heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))
+        heapq.heappush(self._expiry, _expiry_entry(row))
 
     def _returned(self, row: ItemRow) -> None:
         self._held.discard(row.case_id)
@@ -250,3 +251,9 @@ class MemoryStore:
         head = self._heads.get(case_id)
         if head is not None:
             heapq.heappush(self._available, (head.priority, head.seq, case_id))
+
+
+def _expiry_entry(row: ItemRow) -> tuple[float, int, int, str]:
+    """A leased row's place in the expiry heap: soonest first, then by line."""
+    assert row.expires_at is not None, "only a leased row has an expiry"
+    return (row.expires_at, row.seq, row.token, row.id)

@@ -126,7 +126,7 @@ def compile_cell(source: str, filename: str) -> CodeType:
     except SyntaxError:
         from IPython.core.inputtransformer2 import TransformerManager  # %magic and !shell lines
 
-        return compile(TransformerManager().transform_cell(source), filename, "exec")
+        return compile(TransformerManager().transform_cell(source), filename, "exec")  # type: ignore[no-untyped-call]
 
 
 def _outcome(exc: BaseException) -> dict[str, Any]:
@@ -344,10 +344,10 @@ class Worker(Peer):
                 klass = kit_class(described["kit"][0])
                 exc = klass(**{k: self.decode(v) for k, v in described["kit"][1].items()})
         if exc is None and "builtin" in described:
-            klass = getattr(builtins, described["builtin"], None)
-            if isinstance(klass, type) and issubclass(klass, BaseException):
+            builtin = getattr(builtins, described["builtin"], None)
+            if isinstance(builtin, type) and issubclass(builtin, BaseException):
                 with contextlib.suppress(Exception):
-                    exc = klass(described["msg"])
+                    exc = builtin(described["msg"])
         if exc is None:
             parent = BaseException if described.get("base") else Exception
             name = described["type"] if str(described["type"]).isidentifier() else "JudgeError"

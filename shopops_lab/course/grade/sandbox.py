@@ -312,7 +312,7 @@ def _silence() -> None:
     for fd in (0, 1, 2):
         with contextlib.suppress(OSError):
             os.dup2(devnull, fd)
-    sys.stdout = sys.stderr = _Discard()  # type: ignore[assignment]
+    sys.stdout = sys.stderr = _Discard()
     sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
 
 
@@ -350,8 +350,8 @@ def _stop_cause(outcome: dict[str, Any]) -> str:
     return f"raised {str(outcome.get('type'))[:80]}"
 
 
-def _truncate(text: Any) -> str:
-    text = str(text)
+def _truncate(value: Any) -> str:
+    text = str(value)
     return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT] + " [...]"
 
 
