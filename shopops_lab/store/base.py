@@ -31,7 +31,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import wraps
 from types import MethodType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, overload
 
 from shopops_lab.errors import ShopOpsError, StoreOpenError
 from shopops_lab.events import EventLog
@@ -104,7 +104,7 @@ class ItemRow:
     seq: int
     id: str
     case_id: str
-    tenant_id: str | None
+    tenant_id: str
     kind: str
     payload: dict[str, Any]
     flat: bool  # every payload value a str, int, bool or None: dict(payload) is a deep copy
@@ -210,6 +210,15 @@ class Store(Protocol):
         """Let go of files and connections."""
 
 
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+@overload
+def transaction(method: _Method) -> _Method: ...
+@overload
+def transaction(
+    method: None = None, *, checks_first: bool = False, calls_out: bool = False
+) -> Callable[[_Method], _Method]: ...
 def transaction(
     method: Callable[..., Any] | None = None, *, checks_first: bool = False, calls_out: bool = False
 ) -> Any:
@@ -223,7 +232,7 @@ def transaction(
     runs the caller's code (an effect) inside: any exception, a refusal too, then rolls the
     whole call back (see `bind_transactions` for the refusals an engine call keeps)."""
 
-    def mark(function: Callable[..., Any]) -> Callable[..., Any]:
+    def mark(function: _Method) -> _Method:
         function.__transaction__ = Marked(checks_first=checks_first, calls_out=calls_out)  # type: ignore[attr-defined]
         return function
 

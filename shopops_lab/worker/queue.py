@@ -93,7 +93,7 @@ class QueueId:
     def __copy__(self) -> QueueId:
         return self
 
-    def __deepcopy__(self, memo: dict) -> QueueId:
+    def __deepcopy__(self, memo: dict[int, Any]) -> QueueId:
         return self
 
     def __repr__(self) -> str:
@@ -227,6 +227,7 @@ class Queue:
             arguments.text("case_id", case_id, "the case this work belongs to, e.g. case_id='O-1001'")
             arguments.text("tenant_id", tenant_id, "the store the case belongs to, e.g. tenant_id='store_northline'")
             arguments.text("kind", kind, "what the item asks for, e.g. kind='contact_send'")
+        assert case_id is not None  # checked just above
         if priority.__class__ is not Priority:  # the usual value, checked in one test
             arguments.whole("priority", priority, MIN_PRIORITY, _PRIORITY_FIX, most=MAX_PRIORITY)
         body, flat = flat_copy({} if payload is None else payload)
@@ -472,6 +473,7 @@ class Queue:
     def _settled_by_handler(self, lease: Lease) -> Outcome:
         """What the handler made of its own lease when it acked or nacked it itself."""
         row = self.store.get_item(lease.item_id)
+        assert row is not None  # a lease's item is never deleted
         if row.ended_by == "acked":
             return Outcome.OK
         return Outcome.DEAD if row.state is _DEAD else Outcome.RETRIED
