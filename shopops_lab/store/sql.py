@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from shopops_lab.arguments import storable
 from shopops_lab.errors import ForeignStoreError
-from shopops_lab.events import EventKind, EventLog, EventRow
+from shopops_lab.events import Event, EventKind, EventLog, EventRow
 from shopops_lab.payloads import frozen, is_flat
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import ItemRow, item_id, item_seq
@@ -230,7 +230,7 @@ class DatabaseLog(EventLog):
         )
         return self._store._insert_event(self._rows.pop())  # the cache holds only what the database returned
 
-    def appender(self):  # type: ignore[override]
+    def appender(self) -> Callable[[EventRow], object]:
         return self._store._insert_event
 
     def _sync(self) -> None:
@@ -255,15 +255,15 @@ class DatabaseLog(EventLog):
         return len(self._rows)
 
     @property
-    def events(self):  # type: ignore[override]
+    def events(self) -> list[Event]:
         self._sync()
         return super().events
 
-    def __iter__(self):  # type: ignore[override]
+    def __iter__(self) -> Iterator[Event]:
         self._sync()
         return super().__iter__()
 
-    def __getitem__(self, index: int):  # type: ignore[override]
+    def __getitem__(self, index: int) -> Event:
         self._sync()
         return super().__getitem__(index)
 
@@ -272,7 +272,7 @@ class DatabaseLog(EventLog):
         return super().rows()
 
     @property
-    def last(self):  # type: ignore[override]
+    def last(self) -> Event | None:
         self._sync()
         return super().last
 
@@ -288,6 +288,8 @@ class SQLStore(ABC):
     placeholder = "?"
     back_of_case = ""  # an expression: a place behind every item in the updated row's case line
     back_of_dead_line = ""  # the same, behind every dead item
+
+    _sql: Statements  # this dialect's statements, made once per subclass
 
     def __init_subclass__(cls, **settings: Any) -> None:
         super().__init_subclass__(**settings)
@@ -330,7 +332,7 @@ class SQLStore(ABC):
         """The names of the database's tables (ours or anyone's), to decide whether to adopt it."""
 
     @abstractmethod
-    def _insert_item(self, columns: tuple) -> int:
+    def _insert_item(self, columns: tuple[Any, ...]) -> int:
         """Insert a new item with `columns` (case_id to ended_by, as in `ITEM_COLUMNS`): the
         store draws its number (`seq`; its id is `item_id(seq)`) and a place behind every
         item of its case's line (ready and leased), and returns the number."""
@@ -475,7 +477,8 @@ class SQLStore(ABC):
         return counts
 
     def item_count(self, state: ItemState) -> int:
-        return self._execute(self._sql.item_count, (state.value,)).fetchone()[0]
+        count: int = self._execute(self._sql.item_count, (state.value,)).fetchone()[0]
+        return count
 
     def _items(self, sql: str, params: Sequence[Any] = ()) -> list[ItemRow]:
         """Rows as `ItemRow`s; inside a transaction the same item is always the same object,
@@ -501,14 +504,15 @@ class SQLStore(ABC):
 
     def put_new(self, kind: str, key: str, value: Any) -> bool:
         cursor = self._execute(self._sql.put_new, (kind, key, dumps(value)))
-        return cursor.rowcount == 1
+        return bool(cursor.rowcount == 1)
 
     def scan(self, kind: str) -> list[tuple[str, Any]]:
         rows = self._execute(self._sql.scan, (kind,))
         return [(key, json.loads(value)) for key, value in rows.fetchall()]
 
     def next_number(self, name: str) -> int:
-        return self._execute(self._sql.next_number, (name,)).fetchone()[0]
+        number: int = self._execute(self._sql.next_number, (name,)).fetchone()[0]
+        return number
 
     # ------------------------------------------------------------------ events
     def _insert_event(self, row: EventRow) -> int:
@@ -530,7 +534,8 @@ class SQLStore(ABC):
         return -1
 
     def _count_events(self, upto: int) -> int:
-        return self._execute(self._sql.count_events, (upto,)).fetchone()[0]
+        count: int = self._execute(self._sql.count_events, (upto,)).fetchone()[0]
+        return count
 
     def _events_after(self, seq: int) -> list[tuple[int, EventRow]]:
         rows = self._execute(self._sql.events_after, (seq,)).fetchall()
