@@ -12,6 +12,8 @@ class NotebookInvalidError(ShopOpsError):
     """{notebook}: {count} problem(s); nothing was written.
     {details}"""
 
+    problems: tuple[object, ...]
+
     @classmethod
     def of(cls, notebook: str, problems: Iterable[object]) -> NotebookInvalidError:
         """The error for `problems` found in `notebook` (count and details derived from them)."""

@@ -122,7 +122,7 @@ class JudgePeer(Peer):
         return super().describe(exc)
 
     def sends_record(self, value: Any, base: type) -> bool:
-        return type(value) is base and bool(base.__dataclass_params__.frozen)  # type: ignore[attr-defined]
+        return type(value) is base and bool(base.__dataclass_params__.frozen)
 
     def export(self, value: Any) -> dict[str, Any]:
         """Only the kit's own objects (and their bound methods) are handed over by handle: a
@@ -145,7 +145,8 @@ class JudgePeer(Peer):
         return isinstance(exc, KeyboardInterrupt)
 
     def stand_in(self, name: str, message: str) -> BaseException:
-        return learner_error(name, False)(message[:4000])
+        error: BaseException = learner_error(name, False)(message[:4000])
+        return error
 
     def rebuild(self, described: dict[str, Any]) -> BaseException:
         if "judge" in described:  # the judge's own exception, come back unchanged: the same object
@@ -169,7 +170,8 @@ class JudgePeer(Peer):
                 klass = kit_class(described["kit"][0])
                 if issubclass(klass, ShopOpsError) and type(described["kit"][1]) is dict:
                     return klass(**{str(k): self.decode(v) for k, v in described["kit"][1].items()})
-        return learner_error(name, base)(f"{message[:4000]}{where[:200]}")
+        error: BaseException = learner_error(name, base)(f"{message[:4000]}{where[:200]}")
+        return error
 
 
 @dataclass
@@ -313,13 +315,19 @@ class CheckRun:
     restarts within it are copies made there, see `RemoteAnswer.restart`)."""
 
     learner: Learner
-    peer: JudgePeer | None = None
+    peer: JudgePeer | None = None  # the worker forked for this check; None once closed
     generation: int = 0
     pid: int = 0
 
     def __post_init__(self) -> None:
         self.peer = self.learner.fork()
         self.pid = os.getpid()
+
+    def channel(self) -> JudgePeer:
+        """The check's worker; a check going on after its worker was closed meets LearnerDied."""
+        if self.peer is None:
+            raise LearnerDied("the check's learner process is closed")
+        return self.peer
 
     def own(self) -> None:
         """In a process the check forked (lab 08's real workers), a worker of its own: calls
@@ -343,7 +351,7 @@ class CheckRun:
         return found["kind"] != "missing", found.get("value")
 
     def _lookup(self, name: str) -> dict[str, Any]:
-        found = self.peer.request(["lookup", name])
+        found = self.channel().request(["lookup", name])
         if not (isinstance(found, dict) and found.get("kind") in ("function", "class", "value", "missing")):
             raise ProtocolError("a lookup of no known shape")
         return found
@@ -382,7 +390,7 @@ class RemoteAnswer(ForeignAnswer):
                 raise LearnerDied("the answer is gone after a restart")
             self._handle, self._generation = fresh._handle, fresh._generation
         if self._handle is None:  # a restart not made yet: made now
-            found = self._run.peer.request(["restart", self.__name__])
+            found = self._run.channel().request(["restart", self.__name__])
             if not isinstance(found, Handle):
                 raise ProtocolError("a restart of no known shape")
             self._handle = found
@@ -397,7 +405,7 @@ class RemoteAnswer(ForeignAnswer):
     def _made_and_called(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A restart's first call, in the same request as the restart: the copy comes back with
         what the call returned, or attached to what it raised."""
-        peer = self._run.peer
+        peer = self._run.channel()
         peer.attached = None
         try:
             made = peer.call_with(["restartcall", self.__name__], args, kwargs)
@@ -479,7 +487,7 @@ class RemoteAnswer(ForeignAnswer):
         return frozenset(ran)
 
     @property
-    def __bases__(self) -> tuple[type, ...]:  # type: ignore[override]
+    def __bases__(self) -> tuple[type, ...]:
         """The kit's classes the learner's class derives from, so `issubclass(answer, KitClass)`
         works on the judge's side (Python walks `__bases__` of what is not a class)."""
         handle = self._current()

@@ -178,7 +178,7 @@ def _master(path: Path) -> Master:
     import nbformat
 
     try:
-        notebook = nbformat.read(path, as_version=4)
+        notebook = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
     except Exception as exc:  # bad JSON, unknown nbformat
         problem = Problem(
             str(path),
@@ -269,7 +269,7 @@ class Key:
         if labs is not None:
             paths = [p for p in paths if p.name[:2] in labs] or paths
         masters: dict[str, Master] = {}
-        for master in (_checked(p, key) for p in paths):
+        for master in (_checked(p, str(key)) for p in paths):
             if master.lab in masters:
                 raise BadArgumentError(
                     field=f"--key {key}",
@@ -296,9 +296,10 @@ def model_answers(folder: str | Path) -> dict[str, str]:
     for path in master_paths(folder):
         checks = import_module(f"{CHECKS_PACKAGE}.lab{path.name[:2]}")
         exercises = [value for value in vars(checks).values() if type(value).__name__ == "Exercise"]
+        notebook = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
         cells = [
             cell
-            for cell in nbformat.read(path, as_version=4).cells
+            for cell in notebook.cells
             if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("solution") is True
         ]
         for exercise in exercises:

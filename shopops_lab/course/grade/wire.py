@@ -25,7 +25,7 @@ import json
 import struct
 import sys
 from types import FunctionType, MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 HEADER = struct.Struct(">I")
 FRAME_LIMIT = 32 * 2**20  # bytes one frame may hold
@@ -34,6 +34,10 @@ KIT = "shopops_lab"
 MUTABLE = (list, set, dict)  # containers a call may fill: copied back after it
 ITER_LIMIT = 100_000  # items an iteration across the wire may yield
 METHOD_LIMIT = 200  # method names a handle's first crossing may carry
+# The containers sent by value, with their tags; each read through its own class's __iter__,
+# never a subclass's (a learner's list subclass cannot choose what crosses).
+_CONTAINERS: tuple[tuple[Any, str], ...] = ((list, "l"), (tuple, "t"), (frozenset, "f"), (set, "s"))
+_Scalar = TypeVar("_Scalar", int, bool, str)
 
 
 class PeerGone(KeyboardInterrupt):
@@ -154,6 +158,7 @@ class Handle:
     """An object of the other side, seen from this one: calls and public attributes cross."""
 
     __slots__ = ("_peer", "_id", "_methods", "__weakref__")
+    _peer: Peer
 
     def __init__(self, peer: Peer, number: int, methods: frozenset[str] = frozenset()) -> None:
         object.__setattr__(self, "_peer", peer)
@@ -215,6 +220,7 @@ class _Method:
     the owner's side nothing it could not have sent by value or by handle."""
 
     __slots__ = ("_owner", "_name", "_value")
+    _value: Any  # the attribute, once read
 
     def __init__(self, owner: Handle, name: str) -> None:
         self._owner, self._name = owner, name
@@ -314,7 +320,7 @@ class Peer(abc.ABC):
             base = next((b for b in type(value).__mro__ if hasattr(b, "_fields") and kit_name(b)), None)
             if base is not None:  # one of the kit's named tuples (a lease): rebuilt as one
                 return {"n": [kit_name(base), [self.encode(item, depth + 1) for item in tuple.__iter__(value)]]}
-        for kind, tag in ((list, "l"), (tuple, "t"), (frozenset, "f"), (set, "s")):
+        for kind, tag in _CONTAINERS:
             if isinstance(value, kind) and not dataclasses.is_dataclass(value):
                 return {tag: [self.encode(item, depth + 1) for item in kind.__iter__(value)]}
         if isinstance(value, (dict, MappingProxyType)):
@@ -415,11 +421,12 @@ class Peer(abc.ABC):
         arguments = [[self.encode(a) for a in args], {str(k): self.encode(v) for k, v in kwargs.items()}]
         return self.request([*head, *arguments], mutable)
 
-    def scalar(self, message: list[Any], kind: type) -> Any:
+    def scalar(self, message: list[Any], kind: type[_Scalar]) -> _Scalar:
         value = self.request(message)
         if type(value) is not kind:
             raise ProtocolError(f"{message[2]} answered with something other than {kind.__name__}")
-        return value
+        found: _Scalar = value
+        return found
 
     def request(self, message: list[Any], mutable: dict[str, Any] | None = None) -> Any:
         send_frame(self.sock, message)
@@ -599,7 +606,8 @@ def _text(exc: BaseException) -> str:
         text = str(exc)
     except Exception:  # noqa: BLE001 - a learner's __str__ that fails
         text = ""
-    return exact(text)[:4000] if isinstance(text, str) else ""
+    shown: str = exact(text) if isinstance(text, str) else ""
+    return shown[:4000]
 
 
 def _type_name(value: Any) -> str:
