@@ -140,7 +140,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             kinds.append("notebooks")  # an nbval cell, or a test running notebooks in kernels
         elif item.path.name in SLOW_FILES:
             kinds.append(SLOW_FILES[item.path.name])
-        elif f"{item.path.name}::{item.originalname}" in GRADING_RUNS:
+        elif f"{item.path.name}::{getattr(item, 'originalname', item.name)}" in GRADING_RUNS:
             kinds.append("grading")
         if "postgres" in item.nodeid.lower():
             kinds.append("postgres")  # a case on the PostgreSQL server (it skips without one)
