@@ -172,11 +172,13 @@ class JobStore:
         arguments.text("worker_id", worker_id, "the worker's name, e.g. 'A'")
         arguments.seconds("lease_seconds", lease_seconds, "pass a positive, finite number of seconds, e.g. 30")
         t = resolve(self.clock, now)
-        if job.state is JobState.RUNNING and job.owner != worker_id and t < job.lease_expires_at:
+        held_until = job.lease_expires_at
+        if job.state is JobState.RUNNING and job.owner != worker_id and held_until is not None and t < held_until:
             raise JobLeasedError(job_id=job_id, owner=job.owner, token=job.token, expires_at=job.lease_expires_at)
         self._check(job, JobState.RUNNING)
         token = self._fence.claim(job_id, worker_id=worker_id)
-        job = self._save(job, state=JobState.RUNNING, token=token, owner=worker_id, lease_expires_at=t + lease_seconds)
+        expires_at = t + lease_seconds
+        job = self._save(job, state=JobState.RUNNING, token=token, owner=worker_id, lease_expires_at=expires_at)
         self.log.append(
             EventKind.JOB_CLAIMED,
             t,
@@ -191,7 +193,7 @@ class JobStore:
             worker_id=worker_id,
             token=IssuedToken(token, _issuer(self.store)),
             claimed_at=t,
-            expires_at=job.lease_expires_at,
+            expires_at=expires_at,
             last_step=job.last_step,
             version=job.version,
         )
@@ -400,6 +402,8 @@ class IssuedToken(int):
     """A claim's token: an int, which also remembers the job store that issued it, so a
     token from another store (whose job-0001 has a token 1 too) is refused, not taken for
     this store's. Two stores on one database are one issuer."""
+
+    issuer: Any
 
     def __new__(cls, value: int, issuer: Any = None) -> IssuedToken:
         token = super().__new__(cls, value)

@@ -13,6 +13,7 @@ receiving side must therefore dedupe on the message id (`IdempotentConsumer`);
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -235,7 +236,7 @@ class Dispatcher:
         return f"Dispatcher({len(self.outbox.pending())} pending)"
 
 
-class _Consumer:
+class _Consumer(ABC):
     """Reads the broker from its own position (an offset), like a consumer group."""
 
     def __init__(
@@ -265,6 +266,10 @@ class _Consumer:
             applied += self.handle(broker.deliveries[self.position])
             self.position += 1
         return applied
+
+    @abstractmethod
+    def handle(self, delivery: Delivery) -> bool:
+        """Apply `delivery` unless this consumer's rule says not; True if it was applied."""
 
     def _apply(self, delivery: Delivery) -> None:
         t = resolve(self.clock)
@@ -328,8 +333,8 @@ class NaiveConsumer(_Consumer):
         return True
 
 
-def _delivery(delivery: object) -> None:
-    arguments.instance("delivery", delivery, Delivery, "pass a Delivery from broker.deliveries")
+def _delivery(value: object) -> None:
+    delivery: Delivery = arguments.instance("delivery", value, Delivery, "pass a Delivery from broker.deliveries")
     arguments.text("delivery.message_id", delivery.message_id, "the outbox's id of the message, e.g. 'out-0001'")
     if delivery.key is not None:
         arguments.text("delivery.key", delivery.key, "the key the broker gave the delivery, or leave it out")

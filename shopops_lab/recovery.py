@@ -18,6 +18,7 @@ is where crashes are injected, so a runner needs no crash code of its own (see
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -111,7 +112,7 @@ class CrashPoint:
                 field="text", problem=f"is {text!r}", fix="write a point like 'after_effect(publish)' or 'before_ack'"
             )
         kind, step, nth = match.groups()
-        return cls(kind=kind, step=step, nth=int(nth or 1))
+        return cls(kind=kind, step=step, nth=int(nth or 1))  # type: ignore[arg-type]  # __post_init__ makes a PointKind of it
 
     def __str__(self) -> str:
         text = self.kind.value if self.step is None else f"{self.kind.value}({self.step})"
@@ -440,9 +441,13 @@ def _result(result: SendResult) -> str:
 
 
 # ---------------------------------------------------------------------- two runners
-class _Runner:
+class _Runner(ABC):
     """The loop both runners share: claim, resume, skip confirmed steps, run the rest, ack.
     Subclasses differ only in how they perform a customer-visible step."""
+
+    @abstractmethod
+    def _perform(self, job_id: str, env: Env, step: WorkflowStep, checkpoint: Checkpoint, token: int) -> Checkpoint:
+        """Perform `step`'s effect and return the checkpoint that records it."""
 
     def run(self, job_id: str, env: Env, crash_at: CrashPoint | str | None = None) -> str:
         """Run (or resume) `job_id` to the end and return the last step's artifact (for
@@ -489,6 +494,7 @@ class NaiveCheckpointRunner(_Runner):
         result = env.send(job_id, step.id, key, body=_body(env, checkpoint, step))
         if result.status is not SendStatus.OK:
             raise EffectFailedError(step=step.id, job_id=job_id, status=result.status.value, op_id=key)
+        assert result.message_id is not None  # an accepted send has its message id
         return env.checkpoints.save(job_id, checkpoint.confirm(step.id, result.message_id), token=token)
 
 
@@ -517,6 +523,7 @@ class ReceiptRunner(_Runner):
                 result, via = env.lookup(op_id), "lookup"
             if result.status is not SendStatus.OK:
                 raise EffectFailedError(step=step.id, job_id=job_id, status=result.status.value, op_id=op_id)
+            assert result.message_id is not None  # an accepted send has its message id
             receipt = Receipt(op_id=op_id, step=step.id, message_id=result.message_id, via=via)
             checkpoint = checkpoint.receive(receipt)
         return env.checkpoints.save(job_id, checkpoint.confirm(step.id, receipt.message_id), token=token)
