@@ -14,7 +14,7 @@ How a workflow is run, crashed and recovered (crash points, `Env`, the two runne
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -284,8 +284,8 @@ class CheckpointStore:
 
     def load(self, job_id: str) -> Checkpoint | None:
         """The latest checkpoint of `job_id`, or None if nothing was saved yet."""
-        history = self.store.get(_HISTORY, _job_id(job_id))
-        return _checkpoint(history[-1]) if history else None
+        records = self.records(job_id)
+        return _checkpoint(records[-1]) if records else None
 
     def save(self, job_id: str, checkpoint: Checkpoint, *, token: int, now: float | None = None) -> Checkpoint:
         """Write `checkpoint` under `token`; a stale token writes nothing. Returns what was stored."""
@@ -364,7 +364,13 @@ class CheckpointStore:
 
     def history(self, job_id: str) -> tuple[Checkpoint, ...]:
         """Every checkpoint ever stored for `job_id`, oldest first."""
-        return tuple(map(_checkpoint, self.store.get(_HISTORY, _job_id(job_id)) or ()))
+        return tuple(map(_checkpoint, self.records(job_id)))
+
+    def records(self, job_id: str) -> Sequence[Mapping[str, Any]]:
+        """Every checkpoint stored for `job_id` as the store keeps it (a JSON document each,
+        oldest first), for a reader that compares states after every step (the checks'
+        explorer) without building a validated `Checkpoint` from each."""
+        return self.store.get(_HISTORY, _job_id(job_id)) or ()
 
     def jobs(self) -> list[str]:
         return sorted(job_id for job_id, _ in self.store.scan(_HISTORY))

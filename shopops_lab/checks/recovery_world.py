@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from shopops_lab.checkpoint import _HISTORY, Checkpoint
+from shopops_lab.checkpoint import Checkpoint
 from shopops_lab.checks.base import describe, error_text
 from shopops_lab.effects import ProviderFault, SendResult
 from shopops_lab.explore import Bound, Move, Run, Scenario
@@ -134,7 +134,7 @@ class RecoveryWorld:
         aside), what was made, sent and known, and what runs returned; not the history, so
         schedules that reach the same state by different crashes are searched once."""
         env = self.env
-        records = _history(env, self.job_id)
+        records = env.checkpoints.records(self.job_id)
         checkpoint = _picture(records[-1]) if records else None
         provider = env.adapter.provider
         return (
@@ -174,7 +174,7 @@ class RecoveryWorld:
         if env.regenerated:
             return f"{env.regenerated[0]} ran again after it was confirmed: a confirmed artifact must be reused."
         saved = sum(line.startswith("checkpoint token") for line in env.trace[self._started :])
-        for record in _history(env, job)[-saved:] if saved else ():  # this step's writes
+        for record in env.checkpoints.records(job)[-saved:] if saved else ():  # this step's writes
             if record["workflow_version"] != env.workflow.version:
                 return (
                     f"a checkpoint was written under {record['workflow_version']}, but the workflow is "
@@ -246,12 +246,6 @@ class RecoveryWorld:
     def _expire(self, run: Run) -> str:
         self.status, self.lease = "ready", False
         return f"{self.job_id}'s lease runs out: the queue may deliver it again"
-
-
-def _history(env: Env, job_id: str) -> Sequence[Mapping[str, Any]]:
-    """The job's checkpoints as the checkpoint store keeps them (its records, oldest first),
-    read without building a validated `Checkpoint` from each: the world asks after every step."""
-    return env.checkpoints.store.get(_HISTORY, job_id) or ()
 
 
 def _picture(record: Mapping[str, Any]) -> Hashable:
