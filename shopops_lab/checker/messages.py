@@ -55,7 +55,7 @@ def anomaly(
 def double_contact(case: str, key: str, sends: Sequence[tuple[Event, Event | None]]) -> Anomaly:
     """`sends`: every CONTACT_SENT for one intent of `case`, each with the lease its sender held."""
     channel = sends[0][0].info.get("channel")
-    verb = _VERBS.get(channel, f"contacted by {channel}" if channel else "contacted")
+    verb = _VERBS.get(channel, f"contacted by {channel}") if channel else "contacted"  # no verb has a falsy key
     parts = [
         f"{event.info.get('message_id', 'a message')} at t={_t(event.time)}{_by(event.worker_id, lease)}"
         for event, lease in sends
@@ -128,9 +128,9 @@ def stale_write(events: Sequence[Event], *, leases: Sequence[Event], item_case: 
     newest = own = None
     if token is not None:
         # the writer's own claim, and the newest claim granted to someone else before the write
-        before = [lease for lease in leases if lease.seq < write.seq and lease.token is not None]
-        own = next((lease for lease in reversed(before) if lease.token == token), None)
-        newest = next((lease for lease in reversed(before) if lease.token > token), None)
+        before = [(lease.token, lease) for lease in leases if lease.seq < write.seq and lease.token is not None]
+        own = next((lease for held, lease in reversed(before) if held == token), None)
+        newest = next((lease for held, lease in reversed(before) if held > token), None)
     current = newest.token if newest is not None else write.info.get("current")
     op = write.info.get("op") if write.kind is EventKind.STALE_WRITE_ACCEPTED else None
     what = _WRITES.get(write.kind, "wrote to") if op is None else f"wrote ({op}) to"

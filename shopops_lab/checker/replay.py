@@ -44,7 +44,8 @@ class _Item:
     def __init__(self, item_id: str, case_id: str | None) -> None:
         self.id, self.case_id = item_id, case_id
         self.enqueued: Event | None = None
-        self.approval, self.limit = False, None
+        self.approval = False
+        self.limit: int | None = None  # the ENQUEUED event's own max_attempts, if valid
         self.state: ItemState | None = None
         self.last: Event | None = None
         self.max_token = 0  # the highest token granted so far
@@ -154,14 +155,22 @@ class Pass:
         if item.case_id is not None and event.worker_id is not None:
             self.lease_by[(item.case_id, event.worker_id)] = event
 
+    def known(self, event: Event) -> _Item | None:
+        """The item `event` names, if the log has enqueued, leased or claimed it before."""
+        return None if event.item_id is None else self.items.get(event.item_id)
+
+    def leases_on(self, case: str | None) -> list[list]:
+        """The leases still live on `case` (none for an item without a case), each `[LEASED, expires_at]`."""
+        return [] if case is None else self.live.get(case, [])
+
     def _heartbeat(self, event: Event) -> None:
-        item = self.items.get(event.item_id)
+        item = self.known(event)
         if item is None:
             return
         self._fence(item, event)
         expires_at = event.info.get("expires_at")
         if isinstance(expires_at, (int, float)):
-            for lease in self.live.get(item.case_id, ()):
+            for lease in self.leases_on(item.case_id):
                 if lease[0].item_id == item.id and lease[0].token == event.token:
                     lease[1] = expires_at
 
@@ -204,8 +213,7 @@ class Pass:
     def _settle(self, item: _Item, event: Event, state: ItemState) -> None:
         """A lease ended (ack, nack, expiry, dead-letter): free the case, move the item."""
         case = item.case_id
-        live = self.live.get(case)
-        if live:
+        if case is not None and (live := self.live.get(case)):
             token = event.token
             live[:] = [
                 lease
@@ -238,20 +246,20 @@ class Pass:
                 self.waits.start(item.id, item.case_id, event)
 
     def _leave_line(self, item: _Item, state: ItemState, event: Event) -> None:
-        line = self.lines.get(item.case_id)
-        if line:
+        case = item.case_id
+        if case is not None and (line := self.lines.get(case)):
             if line[0] is item:
                 line.popleft()
             elif item in line:
                 line.remove(item)
             if not line:
-                del self.lines[item.case_id]
+                del self.lines[case]
         if item.approval:
             self.waits.stop(item.id, event if state is ItemState.LEASED else None)
 
     def _refresh(self, case: str | None, t: float) -> None:
         """Tell the approval clocks of `case` (if any wait on it) who could be served now."""
-        if case in self.waits.by_case:
+        if case is not None and case in self.waits.by_case:
             line = self.lines.get(case)
             head = line[0].id if line and case not in self.live else None
             self.waits.refresh(case, t, head)
@@ -275,7 +283,7 @@ class Pass:
 
     # ------------------------------------------------------------------ writes and contacts
     def _checkpoint(self, event: Event) -> None:
-        item = self.items.get(event.item_id)
+        item = self.known(event)
         if item is not None:
             self._fence(item, event)
 
@@ -305,8 +313,11 @@ class Pass:
 
     # ------------------------------------------------------------------ what the verdict reads
     def states(self) -> list[ItemState]:
-        """The state of every enqueued item (stores' records without a queue are not items)."""
-        return [item.state for item in self.items.values() if item.enqueued is not None]
+        """The state of every enqueued item (stores' records without a queue are not items).
+        An enqueued item always has one: its ENQUEUED event moved it to READY."""
+        return [
+            state for item in self.items.values() if item.enqueued is not None and (state := item.state) is not None
+        ]
 
     def in_flight(self) -> list[_Item]:
         """Enqueued items neither done nor dead-lettered."""

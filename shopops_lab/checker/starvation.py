@@ -35,13 +35,13 @@ def is_approval(info: Mapping[str, Any]) -> bool:
 class _Wait:
     """One wait of an approval item, from becoming ready to being leased."""
 
-    __slots__ = ("item_id", "case_id", "ready", "waited", "held", "since", "held_since", "mark", "overtaken", "first")
+    __slots__ = ("item_id", "case_id", "ready", "waited", "held", "running", "since", "mark", "overtaken", "first")
 
     def __init__(self, item_id: str, case_id: str, ready: Event) -> None:
         self.item_id, self.case_id, self.ready = item_id, case_id, ready
         self.waited = self.held = 0.0
-        self.since: float | None = None  # when the clock last started; None while held
-        self.held_since: float | None = ready.time
+        self.running = False  # the clock runs (first in line, the case free), else the wait is held
+        self.since = ready.time  # when the clock last started, or when the wait was last held
         self.mark = 0  # overtakers seen when the clock started
         self.overtaken = 0
         self.first: list[Event] = []
@@ -82,12 +82,12 @@ class ApprovalWaits:
         that could be served now (first in line, the case free), if any."""
         for wait in self.by_case.get(case, ()):
             if wait.item_id == head:
-                if wait.since is None:
-                    wait.held += t - wait.held_since
-                    wait.since, wait.held_since, wait.mark = t, None, len(self.overtakers)
-            elif wait.since is not None:
+                if not wait.running:
+                    wait.held += t - wait.since
+                    wait.running, wait.since, wait.mark = True, t, len(self.overtakers)
+            elif wait.running:
                 self._tally(wait, t)
-                wait.since, wait.held_since = None, t
+                wait.running, wait.since = False, t
 
     def finish(self, end: float) -> None:
         """The log ended at `end`: judge the approvals still waiting."""
@@ -105,10 +105,10 @@ class ApprovalWaits:
         wait.mark = len(self.overtakers)
 
     def _judge(self, wait: _Wait, t: float, leased: Event | None) -> None:
-        if wait.since is not None:
+        if wait.running:
             self._tally(wait, t)
         else:
-            wait.held += t - wait.held_since
+            wait.held += t - wait.since
         if wait.waited > self.budget and wait.overtaken:
             self.found.append(
                 approval_starved(

@@ -71,23 +71,25 @@ def _judge_the_end(judge: Pass, final: bool) -> list[Anomaly]:
         if (anomaly := storm(item, judge.max_attempts, None)) is not None:
             found.append(anomaly)
     for item in judge.in_flight() if final else ():
-        last = item.last
+        enqueued, last = item.enqueued, item.last
+        # in flight: enqueued, and in a state, which the pass only ever sets with the event that set it
+        assert enqueued is not None and last is not None
         expires_at = next(
-            (until for held, until in judge.live.get(item.case_id, ()) if held is last), last.info.get("expires_at")
+            (until for held, until in judge.leases_on(item.case_id) if held is last), last.info.get("expires_at")
         )
         found.append(
             messages.lost_item(
-                item.enqueued, last, item_id=item.id, case_id=item.case_id, expires_at=expires_at, end=judge.end
+                enqueued, last, item_id=item.id, case_id=item.case_id, expires_at=expires_at, end=judge.end
             )
         )
     for (case, key), sends in judge.contacts.items():
         if len(sends) > 1:
             found.append(messages.double_contact(case, key, sends))
     for events in judge.stale.values():
-        item = judge.items.get(events[0].item_id)
+        owner = judge.known(events[0])  # None for a write that names no item, or one never leased
         found.append(
             messages.stale_write(
-                events, leases=() if item is None else item.leases, item_case=None if item is None else item.case_id
+                events, leases=() if owner is None else owner.leases, item_case=None if owner is None else owner.case_id
             )
         )
     return sorted(found, key=lambda a: (a.name.value, a.evidence[0].seq if a.evidence else -1, a.message))
