@@ -58,7 +58,8 @@ class EmailWorkload:
 
 def fill_morning(queue: Queue, rng: random.Random, items: int) -> tuple[list[str], set[str]]:
     """A morning's emails: about one case in five has two, served in order; one in ten is poison."""
-    ids, poison = [], set()
+    ids: list[str] = []
+    poison: set[str] = set()
     case = 0
     while len(ids) < items:
         case += 1

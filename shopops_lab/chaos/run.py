@@ -32,7 +32,7 @@ from shopops_lab.chaos.worker import SETUP
 from shopops_lab.checker import AnomalyName, CheckResult, check
 from shopops_lab.clock import SystemClock
 from shopops_lab.errors import BadArgumentError
-from shopops_lab.events import EventKind
+from shopops_lab.events import Event, EventKind
 from shopops_lab.states import ItemState
 from shopops_lab.store import MemoryStore, open_store, redact
 from shopops_lab.worker.queue import Queue
@@ -69,7 +69,8 @@ class ChaosReport:
     @property
     def doubled_cases(self) -> tuple[str, ...]:
         """The cases whose customer heard the same thing twice, sorted."""
-        return tuple(sorted({a.case_id for a in self.result.of(AnomalyName.DOUBLE_CONTACT)}))
+        doubled = self.result.of(AnomalyName.DOUBLE_CONTACT)
+        return tuple(sorted({a.case_id for a in doubled if a.case_id is not None}))  # each names its case
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -197,7 +198,7 @@ def _still_to_land(plan: tuple[Kill, ...], queue: Queue) -> tuple[Kill, ...]:
     for kill in sorted(plan, key=lambda k: (k.item_id, k.attempt)):
         left.setdefault(kill.item_id, []).append(kill)
     for event in queue.log.where(EventKind.WORKER_CRASHED):
-        kills = left.get(event.item_id)
+        kills = None if event.item_id is None else left.get(event.item_id)
         if kills and kills[0].point == event.info.get("point") and kills[0].attempt <= (event.attempt or 0):
             kills.pop(0)
     for item_id, kills in left.items():
@@ -312,11 +313,8 @@ def _report(db: str, settings: dict[str, Any], queue: Queue) -> ChaosReport:
     leased = history.where(EventKind.LEASED)
     killed = tuple(
         sorted(
-            (
-                Kill(item_id=e.item_id, attempt=e.attempt, point=KillPoint(e.info["point"]))
-                for e in history.where(EventKind.WORKER_CRASHED)
-            ),
-            key=lambda k: (k.item_id, k.attempt, list(KillPoint).index(k.point)),
+            map(_killed, history.where(EventKind.WORKER_CRASHED)),
+            key=lambda k: (k.item_id, k.attempt, list(KillPoint).index(KillPoint(k.point))),
         )
     )
     return ChaosReport(
@@ -334,3 +332,10 @@ def _report(db: str, settings: dict[str, Any], queue: Queue) -> ChaosReport:
         killed=killed,
         result=result,
     )
+
+
+def _killed(crash: Event) -> Kill:
+    """The kill a chaos history's WORKER_CRASHED event records. Its only writers (the killed
+    worker's successor, a resume) name the item and the attempt of the planned kill."""
+    assert crash.item_id is not None and crash.attempt is not None, crash
+    return Kill(item_id=crash.item_id, attempt=crash.attempt, point=KillPoint(crash.info["point"]))

@@ -110,7 +110,8 @@ class Player:
 
     def play(self, schedule: Schedule, item_id: str) -> Played:
         """Make `schedule` happen on the ready item `item_id`, then deliver what is left of it."""
-        self._start, self._story, self._item = self.now, [], item_id
+        self._start, self._item = self.now, item_id
+        self._story: list[str] = []
         self._paths: dict[str, list[Step]] = {}  # each worker's points, W1 first
         stopped = len(self._paths["W1"]) - 1 if self._plan(schedule) else None
         if stopped is not None and schedule.how is How.FREEZE:
@@ -238,20 +239,19 @@ def explore(player: Player, new_item: Callable[[], str], limit: int = LIMIT) -> 
     yield base
     path = base.first
     for n in range(min(len(path), limit)):
-        yield _same(player.play(Schedule(How.KILL, n), new_item()), path)
+        yield _same(player.play(Schedule(How.KILL, n), new_item()), path, n)
     for n, step in enumerate(path[:limit]):
         if step.in_transaction or not step.held or step.point in IDLE:
             continue
-        whole = _same(player.play(Schedule(How.FREEZE, n), new_item()), path)
+        whole = _same(player.play(Schedule(How.FREEZE, n), new_item()), path, n)
         yield whole
         for m, other in enumerate(whole.second[:limit]):
             if not other.in_transaction and other.point not in IDLE:
-                yield _same(player.play(Schedule(How.FREEZE, n, m), new_item()), path)
+                yield _same(player.play(Schedule(How.FREEZE, n, m), new_item()), path, n)
 
 
-def _same(played: Played, path: tuple[Step, ...]) -> Played:
-    """`played`, once its W1 is known to have stopped where the plan was made from."""
-    n = played.schedule.first
+def _same(played: Played, path: tuple[Step, ...], n: int) -> Played:
+    """`played`, once its W1 is known to have stopped where the plan was made from (its point `n`)."""
     stop = played.stop
     if stop is None or (stop.point, stop.in_transaction) != (path[n].point, path[n].in_transaction):
         raise StepsError(

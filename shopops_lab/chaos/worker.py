@@ -42,7 +42,9 @@ _LOST = (StaleTokenError, LeaseExpiredError, LeaseSettledError)  # the lease is 
 class Workload(Protocol):
     """What the workers do with each lease, and where they may be stopped."""
 
-    points: tuple[str, ...]
+    @property
+    def points(self) -> tuple[str, ...]:
+        """The names of the points, in the order one delivery passes them."""
 
     def prepare(self, store: Store, queue: Queue, stops: Stops, name: str) -> Callable[[Lease], Any]:
         """In a fresh worker process: the function that handles one lease (and acks it)."""

@@ -27,10 +27,9 @@ one statement each; the queue uses them when they are there and takes the long w
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import wraps
-from types import MethodType
+from types import MethodType, TracebackType
 from typing import Any, Protocol, TypeVar, overload
 
 from shopops_lab.errors import ShopOpsError, StoreOpenError
@@ -126,6 +125,22 @@ class ItemRow:
         return f"ItemRow({self.id}, case {self.case_id}, {self.state.value}, token {self.token})"
 
 
+class Transaction(Protocol):
+    """`store.atomic`: a reentrant block (see `Store.atomic`) that says whether one is open,
+    for a caller that must know whether it stands inside a transaction (a stepped worker
+    reporting where it stopped, lab 08's outermost block)."""
+
+    def __enter__(self) -> None: ...
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None, /
+    ) -> None: ...
+
+    @property
+    def open(self) -> bool:
+        """True inside a block (at any depth)."""
+
+
 class Store(Protocol):
     """The storage protocol. `MemoryStore`, `SQLiteStore` and `PostgresStore` implement it;
     `open_store(url)` picks one."""
@@ -142,7 +157,7 @@ class Store(Protocol):
     def log(self) -> EventLog: ...
 
     @property
-    def atomic(self) -> AbstractContextManager[None]:
+    def atomic(self) -> Transaction:
         """Reentrant: a block inside a block joins the outer transaction. Leaving the outer
         block normally commits everything in it; leaving it with any exception (a crash, a
         refused write, a bug) rolls all of it back, as in any database. What memory does not
