@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from enum import Enum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 from shopops_lab.errors import BadArgumentError
 
@@ -113,12 +113,13 @@ def number(
     return float(value)
 
 
-def is_number(value: object) -> bool:
-    """An int or float (numpy's float too), but not a bool: True is no duration."""
+def is_number(value: object) -> TypeGuard[float]:
+    """An int or float (numpy's float too), but not a bool: True is no duration. (A TypeGuard,
+    not a TypeIs: False does not mean "no int", since True is one.)"""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def is_whole(value: object) -> bool:
+def is_whole(value: object) -> TypeGuard[int]:
     """An int, but not a bool: True is no token."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -145,7 +146,8 @@ def names(field: str, values: object, example: str) -> frozenset[str]:
             field=field, problem=f"is the string {shown(values)}", fix=f"pass a list, e.g. {field}=[{shown(values)}]"
         )
     try:
-        names = frozenset(values)  # type: ignore[arg-type]
+        # any value at all: frozenset refusing a non-iterable one (TypeError) is the check
+        names = frozenset(values)  # type: ignore[call-overload]
     except TypeError:
         raise BadArgumentError(
             field=field,
@@ -187,13 +189,13 @@ def member(field: str, value: object, kind: type[E], fix: str) -> E:
     try:
         return kind(value)
     except (ValueError, TypeError):
-        names = ", ".join(str(m.value) for m in kind)  # type: ignore[attr-defined]
+        names = ", ".join(str(m.value) for m in kind)
         raise BadArgumentError(field=field, problem=f"is {shown(value)}", fix=f"pass one of {names}{fix}") from None
 
 
 def moment(field: str, value: object, fix: str = TIME_FIX) -> float:
     """A point in time: a finite number of seconds within +-MAX_TIME (bools refused)."""
-    if value.__class__ is float and -MAX_TIME <= value <= MAX_TIME:  # type: ignore[operator]
+    if value.__class__ is float and -MAX_TIME <= value <= MAX_TIME:
         return value  # the usual reading, in one cheap test: every send reads the clock here (bench_sim.py)
     if not is_number(value) or not -MAX_TIME <= value <= MAX_TIME:
         problem = f"is {shown(value)}"
