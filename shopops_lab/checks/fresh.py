@@ -80,7 +80,7 @@ class _Rebuilder:
         if isinstance(value, (staticmethod, classmethod)):
             return type(value)(self.value(value.__func__))
         if isinstance(value, property):
-            return property(*(self.value(f) for f in (value.fget, value.fset, value.fdel)), value.__doc__)
+            return property(self.value(value.fget), self.value(value.fset), self.value(value.fdel), value.__doc__)
         self._prebuild(value, 0)
         try:
             fresh = copy.deepcopy(value, self.memo)
