@@ -199,6 +199,7 @@ class _Morning:
     def _acquire(self, run: Run) -> str:
         who = run.current_actor
         lease = self.queue.acquire(who)
+        assert lease is not None, "acquire is a move only while an item is ready (moves)"
         self.lease[who], self.state[who] = lease, "holding"
         self.status[lease.item_id], self.attempts[lease.item_id] = "leased", lease.attempt
         return f"{who} acquires {lease.item_id} ({self.intent[lease.item_id]}), attempt {lease.attempt}"
