@@ -154,12 +154,12 @@ class _Fencing:
                 "raise StaleTokenError so the caller knows it lost ownership."
             )
         elif not self._names_both(called.error, token):
-            current = self.newest or None
+            newest = self.newest or None  # None before any claim, as current_token() says
             self.problem = (
                 f"the store refused {what}, but its StaleTokenError said token="
                 f"{called.error.token!r}, current={called.error.current!r}; it should say which "
                 f"token the write carried and which one is current (token={token}, "
-                f"current={current}{', as current_token() says before any claim' if not current else ''})."
+                f"current={newest}{', as current_token() says before any claim' if not newest else ''})."
             )
         elif self._kept() != before:
             self.problem = (
@@ -232,7 +232,10 @@ def _run(store_class) -> str:
             "class FencedResultStore(NaiveResultStore) and override complete(...)."
         )
     foreign = isinstance(store_class, ForeignAnswer)  # in the learner's process: watch the fence's own code run
-    with watching(store_class, *_FENCE) if foreign else contextlib.nullcontext(set()) as fenced:
+    watch: contextlib.AbstractContextManager[set[str]] = (
+        watching(store_class, *_FENCE) if foreign else contextlib.nullcontext(set())
+    )
+    with watch as fenced:
         found = explore(scenario(), store_class)
     if fenced:  # said first, as the notebook says it at the first write
         raise Wrong(_DELEGATES)

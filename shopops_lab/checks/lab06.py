@@ -287,7 +287,10 @@ def replay(handle, schedule: str) -> Replayed:
 
 def _run(handle) -> str:
     foreign = isinstance(handle, ForeignAnswer)  # in the learner's process: watch the kit's consumer run there
-    with watching(handle, IdempotentConsumer._apply) if foreign else contextlib.nullcontext(set()) as handed:
+    watch: contextlib.AbstractContextManager[set[str]] = (
+        watching(handle, IdempotentConsumer._apply) if foreign else contextlib.nullcontext(set())
+    )
+    with watch as handed:
         found = explore(scenario(), handle)
     if handed:  # said first, as the notebook says it at the first refund
         raise Wrong(_DELEGATES)
