@@ -17,6 +17,7 @@ consumer of exercise 06.2 absorbs: that is the price of never losing one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from shopops_lab.checks.base import error_text
@@ -25,7 +26,7 @@ from shopops_lab.explore import Bound, FaultKind, Move, Run, Scenario
 from shopops_lab.outbox import OutboxMessage
 
 FAILURE = "broker unreachable: the publish was not stored"
-MESSAGES = {
+MESSAGES: dict[str, tuple[str, Mapping[str, Any]]] = {  # id -> (topic, payload)
     "out-0001": ("refund.approved", {"case_id": "O-1001", "amount": 35.0}),
     "out-0002": ("order.closed", {"case_id": "O-1001"}),
 }
