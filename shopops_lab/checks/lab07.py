@@ -116,7 +116,7 @@ def burst_day(seed: int) -> Scenario:
     arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=3")
     rng = random.Random(f"gateway spike {seed}")
     spike = Fault(
-        "gateway_spike",
+        FaultKind.GATEWAY_SPIKE,
         at=float(rng.randrange(0, 2700, 60)),
         duration=float(rng.randrange(420, 1500, 60)),
         factor=round(rng.uniform(2.5, 5.0), 1),
@@ -243,7 +243,7 @@ class Trial:
         else:
             work = (
                 f"all {self.items:,} settled ({self.done:,} done, {self.dead_lettered} dead-lettered), "
-                f"the last at t={_past(self.finished_at, lim.finish_by)} s (limit {lim.finish_by:,.0f} s)"
+                f"the last at t={_past(_last_settled(self), lim.finish_by)} s (limit {lim.finish_by:,.0f} s)"
             )
         work_ok = (
             not self.stopped
@@ -621,7 +621,7 @@ def _run(policy: Any) -> str:
         f"{', '.join(map(str, SEEDS))}, each with its own gateway spike and chaos) approvals took at most "
         f"{worst_approval:.0f} s (p95, limit {LIMITS.approval_p95:g} s), at most "
         f"{max(d.timeouts for d in trials)} calls timed out (limit {LIMITS.timeouts}), every item was settled by "
-        f"t={max(d.finished_at for d in trials):,.0f} s (limit {LIMITS.finish_by:,.0f} s), and no customer was "
+        f"t={max(map(_last_settled, trials)):,.0f} s (limit {LIMITS.finish_by:,.0f} s), and no customer was "
         "contacted twice."
     )
 
@@ -752,6 +752,13 @@ def _s(seconds: float | None, limit: float | None = None) -> str:
     if seconds is None:
         return "-"
     return f"{seconds:,.0f} s" if limit is None else f"{_past(seconds, limit)} s"
+
+
+def _last_settled(day: Trial) -> float:
+    """When `day`, neither stopped nor left unfinished, settled its last item: a day holds at
+    least one item (`trial` refuses 0), and it was settled then."""
+    assert day.finished_at is not None, "a day neither stopped nor unfinished has settled all its items"
+    return day.finished_at
 
 
 def _past(value: float, limit: float) -> str:

@@ -23,7 +23,7 @@ from shopops_lab.checks.base import Exercise, Wrong, attempt, error_text, watchi
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import ContactLedger, EmailAdapter
 from shopops_lab.events import EventLog
-from shopops_lab.sim import Fault, Simulation, get_scenario
+from shopops_lab.sim import Fault, FaultKind, Point, Simulation, get_scenario
 
 __all__ = ["RUNS", "chaos"]
 
@@ -41,13 +41,17 @@ class ChaosRun:
 def _staged(adapter: str) -> tuple[EventLog, ContactLedger]:
     """Burst day, five workers killed right after their send and before their ack."""
     day = get_scenario("burst_day")
-    kills = [Fault("kill_worker", worker=f"W{n}", at=30.0 * n, point="after_send") for n in range(1, 6)]
+    kills = [Fault(FaultKind.KILL_WORKER, worker=f"W{n}", at=30.0 * n, point=Point.AFTER_SEND) for n in range(1, 6)]
     sim = Simulation(day, seed=3, items=ITEMS, adapter=adapter, faults=[day.faults[0], *kills]).finish()
     return sim.log, sim.world.adapter.ledger
 
 
-def _scenario(name: str, adapter: str, **changes: object) -> tuple[EventLog, ContactLedger]:
-    sim = Simulation(dataclasses.replace(get_scenario(name), **changes), seed=3, items=200, adapter=adapter).finish()
+def _scenario(name: str, adapter: str, *, fenced_checkpoints: bool | None = None) -> tuple[EventLog, ContactLedger]:
+    """The scenario `name` (its checkpoints fenced as it says, unless `fenced_checkpoints` is given), 200 items."""
+    day = get_scenario(name)
+    if fenced_checkpoints is not None:
+        day = dataclasses.replace(day, fenced_checkpoints=fenced_checkpoints)
+    sim = Simulation(day, seed=3, items=200, adapter=adapter).finish()
     return sim.log, sim.world.adapter.ledger
 
 
