@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import cycle
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from shopops_lab import arguments
 from shopops_lab.chaos.plan import Kill, KillPoint
@@ -162,7 +162,7 @@ class ShopTransaction:
         self._outermost = not atomic.open
         atomic.__enter__()
 
-    def __exit__(self, kind: Any, error: Any, tb: Any) -> bool:
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> Literal[False]:
         shop = behind(self)
         behind(shop).store.atomic.__exit__(kind, error, tb)
         if self._outermost and kind is not None:
@@ -325,7 +325,8 @@ class _Lab:
             url, _Refunds(handle), lease_seconds=LEASE_SECONDS, max_attempts=MAX_ATTEMPTS, patience=PATIENCE
         )
         self.player = Player(self.steps, self.queue)
-        self.amounts, self.run, self._order_of = amounts, RefundRun(seed=seed), {}
+        self.amounts, self.run = amounts, RefundRun(seed=seed)
+        self._order_of: dict[str, str] = {}  # item id -> its order
 
     def new_item(self) -> str:
         """A new order to refund, queued: its item's id."""
@@ -349,11 +350,12 @@ class _Lab:
             run.refunds[order] = refund
         run.stories[order] = played.story
         stop = played.stop
-        if stop is not None or planned is not None:
+        point = stop.point if stop is not None else planned
+        if point is not None:
             run.stops[order] = Kill(
                 item_id=played.item_id,
                 attempt=1,
-                point=stop.point if stop else planned,
+                point=point,
                 pause=played.schedule.how is How.FREEZE,
             )
         if stop is not None:

@@ -224,6 +224,11 @@ class Store(Protocol):
     def close(self) -> None:
         """Let go of files and connections."""
 
+    def __enter__(self) -> Store:
+        """`with open_store(url) as store:` closes the store when the block ends."""
+
+    def __exit__(self, *exc: object) -> None: ...
+
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
 
