@@ -30,6 +30,16 @@ def replays_by_id_then_loops_until_empty(queue, handler):
             break
 
 
+def prints_the_queue_as_it_goes(queue, handler):
+    """A learner who prints the queue to see where it stands: its repr is the kit's, and works."""
+    print("before:", queue)
+    for item in queue.dlq_items():
+        queue.replay_dlq(item.id)
+    while queue.process_one("W1", handler) != "empty":
+        pass
+    print("after:", queue)
+
+
 # ---------------------------------------------------------------------------- 02.1 wrong, as learners write them
 
 
@@ -197,7 +207,12 @@ def plain_loop_over_a_copy(queue, handler):
 
 DRAIN = Spec(
     exercise=lab02.exercise,
-    right=(acquires_and_acks_by_hand, replays_by_id_then_loops_until_empty, plain_loop_over_a_copy),
+    right=(
+        acquires_and_acks_by_hand,
+        replays_by_id_then_loops_until_empty,
+        plain_loop_over_a_copy,
+        prints_the_queue_as_it_goes,
+    ),
     wrong=(
         refused(
             replays_but_never_drains,

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import functools
 import itertools
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from shopops_lab.checks.base import Exercise, Wrong, _where, call_each, describe, error_text
 from shopops_lab.clock import FakeClock
@@ -22,7 +23,7 @@ from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, explore, r
 from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.states import ItemState
 from shopops_lab.widgets.quiz import Quiz
-from shopops_lab.worker.queue import InMemoryQueue, Outcome
+from shopops_lab.worker.queue import InMemoryQueue, Lease, Outcome
 
 
 def _some(cases: list[str], shown: int = 5) -> str:
@@ -68,12 +69,22 @@ def _shape_name(shape: tuple[str, ...]) -> str:
     return f"DLQ: {len(shape)} fixed" if len(shape) > SMALL else f"DLQ: {', '.join(shape)}"
 
 
-def poisoned_queue(shape: tuple[str, ...]):
-    """A queue on which the items of `shape` used the old schema and died (one more item
-    failed once on a timeout and then went through: not dead). Returns it, the dead items'
-    cases in DLQ order, the cases the fix does not repair, and the fixed handler with the
-    dict (case -> runs) it counts in."""
-    queue = InMemoryQueue(lease_seconds=30, max_attempts=3, clock=FakeClock())
+class Poisoned(NamedTuple):
+    """What `poisoned_queue` sets up, in this order."""
+
+    queue: InMemoryQueue
+    dead: list[str]  # the dead items' cases, in DLQ order
+    broken: set[str]  # the cases the fix does not repair
+    handler: Callable[[Lease], None]  # the fixed handler
+    handled: dict[str, int]  # case -> runs of the fixed handler
+
+
+def poisoned_queue(shape: tuple[str, ...], clock: FakeClock | None = None) -> Poisoned:
+    """A queue (on `clock`, else a new FakeClock) on which the items of `shape` used the old
+    schema and died (one more item failed once on a timeout and then went through: not dead).
+    Returns it, the dead items' cases in DLQ order, the cases the fix does not repair, and
+    the fixed handler with the dict (case -> runs) it counts in."""
+    queue = InMemoryQueue(lease_seconds=30, max_attempts=3, clock=FakeClock() if clock is None else clock)
     flaky = "O-2001"
     cases = [f"O-{2002 + n}" for n in range(len(shape))]
     queue.enqueue(
@@ -106,7 +117,7 @@ def poisoned_queue(shape: tuple[str, ...]):
         order_id = lease.payload.get("order_id") or lease.payload["order"]["id"]
         handled[order_id] = handled.get(order_id, 0) + 1
 
-    return queue, cases, broken, fixed_handler, handled
+    return Poisoned(queue, cases, broken, fixed_handler, handled)
 
 
 class _Replay:
@@ -116,7 +127,8 @@ class _Replay:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.queue: InMemoryQueue | None = None
+        self.clock = FakeClock()  # the queue's: the check moves it to let a lease run out
+        self._queue: InMemoryQueue | None = None  # set up by the operator's first move
         self.shape: tuple[str, ...] = ()
         self.state = "set-up"  # set-up, ready, ran, crashed
         self.runs = 0
@@ -126,8 +138,14 @@ class _Replay:
         self.replayed: dict[str, int] = {}  # item id -> replays in the current run
         self.last: Outcome | None = None
 
+    @property
+    def queue(self) -> InMemoryQueue:
+        """The check's queue. Every move but the operator's set-up comes after it (`moves`)."""
+        assert self._queue is not None, "the queue is read only once the operator's move set it up"
+        return self._queue
+
     def moves(self) -> list[Move]:
-        if self.queue is None:
+        if self._queue is None:
             return [
                 Move(_shape_name(shape), "operator", functools.partial(self._set_up, shape), peer="queue")
                 for shape in SHAPES
@@ -145,7 +163,7 @@ class _Replay:
         return bool(self.queue.items(ItemState.READY))
 
     def fingerprint(self) -> Any:
-        if self.queue is None:
+        if self._queue is None:
             return None
         if len(self.shape) > SMALL:  # no fault on a large DLQ: one schedule, nothing to merge
             return (self.shape, self.state, self.runs, len(self.queue.log))
@@ -162,7 +180,7 @@ class _Replay:
 
     def _set_up(self, shape: tuple[str, ...], run: Run) -> str:
         self.shape = shape
-        self.queue, self.dead, self.still_broken, self.handler, self.handled = poisoned_queue(shape)
+        self._queue, self.dead, self.still_broken, self.handler, self.handled = poisoned_queue(shape, self.clock)
         if self.queue.counts()[ItemState.DEAD] != len(shape):
             raise AssertionError("scenario set-up failed")  # the kit's bug, not the learner's
         self.state = "ready"
@@ -193,7 +211,7 @@ class _Replay:
         return f"R runs your function: it {self.stopped()}; {left} left in the DLQ"
 
     def _expire(self, run: Run) -> str:
-        self.queue.clock.advance(31)
+        self.clock.advance(31)
         expired = self.queue.expire_leases()
         self.expired_since = self.state == "ran"
         return f"31 s pass: the lease on {', '.join(expired)} runs out"
@@ -337,7 +355,7 @@ def _view(run: Run, world: _Replay) -> Any:
             return len(queue)
 
         def __repr__(self) -> str:
-            return f"<Queue: {len(queue.dlq_items())} in the DLQ, {queue.depth()} waiting>"
+            return f"<Queue: {len(queue.dlq_items())} in the DLQ, {queue.depth} waiting>"
 
     return Queue()
 
@@ -461,8 +479,8 @@ def _truth() -> tuple[tuple[tuple[str, ...], int, str], ...]:
 def _knowledge(where_does_it_end) -> str:
     answers, truth = [], {}
     cases = _truth()
-    said = call_each(where_does_it_end, [((list(deliveries), limit), {}) for deliveries, limit, _ in cases])
-    for (deliveries, limit, real), got in zip(cases, said, strict=True):
+    replies = call_each(where_does_it_end, [((list(deliveries), limit), {}) for deliveries, limit, _ in cases])
+    for (deliveries, limit, real), got in zip(cases, replies, strict=True):
         if type(got) is not str or got not in ("ready", "done", "dead"):  # a str, not a look-alike
             raise Wrong(
                 f"for {list(deliveries)} the function returned {describe(got)}; return the item's state: "
@@ -476,9 +494,9 @@ def _knowledge(where_does_it_end) -> str:
             f"your predictions match a real queue on all {len(answers):,} delivery lists of up to {LONGEST} "
             f"deliveries, with max_attempts from 1 to {MOST_ATTEMPTS}, crashes included."
         )
-    deliveries, limit, got = wrong[0]
+    example, limit, got = wrong[0]
     said = (
-        f"for deliveries {deliveries} with max_attempts={limit} your function says {got!r} "
+        f"for deliveries {example} with max_attempts={limit} your function says {got!r} "
         f"({len(wrong):,} of all {len(answers):,} lists of up to {LONGEST} deliveries, with max_attempts from 1 "
         f"to {MOST_ATTEMPTS}, end elsewhere on a real queue)"
     )
