@@ -286,9 +286,9 @@ def test_the_worlds_lease_is_the_queues():
         world = lab03._Leasing(Run(None), chosen)
         for what in pattern:
             if what == "lost":
-                world._lost(None)
+                world._lost(world._next(), None)
             else:
-                world._beat(3 if what == "late" else 0, None)
+                world._beat(world._next(), 3 if what == "late" else 0, None)
         due, w7 = world._on_the_queue(world.deadline)
         assert due == world.deadline and w7.token == 2, pattern
 

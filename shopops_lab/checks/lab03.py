@@ -216,12 +216,12 @@ class _Leasing:
         if at is None:
             found = [Move(f"the call returns at t={MODEL.max:g}", "W1", self._returns, peer="queue")]
         else:
-            found = [Move(f"heartbeat {n} lands", "W1", functools.partial(self._beat, 0), peer="queue")]
+            found = [Move(f"heartbeat {n} lands", "W1", functools.partial(self._beat, at, 0), peer="queue")]
             if self.in_a_row < self.most:
-                found.append(Move(f"heartbeat {n} is lost", "W1", self._lost))
+                found.append(Move(f"heartbeat {n} is lost", "W1", functools.partial(self._lost, at)))
             if not self.held_up:
                 found += [
-                    Move(f"heartbeat {n} is {s} s late", "W1", functools.partial(self._beat, s), peer="queue")
+                    Move(f"heartbeat {n} is {s} s late", "W1", functools.partial(self._beat, at, s), peer="queue")
                     for s in range(1, LIMITS.max_late + 1)
                     if at + s < MODEL.max
                 ]
@@ -258,11 +258,15 @@ class _Leasing:
         queue = InMemoryQueue(lease_seconds=self.policy.ttl, max_attempts=5, clock=clock)
         queue.enqueue(case_id=CASE, tenant_id="store_northline", kind="contact_send", payload={"idem_key": KEY})
         lease = queue.acquire("W1")
+        if lease is None:
+            raise AssertionError("the queue handed W1 nothing, though it holds one ready item")
         for t in self.arrivals:
             clock.set(t)
             if not queue.heartbeat(lease):
                 raise AssertionError(f"the queue refused a heartbeat at t={t:g} that the check counted as landed")
         due = queue.item(lease.item_id).lease_expires_at
+        if due is None:
+            raise AssertionError("the queue holds W1's item unleased, though it accepted every heartbeat")
         clock.set(until)
         w7 = queue.acquire("W7")
         if w7 is None:
@@ -279,9 +283,9 @@ class _Leasing:
         )
         return f"the lease runs out at t={due:g}: W7 acquires {CASE} (token {w7.token})"
 
-    def _beat(self, late: int, run: Run) -> str:
+    def _beat(self, sent: float, late: int, run: Run) -> str:
+        """The next heartbeat, sent at `sent` (`_next`), reaches the queue `late` seconds after."""
         self.sent += 1
-        sent = self.sent * self.policy.heartbeat_interval
         arrives = sent + late
         said = f"t={sent:g} W1 sends heartbeat {self.sent}" + (f", held up {late} s" if late else "")
         self.held_up = self.held_up or late > 0
@@ -303,9 +307,10 @@ class _Leasing:
             f"the last renewal, not before the {self.policy.ttl:g} s deadline."
         )
 
-    def _lost(self, run: Run) -> str:
+    def _lost(self, sent: float, run: Run) -> str:
+        """The next heartbeat, sent at `sent` (`_next`), is lost on the way."""
         self.sent += 1
-        self.now = sent = self.sent * self.policy.heartbeat_interval
+        self.now = sent
         said = f"t={sent:g} W1 sends heartbeat {self.sent}; it is lost on the way"
         if self.deadline <= sent:  # gone before this heartbeat went out (lost or not)
             return f"{self._taken(self._why(sent, 0))}; {said}"
@@ -456,8 +461,10 @@ class _Drafting:
 
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.draft: tuple[int, ...] | None = None
-        self.stall: tuple[int, int] | None = None  # (chunk number, seconds), (0, 0) for none
+        # chosen by the operator's first two moves, before every other step (`moves`); read
+        # through `draft`, `stall` and `lease` once chosen
+        self._draft: tuple[int, ...] | None = None
+        self._stall: tuple[int, int] | None = None  # (chunk number, seconds), (0, 0) for none
         self.eager: bool | None = None  # does W7 ask for work the second the lease runs out?
         self.clock = FakeClock()
         self.queue = InMemoryQueue(lease_seconds=LEASE, max_attempts=5, clock=self.clock)
@@ -468,7 +475,7 @@ class _Drafting:
             kind="contact_send",
             payload={"idem_key": KEY, "to": TO, "template": "delay_apology"},
         )
-        self.lease: Lease | None = None
+        self._lease: Lease | None = None  # W1's, from its acquire when the stall is chosen
         self.state = "set-up"
         self.problem: str | None = None
         self.streamed = 0  # chunks handed out
@@ -479,29 +486,44 @@ class _Drafting:
         self.acked_by: str | None = None
         self.taken_at: float | None = None
 
+    @property
+    def draft(self) -> tuple[int, ...]:
+        assert self._draft is not None, "the draft is read once the operator chose it"
+        return self._draft
+
+    @property
+    def stall(self) -> tuple[int, int]:
+        assert self._stall is not None, "the stall is read once the operator chose it"
+        return self._stall
+
+    @property
+    def lease(self) -> Lease:
+        assert self._lease is not None, "W1's lease is read once it acquired"
+        return self._lease
+
     # --- the schedule ------------------------------------------------------------------
 
     def moves(self) -> list[Move]:
-        if self.draft is None:
+        if self._draft is None:
             return [Move(name, "operator", functools.partial(self._choose_draft, draft)) for draft, name in _DRAFTS]
-        if self.stall is None:
+        if self._stall is None:
             return [
                 Move(name, "operator", functools.partial(self._choose_stall, stall, eager))
-                for stall, eager, name in _PLANS[len(self.draft)]
+                for stall, eager, name in _PLANS[len(self._draft)]
             ]
         if self.state == "holding":
             return [Move("W1 runs your loop", "W1", self._loop, peer="queue")]
         return []
 
     def _choose_draft(self, draft: tuple[int, ...], run: Run) -> str:
-        self.draft = draft
+        self._draft = draft
         chunks = f"{len(draft)} chunk{'s' if len(draft) > 1 else ''}"
         return f"the model will stream {chunks} of {', '.join(map(str, draft))} s"
 
     def _choose_stall(self, stall: tuple[int, int], eager: bool, run: Run) -> str:
         """The stall and W7's habit are chosen, and W1 acquires the case at t=0."""
-        self.stall, self.eager = stall, eager
-        self.lease = self.queue.acquire("W1")
+        self._stall, self.eager = stall, eager
+        self._lease = self.queue.acquire("W1")
         self.state = "holding"
         w7 = "W7 will ask for work the second W1's lease runs out" if eager else "no other worker asks for work"
         return (
@@ -510,7 +532,7 @@ class _Drafting:
         )
 
     def fingerprint(self) -> Any:
-        return (self.draft, self.stall, self.eager, self.state, self.problem)
+        return (self._draft, self._stall, self.eager, self.state, self.problem)
 
     def broken(self) -> str | None:
         return self.problem
@@ -580,10 +602,12 @@ class _Drafting:
 
     def lease_live(self) -> bool:
         item = self.queue.item(self.lease.item_id)
+        due = item.lease_expires_at  # None only for an item not leased
         return (
             item.state is ItemState.LEASED
             and item.token == self.lease.token
-            and self.clock.now() < item.lease_expires_at
+            and due is not None
+            and self.clock.now() < due
         )
 
     def spend(self) -> None:
@@ -640,6 +664,8 @@ class _Drafting:
         if due is not None and due < end and self.eager and self.taken_at is None:
             self.clock.set(due + 1)
             w7 = self.queue.acquire("W7")
+            if w7 is None:
+                raise AssertionError(f"the queue kept W1's lease past t={due:g}")
             self.taken_at = self.clock.now()
             self.email.send(KEY, case_id=CASE, to=TO, body="".join(TEXT[: len(self.draft)]), worker_id="W7")
             self.sends.append((self.clock.now(), "W7", ""))
