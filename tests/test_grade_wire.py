@@ -10,7 +10,7 @@ import pytest
 from shopops_lab.checks.base import NotAttempted, call_answer, memory, picture, restart, watching
 from shopops_lab.checks.lab03 import HeartbeatPolicy
 from shopops_lab.course.grade.judge import CheckRun, JudgePeer, Learner, LearnerRaised, RemoteAnswer
-from shopops_lab.course.grade.wire import Handle, Peer, ProtocolError
+from shopops_lab.course.grade.wire import FRAME_LIMIT, HEADER, Frames, Handle, Peer, PeerGone, ProtocolError, send_frame
 from shopops_lab.errors import StaleTokenError
 from shopops_lab.fencing import NaiveResultStore, TokenFence
 
@@ -365,3 +365,49 @@ def test_a_value_nested_too_deep_is_refused() -> None:
         deep = {"l": [deep]}
     with pytest.raises(ProtocolError):
         _Quiet().decode(deep)
+
+
+class _Trickle:
+    """A socket that hands out what was sent in pieces of the sizes given, as a busy
+    kernel may: to see the reader put frames back together across reads."""
+
+    def __init__(self, data: bytes, sizes: list[int]) -> None:
+        self.data, self.sizes = data, sizes
+
+    def recv(self, limit: int) -> bytes:
+        size = min(self.sizes.pop(0) if self.sizes else limit, limit)
+        piece, self.data = self.data[:size], self.data[size:]
+        return piece
+
+
+def _framed(*messages: object) -> bytes:
+    class Sink:
+        sent = b""
+
+        def sendall(self, data: bytes) -> None:
+            Sink.sent += data
+
+    for message in messages:
+        send_frame(Sink(), message)
+    return Sink.sent
+
+
+@pytest.mark.parametrize("sizes", [[], [1] * 200, [3, 5, 40, 2], [6, 1000]])
+def test_frames_arrive_whole_and_in_order_however_the_bytes_are_cut(sizes) -> None:
+    messages = [["ret", 1], ["call", "x" * 30, [1, 2]], ["bye"]]
+    frames = Frames(_Trickle(_framed(*messages), list(sizes)))
+    assert [frames.read() for _ in messages] == messages
+    with pytest.raises(PeerGone):
+        frames.read()
+
+
+def test_a_frame_cut_off_by_the_other_side_leaving_is_the_peer_gone() -> None:
+    data = _framed(["ret", "a long enough answer"])
+    with pytest.raises(PeerGone):
+        Frames(_Trickle(data[:-3], [])).read()
+
+
+def test_a_frame_over_the_limit_is_refused_before_it_is_read() -> None:
+    header = HEADER.pack(FRAME_LIMIT + 1)
+    with pytest.raises(ProtocolError, match="over the limit"):
+        Frames(_Trickle(header, [])).read()

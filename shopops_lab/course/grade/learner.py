@@ -221,7 +221,7 @@ class Worker(Peer):
     def serve(self) -> None:  # type: ignore[override]
         while True:
             try:
-                message = recv_frame(self.sock)
+                message = self.frames.read()
                 if not (type(message) is list and message and type(message[0]) is str):
                     break
                 if message[0] == "bye":

@@ -37,6 +37,14 @@ METHOD_LIMIT = 200  # method names a handle's first crossing may carry
 # The containers sent by value, with their tags; each read through its own class's __iter__,
 # never a subclass's (a learner's list subclass cannot choose what crosses).
 _CONTAINERS: tuple[tuple[Any, str], ...] = ((list, "l"), (tuple, "t"), (frozenset, "f"), (set, "s"))
+_PLAIN = frozenset({bool, int, float, str})  # sent as they are
+_EXACT: dict[type, str] = {
+    list: "l",
+    tuple: "t",
+    frozenset: "f",
+    set: "s",
+    dict: "d",
+}  # exactly these classes, never a subclass
 _Scalar = TypeVar("_Scalar", int, bool, str)
 
 
@@ -79,38 +87,98 @@ def _exactly(sock: Any, size: int) -> bytes:
     return b"".join(chunks)
 
 
-def recv_frame(sock: Any) -> Any:
-    try:
-        (size,) = HEADER.unpack(_exactly(sock, HEADER.size))
-    except OSError as exc:
-        raise PeerGone() from exc
+def _size(header: bytes | bytearray) -> int:
+    (size,) = HEADER.unpack(header)
     if size > FRAME_LIMIT:
         raise ProtocolError(f"a message of {size} bytes is over the limit")
+    return int(size)
+
+
+def _parsed(data: bytes | bytearray) -> Any:
     try:
-        return json.loads(_exactly(sock, size).decode("utf-8", "surrogatepass"))
+        return json.loads(data.decode("utf-8", "surrogatepass"))
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"not JSON ({type(exc).__name__})") from None
+
+
+def recv_frame(sock: Any) -> Any:
+    """One frame, read exactly (header, then body): for the control sockets, where frames are few."""
+    try:
+        size = _size(_exactly(sock, HEADER.size))
+    except OSError as exc:
+        raise PeerGone() from exc
+    return _parsed(_exactly(sock, size))
+
+
+class Frames:
+    """The frames arriving on one socket, read in chunks: a frame usually arrives with its
+    header in one read, so a message costs one system call, not two (a check's calls are
+    thousands of small messages). What arrived after a frame waits here for the next
+    `read`, so this reader must be the socket's only one."""
+
+    CHUNK = 1 << 16
+
+    def __init__(self, sock: Any) -> None:
+        self.sock = sock
+        self.buffer = bytearray()
+
+    def read(self) -> Any:
+        size = _size(self._holding(HEADER.size)[: HEADER.size])
+        end = HEADER.size + size
+        frame = self._holding(end)[HEADER.size : end]
+        del self.buffer[:end]
+        return _parsed(frame)
+
+    def _holding(self, size: int) -> bytearray:
+        while len(self.buffer) < size:
+            try:
+                chunk = self.sock.recv(max(self.CHUNK, size - len(self.buffer)))
+            except OSError as exc:
+                raise PeerGone() from exc
+            if not chunk:
+                raise PeerGone()
+            self.buffer += chunk
+        return self.buffer
 
 
 # --- the kit's classes, by name -----------------------------------------------------------
 
 
 def kit_name(klass: type) -> list[str] | None:
-    """[module, qualname] of a public class of the kit, else None."""
+    """[module, qualname] of a public class of the kit, else None. Asked of every value that
+    crosses, so a kit class's answer is kept (the kit's classes are few and never renamed)."""
     module, qualname = getattr(klass, "__module__", ""), getattr(klass, "__qualname__", "")
     if not isinstance(module, str) or not isinstance(qualname, str):
         return None
     if module != KIT and not module.startswith(KIT + "."):
         return None
-    if any(part.startswith("_") or part == "<locals>" for part in (*module.split("."), *qualname.split("."))):
-        return None
-    return [module, qualname]
+    known = _KIT_NAMES.get((module, qualname))
+    if known is None:
+        public = not any(
+            part.startswith("_") or part == "<locals>" for part in (*module.split("."), *qualname.split("."))
+        )
+        known = _KIT_NAMES[module, qualname] = [module, qualname] if public else []
+    return known or None
+
+
+_KIT_NAMES: dict[tuple[str, str], list[str]] = {}  # (module, qualname) -> kit_name's answer ([] for None)
 
 
 def kit_class(name: Any) -> type:
-    """The class a [module, qualname] names: only a public class of a kit module already loaded."""
+    """The class a [module, qualname] names: only a public class of a kit module already loaded.
+    A name once found is kept (a check decodes thousands of records of a few classes)."""
     if not (isinstance(name, list) and len(name) == 2 and all(type(part) is str for part in name)):
         raise ProtocolError("a class name that is not [module, qualname]")
+    known = _KIT_CLASSES.get((name[0], name[1]))
+    if known is None:
+        known = _KIT_CLASSES[name[0], name[1]] = _find_kit_class(name)
+    return known
+
+
+_KIT_CLASSES: dict[tuple[str, str], type] = {}  # only names that were found: a refusal is asked again
+
+
+def _find_kit_class(name: list[str]) -> type:
     module = sys.modules.get(name[0])
     found: Any = module
     if module is not None and (name[0] == KIT or name[0].startswith(KIT + ".")):
@@ -136,6 +204,33 @@ def kit_base(klass: type, kind: type) -> type | None:
 
 def _is_record(klass: type) -> bool:
     return dataclasses.is_dataclass(klass) and kit_name(klass) is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """How a record of one class crosses: as the kit record class `base` (its first in the
+    MRO), by the fields its constructor takes."""
+
+    base: type
+    name: list[str]
+    fields: tuple[str, ...]
+
+
+_LAYOUTS: dict[type, _Layout | None] = {}  # the kit's classes only: a learner's class is looked at each time
+
+
+def _layout(klass: type) -> _Layout | None:
+    if klass in _LAYOUTS:
+        return _LAYOUTS[klass]
+    base = next((b for b in klass.__mro__ if _is_record(b)), None)
+    found = None
+    if base is not None:
+        name = kit_name(base)
+        assert name is not None
+        found = _Layout(base, name, tuple(field.name for field in dataclasses.fields(base) if field.init))
+    if kit_name(klass) is not None:
+        _LAYOUTS[klass] = found
+    return found
 
 
 def exact(value: Any) -> Any:
@@ -283,6 +378,7 @@ class Peer(abc.ABC):
 
     def __init__(self, sock: Any, *, public_only: bool) -> None:
         self.sock = sock
+        self.frames = Frames(sock)  # the socket's only reader
         self.public_only = public_only
         self.exports: dict[int, Any] = {}
         self.numbers: dict[int, int] = {}  # id(object) -> its number
@@ -306,8 +402,13 @@ class Peer(abc.ABC):
     def encode(self, value: Any, depth: int = 0) -> Any:
         if depth > DEPTH_LIMIT:
             raise ValueError("a value nested too deep to send")
-        if value is None or type(value) in (bool, int, float, str):
+        kind = type(value)
+        if value is None or kind in _PLAIN:
             return value
+        if kind in _EXACT:  # the plain containers, by far the most sent: tagged as below, at once
+            if kind is dict:
+                return {"d": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in value.items()]}
+            return {_EXACT[kind]: [self.encode(item, depth + 1) for item in value]}
         if isinstance(value, _Method):
             value = value._resolved()
         if isinstance(value, Handle) and value._peer is self:
@@ -330,17 +431,13 @@ class Peer(abc.ABC):
         return record if record is not None else self.export(value)
 
     def _record(self, value: Any, depth: int) -> dict[str, Any] | None:
-        klass = type(value)
         if isinstance(value, type) or not dataclasses.is_dataclass(value):
             return None
-        base = next((b for b in klass.__mro__ if _is_record(b)), None)
-        if base is None or not self.sends_record(value, base):
+        layout = _layout(type(value))
+        if layout is None or not self.sends_record(value, layout.base):
             return None
-        fields = {}
-        for field in dataclasses.fields(base):
-            if field.init:
-                fields[field.name] = self.encode(object.__getattribute__(value, field.name), depth + 1)
-        return {"r": [kit_name(base), fields]}
+        fields = {name: self.encode(object.__getattribute__(value, name), depth + 1) for name in layout.fields}
+        return {"r": [layout.name, fields]}
 
     def sends_record(self, value: Any, base: type) -> bool:
         return True
@@ -392,10 +489,10 @@ class Peer(abc.ABC):
             return klass(*[self.decode(v, depth + 1) for v in body[1]])
         if tag == "r":
             klass = kit_class(body[0])
-            if not _is_record(klass) or type(body[1]) is not dict:
+            layout = _layout(klass)
+            if layout is None or layout.base is not klass or type(body[1]) is not dict:
                 raise ProtocolError("a record that is not one of the kit's")
-            names = {field.name for field in dataclasses.fields(klass) if field.init}
-            if not set(body[1]) <= names:
+            if not set(body[1]) <= set(layout.fields):
                 raise ProtocolError("a record with fields its class does not have")
             return klass(**{name: self.decode(v, depth + 1) for name, v in body[1].items()})
         raise ProtocolError(f"a value tagged {tag!r}")
@@ -433,7 +530,7 @@ class Peer(abc.ABC):
         self.depth += 1
         try:
             while True:
-                reply = recv_frame(self.sock)
+                reply = self.frames.read()
                 if type(reply) is not list or not reply or type(reply[0]) is not str:
                     raise ProtocolError("a message that is not [kind, ...]")
                 if reply[0] in ("ret", "exc") and len(reply) in (2, 3, 4):
