@@ -359,3 +359,53 @@ def test_a_world_that_can_be_copied_is_searched_alike_from_copies():
     assert (copied.schedules, copied.states) == (replayed.schedules, replayed.states)
     assert copied.schedules == 2
     assert Copied.clones > 0
+
+
+LEDGER: list = []  # a global that shares its name with an attribute below
+
+
+class _Box:
+    def __init__(self) -> None:
+        self.LEDGER: list = []
+
+
+def files_in_the_box(box):
+    box.LEDGER.append(1)  # an attribute, not the global
+    return len(box.LEDGER)
+
+
+def test_a_copys_memory_holds_only_what_its_code_can_reach_by_name():
+    """An attribute named like a global does not pull the global into the copy: changing
+    that global changes nothing the explorer would see of the copy."""
+    one = restart(files_in_the_box)
+    LEDGER.append("unrelated")
+    try:
+        two = restart(files_in_the_box)
+        assert memory(one) == memory(two)
+        assert one(_Box()) == 1 and LEDGER == ["unrelated"]
+    finally:
+        LEDGER.clear()
+
+
+PREFIX: list = []
+
+
+def writes_a_global_and_reads_one_in_a_class_body(value):
+    global _LAST
+    _LAST = [value]
+
+    class Tagged:
+        tag = PREFIX  # a class body reads the module's name too
+
+    Tagged.tag.append(value)
+    return len(Tagged.tag), _LAST
+
+
+_LAST: list = []
+
+
+def test_names_a_class_body_or_a_global_statement_uses_are_fresh_in_the_copy():
+    fresh = restart(writes_a_global_and_reads_one_in_a_class_body)
+    assert fresh("a") == (1, ["a"]) and fresh("b") == (2, ["b"])
+    assert restart(writes_a_global_and_reads_one_in_a_class_body)("c") == (1, ["c"])
+    assert PREFIX == [] and _LAST == []

@@ -17,6 +17,8 @@ copy's own mutable state, so the schedule explorer can tell two processes apart.
 from __future__ import annotations
 
 import copy
+import dis
+import functools
 import sys
 import weakref
 from collections.abc import Hashable
@@ -171,12 +173,31 @@ class _Rebuilder:
                 fresh_globals[name] = self.value(value)
 
 
-def _names(code: CodeType) -> set[str]:
-    names = set(code.co_names)
+# The instructions that read or write a module-level name (a class body's plain names
+# fall back to the module's too). `co_names` would also hold every attribute name.
+_GLOBAL_OPS = frozenset(
+    {
+        "LOAD_GLOBAL",
+        "STORE_GLOBAL",
+        "DELETE_GLOBAL",
+        "LOAD_NAME",
+        "STORE_NAME",
+        "DELETE_NAME",
+        "LOAD_FROM_DICT_OR_GLOBALS",
+    }
+)
+
+
+@functools.cache
+def _names(code: CodeType) -> frozenset[str]:
+    """The global names `code` and the code nested in it use: only those are rebuilt for a
+    copy, so an attribute that shares a global's name (`env.claim` beside a `claim`
+    function) costs nothing. Kept per code object: a check restarts the same code often."""
+    names = {str(op.argval) for op in dis.get_instructions(code) if op.opname in _GLOBAL_OPS}
     for const in code.co_consts:
         if isinstance(const, CodeType):
             names |= _names(const)
-    return names
+    return frozenset(names)
 
 
 def canonical(value: Any, depth: int = 0, seen: frozenset[int] = frozenset()) -> Hashable:
