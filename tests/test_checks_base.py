@@ -230,7 +230,7 @@ class _Batched(ForeignAnswer):
     def __call__(self, *args, **kwargs):
         raise AssertionError("call_each sends a batch, never one call per input")
 
-    is_stub = restart = memory = picture = watch = watched = __call__
+    is_stub = restart = memory = picture = in_turn = watch = watched = __call__
 
 
 def test_call_each_calls_a_grid_in_order_and_raises_the_first_failure_as_one_call_would():
@@ -252,3 +252,16 @@ def test_call_each_calls_a_grid_in_order_and_raises_the_first_failure_as_one_cal
 
     with pytest.raises(NotAttempted):
         call_each(stub, grid)
+
+
+def test_in_turn_reads_an_object_in_order_and_stops_at_the_first_raise():
+    from shopops_lab.checks.base import in_turn
+    from shopops_lab.errors import BadArgumentError
+    from shopops_lab.fencing import NaiveResultStore
+
+    store = NaiveResultStore()
+    store.complete("job-1", {"x": 1}, token=store.claim("job-1", "W1"), worker_id="W1")
+    assert in_turn(store, store, ("result", ("job-1",)), ("written_by", ("job-1",))) == [{"x": 1}, ("W1", 1)]
+    with pytest.raises(BadArgumentError):
+        in_turn(store, store, ("result", (5,)), ("claim", ("job-2", "W1")))
+    assert store.claim("job-2", "W1") == 1

@@ -7,11 +7,11 @@ import tempfile
 
 import pytest
 
-from shopops_lab.checks.base import NotAttempted, call_answer, memory, picture, restart, watching
+from shopops_lab.checks.base import NotAttempted, call_answer, in_turn, memory, picture, restart, watching
 from shopops_lab.checks.lab03 import HeartbeatPolicy
 from shopops_lab.course.grade.judge import CheckRun, JudgePeer, Learner, LearnerRaised, RemoteAnswer
 from shopops_lab.course.grade.wire import FRAME_LIMIT, HEADER, Frames, Handle, Peer, PeerGone, ProtocolError, send_frame
-from shopops_lab.errors import StaleTokenError
+from shopops_lab.errors import BadArgumentError, StaleTokenError
 from shopops_lab.fencing import NaiveResultStore, TokenFence
 
 CELLS = """
@@ -316,6 +316,24 @@ def test_an_object_of_the_learners_process_is_pictured_there(run) -> None:
     assert picture(made, store) == before
     store.claim("job-1", "W1")
     assert picture(made, store) != before
+
+
+def test_reads_in_turn_of_an_object_there_are_one_message_and_stop_at_the_first_raise(run) -> None:
+    made = restart(run.answer("Store"))
+    store = made()
+    store.complete("job-1", {"x": 1}, token=store.claim("job-1", "W1"), worker_id="W1")
+    peer = store._peer
+    sent: list[str] = []
+    original = peer.request
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(peer, "request", lambda message, *rest: sent.append(message[0]) or original(message, *rest))
+        read = in_turn(made, store, ("result", ("job-1",)), ("written_by", ("job-1",)))
+    assert read == [{"x": 1}, ("W1", 1)] and sent == ["calls"]
+    with pytest.raises(BadArgumentError, match="job_id"):
+        in_turn(made, store, ("result", ("job-1",)), ("result", (5,)), ("claim", ("job-2", "W1")))
+    assert store.claim("job-2", "W1") == 1  # the call after the one that raised never ran
+    with pytest.raises(ProtocolError):
+        in_turn(made, NaiveResultStore(), ("result", ("job-1",)))  # not an object of the learner's process
 
 
 def test_a_class_answer_is_a_subclass_of_the_kit_class_it_extends(run) -> None:

@@ -21,7 +21,7 @@ import functools
 import sys
 import sysconfig
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -120,6 +120,11 @@ class ForeignAnswer(ABC):
         there by the kit's `fresh.canonical`: to tell two states apart, never to judge."""
 
     @abstractmethod
+    def in_turn(self, value: Any, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+        """`value.name(*args)` for each (name, args), in order, where `value` (an object the
+        answer made) lives: one message for all of them; the first to raise ends the rest."""
+
+    @abstractmethod
     def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
         """From now on, note which of the kit's `functions` run in the answer's process."""
 
@@ -163,6 +168,16 @@ def picture(answer: Any, value: Any) -> Hashable:
     from shopops_lab.checks.fresh import canonical
 
     return canonical(value)
+
+
+def in_turn(answer: Any, value: Any, *calls: tuple[str, tuple[Any, ...]]) -> list[Any]:
+    """What `value.name(*args)` returns for each (name, args), asked in order of `value`, an
+    object the learner's code made (a store of the learner's class): a check's several
+    reads of one state cost one message when the answer runs in another process. The
+    first call that raises ends the rest, as it would in a row of plain calls."""
+    if isinstance(answer, ForeignAnswer):
+        return answer.in_turn(value, calls)
+    return [getattr(value, name)(*args) for name, args in calls]
 
 
 @contextlib.contextmanager

@@ -24,6 +24,7 @@ from shopops_lab.checks.base import (
     call_answer,
     describe,
     error_text,
+    in_turn,
     picture,
     watching,
 )
@@ -193,9 +194,11 @@ class _Fencing:
         return self.store.result(JOB) if self.foreign else NaiveResultStore.result(self.store, JOB)
 
     def _kept(self) -> Any:
-        """What the store holds and who wrote it (read as `_result` reads)."""
-        written = self.store.written_by(JOB) if self.foreign else NaiveResultStore.written_by(self.store, JOB)
-        return canonical((self._result(), written))
+        """What the store holds and who wrote it (read as `_result` reads; both reads in one
+        message to a store in the learner's process, as this is asked around every write)."""
+        if self.foreign:
+            return canonical(tuple(in_turn(self.made, self.store, ("result", (JOB,)), ("written_by", (JOB,)))))
+        return canonical((NaiveResultStore.result(self.store, JOB), NaiveResultStore.written_by(self.store, JOB)))
 
     def _stale(self, token: int) -> str:
         if self.newest == 0:

@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FunctionType, MethodType, ModuleType
 from typing import Any
@@ -27,6 +27,7 @@ from shopops_lab.course.grade.wire import (
     Peer,
     PeerGone,
     ProtocolError,
+    exact,
     kit_class,
     recv_frame,
     send_frame,
@@ -470,6 +471,17 @@ class RemoteAnswer(ForeignAnswer):
         if type(drawn) is not str:
             raise ProtocolError("a picture of no known shape")
         return ("picture", drawn)
+
+    def in_turn(self, value: Any, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+        handle = self._current()
+        peer = handle._peer
+        if not (isinstance(value, Handle) and value._peer is peer):
+            raise ProtocolError("in_turn asks an object of the answer's own process")
+        asked = [[exact(name), [peer.encode(a) for a in args]] for name, args in calls]
+        found = peer.request(["calls", value._id, asked])
+        if not (isinstance(found, list) and len(found) == len(calls)):
+            raise ProtocolError("answers in turn of no known shape")
+        return found
 
     def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
         names = []

@@ -267,6 +267,16 @@ class Worker(Peer):
                 outcomes.append(["exc", described])
         return outcomes
 
+    def in_turn(self, target: Any, calls: list[Any]) -> list[Any]:
+        """`target.name(*args)` for each [name, args] in order (a check's reads of one state,
+        in one message); the first that raises is the answer, as in a row of plain calls."""
+        found = []
+        for call in calls:
+            if not (type(call) is list and len(call) == 2 and type(call[0]) is str and type(call[1]) is list):
+                raise ProtocolError("a call in turn of no known shape")
+            found.append(self._invoke(self.attribute(target, call[0]), call[1], {}, {}))
+        return found
+
     def kit_question(self, message: list[Any], given: dict[str, Any]) -> Any:
         """The explorer's questions, answered by the kit's own code in this process."""
         from shopops_lab.checks.base import restart
@@ -284,6 +294,8 @@ class Worker(Peer):
         if kind in ("memory", "picture") and len(message) == 2:
             drawn = memory(self.target(message[1])) if kind == "memory" else canonical(self.target(message[1]))
             return None if drawn is None else hashlib.sha256(repr(drawn).encode("utf-8", "replace")).hexdigest()
+        if kind == "calls" and len(message) == 3 and type(message[2]) is list:
+            return self.in_turn(self.target(message[1]), message[2])
         if kind == "watch" and len(message) == 2 and type(message[1]) is list:
             self.watching, self.ran = dict(_kit_codes(message[1])), set()
             return None
