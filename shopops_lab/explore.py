@@ -13,8 +13,11 @@ kept in the process's memory survives. Each worker process has its own copy of t
 
 `explore` enumerates every schedule within the scenario's `Bound` breadth first, by
 stateless re-execution (a fresh world and fresh answers for every schedule, so nothing
-leaks from one schedule into the next); a world that runs no learner code may offer
-`clone()`, and the explorer then goes on from a copy instead of replaying the prefix. Two
+leaks from one schedule into the next); a world may offer `clone(run)`, and the explorer
+then goes on from a copy instead of replaying the prefix: the world copies its own state
+and, through `run.twin(...)`, the learner's (its processes' copies of the answer and the
+objects they made, copied in their process as they are now; only across the grader's
+process boundary, where the wire keeps the check's objects and the learner's apart). Two
 schedules that reach the same state (the world's fingerprint, every process's memory, the
 budget spent, the step count) are merged: steps of different workers that commute are
 explored once, while the count of schedules covered stays exact. After every step the
@@ -45,6 +48,7 @@ How a check uses it (labs 01, 04, 06 are worked examples)::
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -52,7 +56,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from shopops_lab.checks.base import Wrong, attempt, memory, restart
+from shopops_lab.checks.base import Wrong, attempt, memory, restart, twins
+from shopops_lab.checks.fresh import NotCopyable
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import collector_paused
 
@@ -70,6 +75,7 @@ __all__ = [
     "Scenario",
     "Step",
     "World",
+    "copied",
     "explore",
     "parse",
     "refuse",
@@ -196,9 +202,10 @@ class Run:
     """One schedule being played: the processes' copies of the answer, and the gate
     the facades ask at every kit call."""
 
-    def __init__(self, answer: Any) -> None:
+    def __init__(self, answer: Any, *, parent: Run | None = None) -> None:
         self._answer = answer
         self._copies: dict[str, Any] = {}
+        self._parent = parent  # the run this one is a copy of, until its copies are twinned
         self._fault: Fault | None = None
         self._seen: dict[str, int] = {}
         self.points: list[tuple[str, bool]] = []  # the kit calls of the current learner call, in order
@@ -212,6 +219,23 @@ class Run:
         if actor not in self._copies:
             self._copies[actor] = restart(self._answer)
         return self._copies[actor]
+
+    def twin(self, *held: Any, swap: Mapping[Any, Any] | None = None) -> list[Any]:
+        """In a world's `clone(run)`: this run's copies of the answer become twins of the
+        copied run's (their memory as it is now), taken together with `held`, the objects
+        of the learner's the world keeps (a store made from the learner's class); returns
+        the twins of `held`. `swap`: the world's own objects the learner's may hold (a clock
+        handed to the store), each to its counterpart in the copy. Raises `NotCopyable`
+        where that cannot be done (then the explorer replays)."""
+        parent, self._parent = self._parent, None
+        if parent is None:
+            raise NotCopyable("this run's copies are taken already")
+        actors = sorted(parent._copies)
+        if not actors and not held:
+            return []
+        found = twins(self._answer, [*(parent._copies[a] for a in actors), *held], list((swap or {}).items()))
+        self._copies = dict(zip(actors, found))
+        return found[len(actors) :]
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Called:
         """Run a learner call as one step. Raises `_Crash` out of the move's act if the
@@ -390,18 +414,34 @@ def _step(played: _Played, move: Move, event: Event) -> None:
     played.steps.append(Step(event=event, actor=move.actor, peer=move.peer, said=said, crashed=crashed))
 
 
+def copied(value: Any) -> Any:
+    """A deep copy of a world's own state for its `clone`, or `NotCopyable` (the explorer then
+    replays): what the learner's code handed the world (a value it returned) may not copy."""
+    try:
+        return copy.deepcopy(value)
+    except Exception as exc:  # noqa: BLE001 - whatever stops a copy, the schedule is replayed instead
+        raise NotCopyable(f"{type(value).__name__}: {type(exc).__name__}") from None
+
+
 def _fork(played: _Played | None, bound: Bound) -> _Played | None:
-    """A copy of a schedule played so far, to go on from instead of replaying it: only for a
-    world that offers `clone()` (an independent copy of itself) while no process holds a copy
-    of the learner's code (whose memory cannot be copied); else None."""
+    """A copy of a schedule played so far, to go on from instead of replaying it: for a
+    world that offers `clone(run)` (an independent copy of itself, on `run`, whose copies of
+    the answer are twins of the played run's: see `Run.twin`); else, or where the copies
+    cannot be twinned, None."""
     clone = getattr(played.world, "clone", None) if played is not None else None
-    if played is None or played.run._copies or not callable(clone):
+    if played is None or not callable(clone):
         return None
-    world: World = clone()
+    run = Run(played.run._answer, parent=played.run)
+    try:
+        world: World = clone(run)
+        if run._parent is not None:  # the world holds nothing of the learner's: the copies alone
+            run.twin()
+    except NotCopyable:
+        return None
     return _Played(
         steps=list(played.steps),
         world=world,
-        run=Run(played.run._answer),
+        run=run,
         spent=dict(played.spent),
         moves=_enabled(world, bound, played.spent),  # the copy's own moves act on the copy
     )

@@ -11,6 +11,8 @@ during a search; and a world that offers `clone()` is searched alike from copies
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from shopops_lab.checks.base import memory, restart
@@ -318,8 +320,8 @@ def test_the_collector_is_paused_during_a_search_and_back_after():
 
 
 def test_a_world_that_can_be_copied_is_searched_alike_from_copies():
-    """A world that runs no learner code may offer clone(); going on from copies instead of
-    replaying each prefix covers the same schedules, through the same states."""
+    """A world may offer clone(run); going on from copies instead of replaying each prefix
+    covers the same schedules, through the same states."""
     import copy
 
     class Plain:
@@ -350,7 +352,7 @@ def test_a_world_that_can_be_copied_is_searched_alike_from_copies():
     class Copied(Plain):
         clones = 0
 
-        def clone(self):
+        def clone(self, run):
             Copied.clones += 1
             return copy.copy(self)
 
@@ -409,3 +411,92 @@ def test_names_a_class_body_or_a_global_statement_uses_are_fresh_in_the_copy():
     assert fresh("a") == (1, ["a"]) and fresh("b") == (2, ["b"])
     assert restart(writes_a_global_and_reads_one_in_a_class_body)("c") == (1, ["c"])
     assert PREFIX == [] and _LAST == []
+
+
+# ---------------------------------------------------------------------------- twins
+
+
+class _Elsewhere:
+    """Stands for an object of the other side of the grader's wire (a `Handle`: no copy of it
+    can be made here)."""
+
+    def __deepcopy__(self, memo):
+        raise TypeError("an object of the other side cannot be copied here")
+
+
+class Counter:
+    seen: list = []
+
+    def __init__(self, clock):
+        self.clock, self.count = clock, 0
+
+    def tick(self):
+        self.count += 1
+        Counter.seen.append(self.count)
+        return self.count
+
+
+def test_twins_are_copies_as_they_are_now_sharing_what_they_shared():
+    """A twin starts from the state the original is in now (a restart, from the state the
+    check began with); what two values shared, their twins share; the originals go on alone."""
+    from shopops_lab.checks.base import _learners
+    from shopops_lab.checks.fresh import twins
+
+    cls = restart(Counter)
+    one = cls(clock="clock")
+    one.tick()
+    one.tick()
+    twin_cls, twin = twins([cls, one], _learners)
+    assert twin.count == 2 and type(twin) is twin_cls and twin_cls is not cls
+    assert twin.tick() == 3 and one.count == 2  # apart from now on
+    assert twin_cls.seen == [1, 2, 3] and cls.seen == [1, 2] and Counter.seen == []
+    assert memory(twin_cls) != memory(cls)  # each pictures its own memory
+    again = twins([cls], _learners)[0]
+    assert memory(again) == memory(cls)
+
+
+def test_twins_swap_the_other_sides_objects_or_refuse():
+    from shopops_lab.checks.base import _learners
+    from shopops_lab.checks.fresh import NotCopyable, twins
+
+    cls = restart(Counter)
+    there, counterpart = _Elsewhere(), _Elsewhere()
+    one = cls(clock=there)
+    (twin,) = twins([one], _learners, swap=[(there, counterpart)], foreign=(_Elsewhere,))
+    assert twin.clock is counterpart and one.clock is there
+    with pytest.raises(NotCopyable, match="_Elsewhere"):
+        twins([one], _learners, foreign=(_Elsewhere,))  # held, with no counterpart
+    one.clock = {"inside": [there]}
+    with pytest.raises(NotCopyable):
+        twins([one], _learners, foreign=(_Elsewhere,))
+    import threading
+
+    one.clock = threading.Lock()  # a value that cannot be copied is refused, never shared
+    with pytest.raises(NotCopyable):
+        twins([one], _learners)
+
+
+def test_in_one_process_a_world_with_learner_copies_is_replayed_not_twinned():
+    """A clone(run) that asks for twins in one process is refused (its copies could hold the
+    check's objects unseen), so the search replays and covers the same schedules."""
+    from shopops_lab.checks.fresh import NotCopyable
+
+    asked = []
+
+    class Twinned(_Counter):
+        def clone(self, run):
+            try:
+                run.twin()  # nothing to twin before any worker ran: fine, but this world copies nothing
+            except NotCopyable:
+                asked.append("refused")
+                raise
+            raise NotCopyable("this test's world is never copied")
+
+    plain = explore(scenario(), remembers_in_memory)
+    twinned = explore(dataclasses.replace(scenario(), start=Twinned), remembers_in_memory)
+    assert "refused" in asked and plain.counterexample is not None
+    assert (twinned.schedules, twinned.states, twinned.counterexample) == (
+        plain.schedules,
+        plain.states,
+        plain.counterexample,
+    )

@@ -120,6 +120,13 @@ class ForeignAnswer(ABC):
         there by the kit's `fresh.canonical`: to tell two states apart, never to judge."""
 
     @abstractmethod
+    def twins(self, values: Sequence[Any], swap: Sequence[tuple[Any, Any]]) -> list[Any]:
+        """Copies of `values` (copies of the answer, objects they made) taken together in the
+        answer's process, their memory as it is now (`fresh.twins`); a check's object they
+        hold is swapped for its counterpart in `swap`. Raises `NotCopyable` when that cannot
+        be done (one they hold has no counterpart, or a value cannot be copied)."""
+
+    @abstractmethod
     def in_turn(self, value: Any, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
         """`value.name(*args)` for each (name, args), in order, where `value` (an object the
         answer made) lives: one message for all of them; the first to raise ends the rest."""
@@ -168,6 +175,21 @@ def picture(answer: Any, value: Any) -> Hashable:
     from shopops_lab.checks.fresh import canonical
 
     return canonical(value)
+
+
+def twins(answer: Any, values: Sequence[Any], swap: Sequence[tuple[Any, Any]] = ()) -> list[Any]:
+    """Copies of `values`, the answer's copies and what they made, as they are now: how the
+    explorer goes on from a copy of a schedule's state instead of replaying its steps.
+    Across the grader's process boundary only: there the learner's objects and the check's
+    are apart, and the wire names each object of the check's that the learner's code holds
+    (each must have its counterpart in the copied world, in `swap`). In one process a
+    learner's copy could hold any of the check's objects unseen, so the explorer replays
+    (`NotCopyable`)."""
+    from shopops_lab.checks.fresh import NotCopyable
+
+    if isinstance(answer, ForeignAnswer):
+        return answer.twins(values, swap)
+    raise NotCopyable("in one process, schedules are replayed")
 
 
 def in_turn(answer: Any, value: Any, *calls: tuple[str, tuple[Any, ...]]) -> list[Any]:

@@ -21,7 +21,7 @@ import dis
 import functools
 import sys
 import weakref
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from types import BuiltinFunctionType, CellType, CodeType, FunctionType, MethodType, ModuleType
 from typing import Any
 
@@ -46,6 +46,36 @@ def fresh_copy(answer: Any, learners: Any) -> Any:
     return fresh
 
 
+class NotCopyable(Exception):
+    """The values asked for cannot be twinned exactly (an object that cannot be copied, or
+    one of the other side that is not to be shared): the explorer replays instead."""
+
+
+def twins(
+    values: Sequence[Any], learners: Any, *, swap: Sequence[tuple[Any, Any]] = (), foreign: tuple[type, ...] = ()
+) -> list[Any]:
+    """Copies of `values` (restarted copies of the answer, objects they made) taken together,
+    their memory as it is NOW (what `fresh_copy` does from the state a check began with):
+    what they share, their twins share; nothing is shared with the originals but what a
+    restart shares too (the kit, modules). An instance of `foreign` (an object of the other
+    side of the grader's wire) is never copied: where the values hold one, their twins hold
+    its counterpart given in `swap` ((original, counterpart) pairs), else they are refused.
+    Each twin's `memory` pictures its own copies of what the original's pictured."""
+    rebuilder = _Rebuilder(learners, strict=foreign)
+    for original, counterpart in swap:
+        rebuilder.memo[id(original)] = counterpart
+    try:
+        found = [rebuilder.value(value) for value in values]
+        rebuilder.drain()
+        for value, twin in zip(values, found, strict=True):
+            held = _MEMORIES.get(value) if _weakable(value) else None
+            if held is not None:  # what the copy no longer reaches (a function's attributes as first copied) as it was
+                _MEMORIES[twin] = [rebuilder.memo.get(id(item), item) for item in held]
+    except (NotCopyable, TypeError) as exc:
+        raise NotCopyable(f"{type(exc).__name__}: {exc}") from None
+    return found
+
+
 def memory(fresh: Any) -> Hashable:
     """The copy's own mutable values, as a hashable picture (None when unknown)."""
     values = _MEMORIES.get(fresh) if _weakable(fresh) else None
@@ -61,8 +91,12 @@ def _weakable(value: Any) -> bool:
 
 
 class _Rebuilder:
-    def __init__(self, learners: Any) -> None:
+    """`strict`: twins are being taken (see `twins`): a value that cannot be copied, or an
+    instance of one of these classes not swapped, is refused instead of shared."""
+
+    def __init__(self, learners: Any, *, strict: tuple[type, ...] | None = None) -> None:
         self.learners = learners
+        self.strict = strict
         self.memo: dict[int, Any] = {}  # shared with copy.deepcopy
         self.globals: dict[int, dict[str, Any]] = {}
         self.pending: list[tuple[dict[str, Any], dict[str, Any], str]] = []
@@ -71,6 +105,8 @@ class _Rebuilder:
     def value(self, value: Any) -> Any:
         if id(value) in self.memo:
             return self.memo[id(value)]
+        if self.strict is not None and isinstance(value, self.strict):
+            raise NotCopyable(f"a {type(value).__name__} of the other side, with no counterpart")
         if isinstance(value, FunctionType):
             return self.function(value) if self.learners(value.__code__.co_filename) else value
         if isinstance(value, MethodType):
@@ -86,7 +122,9 @@ class _Rebuilder:
         self._prebuild(value, 0)
         try:
             fresh = copy.deepcopy(value, self.memo)
-        except Exception:  # noqa: BLE001 - a value that cannot be copied stays shared
+        except Exception as exc:  # noqa: BLE001 - a value that cannot be copied stays shared (a twin is refused)
+            if self.strict is not None:
+                raise NotCopyable(f"{type(value).__name__} cannot be copied ({type(exc).__name__})") from None
             return value
         self.mutable.append(fresh)
         return fresh
@@ -96,6 +134,8 @@ class _Rebuilder:
         deep copy (which copies neither) finds their fresh versions in the shared memo."""
         if depth > _LIMIT or isinstance(value, _ATOMIC):
             return
+        if self.strict and isinstance(value, self.strict) and id(value) not in self.memo:
+            raise NotCopyable(f"a {type(value).__name__} of the other side, with no counterpart")
         if isinstance(value, (FunctionType, type)):
             self.value(value)
             return

@@ -236,9 +236,10 @@ class _Leasing:
     def fingerprint(self) -> Any:
         return (self.sent, self.in_a_row, self.held_up, self.deadline, self.over, self.problem)
 
-    def clone(self) -> _Leasing:
-        """An independent copy (all its fields are numbers and tuples): the explorer goes on
-        from it instead of replaying the situation from t=0."""
+    def clone(self, run: Run) -> _Leasing:
+        """An independent copy (all its fields are numbers and tuples; no learner code runs
+        here, so `run` has nothing to twin): the explorer goes on from it instead of
+        replaying the situation from t=0."""
         return copy.copy(self)
 
     def broken(self) -> str | None:

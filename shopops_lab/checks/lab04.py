@@ -15,6 +15,7 @@ and the check shows the shortest one. `replay(store_class, schedule)` plays any 
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import Any
 
 from shopops_lab.checks.base import (
@@ -54,7 +55,8 @@ class _Fencing:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.made = run.answer(STORE)
-        self.store = self.made(clock=FakeClock())
+        self.clock = FakeClock()  # handed to the store: a copy of the world has its own
+        self.store = self.made(clock=self.clock)
         self.foreign = isinstance(self.made, ForeignAnswer)  # the store lives in the learner's process
         self.pc = dict.fromkeys(PROGRAMS, 0)
         self.held: dict[str, int] = {"X": 0}  # the token each worker writes with
@@ -78,6 +80,15 @@ class _Fencing:
             Move(f"{who} write again", who, self._again, peer=STORE, cost="late copy") for who in sorted(self.sent)
         ]
         return moves
+
+    def clone(self, run: Run) -> _Fencing:
+        """This schedule's state, copied to go on from: the learner's store and class twinned
+        in their process (the twin store holding the copy's clock), the ledger copied here."""
+        twin = copy.copy(self)
+        twin.run, twin.clock = run, copy.deepcopy(self.clock)
+        twin.made, twin.store = run.twin(self.made, self.store, swap={self.clock: twin.clock})
+        twin.pc, twin.held, twin.holder, twin.sent = dict(self.pc), dict(self.held), dict(self.holder), dict(self.sent)
+        return twin
 
     def fingerprint(self) -> Any:
         return (

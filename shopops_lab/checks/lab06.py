@@ -23,6 +23,7 @@ never how the learner spells the records. `replay(handle, schedule)` plays any s
 from __future__ import annotations
 
 import contextlib
+import copy
 import sys
 from typing import Any
 
@@ -30,7 +31,7 @@ from shopops_lab.checks import outbox_world
 from shopops_lab.checks.base import Exercise, ForeignAnswer, Wrong, describe, error_text, watching
 from shopops_lab.checks.fresh import canonical
 from shopops_lab.checks.sealed import behind, seal
-from shopops_lab.explore import Bound, FaultKind, Move, Replayed, Run, Scenario, explore, refuse
+from shopops_lab.explore import Bound, FaultKind, Move, Replayed, Run, Scenario, copied, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.outbox import Delivery, IdempotentConsumer
 from shopops_lab.widgets.quiz import Quiz
@@ -91,6 +92,20 @@ class _Refunds:
                 moves.append(Move(f"{who} ack", who, self._ack, peer="broker"))
                 moves.append(Move(f"{who} crash", who, crash=True, cost="crash"))
         return moves
+
+    def clone(self, run: Run) -> _Refunds:
+        """This schedule's state, copied to go on from: the consumers' copies of the answer
+        twinned in their process first (they hold nothing of this world's between calls),
+        then the broker, the database and the history copied here, with facades of its own."""
+        run.twin()
+        twin = copy.copy(self)
+        twin.run = run
+        twin.pending, twin.records, twin.staged = list(self.pending), copied(self.records), list(self.staged)
+        twin.applied = {mid: list(seqs) for mid, seqs in self.applied.items()}
+        twin.history = {mid: list(lines) for mid, lines in self.history.items()}
+        twin.state, twin.held = dict(self.state), dict(self.held)
+        twin.processed, twin.apply = _facades(run, twin)
+        return twin
 
     def fingerprint(self) -> Any:
         return (

@@ -14,13 +14,14 @@ worker runs `restart(answer)`: nothing it kept in memory survives.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from shopops_lab.checkpoint import Checkpoint
 from shopops_lab.checks.base import describe, error_text
 from shopops_lab.effects import ProviderFault, SendResult
-from shopops_lab.explore import Bound, Move, Run, Scenario
+from shopops_lab.explore import Bound, Move, Run, Scenario, copied
 from shopops_lab.recovery import Env, WorkerEnv, _WorkerCheckpoints
 
 __all__ = ["WORKERS", "bound", "scenario"]
@@ -108,6 +109,15 @@ class RecoveryWorld:
         self._started = 0  # where the running step's trace begins
 
     # ------------------------------------------------------------------ the explorer's side
+    def clone(self, run: Run) -> RecoveryWorld:
+        """This schedule's state, copied to go on from: the workers' copies of the answer
+        twinned in their process first (they hold nothing of this world's between runs),
+        then the stores, the provider and the queue's view copied here."""
+        run.twin()
+        twin = copy.copy(self)
+        twin.run, twin.env, twin.returned = run, copied(self.env), list(self.returned)
+        return twin
+
     def moves(self) -> list[Move]:
         job = self.job_id
         if self.holders:

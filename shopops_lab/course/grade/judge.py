@@ -472,6 +472,37 @@ class RemoteAnswer(ForeignAnswer):
             raise ProtocolError("a picture of no known shape")
         return ("picture", drawn)
 
+    def twins(self, values: Sequence[Any], swap: Sequence[tuple[Any, Any]]) -> list[Any]:
+        from shopops_lab.checks.fresh import NotCopyable
+
+        peer = self._run.channel()
+        asked: list[int] = []
+        for value in values:
+            if isinstance(value, RemoteAnswer):
+                if value._generation != self._run.generation:
+                    raise NotCopyable("the learner's process was started again since")
+                if value._handle is None:
+                    continue  # a restart not made yet: its twin is one too
+                value = value._handle
+            if not (isinstance(value, Handle) and value._peer is peer):
+                raise NotCopyable(f"{type(value).__name__} is not an object of the learner's process")
+            asked.append(value._id)
+        pairs = [[peer.encode(original), peer.encode(counterpart)] for original, counterpart in swap]
+        made = peer.request(["twins", asked, pairs]) if asked else []
+        if made is None:
+            raise NotCopyable("the learner's process could not copy them")
+        if not (isinstance(made, list) and len(made) == len(asked) and all(isinstance(h, Handle) for h in made)):
+            raise ProtocolError("twins of no known shape")
+        return [self._twin(value, made) for value in values]
+
+    def _twin(self, value: Any, made: list[Handle]) -> Any:
+        """The twin of `value` among `made` (in the order asked; a copy not made yet is twinned
+        by another not made yet)."""
+        if isinstance(value, RemoteAnswer):
+            handle = made.pop(0) if value._handle is not None else None
+            return RemoteAnswer(self._run, value.__name__, value.kind, handle, value._generation)
+        return made.pop(0)
+
     def in_turn(self, value: Any, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
         handle = self._current()
         peer = handle._peer

@@ -32,9 +32,11 @@ from typing import Any
 
 from shopops_lab.course.grade.wire import (
     Attached,
+    Handle,
     Peer,
     PeerGone,
     ProtocolError,
+    _Method,
     exact,
     kit_class,
     kit_name,
@@ -267,6 +269,21 @@ class Worker(Peer):
                 outcomes.append(["exc", described])
         return outcomes
 
+    def twins(self, targets: list[Any], pairs: list[Any]) -> list[Any] | None:
+        """Copies of `targets` taken together, as they are now (`fresh.twins`), or None when
+        they cannot be: a handle of the judge's they hold becomes its counterpart in `pairs`,
+        and one with none refuses them."""
+        from shopops_lab.checks.base import _learners
+        from shopops_lab.checks.fresh import NotCopyable, twins
+
+        if not all(type(pair) is list and len(pair) == 2 for pair in pairs):
+            raise ProtocolError("counterparts of no known shape")
+        swap = [(self.decode(original), self.decode(counterpart)) for original, counterpart in pairs]
+        try:
+            return twins(targets, _learners, swap=swap, foreign=(Handle, _Method))
+        except NotCopyable:
+            return None
+
     def in_turn(self, target: Any, calls: list[Any]) -> list[Any]:
         """`target.name(*args)` for each [name, args] in order (a check's reads of one state,
         in one message); the first that raises is the answer, as in a row of plain calls."""
@@ -294,6 +311,8 @@ class Worker(Peer):
         if kind in ("memory", "picture") and len(message) == 2:
             drawn = memory(self.target(message[1])) if kind == "memory" else canonical(self.target(message[1]))
             return None if drawn is None else hashlib.sha256(repr(drawn).encode("utf-8", "replace")).hexdigest()
+        if kind == "twins" and len(message) == 3 and type(message[1]) is list and type(message[2]) is list:
+            return self.twins([self.target(number) for number in message[1]], message[2])
         if kind == "calls" and len(message) == 3 and type(message[2]) is list:
             return self.in_turn(self.target(message[1]), message[2])
         if kind == "watch" and len(message) == 2 and type(message[1]) is list:

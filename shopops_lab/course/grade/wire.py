@@ -299,6 +299,9 @@ class Handle:
     def __eq__(self, other: Any) -> bool:  # the same object of the other side, nothing else
         return isinstance(other, Handle) and other._peer is self._peer and other._id == self._id
 
+    def __deepcopy__(self, memo: Any) -> Any:  # a copy would need the other side's object copied
+        raise TypeError("an object of the other side cannot be copied here")
+
     def __hash__(self) -> int:
         return hash((id(self._peer), self._id))
 

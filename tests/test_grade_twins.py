@@ -1,0 +1,173 @@
+"""Going on from twins (copies of the learner's copies, taken in its process as they are
+now) searches exactly what replaying every prefix does: behind the grader's process
+boundary the explorer forks a schedule's state instead of replaying it, and for right and
+wrong answers of labs 04, 05 and 06 it finds the same schedules, through the same states,
+and the same shortest counterexample as the replaying search in one process. Where a
+learner's copy holds an object of the check's that has no counterpart (a cached env), the
+search replays, and still finds the same."""
+
+from __future__ import annotations
+
+import tempfile
+
+import pytest
+
+from shopops_lab.checks import lab04, lab06, recovery_world
+from shopops_lab.checks.model_answers import MODEL_ANSWERS
+from shopops_lab.course.grade.judge import CheckRun, Learner
+from shopops_lab.effects import ProviderFault
+from shopops_lab.explore import explore
+
+IMPORTS = """
+from shopops_lab.checkpoint import Receipt
+from shopops_lab.effects import SendStatus
+from shopops_lab.errors import EffectFailedError, StaleTokenError
+from shopops_lab.fencing import NaiveResultStore
+"""
+WRONG = """
+class WritesFirst(NaiveResultStore):          # the check after the write: a refused write changed the store
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+        current = self.current_token(job_id)
+        if token != current:
+            raise StaleTokenError(what=f"job {job_id}", token=token, current=current)
+
+class RemembersWriters(NaiveResultStore):     # keeps the newest token it saw in a class attribute
+    newest = {}
+    def complete(self, job_id, result, *, token, worker_id=None, now=None):
+        if token < type(self).newest.get(job_id, 0):
+            raise StaleTokenError(what=f"job {job_id}", token=token, current=type(self).newest[job_id])
+        type(self).newest[job_id] = token
+        super().complete(job_id, result, token=token, worker_id=worker_id, now=now)
+
+IN_FLIGHT = {}
+
+def run_in_memory(job_id, env):                # what was started is kept in memory, not in the checkpoint
+    token = env.claim(job_id)
+    cp = env.resume(job_id)
+    for step in env.workflow.steps:
+        if step.id in cp.completed:
+            continue
+        if not step.effect:
+            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
+            continue
+        op_id = env.op_id(job_id, step.id)
+        outcome = env.lookup(op_id) if op_id in IN_FLIGHT else None
+        IN_FLIGHT[op_id] = step.id
+        if outcome is None or outcome.status is SendStatus.FAILED:
+            outcome = env.send(job_id, step.id, op_id, body=cp.artifacts["summarize"])
+        if outcome.status is not SendStatus.OK:
+            raise EffectFailedError(step=step.id, job_id=job_id, status=outcome.status.value, op_id=op_id)
+        cp = env.checkpoints.save(job_id, cp.receive(Receipt(op_id=op_id, step=step.id, message_id=outcome.message_id))
+                                  .confirm(step.id, outcome.message_id), token=token)
+    env.ack(job_id, token=token, result=cp.artifacts["publish"])
+    return cp.artifacts["publish"]
+
+ENVS = []
+
+def run_keeping_env(job_id, env):              # right, but keeps the env it was handed: no counterpart
+    ENVS.append(env)
+    return run(job_id, env)
+
+SEEN = set()
+
+def handle_in_memory(delivery, processed, apply):   # duplicates remembered in the process, not the table
+    if delivery.message_id in SEEN:
+        return False
+    apply(delivery)
+    SEEN.add(delivery.message_id)
+    return True
+
+def handle_records_first(delivery, processed, apply):   # recorded before the refund: a crash loses it
+    if delivery.message_id in processed:
+        return False
+    processed.add(delivery.message_id)
+    apply(delivery)
+    return True
+"""
+CELLS = "\n\n".join([IMPORTS, MODEL_ANSWERS["04.1"], MODEL_ANSWERS["05.3"], MODEL_ANSWERS["06.2"], WRONG])
+LOST_REPLY = (ProviderFault.DROP_REPLY,)
+SCENARIOS = {
+    "04": lab04.scenario,
+    "05": lambda: recovery_world.scenario("a lost reply", LOST_REPLY, "O-1001"),
+    "06": lab06.scenario,
+}
+CASES = [
+    ("04", "FencedResultStore", False),
+    ("04", "WritesFirst", True),
+    ("04", "RemembersWriters", True),
+    ("05", "run", False),
+    ("05", "run_in_memory", True),
+    ("05", "run_keeping_env", False),
+    ("06", "handle", False),
+    ("06", "handle_in_memory", True),
+    ("06", "handle_records_first", True),
+]
+
+
+@pytest.fixture(scope="module")
+def learner():
+    scratch = tempfile.mkdtemp(prefix="shopops-twins-")
+    config = {"scratch": scratch, "lock": scratch, "uid": None, "hide": [], "memory_mb": 1024, "cpu_seconds": 300}
+    process = Learner({**config, "imports": ["shopops_lab.checks.base"]}, announce=lambda pid: None)
+    process.start()
+    assert process.run(CELLS, "<cell twins>") is None
+    yield process
+    process.stop()
+
+
+@pytest.fixture()
+def run(learner):
+    check = CheckRun(learner)
+    yield check
+    check.close()
+
+
+def _here(name: str):
+    namespace: dict = {"__name__": "__main__"}
+    exec(compile(CELLS, "<cell twins>", "exec"), namespace)
+    return namespace[name]
+
+
+def _found(exploration) -> tuple:
+    counter = exploration.counterexample
+    return exploration.schedules, exploration.states, None if counter is None else (counter.words, counter.problem)
+
+
+def _requests(peer, sent: list[str]):
+    original = peer.request
+    return lambda message, *rest: sent.append(message[0]) or original(message, *rest)
+
+
+WORLDS = {"04": lab04._Fencing, "05": recovery_world.RecoveryWorld, "06": lab06._Refunds}
+
+
+def _searched(run, lab: str, name: str, *, replayed: bool) -> tuple[tuple, list[str]]:
+    """The search behind the boundary, and the requests it sent; `replayed`: with the
+    world's clone taken away, so every prefix is played again."""
+    sent: list[str] = []
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(run.channel(), "request", _requests(run.channel(), sent))
+        if replayed:
+            patch.setattr(WORLDS[lab], "clone", None)
+        found = explore(SCENARIOS[lab](), run.answer(name))
+    return _found(found), sent
+
+
+@pytest.mark.parametrize(("lab", "name", "wrong"), CASES, ids=[f"{lab}-{name}" for lab, name, _ in CASES])
+def test_twins_search_what_replaying_searches(run, lab, name, wrong) -> None:
+    forked, sent = _searched(run, lab, name, replayed=False)
+    replayed, _ = _searched(run, lab, name, replayed=True)
+    assert forked == replayed
+    here = _found(explore(SCENARIOS[lab](), _here(name)))  # in one process: replayed, the same verdict
+    assert forked[0] == here[0] and forked[2] == here[2] and (here[2] is not None) == wrong
+    assert "twins" in sent
+    if name == "run_keeping_env":  # a kept env has no counterpart: every fork after the first run is refused
+        assert sent.count("twins") * 2 < sent.count("restartcall")
+
+
+def test_twins_cost_fewer_requests_than_replaying(run) -> None:
+    """The point of twins: lab 04's master searched with forks against the same search replayed."""
+    _, forked = _searched(run, "04", "FencedResultStore", replayed=False)
+    _, replayed = _searched(run, "04", "FencedResultStore", replayed=True)
+    assert len(forked) < 0.6 * len(replayed), (len(forked), len(replayed))
