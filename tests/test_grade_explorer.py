@@ -258,3 +258,26 @@ def test_lab07s_wrong_answers_earn_nothing_from_the_grader(lab07_graded, grade_i
     found = lab07_graded[grade_id]
     assert (found.mark, found.points) == (Mark.INCORRECT, 0), found.message
     assert any(why in found.message for why in whys), found.message
+
+
+PATCHES_RESTART = """
+import shopops_lab.checks.fresh as _fresh
+_fresh.fresh_copy = lambda answer, learners: answer   # a simulated crash now keeps this process's memory
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known gap (README, threat model): simulated crashes reset memory with the kit's code in the "
+    "learner's own process, which an answer can patch; only a real process per crash would close it",
+)
+def test_an_answer_that_patches_the_restart_in_its_process_is_still_refused_by_the_explorer(tmp_path) -> None:
+    """IN_FLIGHT keeps in memory what it sent. With the kit's restart patched in its own
+    process, that memory survives every simulated crash, and the explorer's settings no
+    longer catch the blind resend (the answer still scores 0, on a later check)."""
+    fx.write(fx.submission("05", {"receipt-run": IN_FLIGHT + PATCHES_RESTART}), tmp_path / "class" / "s.ipynb")
+    report = grade([str(tmp_path / "class")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=1, limits=PATIENT)
+    (result,) = report.results
+    found = next(e for e in result.exercises if e.grade_id == "receipt-run-test")
+    assert found.points == 0
+    assert "was sent again without being looked up first" in found.message, found.message
