@@ -357,10 +357,17 @@ class WorkerEnv:
     receipts, or by asking the provider with `lookup(op_id)`. Crashes still happen, as in
     the Env underneath."""
 
-    __slots__ = ("_env",)
+    __slots__ = ("_env", "_checkpoints")
+    # Never changed for the env's life: where the env is handed to another process (the
+    # grader's), they go with it, and reading one is not a round trip.
+    _FIXED = ("workflow", "checkpoints")
 
     def __init__(self, env: Env) -> None:
         self._env = env
+        self._checkpoints = self._worker_checkpoints()
+
+    def _worker_checkpoints(self) -> _WorkerCheckpoints:
+        return _WorkerCheckpoints(self._env.checkpoints)
 
     @property
     def workflow(self) -> Workflow:
@@ -368,7 +375,7 @@ class WorkerEnv:
 
     @property
     def checkpoints(self) -> _WorkerCheckpoints:
-        return _WorkerCheckpoints(self._env.checkpoints)
+        return self._checkpoints
 
     def claim(self, job_id: str) -> int:
         return self._env.claim(job_id)

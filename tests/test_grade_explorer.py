@@ -51,32 +51,6 @@ def handle(delivery, processed, apply):
     _CONSUMER.effect = apply
     return _CONSUMER.handle(delivery)
 """
-IN_FLIGHT = """
-IN_FLIGHT = {}   # the operations this worker started: in memory, not in the checkpoint
-
-def run(job_id, env):
-    token = env.claim(job_id)
-    cp = env.resume(job_id)
-    for step in env.workflow.steps:
-        if step.id in cp.completed:
-            continue
-        if not step.effect:
-            cp = env.checkpoints.save(job_id, cp.confirm(step.id, env.make(job_id, step.id)), token=token)
-            continue
-        op_id = env.op_id(job_id, step.id)
-        outcome = env.lookup(op_id) if op_id in IN_FLIGHT else None
-        IN_FLIGHT[op_id] = step.id
-        if outcome is None or outcome.status is SendStatus.FAILED:
-            outcome = env.send(job_id, step.id, op_id, body=cp.artifacts["summarize"])
-        if outcome.status is SendStatus.UNKNOWN:
-            outcome = env.lookup(op_id)
-        if outcome.status is not SendStatus.OK:
-            raise EffectFailedError(step=step.id, job_id=job_id, status=outcome.status.value, op_id=op_id)
-        cp = env.checkpoints.save(job_id, cp.receive(Receipt(op_id=op_id, step=step.id, message_id=outcome.message_id))
-                                  .confirm(step.id, outcome.message_id), token=token)
-    env.ack(job_id, token=token, result=cp.artifacts["publish"])
-    return cp.artifacts["publish"]
-"""
 DISPATCH_MARKS_FIRST = """
 def dispatch(outbox, broker):
     for message in outbox.pending():
@@ -176,7 +150,7 @@ WRONG = {
         DISPATCH_MARKS_FIRST,
         "out-0001 was marked sent, but the broker never got it",
     ),
-    "inflight_lab05": ("05", "receipt-run", IN_FLIGHT, "was sent again without being looked up first"),
+    "inflight_lab05": ("05", "receipt-run", fx.IN_FLIGHT, "was sent again without being looked up first"),
     "swallows_lab05": ("05", "receipt-run", None, "returned the str 'carried on'"),
     "acks_first_lab01": ("01", "force-expiry", ACKS_FIRST, "W1 acknowledged its lease"),
     "refusal_out_lab05": ("05", "finish-job", LETS_THE_REFUSAL_OUT, "and your function raised it"),
@@ -269,13 +243,14 @@ _fresh.fresh_copy = lambda answer, learners: answer   # a simulated crash now ke
 @pytest.mark.xfail(
     strict=True,
     reason="a known gap (README, threat model): simulated crashes reset memory with the kit's code in the "
-    "learner's own process, which an answer can patch; only a real process per crash would close it",
+    "learner's own process, which an answer can patch; a fork per crash would still share what the cells "
+    "mapped shared, so closing it takes a new interpreter running the cells again per crash",
 )
 def test_an_answer_that_patches_the_restart_in_its_process_is_still_refused_by_the_explorer(tmp_path) -> None:
     """IN_FLIGHT keeps in memory what it sent. With the kit's restart patched in its own
     process, that memory survives every simulated crash, and the explorer's settings no
     longer catch the blind resend (the answer still scores 0, on a later check)."""
-    fx.write(fx.submission("05", {"receipt-run": IN_FLIGHT + PATCHES_RESTART}), tmp_path / "class" / "s.ipynb")
+    fx.write(fx.submission("05", {"receipt-run": fx.IN_FLIGHT + PATCHES_RESTART}), tmp_path / "class" / "s.ipynb")
     report = grade([str(tmp_path / "class")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=1, limits=PATIENT)
     (result,) = report.results
     found = next(e for e in result.exercises if e.grade_id == "receipt-run-test")

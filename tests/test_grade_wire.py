@@ -95,6 +95,15 @@ def outlives(effect):
     effect("second")
     return "carried on"
 
+def reads_fixed(thing):
+    found = [thing.label, thing.label, thing.clock.now()]
+    for name in ("os", "_secret"):
+        try:
+            found.append(getattr(thing, name).getpid())
+        except (TypeError, AttributeError):
+            found.append("refused")
+    return found
+
 def fenced(key):
     from shopops_lab.fencing import TokenFence
     return TokenFence("job").claim(key)
@@ -208,6 +217,29 @@ def test_no_module_or_foreign_object_is_handed_over_whatever_leads_to_it(run) ->
 class _Clock:
     def now(self) -> float:
         return 5.0
+
+
+class _Fixed:
+    """A judge's object whose class promises some attributes never change (as WorkerEnv does)."""
+
+    _FIXED = ("clock", "label", "os", "_secret")
+
+    def __init__(self) -> None:
+        import os
+
+        self.clock, self.label, self.os, self._secret = _Clock(), "env-1", os, "key"
+
+
+def test_fixed_attributes_cross_with_their_object_and_are_not_asked_again(run) -> None:
+    asked: list[str] = []
+    peer = run.channel()
+    original = peer.answer
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(peer, "answer", lambda message, given: asked.append(message[0]) or original(message, given))
+        assert call_answer(run.answer("reads_fixed"), _Fixed()) == ["env-1", "env-1", 5.0, "refused", "refused"]
+    # the label and the clock came with the object: only the clock's method call crossed, and
+    # the module (never handed over) was asked and refused as always (a private name never leaves)
+    assert asked == ["callattr", "get"]
 
 
 def test_a_method_call_on_a_judges_object_runs_the_method_it_names_then(run) -> None:

@@ -61,11 +61,10 @@ class _GatedEnv(WorkerEnv):
     __slots__ = ("_run",)
 
     def __init__(self, env: Env, run: Run) -> None:
-        super().__init__(env)
         self._run = run
+        super().__init__(env)
 
-    @property
-    def checkpoints(self) -> _GatedCheckpoints:
+    def _worker_checkpoints(self) -> _GatedCheckpoints:
         return _GatedCheckpoints(self._env.checkpoints, self._run)
 
     def claim(self, job_id: str) -> int:

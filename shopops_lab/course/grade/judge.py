@@ -132,6 +132,20 @@ class JudgePeer(Peer):
         self.check_handed(value)
         return super().export(value)
 
+    def fixed(self, value: Any) -> dict[str, Any]:
+        """The attributes a kit class promises never change for an object's life (`_FIXED`,
+        as `WorkerEnv.workflow`): read here once and sent with the object's handle, so the
+        learner's code reads them without a round trip. One that cannot be handed over is
+        left to be asked, and refused, as before."""
+        names = getattr(type(value), "_FIXED", ())
+        found: dict[str, Any] = {}
+        for name in names if isinstance(names, tuple) else ():
+            if not (isinstance(name, str) and not name.startswith("_")):
+                continue
+            with contextlib.suppress(Exception):
+                found[name] = self.encode(self.attribute(value, name))
+        return found
+
     def check_handed(self, value: Any) -> None:
         owner = value.__self__ if isinstance(value, MethodType) else value
         if isinstance(owner, contextlib._GeneratorContextManager):  # `with shop.transaction():` of a kit method

@@ -247,17 +247,22 @@ def exact(value: Any) -> Any:
 class Handle:
     """An object of the other side, seen from this one: calls and public attributes cross."""
 
-    __slots__ = ("_peer", "_id", "_methods", "__weakref__")
+    __slots__ = ("_peer", "_id", "_methods", "_fixed", "__weakref__")
     _peer: Peer
 
-    def __init__(self, peer: Peer, number: int, methods: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self, peer: Peer, number: int, methods: frozenset[str] = frozenset(), fixed: dict[str, Any] | None = None
+    ) -> None:
         object.__setattr__(self, "_peer", peer)
         object.__setattr__(self, "_id", number)
         object.__setattr__(self, "_methods", methods)
+        object.__setattr__(self, "_fixed", fixed or {})
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
             raise AttributeError(name)
+        if name in self._fixed:  # said with the handle: its class promises it never changes
+            return self._fixed[name]
         if name in self._methods:  # `handle.method(...)`: one request when called
             return _Method(self, name)
         return self._peer.request(["get", self._id, name])
@@ -393,9 +398,16 @@ class Peer(abc.ABC):
             self.exports[number] = value
             self.numbers[id(value)] = number
             methods = [] if isinstance(value, type) else _public_methods(type(value))
-            if methods:  # said once: the other side keeps its handle by number
+            fixed = self.fixed(value)
+            if fixed:  # said once, as the methods are: the other side keeps its handle by number
+                return {"h": [number, _type_name(value), methods, fixed]}
+            if methods:
                 return {"h": [number, _type_name(value), methods]}
         return {"h": [number, _type_name(value)]}
+
+    def fixed(self, value: Any) -> dict[str, Any]:
+        """Attributes of `value` sent with its handle, read once (none on this side)."""
+        return {}
 
     def encode(self, value: Any, depth: int = 0) -> Any:
         if depth > DEPTH_LIMIT:
@@ -468,13 +480,19 @@ class Peer(abc.ABC):
                 raise ProtocolError("a handle this side never gave out")
             return self.exports[body]
         if tag == "h":
-            number, name, *methods = body
-            if type(number) is not int or len(methods) > 1:
+            number, name, *extra = body
+            if type(number) is not int or len(extra) > 2:
                 raise ProtocolError("a handle that is not a number")
-            said = methods[0] if methods else []
+            said = extra[0] if extra else []
             if not (type(said) is list and len(said) <= METHOD_LIMIT and all(type(m) is str for m in said)):
                 raise ProtocolError("a handle's methods that are not a list of names")
-            return self.handle(number, name, frozenset(said))
+            fixed = extra[1] if len(extra) == 2 else {}
+            if not (type(fixed) is dict and len(fixed) <= METHOD_LIMIT and all(_public(k) for k in fixed)):
+                raise ProtocolError("a handle's fixed attributes that are not public names")
+            if number in self.handles:  # said once: a second saying changes nothing
+                return self.handles[number]
+            values = {str(k): self.decode(v, depth + 1) for k, v in fixed.items()}
+            return self.handle(number, name, frozenset(said), values)
         if tag == "e":
             klass = kit_class(body[0])
             if not issubclass(klass, enum.Enum):
@@ -495,10 +513,12 @@ class Peer(abc.ABC):
             return klass(**{name: self.decode(v, depth + 1) for name, v in body[1].items()})
         raise ProtocolError(f"a value tagged {tag!r}")
 
-    def handle(self, number: int, name: Any, methods: frozenset[str] = frozenset()) -> Handle:
+    def handle(
+        self, number: int, name: Any, methods: frozenset[str] = frozenset(), fixed: dict[str, Any] | None = None
+    ) -> Handle:
         found = self.handles.get(number)
         if found is None:
-            found = self.handles[number] = _handle_class(name)(self, number, methods)
+            found = self.handles[number] = _handle_class(name)(self, number, methods, fixed)
         return found
 
     # requests -------------------------------------------------------------------------
@@ -703,6 +723,10 @@ def _text(exc: BaseException) -> str:
         text = ""
     shown: str = exact(text) if isinstance(text, str) else ""
     return shown[:4000]
+
+
+def _public(name: Any) -> bool:
+    return type(name) is str and name.isidentifier() and not name.startswith("_")
 
 
 def _type_name(value: Any) -> str:
