@@ -134,7 +134,7 @@ class _Rebuilder:
         deep copy (which copies neither) finds their fresh versions in the shared memo."""
         if depth > _LIMIT or isinstance(value, _ATOMIC):
             return
-        if self.strict and isinstance(value, self.strict) and id(value) not in self.memo:
+        if self.strict is not None and isinstance(value, self.strict) and id(value) not in self.memo:
             raise NotCopyable(f"a {type(value).__name__} of the other side, with no counterpart")
         if isinstance(value, (FunctionType, type)):
             self.value(value)
