@@ -8,8 +8,6 @@ search replays, and still finds the same."""
 
 from __future__ import annotations
 
-import tempfile
-
 import grade_fixtures as fx
 import pytest
 
@@ -85,8 +83,8 @@ CASES = [
 
 
 @pytest.fixture(scope="module")
-def learner():
-    scratch = tempfile.mkdtemp(prefix="shopops-twins-")
+def learner(tmp_path_factory: pytest.TempPathFactory):
+    scratch = str(tmp_path_factory.mktemp("twins"))
     config = {"scratch": scratch, "lock": scratch, "uid": None, "hide": [], "memory_mb": 1024, "cpu_seconds": 300}
     process = Learner({**config, "imports": ["shopops_lab.checks.base"]}, announce=lambda pid: None)
     process.start()
