@@ -137,12 +137,9 @@ class JudgePeer(Peer):
         as `WorkerEnv.workflow`): read here once and sent with the object's handle, so the
         learner's code reads them without a round trip. One that cannot be handed over is
         left to be asked, and refused, as before."""
-        names = getattr(type(value), "_FIXED", ())
         found: dict[str, Any] = {}
-        for name in names if isinstance(names, tuple) else ():
-            if not (isinstance(name, str) and not name.startswith("_")):
-                continue
-            with contextlib.suppress(Exception):
+        for name in getattr(type(value), "_FIXED", ()):
+            with contextlib.suppress(Exception):  # a private name, or a value that may not cross
                 found[name] = self.encode(self.attribute(value, name))
         return found
 
@@ -507,15 +504,15 @@ class RemoteAnswer(ForeignAnswer):
             raise NotCopyable("the learner's process could not copy them")
         if not (isinstance(made, list) and len(made) == len(asked) and all(isinstance(h, Handle) for h in made)):
             raise ProtocolError("twins of no known shape")
-        return [self._twin(value, made) for value in values]
-
-    def _twin(self, value: Any, made: list[Handle]) -> Any:
-        """The twin of `value` among `made` (in the order asked; a copy not made yet is twinned
-        by another not made yet)."""
-        if isinstance(value, RemoteAnswer):
-            handle = made.pop(0) if value._handle is not None else None
-            return RemoteAnswer(self._run, value.__name__, value.kind, handle, value._generation)
-        return made.pop(0)
+        handles = iter(made)  # in the order asked; a copy not made yet is twinned by another not made yet
+        twins: list[Any] = []
+        for value in values:
+            if isinstance(value, RemoteAnswer):
+                handle = None if value._handle is None else next(handles)
+                twins.append(RemoteAnswer(self._run, value.__name__, value.kind, handle, value._generation))
+            else:
+                twins.append(next(handles))
+        return twins
 
     def in_turn(self, value: Any, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
         handle = self._current()
