@@ -19,6 +19,7 @@ import pytest
 
 from shopops_lab.checks import lab01
 from shopops_lab.checks.base import Exercise, Result, Verdict
+from shopops_lab.course.grade import confinement
 from shopops_lab.course.grade.results import Kind, Mark, Status
 from shopops_lab.course.grade.run import GradeReport, grade
 from shopops_lab.course.grade.sandbox import Limits
@@ -551,3 +552,57 @@ def test_without_root_the_learner_runs_as_the_graders_user_and_is_still_graded(
     fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
     assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 5}
+
+
+# Lab 00's right answer, right only in a process that may run on the core named alone.
+ON_CORE = """
+import os
+def enqueue_first_case(queue):
+    if os.sched_getaffinity(0) != {{{core}}}:
+        raise RuntimeError(f"this process may run on cores {{sorted(os.sched_getaffinity(0))}}, not only {core}")
+    return queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send")
+"""
+
+
+@pytest.mark.skipif(
+    len(confinement.cores()) < 2, reason="pinning needs Linux and 2 cores this process may use (taskset -p shows them)"
+)
+def test_each_submission_graded_at_once_keeps_a_core_of_its_own(tmp_path: Path) -> None:
+    """A judge and its learner take turns, so each submission graded at once gets one core,
+    which its learner's processes keep: the first two submissions, the first two cores."""
+    first, second = confinement.cores()[:2]
+    for name, core in (("a", first), ("b", second)):
+        fx.write(
+            fx.submission("00", {"warmup-answer": ON_CORE.format(core=core)}), tmp_path / "in" / f"{name}_lab00.ipynb"
+        )
+    report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
+    for result in report.results:
+        assert marks(result)["warmup-test"][0] is Mark.CORRECT, [(e.grade_id, e.message) for e in result.exercises]
+
+
+def test_pinning_keeps_a_process_and_its_forks_on_one_core() -> None:
+    """`pin` is what a judge and each learner process do first; None (no core to keep, or an
+    OS that cannot pin) leaves the process where it was."""
+    import os
+
+    allowed = confinement.cores()
+    if not allowed:
+        pytest.skip("this OS cannot pin a process to a core (Linux can)")
+    assert [confinement.core_for(slot, allowed) for slot in range(2 * len(allowed))] == [*allowed, *allowed]
+    assert confinement.core_for(0, ()) is None
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pin in a throwaway child, then ask its own fork where it may run
+        confinement.pin(None)
+        unpinned = os.sched_getaffinity(0) == set(allowed)
+        confinement.pin(allowed[-1])
+        grandchild = os.fork()
+        if grandchild == 0:
+            os.write(writer, f"{unpinned} {sorted(os.sched_getaffinity(0))}".encode())
+            os._exit(0)
+        os.waitpid(grandchild, 0)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    os.close(writer)
+    assert os.read(reader, 200).decode() == f"True {[allowed[-1]]}"
+    os.close(reader)

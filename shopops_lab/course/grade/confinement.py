@@ -1,5 +1,10 @@
 """Where the learner's processes may go, and how they end.
 
+Each submission graded at once has a core of its own (`core_for`), which its judge and its
+learner's processes keep (`pin`): they take turns, so a hand-over on one core is a local
+wake-up, where one across cores costs a virtual machine's inter-processor interrupt (lab 07,
+21,000 hand-overs, graded in 5.4 s on one core against 8.7 to 17 s let roam).
+
 Run as root on Linux, each attempt at a submission gets a uid of its own, never used by
 anything else: its processes run under it, see the key, the output folder and the
 submissions as empty (a mount namespace), own only their private folder, and may start
@@ -46,6 +51,28 @@ def can_hide() -> bool:
         os._exit(code)
     _, status = os.waitpid(pid, 0)
     return os.waitstatus_to_exitcode(status) == 0
+
+
+def cores() -> tuple[int, ...]:
+    """The cores this process may run on, in order; () where the OS cannot pin a process."""
+    try:
+        return tuple(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return ()
+
+
+def core_for(slot: int, allowed: tuple[int, ...]) -> int | None:
+    """The core of the `slot`-th submission graded at once (slots share cores when there are
+    more of them than cores), or None where nothing can be pinned."""
+    return allowed[slot % len(allowed)] if allowed else None
+
+
+def pin(core: int | None) -> None:
+    """Keep this process (and what it forks) on `core`; nothing where it is None or the OS
+    refuses (pinning saves time, it never decides a grade)."""
+    if core is not None:
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            os.sched_setaffinity(0, {core})
 
 
 def next_uid() -> int:

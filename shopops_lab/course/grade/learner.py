@@ -30,6 +30,7 @@ import sys
 from types import CodeType
 from typing import Any
 
+from shopops_lab.course.grade.confinement import pin
 from shopops_lab.course.grade.wire import (
     Attached,
     Handle,
@@ -97,6 +98,7 @@ def _set_limits(config: dict[str, Any]) -> None:
 
 def confine(config: dict[str, Any]) -> None:
     """Everything that must hold before the first learner cell: raises if it cannot."""
+    pin(config.get("core"))
     uid = config.get("uid")
     if uid is not None:
         _hide(list(config.get("hide", ())))

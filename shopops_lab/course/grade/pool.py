@@ -63,6 +63,8 @@ class _Run:
     master: Master
     plan: Plan
     started: float
+    slot: int = 0  # which of the `jobs` submissions graded at once
+    core: int | None = None  # the slot's core, kept by its judge and learner for every attempt
     stopped: dict[int, str] = field(default_factory=dict)  # step index -> why it stopped
     results: dict[int, list[Any]] = field(default_factory=dict)  # test step index -> [mark, message, evidence]
     learners: list[int] = field(default_factory=list)  # process groups of the learner's processes
@@ -108,11 +110,13 @@ class Pool:
         results: list[SubmissionResult] = []
         pending = deque(work)
         running: list[_Run] = []
+        allowed = confinement.cores()
         try:
             while pending or running:
                 while pending and len(running) < self.jobs:
                     submission, master, plan = pending.popleft()
-                    run = _Run(submission, master, plan, started=self.clock())
+                    slot = min(set(range(self.jobs)) - {run.slot for run in running})
+                    run = _Run(submission, master, plan, self.clock(), slot, confinement.core_for(slot, allowed))
                     self._start(run)
                     running.append(run)
                 self._wait(running)
@@ -147,6 +151,7 @@ class Pool:
             learner_scratch=learner_scratch,
             uid=run.uid,
             hide=self.hide,
+            core=run.core,
         )
         reader, writer = self.context.Pipe(duplex=False)
         forked = self.context.get_start_method() == "fork"

@@ -42,6 +42,7 @@ from typing import Any
 
 from shopops_lab.checks.base import NotAttempted
 from shopops_lab.course.errors import GradingEnvironmentError
+from shopops_lab.course.grade import confinement
 from shopops_lab.course.grade.judge import CheckRun, Learner, LearnerDied
 from shopops_lab.course.grade.key import Key, Kind
 from shopops_lab.course.grade.learner import compile_cell
@@ -287,6 +288,7 @@ class Job:
     learner_scratch: str = ""
     uid: int | None = None  # the learner's uid (as root), else None: the grader's own
     hide: tuple[str, ...] = ()  # paths the learner's process sees empty (as root)
+    core: int | None = None  # the core its judge and learner processes keep (`confinement.pin`)
 
 
 # --- the judge: runs the checks, never the learner's code -------------------------------------
@@ -511,6 +513,7 @@ def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
         "memory_mb": job.limits.memory_mb,
         "cpu_seconds": job.limits.notebook_seconds,
         "imports": [f"{KIT}.checks.base", *master_imports],
+        "core": job.core,
     }
 
 
@@ -523,6 +526,7 @@ def child_main(job: Job, connection: Any, zygote: Any = None) -> None:
     learner: Learner | None = None
     try:
         _undumpable()
+        confinement.pin(job.core)
         warm = INHERITED.get("warm")
         if warm is None:  # not forked: warm up here
             warm = Warm.prepare(Key.load(job.key))
