@@ -46,6 +46,15 @@ def stale():
 def leave(code):
     sys.exit(code)
 
+class Named:
+    def __init__(self, name):
+        self.name = name
+    def __str__(self):
+        return f"named {self.name}"
+
+def hands_its_own(kit, name):       # the kit's method uses the learner's object while the learner waits
+    return kit.shown(Named(name), key=lambda text: text.upper())
+
 def through(callback):
     return callback()
 
@@ -461,3 +470,14 @@ def test_a_frame_over_the_limit_is_refused_before_it_is_read() -> None:
     header = HEADER.pack(FRAME_LIMIT + 1)
     with pytest.raises(ProtocolError, match="over the limit"):
         Frames(_Trickle(header, [])).read()
+
+
+class _Shows:
+    def shown(self, thing, *, key):
+        return key(str(thing))
+
+
+def test_the_judge_may_ask_about_the_learners_object_inside_a_call_the_learner_made(run) -> None:
+    """While the learner's process waits on a kit call, the kit may use what the learner handed
+    it (its `str()`, a key function it passed): those requests are answered there and then."""
+    assert call_answer(run.answer("hands_its_own"), _Shows(), "ada") == "NAMED ADA"

@@ -188,7 +188,7 @@ class Cells:
         if pid == 0:
             with contextlib.suppress(OSError):
                 self.sock.close()
-            Worker(socket.socket(fileno=fds[0]), self.namespace).serve()
+            Worker(socket.socket(fileno=fds[0]), self.namespace).loop()
         os.close(fds[0])
         self.workers.append(pid)
         send_frame(self.sock, ["ret", None])
@@ -222,7 +222,10 @@ class Worker(Peer):
         self.watching: dict[Any, str] = {}  # code of a kit function -> its qualified name
         self.ran: set[str] = set()
 
-    def serve(self) -> None:  # type: ignore[override]
+    def loop(self) -> None:
+        """Answer the judge's requests until it says bye (or goes). A request that arrives
+        while this side waits on a call of its own (the judge asks for `str()` of an object
+        the learner handed the kit) is answered by `serve` inside `request`."""
         while True:
             try:
                 message = self.frames.read()
