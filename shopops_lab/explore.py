@@ -17,7 +17,11 @@ leaks from one schedule into the next); a world may offer `clone(run)`, and the 
 then goes on from a copy instead of replaying the prefix: the world copies its own state
 and, through `run.twin(...)`, the learner's (its processes' copies of the answer and the
 objects they made, copied in their process as they are now; only across the grader's
-process boundary, where the wire keeps the check's objects and the learner's apart). Two
+process boundary, where the wire keeps the check's objects and the learner's apart). There,
+too, a crash inside a learner call needs no learner: the process's memory dies with it, so
+what the crashed call left behind is the clean call's kit calls up to the crash point, and a
+world whose facade records them (`Run.facade`, `Run.record`) has them replayed on the copy
+instead of running the learner's code again. Two
 schedules that reach the same state (the world's fingerprint, every process's memory, the
 budget spent, the step count) are merged: steps of different workers that commute are
 explored once, while the count of schedules covered stays exact. After every step the
@@ -48,15 +52,18 @@ How a check uses it (labs 01, 04, 06 are worked examples)::
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
+import enum
 import re
+import types
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from shopops_lab.checks.base import Wrong, attempt, memory, restart, twins
+from shopops_lab.checks.base import ForeignAnswer, Wrong, attempt, memory, restart, twins
 from shopops_lab.checks.fresh import NotCopyable
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import collector_paused
@@ -198,6 +205,16 @@ class Step:
     problem: str | None = None
 
 
+@dataclass(frozen=True)
+class _KitCall:
+    """A call the learner made on the facade of its step: `facade.<path>(*args, **kwargs)`,
+    its values plain data (`_plain`)."""
+
+    path: tuple[str, ...]
+    args: list[Any]
+    kwargs: dict[str, Any]
+
+
 class Run:
     """One schedule being played: the processes' copies of the answer, and the gate
     the facades ask at every kit call."""
@@ -213,6 +230,12 @@ class Run:
         self._in_call = False
         self.current_actor = ""  # whose step is being played
         self.fired = False  # did the step's fault happen?
+        # Across the process boundary: the current learner call's kit calls, as (path, args,
+        # kwargs) on the facade a world handed it, while each can be replayed; None otherwise.
+        self._records = isinstance(answer, ForeignAnswer)
+        self._facade: Any = None
+        self.script: list[_KitCall] | None = None
+        self._stand_in: tuple[_KitCall, ...] | None = None
 
     def answer(self, actor: str) -> Any:
         """`actor`'s process's copy of the learner's code (fresh at its start and after a crash)."""
@@ -237,12 +260,33 @@ class Run:
         self._copies = dict(zip(actors, found))
         return found[len(actors) :]
 
+    def facade(self, handed: Any) -> None:
+        """A world hands `handed` to the learner call about to run, and records on it every
+        kit call that changes the world or may crash (`record`): a copy of this step that
+        crashes then replays them instead of the learner's code."""
+        self._facade = handed
+        self.script = [] if self._records else None
+
+    def record(self, path: tuple[str, ...], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        """The learner called `facade.<path>(*args, **kwargs)`; where a value is not plain
+        data (an object of the learner's, or of the check's), the call cannot be replayed
+        without the learner, and this step's crashes are played by running it again."""
+        if self.script is not None and self._in_call:
+            if all(_plain(value) for value in (*args, *kwargs.values())):
+                self.script.append(_KitCall(path, _copy(list(args)), _copy(dict(kwargs))))
+            else:
+                self.script = None
+
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Called:
         """Run a learner call as one step. Raises `_Crash` out of the move's act if the
         schedule crashed the process inside it (whatever the learner's code did then)."""
         self._in_call = True
         try:
-            value, error = attempt(fn, *args, **kwargs)
+            if self._stand_in is not None:  # a crashed copy of a recorded call: its kit calls, no learner
+                self._replay(self._stand_in)
+                value, error = None, None
+            else:
+                value, error = attempt(fn, *args, **kwargs)
         except _Crash:
             value, error = None, None
         finally:
@@ -250,6 +294,17 @@ class Run:
         if self._dead:
             raise _Crash()
         return Called(value, error)
+
+    def _replay(self, script: Sequence[_KitCall]) -> None:
+        """The clean call's kit calls on this step's facade, in order, until the crash point
+        raises `_Crash`. A kit call's error is the learner's to react to, and its reaction is
+        in what the script calls next (or in the script ending there)."""
+        for call in script:
+            target = self._facade
+            for name in call.path[:-1]:
+                target = getattr(target, name)
+            with contextlib.suppress(Exception):
+                getattr(target, call.path[-1])(*_copy(call.args), **_copy(call.kwargs))
 
     def enter(self, point: str, *, can_fail: bool = False) -> bool:
         """A facade is about to make kit call `point`. Raises (the process dies, the call
@@ -290,6 +345,7 @@ class Run:
     def _begin(self, actor: str, fault: Fault | None) -> None:
         self.current_actor = actor
         self._fault, self._seen, self.points, self._dead, self.fired = fault, {}, [], False, False
+        self._facade, self.script = None, None
 
     def _died(self, actor: str) -> None:
         self._copies.pop(actor, None)  # its next step starts a fresh process
@@ -346,6 +402,7 @@ class _Played:
     moves: list[Move]
     problem: str | None = None
     points: list[tuple[str, bool]] = field(default_factory=list)
+    script: tuple[_KitCall, ...] | None = None  # its last call's
 
 
 def _budget_left(bound: Bound, spent: Mapping[str, int], kind: str | None) -> bool:
@@ -356,9 +413,17 @@ def _enabled(world: World, bound: Bound, spent: Mapping[str, int]) -> list[Move]
     return [m for m in world.moves() if _budget_left(bound, spent, m.cost)]
 
 
-def _play(scenario: Scenario, answer: Any, events: Sequence[Event], *, go_on: _Played | None = None) -> _Played:
+def _play(
+    scenario: Scenario,
+    answer: Any,
+    events: Sequence[Event],
+    *,
+    go_on: _Played | None = None,
+    stand_in: tuple[_KitCall, ...] | None = None,
+) -> _Played:
     """Play `events` on a fresh world (or on after `go_on`, a schedule already played,
-    which is used up); stop at the first broken invariant."""
+    which is used up); stop at the first broken invariant. `stand_in`: the recorded kit
+    calls that play the (one, crashing) event's learner call instead of the learner."""
     if go_on is None:
         run = Run(answer)
         world = scenario.start(run)
@@ -374,7 +439,11 @@ def _play(scenario: Scenario, answer: Any, events: Sequence[Event], *, go_on: _P
                 f"there (possible: {', '.join(m.name for m in played.moves) or 'none'})",
                 fix="copy the schedule from the check's message",
             )
-        _step(played, move, event)
+        played.run._stand_in = stand_in
+        try:
+            _step(played, move, event)
+        finally:
+            played.run._stand_in = None
         played.problem = world.broken()
         played.moves = _enabled(world, scenario.bound, played.spent)
         if played.problem is None and not played.moves:
@@ -401,6 +470,7 @@ def _step(played: _Played, move: Move, event: Event) -> None:
             crashed = True
             said = f"{move.name}: {move.actor}'s process dies ({event.fault.words if event.fault else 'crash'})"
     played.points = list(run.points)
+    played.script = tuple(run.script) if run.script is not None and not crashed else None
     if event.fault is not None and not run.fired:
         raise BadArgumentError(
             field="schedule",
@@ -412,6 +482,49 @@ def _step(played: _Played, move: Move, event: Event) -> None:
         said = f"{said}; {then}" if then else said
         run._died(move.actor)
     played.steps.append(Step(event=event, actor=move.actor, peer=move.peer, said=said, crashed=crashed))
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _immutable(value: Any) -> bool:
+    """Data that nothing can change: atoms, enums, tuples and read-only views of them, and
+    the kit's frozen records (a Checkpoint, a Receipt) made of them."""
+    kind = type(value)
+    if kind in _ATOMS or isinstance(value, enum.Enum):
+        return True
+    if kind in (tuple, frozenset):
+        return all(_immutable(item) for item in value)
+    if kind is types.MappingProxyType:
+        return all(_immutable(key) and _immutable(item) for key, item in value.items())
+    params = getattr(kind, "__dataclass_params__", None)
+    return (
+        params is not None
+        and params.frozen
+        and kind.__module__.startswith("shopops_lab.")
+        and all(_immutable(getattr(value, f.name)) for f in dataclasses.fields(value))
+    )
+
+
+def _plain(value: Any) -> bool:
+    """Data alone, with nothing of either process in it: what can be passed again in another
+    world's call (lists and dicts are copied there, `_copy`)."""
+    kind = type(value)
+    if kind is list:
+        return all(_plain(item) for item in value)
+    if kind is dict:
+        return all(_immutable(key) and _plain(item) for key, item in value.items())
+    return _immutable(value)
+
+
+def _copy(value: Any) -> Any:
+    """A plain value's own copy: its lists and dicts are new, the rest cannot change."""
+    kind = type(value)
+    if kind is list:
+        return [_copy(item) for item in value]
+    if kind is dict:
+        return {key: _copy(item) for key, item in value.items()}
+    return value
 
 
 def copied(value: Any) -> Any:
@@ -467,9 +580,12 @@ def _children(
     for event in _variants(scenario.bound, spent, move.name, played.points):
         fork = _fork(live, scenario.bound)
         schedule = events + (event,)
-        children.append(
-            (schedule, _play(scenario, answer, (event,), go_on=fork) if fork else _play(scenario, answer, schedule))
-        )
+        if fork is None:
+            children.append((schedule, _play(scenario, answer, schedule)))
+            continue
+        crashes = event.fault is not None and event.fault.kind in CRASHES
+        stand_in = played.script if crashes else None
+        children.append((schedule, _play(scenario, answer, (event,), go_on=fork, stand_in=stand_in)))
     return children, live
 
 

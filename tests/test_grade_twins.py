@@ -15,7 +15,7 @@ from shopops_lab.checks import lab04, lab06, recovery_world
 from shopops_lab.checks.model_answers import MODEL_ANSWERS
 from shopops_lab.course.grade.judge import CheckRun, Learner
 from shopops_lab.effects import ProviderFault
-from shopops_lab.explore import explore
+from shopops_lab.explore import Run, explore
 
 IMPORTS = """
 from shopops_lab.checkpoint import Receipt
@@ -44,6 +44,23 @@ ENVS = []
 def run_keeping_env(job_id, env):              # right, but keeps the env it was handed: no counterpart
     ENVS.append(env)
     return run(job_id, env)
+
+class Outcome:                                  # a result of its own class: not plain data
+    def __init__(self, value):
+        self.value = value
+
+class AcksWithAnObject:
+    def __init__(self, env):
+        self._env = env
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._env, name)
+    def ack(self, job_id, *, token, result=None):
+        self._env.ack(job_id, token=token, result=Outcome(result))
+
+def run_acking_an_object(job_id, env):          # right; a crash after its ack is played by running it again
+    return run(job_id, AcksWithAnObject(env))
 
 SEEN = set()
 
@@ -76,6 +93,7 @@ CASES = [
     ("05", "run", False),
     ("05", "run_in_memory", True),
     ("05", "run_keeping_env", False),
+    ("05", "run_acking_an_object", False),
     ("06", "handle", False),
     ("06", "handle_in_memory", True),
     ("06", "handle_records_first", True),
@@ -149,3 +167,32 @@ def test_twins_cost_fewer_requests_than_replaying(run) -> None:
     _, forked = _searched(run, "04", "FencedResultStore", replayed=False)
     _, replayed = _searched(run, "04", "FencedResultStore", replayed=True)
     assert len(forked) < 0.6 * len(replayed), (len(forked), len(replayed))
+
+
+def test_a_crashed_copy_replays_the_recorded_kit_calls_instead_of_the_learner(run) -> None:
+    """A crash inside a learner call leaves nothing of its process's memory, so the copy of a
+    step that crashes at its n-th kit call is the clean call's first n kit calls, replayed
+    on the copy's facade: lab 05's master searched so, and with its facade recording nothing
+    (every crashed copy runs the learner's code again), finds the same with fewer requests."""
+    recorded = _searched(run, "05", "run", replayed=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Run, "record", lambda self, path, args, kwargs: None)
+        patch.setattr(Run, "facade", lambda self, handed: None)
+        rerun = _searched(run, "05", "run", replayed=False)
+    assert recorded[0] == rerun[0]
+    calls = [sum(kind in ("call", "restartcall") for kind in sent) for _, sent in (recorded, rerun)]
+    assert len(recorded[1]) < 0.75 * len(rerun[1]) and calls[0] < 0.75 * calls[1], (
+        calls,
+        len(recorded[1]),
+        len(rerun[1]),
+    )
+
+
+def test_a_value_of_the_learners_own_in_a_kit_call_is_played_by_running_the_learner(run) -> None:
+    """`ack(result=<an object of the learner's class>)` cannot be passed again without the
+    learner's process: a crash in a run that made that call runs the learner's code again."""
+    plain = _searched(run, "05", "run", replayed=False)
+    acking = _searched(run, "05", "run_acking_an_object", replayed=False)
+    assert plain[0][0] == acking[0][0] and acking[0][2] is None
+    calls = [sum(kind in ("call", "restartcall") for kind in sent) for _, sent in (plain, acking)]
+    assert calls[1] > calls[0], calls

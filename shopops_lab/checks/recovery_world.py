@@ -47,46 +47,77 @@ class _GatedCheckpoints(_WorkerCheckpoints):
         self._run = run
 
     def load(self, job_id: str) -> Checkpoint | None:
-        return _gated(self._run, "load", lambda: super(_GatedCheckpoints, self).load(job_id))
+        return _gated(
+            self._run, ("checkpoints", "load"), (job_id,), {}, lambda: super(_GatedCheckpoints, self).load(job_id)
+        )
 
     def save(self, job_id: str, checkpoint: Checkpoint, *, token: int, now: float | None = None) -> Checkpoint:
         return _gated(
-            self._run, "save", lambda: super(_GatedCheckpoints, self).save(job_id, checkpoint, token=token, now=now)
+            self._run,
+            ("checkpoints", "save"),
+            (job_id, checkpoint),
+            {"token": token, "now": now},
+            lambda: super(_GatedCheckpoints, self).save(job_id, checkpoint, token=token, now=now),
         )
 
 
 class _GatedEnv(WorkerEnv):
-    """A worker's env whose kit calls are fault points of the schedule."""
+    """A worker's env whose kit calls are fault points of the schedule, each recorded
+    (`Run.record`, with `note`, the one other call that changes the world) so that a crashed
+    copy of the run replays them instead of the learner's code."""
 
     __slots__ = ("_run",)
 
     def __init__(self, env: Env, run: Run) -> None:
         self._run = run
         super().__init__(env)
+        run.facade(self)
 
     def _worker_checkpoints(self) -> _GatedCheckpoints:
         return _GatedCheckpoints(self._env.checkpoints, self._run)
 
     def claim(self, job_id: str) -> int:
-        return _gated(self._run, "claim", lambda: self._env.claim(job_id))
+        return _gated(self._run, ("claim",), (job_id,), {}, lambda: self._env.claim(job_id))
 
     def resume(self, job_id: str) -> Checkpoint:
-        return _gated(self._run, "resume", lambda: self._env.resume(job_id))
+        return _gated(self._run, ("resume",), (job_id,), {}, lambda: self._env.resume(job_id))
 
     def make(self, job_id: str, step_id: str) -> str:
-        return _gated(self._run, "make", lambda: self._env.make(job_id, step_id))
+        return _gated(self._run, ("make",), (job_id, step_id), {}, lambda: self._env.make(job_id, step_id))
 
     def send(self, job_id: str, step_id: str, op_id: str, *, body: str = "") -> SendResult:
-        return _gated(self._run, "send", lambda: self._env.send(job_id, step_id, op_id, body=body))
+        return _gated(
+            self._run,
+            ("send",),
+            (job_id, step_id, op_id),
+            {"body": body},
+            lambda: self._env.send(job_id, step_id, op_id, body=body),
+        )
 
     def lookup(self, op_id: str) -> SendResult:
-        return _gated(self._run, "lookup", lambda: self._env.lookup(op_id))
+        return _gated(self._run, ("lookup",), (op_id,), {}, lambda: self._env.lookup(op_id))
 
     def ack(self, job_id: str, *, token: int, result: Any = None) -> None:
-        _gated(self._run, "ack", lambda: self._env.ack(job_id, token=token, result=result))
+        _gated(
+            self._run,
+            ("ack",),
+            (job_id,),
+            {"token": token, "result": result},
+            lambda: self._env.ack(job_id, token=token, result=result),
+        )
+
+    def note(self, line: str) -> None:
+        self._run.record(("note",), (line,), {})
+        super().note(line)
 
 
-def _gated(run: Run, point: str, call: Callable[[], Any]) -> Any:
+def _gated(
+    run: Run, path: tuple[str, ...], args: tuple[Any, ...], kwargs: Mapping[str, Any], call: Callable[[], Any]
+) -> Any:
+    """`call`, the learner's `facade.<path>(*args, **kwargs)`: recorded, then between the
+    schedule's two fault points of its name."""
+    point = path[-1]
+    run.record(path, args, kwargs)
     run.enter(point)
     result = call()
     run.leave(point)
