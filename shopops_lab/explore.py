@@ -207,8 +207,8 @@ class Step:
 
 @dataclass(frozen=True)
 class _KitCall:
-    """A call the learner made on the facade of its step: `facade.<path>(*args, **kwargs)`,
-    its values plain data (`_plain`)."""
+    """A call the learner made on a facade of its step: `path` names the facade, then the
+    attributes to the callable; its values are plain data (`_plain`)."""
 
     path: tuple[str, ...]
     args: list[Any]
@@ -233,7 +233,7 @@ class Run:
         # Across the process boundary: the current learner call's kit calls, as (path, args,
         # kwargs) on the facade a world handed it, while each can be replayed; None otherwise.
         self._records = isinstance(answer, ForeignAnswer)
-        self._facade: Any = None
+        self._facades: dict[str, Any] = {}
         self.script: list[_KitCall] | None = None
         self._stand_in: tuple[_KitCall, ...] | None = None
 
@@ -260,17 +260,18 @@ class Run:
         self._copies = dict(zip(actors, found))
         return found[len(actors) :]
 
-    def facade(self, handed: Any) -> None:
-        """A world hands `handed` to the learner call about to run, and records on it every
-        kit call that changes the world or may crash (`record`): a copy of this step that
-        crashes then replays them instead of the learner's code."""
-        self._facade = handed
+    def facade(self, **handed: Any) -> None:
+        """A world hands the learner call about to run these facades, by name, and each
+        records every call of the learner's that changes the world or may crash (`record`):
+        a copy of this step that crashes then replays them instead of the learner's code."""
+        self._facades = handed
         self.script = [] if self._records else None
 
     def record(self, path: tuple[str, ...], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        """The learner called `facade.<path>(*args, **kwargs)`; where a value is not plain
-        data (an object of the learner's, or of the check's), the call cannot be replayed
-        without the learner, and this step's crashes are played by running it again."""
+        """The learner called `<facade>.<attribute>...(*args, **kwargs)`, `path` naming the
+        facade, then the attributes; where a value is not plain data (an object of the
+        learner's, or of the check's), the call cannot be replayed without the learner, and
+        this step's crashes are played by running it again."""
         if self.script is not None and self._in_call:
             if all(_plain(value) for value in (*args, *kwargs.values())):
                 self.script.append(_KitCall(path, _copy(list(args)), _copy(dict(kwargs))))
@@ -300,11 +301,11 @@ class Run:
         raises `_Crash`. A kit call's error is the learner's to react to, and its reaction is
         in what the script calls next (or in the script ending there)."""
         for call in script:
-            target = self._facade
-            for name in call.path[:-1]:
+            target = self._facades[call.path[0]]
+            for name in call.path[1:]:
                 target = getattr(target, name)
             with contextlib.suppress(Exception):
-                getattr(target, call.path[-1])(*_copy(call.args), **_copy(call.kwargs))
+                target(*_copy(call.args), **_copy(call.kwargs))
 
     def enter(self, point: str, *, can_fail: bool = False) -> bool:
         """A facade is about to make kit call `point`. Raises (the process dies, the call
@@ -345,7 +346,7 @@ class Run:
     def _begin(self, actor: str, fault: Fault | None) -> None:
         self.current_actor = actor
         self._fault, self._seen, self.points, self._dead, self.fired = fault, {}, [], False, False
-        self._facade, self.script = None, None
+        self._facades, self.script = {}, None
 
     def _died(self, actor: str) -> None:
         self._copies.pop(actor, None)  # its next step starts a fresh process
@@ -497,34 +498,40 @@ def _immutable(value: Any) -> bool:
         return all(_immutable(item) for item in value)
     if kind is types.MappingProxyType:
         return all(_immutable(key) and _immutable(item) for key, item in value.items())
-    params = getattr(kind, "__dataclass_params__", None)
-    return (
-        params is not None
-        and params.frozen
-        and kind.__module__.startswith("shopops_lab.")
-        and all(_immutable(getattr(value, f.name)) for f in dataclasses.fields(value))
-    )
+    return _record(kind) and all(_immutable(getattr(value, f.name)) for f in dataclasses.fields(value))
 
 
 def _plain(value: Any) -> bool:
     """Data alone, with nothing of either process in it: what can be passed again in another
-    world's call (lists and dicts are copied there, `_copy`)."""
+    world's call (its lists and dicts are copied there, `_copy`)."""
     kind = type(value)
-    if kind is list:
+    if kind in (list, tuple):
         return all(_plain(item) for item in value)
     if kind is dict:
         return all(_immutable(key) and _plain(item) for key, item in value.items())
+    if _record(kind):
+        return all(_plain(getattr(value, f.name)) for f in dataclasses.fields(value))
     return _immutable(value)
 
 
 def _copy(value: Any) -> Any:
-    """A plain value's own copy: its lists and dicts are new, the rest cannot change."""
+    """A plain value's own copy: what could change (a list, a dict, a record holding one) is new."""
+    if _immutable(value):
+        return value
     kind = type(value)
-    if kind is list:
-        return [_copy(item) for item in value]
+    if kind in (list, tuple):
+        return kind(_copy(item) for item in value)
     if kind is dict:
         return {key: _copy(item) for key, item in value.items()}
-    return value
+    return dataclasses.replace(
+        value, **{f.name: _copy(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+    )
+
+
+def _record(kind: type) -> bool:
+    """One of the kit's frozen records (a Checkpoint, a Delivery)."""
+    params = getattr(kind, "__dataclass_params__", None)
+    return params is not None and params.frozen and kind.__module__.startswith("shopops_lab.")
 
 
 def copied(value: Any) -> Any:

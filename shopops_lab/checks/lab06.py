@@ -164,6 +164,7 @@ class _Refunds:
         self.held[who], self.state[who] = delivery, "holding"
         self.failed, self.current = False, delivery
         before = len(self.applied[delivery.message_id])
+        run.facade(processed=self.processed, apply=self.apply)  # each records its writes (`Run.record`)
         called = run.call(run.answer(who), delivery, self.processed, self.apply)
         if called.error is not None:
             return self._raised(who, delivery, called.error)
@@ -254,12 +255,15 @@ class Processed:
         return iter(sorted(behind(self).records, key=repr))
 
     def add(self, key: Any) -> None:
+        behind(self).run.record(("processed", "add"), (key,), {})
         _write(self, "processed.add", "add", key)
 
     def discard(self, key: Any) -> None:
+        behind(self).run.record(("processed", "discard"), (key,), {})
         _write(self, "processed.discard", "discard", key)
 
     def remove(self, key: Any) -> None:
+        behind(self).run.record(("processed", "remove"), (key,), {})
         if key not in behind(self).records:
             raise KeyError(key)
         _write(self, "processed.remove", "discard", key)
@@ -276,6 +280,7 @@ class Apply:
 
     def __call__(self, delivery: Delivery) -> None:
         world = behind(self)
+        world.run.record(("apply",), (delivery,), {})
         if sys._getframe(1).f_code is _KIT_APPLY:  # called by the kit's own consumer, not by handle
             world._fail(_DELEGATES)
         if not isinstance(delivery, Delivery):

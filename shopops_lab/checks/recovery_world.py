@@ -48,13 +48,17 @@ class _GatedCheckpoints(_WorkerCheckpoints):
 
     def load(self, job_id: str) -> Checkpoint | None:
         return _gated(
-            self._run, ("checkpoints", "load"), (job_id,), {}, lambda: super(_GatedCheckpoints, self).load(job_id)
+            self._run,
+            ("env", "checkpoints", "load"),
+            (job_id,),
+            {},
+            lambda: super(_GatedCheckpoints, self).load(job_id),
         )
 
     def save(self, job_id: str, checkpoint: Checkpoint, *, token: int, now: float | None = None) -> Checkpoint:
         return _gated(
             self._run,
-            ("checkpoints", "save"),
+            ("env", "checkpoints", "save"),
             (job_id, checkpoint),
             {"token": token, "now": now},
             lambda: super(_GatedCheckpoints, self).save(job_id, checkpoint, token=token, now=now),
@@ -71,43 +75,43 @@ class _GatedEnv(WorkerEnv):
     def __init__(self, env: Env, run: Run) -> None:
         self._run = run
         super().__init__(env)
-        run.facade(self)
+        run.facade(env=self)
 
     def _worker_checkpoints(self) -> _GatedCheckpoints:
         return _GatedCheckpoints(self._env.checkpoints, self._run)
 
     def claim(self, job_id: str) -> int:
-        return _gated(self._run, ("claim",), (job_id,), {}, lambda: self._env.claim(job_id))
+        return _gated(self._run, ("env", "claim"), (job_id,), {}, lambda: self._env.claim(job_id))
 
     def resume(self, job_id: str) -> Checkpoint:
-        return _gated(self._run, ("resume",), (job_id,), {}, lambda: self._env.resume(job_id))
+        return _gated(self._run, ("env", "resume"), (job_id,), {}, lambda: self._env.resume(job_id))
 
     def make(self, job_id: str, step_id: str) -> str:
-        return _gated(self._run, ("make",), (job_id, step_id), {}, lambda: self._env.make(job_id, step_id))
+        return _gated(self._run, ("env", "make"), (job_id, step_id), {}, lambda: self._env.make(job_id, step_id))
 
     def send(self, job_id: str, step_id: str, op_id: str, *, body: str = "") -> SendResult:
         return _gated(
             self._run,
-            ("send",),
+            ("env", "send"),
             (job_id, step_id, op_id),
             {"body": body},
             lambda: self._env.send(job_id, step_id, op_id, body=body),
         )
 
     def lookup(self, op_id: str) -> SendResult:
-        return _gated(self._run, ("lookup",), (op_id,), {}, lambda: self._env.lookup(op_id))
+        return _gated(self._run, ("env", "lookup"), (op_id,), {}, lambda: self._env.lookup(op_id))
 
     def ack(self, job_id: str, *, token: int, result: Any = None) -> None:
         _gated(
             self._run,
-            ("ack",),
+            ("env", "ack"),
             (job_id,),
             {"token": token, "result": result},
             lambda: self._env.ack(job_id, token=token, result=result),
         )
 
     def note(self, line: str) -> None:
-        self._run.record(("note",), (line,), {})
+        self._run.record(("env", "note"), (line,), {})
         super().note(line)
 
 
