@@ -20,7 +20,7 @@ objects they made, copied in their process as they are now; only across the grad
 process boundary, where the wire keeps the check's objects and the learner's apart). There,
 too, a crash inside a learner call needs no learner: the process's memory dies with it, so
 what the crashed call left behind is the clean call's kit calls up to the crash point, and a
-world whose facade records them (`Run.facade`, `Run.record`) has them replayed on the copy
+world whose facades record them (`Run.facade`, `Run.recorded`) has them replayed on the copy
 instead of running the learner's code again. Two
 schedules that reach the same state (the world's fingerprint, every process's memory, the
 budget spent, the step count) are merged: steps of different workers that commute are
@@ -58,7 +58,7 @@ import dataclasses
 import enum
 import re
 import types
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -215,6 +215,13 @@ class _KitCall:
     kwargs: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class _Handed:
+    """A facade of the step, passed back by the learner (a handler it was handed)."""
+
+    name: str
+
+
 class Run:
     """One schedule being played: the processes' copies of the answer, and the gate
     the facades ask at every kit call."""
@@ -234,6 +241,7 @@ class Run:
         # kwargs) on the facade a world handed it, while each can be replayed; None otherwise.
         self._records = isinstance(answer, ForeignAnswer)
         self._facades: dict[str, Any] = {}
+        self._inside = False  # in a recorded call: what it calls in turn is the kit's
         self.script: list[_KitCall] | None = None
         self._stand_in: tuple[_KitCall, ...] | None = None
 
@@ -262,21 +270,34 @@ class Run:
 
     def facade(self, **handed: Any) -> None:
         """A world hands the learner call about to run these facades, by name, and each
-        records every call of the learner's that changes the world or may crash (`record`):
+        records every call of the learner's that changes the world or may crash (`recorded`):
         a copy of this step that crashes then replays them instead of the learner's code."""
         self._facades = handed
         self.script = [] if self._records else None
 
-    def record(self, path: tuple[str, ...], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        """The learner called `<facade>.<attribute>...(*args, **kwargs)`, `path` naming the
-        facade, then the attributes; where a value is not plain data (an object of the
-        learner's, or of the check's), the call cannot be replayed without the learner, and
-        this step's crashes are played by running it again."""
-        if self.script is not None and self._in_call:
-            if all(_plain(value) for value in (*args, *kwargs.values())):
-                self.script.append(_KitCall(path, _copy(list(args)), _copy(dict(kwargs))))
-            else:
-                self.script = None
+    @contextlib.contextmanager
+    def recorded(self, path: tuple[str, ...], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Iterator[None]:
+        """Around a facade's method: the learner called `<facade>.<attribute>...(*args,
+        **kwargs)`, `path` naming the facade, then the attributes. What the method itself
+        calls (the kit's queue calling the handler it was given) is not the learner's, and
+        is not recorded again. Where a value is not plain data (an object of the learner's,
+        or of the check's other than a facade), the call cannot be replayed without the
+        learner, and this step's crashes are played by running the learner again."""
+        if self.script is None or not self._in_call or self._inside:
+            yield
+            return
+        handed = {id(facade): _Handed(name) for name, facade in self._facades.items()}
+        args = tuple(handed.get(id(value), value) for value in args)  # a facade passed back: by its name
+        kwargs = {key: handed.get(id(value), value) for key, value in kwargs.items()}
+        if all(_plain(value) for value in (*args, *kwargs.values())):
+            self.script.append(_KitCall(path, _copy(list(args)), _copy(kwargs)))
+        else:
+            self.script = None
+        self._inside = True
+        try:
+            yield
+        finally:
+            self._inside = False
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Called:
         """Run a learner call as one step. Raises `_Crash` out of the move's act if the
@@ -304,8 +325,10 @@ class Run:
             target = self._facades[call.path[0]]
             for name in call.path[1:]:
                 target = getattr(target, name)
+            args = [self._facades[a.name] if type(a) is _Handed else a for a in _copy(call.args)]
+            kwargs = {k: self._facades[v.name] if type(v) is _Handed else v for k, v in _copy(call.kwargs).items()}
             with contextlib.suppress(Exception):
-                target(*_copy(call.args), **_copy(call.kwargs))
+                target(*args, **kwargs)
 
     def enter(self, point: str, *, can_fail: bool = False) -> bool:
         """A facade is about to make kit call `point`. Raises (the process dies, the call
@@ -498,14 +521,18 @@ def _immutable(value: Any) -> bool:
         return all(_immutable(item) for item in value)
     if kind is types.MappingProxyType:
         return all(_immutable(key) and _immutable(item) for key, item in value.items())
-    return _record(kind) and all(_immutable(getattr(value, f.name)) for f in dataclasses.fields(value))
+    if _kit_tuple(kind):  # a NamedTuple of the kit's (a Lease)
+        return all(_immutable(item) for item in value)
+    if _record(kind):
+        return all(_immutable(getattr(value, f.name)) for f in dataclasses.fields(value))
+    return kind.__module__.startswith("shopops_lab.") and getattr(kind, "__slots__", None) == ()  # a token (QueueId)
 
 
 def _plain(value: Any) -> bool:
     """Data alone, with nothing of either process in it: what can be passed again in another
     world's call (its lists and dicts are copied there, `_copy`)."""
     kind = type(value)
-    if kind in (list, tuple):
+    if kind in (list, tuple) or _kit_tuple(kind):
         return all(_plain(item) for item in value)
     if kind is dict:
         return all(_immutable(key) and _plain(item) for key, item in value.items())
@@ -521,11 +548,17 @@ def _copy(value: Any) -> Any:
     kind = type(value)
     if kind in (list, tuple):
         return kind(_copy(item) for item in value)
+    if _kit_tuple(kind):
+        return kind(*(_copy(item) for item in value))
     if kind is dict:
         return {key: _copy(item) for key, item in value.items()}
     return dataclasses.replace(
         value, **{f.name: _copy(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
     )
+
+
+def _kit_tuple(kind: type) -> bool:
+    return issubclass(kind, tuple) and hasattr(kind, "_fields") and kind.__module__.startswith("shopops_lab.")
 
 
 def _record(kind: type) -> bool:

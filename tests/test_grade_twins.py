@@ -8,10 +8,13 @@ search replays, and still finds the same."""
 
 from __future__ import annotations
 
+import inspect
+
 import grade_fixtures as fx
 import pytest
+import test_check_accuracy_lab02 as lab02_answers
 
-from shopops_lab.checks import lab04, lab06, recovery_world
+from shopops_lab.checks import lab02, lab04, lab06, recovery_world
 from shopops_lab.checks.model_answers import MODEL_ANSWERS
 from shopops_lab.course.grade.judge import CheckRun, Learner
 from shopops_lab.effects import ProviderFault
@@ -79,14 +82,32 @@ def handle_records_first(delivery, processed, apply):   # recorded before the re
     return True
 """
 IN_MEMORY = fx.IN_FLIGHT.replace("def run(", "def run_in_memory(")  # what it sent, kept in memory
-CELLS = "\n\n".join([IMPORTS, MODEL_ANSWERS["04.1"], MODEL_ANSWERS["05.3"], MODEL_ANSWERS["06.2"], IN_MEMORY, WRONG])
+LAB02 = ["acquires_and_acks_by_hand", "stops_at_the_first_failure", "never_gives_a_failure_back", "storms_inside_a_try"]
+CELLS = "\n\n".join(
+    [
+        IMPORTS,
+        MODEL_ANSWERS["02.1"],
+        MODEL_ANSWERS["04.1"],
+        MODEL_ANSWERS["05.3"],
+        MODEL_ANSWERS["06.2"],
+        IN_MEMORY,
+        WRONG,
+        *(inspect.getsource(getattr(lab02_answers, name)) for name in LAB02),
+    ]
+)
 LOST_REPLY = (ProviderFault.DROP_REPLY,)
 SCENARIOS = {
+    "02": lab02.scenario,
     "04": lab04.scenario,
     "05": lambda: recovery_world.scenario("a lost reply", LOST_REPLY, "O-1001"),
     "06": lab06.scenario,
 }
 CASES = [
+    ("02", "replay_and_drain", False),
+    ("02", "acquires_and_acks_by_hand", False),  # passes leases back, calls the handler itself
+    ("02", "stops_at_the_first_failure", True),
+    ("02", "never_gives_a_failure_back", True),
+    ("02", "storms_inside_a_try", True),
     ("04", "FencedResultStore", False),
     ("04", "WritesFirst", True),
     ("04", "RemembersWriters", True),
@@ -134,7 +155,7 @@ def _requests(peer, sent: list[str]):
     return lambda message, *rest: sent.append(message[0]) or original(message, *rest)
 
 
-WORLDS = {"04": lab04._Fencing, "05": recovery_world.RecoveryWorld, "06": lab06._Refunds}
+WORLDS = {"02": lab02._Replay, "04": lab04._Fencing, "05": recovery_world.RecoveryWorld, "06": lab06._Refunds}
 
 
 def _searched(run, lab: str, name: str, *, replayed: bool) -> tuple[tuple, list[str]]:
@@ -156,7 +177,7 @@ def test_twins_search_what_replaying_searches(run, lab, name, wrong) -> None:
     assert forked == replayed
     here = _found(explore(SCENARIOS[lab](), _here(name)))  # in one process: replayed, the same verdict
     assert forked[0] == here[0] and forked[2] == here[2] and (here[2] is not None) == wrong
-    if not wrong:  # a whole search: it went on from twins (a wrong answer may be caught before any)
+    if not wrong and lab != "02":  # a whole search went on from twins (lab 02's R needs none: one run drains)
         assert "twins" in sent
     if name == "run_keeping_env":  # a kept env has no counterpart: every fork after the first run is refused
         assert sent.count("twins") * 2 < sent.count("restartcall")
@@ -169,17 +190,18 @@ def test_twins_cost_fewer_requests_than_replaying(run) -> None:
     assert len(forked) < 0.6 * len(replayed), (len(forked), len(replayed))
 
 
-@pytest.mark.parametrize(("lab", "name"), [("05", "run"), ("06", "handle")])
+@pytest.mark.parametrize(
+    ("lab", "name"), [("02", "replay_and_drain"), ("02", "acquires_and_acks_by_hand"), ("05", "run"), ("06", "handle")]
+)
 def test_a_crashed_copy_replays_the_recorded_kit_calls_instead_of_the_learner(run, lab, name) -> None:
     """A crash inside a learner call leaves nothing of its process's memory, so the copy of a
     step that crashes at its n-th kit call is the clean call's first n kit calls, replayed
-    on the copy's facades: labs 05's and 06's masters searched so, and with their facades
+    on the copy's facades: labs 02's, 05's and 06's answers searched so, and with their facades
     recording nothing (every crashed copy runs the learner's code again), find the same
     with fewer calls of the learner's code."""
     recorded = _searched(run, lab, name, replayed=False)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Run, "record", lambda self, path, args, kwargs: None)
-        patch.setattr(Run, "facade", lambda self, **handed: None)
+        patch.setattr(Run, "facade", lambda self, **handed: None)  # nothing is recorded
         rerun = _searched(run, lab, name, replayed=False)
     assert recorded[0] == rerun[0]
     calls = [sum(kind in ("call", "restartcall") for kind in sent) for _, sent in (recorded, rerun)]

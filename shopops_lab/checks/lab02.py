@@ -12,6 +12,7 @@ list of up to 6 deliveries, for every max_attempts from 1 to 5.
 
 from __future__ import annotations
 
+import copy
 import functools
 import itertools
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from typing import Any, NamedTuple
 
 from shopops_lab.checks.base import Exercise, Wrong, _where, call_each, describe, error_text
 from shopops_lab.clock import FakeClock
-from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, explore, refuse
+from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, copied, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.states import ItemState
 from shopops_lab.widgets.quiz import Quiz
@@ -110,6 +111,11 @@ def poisoned_queue(shape: tuple[str, ...], clock: FakeClock | None = None) -> Po
         pass
     broken = {case for case, kind in zip(cases, shape, strict=True) if kind == "broken"}
     handled: dict[str, int] = {}
+    return Poisoned(queue, cases, broken, fixed_handler(broken, handled), handled)
+
+
+def fixed_handler(broken: set[str], handled: dict[str, int]) -> Callable[[Lease], None]:
+    """The handler after the fix: still fails on the `broken` cases, counts in `handled`."""
 
     def fixed_handler(lease):
         if lease.case_id in broken:
@@ -117,7 +123,7 @@ def poisoned_queue(shape: tuple[str, ...], clock: FakeClock | None = None) -> Po
         order_id = lease.payload.get("order_id") or lease.payload["order"]["id"]
         handled[order_id] = handled.get(order_id, 0) + 1
 
-    return Poisoned(queue, cases, broken, fixed_handler, handled)
+    return fixed_handler
 
 
 class _Replay:
@@ -143,6 +149,21 @@ class _Replay:
         """The check's queue. Every move but the operator's set-up comes after it (`moves`)."""
         assert self._queue is not None, "the queue is read only once the operator's move set it up"
         return self._queue
+
+    def clone(self, run: Run) -> _Replay:
+        """This schedule's state, copied to go on from: R's copy of the answer twinned in its
+        process (it holds nothing of this world's between runs), then the queue and its
+        clock copied together, and a fixed handler of the copy's own counting in its copy."""
+        run.twin()
+        twin = copy.copy(self)
+        twin.run = run
+        if self._queue is None:  # the operator has not set the queue up yet
+            twin.clock = copied(self.clock)
+        else:
+            twin.clock, twin._queue, twin.handled = copied((self.clock, self._queue, self.handled))
+            twin.handler = fixed_handler(self.still_broken, twin.handled)
+        twin.calls, twin.replayed = dict(self.calls), dict(self.replayed)
+        return twin
 
     def moves(self) -> list[Move]:
         if self._queue is None:
@@ -200,8 +221,10 @@ class _Replay:
     def _job(self, run: Run) -> str:
         self.runs += 1
         self.state, self.expired_since, self.calls, self.replayed, self.last = "crashed", False, {}, {}, None
+        view, handler = _view(run, self), _handed(run, self.handler)
+        run.facade(queue=view, handler=handler)  # each records R's calls (`Run.recorded`)
         try:
-            called = run.call(run.answer("R"), _view(run, self), self.handler)
+            called = run.call(run.answer("R"), view, handler)
         except _Stop:
             return f"R runs your function: stopped by the check after {sum(self.calls.values())} queue calls"
         self.state = "ran"
@@ -324,26 +347,31 @@ def _view(run: Run, world: _Replay) -> Any:
             return queue.dlq_items()
 
         def replay_dlq(self, item_id, **kwargs):
-            world.spend("replay_dlq")
-            if small:
-                run.enter("replay_dlq")
-            queue.replay_dlq(item_id, **kwargs)
-            world.replaying(item_id)
-            if small:
-                run.leave("replay_dlq")
+            with run.recorded(("queue", "replay_dlq"), (item_id,), kwargs):
+                world.spend("replay_dlq")
+                if small:
+                    run.enter("replay_dlq")
+                queue.replay_dlq(item_id, **kwargs)
+                world.replaying(item_id)
+                if small:
+                    run.leave("replay_dlq")
 
         def process_one(self, worker_id, handler, **kwargs):
-            world.last = call("process_one", queue.process_one, worker_id, handler, **kwargs)
+            with run.recorded(("queue", "process_one"), (worker_id, handler), kwargs):
+                world.last = call("process_one", queue.process_one, worker_id, handler, **kwargs)
             return world.last
 
         def acquire(self, worker_id, **kwargs):
-            return call("acquire", queue.acquire, worker_id, **kwargs)
+            with run.recorded(("queue", "acquire"), (worker_id,), kwargs):
+                return call("acquire", queue.acquire, worker_id, **kwargs)
 
         def ack(self, lease, **kwargs):
-            return call("ack", queue.ack, lease, **kwargs)
+            with run.recorded(("queue", "ack"), (lease,), kwargs):
+                return call("ack", queue.ack, lease, **kwargs)
 
         def nack(self, lease, error=None, **kwargs):
-            return call("nack", queue.nack, lease, error, **kwargs)
+            with run.recorded(("queue", "nack"), (lease, error), kwargs):
+                return call("nack", queue.nack, lease, error, **kwargs)
 
         def item(self, item_id):
             return queue.item(item_id)
@@ -358,6 +386,18 @@ def _view(run: Run, world: _Replay) -> Any:
             return f"<Queue: {len(queue.dlq_items())} in the DLQ, {queue.depth} waiting>"
 
     return Queue()
+
+
+def _handed(run: Run, handler: Callable[[Lease], None]) -> Callable[[Lease], None]:
+    """The fixed handler as R is handed it: a call R makes itself is recorded (one the
+    queue makes inside R's process_one is the queue's)."""
+
+    @functools.wraps(handler)
+    def handed(lease: Lease) -> None:
+        with run.recorded(("handler",), (lease,), {}):
+            handler(lease)
+
+    return handed
 
 
 def scenario() -> Scenario:

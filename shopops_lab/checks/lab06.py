@@ -164,7 +164,7 @@ class _Refunds:
         self.held[who], self.state[who] = delivery, "holding"
         self.failed, self.current = False, delivery
         before = len(self.applied[delivery.message_id])
-        run.facade(processed=self.processed, apply=self.apply)  # each records its writes (`Run.record`)
+        run.facade(processed=self.processed, apply=self.apply)  # each records its writes (`Run.recorded`)
         called = run.call(run.answer(who), delivery, self.processed, self.apply)
         if called.error is not None:
             return self._raised(who, delivery, called.error)
@@ -255,18 +255,18 @@ class Processed:
         return iter(sorted(behind(self).records, key=repr))
 
     def add(self, key: Any) -> None:
-        behind(self).run.record(("processed", "add"), (key,), {})
-        _write(self, "processed.add", "add", key)
+        with behind(self).run.recorded(("processed", "add"), (key,), {}):
+            _write(self, "processed.add", "add", key)
 
     def discard(self, key: Any) -> None:
-        behind(self).run.record(("processed", "discard"), (key,), {})
-        _write(self, "processed.discard", "discard", key)
+        with behind(self).run.recorded(("processed", "discard"), (key,), {}):
+            _write(self, "processed.discard", "discard", key)
 
     def remove(self, key: Any) -> None:
-        behind(self).run.record(("processed", "remove"), (key,), {})
-        if key not in behind(self).records:
-            raise KeyError(key)
-        _write(self, "processed.remove", "discard", key)
+        with behind(self).run.recorded(("processed", "remove"), (key,), {}):
+            if key not in behind(self).records:
+                raise KeyError(key)
+            _write(self, "processed.remove", "discard", key)
 
     def __repr__(self) -> str:
         return f"<processed: {len(behind(self).records)} records>"
@@ -280,16 +280,16 @@ class Apply:
 
     def __call__(self, delivery: Delivery) -> None:
         world = behind(self)
-        world.run.record(("apply",), (delivery,), {})
         if sys._getframe(1).f_code is _KIT_APPLY:  # called by the kit's own consumer, not by handle
             world._fail(_DELEGATES)
-        if not isinstance(delivery, Delivery):
-            raise TypeError(f"apply() takes the delivery itself, not {type(delivery).__name__}")
-        if world.run.enter("apply", can_fail=True):
-            world.failed = True
-            raise ConnectionError(FAILURE)
-        world.staged.append(delivery)
-        world.run.leave("apply")
+        with world.run.recorded(("apply",), (delivery,), {}):
+            if not isinstance(delivery, Delivery):
+                raise TypeError(f"apply() takes the delivery itself, not {type(delivery).__name__}")
+            if world.run.enter("apply", can_fail=True):
+                world.failed = True
+                raise ConnectionError(FAILURE)
+            world.staged.append(delivery)
+            world.run.leave("apply")
 
     def __repr__(self) -> str:
         return "<apply>"

@@ -67,7 +67,7 @@ class _GatedCheckpoints(_WorkerCheckpoints):
 
 class _GatedEnv(WorkerEnv):
     """A worker's env whose kit calls are fault points of the schedule, each recorded
-    (`Run.record`, with `note`, the one other call that changes the world) so that a crashed
+    (`Run.recorded`, with `note`, the one other call that changes the world) so that a crashed
     copy of the run replays them instead of the learner's code."""
 
     __slots__ = ("_run",)
@@ -111,8 +111,8 @@ class _GatedEnv(WorkerEnv):
         )
 
     def note(self, line: str) -> None:
-        self._run.record(("env", "note"), (line,), {})
-        super().note(line)
+        with self._run.recorded(("env", "note"), (line,), {}):
+            super().note(line)
 
 
 def _gated(
@@ -121,10 +121,10 @@ def _gated(
     """`call`, the learner's `facade.<path>(*args, **kwargs)`: recorded, then between the
     schedule's two fault points of its name."""
     point = path[-1]
-    run.record(path, args, kwargs)
-    run.enter(point)
-    result = call()
-    run.leave(point)
+    with run.recorded(path, args, kwargs):
+        run.enter(point)
+        result = call()
+        run.leave(point)
     return result
 
 
