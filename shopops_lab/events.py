@@ -195,6 +195,17 @@ class EventLog:
         self._rows: list[EventRow] = []
         self._events: list[Event] = []  # rows already turned into Events, a prefix of _rows
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> EventLog:
+        """A copy that shares the rows and events: they never change once appended, so a
+        world copied to go on from (the schedule explorer's forks) copies its log's length in
+        pointers, not every row. Its lists are the copy's own, and an `appender()` copied
+        with it appends to the copy."""
+        twin = EventLog.__new__(EventLog)
+        memo[id(self)] = twin
+        twin._rows = memo.setdefault(id(self._rows), list(self._rows))
+        twin._events = memo.setdefault(id(self._events), list(self._events))
+        return twin
+
     def append(
         self,
         kind: EventKind,

@@ -13,6 +13,7 @@ and a drained case leaves nothing behind.
 
 from __future__ import annotations
 
+import copy
 import heapq
 from typing import Any
 
@@ -67,6 +68,7 @@ class _Transaction:
 
 
 _ABSENT = object()
+_FLAT_TABLES = frozenset({"_held", "_available", "_expiry", "_counts", "_numbers"})  # of values that never change
 
 
 class MemoryStore:
@@ -88,6 +90,17 @@ class MemoryStore:
         self._counts = {state: 0 for state in ItemState}
         self._records: dict[str, dict[str, Any]] = {}
         self._numbers: dict[str, int] = {}
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> MemoryStore:
+        """The store's own copy (the schedule explorer forks worlds that hold one): the tables
+        whose entries never change in place (the heaps' tuples, the counters, the held
+        cases) are copied one level deep; everything else as `copy.deepcopy` copies it, rows
+        through `memo`, so a row in two tables is one row in the copy too."""
+        twin = MemoryStore.__new__(MemoryStore)
+        memo[id(self)] = twin
+        for name, value in vars(self).items():
+            setattr(twin, name, copy.copy(value) if name in _FLAT_TABLES else copy.deepcopy(value, memo))
+        return twin
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:

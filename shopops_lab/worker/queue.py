@@ -16,6 +16,7 @@ happen together or not at all.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
@@ -195,6 +196,18 @@ class Queue:
         self._ack_live = getattr(self.store, "ack_live", None)
         bind_transactions(self, self.store)
         self._last_time = float("-inf")
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Queue:
+        """A copy on a copy of its store (the schedule explorer forks worlds holding a memory
+        queue). `copy.deepcopy` shares a builtin's bound method as it is, so the hot-path
+        appender is taken again from the copy's own log: else the copy's events would land
+        in the original's."""
+        twin = object.__new__(type(self))
+        memo[id(self)] = twin
+        for name, value in vars(self).items():
+            setattr(twin, name, copy.deepcopy(value, memo))
+        twin._append_event = twin.log.appender()
+        return twin
 
     @classmethod
     def open(cls, url: str, **settings: Any) -> Queue:
