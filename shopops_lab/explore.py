@@ -607,12 +607,17 @@ def _children(
     move: Move,
     spent: Mapping[str, int],
     live: _Played | None,
+    *,
+    last: bool = False,
 ) -> tuple[list[tuple[tuple[Event, ...], _Played]], _Played | None]:
     """The schedules `events` + `move` (and its faulty variants), played: each goes on from a
     copy of the node's world `live` when it can be copied (`_fork`); otherwise the first goes on from
-    `live` itself (used up: None is handed back) and the rest replay from a fresh world."""
+    `live` itself (used up: None is handed back) and the rest replay from a fresh world. The
+    node's `last` move, when no fault is left in the budget (so it has no variants), goes on
+    from `live` itself: nothing needs the node's world after it."""
     first = events + (Event(move.name),)
-    base = _fork(live, scenario.bound)
+    faults_left = any(_budget_left(scenario.bound, spent, kind.budget) for kind in scenario.bound.faults)
+    base = None if last and not faults_left else _fork(live, scenario.bound)
     if base is None:
         base, live = live, None
     played = _play(scenario, answer, first[-1:], go_on=base) if base else _play(scenario, answer, first)
@@ -664,7 +669,7 @@ def _search(scenario: Scenario, answer: Any) -> Exploration:
                 schedules += paths
                 continue
             for move in moves:
-                children, live = _children(scenario, answer, events, move, spent, live)
+                children, live = _children(scenario, answer, events, move, spent, live, last=move is moves[-1])
                 for schedule, child in children:
                     if child.problem is not None:
                         return Exploration(
