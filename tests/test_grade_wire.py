@@ -481,3 +481,23 @@ def test_the_judge_may_ask_about_the_learners_object_inside_a_call_the_learner_m
     """While the learner's process waits on a kit call, the kit may use what the learner handed
     it (its `str()`, a key function it passed): those requests are answered there and then."""
     assert call_answer(run.answer("hands_its_own"), _Shows(), "ada") == "NAMED ADA"
+
+
+def test_digests_asked_together_are_drawn_in_one_request_before_the_learners_code_runs_again(run) -> None:
+    """A state's key holds several digests (a store's picture, each copy's memory): they are
+    drawn together when first compared, and a digest not yet compared when the learner's
+    code is called again is drawn first, so it pictures the state it was asked in."""
+    made = restart(run.answer("Store"))
+    store = made()
+    peer = made._current()._peer
+    sent: list[str] = []
+    original = peer.request
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(peer, "request", lambda message, *rest: sent.append(message[0]) or original(message, *rest))
+        asked = (picture(made, store), memory(made), picture(made, store))
+        assert sent == []  # nothing drawn yet
+        assert hash(asked) == hash(asked) and asked[0] == asked[2] and sent == ["digests"]
+        before = picture(made, store)
+        store.claim("job-1", "W1")  # the learner's code runs: `before` is drawn first...
+        assert sorted(sent) == ["callattr", "digests", "digests"]
+        assert picture(made, store) != before and before == asked[0]  # ...as it stood before the claim

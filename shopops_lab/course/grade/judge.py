@@ -89,11 +89,14 @@ class JudgePeer(Peer):
     def __init__(self, sock: socket.socket) -> None:
         super().__init__(sock, public_only=True)
         self.death: BaseException | None = None
+        self.pending: list[Digest] = []  # digests asked for, not yet drawn
 
     # A BaseException of the check's own raised into a learner call (the explorer's planned
     # crash) is the learner's process dying there: every later request of that call is
     # refused with it, and it ends the call here, whatever the learner's code did with it.
     def request(self, message: list[Any], mutable: dict[str, Any] | None = None) -> Any:
+        if self.pending and message[0] != "digests":  # drawn before the learner's code may run again
+            self.draw()
         if self.depth:
             return super().request(message, mutable)
         self.death = None
@@ -110,6 +113,15 @@ class JudgePeer(Peer):
             died, self.death = self.death, None
             raise died
         return value
+
+    def draw(self) -> None:
+        """Every pending digest, in one request."""
+        pending, self.pending = self.pending, []
+        drawn = self.request(["digests", [[digest.kind, digest.number] for digest in pending]])
+        if not (type(drawn) is list and len(drawn) == len(pending) and all(d is None or type(d) is str for d in drawn)):
+            raise ProtocolError("digests of no known shape")
+        for digest, found in zip(pending, drawn):
+            digest.value = object() if found is None else (digest.kind, found)
 
     def serve(self, message: list[Any]) -> None:
         if self.death is not None:
@@ -321,6 +333,34 @@ class Learner:
         return code if type(code) is int else None
 
 
+class Digest:
+    """A copy's memory, or an object's picture, drawn in the learner's process when first
+    compared or hashed, together with every other digest asked for since (the explorer makes
+    a state's key of several: the world's picture of a store, each process's memory), and
+    always before the learner's code runs again. Equal to a digest of the same drawing."""
+
+    __slots__ = ("_peer", "kind", "number", "value")
+
+    def __init__(self, peer: JudgePeer, kind: str, number: int) -> None:
+        self._peer, self.kind, self.number = peer, kind, number
+        self.value: Any = None
+        peer.pending.append(self)
+
+    def _drawn(self) -> Any:
+        if self.value is None:
+            self._peer.draw()
+        return self.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Digest) and self._drawn() == other._drawn()
+
+    def __hash__(self) -> int:
+        return hash(self._drawn())
+
+    def __repr__(self) -> str:
+        return f"Digest({self.kind}, {self._drawn()!r})"
+
+
 @dataclass
 class CheckRun:
     """One check's view of the learner: a worker process forked for the check (the answer's
@@ -469,19 +509,13 @@ class RemoteAnswer(ForeignAnswer):
 
     def memory(self) -> Any:
         handle = self._current()
-        drawn = handle._peer.request(["memory", handle._id])
-        if drawn is not None and type(drawn) is not str:
-            raise ProtocolError("a memory of no known shape")
-        return object() if drawn is None else ("memory", drawn)
+        return Digest(self._run.channel(), "memory", handle._id)
 
     def picture(self, value: Any) -> Any:
         handle = self._current()
         if not (isinstance(value, Handle) and value._peer is handle._peer):
             return object()
-        drawn = handle._peer.request(["picture", value._id])
-        if type(drawn) is not str:
-            raise ProtocolError("a picture of no known shape")
-        return ("picture", drawn)
+        return Digest(self._run.channel(), "picture", value._id)
 
     def twins(self, values: Sequence[Any], swap: Sequence[tuple[Any, Any]]) -> list[Any]:
         from shopops_lab.checks.fresh import NotCopyable

@@ -302,7 +302,6 @@ class Worker(Peer):
     def kit_question(self, message: list[Any], given: dict[str, Any]) -> Any:
         """The explorer's questions, answered by the kit's own code in this process."""
         from shopops_lab.checks.base import restart
-        from shopops_lab.checks.fresh import canonical, memory
 
         kind = message[0]
         if kind == "restart" and len(message) == 2 and message[1] in self.pristine:
@@ -313,9 +312,8 @@ class Worker(Peer):
                 return [copy, self._invoke(copy, message[2], message[3], given)]
             except BaseException as exc:  # noqa: BLE001 - answered as the call's exception, with the copy
                 raise Attached(exc, copy) from None
-        if kind in ("memory", "picture") and len(message) == 2:
-            drawn = memory(self.target(message[1])) if kind == "memory" else canonical(self.target(message[1]))
-            return None if drawn is None else hashlib.sha256(repr(drawn).encode("utf-8", "replace")).hexdigest()
+        if kind == "digests" and len(message) == 2 and type(message[1]) is list:
+            return [self.digest(asked) for asked in message[1]]
         if kind == "twins" and len(message) == 3 and type(message[1]) is list and type(message[2]) is list:
             return self.twins([self.target(number) for number in message[1]], message[2])
         if kind == "calls" and len(message) == 3 and type(message[2]) is list:
@@ -327,6 +325,17 @@ class Worker(Peer):
             self.watching, ran = {}, sorted(self.ran)
             return ran
         return super().answer(message, given)
+
+    def digest(self, asked: Any) -> str | None:
+        """["memory", n]: what copy n keeps in memory; ["picture", n]: object n; a hash of the
+        kit's own picture of it, or None where it cannot be seen."""
+        from shopops_lab.checks.fresh import canonical, memory
+
+        if not (type(asked) is list and len(asked) == 2 and asked[0] in ("memory", "picture")):
+            raise ProtocolError("a digest of no known kind")
+        target = self.target(asked[1])
+        drawn = memory(target) if asked[0] == "memory" else canonical(target)
+        return None if drawn is None else hashlib.sha256(repr(drawn).encode("utf-8", "replace")).hexdigest()
 
     def lookup(self, name: str) -> dict[str, Any]:
         from shopops_lab.checks.base import restart
