@@ -198,8 +198,8 @@ class EventLog:
     def __deepcopy__(self, memo: dict[int, Any]) -> EventLog:
         """A copy that shares the rows and events: they never change once appended, so a
         world copied to go on from (the schedule explorer's forks) copies its log's length in
-        pointers, not every row. Its lists are the copy's own, and an `appender()` copied
-        with it appends to the copy."""
+        pointers, not every row. Its lists are the copy's own, entered in `memo`, so what
+        is copied with it and holds them holds the copy's."""
         twin = EventLog.__new__(EventLog)
         memo[id(self)] = twin
         twin._rows = memo.setdefault(id(self._rows), list(self._rows))

@@ -237,8 +237,8 @@ class Run:
         self._in_call = False
         self.current_actor = ""  # whose step is being played
         self.fired = False  # did the step's fault happen?
-        # Across the process boundary: the current learner call's kit calls, as (path, args,
-        # kwargs) on the facade a world handed it, while each can be replayed; None otherwise.
+        # Across the process boundary: the current learner call's kit calls on the facades a
+        # world handed it (`facade`, `recorded`), while each can be replayed; None otherwise.
         self._records = isinstance(answer, ForeignAnswer)
         self._facades: dict[str, Any] = {}
         self._inside = False  # in a recorded call: what it calls in turn is the kit's
@@ -318,7 +318,7 @@ class Run:
         return Called(value, error)
 
     def _replay(self, script: Sequence[_KitCall]) -> None:
-        """The clean call's kit calls on this step's facade, in order, until the crash point
+        """The clean call's kit calls on this step's facades, in order, until the crash point
         raises `_Crash`. A kit call's error is the learner's to react to, and its reaction is
         in what the script calls next (or in the script ending there)."""
         for call in script:
@@ -525,7 +525,12 @@ def _immutable(value: Any) -> bool:
         return all(_immutable(item) for item in value)
     if _record(kind):
         return all(_immutable(getattr(value, f.name)) for f in dataclasses.fields(value))
-    return kind.__module__.startswith("shopops_lab.") and getattr(kind, "__slots__", None) == ()  # a token (QueueId)
+    return (
+        kind.__module__.startswith("shopops_lab.")
+        and all(  # a token of the kit's with no state (a QueueId)
+            getattr(klass, "__slots__", None) == () for klass in kind.__mro__[:-1]
+        )
+    )
 
 
 def _plain(value: Any) -> bool:

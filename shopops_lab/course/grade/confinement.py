@@ -3,7 +3,7 @@
 Each submission graded at once has a core of its own (`core_for`), which its judge and its
 learner's processes keep (`pin`): they take turns, so a hand-over on one core is a local
 wake-up, where one across cores costs a virtual machine's inter-processor interrupt (lab 07,
-21,000 hand-overs, graded in 5.4 s on one core against 8.7 to 17 s let roam).
+21,000 hand-overs, graded in 5.4 to 6.4 s on one core against 8.7 to 17 s let roam).
 
 Run as root on Linux, each attempt at a submission gets a uid of its own, never used by
 anything else: its processes run under it, see the key, the output folder and the
