@@ -58,6 +58,7 @@ import dataclasses
 import enum
 import re
 import types
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -152,6 +153,8 @@ class World(Protocol):
 
     def moves(self) -> Sequence[Move]: ...  # enabled now, in a stable order, names unique
     def fingerprint(self) -> Hashable: ...  # everything the future depends on, but the processes' memory
+    # Optional: `alike`, actors whose names the learner's code cannot see, and
+    # `actor_print(actor)`, the fingerprint's part that names one; see `_state`.
     def broken(self) -> str | None: ...  # an invariant broken now, said decisive fact first
     def finished(self) -> str | None: ...  # asked when no move is left: nothing lost?
     def crashed(self, actor: str) -> str | None: ...  # the actor's process died; what follows, in words
@@ -375,7 +378,7 @@ class Run:
         self._copies.pop(actor, None)  # its next step starts a fresh process
         self._dead = False
 
-    def _memory(self) -> Hashable:
+    def _memory(self) -> tuple[tuple[str, Any], ...]:
         return tuple((actor, memory(copy)) for actor, copy in sorted(self._copies.items()))
 
 
@@ -639,6 +642,23 @@ def _children(
     return children, live
 
 
+def _state(played: _Played) -> tuple[Hashable, ...]:
+    """What a schedule's future depends on: the world's fingerprint and every process's
+    memory. Actors a world calls `alike` (processes running copies of the same answer,
+    handed the same facades, which their code cannot tell apart) count as a multiset of
+    (the world's part of each, its memory): two states that differ only by which of them is
+    which are one state, and their futures mirror each other (`RecoveryWorld`: W1 runs
+    first or W2 does)."""
+    world, memories = played.world, played.run._memory()
+    alike = getattr(world, "alike", ())
+    if not alike:
+        return world.fingerprint(), memories
+    known = dict(memories)
+    mirrored = Counter((world.actor_print(actor), known.get(actor)) for actor in alike)  # type: ignore[attr-defined]
+    others = tuple((actor, seen) for actor, seen in memories if actor not in alike)
+    return world.fingerprint(), frozenset(mirrored.items()), others
+
+
 def _variants(bound: Bound, spent: Mapping[str, int], move: str, points: list[tuple[str, bool]]) -> list[Event]:
     """The faulty versions of a learner call that made the kit calls `points`."""
     events: list[Event] = []
@@ -684,7 +704,7 @@ def _search(scenario: Scenario, answer: Any) -> Exploration:
                             states,
                             Counterexample(schedule, child.problem, tuple(child.steps)),
                         )
-                    key = (depth, child.world.fingerprint(), child.run._memory(), tuple(sorted(child.spent.items())))
+                    key = (depth, *_state(child), tuple(sorted(child.spent.items())))
                     if key in merged:
                         merged[key][3] += paths
                     else:

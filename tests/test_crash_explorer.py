@@ -449,3 +449,28 @@ def test_after_an_ack_the_queue_offers_nothing_more():
 
     acked = lab05.replay(learners_run, "W1 runs O-1001 (crash after ack)")
     assert acked.problem is None and acked.complete  # done and acked: no lease to expire, no redelivery
+
+
+@pytest.mark.parametrize("runner", [learners_run, remembers_in_memory], ids=["right", "keeps-memory"])
+def test_mirror_states_are_searched_once_and_the_search_finds_the_same(runner, monkeypatch):
+    """W1 and W2 run copies of the same answer on the same env, so a state and its mirror
+    image (W2 where W1 was) have mirrored futures: searched once, the count of schedules is
+    the same, so is the shortest counterexample, through fewer states."""
+    from shopops_lab.checks import recovery_world
+    from shopops_lab.explore import explore as search
+
+    scenario = recovery_world.scenario("a lost reply", (ProviderFault.DROP_REPLY,), "O-1001")
+    mirrored = search(scenario, runner)
+    monkeypatch.setattr(recovery_world.RecoveryWorld, "alike", ())  # each worker by its name
+    monkeypatch.setattr(
+        recovery_world.RecoveryWorld,
+        "fingerprint",
+        lambda world, named=recovery_world.RecoveryWorld.fingerprint: (
+            named(world),
+            tuple(world.actor_print(worker) for worker in recovery_world.WORKERS),
+        ),
+    )
+    named = search(scenario, runner)
+    found = [None if e.counterexample is None else e.counterexample.words for e in (mirrored, named)]
+    assert mirrored.schedules == named.schedules and found[0] == found[1]
+    assert mirrored.states < named.states, (mirrored.states, named.states)

@@ -173,17 +173,25 @@ class RecoveryWorld:
             found.append(Move(f"{job}'s lease expires", "queue", self._expire, cost="expiry"))
         return found
 
+    alike = WORKERS  # both run fresh copies of the answer on the same env: the code cannot tell them apart
+
+    def actor_print(self, worker: str) -> Hashable:
+        """`worker`'s part of the state: whether it holds a duplicate delivery, what its runs returned."""
+        return worker in self.holders, tuple(repr(value) for who, value in self.returned if who == worker)
+
     def fingerprint(self) -> Hashable:
         """What the future depends on: the queue's view, the stored checkpoint (its token
-        aside), what was made, sent and known, and what runs returned; not the history, so
-        schedules that reach the same state by different crashes are searched once."""
+        aside), what was made, sent and known; not the history, so schedules that reach the
+        same state by different crashes are searched once. Each worker's part is in
+        `actor_print`: the explorer counts W1 and W2 as alike (`alike`), so a state and its
+        mirror image (W2 where W1 was) are searched once too."""
         env = self.env
         records = env.checkpoints.records(self.job_id)
         checkpoint = _picture(records[-1]) if records else None
         provider = env.adapter.provider
         return (
             self.status,
-            self.holders,
+            len(self.holders),
             self.lease,
             self.deliveries,
             checkpoint,
@@ -195,7 +203,6 @@ class RecoveryWorld:
             bool(env.acks),
             tuple(provider._faults),
             len(env.adapter.ledger),
-            tuple((w, repr(v)) for w, v in self.returned),
         )
 
     def crashed(self, actor: str) -> str:
