@@ -451,26 +451,51 @@ def test_after_an_ack_the_queue_offers_nothing_more():
     assert acked.problem is None and acked.complete  # done and acked: no lease to expire, no redelivery
 
 
-@pytest.mark.parametrize("runner", [learners_run, remembers_in_memory], ids=["right", "keeps-memory"])
-def test_mirror_states_are_searched_once_and_the_search_finds_the_same(runner, monkeypatch):
-    """W1 and W2 run copies of the same answer on the same env, so a state and its mirror
-    image (W2 where W1 was) have mirrored futures: searched once, the count of schedules is
-    the same, so is the shortest counterexample, through fewer states."""
-    from shopops_lab.checks import recovery_world
+def _lab06(handle_source: str):
+    namespace: dict = {}
+    exec(handle_source, namespace)
+    return namespace["handle"]
+
+
+def _in_memory_handle(delivery, processed, apply):  # a duplicate remembered in the process, not the table
+    if delivery.message_id in _SEEN:
+        return False
+    apply(delivery)
+    _SEEN.add(delivery.message_id)
+    return True
+
+
+_SEEN: set = set()
+
+
+def _worlds():
+    from shopops_lab.checks import lab06, recovery_world
+    from shopops_lab.checks.model_answers import MODEL_ANSWERS
+
+    lost_reply = recovery_world.scenario("a lost reply", (ProviderFault.DROP_REPLY,), "O-1001")
+    right_handle = _lab06(MODEL_ANSWERS["06.2"])
+    return [
+        (lost_reply, recovery_world.RecoveryWorld, learners_run, False),
+        (lost_reply, recovery_world.RecoveryWorld, remembers_in_memory, True),
+        (lab06.scenario(), lab06._Refunds, right_handle, False),
+        (lab06.scenario(), lab06._Refunds, _in_memory_handle, True),
+    ]
+
+
+@pytest.mark.parametrize("case", range(4), ids=["05-right", "05-keeps-memory", "06-right", "06-keeps-memory"])
+def test_mirror_states_are_searched_once_and_the_search_finds_the_same(case, monkeypatch):
+    """Two workers (lab 05) or consumers (lab 06) run copies of the same answer on the same
+    facades, so a state and its mirror image (W2 where W1 was) have mirrored futures:
+    searched once, the count of schedules is the same, so is the shortest counterexample,
+    through fewer states."""
     from shopops_lab.explore import explore as search
 
-    scenario = recovery_world.scenario("a lost reply", (ProviderFault.DROP_REPLY,), "O-1001")
-    mirrored = search(scenario, runner)
-    monkeypatch.setattr(recovery_world.RecoveryWorld, "alike", ())  # each worker by its name
-    monkeypatch.setattr(
-        recovery_world.RecoveryWorld,
-        "fingerprint",
-        lambda world, named=recovery_world.RecoveryWorld.fingerprint: (
-            named(world),
-            tuple(world.actor_print(worker) for worker in recovery_world.WORKERS),
-        ),
-    )
-    named = search(scenario, runner)
+    scenario, world, answer, wrong = _worlds()[case]
+    mirrored = search(scenario, answer)
+    actors, fingerprint = world.alike, world.fingerprint
+    monkeypatch.setattr(world, "alike", ())  # each actor by its name: its part in the fingerprint
+    monkeypatch.setattr(world, "fingerprint", lambda it: (fingerprint(it), tuple(map(it.actor_print, actors))))
+    named = search(scenario, answer)
     found = [None if e.counterexample is None else e.counterexample.words for e in (mirrored, named)]
-    assert mirrored.schedules == named.schedules and found[0] == found[1]
+    assert mirrored.schedules == named.schedules and found[0] == found[1] and (found[0] is not None) == wrong
     assert mirrored.states < named.states, (mirrored.states, named.states)
