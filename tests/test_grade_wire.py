@@ -96,6 +96,10 @@ def count():
 class Store(NaiveResultStore):
     pass
 
+class ShowsOtherwise(NaiveResultStore):
+    def result(self, job_id):
+        return "all is well"
+
 def outlives(effect):
     try:
         effect("first")
@@ -501,3 +505,15 @@ def test_digests_asked_together_are_drawn_in_one_request_before_the_learners_cod
         store.claim("job-1", "W1")  # the learner's code runs: `before` is drawn first...
         assert sorted(sent) == ["callattr", "digests", "digests"]
         assert picture(made, store) != before and before == asked[0]  # ...as it stood before the claim
+
+
+def test_a_kit_method_read_in_turn_is_the_kits_whatever_the_learners_class_overrides(run) -> None:
+    """A check reads what a store holds with the kit's own method, in the store's process:
+    a class that overrides `result` to show something else shows it only to its own callers."""
+    made = restart(run.answer("ShowsOtherwise"))
+    store = made()
+    store.complete("job-1", {"x": 1}, token=store.claim("job-1", "W1"), worker_id="W1")
+    assert in_turn(made, store, ("result", ("job-1",)), (NaiveResultStore.result, ("job-1",))) == [
+        "all is well",
+        {"x": 1},
+    ]

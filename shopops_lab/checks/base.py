@@ -127,7 +127,7 @@ class ForeignAnswer(ABC):
         be done (one they hold has no counterpart, or a value cannot be copied)."""
 
     @abstractmethod
-    def in_turn(self, value: Any, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    def in_turn(self, value: Any, calls: Sequence[tuple[str | Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
         """`value.name(*args)` for each (name, args), in order, where `value` (an object the
         answer made) lives: one message for all of them; the first to raise ends the rest."""
 
@@ -192,14 +192,16 @@ def twins(answer: Any, values: Sequence[Any], swap: Sequence[tuple[Any, Any]] = 
     raise NotCopyable("in one process, schedules are replayed")
 
 
-def in_turn(answer: Any, value: Any, *calls: tuple[str, tuple[Any, ...]]) -> list[Any]:
+def in_turn(answer: Any, value: Any, *calls: tuple[str | Callable[..., Any], tuple[Any, ...]]) -> list[Any]:
     """What `value.name(*args)` returns for each (name, args), asked in order of `value`, an
     object the learner's code made (a store of the learner's class): a check's several
-    reads of one state cost one message when the answer runs in another process. The
-    first call that raises ends the rest, as it would in a row of plain calls."""
+    reads of one state cost one message when the answer runs in another process. A kit
+    function in place of a name (`NaiveResultStore.result`) is applied to `value` as the kit
+    wrote it, whatever the learner's class overrides. The first call that raises ends the
+    rest, as it would in a row of plain calls."""
     if isinstance(answer, ForeignAnswer):
         return answer.in_turn(value, calls)
-    return [getattr(value, name)(*args) for name, args in calls]
+    return [name(value, *args) if callable(name) else getattr(value, name)(*args) for name, args in calls]
 
 
 @contextlib.contextmanager
@@ -457,14 +459,17 @@ def _raised_by(tb: TracebackType | None, answer: Any) -> bool:
 
 
 def _where(exc: BaseException) -> str:
-    """' (in handle, line 4)': the learner's last frame, so they find the line."""
+    """' (in handle, line 4)': the learner's last frame, so they find the line. A kit error
+    that came through the learner's code in its own process (behind the grader's boundary)
+    brings that process's answer with it (`learner_where`)."""
     tb, found = exc.__traceback__, None
     while tb is not None:
         if _learners(tb.tb_frame.f_code.co_filename):
             found = tb
         tb = tb.tb_next
     if found is None or found.tb_frame.f_code.co_name == "<module>":
-        return ""
+        where = getattr(exc, "learner_where", "")
+        return where if type(where) is str else ""
     return f" (in {found.tb_frame.f_code.co_name}, line {found.tb_lineno})"
 
 

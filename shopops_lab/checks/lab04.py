@@ -201,15 +201,17 @@ class _Fencing:
 
     def _result(self) -> Any:
         """What the store holds for the job, read by the kit's own method (the learner's class may
-        override it); a store in the learner's process is read by its behaviour, its own `result`."""
-        return self.store.result(JOB) if self.foreign else NaiveResultStore.result(self.store, JOB)
+        override it to show something else), where the store lives."""
+        return in_turn(self.made, self.store, (NaiveResultStore.result, (JOB,)))[0]
 
     def _kept(self) -> Any:
         """What the store holds and who wrote it (read as `_result` reads; both reads in one
         message to a store in the learner's process, as this is asked around every write)."""
-        if self.foreign:
-            return canonical(tuple(in_turn(self.made, self.store, ("result", (JOB,)), ("written_by", (JOB,)))))
-        return canonical((NaiveResultStore.result(self.store, JOB), NaiveResultStore.written_by(self.store, JOB)))
+        return canonical(
+            tuple(
+                in_turn(self.made, self.store, (NaiveResultStore.result, (JOB,)), (NaiveResultStore.written_by, (JOB,)))
+            )
+        )
 
     def _stale(self, token: int) -> str:
         if self.newest == 0:

@@ -177,7 +177,10 @@ class JudgePeer(Peer):
             number = described["judge"]
             if type(number) is not int or number not in self.thrown:
                 raise ProtocolError("an exception the judge never raised")
-            return self.thrown[number]
+            thrown = self.thrown[number]
+            if type(described.get("where")) is str:  # `checks.base._where`: the line it came through
+                thrown.learner_where = described["where"][:200]  # type: ignore[attr-defined]
+            return thrown
         if described.get("notattempted") is True:
             return NotAttempted()
         if "exit" in described:
@@ -193,7 +196,9 @@ class JudgePeer(Peer):
             with contextlib.suppress(ProtocolError, Exception):
                 klass = kit_class(described["kit"][0])
                 if issubclass(klass, ShopOpsError) and type(described["kit"][1]) is dict:
-                    return klass(**{str(k): self.decode(v) for k, v in described["kit"][1].items()})
+                    kit_error = klass(**{str(k): self.decode(v) for k, v in described["kit"][1].items()})
+                    kit_error.learner_where = where[:200]  # type: ignore[attr-defined]  # `checks.base._where`
+                    return kit_error
         error: BaseException = learner_error(name, base)(f"{message[:4000]}{where[:200]}")
         return error
 
@@ -331,6 +336,14 @@ class Learner:
                 self.control.settimeout(None)
         code = reply[1] if isinstance(reply, list) and len(reply) == 2 and reply[0] == "ret" else None
         return code if type(code) is int else None
+
+
+def _named(name: Any) -> Any:
+    """A call in turn: a method's name, or a kit function (the kit's own method, applied to
+    the object whatever its class overrides) by its module and qualified name."""
+    if isinstance(name, FunctionType):
+        return {"kit": [name.__module__, name.__qualname__]}
+    return exact(name)
 
 
 class Digest:
@@ -548,12 +561,12 @@ class RemoteAnswer(ForeignAnswer):
                 twins.append(next(handles))
         return twins
 
-    def in_turn(self, value: Any, calls: Sequence[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    def in_turn(self, value: Any, calls: Sequence[tuple[str | Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
         handle = self._current()
         peer = handle._peer
         if not (isinstance(value, Handle) and value._peer is peer):
             raise ProtocolError("in_turn asks an object of the answer's own process")
-        asked = [[exact(name), [peer.encode(a) for a in args]] for name, args in calls]
+        asked = [[_named(name), [peer.encode(a) for a in args]] for name, args in calls]
         found = peer.request(["calls", value._id, asked])
         if not (isinstance(found, list) and len(found) == len(calls)):
             raise ProtocolError("answers in turn of no known shape")

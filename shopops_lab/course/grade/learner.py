@@ -19,6 +19,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -27,7 +28,7 @@ import random
 import signal
 import socket
 import sys
-from types import CodeType
+from types import CodeType, FunctionType
 from typing import Any
 
 from shopops_lab.course.grade.confinement import pin
@@ -294,9 +295,12 @@ class Worker(Peer):
         in one message); the first that raises is the answer, as in a row of plain calls."""
         found = []
         for call in calls:
-            if not (type(call) is list and len(call) == 2 and type(call[0]) is str and type(call[1]) is list):
+            if not (type(call) is list and len(call) == 2 and type(call[1]) is list):
                 raise ProtocolError("a call in turn of no known shape")
-            found.append(self._invoke(self.attribute(target, call[0]), call[1], {}, {}))
+            if type(call[0]) is str:
+                found.append(self._invoke(self.attribute(target, call[0]), call[1], {}, {}))
+            else:  # {"kit": [module, qualname]}: the kit's own function of `target` (its class may override it)
+                found.append(self._invoke(functools.partial(_kit_function(call[0]), target), call[1], {}, {}))
         return found
 
     def kit_question(self, message: list[Any], given: dict[str, Any]) -> Any:
@@ -369,8 +373,11 @@ class Worker(Peer):
     def describe(self, exc: BaseException) -> dict[str, Any]:
         from shopops_lab.checks.base import NotAttempted, _where
 
-        if id(exc) in self.origin and self.origin[id(exc)][1] is exc:
-            return {"judge": self.origin[id(exc)][0]}
+        if id(exc) in self.origin and self.origin[id(exc)][1] is exc:  # the judge's own, come back
+            described = {"judge": self.origin[id(exc)][0]}
+            with contextlib.suppress(Exception):
+                described["where"] = exact(_where(exc))  # the line of the learner's it came through
+            return described
         if isinstance(exc, NotAttempted):
             return {"notattempted": True}
         if isinstance(exc, SystemExit):
@@ -416,6 +423,19 @@ def _kit_codes(names: list[Any]) -> list[tuple[Any, str]]:
         code = getattr(value, "__code__", None)
         if code is not None:
             found.append((code, f"{owner}.{name}" if owner else name))
+    return found
+
+
+def _kit_function(named: Any) -> Any:
+    """The kit's function named {"kit": [module, qualname]} (a method of one of its classes)."""
+    if not (type(named) is dict and type(named.get("kit")) is list and len(named["kit"]) == 2):
+        raise ProtocolError("a kit function of no known shape")
+    module, qualname = named["kit"]
+    found: Any = sys.modules.get(module) if type(module) is str and module.startswith("shopops_lab.") else None
+    for part in str(qualname).split(".") if found is not None else ():
+        found = getattr(found, part, None)
+    if not (isinstance(found, FunctionType) and found.__module__ == module):
+        raise ProtocolError(f"no kit function {module}.{qualname}")
     return found
 
 

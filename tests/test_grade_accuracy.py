@@ -1,0 +1,102 @@
+"""Every answer of the explored checks' accuracy suites, judged behind the grader's process
+boundary, gets the verdict and the message it gets in one process.
+
+Across the boundary the explorer forks states instead of replaying them, plays a crashed
+call from the kit calls it recorded instead of running the learner again, counts alike
+workers as a multiset and draws a state's digests together; in one process it replays
+every prefix. Each suite's right answers (written unlike the master) and wrong answers
+(the mistakes learners make) are defined in the learner's process from the suite's own
+source, and each exercise's `result` must say the same word for word on both sides."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+from shopops_lab.course.grade.judge import CheckRun, Learner
+
+SUITES = {  # accuracy module -> its specifications of explored checks
+    "test_check_accuracy_lab01": ("HANDLER",),
+    "test_check_accuracy_lab02": ("DRAIN",),
+    "test_check_accuracy_lab03": ("LOOP",),
+    "test_check_accuracy_lab04": ("STORE",),
+    "test_check_accuracy_lab05": ("SPEC", "INTENT"),
+    "test_check_accuracy_lab06": ("SPEC", "DISPATCH"),
+}
+
+
+def _cases() -> list[tuple[str, str, str]]:
+    found = []
+    for module_name, specs in SUITES.items():
+        module = importlib.import_module(module_name)
+        for spec_name in specs:
+            spec = getattr(module, spec_name)
+            for answer in (*spec.right, *(refused.answer for refused in spec.wrong)):
+                name = getattr(answer, "__name__", "")
+                if getattr(module, name, None) is answer:  # defined at the suite's top level: its source can cross
+                    found.append((module_name, spec_name, name))
+    return found
+
+
+CASES = _cases()
+
+# Where the grader's words differ, and why (the verdict never does).
+DIFFERENT_WORDS = {
+    # A str subclass that equals everything crosses as the plain string it holds.
+    "returns_a_string_that_equals_anything": lambda said: said.replace("the AlwaysEqual 'yes'", "the str 'yes'"),
+    # Behind the boundary, handing the exercise to the kit is seen once the search is over
+    # (`watching`), so the refusal has no schedule: only its first sentence.
+    "DelegatesToTheKitFence": lambda said: said.split(" The shortest schedule")[0],
+    "delegates_to_the_kit_consumer": lambda said: said.split(" The shortest schedule")[0],
+}
+
+
+@pytest.fixture(scope="module")
+def learners(tmp_path_factory: pytest.TempPathFactory):
+    """One learner process per suite, its cells the suite's own source."""
+    started: dict[str, Learner] = {}
+
+    def learner(module_name: str) -> Learner:
+        if module_name not in started:
+            scratch = str(tmp_path_factory.mktemp(module_name))
+            config = {"scratch": scratch, "lock": scratch, "uid": None, "hide": [], "memory_mb": 1024}
+            process = Learner({**config, "cpu_seconds": 600, "imports": ["shopops_lab.checks.base"]}, announce=print)
+            process.start()
+            module = importlib.import_module(module_name)
+            assert process.run(f"__file__ = {module.__file__!r}", "<cell where>") is None  # the suite finds its master
+            assert process.run(inspect.getsource(module), f"<cell {module_name}>") is None
+            started[module_name] = process
+        return started[module_name]
+
+    yield learner
+    for process in started.values():
+        process.stop()
+
+
+@pytest.mark.parametrize(("module_name", "spec_name", "name"), CASES, ids=[f"{m[-5:]}-{s}-{n}" for m, s, n in CASES])
+def test_the_grader_judges_each_answer_as_the_notebook_does(learners, module_name, spec_name, name) -> None:
+    module = importlib.import_module(module_name)
+    exercise = getattr(module, spec_name).exercise
+    here = exercise.result(getattr(module, name))
+    run = CheckRun(learners(module_name))
+    try:
+        there = exercise.result(run.answer(name))
+    finally:
+        run.close()
+    assert there.verdict == here.verdict
+    if name in DIFFERENT_WORDS:
+        assert DIFFERENT_WORDS[name](here.message) == there.message
+    else:
+        assert there.message == here.message
+
+
+def test_every_explored_check_is_covered_by_right_and_wrong_answers() -> None:
+    """The cases above hold each suite's answers (a suite that stops defining its answers
+    at its top level would silently drop out)."""
+    for module_name, specs in SUITES.items():
+        for spec_name in specs:
+            names = [n for m, s, n in CASES if (m, s) == (module_name, spec_name)]
+            spec = getattr(importlib.import_module(module_name), spec_name)
+            assert len(names) >= len(spec.right) + len(spec.wrong) - 2, (module_name, spec_name, names)
