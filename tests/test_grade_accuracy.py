@@ -62,7 +62,9 @@ def learners(tmp_path_factory: pytest.TempPathFactory):
         if module_name not in started:
             scratch = str(tmp_path_factory.mktemp(module_name))
             config = {"scratch": scratch, "lock": scratch, "uid": None, "hide": [], "memory_mb": 1024}
-            process = Learner({**config, "cpu_seconds": 600, "imports": ["shopops_lab.checks.base"]}, announce=print)
+            process = Learner(
+                {**config, "cpu_seconds": 600, "imports": ["shopops_lab.checks.base"]}, announce=lambda pid: None
+            )
             process.start()
             module = importlib.import_module(module_name)
             assert process.run(f"__file__ = {module.__file__!r}", "<cell where>") is None  # the suite finds its master
