@@ -211,7 +211,7 @@ class Step:
 @dataclass(frozen=True)
 class _KitCall:
     """A call the learner made on a facade of its step: `path` names the facade, then the
-    attributes to the callable; its values are plain data (`_plain`)."""
+    attributes to the callable; its values are data alone (`_data`)."""
 
     path: tuple[str, ...]
     args: list[Any]
@@ -290,11 +290,15 @@ class Run:
             yield
             return
         handed = {id(facade): _Handed(name) for name, facade in self._facades.items()}
-        args = tuple(handed.get(id(value), value) for value in args)  # a facade passed back: by its name
-        kwargs = {key: handed.get(id(value), value) for key, value in kwargs.items()}
-        if all(_plain(value) for value in (*args, *kwargs.values())):
-            self.script.append(_KitCall(path, _copy(list(args)), _copy(kwargs)))
-        else:
+        try:  # a facade passed back goes by its name
+            self.script.append(
+                _KitCall(
+                    path,
+                    [_data(handed.get(id(value), value)) for value in args],
+                    {key: _data(handed.get(id(value), value)) for key, value in kwargs.items()},
+                )
+            )
+        except _NotData:
             self.script = None
         self._inside = True
         try:
@@ -328,8 +332,8 @@ class Run:
             target = self._facades[call.path[0]]
             for name in call.path[1:]:
                 target = getattr(target, name)
-            args = [self._facades[a.name] if type(a) is _Handed else a for a in _copy(call.args)]
-            kwargs = {k: self._facades[v.name] if type(v) is _Handed else v for k, v in _copy(call.kwargs).items()}
+            args = [self._facades[a.name] if type(a) is _Handed else a for a in _data(call.args)]
+            kwargs = {k: self._facades[v.name] if type(v) is _Handed else v for k, v in _data(call.kwargs).items()}
             with contextlib.suppress(Exception):
                 target(*args, **kwargs)
 
@@ -536,33 +540,31 @@ def _immutable(value: Any) -> bool:
     )
 
 
-def _plain(value: Any) -> bool:
-    """Data alone, with nothing of either process in it: what can be passed again in another
-    world's call (its lists and dicts are copied there, `_copy`)."""
-    kind = type(value)
-    if kind in (list, tuple) or _kit_tuple(kind):
-        return all(_plain(item) for item in value)
-    if kind is dict:
-        return all(_immutable(key) and _plain(item) for key, item in value.items())
-    if _record(kind):
-        return all(_plain(getattr(value, f.name)) for f in dataclasses.fields(value))
-    return _immutable(value)
+class _NotData(Exception):
+    """A value with something of either process in it: only the learner can pass it again."""
 
 
-def _copy(value: Any) -> Any:
-    """A plain value's own copy: what could change (a list, a dict, a record holding one) is new."""
+def _data(value: Any) -> Any:
+    """`value` as data alone, to be passed again in another world's call: itself where
+    nothing can change it (`_immutable`), else a copy of what can (a list, a dict, a kit
+    record or NamedTuple holding one). Raises `_NotData` where an object of the learner's,
+    or of the check's, is in it."""
     if _immutable(value):
         return value
     kind = type(value)
     if kind in (list, tuple):
-        return kind(_copy(item) for item in value)
+        return kind(_data(item) for item in value)
     if _kit_tuple(kind):
-        return kind(*(_copy(item) for item in value))
+        return kind(*(_data(item) for item in value))
     if kind is dict:
-        return {key: _copy(item) for key, item in value.items()}
-    return dataclasses.replace(
-        value, **{f.name: _copy(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
-    )
+        if not all(_immutable(key) for key in value):
+            raise _NotData("a key that can change")
+        return {key: _data(item) for key, item in value.items()}
+    if _record(kind):
+        return dataclasses.replace(
+            value, **{f.name: _data(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+        )
+    raise _NotData(kind.__name__)
 
 
 def _kit_tuple(kind: type) -> bool:

@@ -451,34 +451,17 @@ def test_after_an_ack_the_queue_offers_nothing_more():
     assert acked.problem is None and acked.complete  # done and acked: no lease to expire, no redelivery
 
 
-def _lab06(handle_source: str):
-    namespace: dict = {}
-    exec(handle_source, namespace)
-    return namespace["handle"]
-
-
-def _in_memory_handle(delivery, processed, apply):  # a duplicate remembered in the process, not the table
-    if delivery.message_id in _SEEN:
-        return False
-    apply(delivery)
-    _SEEN.add(delivery.message_id)
-    return True
-
-
-_SEEN: set = set()
-
-
 def _worlds():
+    from test_check_accuracy_lab06 import SPEC, remembers_in_its_own_memory
+
     from shopops_lab.checks import lab06, recovery_world
-    from shopops_lab.checks.model_answers import MODEL_ANSWERS
 
     lost_reply = recovery_world.scenario("a lost reply", (ProviderFault.DROP_REPLY,), "O-1001")
-    right_handle = _lab06(MODEL_ANSWERS["06.2"])
     return [
         (lost_reply, recovery_world.RecoveryWorld, learners_run, False),
         (lost_reply, recovery_world.RecoveryWorld, remembers_in_memory, True),
-        (lab06.scenario(), lab06._Refunds, right_handle, False),
-        (lab06.scenario(), lab06._Refunds, _in_memory_handle, True),
+        (lab06.scenario(), lab06._Refunds, SPEC.right[0], False),
+        (lab06.scenario(), lab06._Refunds, remembers_in_its_own_memory, True),
     ]
 
 

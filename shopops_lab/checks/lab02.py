@@ -328,13 +328,16 @@ def _view(run: Run, world: _Replay) -> Any:
     queue = world.queue
     small = len(world.shape) <= SMALL
 
-    def call(point: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        world.spend(point)
-        if small:
-            run.enter(point)
-        result = fn(*args, **kwargs)
-        if small:
-            run.leave(point)
+    def call(point: str, *args: Any, **kwargs: Any) -> Any:
+        """R's `queue.<point>(*args, **kwargs)`: recorded (`Run.recorded`), counted, and on a
+        small DLQ between two fault points."""
+        with run.recorded(("queue", point), args, kwargs):
+            world.spend(point)
+            if small:
+                run.enter(point)
+            result = getattr(queue, point)(*args, **kwargs)
+            if small:
+                run.leave(point)
         return result
 
     class Queue:
@@ -357,21 +360,17 @@ def _view(run: Run, world: _Replay) -> Any:
                     run.leave("replay_dlq")
 
         def process_one(self, worker_id, handler, **kwargs):
-            with run.recorded(("queue", "process_one"), (worker_id, handler), kwargs):
-                world.last = call("process_one", queue.process_one, worker_id, handler, **kwargs)
+            world.last = call("process_one", worker_id, handler, **kwargs)
             return world.last
 
         def acquire(self, worker_id, **kwargs):
-            with run.recorded(("queue", "acquire"), (worker_id,), kwargs):
-                return call("acquire", queue.acquire, worker_id, **kwargs)
+            return call("acquire", worker_id, **kwargs)
 
         def ack(self, lease, **kwargs):
-            with run.recorded(("queue", "ack"), (lease,), kwargs):
-                return call("ack", queue.ack, lease, **kwargs)
+            return call("ack", lease, **kwargs)
 
         def nack(self, lease, error=None, **kwargs):
-            with run.recorded(("queue", "nack"), (lease, error), kwargs):
-                return call("nack", queue.nack, lease, error, **kwargs)
+            return call("nack", lease, error, **kwargs)
 
         def item(self, item_id):
             return queue.item(item_id)

@@ -237,13 +237,16 @@ def _facades(run: Run, world: _Refunds) -> tuple[Any, Any]:
     return seal(Processed(), world), seal(Apply(), world)
 
 
-def _write(processed: Processed, point: str, change: str, key: Any) -> None:
+def _write(processed: Processed, name: str, change: str, key: Any) -> None:
+    """The learner's `processed.<name>(key)`, a write of the table (`change` on its set):
+    recorded (`Run.recorded`), then between the fault points `processed.<name>`."""
     world = behind(processed)
     hash(key)
-    world.run.enter(point)
-    world.commit()  # this write commits the refunds applied before it
-    getattr(world.records, change)(key)
-    world.run.leave(point)
+    with world.run.recorded(("processed", name), (key,), {}):
+        world.run.enter(f"processed.{name}")
+        world.commit()  # this write commits the refunds applied before it
+        getattr(world.records, change)(key)
+        world.run.leave(f"processed.{name}")
 
 
 class Processed:
@@ -261,18 +264,15 @@ class Processed:
         return iter(sorted(behind(self).records, key=repr))
 
     def add(self, key: Any) -> None:
-        with behind(self).run.recorded(("processed", "add"), (key,), {}):
-            _write(self, "processed.add", "add", key)
+        _write(self, "add", "add", key)
 
     def discard(self, key: Any) -> None:
-        with behind(self).run.recorded(("processed", "discard"), (key,), {}):
-            _write(self, "processed.discard", "discard", key)
+        _write(self, "discard", "discard", key)
 
     def remove(self, key: Any) -> None:
-        with behind(self).run.recorded(("processed", "remove"), (key,), {}):
-            if key not in behind(self).records:
-                raise KeyError(key)
-            _write(self, "processed.remove", "discard", key)
+        if key not in behind(self).records:
+            raise KeyError(key)
+        _write(self, "remove", "discard", key)
 
     def __repr__(self) -> str:
         return f"<processed: {len(behind(self).records)} records>"

@@ -47,22 +47,10 @@ class _GatedCheckpoints(_WorkerCheckpoints):
         self._run = run
 
     def load(self, job_id: str) -> Checkpoint | None:
-        return _gated(
-            self._run,
-            ("env", "checkpoints", "load"),
-            (job_id,),
-            {},
-            lambda: super(_GatedCheckpoints, self).load(job_id),
-        )
+        return _gated(self._run, ("env", "checkpoints", "load"), self._store, job_id)
 
     def save(self, job_id: str, checkpoint: Checkpoint, *, token: int, now: float | None = None) -> Checkpoint:
-        return _gated(
-            self._run,
-            ("env", "checkpoints", "save"),
-            (job_id, checkpoint),
-            {"token": token, "now": now},
-            lambda: super(_GatedCheckpoints, self).save(job_id, checkpoint, token=token, now=now),
-        )
+        return _gated(self._run, ("env", "checkpoints", "save"), self._store, job_id, checkpoint, token=token, now=now)
 
 
 class _GatedEnv(WorkerEnv):
@@ -81,49 +69,36 @@ class _GatedEnv(WorkerEnv):
         return _GatedCheckpoints(self._env.checkpoints, self._run)
 
     def claim(self, job_id: str) -> int:
-        return _gated(self._run, ("env", "claim"), (job_id,), {}, lambda: self._env.claim(job_id))
+        return _gated(self._run, ("env", "claim"), self._env, job_id)
 
     def resume(self, job_id: str) -> Checkpoint:
-        return _gated(self._run, ("env", "resume"), (job_id,), {}, lambda: self._env.resume(job_id))
+        return _gated(self._run, ("env", "resume"), self._env, job_id)
 
     def make(self, job_id: str, step_id: str) -> str:
-        return _gated(self._run, ("env", "make"), (job_id, step_id), {}, lambda: self._env.make(job_id, step_id))
+        return _gated(self._run, ("env", "make"), self._env, job_id, step_id)
 
     def send(self, job_id: str, step_id: str, op_id: str, *, body: str = "") -> SendResult:
-        return _gated(
-            self._run,
-            ("env", "send"),
-            (job_id, step_id, op_id),
-            {"body": body},
-            lambda: self._env.send(job_id, step_id, op_id, body=body),
-        )
+        return _gated(self._run, ("env", "send"), self._env, job_id, step_id, op_id, body=body)
 
     def lookup(self, op_id: str) -> SendResult:
-        return _gated(self._run, ("env", "lookup"), (op_id,), {}, lambda: self._env.lookup(op_id))
+        return _gated(self._run, ("env", "lookup"), self._env, op_id)
 
     def ack(self, job_id: str, *, token: int, result: Any = None) -> None:
-        _gated(
-            self._run,
-            ("env", "ack"),
-            (job_id,),
-            {"token": token, "result": result},
-            lambda: self._env.ack(job_id, token=token, result=result),
-        )
+        _gated(self._run, ("env", "ack"), self._env, job_id, token=token, result=result)
 
     def note(self, line: str) -> None:
         with self._run.recorded(("env", "note"), (line,), {}):
             super().note(line)
 
 
-def _gated(
-    run: Run, path: tuple[str, ...], args: tuple[Any, ...], kwargs: Mapping[str, Any], call: Callable[[], Any]
-) -> Any:
-    """`call`, the learner's `facade.<path>(*args, **kwargs)`: recorded, then between the
-    schedule's two fault points of its name."""
+def _gated(run: Run, path: tuple[str, ...], target: Any, *args: Any, **kwargs: Any) -> Any:
+    """The learner's `facade.<path>(*args, **kwargs)`, made on `target` (the env or the store
+    behind the facade) by the same name: recorded, then between the schedule's two fault
+    points of that name."""
     point = path[-1]
     with run.recorded(path, args, kwargs):
         run.enter(point)
-        result = call()
+        result = getattr(target, point)(*args, **kwargs)
         run.leave(point)
     return result
 

@@ -300,7 +300,11 @@ class Worker(Peer):
             if type(call[0]) is str:
                 found.append(self._invoke(self.attribute(target, call[0]), call[1], {}, {}))
             else:  # {"kit": [module, qualname]}: the kit's own function of `target` (its class may override it)
-                found.append(self._invoke(functools.partial(_kit_function(call[0]), target), call[1], {}, {}))
+                named = call[0].get("kit") if type(call[0]) is dict else None
+                function = _kit_function(*named) if type(named) is list and len(named) == 2 else None
+                if function is None:
+                    raise ProtocolError("a kit function this process does not have")
+                found.append(self._invoke(functools.partial(function, target), call[1], {}, {}))
         return found
 
     def kit_question(self, message: list[Any], given: dict[str, Any]) -> Any:
@@ -415,28 +419,22 @@ def _kit_codes(names: list[Any]) -> list[tuple[Any, str]]:
         if not (type(entry) is list and len(entry) == 3 and all(type(part) is str for part in entry)):
             raise ProtocolError("a kit function that is not [module, owner, name]")
         module, owner, name = entry
-        if module != "shopops_lab" and not module.startswith("shopops_lab."):
-            continue
-        value: Any = sys.modules.get(module)
-        for part in [*owner.split("."), name] if owner else [name]:
-            value = getattr(value, part, None)
-        code = getattr(value, "__code__", None)
-        if code is not None:
-            found.append((code, f"{owner}.{name}" if owner else name))
+        qualname = f"{owner}.{name}" if owner else name
+        function = _kit_function(module, qualname)
+        if function is not None:
+            found.append((function.__code__, qualname))
     return found
 
 
-def _kit_function(named: Any) -> Any:
-    """The kit's function named {"kit": [module, qualname]} (a method of one of its classes)."""
-    if not (type(named) is dict and type(named.get("kit")) is list and len(named["kit"]) == 2):
-        raise ProtocolError("a kit function of no known shape")
-    module, qualname = named["kit"]
-    found: Any = sys.modules.get(module) if type(module) is str and module.startswith("shopops_lab.") else None
-    for part in str(qualname).split(".") if found is not None else ():
-        found = getattr(found, part, None)
-    if not (isinstance(found, FunctionType) and found.__module__ == module):
-        raise ProtocolError(f"no kit function {module}.{qualname}")
-    return found
+def _kit_function(module: Any, qualname: Any) -> FunctionType | None:
+    """The kit's function `module`.`qualname` (a method of one of its classes), in a kit
+    module already loaded; None where there is none."""
+    found: Any = None
+    if type(module) is str and (module == "shopops_lab" or module.startswith("shopops_lab.")):
+        found = sys.modules.get(module)
+        for part in str(qualname).split("."):
+            found = getattr(found, part, None)
+    return found if isinstance(found, FunctionType) and found.__module__ == module else None
 
 
 def preload(imports: Any) -> None:
