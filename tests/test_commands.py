@@ -33,6 +33,34 @@ def one_error_line(err: str) -> bool:
     return err.startswith("error: ") and err.count("\n") == 1
 
 
+# ---------------------------------------------------------------------------- the parser
+def test_a_subcommand_declares_only_its_own_options_and_help_still_lists_every_command():
+    """Declaring a subcommand's options imports its module: `grade` waits for none of the others."""
+    probe = (
+        "import sys; from shopops_lab import cli; "
+        "args = cli.build_parser(['grade', 'a.ipynb', '--jobs', '3']).parse_args(['grade', 'a.ipynb', '--jobs', '3']); "
+        "print(args.jobs, args.submissions, sorted(m for m in ('shopops_lab.course.lite', 'shopops_lab.sim.cli', "
+        "'shopops_lab.chaos.cli', 'shopops_lab.course.grade.command') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert done.stdout.split("\n")[0] == "3 ['a.ipynb'] ['shopops_lab.course.grade.command']"
+    listed = subprocess.run(
+        [sys.executable, "-m", "shopops_lab", "--help"], capture_output=True, text=True, cwd=ROOT, check=True
+    ).stdout
+    assert all(command.name in listed for command in cli.COMMANDS)
+    for name in ("grade", "simulate", "lite"):  # each still knows its own options
+        assert (
+            "usage: shopops-lab " + name
+            in subprocess.run(
+                [sys.executable, "-m", "shopops_lab", name, "--help"],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                check=True,
+            ).stdout
+        )
+
+
 # ---------------------------------------------------------------------------- a closed standard output
 def test_every_subcommand_is_covered():
     assert {command.name for command in cli.COMMANDS} == set(INVOCATIONS)

@@ -130,29 +130,37 @@ def _skip_format_checkers() -> None:
 
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    _skip_format_checkers()
-    from shopops_lab.course.grade.run import grade
-    from shopops_lab.course.grade.sandbox import Limits
+    from shopops_lab.course.grade.zygote import Zygote
 
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    started = time.monotonic()
     if args.jobs < 1:
         raise BadArgumentError(field="--jobs", problem=f"is {args.jobs}", fix="pass 1 or more")
     _positive("--timeout", args.timeout, MAX_SECONDS, "60")
     _positive("--notebook-timeout", args.notebook_timeout, MAX_SECONDS, "600")
     _positive("--memory", args.memory, MAX_MEMORY_MB, "2048")
-    limits = Limits(
-        cell_seconds=args.timeout, notebook_seconds=max(args.notebook_timeout, args.timeout), memory_mb=args.memory
-    )
-    started = time.monotonic()
-    report = grade(
-        args.submissions,
-        key=args.key,
-        out=args.out,
-        jobs=args.jobs,
-        limits=limits,
-        manual=args.manual,
-        progress=lambda total: Progress(total, stderr),
-    )
+    zygote = Zygote.start()  # the learners' kit loads on another core while the grader loads its own
+    try:
+        _skip_format_checkers()
+        from shopops_lab.course.grade.run import grade
+        from shopops_lab.course.grade.sandbox import Limits
+
+        limits = Limits(
+            cell_seconds=args.timeout, notebook_seconds=max(args.notebook_timeout, args.timeout), memory_mb=args.memory
+        )
+        report = grade(
+            args.submissions,
+            key=args.key,
+            out=args.out,
+            jobs=args.jobs,
+            limits=limits,
+            manual=args.manual,
+            progress=lambda total: Progress(total, stderr),
+            zygote=zygote,
+        )
+    finally:
+        if zygote is not None:
+            zygote.close()
     for warning in report.warnings:
         print(f"warning: {warning}", file=stderr)
     print(report.summary(time.monotonic() - started), file=stdout)

@@ -61,17 +61,19 @@ def grade(
     limits: Limits = Limits(),
     manual: str | Path | None = None,
     progress: Callable[[int], Any] | None = None,
+    zygote: Zygote | None = None,
 ) -> GradeReport:
     """Grade every notebook under `paths` against the masters in `key`; write the gradebook
-    to `out`. Bad arguments raise BadArgumentError before anything runs or is written."""
-    zygote = Zygote.start()  # loads the kit for the learner's processes while the key loads, before it
+    to `out`. Bad arguments raise BadArgumentError before anything runs or is written.
+    `zygote`: one the caller started (and closes), else one is started here."""
+    owned = Zygote.start() if zygote is None else None  # loads the learners' kit while the key loads
     try:
         return _grade(
-            paths, key=key, out=out, jobs=jobs, limits=limits, manual=manual, progress=progress, zygote=zygote
+            paths, key=key, out=out, jobs=jobs, limits=limits, manual=manual, progress=progress, zygote=zygote or owned
         )
     finally:
-        if zygote is not None:
-            zygote.close()
+        if owned is not None:
+            owned.close()
 
 
 def _grade(
