@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 import io
 import re
+import subprocess
+import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -204,6 +206,32 @@ def test_a_score_for_no_submission_is_a_warning(tmp_path: Path, one_submission: 
     scores.write_text("submission,grade_id,score\nbob_lab03,explain-policy,2\n")
     code, out, err = grade_with_manual_scores(one_submission, tmp_path, scores)
     assert code == 0 and "warning: " in err and "bob_lab03 explain-policy matches no written answer" in err
+
+
+def test_a_real_command_line_ends_at_once_with_every_line_and_file_written(
+    tmp_path: Path, one_submission: Path
+) -> None:
+    """From a real command line `grade` skips the interpreter's teardown: nothing it prints
+    or writes may be lost by that, and its status is the command's."""
+    scores = tmp_path / "scores.csv"
+    scores.write_text("submission,grade_id,score\nbob_lab03,explain-policy,2\n")
+    out = tmp_path / "out"
+    args = [str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(out), "--manual", str(scores)]
+    done = subprocess.run(
+        [sys.executable, "-m", "shopops_lab", "grade", *args], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("graded 1, timeout 0, invalid 0, error 0: 1 submission in ") and done.stdout.endswith(
+        "grades.csv\n"
+    )
+    assert "warning: " in done.stderr and "bob_lab03 explain-policy matches no written answer" in done.stderr
+    with open(out / "grades.csv", newline="") as handle:
+        (row,) = [r for r in csv.DictReader(handle) if r["submission"] != "max"]
+    assert (row["student"], row["points"]) == ("alice", "2")
+    refused = subprocess.run(
+        [sys.executable, "-m", "shopops_lab", "grade", *args, "--jobs", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert (refused.returncode, refused.stdout) == (2, "") and refused.stderr.startswith("error: --jobs is 0")
 
 
 def test_the_readmes_points_table_matches_the_masters() -> None:
