@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from shopops_lab.checks.base import NotAttempted, call_answer, in_turn, memory, picture, restart, watching
+from shopops_lab.checks.base import NotAttempted, around, call_answer, in_turn, memory, picture, restart, watching
 from shopops_lab.checks.lab03 import HeartbeatPolicy
 from shopops_lab.course.grade.judge import CheckRun, JudgePeer, Learner, LearnerRaised, RemoteAnswer
 from shopops_lab.course.grade.wire import FRAME_LIMIT, HEADER, Frames, Handle, Peer, PeerGone, ProtocolError, send_frame
@@ -95,6 +95,17 @@ def count():
 
 class Store(NaiveResultStore):
     pass
+
+class Fills(NaiveResultStore):
+    def complete(self, job_id, result, *, token, worker_id):
+        result["seen"] = True  # the check's container, filled
+        if token != self.current_token(job_id):
+            raise StaleTokenError(what=job_id, token=token, current=self.current_token(job_id))
+        return super().complete(job_id, result, token=token, worker_id=worker_id)
+
+class Unwritten(NaiveResultStore):
+    def complete(self, job_id, result, *, token, worker_id):
+        raise NotImplementedError()
 
 class ShowsOtherwise(NaiveResultStore):
     def result(self, job_id):
@@ -379,6 +390,40 @@ def test_reads_in_turn_of_an_object_there_are_one_message_and_stop_at_the_first_
     assert store.claim("job-2", "W1") == 1  # the call after the one that raised never ran
     with pytest.raises(ProtocolError):
         in_turn(made, NaiveResultStore(), ("result", ("job-1",)))  # not an object of the learner's process
+
+
+def _around_twice(made, store) -> tuple:
+    """A write under the newest token and one under a stale token, each read around."""
+    reads = ((NaiveResultStore.result, ("job-1",)), (NaiveResultStore.written_by, ("job-1",)))
+    token, accepted, refused = store.claim("job-1", "W1"), {"x": 1}, {"x": 2}
+    first = around(made, store, ("complete", ("job-1", accepted), {"token": token, "worker_id": "W1"}), *reads)
+    second = around(made, store, ("complete", ("job-1", refused), {"token": 0, "worker_id": "X"}), *reads)
+    return first, second, accepted, refused
+
+
+def test_a_call_with_reads_around_it_is_one_message_and_says_what_one_process_says(run) -> None:
+    made = restart(run.answer("Fills"))
+    store = made()
+    peer = store._peer
+    sent: list[str] = []
+    original = peer.request
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(peer, "request", lambda message, *rest: sent.append(message[0]) or original(message, *rest))
+        remote = _around_twice(made, store)
+    assert sent == ["callattr", "around", "around"]  # the claim, then each write with its reads
+    (before, (value, error), after), (kept, (_, stale), still), accepted, refused = remote
+    assert (before, value, error, after) == ([None, None], None, None, [{"x": 1, "seen": True}, ("W1", 1)])
+    assert accepted == {"x": 1, "seen": True} and refused == {"x": 2, "seen": True}  # filled, as in one process
+    assert isinstance(stale, StaleTokenError) and (stale.token, stale.current) == (0, 1) and kept == still == after
+    namespace: dict = {}
+    exec(compile(CELLS, "<cell test>", "exec"), namespace)
+    local = _around_twice(namespace["Fills"], namespace["Fills"]())
+    assert [(b, o[0], type(o[1]), a) for b, o, a in local[:2]] == [(b, o[0], type(o[1]), a) for b, o, a in remote[:2]]
+    unwritten = restart(run.answer("Unwritten"))
+    with pytest.raises(NotAttempted):  # the stub's own error is no outcome, as `attempt` says
+        around(unwritten, unwritten(), ("complete", ("job-1", {}), {"token": 1, "worker_id": "W1"}))
+    with pytest.raises(ProtocolError):
+        around(made, NaiveResultStore(), ("complete", ("job-1", {}), {"token": 1, "worker_id": "W1"}))
 
 
 def test_a_class_answer_is_a_subclass_of_the_kit_class_it_extends(run) -> None:

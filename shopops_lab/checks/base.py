@@ -21,7 +21,7 @@ import functools
 import sys
 import sysconfig
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -36,6 +36,8 @@ class Verdict(StrEnum):
     NOT_JUDGED = "not judged"  # the check could not run as planned here: never a pass, never a fail
 
 
+Call = tuple[str, tuple[Any, ...], Mapping[str, Any]]  # a method of the learner's object: name, args, kwargs
+Read = tuple[str | Callable[..., Any], tuple[Any, ...]]  # a read in turn: a method's name or a kit function, args
 _MARKS = {Verdict.CORRECT: "✅", Verdict.INCORRECT: "❌", Verdict.NOT_ATTEMPTED: "⏳", Verdict.NOT_JUDGED: "❔"}
 # Frames in the kit, the standard library or installed packages are not the learner's code.
 _NOT_THE_LEARNERS = tuple(
@@ -132,6 +134,12 @@ class ForeignAnswer(ABC):
         answer made) lives: one message for all of them; the first to raise ends the rest."""
 
     @abstractmethod
+    def around(
+        self, value: Any, call: Call, reads: Sequence[Read]
+    ) -> tuple[list[Any], tuple[Any, Exception | None], list[Any]]:
+        """`reads` in turn, the learner's `call` of `value` attempted, `reads` again: one message."""
+
+    @abstractmethod
     def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
         """From now on, note which of the kit's `functions` run in the answer's process."""
 
@@ -202,6 +210,22 @@ def in_turn(answer: Any, value: Any, *calls: tuple[str | Callable[..., Any], tup
     if isinstance(answer, ForeignAnswer):
         return answer.in_turn(value, calls)
     return [name(value, *args) if callable(name) else getattr(value, name)(*args) for name, args in calls]
+
+
+def around(
+    answer: Any, value: Any, call: Call, *reads: Read
+) -> tuple[list[Any], tuple[Any, Exception | None], list[Any]]:
+    """What `reads` of `value` (as `in_turn` reads) give just before and just after the
+    learner's method `value.name(*args, **kwargs)`, and that call's outcome as `attempt`
+    gives it: how a check sees what one call changed, in one message when the answer runs
+    in another process (a check asks this around every write). A container argument the
+    method fills comes back filled, as in one process."""
+    if isinstance(answer, ForeignAnswer):
+        return answer.around(value, call, reads)
+    name, args, kwargs = call
+    before = in_turn(answer, value, *reads)
+    outcome = attempt(getattr(value, name), *args, **kwargs)
+    return before, outcome, in_turn(answer, value, *reads)
 
 
 @contextlib.contextmanager

@@ -22,17 +22,17 @@ from shopops_lab.checks.base import (
     Exercise,
     ForeignAnswer,
     Wrong,
+    around,
     call_answer,
     describe,
     error_text,
-    in_turn,
     picture,
     watching,
 )
 from shopops_lab.checks.fresh import canonical
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import StaleTokenError
-from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, explore, refuse
+from shopops_lab.explore import Bound, Called, Move, Replayed, Run, Scenario, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.fencing import NaiveResultStore, TokenFence
 from shopops_lab.widgets.quiz import Quiz
@@ -138,10 +138,14 @@ class _Fencing:
         return self._judge(run, who, token, again=True)
 
     def _judge(self, run: Run, who: str, token: int, *, again: bool = False) -> str:
-        """The write arrives; the store's answer must follow the token alone."""
-        before = self._kept()
+        """The write arrives; the store's answer must follow the token alone. What the store
+        holds is read just before and just after it, with the write, in one message (this
+        world has no faults, so the write needs no `run.call` of its own)."""
         result = {"decision": f"by {who}", "token": token}
-        called = run.call(self.store.complete, JOB, result, token=token, worker_id=who)
+        write = ("complete", (JOB, result), {"token": token, "worker_id": who})
+        kept_before, outcome, kept_after = around(self.made, self.store, write, *_KEPT)
+        called = Called(*outcome)
+        before, after = canonical(tuple(kept_before)), canonical(tuple(kept_after))
         what = f"{who}'s {'late copy of its ' if again else ''}write with token {token}"
         current = token == self.newest and token > 0
         if self._delegates():
@@ -151,7 +155,7 @@ class _Fencing:
             said = f"{what}: accepted"
             if not current:
                 self.problem = f"the store accepted {what}, {self._stale(token)}. Refuse every token but the newest."
-            elif (held := self._result()) != result:
+            elif (held := kept_after[0]) != result:
                 self.problem = f"the store accepted {what} but holds {describe(held)}: an accepted write is stored."
             return said
         said = f"{what}: refused ({type(called.error).__name__})"
@@ -173,10 +177,10 @@ class _Fencing:
                 f"token the write carried and which one is current (token={token}, "
                 f"current={newest}{', as current_token() says before any claim' if not newest else ''})."
             )
-        elif self._kept() != before:
+        elif after != before:
             self.problem = (
                 f"the store refused {what}, but it now holds "
-                f"{describe(self._result())}: a refused write must change "
+                f"{describe(kept_after[0])}: a refused write must change "
                 "nothing. Decide before you write."
             )
         return said
@@ -199,20 +203,6 @@ class _Fencing:
         kept = [*vars(self.store).values(), *vars(type(self.store)).values()]
         return any(isinstance(value, TokenFence) for value in kept)
 
-    def _result(self) -> Any:
-        """What the store holds for the job, read by the kit's own method (the learner's class may
-        override it to show something else), where the store lives."""
-        return in_turn(self.made, self.store, (NaiveResultStore.result, (JOB,)))[0]
-
-    def _kept(self) -> Any:
-        """What the store holds and who wrote it (read as `_result` reads; both reads in one
-        message to a store in the learner's process, as this is asked around every write)."""
-        return canonical(
-            tuple(
-                in_turn(self.made, self.store, (NaiveResultStore.result, (JOB,)), (NaiveResultStore.written_by, (JOB,)))
-            )
-        )
-
     def _stale(self, token: int) -> str:
         if self.newest == 0:
             return f"a token it never issued (nobody has claimed {JOB})"
@@ -224,6 +214,9 @@ class _Fencing:
         )
 
 
+# What the store holds for the job and who wrote it, read by the kit's own methods (the
+# learner's class may override them to show something else), where the store lives.
+_KEPT = ((NaiveResultStore.result, (JOB,)), (NaiveResultStore.written_by, (JOB,)))
 _DELEGATES = (
     "the store hands the decision to the kit's TokenFence, which already implements this rule: compare "
     "the tokens in complete() yourself."

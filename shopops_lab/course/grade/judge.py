@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from types import FunctionType, MethodType, ModuleType
 from typing import Any
 
-from shopops_lab.checks.base import ForeignAnswer, NotAttempted
+from shopops_lab.checks.base import Call, ForeignAnswer, NotAttempted, Read
 from shopops_lab.course.grade import zygote
 from shopops_lab.course.grade.wire import (
     KIT,
@@ -338,6 +338,10 @@ class Learner:
         return code if type(code) is int else None
 
 
+def _asked(peer: Peer, reads: Sequence[Read]) -> list[Any]:
+    return [[_named(name), [peer.encode(a) for a in args]] for name, args in reads]
+
+
 def _named(name: Any) -> Any:
     """A call in turn: a method's name, or a kit function (the kit's own method, applied to
     the object whatever its class overrides) by its module and qualified name."""
@@ -561,16 +565,42 @@ class RemoteAnswer(ForeignAnswer):
                 twins.append(next(handles))
         return twins
 
-    def in_turn(self, value: Any, calls: Sequence[tuple[str | Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
-        handle = self._current()
-        peer = handle._peer
-        if not (isinstance(value, Handle) and value._peer is peer):
-            raise ProtocolError("in_turn asks an object of the answer's own process")
-        asked = [[_named(name), [peer.encode(a) for a in args]] for name, args in calls]
-        found = peer.request(["calls", value._id, asked])
+    def in_turn(self, value: Any, calls: Sequence[Read]) -> list[Any]:
+        peer = self._owner(value)
+        found = peer.request(["calls", value._id, _asked(peer, calls)])
         if not (isinstance(found, list) and len(found) == len(calls)):
             raise ProtocolError("answers in turn of no known shape")
         return found
+
+    def around(
+        self, value: Any, call: Call, reads: Sequence[Read]
+    ) -> tuple[list[Any], tuple[Any, Exception | None], list[Any]]:
+        peer = self._owner(value)
+        name, args, kwargs = call
+        found = peer.call_with(["around", value._id, exact(name), _asked(peer, reads)], args, dict(kwargs))
+        if not (
+            isinstance(found, list)
+            and len(found) == 3
+            and all(isinstance(read, list) and len(read) == len(reads) for read in (found[0], found[2]))
+            and isinstance(found[1], list)
+            and len(found[1]) == 2
+            and found[1][0] in ("ret", "exc")
+        ):
+            raise ProtocolError("a call's reads around it of no known shape")
+        before, (how, what), after = found
+        if how == "ret":
+            return before, (what, None), after
+        error = peer.exception(what)
+        if isinstance(error, NotAttempted) or not isinstance(error, Exception):
+            raise error  # the stub, as `attempt` lets it through (or the learner's BaseException)
+        return before, (None, error), after
+
+    def _owner(self, value: Any) -> Peer:
+        """The channel to `value`'s process: an object the answer made, in the current copy's."""
+        peer = self._current()._peer
+        if not (isinstance(value, Handle) and value._peer is peer):
+            raise ProtocolError("a read in turn asks an object of the answer's own process")
+        return peer
 
     def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
         names = []

@@ -266,14 +266,25 @@ class Worker(Peer):
         for call in calls:
             if not (type(call) is list and len(call) == 2):
                 raise ProtocolError("a call of no known shape in a batch")
-            try:
-                outcomes.append(["ret", self._invoke(target, call[0], call[1], {})])
-            except Exception as exc:  # noqa: BLE001 - the judge gets it, as that call's exception
-                described = self.describe(exc)
-                if "judge" in described:  # the judge's own, come back: by class and fields (it is not kept)
-                    described = Peer.describe(self, exc)
-                outcomes.append(["exc", described])
+            outcomes.append(self._outcome(target, call[0], call[1], {}))
         return outcomes
+
+    def _outcome(self, target: Any, args: Any, kwargs: Any, given: dict[str, Any]) -> list[Any]:
+        """["ret", value] or ["exc", exception] of one call: a BaseException ends the request."""
+        try:
+            return ["ret", self._invoke(target, args, kwargs, given)]
+        except Exception as exc:  # noqa: BLE001 - the judge gets it, as that call's exception
+            described = self.describe(exc)
+            if "judge" in described:  # the judge's own, come back: by class and fields (it is not kept)
+                described = Peer.describe(self, exc)
+            return ["exc", described]
+
+    def around(self, target: Any, name: str, reads: list[Any], args: Any, kwargs: Any, given: dict[str, Any]) -> Any:
+        """`reads` in turn, then `target.name(*args, **kwargs)` as one step (its outcome, as in
+        `each`; a container argument it fills goes back), then `reads` again."""
+        before = self.in_turn(target, reads)
+        outcome = self._outcome(self.attribute(target, name), args, kwargs, given)
+        return [before, outcome, self.in_turn(target, reads)]
 
     def twins(self, targets: list[Any], pairs: list[Any]) -> list[Any] | None:
         """Copies of `targets` taken together, as they are now (`fresh.twins`), or None when
@@ -326,6 +337,8 @@ class Worker(Peer):
             return self.twins([self.target(number) for number in message[1]], message[2])
         if kind == "calls" and len(message) == 3 and type(message[2]) is list:
             return self.in_turn(self.target(message[1]), message[2])
+        if kind == "around" and len(message) == 6 and type(message[2]) is str and type(message[3]) is list:
+            return self.around(self.target(message[1]), message[2], message[3], message[4], message[5], given)
         if kind == "watch" and len(message) == 2 and type(message[1]) is list:
             self.watching, self.ran = dict(_kit_codes(message[1])), set()
             return None
