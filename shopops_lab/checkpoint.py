@@ -23,6 +23,7 @@ from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.errors import BadArgumentError, BudgetExhaustedError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence
+from shopops_lab.payloads import itself
 from shopops_lab.store import Store, bind_transactions, store_for, transaction
 
 __all__ = ["Checkpoint", "CheckpointStore", "PUBLISH_WORKFLOW", "Receipt", "Step", "Workflow", "WorkflowStep"]
@@ -33,6 +34,8 @@ __all__ = ["Checkpoint", "CheckpointStore", "PUBLISH_WORKFLOW", "Receipt", "Step
 class WorkflowStep:
     """One step of a workflow. `effect=True` means the customer can see it happen
     (a message goes out), so it must never run twice; other steps make artifacts."""
+
+    __deepcopy__ = itself
 
     id: str
     effect: bool = False
@@ -54,6 +57,8 @@ Step = WorkflowStep  # the shorter name the labs and tests write
 class Workflow:
     """A versioned plan. The version is part of every operation id, so a checkpoint
     written under one plan is never silently resumed under another."""
+
+    __deepcopy__ = itself
 
     version: str
     steps: tuple[WorkflowStep, ...]
@@ -109,6 +114,8 @@ class Receipt:
     """Proof that a side effect happened: the provider's id for it. `via` says how we
     learned it: from the send's reply, or by looking the operation up afterwards."""
 
+    __deepcopy__ = itself
+
     op_id: str
     step: str
     message_id: str
@@ -128,6 +135,8 @@ class Receipt:
 class Checkpoint:
     """What a resumed worker needs to go on without repeating irreversible work.
     Immutable: the `confirm`/`intend`/`receive`/`spend`/`approve` methods return a new one."""
+
+    __deepcopy__ = itself
 
     workflow_version: str
     completed: tuple[str, ...] = ()

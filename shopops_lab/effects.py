@@ -21,6 +21,7 @@ from shopops_lab import arguments
 from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.errors import BadArgumentError, IdempotencyConflictError
 from shopops_lab.events import EventKind, EventLog, component_log
+from shopops_lab.payloads import itself
 from shopops_lab.store import MemoryStore, Store, bind_transactions, transaction
 
 __all__ = [
@@ -59,6 +60,8 @@ Fault = ProviderFault  # the name lab 05 imports; the simulator has a Fault of i
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SendResult:
+    __deepcopy__ = itself
+
     status: SendStatus
     op_id: str
     message_id: str | None = None
@@ -68,6 +71,8 @@ class SendResult:
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Contact:
     """One message that really reached a customer."""
+
+    __deepcopy__ = itself
 
     message_id: str
     channel: str

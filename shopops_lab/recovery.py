@@ -41,6 +41,7 @@ from shopops_lab.errors import (
     WorkflowVersionError,
 )
 from shopops_lab.events import EventKind, EventLog, component_log
+from shopops_lab.payloads import itself
 
 __all__ = ["CrashPoint", "Env", "NaiveCheckpointRunner", "PointKind", "ReceiptRunner", "WorkerEnv"]
 
@@ -61,6 +62,8 @@ class PointKind(StrEnum):
 class CrashPoint:
     """A named place to stop a runner: `after_effect(publish)`. `nth` picks a later
     occurrence when a runner passes the same place more than once in one run."""
+
+    __deepcopy__ = itself
 
     kind: PointKind
     step: str | None = None

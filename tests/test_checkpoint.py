@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+
 import pytest
 
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Checkpoint, CheckpointStore, Receipt, Step, Workflow
-from shopops_lab.effects import ProviderFault, SendStatus
+from shopops_lab.effects import Contact, ProviderFault, SendResult, SendStatus
 from shopops_lab.errors import (
     BadArgumentError,
     BudgetExhaustedError,
@@ -77,6 +80,31 @@ def test_a_checkpoint_is_immutable_and_grows_by_returning_new_ones():
     assert repr(cp).startswith(
         "Checkpoint(workflow_version='v1', completed=('fetch',), artifacts={'fetch': 'source-v1'}"
     )
+
+
+def test_a_record_nothing_can_change_is_its_own_copy_and_a_world_holding_it_copies():
+    """The explorer copies a world's records by the thousand: an immutable one is shared, as a
+    str is, and a checkpoint (whose read-only mappings `copy` could not copy at all) copies."""
+    receipt = Receipt(op_id="O-1:publish:v1", step="publish", message_id="msg-0001")
+    cp = Checkpoint.start("v1", budgets={"sends": 1}).intend(receipt.op_id, "publish").receive(receipt)
+    records = [
+        receipt,
+        cp,
+        PUBLISH_WORKFLOW,
+        PUBLISH_WORKFLOW.steps[0],
+        CrashPoint.after_effect("publish"),
+        SendResult(status=SendStatus.OK, op_id="O-1", message_id="msg-0001"),
+        Contact(
+            message_id="msg-0001", channel="email", case_id="O-1", to="a@b", idem_key="k", time=0.0, worker_id=None
+        ),
+    ]
+    for record in records:
+        assert copy.deepcopy(record) is record
+        with pytest.raises(AttributeError):
+            record.__setattr__(dataclasses.fields(record)[0].name, "changed")
+    world = {"checkpoint": cp, "log": [cp, receipt]}
+    copied = copy.deepcopy(world)
+    assert copied == world and copied["log"] is not world["log"] and copied["checkpoint"] is cp
 
 
 def test_confirming_a_step_twice_is_refused():
