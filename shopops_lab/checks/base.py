@@ -129,7 +129,7 @@ class ForeignAnswer(ABC):
         be done (one they hold has no counterpart, or a value cannot be copied)."""
 
     @abstractmethod
-    def in_turn(self, value: Any, calls: Sequence[tuple[str | Callable[..., Any], tuple[Any, ...]]]) -> list[Any]:
+    def in_turn(self, value: Any, calls: Sequence[Read]) -> list[Any]:
         """`value.name(*args)` for each (name, args), in order, where `value` (an object the
         answer made) lives: one message for all of them; the first to raise ends the rest."""
 
@@ -200,7 +200,7 @@ def twins(answer: Any, values: Sequence[Any], swap: Sequence[tuple[Any, Any]] = 
     raise NotCopyable("in one process, schedules are replayed")
 
 
-def in_turn(answer: Any, value: Any, *calls: tuple[str | Callable[..., Any], tuple[Any, ...]]) -> list[Any]:
+def in_turn(answer: Any, value: Any, *calls: Read) -> list[Any]:
     """What `value.name(*args)` returns for each (name, args), asked in order of `value`, an
     object the learner's code made (a store of the learner's class): a check's several
     reads of one state cost one message when the answer runs in another process. A kit

@@ -599,7 +599,7 @@ class RemoteAnswer(ForeignAnswer):
         """The channel to `value`'s process: an object the answer made, in the current copy's."""
         peer = self._current()._peer
         if not (isinstance(value, Handle) and value._peer is peer):
-            raise ProtocolError("a read in turn asks an object of the answer's own process")
+            raise ProtocolError("a read in turn of an object that is not of the answer's process")
         return peer
 
     def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
