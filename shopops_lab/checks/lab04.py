@@ -30,7 +30,6 @@ from shopops_lab.checks.base import (
     watching,
 )
 from shopops_lab.checks.fresh import canonical
-from shopops_lab.clock import FakeClock
 from shopops_lab.errors import StaleTokenError
 from shopops_lab.explore import Bound, Called, Move, Replayed, Run, Scenario, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
@@ -55,8 +54,7 @@ class _Fencing:
     def __init__(self, run: Run) -> None:
         self.run = run
         self.made = run.answer(STORE)
-        self.clock = FakeClock()  # handed to the store: a copy of the world has its own
-        self.store = self.made(clock=self.clock)
+        self.store = self.made()  # its own FakeClock, where it lives (this world never moves time)
         self.foreign = isinstance(self.made, ForeignAnswer)  # the store lives in the learner's process
         self.pc = dict.fromkeys(PROGRAMS, 0)
         self.held: dict[str, int] = {"X": 0}  # the token each worker writes with
@@ -83,10 +81,10 @@ class _Fencing:
 
     def clone(self, run: Run) -> _Fencing:
         """This schedule's state, copied to go on from: the learner's store and class twinned
-        in their process (the twin store holding the copy's clock), the ledger copied here."""
+        in their process (a store keeps its own clock there, copied with it), the ledger copied here."""
         twin = copy.copy(self)
-        twin.run, twin.clock = run, copy.deepcopy(self.clock)
-        twin.made, twin.store = run.twin(self.made, self.store, swap={self.clock: twin.clock})
+        twin.run = run
+        twin.made, twin.store = run.twin(self.made, self.store)
         twin.pc, twin.held, twin.holder, twin.sent = dict(self.pc), dict(self.held), dict(self.holder), dict(self.sent)
         return twin
 
