@@ -37,6 +37,14 @@ def policy(subclass):
 def fails(n):
     return {"a": 1}["b" * n]
 
+CALLED = []
+
+def noted(n):                                        # a batch's calls, noted in the learner's process
+    CALLED.append(n)
+    if n == 2:
+        raise KeyError(n)
+    return n
+
 def stub():
     raise NotImplementedError()
 
@@ -328,14 +336,22 @@ def test_a_batch_of_calls_is_one_message_with_each_calls_own_outcome(run) -> Non
     original = peer.request
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(peer, "request", lambda message, *rest: sent.append(message[0]) or original(message, *rest))
-        outcomes = fails.each([((1,), {}), ((2,), {})])
+        outcomes = fails.each([((1,), {}), ((2,), {})])  # the first raises: the batch stops there
         refused = stale.each([((), {})])
         called = through.each([((lambda: "from the judge",), {})])
     assert sent == ["each", "each", "each"]  # one request per batch
-    assert [(value, type(error).__name__) for value, error in outcomes] == [(None, "KeyError"), (None, "KeyError")]
-    assert isinstance(outcomes[1][1], LearnerRaised) and "'bb'" in str(outcomes[1][1])
+    assert [(value, type(error).__name__) for value, error in outcomes] == [(None, "KeyError")]
+    assert isinstance(outcomes[0][1], LearnerRaised) and "'b'" in str(outcomes[0][1])
     assert isinstance(refused[0][1], StaleTokenError) and refused[0][1].token == 3  # a kit error, with its fields
     assert called == [("from the judge", None)]  # a kit callback inside a batched call crosses back as usual
+
+
+def test_a_batch_stops_at_its_first_exception_as_the_check_does(run) -> None:
+    """`call_each` raises the first exception a batch met, so the learner's process runs no
+    call after it (a stub's batch of 5,465 calls is one call)."""
+    outcomes = run.answer("noted").each([((n,), {}) for n in (1, 2, 3, 4)])
+    assert [value for value, _ in outcomes] == [1, None] and type(outcomes[1][1]).__name__ == "KeyError"
+    assert run.lookup("CALLED") == (True, [1, 2])
 
 
 class _Death(BaseException):

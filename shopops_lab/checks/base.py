@@ -101,7 +101,8 @@ class ForeignAnswer(ABC):
     @abstractmethod
     def each(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[Any, BaseException | None]]:
         """The answer called on each (args, kwargs) in turn, in one message to its process:
-        (value, None) or (None, what it raised) per call, in order."""
+        (value, None) per call, in order, up to the first that raised, whose (None, what it
+        raised) is the last."""
 
     @abstractmethod
     def is_stub(self) -> bool:

@@ -489,10 +489,10 @@ class RemoteAnswer(ForeignAnswer):
         return made[1]
 
     def each(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[Any, BaseException | None]]:
-        """The answer called on each (args, kwargs) in turn, in ONE message: (value, None) or
-        (None, the exception it raised) per call, in order. For calls whose arguments do not
-        depend on earlier results (a grid of inputs): each call is still a step of its own in
-        the learner's process, only the round trips are saved."""
+        """The answer called on each (args, kwargs) in turn, in ONE message: (value, None) per
+        call, in order, up to the first that raised, whose (None, exception) is the last. For
+        calls whose arguments do not depend on earlier results (a grid of inputs): each call
+        is still a step of its own in the learner's process, only the round trips are saved."""
         handle = self._current()
         peer = handle._peer
         batch = [
@@ -500,12 +500,15 @@ class RemoteAnswer(ForeignAnswer):
             for args, kwargs in calls
         ]
         outcomes = peer.request(["each", handle._id, batch])
-        if not (isinstance(outcomes, list) and len(outcomes) == len(calls)):
+        if not (isinstance(outcomes, list) and 0 < len(outcomes) <= len(calls)):
             raise ProtocolError("a batch's outcomes of no known shape")
         found: list[tuple[Any, BaseException | None]] = []
-        for outcome in outcomes:
+        for number, outcome in enumerate(outcomes, 1):
             if not (isinstance(outcome, list) and len(outcome) == 2 and outcome[0] in ("ret", "exc")):
                 raise ProtocolError("a call's outcome of no known shape")
+            last = number == len(outcomes)
+            if (outcome[0] == "exc" and not last) or (last and number < len(calls) and outcome[0] != "exc"):
+                raise ProtocolError("a batch that did not stop at its first exception, or stopped without one")
             found.append((outcome[1], None) if outcome[0] == "ret" else (None, peer.exception(outcome[1])))
         return found
 

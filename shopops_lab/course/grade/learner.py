@@ -259,7 +259,8 @@ class Worker(Peer):
 
     def each(self, target: Any, calls: list[Any]) -> list[list[Any]]:
         """`target` called on each [args, kwargs] in turn, each call a step of its own (kit
-        calls inside it cross as usual): ["ret", value] or ["exc", exception] per call. A
+        calls inside it cross as usual): ["ret", value] per call, up to the first that raised,
+        whose ["exc", exception] is the last (the check stops there, as after one call). A
         BaseException (the judge's planned crash, or the learner's own) ends the batch, as it
         would end a single call. Arguments are not copied back."""
         outcomes: list[list[Any]] = []
@@ -267,6 +268,8 @@ class Worker(Peer):
             if not (type(call) is list and len(call) == 2):
                 raise ProtocolError("a call of no known shape in a batch")
             outcomes.append(self._outcome(target, call[0], call[1], {}))
+            if outcomes[-1][0] == "exc":
+                break
         return outcomes
 
     def _outcome(self, target: Any, args: Any, kwargs: Any, given: dict[str, Any]) -> list[Any]:
