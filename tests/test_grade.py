@@ -606,3 +606,69 @@ def test_pinning_keeps_a_process_and_its_forks_on_one_core() -> None:
     os.close(writer)
     assert os.read(reader, 200).decode() == f"True {[allowed[-1]]}"
     os.close(reader)
+
+
+def _row(result) -> tuple:
+    exercises = [(e.grade_id, e.mark, e.points, e.message, e.evidence) for e in result.exercises]
+    return result.status, result.reason, exercises, result.notes
+
+
+@pytest.mark.parametrize(
+    ("answers", "limits"),
+    [
+        ({"send-followup": fx.RIGHT, "what-next": fx.RIGHT}, LIMITS),
+        ({"send-followup": HANG, "what-next": fx.RIGHT}, HANG_LIMITS),  # one judge's step hangs, the other's does not
+    ],
+    ids=["right", "one-exercise-hangs"],
+)
+def test_an_idle_slot_helps_a_submission_and_its_row_is_the_one_a_lone_judge_gives(
+    answers, limits, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing left to start, a free slot starts a second judge for a submission being
+    graded: it takes the test steps nobody has taken yet. The row is the same as one judge's."""
+    from shopops_lab.course.grade import pool
+
+    started: list[bool] = []
+    original = pool.Pool._start
+
+    def start(self, run) -> None:
+        started.append(run.helping is not None)
+        original(self, run)
+
+    monkeypatch.setattr(pool.Pool, "_start", start)
+    fx.write(fx.submission("01", answers), tmp_path / "in" / "alone_lab01.ipynb")
+    rows = {}
+    for jobs in (1, 2):
+        started.clear()
+        report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / f"out{jobs}", jobs=jobs, limits=limits)
+        (result,) = report.results
+        rows[jobs] = _row(result)
+        assert any(started) == (jobs == 2), started  # one slot has no idle neighbour to help
+    assert rows[1] == rows[2]
+    marks = {grade_id: mark for grade_id, mark, *_ in rows[2][2]}
+    first = Mark.CORRECT if answers["send-followup"] == fx.RIGHT else Mark.TIMEOUT
+    assert (marks["send-followup-test"], marks["what-next-test"]) == (first, Mark.CORRECT)
+
+
+def test_a_step_a_helper_judged_is_set_aside_when_an_earlier_stop_blocks_it() -> None:
+    """Two judges of one submission run at once, so a helper may judge a step that an earlier
+    step, stopped in the other judge, blocks: the row says what one judge would have said."""
+    from shopops_lab.course.grade.pool import Pool, _Run
+    from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
+
+    def step(index: int, role: Role, reads: set[str]) -> PlannedCell:
+        binds = frozenset({"f"} if role is Role.ANSWER else ())
+        return PlannedCell(index, f"c{index}", role, "", binds, frozenset(reads))
+
+    plan = Plan("01", (step(0, Role.ANSWER, set()), step(1, Role.TEST, {"f"}), step(2, Role.TEST, {"f"})), (), (), ())
+    run = _Run(submission=None, master=None, plan=plan, started=0.0)  # type: ignore[arg-type]
+    run.stopped[1] = "did not finish within 2 s"
+    run.results[2] = ["correct", "the helper's verdict", []]
+    run.results[1] = ["correct", "said before its own timer stopped it", []]
+    judged = Pool(key=None, limits=HANG_LIMITS, jobs=2)  # type: ignore[arg-type]
+    blocked = plan.blocked(run.stopped)
+    later = judged._exercise(run, 2, "c2", 1.0, blocked)
+    assert (later.mark, later.points) == (Mark.TIMEOUT, 0.0)
+    assert later.message == "Not checked: cell c1, which this exercise depends on, did not finish within 2 s."
+    itself = judged._exercise(run, 1, "c1", 1.0, blocked)  # its own verdict, sent before it stopped, stands
+    assert (itself.mark, itself.message) == (Mark.CORRECT, "said before its own timer stopped it")

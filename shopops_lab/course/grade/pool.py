@@ -78,6 +78,25 @@ class _Run:
     done: bool = False
     out_of_time: bool = False
     failure: str = ""
+    claims: sandbox.Claims | None = None  # the test steps taken, shared with its helpers
+    helping: _Run | None = None  # a helper's submission: it shares stopped, results and noted with it
+
+    def helper(self, slot: int, core: int | None) -> _Run:
+        """A second judge for this submission, on a slot left idle: it runs the cells as this one
+        does and takes the test steps nobody has taken yet; what it finds is this run's."""
+        return _Run(
+            self.submission,
+            self.master,
+            self.plan,
+            self.started,
+            slot,
+            core,
+            stopped=self.stopped,
+            results=self.results,
+            noted=self.noted,
+            claims=self.claims,
+            helping=self,
+        )
 
 
 @dataclass
@@ -111,20 +130,33 @@ class Pool:
         pending = deque(work)
         running: list[_Run] = []
         allowed = confinement.cores()
+        forked = self.context.get_start_method() == "fork"  # helpers share their claims by inheriting them
         try:
             while pending or running:
-                while pending and len(running) < self.jobs:
-                    submission, master, plan = pending.popleft()
+                while len(running) < self.jobs:
                     slot = min(set(range(self.jobs)) - {run.slot for run in running})
-                    run = _Run(submission, master, plan, self.clock(), slot, confinement.core_for(slot, allowed))
+                    core = confinement.core_for(slot, allowed)
+                    if pending:
+                        submission, master, plan = pending.popleft()
+                        run = _Run(submission, master, plan, self.clock(), slot, core)
+                        run.claims = sandbox.Claims(self.context, plan) if forked else None
+                    else:  # nothing waits: an idle slot helps a submission with test steps nobody took
+                        helped = self._helped(running)
+                        if helped is None:
+                            break
+                        run = helped.helper(slot, core)
                     self._start(run)
                     running.append(run)
                 self._wait(running)
                 for run in [run for run in running if run.process is None]:
+                    if run not in running:  # a helper its submission's end took with it
+                        continue
                     running.remove(run)
-                    result = self._result(run)
-                    results.append(result)
-                    self.on_result(result)
+                    whole = self._ended_run(run, running)
+                    if whole is not None:
+                        result = self._result(whole)
+                        results.append(result)
+                        self.on_result(result)
         finally:
             for run in running:
                 self._kill(run)
@@ -134,6 +166,37 @@ class Pool:
                 owned.close()
                 self.zygote = None
         return results
+
+    def _helped(self, running: list[_Run]) -> _Run | None:
+        """The submission graded now with the most test steps nobody has taken (and not
+        stopped or scored), if any: a helper started for it takes them as it reaches them."""
+        best, most = None, 0
+        for run in running:
+            if run.helping is not None or run.claims is None or run.failure or run.out_of_time:
+                continue
+            blocked = run.plan.blocked(run.stopped)
+            left = [i for i in run.claims.open() if i not in run.results and i not in blocked]
+            if len(left) > most:
+                best, most = run, len(left)
+        return best
+
+    def _ended_run(self, run: _Run, running: list[_Run]) -> _Run | None:
+        """A judge has ended for good: the submission it graded, if nothing grades it any more.
+        A helper's findings are its submission's already (shared); what ends a submission's
+        grading (a failure, its time) ends its helpers too."""
+        whole = run.helping or run
+        if run is not whole:
+            whole.failure = whole.failure or run.failure
+            whole.out_of_time = whole.out_of_time or run.out_of_time
+        others = [other for other in running if (other.helping or other) is whole]
+        if whole.failure or whole.out_of_time:
+            for other in others:
+                self._kill(other)
+                running.remove(other)
+            others = []
+        if others or whole.process is not None:
+            return None
+        return whole
 
     # --- children ---------------------------------------------------------------------
 
@@ -152,6 +215,7 @@ class Pool:
             uid=run.uid,
             hide=self.hide,
             core=run.core,
+            claims=run.claims,
         )
         reader, writer = self.context.Pipe(duplex=False)
         forked = self.context.get_start_method() == "fork"
@@ -319,7 +383,9 @@ class Pool:
                 grade_id, Kind.AUTO, mark, points if mark is Mark.CORRECT else 0.0, points, message, tuple(evidence)
             )
 
-        if index in run.results:
+        # A step an earlier stopped step blocks is never run by one judge; where a helper ran
+        # it meanwhile, its result is set aside, so the row is the same however many judged.
+        if index in run.results and blocked.get(index, index) == index:
             mark, message, evidence = run.results[index]
             return scored(Mark(mark) if mark in AUTO_MARKS else Mark.ERROR, message, evidence)
         if index in blocked:

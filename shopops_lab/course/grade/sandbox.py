@@ -274,10 +274,39 @@ def _import_kit() -> None:
 INHERITED: dict[str, Warm] = {}
 
 
+class Claims:
+    """Which test steps of one submission a process has taken, shared by the judges grading it
+    at once (forked from the grader, so they share this memory): each step runs in one of them.
+    A judge takes a step when it reaches it, in the notebook's order, so a judge that starts
+    later, on a core left idle, goes past the steps under way and runs the next ones. Each
+    test step's verdict is the same whichever judge runs it: it is judged in a fresh fork of
+    the learner's cells as they stood before it, and leaves nothing behind (`_Runner._check`)."""
+
+    def __init__(self, context: Any, plan: Plan) -> None:
+        needed = plan.needed()
+        self.position = {step.index: n for n, step in enumerate(plan.steps)}
+        self.tests = tuple(step.index for step in plan.steps if step.role is Role.TEST and step.index in needed)
+        self._taken = context.RawArray("b", len(plan.steps))
+        self._lock = context.Lock()
+
+    def take(self, index: int) -> bool:
+        """Take step `index` for this process; False if another has it."""
+        with self._lock:
+            if self._taken[self.position[index]]:
+                return False
+            self._taken[self.position[index]] = 1
+            return True
+
+    def open(self) -> list[int]:
+        """The test steps nobody has taken yet (read unlocked: the grader's hint for a helper)."""
+        return [index for index in self.tests if not self._taken[self.position[index]]]
+
+
 @dataclass(frozen=True)
 class Job:
     """One run of one submission's plan: the steps stopped before (skipped, and what they
-    block), and the test steps already scored (not run again)."""
+    block), the test steps already scored (not run again), and, where several judges grade the
+    submission at once, the table of test steps they have taken."""
 
     plan: Plan
     key: str
@@ -289,6 +318,7 @@ class Job:
     uid: int | None = None  # the learner's uid (as root), else None: the grader's own
     hide: tuple[str, ...] = ()  # paths the learner's process sees empty (as root)
     core: int | None = None  # the core its judge and learner processes keep (`confinement.pin`)
+    claims: Claims | None = None
 
 
 # --- the judge: runs the checks, never the learner's code -------------------------------------
@@ -381,6 +411,8 @@ class _Runner:
         for step in self.job.plan.steps:
             if step.index in blocked or step.index in self.job.scored or step.index not in needed:
                 continue
+            if step.role is Role.TEST and self.job.claims is not None and not self.job.claims.take(step.index):
+                continue  # another judge of this submission runs it
             self.send(["cell", step.index])
             try:
                 self._step(step)
