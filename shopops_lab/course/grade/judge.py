@@ -503,13 +503,14 @@ class RemoteAnswer(ForeignAnswer):
         if not (isinstance(outcomes, list) and 0 < len(outcomes) <= len(calls)):
             raise ProtocolError("a batch's outcomes of no known shape")
         found: list[tuple[Any, BaseException | None]] = []
-        for number, outcome in enumerate(outcomes, 1):
+        for outcome in outcomes:
             if not (isinstance(outcome, list) and len(outcome) == 2 and outcome[0] in ("ret", "exc")):
                 raise ProtocolError("a call's outcome of no known shape")
-            last = number == len(outcomes)
-            if (outcome[0] == "exc" and not last) or (last and number < len(calls) and outcome[0] != "exc"):
-                raise ProtocolError("a batch that did not stop at its first exception, or stopped without one")
+            if found and found[-1][1] is not None:
+                raise ProtocolError("a batch that went on past its first exception")
             found.append((outcome[1], None) if outcome[0] == "ret" else (None, peer.exception(outcome[1])))
+        if len(found) < len(calls) and found[-1][1] is None:
+            raise ProtocolError("a batch that stopped without an exception")
         return found
 
     def is_stub(self) -> bool:

@@ -114,13 +114,18 @@ class Pool:
     context: Any = field(default_factory=_context)
 
     @property
+    def forks(self) -> bool:
+        """Children are forks of this warm process (they inherit the warm key and a helper's claims)."""
+        return bool(self.context.get_start_method() == "fork")
+
+    @property
     def grace(self) -> float:
         return max(1.0, self.limits.cell_seconds * 0.25)
 
     def run(self, work: Sequence[tuple[Submission, Master, Plan]]) -> list[SubmissionResult]:
         self.warm = self.warm or sandbox.Warm.prepare(self.key)
         owned = None
-        if self.context.get_start_method() == "fork":
+        if self.forks:
             sandbox.INHERITED["warm"] = self.warm  # every child inherits it
             if self.zygote is None:
                 self.zygote = owned = Zygote.start()
@@ -130,7 +135,6 @@ class Pool:
         pending = deque(work)
         running: list[_Run] = []
         allowed = confinement.cores()
-        forked = self.context.get_start_method() == "fork"  # helpers share their claims by inheriting them
         try:
             while pending or running:
                 while len(running) < self.jobs:
@@ -139,7 +143,7 @@ class Pool:
                     if pending:
                         submission, master, plan = pending.popleft()
                         run = _Run(submission, master, plan, self.clock(), slot, core)
-                        run.claims = sandbox.Claims(self.context, plan) if forked else None
+                        run.claims = sandbox.Claims(self.context, plan) if self.forks else None
                     else:  # nothing waits: an idle slot helps a submission with test steps nobody took
                         helped = self._helped(running)
                         if helped is None:
@@ -218,8 +222,7 @@ class Pool:
             claims=run.claims,
         )
         reader, writer = self.context.Pipe(duplex=False)
-        forked = self.context.get_start_method() == "fork"
-        channel = self.zygote.channel() if forked and self.zygote is not None else None
+        channel = self.zygote.channel() if self.forks and self.zygote is not None else None
         run.process = self.context.Process(target=sandbox.child_main, args=(job, writer, channel), daemon=True)
         run.process.start()
         writer.close()

@@ -283,9 +283,8 @@ class Claims:
     the learner's cells as they stood before it, and leaves nothing behind (`_Runner._check`)."""
 
     def __init__(self, context: Any, plan: Plan) -> None:
-        needed = plan.needed()
         self.position = {step.index: n for n, step in enumerate(plan.steps)}
-        self.tests = tuple(step.index for step in plan.steps if step.role is Role.TEST and step.index in needed)
+        self.tests = tuple(step.index for step in plan.steps if step.role is Role.TEST)  # all needed (`Plan.needed`)
         self._taken = context.RawArray("b", len(plan.steps))
 
     def take(self, index: int) -> bool:
