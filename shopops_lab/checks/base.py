@@ -295,6 +295,30 @@ def attempt(answer: Any, *args: Any, **kwargs: Any) -> tuple[Any, Exception | No
         return None, exc
 
 
+def attempt_each(
+    answer: Any,
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]],
+) -> tuple[list[Any], Exception | None]:
+    """`attempt` on each (args, kwargs) in turn, for a grid of inputs that do not depend on
+    earlier results (one message to an answer in another process): what the calls returned,
+    in order, up to the first that raised, and what that one raised (None if none did)."""
+    values: list[Any] = []
+    if not isinstance(answer, ForeignAnswer):
+        for args, kwargs in calls:
+            value, err = attempt(answer, *args, **kwargs)
+            if err is not None:
+                return values, err
+            values.append(value)
+        return values, None
+    for value, raised in answer.each(calls):
+        if raised is not None:
+            if isinstance(raised, NotAttempted) or not isinstance(raised, Exception):
+                raise raised
+            return values, raised
+        values.append(value)
+    return values, None
+
+
 def is_stub(answer: Any) -> bool:
     """True while `answer` is still the exercise's stub: a function (or, for a class, one
     of its own methods) whose body does nothing but raise NotImplementedError."""

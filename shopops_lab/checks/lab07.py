@@ -43,7 +43,7 @@ from shopops_lab import arguments
 from shopops_lab.backpressure import Decision, Signals, as_policy, describe_policy
 from shopops_lab.checker import Anomaly, is_approval
 from shopops_lab.checker.starvation import DEFAULT_APPROVAL_WAIT_BUDGET
-from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text
+from shopops_lab.checks.base import Exercise, Wrong, attempt, attempt_each, call_answer, describe, error_text
 from shopops_lab.checks.lab07_chaos import chaos
 from shopops_lab.errors import ShopOpsError
 from shopops_lab.events import EventKind, EventLog, collector_paused
@@ -518,7 +518,11 @@ def _said(decision: Decision) -> str:
 
 def _ask(policy: Any, signals: Signals, when: str) -> Decision:
     """One decision, as a worker would ask for it; a crash or a wrong return is the learner's."""
-    decision, err = attempt(policy, signals)
+    return _judged(*attempt(policy, signals), signals, when)
+
+
+def _judged(decision: Any, err: Exception | None, signals: Signals, when: str) -> Decision:
+    """What the policy answered on `signals`, if it is a decision: a crash or a wrong return is the learner's."""
     if isinstance(err, ShopOpsError):
         raise Wrong(f"your policy was refused {when}, on {_shown(signals)}: {err}")
     if err is not None:  # the learner's code: report it, and what it was given
@@ -538,24 +542,34 @@ def _rules(policy: Any) -> int:
     grid = _grid()
     shuffled = list(grid)
     random.Random(7).shuffle(shuffled)
+    asked = [
+        (order, signals)
+        for order, in_order in (("in order", grid), ("in reverse", grid[::-1]), ("shuffled", shuffled))
+        for signals in in_order
+    ]
+    when = "when the check asked about the rules"
+    # One message for all of them (the questions do not depend on the answers); judged in order,
+    # each as if asked alone, up to the first that raised.
+    decisions, err = attempt_each(policy, [((signals,), {}) for _, signals in asked])
     first: dict[Signals, Decision] = {}
-    for order, signals_in_order in (("in order", grid), ("in reverse", grid[::-1]), ("shuffled", shuffled)):
-        for signals in signals_in_order:
-            decision = _ask(policy, signals, "when the check asked about the rules")
-            earlier = first.setdefault(signals, decision)
-            if decision != earlier:
-                raise Wrong(
-                    f"for {_shown(signals)} your policy answered {_said(earlier)} once and {_said(decision)} "
-                    f"when asked again ({order}, after other signals): the same signals must always get the "
-                    "same decision. No memory between calls and no randomness, so every run replays from its "
-                    "seed."
-                )
-            if decision.waits and signals.depth:
-                raise Wrong(
-                    f"for {_shown(signals)} your policy answered {_said(decision)}: a worker that waits takes "
-                    f"nothing, approval resumes included, while {signals.depth:,} items are queued. The "
-                    "rules say approvals are never held back: shed other work, never approvals."
-                )
+    for number, (order, signals) in enumerate(asked):
+        if number == len(decisions):  # the first that raised: nothing after it was asked
+            _judged(None, err, signals, when)
+        decision = _judged(decisions[number], None, signals, when)
+        earlier = first.setdefault(signals, decision)
+        if decision != earlier:
+            raise Wrong(
+                f"for {_shown(signals)} your policy answered {_said(earlier)} once and {_said(decision)} "
+                f"when asked again ({order}, after other signals): the same signals must always get the "
+                "same decision. No memory between calls and no randomness, so every run replays from its "
+                "seed."
+            )
+        if decision.waits and signals.depth:
+            raise Wrong(
+                f"for {_shown(signals)} your policy answered {_said(decision)}: a worker that waits takes "
+                f"nothing, approval resumes included, while {signals.depth:,} items are queued. The "
+                "rules say approvals are never held back: shed other work, never approvals."
+            )
     return 3 * len(grid)
 
 

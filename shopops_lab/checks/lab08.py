@@ -50,6 +50,10 @@ from shopops_lab.viz.stop_map import stop_map as draw_stop_map
 from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import Lease, Queue
 
+# What the checks import when first used (a browser's Python may lack sqlite3): the grader
+# loads these before any submission, so no judge imports them while it grades.
+ON_USE = ("shopops_lab.store.sqlite",)
+
 __all__ = [
     "CRASH_QUIZ",
     "RECORDED",

@@ -30,7 +30,6 @@ import json
 import math
 import operator
 import os
-import pkgutil
 import random
 import signal
 import sys
@@ -225,10 +224,11 @@ class Warm:
 
     @classmethod
     def prepare(cls, key: Key) -> Warm:
-        """Import what the masters import, take their checks, snapshot the kit. Refuses when a
+        """Import what the masters import, take their checks (with the modules each check
+        module says it imports on use, `ON_USE`), snapshot the kit. Only the key's labs: the
+        rest of the kit is never loaded here (half the grader's start-up). Refuses when a
         lab's imports fail here: grading it would score the install, not the learner."""
         os.environ.setdefault("MPLBACKEND", "Agg")
-        _import_kit()
         for lab, master in sorted(key.masters.items()):
             for module in sorted(master.imports()):
                 try:
@@ -248,25 +248,18 @@ class Warm:
             for cell in master.graded
             if cell.kind is Kind.AUTO and cell.check is not None
         }
+        checks = {
+            f"{KIT}.checks.{cell.check.module}"
+            for master in key.masters.values()
+            for cell in master.graded
+            if cell.check
+        }
+        for module in sorted(checks):
+            for used in getattr(sys.modules.get(module), "ON_USE", ()):
+                with contextlib.suppress(ImportError):  # optional here, as where the check runs
+                    import_module(used)
         imports = {lab: tuple(sorted(master.imports())) for lab, master in key.masters.items()}
         return cls(graders=graders, snapshot=KitSnapshot.take(graders.values()), imports=imports)
-
-
-ON_USE = frozenset({f"{KIT}.viz._mpl"})  # kit modules imported when first used, not before grading
-
-
-def _import_kit() -> None:
-    """Import every module of the kit now, so none is first imported (and added to its
-    package's globals) while a check runs: the snapshot must hold the whole kit. Except
-    matplotlib's half of the plots (1.7 s of CPU), which `viz.plots` imports on use, as in
-    a notebook: a check that draws imports it then, and `restore` keeps a submodule
-    imported since without a word."""
-    import shopops_lab
-
-    for module in pkgutil.walk_packages(shopops_lab.__path__, prefix=f"{KIT}."):
-        if module.name.rsplit(".", 1)[-1] != "__main__" and module.name not in ON_USE:
-            with contextlib.suppress(ImportError):  # an optional part without its dependency
-                import_module(module.name)
 
 
 # The parent's warm state, which a forked child inherits. A dict that stays the same object,
