@@ -39,6 +39,7 @@ class Command:
     add_arguments: AddArguments
     run: Run
     ends_at_once: bool = False  # run from a real command line, the process ends when it returns
+    one_layout: bool = False  # run from a real command line, it runs again with one address layout first
 
 
 COMMANDS: list[Command] = []
@@ -49,16 +50,23 @@ def _no_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def register(
-    name: str, help: str, add_arguments: AddArguments = _no_arguments, *, ends_at_once: bool = False
+    name: str,
+    help: str,
+    add_arguments: AddArguments = _no_arguments,
+    *,
+    ends_at_once: bool = False,
+    one_layout: bool = False,
 ) -> Callable[[Run], Run]:
     """Decorator adding a subcommand; names are unique so a typo cannot shadow another.
     `ends_at_once`: the command leaves nothing for the interpreter's teardown to do (every
-    file written and closed, every child process reaped), so a real command line skips it."""
+    file written and closed, every child process reaped), so a real command line skips it.
+    `one_layout`: the command's processes hand over to each other thousands of times, so a
+    real command line runs again with address-space randomization off (`grade.layout`)."""
 
     def decorate(run: Run) -> Run:
         if any(command.name == name for command in COMMANDS):
             raise ValueError(f"subcommand {name!r} is already registered")
-        COMMANDS.append(Command(name, help, add_arguments, run, ends_at_once))
+        COMMANDS.append(Command(name, help, add_arguments, run, ends_at_once, one_layout))
         return run
 
     return decorate
@@ -95,6 +103,11 @@ def _ends_at_once(argv: Sequence[str]) -> bool:
     return any(command.name == chosen and command.ends_at_once for command in COMMANDS)
 
 
+def _one_layout(argv: Sequence[str]) -> bool:
+    chosen = _chosen(argv)
+    return any(command.name == chosen and command.one_layout for command in COMMANDS)
+
+
 def _exit_status(code: object) -> int:
     """argparse exits via SystemExit; turn its code into the int main() promises."""
     if code is None:
@@ -107,6 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if stdout_is_closed():
         return refuse_closed_stdout()
     _replace_what_the_terminal_cannot_show()
+    if argv is None and _one_layout(sys.argv[1:]):
+        from shopops_lab.course.grade.layout import run_again_with_one_layout
+
+        run_again_with_one_layout()  # returns only where it cannot (or must not)
     try:
         status = _run(argv)
         sys.stdout.flush()  # here, not at exit, so a closed pipe or a full disk is caught below
@@ -200,6 +217,7 @@ def _grade_arguments(parser: argparse.ArgumentParser) -> None:
     "grade submitted notebooks against the masters: grades.csv, grades.json, feedback/, manual.csv",
     add_arguments=_grade_arguments,
     ends_at_once=True,
+    one_layout=True,
 )
 def _grade(args: argparse.Namespace) -> int:
     from shopops_lab.course.grade.command import run

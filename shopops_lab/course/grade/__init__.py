@@ -9,6 +9,7 @@
     wire.py         the typed JSON wire between them (values by value, objects by handle)
     zygote.py       a warm, clean interpreter each learner process is forked from (Linux)
     confinement.py  the learner's uid, hidden folders, and ending every process it started
+    layout.py       one address layout for the grader and every process it starts (faster hand-overs)
     pool.py         the parent: children at once, deadlines, restarts, scores
     report.py       grades.csv, grades.json, feedback/, manual.csv and the --manual merge
     run.py          grade(): the whole run as one function
