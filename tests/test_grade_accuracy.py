@@ -53,9 +53,44 @@ DIFFERENT_WORDS = {
 }
 
 
+# What an answer could add to its cell to make the explorer merge states that differ (the
+# learner's process draws the digests of its own memory and of the world's objects there):
+# every digest the same, whether patched where it is hashed or where it is drawn.
+FORGED_DIGESTS = """
+import hashlib
+import shopops_lab.checks.fresh as fresh
+
+
+class _Same:
+    def hexdigest(self):
+        return "0" * 64
+
+
+hashlib.sha256 = lambda *args, **kwargs: _Same()
+fresh.memory = lambda *args, **kwargs: ()
+fresh.canonical = lambda *args, **kwargs: ()
+"""
+
+WRONG_CASES = [
+    (m, s, n)
+    for m, s, n in CASES
+    if n in {getattr(r.answer, "__name__", "") for r in getattr(importlib.import_module(m), s).wrong}
+]
+
+
 @pytest.fixture(scope="module")
 def learners(tmp_path_factory: pytest.TempPathFactory):
     """One learner process per suite, its cells the suite's own source."""
+    yield from _learners(tmp_path_factory, "")
+
+
+@pytest.fixture(scope="module")
+def forging_learners(tmp_path_factory: pytest.TempPathFactory):
+    """One learner process per suite, its cells the suite's own source and then FORGED_DIGESTS."""
+    yield from _learners(tmp_path_factory, FORGED_DIGESTS)
+
+
+def _learners(tmp_path_factory: pytest.TempPathFactory, last_cell: str):
     started: dict[str, Learner] = {}
 
     def learner(module_name: str) -> Learner:
@@ -69,6 +104,8 @@ def learners(tmp_path_factory: pytest.TempPathFactory):
             module = importlib.import_module(module_name)
             assert process.run(f"__file__ = {module.__file__!r}", "<cell where>") is None  # the suite finds its master
             assert process.run(inspect.getsource(module), f"<cell {module_name}>") is None
+            if last_cell:
+                assert process.run(last_cell, "<cell forged>") is None
             started[module_name] = process
         return started[module_name]
 
@@ -92,6 +129,27 @@ def test_the_grader_judges_each_answer_as_the_notebook_does(learners, module_nam
         assert DIFFERENT_WORDS[name](here.message) == there.message
     else:
         assert there.message == here.message
+
+
+@pytest.mark.parametrize(
+    ("module_name", "spec_name", "name"), WRONG_CASES, ids=[f"{m[-5:]}-{s}-{n}" for m, s, n in WRONG_CASES]
+)
+def test_a_wrong_answer_that_forges_every_digest_is_still_refused(
+    forging_learners, module_name, spec_name, name
+) -> None:
+    """The search merges states whose digests are equal, and the learner's process draws
+    them: an answer that makes them all equal merges states that differ and prunes the
+    search. Every wrong answer of the suites (those whose mistake lives in memory included)
+    is still refused; the README's threat model says what a purpose-built one could hide."""
+    module = importlib.import_module(module_name)
+    exercise = getattr(module, spec_name).exercise
+    run = CheckRun(forging_learners(module_name))
+    try:
+        there = exercise.result(run.answer(name))
+    finally:
+        run.close()
+    assert not there.correct, there.message
+    assert there.verdict == exercise.result(getattr(module, name)).verdict
 
 
 def test_every_explored_check_is_covered_by_right_and_wrong_answers() -> None:
