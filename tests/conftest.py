@@ -31,6 +31,7 @@ SLOW_FILES: dict[str, str] = {
     "test_nbgrader_roundtrip.py": "nbgrader",  # real nbgrader, in its own cached venv, grades every lab
     "test_grade_explorer.py": "grading",  # the explored checks of every lab judged across the grader's processes
     "test_grade_accuracy.py": "grading",  # every accuracy-suite answer of the explored checks, judged across them
+    "test_grade_parts.py": "grading",  # lab 07's check of parts, shared by two judges and run whole without fork
 }
 # Single tests that grade every lab's master and student notebook end to end: the `grading`
 # kind. (test_grade.py and test_grade_attacks.py stay quick: they grade one lab, hostile cases.)

@@ -265,3 +265,80 @@ def test_in_turn_reads_an_object_in_order_and_stops_at_the_first_raise():
     with pytest.raises(BadArgumentError):
         in_turn(store, store, ("result", (5,)), ("claim", ("job-2", "W1")))
     assert store.claim("job-2", "W1") == 1
+
+
+# ------------------------------------------------------------------ a check made of parts
+
+
+def _parted():
+    """Three parts, each asking the answer to double its number once."""
+    from shopops_lab.checks.base import Exercise, Wrong, call_answer
+
+    def part(number: int):
+        def judged(answer):
+            said = call_answer(answer, number)
+            if said != 2 * number:
+                raise Wrong(f"part {number}: {number} doubled is not {said}")
+            return said
+
+        return judged
+
+    return Exercise(
+        id="99.1",
+        title="double",
+        answer="double",
+        parts=tuple(part(n) for n in range(3)),
+        summary=lambda found: f"doubled right: {found}",
+    )
+
+
+def _answer(source: str):
+    namespace: dict = {}
+    exec(compile(source, "<cell answer>", "exec"), namespace)  # the learner's code, as a cell defines it
+    return namespace["double"]
+
+
+def test_a_check_of_parts_says_the_first_part_that_failed_in_order_else_its_summary() -> None:
+    exercise = _parted()
+    right = exercise.result(_answer("def double(x):\n    return x + x"))
+    assert (right.verdict, right.message) == (Verdict.CORRECT, "doubled right: [0, 2, 4]")
+    wrong = _answer("def double(x):\n    return 0 if x else x")  # wrong on parts 1 and 2
+    said = exercise.result(wrong)
+    assert (said.verdict, said.message) == (Verdict.INCORRECT, "part 1: 1 doubled is not 0")
+    assert exercise.result(_answer("def double(x):\n    raise NotImplementedError()")).verdict is Verdict.NOT_ATTEMPTED
+
+
+def test_each_part_alone_gives_what_the_whole_check_gives_from_it() -> None:
+    """What the grader's judges send for each part, put together as the parent does, is the
+    verdict of one run in order: a failed part's own Result, or the summary of what all found."""
+    exercise = _parted()
+    right = _answer("def double(x):\n    return 2 * x")
+    found = [exercise.part_result(n, right) for n in range(3)]
+    assert found == [(None, 0), (None, 2), (None, 4)]
+    assert exercise.summarised([data for _, data in found]) == exercise.result(right)
+    wrong = _answer("def double(x):\n    return 2 * x if x < 2 else 5")  # only the last part fails
+    failed, data = exercise.part_result(2, wrong)
+    assert data is None and failed == exercise.result(wrong)
+    assert exercise.part_result(0, wrong) == (None, 0)
+
+
+def test_each_part_plays_a_fresh_restart_of_the_answer() -> None:
+    """Right on its first call only: each part is a freshly started answer (what an earlier
+    part left in memory never reaches the next), so the parts can run in any process."""
+    exercise = _parted()
+    once = _answer("CALLS = []\ndef double(x):\n    CALLS.append(x)\n    return 2 * x if len(CALLS) == 1 else -1")
+    assert exercise.result(once).verdict is Verdict.CORRECT
+    assert [exercise.part_result(n, once)[0] for n in (2, 1, 0)] == [None, None, None]
+
+
+def test_an_exercise_is_run_or_parts_with_a_summary_never_both() -> None:
+    from shopops_lab.checks.base import Exercise
+
+    for wrong in (
+        {},
+        {"run": str, "parts": (str,), "summary": str},
+        {"parts": (str,)},
+        {"run": str, "summary": str},
+    ):
+        with pytest.raises(ValueError, match="give it `run`, or `parts` and their `summary`"):
+            Exercise(id="99.2", title="t", answer="a", **wrong)

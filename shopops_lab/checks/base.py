@@ -354,14 +354,27 @@ def error_text(exc: BaseException) -> str:
 class Exercise:
     """One exercise: its scenarios (`run` raises `Wrong` or `NotAttempted`, returns a
     message on success), the name of what the learner writes (`answer`: a function, or a
-    class when `wants_class`), and its hints, from a nudge to the shape of the answer."""
+    class when `wants_class`), and its hints, from a nudge to the shape of the answer.
+
+    A check made of independent parts (lab 07's burst days, lab 05's settings) says so with
+    `parts` instead of `run`: each part is played on a fresh restart of the answer (nothing
+    an earlier part left in its memory reaches it) and returns what `summary` needs, or
+    raises as `run` would; the verdict is the first part's, in order, that did not pass,
+    else `summary` of them all. So the parts can be judged anywhere, in any order, by
+    several processes (the grader's idle slots), to the verdict of one run in order."""
 
     id: str
     title: str
     answer: str
-    run: Callable[[Any], str]
+    run: Callable[[Any], str] | None = None
     hints: tuple[str, ...] = field(default=())
     wants_class: bool = False
+    parts: tuple[Callable[[Any], Any], ...] = ()
+    summary: Callable[[list[Any]], str] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.run is None) == (not self.parts) or bool(self.parts) != (self.summary is not None):
+            raise ValueError(f"exercise {self.id}: give it `run`, or `parts` and their `summary`")
 
     @property
     def name(self) -> str:
@@ -369,22 +382,45 @@ class Exercise:
 
     def result(self, *answer: Any) -> Result:
         """Judge `answer`. Never raises, except KeyboardInterrupt (the learner's *stop*)."""
+        failed, message = self._attempted(answer, self._whole)
+        return failed or Result(exercise=self.name, verdict=Verdict.CORRECT, message=message)
+
+    def part_result(self, number: int, *answer: Any) -> tuple[Result | None, Any]:
+        """Judge `answer` on part `number` alone: (the Result that ends the check, None) if
+        it did not pass, else (None, what the part found, for `summarised`)."""
+        return self._attempted(answer, lambda one: self.parts[number](restart(one)))
+
+    def summarised(self, found: list[Any]) -> Result:
+        """The verdict of a check whose every part passed, from what each found, in order."""
+        assert self.summary is not None
+        return Result(exercise=self.name, verdict=Verdict.CORRECT, message=self.summary(found))
+
+    def _whole(self, answer: Any) -> str:
+        if self.run is not None:
+            return self.run(answer)
+        assert self.summary is not None
+        return self.summary([part(restart(answer)) for part in self.parts])
+
+    def _attempted(self, answer: tuple[Any, ...], work: Callable[[Any], Any]) -> tuple[Result | None, Any]:
+        """(None, what `work` returned), or (the Result its failure is, None)."""
         misfit = self._misfit(answer)
         if misfit is not None:
-            return Result(exercise=self.name, verdict=Verdict.INCORRECT, message=misfit)
+            return Result(exercise=self.name, verdict=Verdict.INCORRECT, message=misfit), None
         try:
-            message = self.run(answer[0])
+            return None, work(answer[0])
         except NotAttempted:
             return Result(
                 exercise=self.name,
                 verdict=Verdict.NOT_ATTEMPTED,
                 message="Write your answer where the cell says `# YOUR CODE HERE` (delete the line below it "
                 "that raises NotImplementedError), run that cell, then run this one again.",
-            )
+            ), None
         except Wrong as wrong:
-            return Result(exercise=self.name, verdict=Verdict.INCORRECT, message=str(wrong), evidence=wrong.evidence)
+            return Result(
+                exercise=self.name, verdict=Verdict.INCORRECT, message=str(wrong), evidence=wrong.evidence
+            ), None
         except NotJudged as why:
-            return Result(exercise=self.name, verdict=Verdict.NOT_JUDGED, message=str(why))
+            return Result(exercise=self.name, verdict=Verdict.NOT_JUDGED, message=str(why)), None
         except KeyboardInterrupt:
             raise
         except SystemExit as exc:
@@ -394,14 +430,13 @@ class Exercise:
                 verdict=Verdict.INCORRECT,
                 message=f"your code called sys.exit({code}){_where(exc)}, which would end the whole worker "
                 "process. Return, or raise an error, instead.",
-            )
+            ), None
         except BaseException as exc:  # noqa: BLE001 - the learner's code crashed: show that, not a traceback
             return Result(
                 exercise=self.name,
                 verdict=Verdict.INCORRECT,
                 message=f"your code raised {error_text(exc)}{_where(exc)}",
-            )
-        return Result(exercise=self.name, verdict=Verdict.CORRECT, message=message)
+            ), None
 
     def check(self, *answer: Any) -> None:
         """Print how the answer does. Never raises: safe in any cell."""

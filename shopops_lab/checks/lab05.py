@@ -231,11 +231,30 @@ def _searched(run, setting: str, faults, job_id: str, name: str = "run") -> int:
     )
 
 
-def _run(run) -> str:
+def _probed(run) -> int:
+    """The first part of 05.2 and 05.3: one plain run (the stub shows up here). It searched no schedule."""
     _probe(run)
-    schedules = sum(_searched(run, setting, faults, job_id) for setting, faults, job_id in SETTINGS)
+    return 0
+
+
+def _setting(setting: str, faults, job_id: str, name: str = "run"):
+    """The part that searches one setting: what it finds is how many schedules it searched."""
+
+    def searched(run) -> int:
+        return _searched(run, setting, faults, job_id, name)
+
+    return searched
+
+
+def _changed_plans(run) -> int:
+    """The last part of 05.3: the workflow's version changed under half-done jobs."""
     for crash in CHANGED_PLAN_CRASHES:
         _changed_plan(run, crash)
+    return 0
+
+
+def _summary(found: list[int]) -> str:
+    schedules = sum(found)
     return (
         f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, in "
         f"{len(SETTINGS)} settings (healthy, lost reply, lost request, refused send, another job): the email "
@@ -255,11 +274,8 @@ INTENT_SETTINGS = (
 )
 
 
-def _intent(run) -> str:
-    _probe(run)
-    schedules = sum(
-        _searched(run, setting, faults, job_id, "run_with_intent") for setting, faults, job_id in INTENT_SETTINGS
-    )
+def _intent_summary(found: list[int]) -> str:
+    schedules = sum(found)
     return (
         f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, with a "
         "healthy provider on two jobs: the email reached the customer once, nothing was sent again without being "
@@ -272,7 +288,8 @@ intent = Exercise(
     id="05.2",
     title="record the intent, decide from the checkpoint",
     answer="run_with_intent",
-    run=_intent,
+    parts=(_probed, *(_setting(*setting, "run_with_intent") for setting in INTENT_SETTINGS)),
+    summary=_intent_summary,
     hints=(
         "A restart only knows what the checkpoint store kept. Before the email goes out, what could you "
         "write down so that a restart knows an email *may* have gone out? And after it went out, what "
@@ -296,7 +313,8 @@ exercise = Exercise(
     id="05.3",
     title="reconcile an unknown outcome by lookup",
     answer="run",
-    run=_run,
+    parts=(_probed, *(_setting(*setting) for setting in SETTINGS), _changed_plans),  # judged apart on idle slots
+    summary=_summary,
     hints=(
         "Now the provider can time out. A send whose reply says *unknown* is neither a yes nor a no: which "
         "system knows what really happened, and under which name does it know the email?",

@@ -587,11 +587,18 @@ def scope() -> str:
     )
 
 
-def _run(policy: Any) -> str:
-    _ask(policy, _PROBE, "when a worker asked it at t=0")  # the stub shows up here, before anything is played
-    asked = _rules(policy)
-    trials = []
-    for seed in SEEDS:
+def _rules_part(policy: Any) -> int:
+    """The first part: the stub shows up here, before anything is played; then the rules.
+    What it finds: how many questions it asked."""
+    _ask(policy, _PROBE, "when a worker asked it at t=0")
+    return _rules(policy)
+
+
+def _day_part(seed: int) -> Any:
+    """The part that plays burst day `seed` and holds the policy to the day's promises; what it
+    finds: the questions it asked and the measurements the summary quotes (plain numbers)."""
+
+    def played(policy: Any) -> dict[str, float]:
         watched = _Watched(policy)
         try:
             day = _day(watched, seed, ITEMS, LIMITS)
@@ -612,7 +619,7 @@ def _run(policy: Any) -> str:
                 f"included, while {signals.depth:,} items are queued. The rules say approvals are never "
                 "held back: shed other work, never approvals."
             )
-        asked += watched.asked + _audit(policy, watched, seed)
+        asked = watched.asked + _audit(policy, watched, seed)
         found = day.problems()
         if found:
             others = [f"also: {problem}" for problem in found[1:]]
@@ -627,16 +634,27 @@ def _run(policy: Any) -> str:
                     f"what the check covers: {scope()}",
                 ],
             )
-        trials.append(day)
-    worst_approval = max((d.approval_p95 or 0.0) for d in trials)
+        return {
+            "asked": asked,
+            "approval_p95": day.approval_p95 or 0.0,
+            "timeouts": day.timeouts,
+            "settled": _last_settled(day),
+        }
+
+    return played
+
+
+def _summary(found: list[Any]) -> str:
+    """The check's message once every part passed: the rules' questions, then each day's."""
+    asked, days = found[0] + sum(day["asked"] for day in found[1:]), found[1:]
     return (
         f"checked {scope()}. The same signals always got the same decision ({asked:,} questions) and no worker "
-        f"was told to wait while work was queued; in {len(trials)} burst days ({ITEMS:,} items, seeds "
+        f"was told to wait while work was queued; in {len(days)} burst days ({ITEMS:,} items, seeds "
         f"{', '.join(map(str, SEEDS))}, each with its own gateway spike and chaos) approvals took at most "
-        f"{worst_approval:.0f} s (p95, limit {LIMITS.approval_p95:g} s), at most "
-        f"{max(d.timeouts for d in trials)} calls timed out (limit {LIMITS.timeouts}), every item was settled by "
-        f"t={max(map(_last_settled, trials)):,.0f} s (limit {LIMITS.finish_by:,.0f} s), and no customer was "
-        "contacted twice."
+        f"{max(day['approval_p95'] for day in days):.0f} s (p95, limit {LIMITS.approval_p95:g} s), at most "
+        f"{max(day['timeouts'] for day in days)} calls timed out (limit {LIMITS.timeouts}), every item was settled "
+        f"by t={max(day['settled'] for day in days):,.0f} s (limit {LIMITS.finish_by:,.0f} s), and no customer "
+        "was contacted twice."
     )
 
 
@@ -644,7 +662,8 @@ exercise = Exercise(
     id="07.1",
     title="a backpressure policy for burst day",
     answer="my_policy",
-    run=_run,
+    parts=(_rules_part, *(_day_part(seed) for seed in SEEDS)),  # judged apart on idle slots, one verdict
+    summary=_summary,
     hints=(
         (
             "Look at the gateway, not the queue: past the number of calls it serves at full speed, another "

@@ -67,6 +67,8 @@ class _Run:
     core: int | None = None  # the slot's core, kept by its judge and learner for every attempt
     stopped: dict[int, str] = field(default_factory=dict)  # step index -> why it stopped
     results: dict[int, list[Any]] = field(default_factory=dict)  # test step index -> [mark, message, evidence]
+    # test step index -> part -> [mark, message, evidence, found], for a check made of parts
+    parts: dict[int, dict[int, list[Any]]] = field(default_factory=dict)
     learners: list[int] = field(default_factory=list)  # process groups of the learner's processes
     noted: list[str] = field(default_factory=list)  # what the judge noted for the instructor
     uid: int | None = None
@@ -93,6 +95,7 @@ class _Run:
             core,
             stopped=self.stopped,
             results=self.results,
+            parts=self.parts,
             noted=self.noted,
             claims=self.claims,
             helping=self,
@@ -111,7 +114,7 @@ class Pool:
     zygote: Zygote | None = None  # started already (loading the kit while the key loads), else started here
     on_result: Callable[[SubmissionResult], None] = lambda result: None
     clock: Callable[[], float] = time.monotonic
-    context: Any = field(default_factory=_context)
+    context: Any = field(default_factory=lambda: _context())  # looked up when made (tests swap it)
 
     @property
     def forks(self) -> bool:
@@ -143,7 +146,7 @@ class Pool:
                     if pending:
                         submission, master, plan = pending.popleft()
                         run = _Run(submission, master, plan, self.clock(), slot, core)
-                        run.claims = sandbox.Claims(self.context, plan) if self.forks else None
+                        run.claims = sandbox.Claims(self.context, plan, self._parts(plan)) if self.forks else None
                     else:  # nothing waits: an idle slot helps a submission with test steps nobody took
                         helped = self._helped(running)
                         if helped is None:
@@ -170,6 +173,12 @@ class Pool:
                 owned.close()
                 self.zygote = None
         return results
+
+    def _parts(self, plan: Plan) -> dict[int, int]:
+        """Test step index -> how many parts its kit check is made of, for those made of parts."""
+        graders = self.warm.graders if self.warm else {}
+        mine = {index: grader for (lab, index), grader in graders.items() if lab == plan.lab}
+        return {index: len(grader.parts) for index, grader in mine.items() if getattr(grader, "parts", ())}
 
     def _helped(self, running: list[_Run]) -> _Run | None:
         """The submission graded now with the most test steps nobody has taken (and not
@@ -286,6 +295,15 @@ class Pool:
             if not (isinstance(mark, str) and isinstance(text, str) and isinstance(evidence, list)):
                 raise TypeError(message)
             run.results[run.current] = [mark, text, [str(line) for line in evidence]]
+        elif kind == "part" and run.current is not None and message[1] == run.current:
+            part, mark, text, evidence = message[2], message[3], message[4], message[5]
+            parts = self._parts(run.plan).get(run.current, 0)
+            if not (type(part) is int and 0 <= part < parts and isinstance(mark, str) and isinstance(text, str)):
+                raise TypeError(message)
+            if not isinstance(evidence, list):
+                raise TypeError(message)
+            run.parts.setdefault(run.current, {})[part] = [mark, text, [str(line) for line in evidence], message[6]]
+            self._decide(run, run.current)
         elif kind == "stopped" and run.current is not None:
             run.stopped[run.current] = str(message[2])
         elif kind == "starting":
@@ -303,6 +321,27 @@ class Pool:
             run.failure = f"the grader failed on this submission ({str(message[1])[:300]})"
         else:
             raise ValueError(kind)
+
+    def _decide(self, run: _Run, index: int) -> None:
+        """The verdict of a check made of parts, once the parts it needs are in: the first, in
+        order, that did not pass, else the check's summary of what each found (the verdict one
+        judge running every part in order gives, whichever judges ran them)."""
+        grader = self.warm.graders[run.plan.lab, index] if self.warm else None
+        found, known = [], run.parts.get(index, {})
+        for part in range(len(getattr(grader, "parts", ()))):
+            if part not in known:
+                return
+            mark, text, evidence, data = known[part]
+            if mark != Mark.CORRECT.value:
+                run.results[index] = [mark, text, evidence]
+                return
+            found.append(data)
+        try:
+            message = str(grader.summarised(found).message)  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - the kit's summary failing is the grader's, not the learner's
+            run.failure = f"the grader failed on this submission ({type(exc).__name__}: {str(exc)[:300]})"
+            return
+        run.results[index] = [Mark.CORRECT.value, sandbox.truncate(message), []]
 
     def _ended(self, run: _Run) -> None:
         """The child closed its end: finished, or died (then stop its cell and go again)."""
@@ -356,6 +395,7 @@ class Pool:
         stops = (
             f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
             for index, cause in sorted(run.stopped.items())
+            if index not in run.results  # a check of parts decided by an earlier part, as one judge would have
         )
         notes = (*run.plan.notes, *run.noted, *stops)
         return SubmissionResult(

@@ -33,7 +33,7 @@ import os
 import random
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import import_module
 from types import CodeType, FunctionType, ModuleType
@@ -273,25 +273,42 @@ class Claims:
     A judge takes a step when it reaches it, in the notebook's order, so a judge that starts
     later, on a core left idle, goes past the steps under way and runs the next ones. Each
     test step's verdict is the same whichever judge runs it: it is judged in a fresh fork of
-    the learner's cells as they stood before it, and leaves nothing behind (`_Runner._check`)."""
+    the learner's cells as they stood before it, and leaves nothing behind (`_Runner._check`).
+    A check made of parts (`Exercise.parts`) is taken part by part, so two judges can share
+    one long check; a part that did not pass makes the later parts of its step moot."""
 
-    def __init__(self, context: Any, plan: Plan) -> None:
-        self.position = {step.index: n for n, step in enumerate(plan.steps)}
-        self.tests = tuple(step.index for step in plan.steps if step.role is Role.TEST)  # all needed (`Plan.needed`)
-        self._taken = context.RawArray("b", len(plan.steps))
+    def __init__(self, context: Any, plan: Plan, parts: Mapping[int, int] | None = None) -> None:
+        self.slots: dict[tuple[int, int], int] = {}  # (step index, part) -> its place in the tables
+        for step in plan.steps:
+            if step.role is Role.TEST:  # all needed (`Plan.needed`)
+                for part in range((parts or {}).get(step.index, 1)):
+                    self.slots[step.index, part] = len(self.slots)
+        self._taken = context.RawArray("b", len(self.slots))
+        self._failed = context.RawArray("b", len(self.slots))
 
-    def take(self, index: int) -> bool:
-        """Take step `index` for this process; False if another has it. Without a lock (a judge
-        killed while holding one would stall the other): two judges reaching a step in the same
-        microsecond both judge it, to the same verdict, and only that work is lost."""
-        if self._taken[self.position[index]]:
+    def take(self, index: int, part: int = 0) -> bool:
+        """Take part `part` of step `index` for this process; False if another has it. Without a
+        lock (a judge killed while holding one would stall the other): two judges reaching it in
+        the same microsecond both judge it, to the same verdict, and only that work is lost."""
+        slot = self.slots[index, part]
+        if self._taken[slot]:
             return False
-        self._taken[self.position[index]] = 1
+        self._taken[slot] = 1
         return True
 
+    def fail(self, index: int, part: int) -> None:
+        """Part `part` of step `index` did not pass: the parts after it need not be judged."""
+        self._failed[self.slots[index, part]] = 1
+
+    def moot(self, index: int, part: int) -> bool:
+        """Has an earlier part of step `index` not passed (so this part cannot change its verdict)?"""
+        return any(self._failed[self.slots[index, earlier]] for earlier in range(part))
+
     def open(self) -> list[int]:
-        """The test steps nobody has taken yet (the grader's hint for starting a helper)."""
-        return [index for index in self.tests if not self._taken[self.position[index]]]
+        """The test steps with a part nobody has taken yet, and not moot (the grader's hint for
+        starting a helper)."""
+        untaken = [(index, part) for (index, part), slot in self.slots.items() if not self._taken[slot]]
+        return sorted({index for index, part in untaken if not self.moot(index, part)})
 
 
 @dataclass(frozen=True)
@@ -374,7 +391,7 @@ def _stop_cause(outcome: dict[str, Any]) -> str:
     return f"raised {str(outcome.get('type'))[:80]}"
 
 
-def _truncate(value: Any) -> str:
+def truncate(value: Any) -> str:
     text = str(value)
     return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT] + " [...]"
 
@@ -403,8 +420,11 @@ class _Runner:
         for step in self.job.plan.steps:
             if step.index in blocked or step.index in self.job.scored or step.index not in needed:
                 continue
-            if step.role is Role.TEST and self.job.claims is not None and not self.job.claims.take(step.index):
-                continue  # another judge of this submission runs it
+            claims = self.job.claims
+            if step.role is Role.TEST and claims is not None:
+                parted = bool(self._parts(step))
+                if (parted and step.index not in claims.open()) or (not parted and not claims.take(step.index)):
+                    continue  # another judge of this submission runs it (or every part of it)
             self.send(["cell", step.index])
             try:
                 self._step(step)
@@ -478,10 +498,17 @@ class _Runner:
         finally:
             run.close()
             self.warm.snapshot.restore()
-        self.send(["result", step.index, mark, _truncate(text), []])
+        self.send(["result", step.index, mark, truncate(text), []])
+
+    def _parts(self, step: PlannedCell) -> tuple[Any, ...]:
+        """The parts of the kit check behind test step `step`, if it is made of parts."""
+        return tuple(getattr(self.warm.graders.get((self.job.plan.lab, step.index)), "parts", ()))
 
     def _check(self, step: PlannedCell) -> None:
         grader = self.warm.graders[(self.job.plan.lab, step.index)]
+        if self.job.claims is not None and self._parts(step):
+            self._check_parts(step, grader, self.job.claims)
+            return
         run = CheckRun(self.learner)
         try:
             answers = [run.answer(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
@@ -492,8 +519,35 @@ class _Runner:
         finally:
             run.close()
             self.warm.snapshot.restore()
-        evidence = [_truncate(line) for line in list(result.evidence)[:EVIDENCE_LIMIT]]
-        self.send(["result", step.index, str(result.verdict.value), _truncate(result.message), evidence])
+        evidence = [truncate(line) for line in list(result.evidence)[:EVIDENCE_LIMIT]]
+        self.send(["result", step.index, str(result.verdict.value), truncate(result.message), evidence])
+
+    def _check_parts(self, step: PlannedCell, grader: Any, claims: Claims) -> None:
+        """The parts of the step's check that nobody has taken, in order, each reported on its
+        own: ["part", index, part, mark, message, evidence, found]. The parent gives the
+        verdict once the parts it needs are in (`Pool._decide`): the first that did not pass,
+        else the check's summary of what each found."""
+        run = CheckRun(self.learner)
+        try:
+            answers = [run.answer(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
+            for part in range(len(grader.parts)):
+                if claims.moot(step.index, part) or not claims.take(step.index, part):
+                    continue
+                self.warm.snapshot.restore()
+                failed, found = grader.part_result(part, *answers)
+                if failed is None:
+                    self.send(["part", step.index, part, "correct", "", [], found])
+                    continue
+                claims.fail(step.index, part)
+                evidence = [truncate(line) for line in list(failed.evidence)[:EVIDENCE_LIMIT]]
+                self.send(
+                    ["part", step.index, part, str(failed.verdict.value), truncate(failed.message), evidence, None]
+                )
+        except PeerGone as gone:  # the worker died in the check (or the cells' process did)
+            raise LearnerDied(run.died(gone)) from None
+        finally:
+            run.close()
+            self.warm.snapshot.restore()
 
 
 def _master_imports(steps: Iterable[PlannedCell], before: int, namespace: dict[str, Any]) -> None:
