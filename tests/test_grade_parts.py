@@ -73,3 +73,27 @@ def test_two_judges_share_a_check_of_parts_and_give_one_runs_verdict(
     assert _row(one) == _row(other)
     policy_row = next(e for e in one.exercises if e.grade_id == "my-policy-test")
     assert policy_row.mark is mark and words in policy_row.message, policy_row.message
+
+
+def test_a_helper_left_in_a_decided_step_is_ended_and_nobody_else() -> None:
+    """Once a part fails, the parts after it cannot change the verdict: a helper judging one
+    of them is ended (it holds no later step). The judge that decided it, the submission's
+    first judge, and helpers elsewhere go on."""
+    from shopops_lab.course.grade.pool import Pool, _Run
+    from shopops_lab.course.grade.rebuild import Plan
+
+    plan = Plan("07", (), (), (), ())
+    main = _Run(submission=None, master=None, plan=plan, started=0.0)  # type: ignore[arg-type]
+    main.current, main.process = 5, "running"
+    stuck, elsewhere, deciding = (main.helper(slot, None) for slot in (1, 2, 3))
+    stuck.current, elsewhere.current, deciding.current = 5, 9, 5
+    for helper in (stuck, elsewhere, deciding):
+        helper.process = "running"
+    other = _Run(submission=None, master=None, plan=plan, started=0.0)  # type: ignore[arg-type]
+    other.current, other.process = 5, "running"  # another submission's judge, in the same cell
+    judged = Pool(key=None, limits=LIMITS, jobs=4)  # type: ignore[arg-type]
+    ended: list[_Run] = []
+    judged._kill = lambda run: ended.append(run)  # type: ignore[method-assign]
+    judged.running = [main, stuck, elsewhere, deciding, other]
+    judged._release(deciding, 5)
+    assert ended == [stuck]

@@ -115,6 +115,7 @@ class Pool:
     on_result: Callable[[SubmissionResult], None] = lambda result: None
     clock: Callable[[], float] = time.monotonic
     context: Any = field(default_factory=lambda: _context())  # looked up when made (tests swap it)
+    running: list[_Run] = field(default_factory=list, init=False)  # the judges at work now
 
     @property
     def forks(self) -> bool:
@@ -136,7 +137,7 @@ class Pool:
         gc.freeze()  # forked children share the warm parent's pages instead of copying them
         results: list[SubmissionResult] = []
         pending = deque(work)
-        running: list[_Run] = []
+        running = self.running = []
         allowed = confinement.cores()
         try:
             while pending or running:
@@ -334,14 +335,25 @@ class Pool:
             mark, text, evidence, data = known[part]
             if mark != Mark.CORRECT.value:
                 run.results[index] = [mark, text, evidence]
+                self._release(run, index)
                 return
             found.append(data)
+        self._release(run, index)
         try:
             message = str(grader.summarised(found).message)  # type: ignore[union-attr]
         except Exception as exc:  # noqa: BLE001 - the kit's summary failing is the grader's, not the learner's
             run.failure = f"the grader failed on this submission ({type(exc).__name__}: {str(exc)[:300]})"
             return
         run.results[index] = [Mark.CORRECT.value, sandbox.truncate(message), []]
+
+    def _release(self, run: _Run, index: int) -> None:
+        """Step `index` is decided: a helper of the same submission still judging one of its
+        parts (moot now) is ended. It holds no later step (judges take them in order), so the
+        submission's other judges take those as they reach them."""
+        whole = run.helping or run
+        for other in self.running:
+            if other is not run and other.helping is whole and other.current == index and other.process is not None:
+                self._kill(other)
 
     def _ended(self, run: _Run) -> None:
         """The child closed its end: finished, or died (then stop its cell and go again)."""
