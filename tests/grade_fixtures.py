@@ -110,3 +110,24 @@ def write(nb: nbformat.NotebookNode, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)
     return path
+
+
+def graded_from_the_command_line(lab: str, answers: dict[str, object], folder: Path, env=None) -> dict[str, dict]:
+    """One submission of `lab` with `answers`, graded as an instructor runs the grader (its
+    command, in a fresh interpreter): each exercise's row of grades.json, by grade id."""
+    import json
+    import subprocess
+    import sys
+
+    write(submission(lab, answers), folder / "in" / f"learner_lab{lab}.ipynb")
+    done = subprocess.run(
+        [sys.executable, "-m", "shopops_lab", "grade", str(folder / "in"), "--key", str(SOLUTIONS)]
+        + ["--out", str(folder / "out")],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (row,) = json.loads((folder / "out" / "grades.json").read_text())["submissions"]
+    return {exercise["grade_id"]: exercise for exercise in row["exercises"]}

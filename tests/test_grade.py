@@ -679,19 +679,7 @@ def test_a_kit_value_from_a_module_the_lab_never_loads_is_judged_not_refused(tmp
     module lab 07 never imports (jobs) still crosses as that value, and the check says what
     came back, as the notebook would: not "sent something it should not have". Run as the
     instructor runs it, in a fresh interpreter, where nothing else has loaded that module."""
-    import subprocess
-
     policy = "from shopops_lab.jobs import JobState\ndef my_policy(signals):\n    return JobState.QUEUED"
-    fx.write(fx.submission("07", {"my-policy": policy}), tmp_path / "in" / "jobstate_lab07.ipynb")
-    done = subprocess.run(
-        [sys.executable, "-m", "shopops_lab", "grade", str(tmp_path / "in"), "--key", str(fx.SOLUTIONS)]
-        + ["--out", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    (row,) = json.loads((tmp_path / "out" / "grades.json").read_text())["submissions"]
-    policy_row = next(e for e in row["exercises"] if e["grade_id"] == "my-policy-test")
+    policy_row = fx.graded_from_the_command_line("07", {"my-policy": policy}, tmp_path)["my-policy-test"]
     assert policy_row["mark"] == "incorrect", policy_row
     assert "returned the JobState" in policy_row["message"] and "return a decision" in policy_row["message"]

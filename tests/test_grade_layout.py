@@ -4,7 +4,6 @@ randomization; run as a library, or where the OS refuses, nothing is run again."
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -70,21 +69,10 @@ def test_the_learners_process_inherits_the_graders_layout(tmp_path: Path, keep: 
     """Graded as the instructor runs it: the answer is right only where its process has the
     fixed layout, so its mark says which layout the learner's process had."""
     _supported()
-    fx.write(fx.submission("00", {"warmup-answer": LAYOUT_ANSWER}), tmp_path / "in" / "layout_lab00.ipynb")
     env = {k: v for k, v in os.environ.items() if k not in (layout.AGAIN, layout.KEEP)}
     if keep:
         env[layout.KEEP] = "1"
-    done = subprocess.run(
-        [sys.executable, "-m", "shopops_lab", "grade", str(tmp_path / "in"), "--key", str(fx.SOLUTIONS)]
-        + ["--out", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    (row,) = json.loads((tmp_path / "out" / "grades.json").read_text())["submissions"]
-    mark = next(e for e in row["exercises"] if e["grade_id"] == "warmup-test")
+    mark = fx.graded_from_the_command_line("00", {"warmup-answer": LAYOUT_ANSWER}, tmp_path, env)["warmup-test"]
     if keep:
         assert mark["mark"] == "incorrect" and "a layout of its own" in mark["message"], mark
     else:

@@ -327,9 +327,10 @@ class Pool:
         """The verdict of a check made of parts, once the parts it needs are in: the first, in
         order, that did not pass, else the check's summary of what each found (the verdict one
         judge running every part in order gives, whichever judges ran them)."""
-        grader = self.warm.graders[run.plan.lab, index] if self.warm else None
+        assert self.warm is not None  # prepared in run()
+        grader = self.warm.graders[run.plan.lab, index]
         found, known = [], run.parts.get(index, {})
-        for part in range(len(getattr(grader, "parts", ()))):
+        for part in range(len(grader.parts)):
             if part not in known:
                 return
             mark, text, evidence, data = known[part]
@@ -340,7 +341,7 @@ class Pool:
             found.append(data)
         self._release(run, index)
         try:
-            message = str(grader.summarised(found).message)  # type: ignore[union-attr]
+            message = str(grader.summarised(found).message)
         except Exception as exc:  # noqa: BLE001 - the kit's summary failing is the grader's, not the learner's
             run.failure = f"the grader failed on this submission ({type(exc).__name__}: {str(exc)[:300]})"
             return
