@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shopops_lab.course import source as src
 from shopops_lab.course.errors import (
@@ -35,13 +36,56 @@ from shopops_lab.course.metadata import (
 )
 from shopops_lab.errors import BadArgumentError
 
-try:
-    import nbformat
+if TYPE_CHECKING:
     from nbformat import NotebookNode
-except ImportError as exc:  # the engine installs without the notebook extra
-    raise CourseToolsMissingError(package="nbformat") from exc
 
 MASTER_NAME = NOTEBOOK_NAME  # NN_anything.ipynb
+
+
+def nbformat_module() -> Any:
+    """nbformat, imported on first use (it loads jsonschema and traitlets, a tenth of a second):
+    the grader reads masters it checked before without it (`grade.checked`)."""
+    _skip_format_checkers()
+    try:
+        import nbformat
+    except ImportError as exc:  # the engine installs without the notebook extra
+        raise CourseToolsMissingError(package="nbformat") from exc
+    return nbformat
+
+
+# What jsonschema (which nbformat imports) loads to check string formats, when installed: the
+# IRI grammars alone (rfc3987_syntax: 39 lark grammars) are 3.5 s of CPU, arrow and dateutil
+# (isoduration) 0.1 s more. No notebook schema has a `format` keyword, so none is ever used.
+FORMAT_CHECKERS = (
+    "rfc3987_syntax",
+    "rfc3987",
+    "rfc3986_validator",
+    "rfc3339_validator",
+    "isoduration",
+    "uri_template",
+    "webcolors",
+    "jsonpointer",
+    "fqdn",
+    "idna",
+)
+
+
+def _skip_format_checkers() -> None:
+    """Import jsonschema without its optional format checkers (it picks them once, on import),
+    then let those modules be imported again by anything else that needs them."""
+    if "jsonschema" in sys.modules:
+        return
+    blocked = [name for name in FORMAT_CHECKERS if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]  # its import fails: that format is skipped
+    try:
+        import jsonschema  # noqa: F401
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+
+
 CELL_TIMEOUT = 120
 KERNEL = "python3"
 
@@ -157,10 +201,10 @@ def build_student(master: NotebookNode, *, name: str = "master notebook") -> Not
     the result is a pure function of the master. Raises NotebookInvalidError first if the
     master breaks any rule of `validate_notebook`."""
     _check_master(master, name)
-    return _student(master)
+    return student_copy(master)
 
 
-def _student(master: NotebookNode) -> NotebookNode:
+def student_copy(master: NotebookNode) -> NotebookNode:
     """`build_student` for a master already validated."""
     dependent = answer_dependent_cells(master)
     student = copy.deepcopy(master)
@@ -338,7 +382,7 @@ def normalise_outputs(nb: NotebookNode) -> NotebookNode:
 
 
 def _serialize(nb: NotebookNode) -> str:
-    return nbformat.writes(nb) + "\n"  # nbformat.write ends files with a newline too
+    return nbformat_module().writes(nb) + "\n"  # nbformat.write ends files with a newline too
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -406,7 +450,7 @@ def _masters(solutions: Path) -> list[Path]:
 
 def _read(path: Path) -> NotebookNode:
     try:
-        return nbformat.read(path, as_version=4)
+        return nbformat_module().read(path, as_version=4)
     except Exception as exc:  # bad JSON, unknown nbformat
         problem = Problem(
             _display(path),
@@ -428,7 +472,7 @@ def _planned(solutions: Path, labs: frozenset[str] | None = None) -> Iterator[tu
         names = ", ".join(dict.fromkeys(p.notebook for p in problems))
         raise NotebookInvalidError.of(names, problems)
     for path, master in loaded:
-        yield path, master, _student(master)  # validated above, all of them before any is built
+        yield path, master, student_copy(master)  # validated above, all of them before any is built
 
 
 def build_notebooks(
@@ -527,7 +571,7 @@ def _compare(student: NotebookNode, target: Path) -> NotebookResult:
     if not target.exists():
         return NotebookResult(shown, NotebookState.MISSING, "run shopops-lab build-notebooks")
     try:
-        existing = nbformat.read(target, as_version=4)
+        existing = nbformat_module().read(target, as_version=4)
     except Exception as exc:
         return NotebookResult(shown, NotebookState.STALE, f"unreadable ({type(exc).__name__})")
     found = _differences(student, existing)

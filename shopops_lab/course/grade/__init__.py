@@ -1,6 +1,7 @@
 """`shopops-lab grade`: grade a class's notebooks against the masters, fast and hard to fool.
 
     key.py          the masters, and the kit check behind each test cell
+    checked.py      masters checked before, read again without checking them (nor nbformat)
     submissions.py  finding notebooks and telling whose they are
     rebuild.py      a submission rebuilt from its master (answers in, everything else back)
     sandbox.py      the judge: the warm kit, the snapshot, the checks (never the learner's code)

@@ -96,39 +96,6 @@ class Progress:
             self.stream.flush()
 
 
-# What jsonschema (which nbformat imports) loads to check string formats, when installed: the
-# IRI grammars alone (rfc3987_syntax: 39 lark grammars) are 3.5 s of CPU, arrow and dateutil
-# (isoduration) 0.1 s more. No notebook schema has a `format` keyword, so none is ever used.
-FORMAT_CHECKERS = (
-    "rfc3987_syntax",
-    "rfc3987",
-    "rfc3986_validator",
-    "rfc3339_validator",
-    "isoduration",
-    "uri_template",
-    "webcolors",
-    "jsonpointer",
-    "fqdn",
-    "idna",
-)
-
-
-def _skip_format_checkers() -> None:
-    """Import jsonschema without its optional format checkers (it picks them once, on import),
-    then let those modules be imported again by anything else that needs them."""
-    if "jsonschema" in sys.modules:
-        return
-    blocked = [name for name in FORMAT_CHECKERS if name not in sys.modules]
-    for name in blocked:
-        sys.modules[name] = None  # type: ignore[assignment]  # its import fails: that format is skipped
-    try:
-        import jsonschema  # noqa: F401
-    finally:
-        for name in blocked:
-            if name in sys.modules and sys.modules[name] is None:
-                del sys.modules[name]
-
-
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     from shopops_lab.course.grade.zygote import Zygote
 
@@ -141,7 +108,6 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     _positive("--memory", args.memory, MAX_MEMORY_MB, "2048")
     zygote = Zygote.start()  # the learners' kit loads on another core while the grader loads its own
     try:
-        _skip_format_checkers()
         from shopops_lab.course.grade.run import grade
         from shopops_lab.course.grade.sandbox import Limits
 

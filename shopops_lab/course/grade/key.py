@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from shopops_lab.course import source as src
-from shopops_lab.course.build import MASTER_NAME, build_student
+from shopops_lab.course.build import MASTER_NAME, build_student, nbformat_module, student_copy
 from shopops_lab.course.errors import NotebookInvalidError
+from shopops_lab.course.grade import checked
 from shopops_lab.course.metadata import Problem, cell_text, is_test_cell
 from shopops_lab.course.source import MARKER_LINES
 from shopops_lab.errors import BadArgumentError
@@ -175,20 +176,36 @@ def _graded(master: Any) -> Iterator[GradedCell]:
 
 
 def _master(path: Path) -> Master:
-    import nbformat
-
+    """The master at `path`, checked (or, where these bytes passed before, taken as then read)."""
     try:
-        notebook = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
-    except Exception as exc:  # bad JSON, unknown nbformat
-        problem = Problem(
-            str(path),
-            None,
-            "file",
-            f"cannot be read as a notebook ({type(exc).__name__}: {exc})",
-            "restore the master from the kit (git checkout solutions/)",
-        )
-        raise NotebookInvalidError.of(str(path), [problem]) from exc
+        text = path.read_bytes()
+    except OSError as exc:
+        raise _unreadable(path, exc) from exc
+    notebook = checked.recalled(text)
+    if notebook is not None:
+        return _made(path, notebook, student_copy(notebook))
+    nbformat = nbformat_module()
+    try:
+        notebook = nbformat.reads(text.decode("utf-8"), as_version=4)
+    except Exception as exc:  # not UTF-8, bad JSON, unknown nbformat
+        raise _unreadable(path, exc) from exc
     student = build_student(notebook, name=str(path))  # validates the master first
+    checked.remember(text, notebook)
+    return _made(path, notebook, student)
+
+
+def _unreadable(path: Path, exc: Exception) -> NotebookInvalidError:
+    problem = Problem(
+        str(path),
+        None,
+        "file",
+        f"cannot be read as a notebook ({type(exc).__name__}: {exc})",
+        "restore the master from the kit (git checkout solutions/)",
+    )
+    return NotebookInvalidError.of(str(path), [problem])
+
+
+def _made(path: Path, notebook: Any, student: Any) -> Master:
     kit = notebook.metadata["shopops_lab"]
     return Master(
         lab=kit["lab"],

@@ -1,0 +1,99 @@
+"""Masters checked before, read again without checking them (nor loading nbformat).
+
+Reading a master with nbformat and checking it against nbformat's schema and the kit's
+metadata rules loads jsonschema and traitlets and compiles a schema: a tenth of a second of
+every grading run, more than grading an unanswered submission. A master that passed is
+remembered, by the SHA-256 of its bytes and the kit's version, as the notebook nbformat
+read (plain JSON: source lines joined); the next run that meets the same bytes takes that
+notebook as read, checked already. A changed master, or another kit version, is read and
+checked again.
+
+The record lives in the grading user's cache (`$XDG_CACHE_HOME/shopops-lab/masters`, else
+`~/.cache/...`; SHOPOPS_GRADE_CACHE names another folder), written atomically, readable by
+that user only. It is data, never code: a
+record someone rewrote can change which master a run grades with, which is what editing the
+key could do, and as root (the README's setting for grades that matter) learner processes
+run under other uids and cannot write it. SHOPOPS_GRADE_RECHECK=1 checks every master.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from shopops_lab import __version__
+
+RECHECK = "SHOPOPS_GRADE_RECHECK"  # set: check every master, remember nothing new
+FOLDER = "SHOPOPS_GRADE_CACHE"  # set: keep the records there
+
+
+class Node(dict):  # type: ignore[type-arg]
+    """A notebook as nbformat's NotebookNode gives it: a dict whose keys are attributes too."""
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        try:
+            del self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @classmethod
+    def of(cls, value: Any) -> Any:
+        """`value` (parsed JSON) with every dict in it a Node, as nbformat's `from_dict` makes it."""
+        if isinstance(value, dict):
+            return cls({key: cls.of(item) for key, item in value.items()})
+        if isinstance(value, list):
+            return [cls.of(item) for item in value]
+        return value
+
+
+def folder() -> Path:
+    """Where the records live: SHOPOPS_GRADE_CACHE, else the user's cache folder."""
+    if os.environ.get(FOLDER):
+        return Path(os.environ[FOLDER])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "shopops-lab" / "masters"
+
+
+def _record(text: bytes) -> Path:
+    digest = hashlib.sha256(__version__.encode() + b"\0" + text).hexdigest()
+    return folder() / f"{digest}.json"
+
+
+def recalled(text: bytes) -> Any | None:
+    """The notebook a master of these bytes was read as when it passed, or None."""
+    if os.environ.get(RECHECK):
+        return None
+    try:
+        return Node.of(json.loads(_record(text).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return None
+
+
+def remember(text: bytes, notebook: Any) -> None:
+    """Remember that a master of these bytes passed, read as `notebook`; where the cache
+    cannot be written, nothing is remembered (the next run checks it again)."""
+    record = _record(text)
+    with contextlib.suppress(OSError, TypeError, ValueError):
+        record.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=record.parent, prefix=".record-")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(notebook, out)
+            os.replace(temporary, record)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
