@@ -45,8 +45,8 @@ MASTER_NAME = NOTEBOOK_NAME  # NN_anything.ipynb
 def nbformat_module() -> Any:
     """nbformat, imported on first use (it loads jsonschema and traitlets, a tenth of a second):
     the grader reads masters it checked before without it (`grade.checked`)."""
-    _skip_format_checkers()
     try:
+        _skip_format_checkers()
         import nbformat
     except ImportError as exc:  # the engine installs without the notebook extra
         raise CourseToolsMissingError(package="nbformat") from exc
