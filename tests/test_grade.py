@@ -554,12 +554,12 @@ def test_without_root_the_learner_runs_as_the_graders_user_and_is_still_graded(
     assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 5}
 
 
-# Lab 00's right answer, right only in a process that may run on the core named alone.
-ON_CORE = """
+# Lab 00's right answer, right only in a process that may run on one core alone.
+ON_ONE_CORE = """
 import os
 def enqueue_first_case(queue):
-    if os.sched_getaffinity(0) != {{{core}}}:
-        raise RuntimeError(f"this process may run on cores {{sorted(os.sched_getaffinity(0))}}, not only {core}")
+    if len(os.sched_getaffinity(0)) != 1:
+        raise RuntimeError(f"this process may run on cores {sorted(os.sched_getaffinity(0))}")
     return queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send")
 """
 
@@ -567,17 +567,29 @@ def enqueue_first_case(queue):
 @pytest.mark.skipif(
     len(confinement.cores()) < 2, reason="pinning needs Linux and 2 cores this process may use (taskset -p shows them)"
 )
-def test_each_submission_graded_at_once_keeps_a_core_of_its_own(tmp_path: Path) -> None:
-    """A judge and its learner take turns, so each submission graded at once gets one core,
-    which its learner's processes keep: the first two submissions, the first two cores."""
-    first, second = confinement.cores()[:2]
-    for name, core in (("a", first), ("b", second)):
-        fx.write(
-            fx.submission("00", {"warmup-answer": ON_CORE.format(core=core)}), tmp_path / "in" / f"{name}_lab00.ipynb"
-        )
+def test_each_submission_graded_at_once_keeps_a_core_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A judge and its learner take turns, so each slot grading a submission has one core,
+    which its judge and its learner's processes keep: the first two slots, the first two
+    cores (a slot that helps another submission keeps its own core too)."""
+    from shopops_lab.course.grade import pool
+
+    cores: list[tuple[int, int | None]] = []
+    start = pool.Pool._start
+
+    def noted(self, run) -> None:
+        cores.append((run.slot, run.core))
+        start(self, run)
+
+    monkeypatch.setattr(pool.Pool, "_start", noted)
+    for name in "ab":
+        fx.write(fx.submission("00", {"warmup-answer": ON_ONE_CORE}), tmp_path / "in" / f"{name}_lab00.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
     for result in report.results:
         assert marks(result)["warmup-test"][0] is Mark.CORRECT, [(e.grade_id, e.message) for e in result.exercises]
+    first, second = confinement.cores()[:2]
+    assert cores[:2] == [(0, first), (1, second)] and set(cores) <= {(0, first), (1, second)}, cores
 
 
 def test_pinning_keeps_a_process_and_its_forks_on_one_core() -> None:
