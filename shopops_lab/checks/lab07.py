@@ -551,11 +551,10 @@ def _rules(policy: Any) -> int:
     # One message for all of them (the questions do not depend on the answers); judged in order,
     # each as if asked alone, up to the first that raised.
     decisions, err = attempt_each(policy, [((signals,), {}) for _, signals in asked])
+    answered = [(decision, None) for decision in decisions] + ([(None, err)] if err is not None else [])
     first: dict[Signals, Decision] = {}
-    for number, (order, signals) in enumerate(asked):
-        if number == len(decisions):  # the first that raised: nothing after it was asked
-            _judged(None, err, signals, when)
-        decision = _judged(decisions[number], None, signals, when)
+    for (order, signals), (said, raised) in zip(asked, answered):  # nothing after one that raised was asked
+        decision = _judged(said, raised, signals, when)
         earlier = first.setdefault(signals, decision)
         if decision != earlier:
             raise Wrong(

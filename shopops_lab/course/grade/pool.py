@@ -177,9 +177,9 @@ class Pool:
 
     def _parts(self, plan: Plan) -> dict[int, int]:
         """Test step index -> how many parts its kit check is made of, for those made of parts."""
-        graders = self.warm.graders if self.warm else {}
-        mine = {index: grader for (lab, index), grader in graders.items() if lab == plan.lab}
-        return {index: len(grader.parts) for index, grader in mine.items() if getattr(grader, "parts", ())}
+        assert self.warm is not None  # prepared in run()
+        counts = {step.index: self.warm.parts(plan.lab, step.index) for step in plan.steps}
+        return {index: count for index, count in counts.items() if count}
 
     def _helped(self, running: list[_Run]) -> _Run | None:
         """The submission graded now with the most test steps nobody has taken (and not
@@ -298,7 +298,8 @@ class Pool:
             run.results[run.current] = [mark, text, [str(line) for line in evidence]]
         elif kind == "part" and run.current is not None and message[1] == run.current:
             part, mark, text, evidence = message[2], message[3], message[4], message[5]
-            parts = self._parts(run.plan).get(run.current, 0)
+            assert self.warm is not None  # prepared in run()
+            parts = self.warm.parts(run.plan.lab, run.current)
             if not (type(part) is int and 0 <= part < parts and isinstance(mark, str) and isinstance(text, str)):
                 raise TypeError(message)
             if not isinstance(evidence, list):

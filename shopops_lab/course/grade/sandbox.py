@@ -222,6 +222,11 @@ class Warm:
     snapshot: KitSnapshot
     imports: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lab -> what its master imports
 
+    def parts(self, lab: str, index: int) -> int:
+        """How many parts the kit check behind test cell `index` of `lab` is made of (0: one
+        whole check, or no kit check)."""
+        return len(getattr(self.graders.get((lab, index)), "parts", ()))
+
     @classmethod
     def prepare(cls, key: Key) -> Warm:
         """Import what the masters import, take their checks (with the modules each check
@@ -304,11 +309,17 @@ class Claims:
         """Has an earlier part of step `index` not passed (so this part cannot change its verdict)?"""
         return any(self._failed[self.slots[index, earlier]] for earlier in range(part))
 
+    def waiting(self, index: int) -> bool:
+        """Has step `index` a part nobody has taken yet, and not moot?"""
+        return any(
+            not self._taken[slot] and not self.moot(index, part)
+            for (step, part), slot in self.slots.items()
+            if step == index
+        )
+
     def open(self) -> list[int]:
-        """The test steps with a part nobody has taken yet, and not moot (the grader's hint for
-        starting a helper)."""
-        untaken = [(index, part) for (index, part), slot in self.slots.items() if not self._taken[slot]]
-        return sorted({index for index, part in untaken if not self.moot(index, part)})
+        """The test steps with a part waiting (the grader's hint for starting a helper)."""
+        return sorted({index for index, _ in self.slots if self.waiting(index)})
 
 
 @dataclass(frozen=True)
@@ -422,8 +433,8 @@ class _Runner:
                 continue
             claims = self.job.claims
             if step.role is Role.TEST and claims is not None:
-                parted = bool(self._parts(step))
-                if (parted and step.index not in claims.open()) or (not parted and not claims.take(step.index)):
+                parted = self.warm.parts(self.job.plan.lab, step.index)
+                if not (claims.waiting(step.index) if parted else claims.take(step.index)):
                     continue  # another judge of this submission runs it (or every part of it)
             self.send(["cell", step.index])
             try:
@@ -475,8 +486,7 @@ class _Runner:
         calls return anything, but cannot decide the verdict."""
         namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
         _master_imports(self.job.plan.steps, step.index, namespace)
-        run = CheckRun(self.learner)
-        try:
+        with self._worker() as run:
             for name in sorted(step.reads - set(namespace) - set(vars(builtins))):
                 found, value = run.lookup(name)
                 if found:
@@ -493,42 +503,38 @@ class _Runner:
                 mark, text = "incorrect", f"raised SystemExit({exc.code!r})"
             except BaseException as exc:  # noqa: BLE001 - the cell's own verdict: it raised
                 mark, text = "incorrect", f"{type(exc).__name__}: {exc}"
-        except PeerGone as gone:  # the worker died in the check (or the cells' process did)
+        self.send(["result", step.index, mark, truncate(text), []])
+
+    @contextlib.contextmanager
+    def _worker(self) -> Iterator[CheckRun]:
+        """A worker forked from the learner's cells for one check, the kit restored before the
+        check and after it; the worker (or the cells' process) dying in it is the learner's."""
+        run = CheckRun(self.learner)
+        try:
+            yield run
+        except PeerGone as gone:
             raise LearnerDied(run.died(gone)) from None
         finally:
             run.close()
             self.warm.snapshot.restore()
-        self.send(["result", step.index, mark, truncate(text), []])
-
-    def _parts(self, step: PlannedCell) -> tuple[Any, ...]:
-        """The parts of the kit check behind test step `step`, if it is made of parts."""
-        return tuple(getattr(self.warm.graders.get((self.job.plan.lab, step.index)), "parts", ()))
 
     def _check(self, step: PlannedCell) -> None:
         grader = self.warm.graders[(self.job.plan.lab, step.index)]
-        if self.job.claims is not None and self._parts(step):
+        if self.job.claims is not None and self.warm.parts(self.job.plan.lab, step.index):
             self._check_parts(step, grader, self.job.claims)
             return
-        run = CheckRun(self.learner)
-        try:
+        with self._worker() as run:
             answers = [run.answer(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
             self.warm.snapshot.restore()
             result = grader.result(*answers)
-        except PeerGone as gone:  # the worker died in the check (or the cells' process did)
-            raise LearnerDied(run.died(gone)) from None
-        finally:
-            run.close()
-            self.warm.snapshot.restore()
-        evidence = [truncate(line) for line in list(result.evidence)[:EVIDENCE_LIMIT]]
-        self.send(["result", step.index, str(result.verdict.value), truncate(result.message), evidence])
+        self.send(["result", step.index, *_reported(result)])
 
     def _check_parts(self, step: PlannedCell, grader: Any, claims: Claims) -> None:
         """The parts of the step's check that nobody has taken, in order, each reported on its
         own: ["part", index, part, mark, message, evidence, found]. The parent gives the
         verdict once the parts it needs are in (`Pool._decide`): the first that did not pass,
         else the check's summary of what each found."""
-        run = CheckRun(self.learner)
-        try:
+        with self._worker() as run:
             answers = [run.answer(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
             for part in range(len(grader.parts)):
                 if claims.moot(step.index, part) or not claims.take(step.index, part):
@@ -539,15 +545,13 @@ class _Runner:
                     self.send(["part", step.index, part, "correct", "", [], found])
                     continue
                 claims.fail(step.index, part)
-                evidence = [truncate(line) for line in list(failed.evidence)[:EVIDENCE_LIMIT]]
-                self.send(
-                    ["part", step.index, part, str(failed.verdict.value), truncate(failed.message), evidence, None]
-                )
-        except PeerGone as gone:  # the worker died in the check (or the cells' process did)
-            raise LearnerDied(run.died(gone)) from None
-        finally:
-            run.close()
-            self.warm.snapshot.restore()
+                self.send(["part", step.index, part, *_reported(failed), None])
+
+
+def _reported(result: Any) -> list[Any]:
+    """[mark, message, evidence] of a check's Result, as the parent takes them (bounded)."""
+    evidence = [truncate(line) for line in list(result.evidence)[:EVIDENCE_LIMIT]]
+    return [str(result.verdict.value), truncate(result.message), evidence]
 
 
 def _master_imports(steps: Iterable[PlannedCell], before: int, namespace: dict[str, Any]) -> None:
