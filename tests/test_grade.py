@@ -539,6 +539,41 @@ def test_a_zygote_that_stops_answering_costs_no_grade(
     assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 5}
 
 
+# Lab 00's right answer, right only in a learner process that carries its own lab's modules
+# (lab 00's checks, not lab 07's) and loads another of the kit's when the learner's code asks.
+ITS_OWN_LAB = """
+import sys
+CARRIED = sorted(set(sys.modules) & {"shopops_lab.checks.lab07", "shopops_lab.checks.recovery_world"})
+LOADED = "shopops_lab.checks.lab00" in sys.modules
+def enqueue_first_case(queue):
+    if CARRIED or not LOADED:
+        raise RuntimeError(f"this process carries {CARRIED}, lab 00's checks loaded: {LOADED}")
+    from shopops_lab.checks import lab07
+    if not callable(lab07.exercise.result):
+        raise RuntimeError("lab 07's checks did not load on use")
+    return queue.enqueue(case_id="O-1001", tenant_id="store_northline", kind="contact_send")
+"""
+
+
+@pytest.mark.parametrize("forked", [True, False], ids=["from the zygote", "fresh interpreter"])
+def test_a_learner_process_loads_its_labs_modules_and_the_rest_on_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forked: bool
+) -> None:
+    """Before the learner's first cell its process loads what its lab uses (the master's
+    imports and its checks), forked from a zygote told the key's labs or started fresh;
+    anything else of the kit loads when the learner's code imports it."""
+    from shopops_lab.course.grade import zygote
+
+    if not forked:
+        monkeypatch.setattr(zygote, "usable", lambda: False)
+    elif not zygote.usable():
+        pytest.skip("the zygote needs fork and passing sockets (Linux)")
+    fx.write(fx.submission("00", {"warmup-answer": ITS_OWN_LAB}), tmp_path / "in" / "a_lab00.ipynb")
+    report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=1, limits=LIMITS)
+    (result,) = report.results
+    assert marks(result)["warmup-test"][0] is Mark.CORRECT, [(e.grade_id, e.message) for e in result.exercises]
+
+
 def test_without_root_the_learner_runs_as_the_graders_user_and_is_still_graded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

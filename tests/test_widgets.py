@@ -30,6 +30,22 @@ def test_importing_the_widgets_does_not_import_ipywidgets():
     assert out.stdout.strip() == "False" and out.stderr == ""
 
 
+def test_a_quiz_loads_no_other_widget_and_every_name_loads_on_first_use():
+    """A lab's checks ask quizzes: that must not load the playground and its pictures (a
+    grading run's start pays for every module); the package's names still all resolve."""
+    code = (
+        "import sys; from shopops_lab.widgets.quiz import Quiz; import shopops_lab.widgets as w; "
+        "print(sorted(m for m in sys.modules if m.startswith(('shopops_lab.viz', 'shopops_lab.widgets.')))); "
+        "print(all(getattr(w, name).__name__ == name for name in w.__all__), set(w.__all__) <= set(dir(w)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split("\n")[:2] == ["['shopops_lab.widgets._ui', 'shopops_lab.widgets.quiz']", "True True"]
+    with pytest.raises(AttributeError, match="has no attribute 'Quizz'"):
+        import shopops_lab.widgets as widgets
+
+        widgets.Quizz  # noqa: B018
+
+
 # ---------------------------------------------------------------- the playground
 def test_playground_actions_say_what_happened_and_why():
     m = PlaygroundModel()

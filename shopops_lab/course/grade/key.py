@@ -148,6 +148,13 @@ class Master:
                     found.add(node.module)
         return found
 
+    def learner_imports(self) -> tuple[str, ...]:
+        """What a learner process of this lab loads before the learner's first cell: the
+        master's imports and its checks' modules (a master imports those as `from
+        shopops_lab.checks import lab05`, which `imports` holds as the package)."""
+        checks = {f"shopops_lab.checks.{cell.check.module}" for cell in self.graded if cell.check is not None}
+        return tuple(sorted(self.imports() | checks))
+
 
 def cell_names(source: str) -> tuple[frozenset[str], frozenset[str]]:
     """(names bound, names read) by a code cell at top level; nothing for one that does not parse."""

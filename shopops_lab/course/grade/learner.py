@@ -23,7 +23,6 @@ import functools
 import hashlib
 import json
 import os
-import pkgutil
 import random
 import signal
 import socket
@@ -454,16 +453,13 @@ def _kit_function(module: Any, qualname: Any) -> FunctionType | None:
 
 
 def preload(imports: Any) -> None:
-    """Load what learner code uses: the master's imports and every lab's checks (a master
-    imports those as `from shopops_lab.checks import lab05`, which the import list holds as
-    the package). After confine() no new file may be readable (Python's own library included)."""
+    """Load what the learner's code uses before it runs: its lab's imports and checks
+    (`Master.learner_imports`). Only those: a lab 05 notebook does not pay for lab 07's
+    simulator. Anything else a learner's cell imports loads when it does, as anywhere."""
     from importlib import import_module
 
     os.environ.setdefault("MPLBACKEND", "Agg")
-    import shopops_lab.checks as checks
-
-    labs = [f"{checks.__name__}.{found.name}" for found in pkgutil.iter_modules(checks.__path__)]
-    for module in (*imports, *labs):
+    for module in imports:
         with contextlib.suppress(Exception):
             import_module(module)
 

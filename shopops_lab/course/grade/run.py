@@ -89,6 +89,8 @@ def _grade(
 ) -> GradeReport:
     submissions = find(paths, {path.name[:2]: path.stem for path in master_paths(key)})
     answer_key = Key.load(key, labs={lab for lab in map(_lab_of, submissions) if lab is not None})
+    if zygote is not None:
+        zygote.load({module for master in answer_key.masters.values() for module in master.learner_imports()})
     scores = report.ManualScores.read(manual, answer_key) if manual else None
     warm = Warm.prepare(answer_key)  # refuses a lab whose imports fail here, before anything is written
     folder = report.prepare_out(out)

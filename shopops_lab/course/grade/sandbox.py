@@ -47,6 +47,7 @@ from shopops_lab.course.grade.key import Key, Kind
 from shopops_lab.course.grade.learner import compile_cell
 from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
 from shopops_lab.course.grade.wire import PeerGone, ProtocolError
+from shopops_lab.course.grade.zygote import COMMON
 
 KIT = "shopops_lab"
 MESSAGE_LIMIT = 4000  # characters of one check message kept (the learner's own exception text can be long)
@@ -220,7 +221,7 @@ class Warm:
 
     graders: dict[tuple[str, int], Any]  # (lab, cell index) -> the kit's check object
     snapshot: KitSnapshot
-    imports: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lab -> what its master imports
+    imports: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lab -> what its learners load
 
     def parts(self, lab: str, index: int) -> int:
         """How many parts the kit check behind test cell `index` of `lab` is made of (0: one
@@ -263,7 +264,7 @@ class Warm:
             for used in getattr(sys.modules.get(module), "ON_USE", ()):
                 with contextlib.suppress(ImportError):  # optional here, as where the check runs
                     import_module(used)
-        imports = {lab: tuple(sorted(master.imports())) for lab, master in key.masters.items()}
+        imports = {lab: master.learner_imports() for lab, master in key.masters.items()}
         return cls(graders=graders, snapshot=KitSnapshot.take(graders.values()), imports=imports)
 
 
@@ -586,7 +587,6 @@ def _sender(connection: Any) -> Callable[[list[Any]], None]:
 
 
 def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
-    master_imports = warm.imports.get(job.plan.lab, ())
     return {
         "scratch": job.learner_scratch or job.scratch,
         "lock": job.scratch,
@@ -594,7 +594,7 @@ def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
         "hide": list(job.hide),
         "memory_mb": job.limits.memory_mb,
         "cpu_seconds": job.limits.notebook_seconds,
-        "imports": [f"{KIT}.checks.base", *master_imports],
+        "imports": [*COMMON, *warm.imports.get(job.plan.lab, ())],
         "core": job.core,
     }
 

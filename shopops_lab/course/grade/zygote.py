@@ -11,6 +11,10 @@ zygote never held them (it never reads a notebook; cells reach each learner proc
 that process's own socket). Every descriptor but the learner's socket is closed in the
 child first, so no learner process can reach the zygote or another judge's channel.
 
+The zygote starts before the grader reads the key: it loads what every learner process
+loads, then, on ["load", modules] from the grader, what the key's labs use (nothing else:
+a learner process of lab 05 does not carry lab 07's simulator).
+
 Each judge gets a channel of its own to the zygote (made by the parent just before it
 forks the judge): ["spawn", config] with the learner's socket passed alongside (answer:
 ["ret", pid]), and ["wait", pid] for the exit status of a learner it spawned (answer:
@@ -27,6 +31,7 @@ import selectors
 import socket
 import subprocess
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +41,7 @@ BOOT = (
     "import sys, json; c = json.loads(sys.argv[1]); sys.path[:0] = c['path']; "
     "from shopops_lab.course.grade.zygote import main; main(c)"
 )
+COMMON = ["shopops_lab.checks.base"]  # what every learner process loads, whatever its lab
 POLL_SECONDS = 0.01  # how often a learner process being waited for is looked at
 START_SECONDS = 60.0  # a zygote that has not loaded the kit by then is not used
 SPAWN_SECONDS = 20.0  # a zygote that has not forked a learner process by then is not used again
@@ -96,6 +102,17 @@ class Zygote:
         finally:
             theirs.close()
         return cls(process, ours)
+
+    def load(self, modules: Iterable[str]) -> None:
+        """Have the zygote load the key's labs' modules too (`Master.learner_imports`), while
+        the grader goes on: the key is read after the zygote started, and only what its labs
+        use is loaded, in every learner process before its first cell."""
+        if self.broken:
+            return
+        try:
+            send_frame(self.control, ["load", sorted(modules)])
+        except OSError:
+            self.broken = True
 
     def channel(self) -> socket.socket | None:
         """A new channel to the zygote for one judge (None once the zygote failed to answer:
@@ -192,6 +209,9 @@ class _Server:
     def _control(self) -> None:
         try:
             message = recv_frame(self.control)
+            if type(message) is list and len(message) == 2 and message[0] == "load" and type(message[1]) is list:
+                _load([module for module in message[1] if type(module) is str])
+                return
             _, fds, _, _ = socket.recv_fds(self.control, 1, 1)
         except (OSError, PeerGone, ProtocolError):
             os._exit(0)  # the grader is gone: so is the zygote (its learners die with their judges)
@@ -275,14 +295,19 @@ def _fork_learner(config: dict[str, Any], fd: int) -> int:
 
 
 def main(config: dict[str, Any]) -> None:
-    """Entry point of the zygote's interpreter: load what every learner process loads, then serve."""
+    """Entry point of the zygote's interpreter: load what every learner process loads, then
+    serve (the key's labs' own modules follow in a ["load", ...] once the grader has read it)."""
+    control = socket.socket(fileno=config["fd"])
+    _load(COMMON)
+    _Server(control).serve()
+
+
+def _load(modules: list[str]) -> None:
     import gc
 
-    control = socket.socket(fileno=config["fd"])
     with contextlib.suppress(Exception):
         from shopops_lab.course.grade.learner import preload
 
-        preload(())
+        preload(modules)
     gc.collect()
     gc.freeze()  # the children share these pages instead of copying them
-    _Server(control).serve()
