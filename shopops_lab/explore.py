@@ -644,21 +644,30 @@ def _children(
     return children, live
 
 
-def _state(played: _Played) -> tuple[Hashable, ...]:
+def _state(played: _Played) -> Callable[[], tuple[Hashable, ...]]:
     """What a schedule's future depends on: the world's fingerprint and every process's
-    memory. Actors a world calls `alike` (processes running copies of the same answer,
-    handed the same facades, which their code cannot tell apart) count as a multiset of
-    (the world's part of each, its memory): two states that differ only by which of them is
-    which are one state, and their futures mirror each other (`RecoveryWorld`: W1 runs
-    first or W2 does)."""
+    memory, taken now (right after its step) and compared when the key is called: across
+    the grader's process boundary a memory is a digest drawn in the learner's process, and
+    the search compares a level's keys together, so each step's digests are asked in the
+    same message as the learner's next step (`JudgePeer.draw_ahead`). Actors a world calls
+    `alike` (processes running copies of the same answer, handed the same facades, which
+    their code cannot tell apart) count as a multiset of (the world's part of each, its
+    memory): two states that differ only by which of them is which are one state, and
+    their futures mirror each other (`RecoveryWorld`: W1 runs first or W2 does)."""
     world, memories = played.world, played.run._memory()
+    fingerprint = world.fingerprint()
     alike = getattr(world, "alike", ())
     if not alike:
-        return world.fingerprint(), memories
-    known = dict(memories)
-    mirrored = Counter((world.actor_print(actor), known.get(actor)) for actor in alike)  # type: ignore[attr-defined]
+        return lambda: (fingerprint, memories)
+    parts = [(world.actor_print(actor), actor) for actor in alike]  # type: ignore[attr-defined]
     others = tuple((actor, seen) for actor, seen in memories if actor not in alike)
-    return world.fingerprint(), frozenset(mirrored.items()), others
+
+    def key() -> tuple[Hashable, ...]:
+        known = dict(memories)
+        mirrored = Counter((part, known.get(actor)) for part, actor in parts)
+        return fingerprint, frozenset(mirrored.items()), others
+
+    return key
 
 
 def _variants(bound: Bound, spent: Mapping[str, int], move: str, points: list[tuple[str, bool]]) -> list[Event]:
@@ -690,7 +699,7 @@ def _search(scenario: Scenario, answer: Any) -> Exploration:
     for depth in range(scenario.bound.max_steps + 1):
         if not frontier:
             return Exploration(scenario.name, scenario.bound, schedules, states, None)
-        merged: dict[Hashable, list] = {}
+        level = []  # (its state, schedule, child, paths), in the order played
         for events, moves, spent, paths, live in frontier:
             if not moves:
                 schedules += paths
@@ -706,11 +715,14 @@ def _search(scenario: Scenario, answer: Any) -> Exploration:
                             states,
                             Counterexample(schedule, child.problem, tuple(child.steps)),
                         )
-                    key = (depth, *_state(child), tuple(sorted(child.spent.items())))
-                    if key in merged:
-                        merged[key][3] += paths
-                    else:
-                        merged[key] = [schedule, child.moves, dict(child.spent), paths, child]
+                    level.append((_state(child), schedule, child, paths))
+        merged: dict[Hashable, list] = {}
+        for state, schedule, child, paths in level:
+            key = (depth, *state(), tuple(sorted(child.spent.items())))
+            if key in merged:
+                merged[key][3] += paths
+            else:
+                merged[key] = [schedule, child.moves, dict(child.spent), paths, child]
         states += len(merged)
         frontier = list(merged.values())
     raise BadArgumentError(

@@ -3,6 +3,7 @@ learner process (a fresh interpreter) runs small cells, and the judge calls into
 
 from __future__ import annotations
 
+import json
 import tempfile
 
 import pytest
@@ -551,21 +552,55 @@ def test_the_judge_may_ask_about_the_learners_object_inside_a_call_the_learner_m
 def test_digests_asked_together_are_drawn_in_one_request_before_the_learners_code_runs_again(run) -> None:
     """A state's key holds several digests (a store's picture, each copy's memory): they are
     drawn together when first compared, and a digest not yet compared when the learner's
-    code is called again is drawn first, so it pictures the state it was asked in."""
+    code is called again is drawn first, in the same write as that call (no round trip of
+    its own), so it pictures the state it was asked in."""
     made = restart(run.answer("Store"))
     store = made()
     peer = made._current()._peer
-    sent: list[str] = []
-    original = peer.request
+    writes: list[list[str]] = []  # the kinds of the frames in each write to the learner's process
+    original = peer.flush
+
+    def flush() -> None:
+        writes.append([json.loads(bytes(held[4:]))[0] for held in peer.held])
+        original()
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(peer, "request", lambda message, *rest: sent.append(message[0]) or original(message, *rest))
+        patch.setattr(peer, "flush", flush)
         asked = (picture(made, store), memory(made), picture(made, store))
-        assert sent == []  # nothing drawn yet
-        assert hash(asked) == hash(asked) and asked[0] == asked[2] and sent == ["digests"]
+        assert [write for write in writes if write] == []  # nothing drawn yet
+        assert hash(asked) == hash(asked) and asked[0] == asked[2]
+        assert [write for write in writes if write] == [["digests"]]
         before = picture(made, store)
         store.claim("job-1", "W1")  # the learner's code runs: `before` is drawn first...
-        assert sorted(sent) == ["callattr", "digests", "digests"]
+        assert [write for write in writes if write] == [["digests"], ["digests", "callattr"]]
         assert picture(made, store) != before and before == asked[0]  # ...as it stood before the claim
+
+
+@pytest.mark.parametrize("fate", ["answered with an exception", "the learner's process gone"])
+def test_a_digest_sent_ahead_without_a_usable_answer_is_unknown_and_equal_to_none(fate: str) -> None:
+    """Digests sent ahead of a request are answered before it; one answered with an
+    exception, or never (the process gone), pictures nothing: it equals no other digest,
+    so no two states are merged on it (the search only grows), and the request itself is
+    answered as it would have been."""
+    import socket
+
+    from shopops_lab.course.grade.judge import Digest
+
+    ours, theirs = socket.socketpair()
+    peer = JudgePeer(ours)
+    asked, same = Digest(peer, "memory", 1), Digest(peer, "memory", 1)
+    if fate == "answered with an exception":
+        send_frame(theirs, ["exc", {"builtin": "ValueError", "message": "no"}, []])
+        send_frame(theirs, ["ret", 5, []])
+        assert peer.request(["get", 1, "x"]) == 5
+        written = Frames(theirs)
+        assert [written.read()[0], written.read()[0]] == ["digests", "get"] and not written.buffer
+    else:
+        theirs.close()
+        with pytest.raises((PeerGone, OSError)):
+            peer.request(["get", 1, "x"])
+    assert asked != same and hash(asked) != hash(same) and not peer.pending and not peer.ahead
+    ours.close()
 
 
 def test_a_kit_method_read_in_turn_is_the_kits_whatever_the_learners_class_overrides(run) -> None:

@@ -96,7 +96,7 @@ class JudgePeer(Peer):
     # refused with it, and it ends the call here, whatever the learner's code did with it.
     def request(self, message: list[Any], mutable: dict[str, Any] | None = None) -> Any:
         if self.pending and message[0] != "digests":  # drawn before the learner's code may run again
-            self.draw()
+            self.draw_ahead()
         if self.depth:
             return super().request(message, mutable)
         self.death = None
@@ -115,17 +115,29 @@ class JudgePeer(Peer):
         return value
 
     def draw(self) -> None:
-        """Every pending digest, in one request."""
+        """Every pending digest, in one request (a digest compared before anything else is asked)."""
         pending, self.pending = self.pending, []
-        drawn = self.request(["digests", [[digest.kind, digest.number] for digest in pending]])
-        if not (type(drawn) is list and len(drawn) == len(pending) and all(d is None or type(d) is str for d in drawn)):
-            raise ProtocolError("digests of no known shape")
-        for digest, found in zip(pending, drawn):
-            digest.value = object() if found is None else (digest.kind, found)
+        _fill(pending, self.request(["digests", [[digest.kind, digest.number] for digest in pending]]))
+
+    def draw_ahead(self) -> None:
+        """Every pending digest, asked in the same write as the request about to go, which the
+        learner's process serves after drawing them (so they are of the memory as it was):
+        the explorer compares a step's digests after playing the next step, and its round
+        trip is saved. A reply of no use (an exception, the request given up) leaves each
+        digest unknown, equal to no other: a state not merged, searched again."""
+        pending, self.pending = self.pending, []
+
+        def taken(reply: list[Any] | None) -> None:
+            if reply is not None and reply[0] == "ret" and len(reply) == 3:
+                _fill(pending, self.decode(reply[1]))
+            else:
+                _fill(pending, [None] * len(pending))
+
+        self.send_ahead(["digests", [[digest.kind, digest.number] for digest in pending]], taken)
 
     def serve(self, message: list[Any]) -> None:
         if self.death is not None:
-            send_frame(self.sock, ["exc", self.describe(self.death), []])
+            self.send(["exc", self.describe(self.death), []], hold=self.frames.complete())
             return
         super().serve(message)
 
@@ -348,6 +360,13 @@ def _named(name: Any) -> Any:
     if isinstance(name, FunctionType):
         return {"kit": [name.__module__, name.__qualname__]}
     return exact(name)
+
+
+def _fill(pending: list[Digest], drawn: Any) -> None:
+    if not (type(drawn) is list and len(drawn) == len(pending) and all(d is None or type(d) is str for d in drawn)):
+        raise ProtocolError("digests of no known shape")
+    for digest, found in zip(pending, drawn):
+        digest.value = object() if found is None else (digest.kind, found)
 
 
 class Digest:

@@ -240,6 +240,8 @@ class Worker(Peer):
 
                     traceback.print_exception(exc)
                 break
+        with contextlib.suppress(OSError):
+            self.flush()
         os._exit(0)
 
     def answer(self, message: list[Any], given: dict[str, Any]) -> Any:

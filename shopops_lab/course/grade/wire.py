@@ -25,6 +25,7 @@ import importlib
 import json
 import struct
 import sys
+from collections.abc import Callable
 from types import FunctionType, MappingProxyType, ModuleType
 from typing import Any, TypeVar
 
@@ -65,11 +66,16 @@ class ProtocolError(KeyboardInterrupt):
 # --- frames -----------------------------------------------------------------------------
 
 
-def send_frame(sock: Any, message: Any) -> None:
+def encoded_frame(message: Any) -> bytes:
+    """`message` as it goes on the wire: its length, then its JSON."""
     data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
     if len(data) > FRAME_LIMIT:
         raise ProtocolError(f"a message of {len(data)} bytes is over the limit")
-    sock.sendall(HEADER.pack(len(data)) + data)
+    return HEADER.pack(len(data)) + data
+
+
+def send_frame(sock: Any, message: Any) -> None:
+    sock.sendall(encoded_frame(message))
 
 
 def _exactly(sock: Any, size: int) -> bytes:
@@ -114,9 +120,14 @@ class Frames:
 
     CHUNK = 1 << 16
 
-    def __init__(self, sock: Any) -> None:
+    def __init__(self, sock: Any, before_waiting: Callable[[], None] | None = None) -> None:
         self.sock = sock
         self.buffer = bytearray()
+        self.before_waiting = before_waiting  # called before a read that may wait for the other side
+
+    def complete(self) -> bool:
+        """A whole frame is here already: the next `read` will not wait."""
+        return len(self.buffer) >= HEADER.size and len(self.buffer) >= HEADER.size + _size(self.buffer[: HEADER.size])
 
     def read(self) -> Any:
         size = _size(self._holding(HEADER.size)[: HEADER.size])
@@ -127,6 +138,8 @@ class Frames:
 
     def _holding(self, size: int) -> bytearray:
         while len(self.buffer) < size:
+            if self.before_waiting is not None:
+                self.before_waiting()
             try:
                 chunk = self.sock.recv(max(self.CHUNK, size - len(self.buffer)))
             except OSError as exc:
@@ -396,7 +409,9 @@ class Peer(abc.ABC):
 
     def __init__(self, sock: Any, *, public_only: bool) -> None:
         self.sock = sock
-        self.frames = Frames(sock)  # the socket's only reader
+        self.frames = Frames(sock, before_waiting=self.flush)  # the socket's only reader
+        self.held: list[bytes] = []  # frames sent but not yet written (`send`)
+        self.ahead: list[Callable[[list[Any] | None], None]] = []  # takers of replies to requests sent ahead
         self.public_only = public_only
         self.exports: dict[int, Any] = {}
         self.numbers: dict[int, int] = {}  # id(object) -> its number
@@ -558,14 +573,40 @@ class Peer(abc.ABC):
         found: _Scalar = value
         return found
 
+    # the wire: one write per turn -------------------------------------------------------
+    def send(self, message: list[Any], *, hold: bool = False) -> None:
+        """Send a frame, with every frame held before it, in one write. `hold`: keep it back
+        until this side sends again or waits to read (`Frames.before_waiting`): a reply
+        written while the next request is already here would only wake the other side to
+        wait again, each wake-up a hand-over of the core the two share."""
+        self.held.append(encoded_frame(message))
+        if not hold:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.held:
+            data = b"".join(self.held)
+            self.held.clear()
+            self.sock.sendall(data)
+
+    def send_ahead(self, message: list[Any], taker: Callable[[list[Any] | None], None]) -> None:
+        """A request whose answer nothing waits for now: it goes in the same write as the next
+        request, is answered first (the other side serves in order), and `taker` gets its
+        reply frame as it came, or None if the request it went with was given up."""
+        self.send(message, hold=True)
+        self.ahead.append(taker)
+
     def request(self, message: list[Any], mutable: dict[str, Any] | None = None) -> Any:
-        send_frame(self.sock, message)
         self.depth += 1
         try:
+            self.send(message)
             while True:
                 reply = self.frames.read()
                 if type(reply) is not list or not reply or type(reply[0]) is not str:
                     raise ProtocolError("a message that is not [kind, ...]")
+                if self.ahead:  # the answer to a request sent ahead of this one comes first
+                    self.ahead.pop(0)(reply)
+                    continue
                 if reply[0] in ("ret", "exc") and len(reply) in (2, 3, 4):
                     self._copy_back(mutable or {}, reply[2] if len(reply) >= 3 else [])
                     if reply[0] == "ret":
@@ -577,6 +618,9 @@ class Peer(abc.ABC):
             self.depth -= 1
             if not self.depth:
                 self.thrown.clear()
+                given_up, self.ahead = self.ahead, []
+                for taker in given_up:
+                    taker(None)
 
     def _copy_back(self, mutable: dict[str, Any], changed: Any) -> None:
         if type(changed) is not list:
@@ -611,10 +655,10 @@ class Peer(abc.ABC):
                 changed = self._changed(given)
             except (TypeError, ValueError, RecursionError):
                 changed = []
-            frame = ["exc", self.describe(exc), changed]
-            send_frame(self.sock, frame if attached is None else [*frame, self.encode(attached)])
+            answered = ["exc", self.describe(exc), changed]
+            self.send(answered if attached is None else [*answered, self.encode(attached)], hold=self.frames.complete())
             return
-        send_frame(self.sock, reply)
+        self.send(reply, hold=self.frames.complete())
 
     def _changed(self, given: dict[str, Any]) -> list[Any]:
         return [[key, self.encode(value)] for key, value in given.items()]
