@@ -267,6 +267,49 @@ def test_a_lab_whose_imports_fail_here_is_refused_before_grading(tmp_path: Path,
     assert not (tmp_path / "out").exists()
 
 
+def test_a_plain_test_cell_uses_the_masters_imports_as_the_judges_own(tmp_path: Path) -> None:
+    """A test cell the kit's checks do not back runs in the judge, with the modules the
+    master imports as the judge's own (the grader loads them), not whatever the learner
+    bound to their names."""
+    import sys
+
+    import nbformat
+
+    from shopops_lab.course import cells
+    from shopops_lab.course.build import build_student
+
+    assert "colorsys" not in sys.modules  # else the judge would have it whatever the grader loads
+    master = cells.notebook(
+        [
+            cells.code("import colorsys", grade_id="imports"),
+            cells.answer(
+                "def hue(rgb):\n    ### BEGIN SOLUTION\n    return colorsys.rgb_to_hsv(*rgb)[0]\n    ### END SOLUTION",
+                "hue",
+            ),
+            cells.test("assert hue((0, 1, 0)) == colorsys.rgb_to_hsv(0, 1, 0)[0]", "hue-test", 2),
+        ],
+        lab="43",
+        version="1",
+        title="Hues",
+    )
+    (tmp_path / "key").mkdir()
+    nbformat.write(master, tmp_path / "key" / "43_hues.ipynb")
+    right = fx.twin(build_student(master))
+    right.cells[1].source = "def hue(rgb):\n    return colorsys.rgb_to_hsv(*rgb)[0]"
+    fx.write(right, tmp_path / "in" / "right_lab43.ipynb")
+    forger = fx.twin(right)  # a wrong answer with a `colorsys` of its own that agrees with it
+    fake = "class colorsys:\n    rgb_to_hsv = staticmethod(lambda *rgb: (0.5, 0, 0))\n\n"
+    forger.cells[1].source = fake + "def hue(rgb):\n    return 0.5"
+    fx.write(forger, tmp_path / "in" / "forger_lab43.ipynb")
+    code, out, err = run_cli(
+        "grade", str(tmp_path / "in"), "--key", str(tmp_path / "key"), "--out", str(tmp_path / "out")
+    )
+    assert code == 0, err
+    with open(tmp_path / "out" / "grades.csv", newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["submission"] != "max"]
+    assert sorted((row["student"], row["points"]) for row in rows) == [("forger", "0"), ("right", "2")], rows
+
+
 def test_a_plain_assert_test_cell_is_graded_as_nbgrader_grades_it(tmp_path: Path) -> None:
     """A lab an instructor writes without the kit's checks: its test cell passes unless it raises."""
     import nbformat
