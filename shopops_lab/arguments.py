@@ -172,7 +172,7 @@ def strings(field: str, value: object, fix: str = "pass a tuple of non-empty str
 
 def mapping(field: str, value: object, kind: type, fix: str | None = None) -> Mapping[str, Any]:
     """A read-only copy of a dict from non-empty strings to `kind` values."""
-    if not isinstance(value, Mapping) or not all(
+    if not (type(value) is dict or type(value) is MappingProxyType or isinstance(value, Mapping)) or not all(
         isinstance(k, str) and k and isinstance(v, kind) for k, v in value.items()
     ):
         raise BadArgumentError(

@@ -14,8 +14,8 @@ How a workflow is run, crashed and recovered (crash points, `Env`, the two runne
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from shopops_lab import arguments
@@ -148,28 +148,50 @@ class Checkpoint:
     token: int = 0  # the token that wrote it
 
     def __post_init__(self) -> None:
-        arguments.text("workflow_version", self.workflow_version, "the workflow's version, e.g. 'v1'")
-        completed = arguments.strings("completed", self.completed)
-        if len(set(completed)) != len(completed):
-            raise BadArgumentError(
-                field="completed", problem=f"repeats a step ({', '.join(completed)})", fix="confirm each step once"
-            )
-        object.__setattr__(self, "completed", completed)
-        object.__setattr__(self, "approval_refs", arguments.strings("approval_refs", self.approval_refs))
-        object.__setattr__(self, "artifacts", arguments.mapping("artifacts", self.artifacts, str))
-        object.__setattr__(self, "intents", arguments.mapping("intents", self.intents, str))
-        object.__setattr__(self, "receipts", arguments.mapping("receipts", self.receipts, Receipt))
-        object.__setattr__(self, "budgets", arguments.mapping("budgets", self.budgets, int))
-        for op_id, receipt in self.receipts.items():
-            if receipt.op_id != op_id:
+        self._check(_FIELDS)
+
+    def _check(self, names: Collection[str]) -> None:
+        """Check the fields `names` and keep them in their read-only form, in the order of
+        the fields (so the first problem named is the same whichever fields are checked)."""
+        if "workflow_version" in names:
+            arguments.text("workflow_version", self.workflow_version, "the workflow's version, e.g. 'v1'")
+        if "completed" in names:
+            completed = arguments.strings("completed", self.completed)
+            if len(set(completed)) != len(completed):
                 raise BadArgumentError(
-                    field=f"receipts[{op_id!r}]",
-                    problem=f"holds the receipt of {receipt.op_id!r}",
-                    fix="key each receipt by its own op_id",
+                    field="completed", problem=f"repeats a step ({', '.join(completed)})", fix="confirm each step once"
                 )
-        for name, left in self.budgets.items():
-            arguments.whole(f"budgets[{name!r}]", left, 0, "pass a whole number >= 0")
-        arguments.whole("token", self.token, 0, "pass a whole number >= 0")
+            object.__setattr__(self, "completed", completed)
+        if "approval_refs" in names:
+            object.__setattr__(self, "approval_refs", arguments.strings("approval_refs", self.approval_refs))
+        for name, kind in (("artifacts", str), ("intents", str), ("receipts", Receipt), ("budgets", int)):
+            if name in names:
+                object.__setattr__(self, name, arguments.mapping(name, getattr(self, name), kind))
+        if "receipts" in names:
+            for op_id, receipt in self.receipts.items():
+                if receipt.op_id != op_id:
+                    raise BadArgumentError(
+                        field=f"receipts[{op_id!r}]",
+                        problem=f"holds the receipt of {receipt.op_id!r}",
+                        fix="key each receipt by its own op_id",
+                    )
+        if "budgets" in names:
+            for name, left in self.budgets.items():
+                arguments.whole(f"budgets[{name!r}]", left, 0, "pass a whole number >= 0")
+        if "token" in names:
+            arguments.whole("token", self.token, 0, "pass a whole number >= 0")
+
+    def _with(self, **changes: Any) -> Checkpoint:
+        """`replace(self, **changes)`, checking only what changes: the other fields were
+        checked when this checkpoint was made and cannot change since (a resumed worker
+        derives several checkpoints per step, and a check's explorer plays thousands)."""
+        if type(self) is not Checkpoint:  # a subclass may hold more than these fields
+            return replace(self, **changes)
+        twin = object.__new__(Checkpoint)
+        for name in _FIELDS:
+            object.__setattr__(twin, name, changes[name] if name in changes else getattr(self, name))
+        twin._check(changes)
+        return twin
 
     @classmethod
     def start(cls, workflow_version: str, *, budgets: Mapping[str, int] | None = None) -> Checkpoint:
@@ -186,18 +208,18 @@ class Checkpoint:
                 problem=f"{step!r} is already confirmed",
                 fix="skip confirmed steps and reuse their artifacts",
             )
-        return replace(self, completed=self.completed + (step,), artifacts={**self.artifacts, step: artifact})
+        return self._with(completed=self.completed + (step,), artifacts={**self.artifacts, step: artifact})
 
     def intend(self, op_id: str, step: str) -> Checkpoint:
         """About to perform operation `op_id` for `step`: written before the side effect."""
         arguments.text("op_id", op_id, "the operation id you are about to send with")
         arguments.text("step", step, "the step the operation performs, e.g. 'publish'")
-        return replace(self, intents={**self.intents, op_id: step})
+        return self._with(intents={**self.intents, op_id: step})
 
     def receive(self, receipt: Receipt) -> Checkpoint:
         """The side effect happened; here is the provider's proof."""
         arguments.instance("receipt", receipt, Receipt, "pass a Receipt(op_id=..., step=..., message_id=...)")
-        return replace(self, receipts={**self.receipts, receipt.op_id: receipt})
+        return self._with(receipts={**self.receipts, receipt.op_id: receipt})
 
     def spend(self, budget: str, amount: int = 1) -> Checkpoint:
         """Take `amount` from `budget`; BudgetExhaustedError if not enough is left."""
@@ -211,12 +233,12 @@ class Checkpoint:
         left = self.budgets[budget]
         if left < amount:
             raise BudgetExhaustedError(budget=budget, remaining=left, wanted=amount)
-        return replace(self, budgets={**self.budgets, budget: left - amount})
+        return self._with(budgets={**self.budgets, budget: left - amount})
 
     def approve(self, approval_ref: str) -> Checkpoint:
         """Remember a person's approval (of the artifacts as they are now)."""
         arguments.text("approval_ref", approval_ref, "the approval's id, e.g. 'appr-0007'")
-        return replace(self, approval_refs=self.approval_refs + (approval_ref,))
+        return self._with(approval_refs=self.approval_refs + (approval_ref,))
 
     def op_for(self, step: str) -> str | None:
         """The operation id already chosen for `step` (by a receipt or an intent), if any.
@@ -316,7 +338,7 @@ class CheckpointStore:
         t = resolve(self.clock, now)
         self.verify(job_id, token, op="save", now=t)
         before = self.load(job_id)
-        stored = replace(checkpoint, token=token)
+        stored = checkpoint._with(token=token)
         self._append(job_id, stored)
         self.log.append(
             EventKind.CHECKPOINT_WRITTEN, t, item_id=job_id, token=token, completed=",".join(stored.completed)
@@ -358,7 +380,7 @@ class CheckpointStore:
             )
         stored = replace(migrated, workflow_version=to_version)  # checks the version before the claim
         token = self.claim(job_id, now=t)
-        stored = replace(stored, token=token)
+        stored = stored._with(token=token)
         self._append(job_id, stored)
         self.log.append(
             EventKind.CHECKPOINT_WRITTEN,
@@ -391,6 +413,7 @@ class CheckpointStore:
         return f"CheckpointStore({len(self.jobs())} jobs)"
 
 
+_FIELDS = tuple(f.name for f in fields(Checkpoint))
 _HISTORY = "checkpoints"  # the records: job id -> every checkpoint stored for it, oldest first
 
 

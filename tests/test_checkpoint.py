@@ -6,6 +6,8 @@ import copy
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Checkpoint, CheckpointStore, Receipt, Step, Workflow
 from shopops_lab.effects import Contact, ProviderFault, SendResult, SendStatus
@@ -468,3 +470,44 @@ def test_crash_at_accepts_a_name_and_env_records_points_passed():
     ]
     assert env.crashed_at == CrashPoint.after_intent("publish")
     assert env.log.where(EventKind.WORKER_CRASHED)[0].info["point"] == "after_intent(publish)"
+
+
+# ---------------------------------------------------------------- derived checkpoints
+_TEXT = st.text(alphabet="abc-1", max_size=3)
+_CHANGES = st.fixed_dictionaries(
+    {},
+    optional={
+        "workflow_version": st.one_of(_TEXT, st.integers(), st.none()),
+        "completed": st.one_of(st.lists(_TEXT, max_size=3).map(tuple), st.lists(_TEXT, max_size=2), st.none()),
+        "artifacts": st.one_of(st.dictionaries(_TEXT, st.one_of(_TEXT, st.integers()), max_size=2), st.just([])),
+        "intents": st.dictionaries(_TEXT, _TEXT, max_size=2),
+        "receipts": st.dictionaries(
+            _TEXT,
+            st.builds(Receipt, op_id=st.sampled_from(["a", "b"]), step=st.just("s"), message_id=st.just("m")),
+            max_size=2,
+        ),
+        "budgets": st.dictionaries(_TEXT, st.integers(-1, 3), max_size=2),
+        "approval_refs": st.lists(_TEXT, max_size=2).map(tuple),
+        "token": st.one_of(st.integers(-1, 3), st.booleans(), st.text(max_size=1)),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_CHANGES)
+def test_a_derived_checkpoint_is_what_replace_makes_or_the_same_refusal(changes: dict) -> None:
+    """`confirm`, `intend`, ... and the store's stamp derive a checkpoint checking only the
+    fields they change (`_with`): the same checkpoint `dataclasses.replace` makes, and for a
+    bad value the same error, naming the same field first."""
+    start = Checkpoint(workflow_version="v1", completed=("fetch",), artifacts={"fetch": "src-1"}, budgets={"llm": 2})
+    try:
+        expected: object = dataclasses.replace(start, **changes)
+    except BadArgumentError as exc:
+        expected = str(exc)
+    try:
+        found: object = start._with(**changes)
+    except BadArgumentError as exc:
+        found = str(exc)
+    assert found == expected
+    if isinstance(found, Checkpoint):
+        assert type(found.artifacts) is type(expected.artifacts) and type(found.completed) is tuple  # type: ignore[union-attr]
