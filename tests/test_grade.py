@@ -543,10 +543,10 @@ def test_a_zygote_that_stops_answering_costs_no_grade(
 # (lab 00's checks, not lab 07's) and loads another of the kit's when the learner's code asks.
 ITS_OWN_LAB = """
 import sys
-CARRIED = sorted(set(sys.modules) & {"shopops_lab.checks.lab07", "shopops_lab.checks.recovery_world"})
+CARRIED = sorted(set(sys.modules) & {"shopops_lab.checks.lab07", "shopops_lab.checks.recovery_world", "site"})
 LOADED = "shopops_lab.checks.lab00" in sys.modules
 def enqueue_first_case(queue):
-    if CARRIED or not LOADED:
+    if CARRIED or not LOADED or not sys.flags.no_site:
         raise RuntimeError(f"this process carries {CARRIED}, lab 00's checks loaded: {LOADED}")
     from shopops_lab.checks import lab07
     if not callable(lab07.exercise.result):
@@ -560,8 +560,9 @@ def test_a_learner_process_loads_its_labs_modules_and_the_rest_on_use(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forked: bool
 ) -> None:
     """Before the learner's first cell its process loads what its lab uses (the master's
-    imports and its checks), forked from a zygote told the key's labs or started fresh;
-    anything else of the kit loads when the learner's code imports it."""
+    imports and its checks), forked from a zygote told the key's labs or started fresh, in
+    both cases an interpreter started without `site` (its .pth files cost a start 15 to
+    20 ms); anything else of the kit loads when the learner's code imports it."""
     from shopops_lab.course.grade import zygote
 
     if not forked:

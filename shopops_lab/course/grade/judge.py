@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import signal
 import socket
 import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FunctionType, MethodType, ModuleType
@@ -229,7 +227,7 @@ class Learner:
 
     def start(self) -> None:
         debug = bool(os.environ.get("SHOPOPS_GRADE_DEBUG"))  # the learner's stderr shown, for the kit's developers
-        config = {**self.config, "path": list(sys.path), "debug": debug}
+        config = {**self.config, "debug": debug}
         self.process = None
         if self.zygote is not None and not debug:  # forked from the zygote: no interpreter start
             ours, theirs = socket.socketpair()
@@ -263,7 +261,7 @@ class Learner:
         """A fresh interpreter for the learner's process."""
         scratch, debug = self.config["scratch"], bool(config["debug"])
         return subprocess.Popen(
-            [sys.executable, "-c", BOOT, json.dumps(config)],
+            zygote.interpreter(BOOT, config),
             pass_fds=(fd,),
             start_new_session=True,
             cwd=scratch,

@@ -33,6 +33,7 @@ import subprocess
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from shopops_lab.course.grade.wire import PeerGone, ProtocolError, recv_frame, send_frame
@@ -45,6 +46,16 @@ COMMON = ["shopops_lab.checks.base"]  # what every learner process loads, whatev
 POLL_SECONDS = 0.01  # how often a learner process being waited for is looked at
 START_SECONDS = 60.0  # a zygote that has not loaded the kit by then is not used
 SPAWN_SECONDS = 20.0  # a zygote that has not forked a learner process by then is not used again
+
+
+def interpreter(boot: str, config: dict[str, Any]) -> list[str]:
+    """The command line of a fresh interpreter for a learner's process (or the zygote) that
+    runs `boot` with `config`: without `site` (-S), whose .pth files cost a start 15 to
+    20 ms; the grader's own search path instead, headed by the folder the kit is in (an
+    editable install finds it through a .pth hook)."""
+    kit = str(Path(__file__).resolve().parents[3])
+    path = [kit, *(entry for entry in sys.path if entry != kit)]
+    return [sys.executable, "-S", "-c", boot, json.dumps({**config, "path": path})]
 
 
 def usable() -> bool:
@@ -84,10 +95,9 @@ class Zygote:
         if not usable():
             return None
         ours, theirs = socket.socketpair()
-        config = {"fd": theirs.fileno(), "path": list(sys.path)}
         try:
             process = subprocess.Popen(
-                [sys.executable, "-c", BOOT, json.dumps(config)],
+                interpreter(BOOT, {"fd": theirs.fileno()}),
                 pass_fds=(theirs.fileno(),),
                 start_new_session=True,
                 cwd="/",
