@@ -69,6 +69,8 @@ class _Same:
 hashlib.sha256 = lambda *args, **kwargs: _Same()
 fresh.memory = lambda *args, **kwargs: ()
 fresh.canonical = lambda *args, **kwargs: ()
+fresh.memory_text = lambda *args, **kwargs: ""
+fresh.canonical_text = lambda *args, **kwargs: ""
 """
 
 WRONG_CASES = [

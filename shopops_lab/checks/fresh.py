@@ -82,6 +82,13 @@ def memory(fresh: Any) -> Hashable:
     return None if values is None else canonical(values)
 
 
+def memory_text(fresh: Any) -> str | None:
+    """`repr(memory(fresh))`, built directly (`canonical_text`): what the learner's process
+    hashes for the explorer's digests."""
+    values = _MEMORIES.get(fresh) if _weakable(fresh) else None
+    return None if values is None else canonical_text(values)
+
+
 def _weakable(value: Any) -> bool:
     try:
         weakref.ref(value)
@@ -263,8 +270,52 @@ def canonical(value: Any, depth: int = 0, seen: frozenset[int] = frozenset()) ->
         )
     if isinstance(value, (FunctionType, type, ModuleType)) or type(value).__name__ in ("EventLog", "FakeClock"):
         return (type(value).__name__, getattr(value, "__qualname__", ""))
+    return (type(value).__qualname__, canonical(_fields(value), depth + 1, seen))
+
+
+def _fields(value: Any) -> dict[str, Any]:
     fields = getattr(value, "__dict__", None)
     if fields is None:
         slots = [s for c in type(value).__mro__ for s in getattr(c, "__slots__", ()) if isinstance(s, str)]
         fields = {s: getattr(value, s) for s in slots if hasattr(value, s)}
-    return (type(value).__qualname__, canonical(dict(fields), depth + 1, seen))
+    return dict(fields)
+
+
+_TEXT_ATOMS = {kind: repr(kind.__name__) for kind in (type(None), bool, int, float, str, bytes)}
+
+
+def canonical_text(value: Any) -> str:
+    """`repr(canonical(value))`, built as text directly: the same string (a test holds them
+    equal), without the nested tuples and the `repr` of each item that sorting them takes.
+    The learner's process hashes it for every digest the explorer draws."""
+    return _text(value, 0, set())
+
+
+def _text(value: Any, depth: int, seen: set[int]) -> str:
+    atom = _TEXT_ATOMS.get(type(value))
+    if atom is not None:
+        return f"({atom}, {value!r})"
+    if isinstance(value, (type(None), bool, int, float, str, bytes)):  # a subclass: named by its base's test
+        return repr(canonical(value))
+    if depth > _LIMIT or id(value) in seen:
+        return f"('...', {type(value).__name__!r})"
+    seen.add(id(value))
+    try:
+        if isinstance(value, (list, tuple)):
+            items = [_text(v, depth + 1, seen) for v in value]
+            return f"({type(value).__name__!r}, {_tuple(items)})"
+        if isinstance(value, (set, frozenset)):
+            return f"('set', {_tuple(sorted(_text(v, depth + 1, seen) for v in value))})"
+        if isinstance(value, dict):
+            pairs = [f"({_text(k, depth + 1, seen)}, {_text(v, depth + 1, seen)})" for k, v in value.items()]
+            return f"('dict', {_tuple(sorted(pairs))})"
+        if isinstance(value, (FunctionType, type, ModuleType)) or type(value).__name__ in ("EventLog", "FakeClock"):
+            return repr((type(value).__name__, getattr(value, "__qualname__", "")))
+        return f"({type(value).__qualname__!r}, {_text(_fields(value), depth + 1, seen)})"
+    finally:
+        seen.discard(id(value))
+
+
+def _tuple(items: list[str]) -> str:
+    """The repr of a tuple whose items' reprs are `items`."""
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"

@@ -354,13 +354,13 @@ class Worker(Peer):
     def digest(self, asked: Any) -> str | None:
         """["memory", n]: what copy n keeps in memory; ["picture", n]: object n; a hash of the
         kit's own picture of it, or None where it cannot be seen."""
-        from shopops_lab.checks.fresh import canonical, memory
+        from shopops_lab.checks.fresh import canonical_text, memory_text
 
         if not (type(asked) is list and len(asked) == 2 and asked[0] in ("memory", "picture")):
             raise ProtocolError("a digest of no known kind")
         target = self.target(asked[1])
-        drawn = memory(target) if asked[0] == "memory" else canonical(target)
-        return None if drawn is None else hashlib.sha256(repr(drawn).encode("utf-8", "replace")).hexdigest()
+        drawn = memory_text(target) if asked[0] == "memory" else canonical_text(target)
+        return None if drawn is None else hashlib.sha256(drawn.encode("utf-8", "replace")).hexdigest()
 
     def lookup(self, name: str) -> dict[str, Any]:
         from shopops_lab.checks.base import restart
