@@ -39,7 +39,7 @@ def test_a_master_read_again_from_its_record_is_the_master_checked_before(cache:
     key.mkdir()
     shutil.copy(MASTER, key)
     first = _master(key)
-    assert len(list(cache.glob("*.json"))) == 1  # remembered, as the notebook nbformat read
+    assert len(list(cache.glob("*.json"))) == 1  # remembered, as the notebook nbformat read and its student version
     again = _master(key)
     assert again.notebook == first.notebook and again.student == first.student
     assert again.graded == first.graded and (again.lab, again.version, again.title) == (
@@ -88,8 +88,29 @@ def test_a_record_that_is_not_json_or_a_recheck_means_checking_again(
     record.write_text("{not json")
     assert checked.recalled(MASTER.read_bytes()) is None
     assert _master(key).notebook == first.notebook  # checked again, and remembered again
-    assert checked.recalled(MASTER.read_bytes()) == first.notebook
+    assert checked.recalled(MASTER.read_bytes()) == (first.notebook, first.student)
+    record.write_text(json.dumps(first.notebook))  # a record of the older kind: the notebook alone
+    assert checked.recalled(MASTER.read_bytes()) is None
     monkeypatch.setenv(checked.RECHECK, "1")
+    assert checked.recalled(MASTER.read_bytes()) is None
+
+
+def test_a_change_to_the_code_that_builds_student_versions_means_checking_again(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The record holds the student version built from the master: built by other code, it
+    might differ, so the record of another build.py is not found."""
+    key = tmp_path / "key"
+    key.mkdir()
+    shutil.copy(MASTER, key)
+    _master(key)
+    assert checked.recalled(MASTER.read_bytes()) is not None
+    other = tmp_path / "kit" / "course"
+    (other / "grade").mkdir(parents=True)
+    (other / "build.py").write_bytes(
+        Path(checked.__file__).parents[1].joinpath("build.py").read_bytes() + b"\n# changed\n"
+    )
+    monkeypatch.setattr(checked, "__file__", str(other / "grade" / "checked.py"))
     assert checked.recalled(MASTER.read_bytes()) is None
 
 

@@ -4,9 +4,11 @@ Reading a master with nbformat and checking it against nbformat's schema and the
 metadata rules loads jsonschema and traitlets and compiles a schema: a tenth of a second of
 every grading run, more than grading an unanswered submission. A master that passed is
 remembered, by the SHA-256 of its bytes and the kit's version, as the notebook nbformat
-read (plain JSON: source lines joined); the next run that meets the same bytes takes that
-notebook as read, checked already. A changed master, or another kit version, is read and
-checked again.
+read (plain JSON: source lines joined), with the student version built from it (stubs for
+the answers, which the rebuild compares submissions with: 4 to 12 ms of AST work a lab); the
+next run that meets the same bytes takes both as they were, checked already. A changed
+master, another kit version, or a change to the code that builds student versions means
+reading and checking again.
 
 The record lives in the grading user's cache (`$XDG_CACHE_HOME/shopops-lab/masters`, else
 `~/.cache/...`; SHOPOPS_GRADE_CACHE names another folder), written atomically, readable by
@@ -69,30 +71,36 @@ def folder() -> Path:
 
 
 def _record(text: bytes) -> Path:
-    digest = hashlib.sha256(__version__.encode() + b"\0" + text).hexdigest()
+    """The record's file: named by the kit's version, the code that derives the student
+    version (a change there must not find what the old code made), and the master's bytes."""
+    deriving = Path(__file__).resolve().parents[1] / "build.py"
+    digest = hashlib.sha256(__version__.encode() + b"\0" + deriving.read_bytes() + b"\0" + text).hexdigest()
     return folder() / f"{digest}.json"
 
 
-def recalled(text: bytes) -> Any | None:
-    """The notebook a master of these bytes was read as when it passed, or None."""
+def recalled(text: bytes) -> tuple[Any, Any] | None:
+    """The notebook a master of these bytes was read as when it passed, and the student
+    version built from it then; None where there is no such record."""
     if os.environ.get(RECHECK):
         return None
     try:
-        return Node.of(json.loads(_record(text).read_text(encoding="utf-8")))
-    except (OSError, ValueError):
+        found = json.loads(_record(text).read_text(encoding="utf-8"))
+        return Node.of(found["master"]), Node.of(found["student"])
+    except (OSError, ValueError, TypeError, KeyError):
         return None
 
 
-def remember(text: bytes, notebook: Any) -> None:
-    """Remember that a master of these bytes passed, read as `notebook`; where the cache
-    cannot be written, nothing is remembered (the next run checks it again)."""
+def remember(text: bytes, notebook: Any, student: Any) -> None:
+    """Remember that a master of these bytes passed, read as `notebook`, with the student
+    version built from it; where the cache cannot be written, nothing is remembered (the
+    next run checks it again)."""
     record = _record(text)
     with contextlib.suppress(OSError, TypeError, ValueError):
         record.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=record.parent, prefix=".record-")
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump(notebook, out)
+                json.dump({"master": notebook, "student": student}, out)
             os.replace(temporary, record)
         finally:
             with contextlib.suppress(OSError):

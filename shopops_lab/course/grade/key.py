@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from shopops_lab.course import source as src
-from shopops_lab.course.build import MASTER_NAME, build_student, nbformat_module, student_copy
+from shopops_lab.course.build import MASTER_NAME, build_student, nbformat_module
 from shopops_lab.course.errors import NotebookInvalidError
 from shopops_lab.course.grade import checked
 from shopops_lab.course.metadata import Problem, cell_text, is_test_cell
@@ -188,16 +188,16 @@ def _master(path: Path) -> Master:
         text = path.read_bytes()
     except OSError as exc:
         raise _unreadable(path, exc) from exc
-    notebook = checked.recalled(text)
-    if notebook is not None:
-        return _made(path, notebook, student_copy(notebook))
+    recalled = checked.recalled(text)
+    if recalled is not None:
+        return _made(path, *recalled)
     nbformat = nbformat_module()
     try:
         notebook = nbformat.reads(text.decode("utf-8"), as_version=4)
     except Exception as exc:  # not UTF-8, bad JSON, unknown nbformat
         raise _unreadable(path, exc) from exc
     student = build_student(notebook, name=str(path))  # validates the master first
-    checked.remember(text, notebook)
+    checked.remember(text, notebook, student)
     return _made(path, notebook, student)
 
 
