@@ -68,6 +68,7 @@ from shopops_lab.checks.base import ForeignAnswer, Wrong, attempt, memory, resta
 from shopops_lab.checks.fresh import NotCopyable
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import collector_paused
+from shopops_lab.payloads import itself
 
 __all__ = [
     "Bound",
@@ -530,6 +531,8 @@ def _immutable(value: Any) -> bool:
         return all(_immutable(key) and _immutable(item) for key, item in value.items())
     if _kit_tuple(kind):  # a NamedTuple of the kit's (a Lease)
         return all(_immutable(item) for item in value)
+    if getattr(kind, "__deepcopy__", None) is itself and _record(kind):  # a kit record that says so (a Checkpoint)
+        return True
     if _record(kind):
         return all(_immutable(getattr(value, f.name)) for f in dataclasses.fields(value))
     return (

@@ -100,10 +100,14 @@ def test_a_record_nothing_can_change_is_its_own_copy_and_a_world_holding_it_copi
             message_id="msg-0001", channel="email", case_id="O-1", to="a@b", idem_key="k", time=0.0, worker_id=None
         ),
     ]
+    from shopops_lab.explore import _immutable
+
     for record in records:
         assert copy.deepcopy(record) is record
         with pytest.raises(AttributeError):
             record.__setattr__(dataclasses.fields(record)[0].name, "changed")
+        # what the explorer takes such a record to be without looking (shares it between worlds)
+        assert _immutable(record) and all(_immutable(getattr(record, f.name)) for f in dataclasses.fields(record))
     world = {"checkpoint": cp, "log": [cp, receipt]}
     copied = copy.deepcopy(world)
     assert copied == world and copied["log"] is not world["log"] and copied["checkpoint"] is cp
