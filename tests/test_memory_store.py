@@ -139,3 +139,27 @@ def test_a_deep_copy_of_a_queue_goes_on_as_the_queue_itself_would(before, after)
     twin.play([("enqueue", 7), ("acquire", 1), ("expire", 0)])  # the copy's own steps...
     replayed.play(after)
     assert original.state() == replayed.state()  # ...never reach the original
+
+
+def test_a_copy_of_a_store_and_the_store_go_on_apart() -> None:
+    """The explorer's worlds hold copies of a store: a document written, replaced or added in
+    one is not seen in the other, whichever is written (the copy shares the documents, which
+    a write replaces, never changes)."""
+    store = MemoryStore()
+    store.put("fence", "job-1", {"token": 1, "holders": {"1": "W1"}})
+    store.put("history", "job-1", [{"step": "a"}])
+    twin = copy.deepcopy(store)
+    twin.put("fence", "job-1", {"token": 2, "holders": {"1": "W1", "2": "W2"}})
+    store.put("history", "job-1", [*store.get("history", "job-1"), {"step": "b"}])
+    assert store.put_new("fence", "job-2", {"token": 1}) and twin.put_new("fence", "job-2", {"token": 7})
+    assert store.get("fence", "job-1") == {"token": 1, "holders": {"1": "W1"}}
+    assert twin.get("fence", "job-1")["token"] == 2
+    assert twin.get("history", "job-1") == [{"step": "a"}] and len(store.get("history", "job-1")) == 2
+    assert (store.get("fence", "job-2"), twin.get("fence", "job-2")) == ({"token": 1}, {"token": 7})
+    with pytest.raises(RuntimeError):  # a transaction of the copy rolled back leaves both as they were
+        with twin.atomic:
+            twin.put("fence", "job-1", {"token": 9})
+            twin.put("new", "k", 1)
+            raise RuntimeError
+    assert twin.get("fence", "job-1")["token"] == 2 and twin.get("new", "k") is None
+    assert store.get("fence", "job-1")["token"] == 1

@@ -94,12 +94,17 @@ class MemoryStore:
     def __deepcopy__(self, memo: dict[int, Any]) -> MemoryStore:
         """The store's own copy (the schedule explorer forks worlds that hold one): the tables
         whose entries never change in place (the heaps' tuples, the counters, the held
-        cases) are copied one level deep; everything else as `copy.deepcopy` copies it, rows
-        through `memo`, so a row in two tables is one row in the copy too."""
+        cases) are copied one level deep, and the records' tables two, sharing the documents
+        (a `put` replaces a document, never changes it: see `get`); everything else as
+        `copy.deepcopy` copies it, rows through `memo`, so a row in two tables is one row in
+        the copy too."""
         twin = MemoryStore.__new__(MemoryStore)
         memo[id(self)] = twin
         for name, value in vars(self).items():
-            setattr(twin, name, copy.copy(value) if name in _FLAT_TABLES else copy.deepcopy(value, memo))
+            if name == "_records":
+                setattr(twin, name, {kind: dict(rows) for kind, rows in value.items()})
+            else:
+                setattr(twin, name, copy.copy(value) if name in _FLAT_TABLES else copy.deepcopy(value, memo))
         return twin
 
     # ------------------------------------------------------------------ queue items
@@ -181,6 +186,8 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ records
     def get(self, kind: str, key: str) -> Any:
+        """The stored document itself, as a database store's is a copy: change it by `put`,
+        never in place (the kit's components build a new document for each write)."""
         return self._records.get(kind, {}).get(key)
 
     def put(self, kind: str, key: str, value: Any) -> None:
