@@ -64,6 +64,26 @@ def test_only_grade_asks_for_it_and_only_from_a_real_command_line(monkeypatch: p
     assert ran == []
 
 
+def test_the_command_runs_again_before_the_cli_loads() -> None:
+    """The interpreter it replaces has loaded almost nothing (the console script and `python
+    -m shopops_lab` both start in `__main__.main`): only grading asks, and only once."""
+    _supported()
+    code = (
+        "import os, sys; from shopops_lab.__main__ import main; "
+        "os.execv = lambda *args: (print('shopops_lab.cli' in sys.modules, 'argparse' in sys.modules), "
+        "sys.stdout.flush(), os._exit(0)); sys.argv = ['shopops-lab', *sys.argv[1:]]; main()"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in (layout.AGAIN, layout.KEEP)}
+
+    def run(*argv: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-c", code, *argv], capture_output=True, text=True, env=clean, check=True
+        ).stdout
+
+    assert run("grade", "--help") == "False False\n"
+    assert "usage" in run("doctor", "--help") and "usage" in run("--help")  # not grading: no second run
+
+
 @pytest.mark.parametrize("keep", [False, True])
 def test_the_learners_process_inherits_the_graders_layout(tmp_path: Path, keep: bool) -> None:
     """Graded as the instructor runs it: the answer is right only where its process has the

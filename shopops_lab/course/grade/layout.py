@@ -37,6 +37,13 @@ def fixed() -> bool:
     return persona is not None and bool(persona & ADDR_NO_RANDOMIZE)
 
 
+def run_again_if_grading(argv: list[str]) -> None:
+    """`run_again_with_one_layout` when `argv` asks the CLI to grade (its first word that is
+    not an option is `grade`), called before the CLI loads."""
+    if next((word for word in argv if not word.startswith("-")), None) == "grade":
+        run_again_with_one_layout()
+
+
 def run_again_with_one_layout() -> None:
     """Replace this process by itself, run with the same command line and randomization off;
     return (changing nothing) where that cannot be done or is not wanted."""
