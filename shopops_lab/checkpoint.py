@@ -284,6 +284,7 @@ class CheckpointStore:
         self.log = self.store.log
         self._on_save = on_save
         self._fence = TokenFence("checkpoint", what="the checkpoint of {key}", store=self.store)
+        self._latest: dict[str, tuple[Mapping[str, Any], Checkpoint]] = {}  # job -> its last record, as built
         bind_transactions(self, self.store)
 
     @transaction
@@ -316,7 +317,14 @@ class CheckpointStore:
     def load(self, job_id: str) -> Checkpoint | None:
         """The latest checkpoint of `job_id`, or None if nothing was saved yet."""
         records = self.records(job_id)
-        return _checkpoint(records[-1]) if records else None
+        if not records:
+            return None
+        kept = self._latest.get(job_id)
+        if kept is not None and kept[0] == records[-1]:  # the record it was built from, unchanged: records never change
+            return kept[1]
+        checkpoint = _checkpoint(records[-1])
+        self._latest[job_id] = (records[-1], checkpoint)
+        return checkpoint
 
     def save(self, job_id: str, checkpoint: Checkpoint, *, token: int, now: float | None = None) -> Checkpoint:
         """Write `checkpoint` under `token`; a stale token writes nothing. Returns what was stored."""
@@ -407,7 +415,9 @@ class CheckpointStore:
         return sorted(job_id for job_id, _ in self.store.scan(_HISTORY))
 
     def _append(self, job_id: str, checkpoint: Checkpoint) -> None:
-        self.store.put(_HISTORY, job_id, [*(self.store.get(_HISTORY, job_id) or ()), _record(checkpoint)])
+        record = _record(checkpoint)
+        self.store.put(_HISTORY, job_id, [*(self.store.get(_HISTORY, job_id) or ()), record])
+        self._latest[job_id] = (record, checkpoint)
 
     def __repr__(self) -> str:
         return f"CheckpointStore({len(self.jobs())} jobs)"

@@ -59,7 +59,7 @@ import enum
 import re
 import types
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
@@ -279,17 +279,18 @@ class Run:
         self._facades = handed
         self.script = [] if self._records else None
 
-    @contextlib.contextmanager
-    def recorded(self, path: tuple[str, ...], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Iterator[None]:
+    def recorded(
+        self, path: tuple[str, ...], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> contextlib.AbstractContextManager[None]:
         """Around a facade's method: the learner called `<facade>.<attribute>...(*args,
         **kwargs)`, `path` naming the facade, then the attributes. What the method itself
         calls (the kit's queue calling the handler it was given) is not the learner's, and
         is not recorded again. Where a value is not plain data (an object of the learner's,
         or of the check's other than a facade), the call cannot be replayed without the
-        learner, and this step's crashes are played by running the learner again."""
+        learner, and this step's crashes are played by running the learner again. (A plain
+        context object, not a generator: a search records thousands of kit calls.)"""
         if self.script is None or not self._in_call or self._inside:
-            yield
-            return
+            return _NOT_RECORDED
         handed = {id(facade): _Handed(name) for name, facade in self._facades.items()}
         try:  # a facade passed back goes by its name
             self.script.append(
@@ -301,11 +302,7 @@ class Run:
             )
         except _NotData:
             self.script = None
-        self._inside = True
-        try:
-            yield
-        finally:
-            self._inside = False
+        return _Inside(self)
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Called:
         """Run a learner call as one step. Raises `_Crash` out of the move's act if the
@@ -385,6 +382,24 @@ class Run:
 
     def _memory(self) -> tuple[tuple[str, Any], ...]:
         return tuple((actor, memory(copy)) for actor, copy in sorted(self._copies.items()))
+
+
+class _Inside:
+    """The body of a recorded kit call: what it calls in turn is the kit's own."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    def __enter__(self) -> None:
+        self._run._inside = True
+
+    def __exit__(self, *exc: object) -> None:
+        self._run._inside = False
+
+
+_NOT_RECORDED = contextlib.nullcontext()
 
 
 @dataclass(frozen=True)

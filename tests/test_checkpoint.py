@@ -515,3 +515,19 @@ def test_a_derived_checkpoint_is_what_replace_makes_or_the_same_refusal(changes:
     assert found == expected
     if isinstance(found, Checkpoint):
         assert type(found.artifacts) is type(expected.artifacts) and type(found.completed) is tuple  # type: ignore[union-attr]
+
+
+def test_load_reads_the_last_record_whatever_was_built_from_an_earlier_one() -> None:
+    """`load` reuses the checkpoint it built from the job's last record while that record is
+    the last; a write undone by its transaction, or a record another writer put, is read anew."""
+    store = CheckpointStore()
+    token = store.claim(JOB)
+    first = store.save(JOB, Checkpoint.start("v1").confirm("fetch", "src-1"), token=token)
+    assert store.load(JOB) == first
+    with pytest.raises(RuntimeError), store.store.atomic:  # a save whose transaction is undone
+        store.save(JOB, first.confirm("summarize", "sum-1"), token=token)
+        raise RuntimeError
+    assert store.load(JOB) == first and store.load(JOB).completed == ("fetch",)
+    other = CheckpointStore(store=store.store)  # a second component on the same store writes
+    second = other.save(JOB, first.confirm("summarize", "sum-2"), token=other.claim(JOB))
+    assert store.load(JOB) == second and store.load(JOB).artifacts["summarize"] == "sum-2"
