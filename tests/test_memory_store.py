@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shopops_lab.clock import FakeClock
+from shopops_lab.events import EventKind
 from shopops_lab.states import ItemState
 from shopops_lab.store.memory import MemoryStore
 from shopops_lab.worker.queue import InMemoryQueue
@@ -156,10 +157,13 @@ def test_a_copy_of_a_store_and_the_store_go_on_apart() -> None:
     assert twin.get("fence", "job-1")["token"] == 2
     assert twin.get("history", "job-1") == [{"step": "a"}] and len(store.get("history", "job-1")) == 2
     assert (store.get("fence", "job-2"), twin.get("fence", "job-2")) == ({"token": 1}, {"token": 7})
+    store.log.append(EventKind.ENQUEUED, 1.0, item_id="item-0001")
     with pytest.raises(RuntimeError):  # a transaction of the copy rolled back leaves both as they were
         with twin.atomic:
             twin.put("fence", "job-1", {"token": 9})
             twin.put("new", "k", 1)
+            twin.log.append(EventKind.ENQUEUED, 2.0, item_id="item-0002")
             raise RuntimeError
     assert twin.get("fence", "job-1")["token"] == 2 and twin.get("new", "k") is None
     assert store.get("fence", "job-1")["token"] == 1
+    assert (len(store.log), len(twin.log)) == (1, 0)  # the copy's transaction undid the copy's log alone

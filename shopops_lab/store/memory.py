@@ -66,6 +66,16 @@ class _Transaction:
     def open(self) -> bool:
         return self._depth > 0
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Transaction:
+        """What `copy.deepcopy` makes of it, slot by slot, without its generic path (a store is
+        copied for each world the explorer goes on from)."""
+        twin = _Transaction.__new__(_Transaction)
+        memo[id(self)] = twin
+        twin._log = copy.deepcopy(self._log, memo)
+        twin._depth, twin._log_mark = self._depth, self._log_mark
+        twin.undo = None if self.undo is None else copy.deepcopy(self.undo, memo)
+        return twin
+
 
 _ABSENT = object()
 _FLAT_TABLES = frozenset({"_held", "_available", "_expiry", "_counts", "_numbers"})  # of values that never change
