@@ -12,8 +12,7 @@ without them (the grader runs itself again at once: see `course.grade.layout`).
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from shopops_lab._lazy import lazy_names
 
 __version__ = "0.1.0"
 
@@ -54,11 +53,4 @@ _FROM = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _FROM:
-        return getattr(import_module(f"shopops_lab.{_FROM[name]}"), name)
-    raise AttributeError(f"module 'shopops_lab' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _FROM)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import grade_fixtures as fx
 import pytest
@@ -267,19 +268,32 @@ def test_a_lab_whose_imports_fail_here_is_refused_before_grading(tmp_path: Path,
     assert not (tmp_path / "out").exists()
 
 
+def _instructors_lab(tmp_path: Path, stem: str, cells: list) -> Any:
+    """A lab an instructor wrote with the kit's cell helpers, as the master `tmp_path/key/<stem>`;
+    its student version."""
+    import nbformat
+
+    from shopops_lab.course import cells as make
+    from shopops_lab.course.build import build_student
+
+    master = make.notebook(cells, lab=stem[:2], version="1", title=stem[3:].title())
+    (tmp_path / "key").mkdir()
+    nbformat.write(master, tmp_path / "key" / f"{stem}.ipynb")
+    return build_student(master)
+
+
 def test_a_plain_test_cell_uses_the_masters_imports_as_the_judges_own(tmp_path: Path) -> None:
     """A test cell the kit's checks do not back runs in the judge, with the modules the
     master imports as the judge's own (the grader loads them), not whatever the learner
     bound to their names."""
     import sys
 
-    import nbformat
-
     from shopops_lab.course import cells
-    from shopops_lab.course.build import build_student
 
     assert "colorsys" not in sys.modules  # else the judge would have it whatever the grader loads
-    master = cells.notebook(
+    student = _instructors_lab(
+        tmp_path,
+        "43_hues",
         [
             cells.code("import colorsys", grade_id="imports"),
             cells.answer(
@@ -288,13 +302,8 @@ def test_a_plain_test_cell_uses_the_masters_imports_as_the_judges_own(tmp_path: 
             ),
             cells.test("assert hue((0, 1, 0)) == colorsys.rgb_to_hsv(0, 1, 0)[0]", "hue-test", 2),
         ],
-        lab="43",
-        version="1",
-        title="Hues",
     )
-    (tmp_path / "key").mkdir()
-    nbformat.write(master, tmp_path / "key" / "43_hues.ipynb")
-    right = fx.twin(build_student(master))
+    right = fx.twin(student)
     right.cells[1].source = "def hue(rgb):\n    return colorsys.rgb_to_hsv(*rgb)[0]"
     fx.write(right, tmp_path / "in" / "right_lab43.ipynb")
     forger = fx.twin(right)  # a wrong answer with a `colorsys` of its own that agrees with it
@@ -312,24 +321,17 @@ def test_a_plain_test_cell_uses_the_masters_imports_as_the_judges_own(tmp_path: 
 
 def test_a_plain_assert_test_cell_is_graded_as_nbgrader_grades_it(tmp_path: Path) -> None:
     """A lab an instructor writes without the kit's checks: its test cell passes unless it raises."""
-    import nbformat
-
     from shopops_lab.course import cells
-    from shopops_lab.course.build import build_student
 
-    master = cells.notebook(
+    student = _instructors_lab(
+        tmp_path,
+        "42_doubling",
         [
             cells.md("# Doubling"),
             cells.answer("def double(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION", "double"),
             cells.test("assert double(21) == 42, 'double(21) should be 42'", "double-test", 2),
         ],
-        lab="42",
-        version="1",
-        title="Doubling",
     )
-    (tmp_path / "key").mkdir()
-    nbformat.write(master, tmp_path / "key" / "42_doubling.ipynb")
-    student = build_student(master)
     fx.write(student, tmp_path / "in" / "pristine_lab42.ipynb")
     wrong = fx.twin(student)
     wrong.cells[1].source = "def double(x):\n    return x + 2"

@@ -10,17 +10,8 @@ anything here loads (`grade.layout`).
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from shopops_lab._lazy import lazy_names
 
 __all__ = ["add_arguments", "run"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(import_module("shopops_lab.course.command"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, {"add_arguments": "command", "run": "command"})

@@ -9,8 +9,7 @@ its pictures: the grader's start pays only for what a lab uses.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from shopops_lab._lazy import lazy_names
 
 __all__ = [
     "Feedback",
@@ -37,11 +36,4 @@ _FROM = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _FROM:
-        return getattr(import_module(f"{__name__}.{_FROM[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_names(__name__, _FROM)
