@@ -23,7 +23,7 @@ from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.errors import BadArgumentError, BudgetExhaustedError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import TokenFence
-from shopops_lab.payloads import itself
+from shopops_lab.payloads import itself, state_copy
 from shopops_lab.store import Store, bind_transactions, store_for, transaction
 
 __all__ = ["Checkpoint", "CheckpointStore", "PUBLISH_WORKFLOW", "Receipt", "Step", "Workflow", "WorkflowStep"]
@@ -268,6 +268,8 @@ class CheckpointStore:
     above the last, and `save` refuses a token older than the newest issued. A runner's
     memory does not survive a crash; what is here does.
     """
+
+    __deepcopy__ = state_copy  # the explorer copies one for each schedule it goes on from
 
     def __init__(
         self,

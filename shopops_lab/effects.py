@@ -21,7 +21,7 @@ from shopops_lab import arguments
 from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.errors import BadArgumentError, IdempotencyConflictError
 from shopops_lab.events import EventKind, EventLog, component_log
-from shopops_lab.payloads import itself
+from shopops_lab.payloads import itself, state_copy
 from shopops_lab.store import MemoryStore, Store, bind_transactions, transaction
 
 __all__ = [
@@ -146,6 +146,8 @@ class Provider:
     when asked to, and misbehaves on cue (`inject`). What it delivered lives in its ledger's
     store, next to its record of each operation (what the provider would keep in its own
     database), and both are written in one transaction with the delivery's event."""
+
+    __deepcopy__ = state_copy  # the explorer copies one for each schedule it goes on from
 
     def __init__(
         self,
@@ -309,6 +311,8 @@ class Provider:
 class ChannelAdapter:
     """Sends through a provider with an idempotency key: a repeat of the key returns the
     first message id and the customer hears nothing new."""
+
+    __deepcopy__ = state_copy  # the explorer copies one for each schedule it goes on from
 
     channel = "email"
     prefix = "msg"

@@ -20,7 +20,7 @@ from shopops_lab import arguments
 from shopops_lab.clock import Clock, component_clock, resolve
 from shopops_lab.errors import BadArgumentError, StaleTokenError
 from shopops_lab.events import EventKind, EventLog, component_log
-from shopops_lab.payloads import json_copy
+from shopops_lab.payloads import json_copy, state_copy
 from shopops_lab.store import MemoryStore, Store
 
 __all__ = ["NaiveResultStore", "TokenFence"]
@@ -40,6 +40,8 @@ class TokenFence:
     which reads "job job-0001"). A store that keeps each key's token on its own row (the
     queue) passes `current=` to `check` instead.
     """
+
+    __deepcopy__ = state_copy  # the explorer copies one for each schedule it goes on from
 
     def __init__(
         self, name: str, *, what: str | None = None, store: Store | None = None, log: EventLog | None = None

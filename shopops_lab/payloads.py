@@ -4,6 +4,7 @@ a stored message behind its store's back. What a store hands out is a copy
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -86,6 +87,26 @@ def frozen(value: Any, field: str = "payload") -> Any:
     read-only mappings, lists become tuples. For what many readers share (a broker's
     deliveries), where a copy per reader would not do."""
     return _freeze(json_copy(value, field))
+
+
+_PLAIN_VALUES = frozenset({type(None), bool, int, float, str, bytes})
+
+
+def state_copy(component: Any, memo: dict[int, Any]) -> Any:
+    """`__deepcopy__` of a kit component whose state is its `__dict__` (a store, an adapter,
+    an Env): the copy `copy.deepcopy` makes of it, each attribute copied through `memo`,
+    without the generic path (`__reduce_ex__`, a state dict, a dispatch per string and
+    number). The explorer copies a world's components for each schedule it goes on from. A
+    subclass that keeps state elsewhere (slots, its own pickling) defines its own."""
+    twin = object.__new__(type(component))
+    memo[id(component)] = twin
+    twin.__dict__.update(
+        {
+            name: value if type(value) in _PLAIN_VALUES else copy.deepcopy(value, memo)
+            for name, value in component.__dict__.items()
+        }
+    )
+    return twin
 
 
 def itself(record: Any, memo: dict[int, Any]) -> Any:

@@ -41,7 +41,7 @@ from shopops_lab.errors import (
     WorkflowVersionError,
 )
 from shopops_lab.events import EventKind, EventLog, component_log
-from shopops_lab.payloads import itself
+from shopops_lab.payloads import itself, state_copy
 
 __all__ = ["CrashPoint", "Env", "NaiveCheckpointRunner", "PointKind", "ReceiptRunner", "WorkerEnv"]
 
@@ -146,6 +146,8 @@ class Env:
     checkpoint write, around the ack), so the runner needs no crash code. Do not catch
     `SimulatedCrash`: a crashed worker does not get to run its except blocks.
     """
+
+    __deepcopy__ = state_copy  # the explorer copies one for each schedule it goes on from
 
     def __init__(
         self,

@@ -531,3 +531,21 @@ def test_load_reads_the_last_record_whatever_was_built_from_an_earlier_one() -> 
     other = CheckpointStore(store=store.store)  # a second component on the same store writes
     second = other.save(JOB, first.confirm("summarize", "sum-2"), token=other.claim(JOB))
     assert store.load(JOB) == second and store.load(JOB).artifacts["summarize"] == "sum-2"
+
+
+def test_a_copied_env_goes_on_as_the_original_would_and_apart_from_it() -> None:
+    """The explorer goes on from copies of a world (`payloads.state_copy`): a copy taken after
+    a crash finishes the job exactly as the original then does, and neither sees the
+    other's work (its stores, its adapter, its checkpoint hook are its own)."""
+    env = Env()
+    crash(ReceiptRunner(), env, CrashPoint.after_checkpoint("summarize"))
+    twin = copy.deepcopy(env)
+    assert twin.checkpoints.load(JOB) == env.checkpoints.load(JOB) and twin.effects == env.effects
+    assert ReceiptRunner()(JOB, twin) == "msg-0001"
+    assert env.effects == ["fetch", "summarize"] and env.acks == [] and env.adapter.ledger.contacts() == []
+    assert ReceiptRunner()(JOB, env) == "msg-0001"
+    for world in (env, twin):
+        assert world.effects == ["fetch", "summarize", "publish"] and world.acks == [(JOB, 2, "msg-0001")]
+        assert [c.message_id for c in world.adapter.ledger.contacts(JOB)] == ["msg-0001"]
+    assert twin.checkpoints.load(JOB) == env.checkpoints.load(JOB)
+    assert twin.trace == env.trace and twin.log is not env.log and len(twin.log) == len(env.log)
