@@ -92,10 +92,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _chosen(argv: Sequence[str] | None) -> str | None:
-    """The subcommand `argv` names (its first word that is not an option), or None for all."""
-    if argv is None:
-        return None
-    return next((word for word in argv if not word.startswith("-")), None)
+    """The subcommand `argv` names (`layout.command_word`), or None for all."""
+    from shopops_lab.course.grade.layout import command_word
+
+    return None if argv is None else command_word(argv)
 
 
 def _ends_at_once(argv: Sequence[str]) -> bool:

@@ -29,6 +29,7 @@ _ATOMIC = (type(None), bool, int, float, complex, str, bytes, range, ModuleType,
 _SKIP_CLASS_KEYS = frozenset({"__dict__", "__weakref__"})
 _MEMORIES: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 _LIMIT = 6
+_SCALARS = (type(None), bool, int, float, str, bytes)  # pictured by value
 
 
 def fresh_copy(answer: Any, learners: Any) -> Any:
@@ -250,7 +251,7 @@ def _names(code: CodeType) -> frozenset[str]:
 def canonical(value: Any, depth: int = 0, seen: frozenset[int] = frozenset()) -> Hashable:
     """A hashable, order-free picture of `value`'s contents (sets and dicts sorted, objects
     by their attributes, event logs and clocks by type only), for telling states apart."""
-    if isinstance(value, (type(None), bool, int, float, str, bytes)):
+    if isinstance(value, _SCALARS):
         return (type(value).__name__, value)
     if depth > _LIMIT or id(value) in seen:
         return ("...", type(value).__name__)
@@ -281,7 +282,7 @@ def _fields(value: Any) -> dict[str, Any]:
     return dict(fields)
 
 
-_TEXT_ATOMS = {kind: repr(kind.__name__) for kind in (type(None), bool, int, float, str, bytes)}
+_TEXT_ATOMS = {kind: repr(kind.__name__) for kind in _SCALARS}
 
 
 def canonical_text(value: Any) -> str:
@@ -295,7 +296,7 @@ def _text(value: Any, depth: int, seen: set[int]) -> str:
     atom = _TEXT_ATOMS.get(type(value))
     if atom is not None:
         return f"({atom}, {value!r})"
-    if isinstance(value, (type(None), bool, int, float, str, bytes)):  # a subclass: named by its base's test
+    if isinstance(value, _SCALARS):  # a subclass: named by its base's test
         return repr(canonical(value))
     if depth > _LIMIT or id(value) in seen:
         return f"('...', {type(value).__name__!r})"

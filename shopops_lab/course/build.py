@@ -201,10 +201,10 @@ def build_student(master: NotebookNode, *, name: str = "master notebook") -> Not
     the result is a pure function of the master. Raises NotebookInvalidError first if the
     master breaks any rule of `validate_notebook`."""
     _check_master(master, name)
-    return student_copy(master)
+    return _student(master)
 
 
-def student_copy(master: NotebookNode) -> NotebookNode:
+def _student(master: NotebookNode) -> NotebookNode:
     """`build_student` for a master already validated."""
     dependent = answer_dependent_cells(master)
     student = copy.deepcopy(master)
@@ -472,7 +472,7 @@ def _planned(solutions: Path, labs: frozenset[str] | None = None) -> Iterator[tu
         names = ", ".join(dict.fromkeys(p.notebook for p in problems))
         raise NotebookInvalidError.of(names, problems)
     for path, master in loaded:
-        yield path, master, student_copy(master)  # validated above, all of them before any is built
+        yield path, master, _student(master)  # validated above, all of them before any is built
 
 
 def build_notebooks(

@@ -21,6 +21,7 @@ run under other uids and cannot write it. SHOPOPS_GRADE_RECHECK=1 checks every m
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -73,9 +74,14 @@ def folder() -> Path:
 def _record(text: bytes) -> Path:
     """The record's file: named by the kit's version, the code that derives the student
     version (a change there must not find what the old code made), and the master's bytes."""
-    deriving = Path(__file__).resolve().parents[1] / "build.py"
-    digest = hashlib.sha256(__version__.encode() + b"\0" + deriving.read_bytes() + b"\0" + text).hexdigest()
+    digest = hashlib.sha256(_deriving(Path(__file__)) + b"\0" + text).hexdigest()
     return folder() / f"{digest}.json"
+
+
+@functools.cache
+def _deriving(here: Path) -> bytes:
+    """The kit's version and the bytes of the code that builds student versions (read once)."""
+    return __version__.encode() + b"\0" + (here.resolve().parents[1] / "build.py").read_bytes()
 
 
 def recalled(text: bytes) -> tuple[Any, Any] | None:

@@ -115,7 +115,7 @@ class JudgePeer(Peer):
     def draw(self) -> None:
         """Every pending digest, in one request (a digest compared before anything else is asked)."""
         pending, self.pending = self.pending, []
-        _fill(pending, self.request(["digests", [[digest.kind, digest.number] for digest in pending]]))
+        _fill(pending, self.request(_digests(pending)))
 
     def draw_ahead(self) -> None:
         """Every pending digest, asked in the same write as the request about to go, which the
@@ -131,11 +131,11 @@ class JudgePeer(Peer):
             else:
                 _fill(pending, [None] * len(pending))
 
-        self.send_ahead(["digests", [[digest.kind, digest.number] for digest in pending]], taken)
+        self.send_ahead(_digests(pending), taken)
 
     def serve(self, message: list[Any]) -> None:
         if self.death is not None:
-            self.send(["exc", self.describe(self.death), []], hold=self.frames.complete())
+            self.reply(["exc", self.describe(self.death), []])
             return
         super().serve(message)
 
@@ -358,6 +358,11 @@ def _named(name: Any) -> Any:
     if isinstance(name, FunctionType):
         return {"kit": [name.__module__, name.__qualname__]}
     return exact(name)
+
+
+def _digests(pending: list[Digest]) -> list[Any]:
+    """The request that draws `pending` in the learner's process."""
+    return ["digests", [[digest.kind, digest.number] for digest in pending]]
 
 
 def _fill(pending: list[Digest], drawn: Any) -> None:

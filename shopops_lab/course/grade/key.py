@@ -148,12 +148,15 @@ class Master:
                     found.add(node.module)
         return found
 
+    def check_modules(self) -> set[str]:
+        """The kit's check modules behind its test cells (`shopops_lab.checks.lab05`)."""
+        return {f"shopops_lab.checks.{cell.check.module}" for cell in self.graded if cell.check is not None}
+
     def learner_imports(self) -> tuple[str, ...]:
         """What a learner process of this lab loads before the learner's first cell: the
         master's imports and its checks' modules (a master imports those as `from
         shopops_lab.checks import lab05`, which `imports` holds as the package)."""
-        checks = {f"shopops_lab.checks.{cell.check.module}" for cell in self.graded if cell.check is not None}
-        return tuple(sorted(self.imports() | checks))
+        return tuple(sorted(self.imports() | self.check_modules()))
 
 
 def cell_names(source: str) -> tuple[frozenset[str], frozenset[str]]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 
 ADDR_NO_RANDOMIZE = 0x0040000
 QUERY = 0xFFFFFFFF  # personality(QUERY) reads the current persona without changing it
@@ -37,10 +38,15 @@ def fixed() -> bool:
     return persona is not None and bool(persona & ADDR_NO_RANDOMIZE)
 
 
-def run_again_if_grading(argv: list[str]) -> None:
-    """`run_again_with_one_layout` when `argv` asks the CLI to grade (its first word that is
-    not an option is `grade`), called before the CLI loads."""
-    if next((word for word in argv if not word.startswith("-")), None) == "grade":
+def command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand a command line names: its first word that is not an option (the CLI's
+    rule too, here so it can be asked before the CLI loads)."""
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def run_again_if_grading(argv: Sequence[str]) -> None:
+    """`run_again_with_one_layout` when `argv` asks the CLI to grade, called before it loads."""
+    if command_word(argv) == "grade":
         run_again_with_one_layout()
 
 

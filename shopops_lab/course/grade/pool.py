@@ -300,9 +300,9 @@ class Pool:
             part, mark, text, evidence = message[2], message[3], message[4], message[5]
             assert self.warm is not None  # prepared in run()
             parts = self.warm.parts(run.plan.lab, run.current)
-            if not (type(part) is int and 0 <= part < parts and isinstance(mark, str) and isinstance(text, str)):
-                raise TypeError(message)
-            if not isinstance(evidence, list):
+            if not (
+                type(part) is int and 0 <= part < parts and isinstance(mark, str) and isinstance(text, str)
+            ) or not isinstance(evidence, list):
                 raise TypeError(message)
             run.parts.setdefault(run.current, {})[part] = [mark, text, [str(line) for line in evidence], message[6]]
             self._decide(run, run.current)

@@ -254,12 +254,7 @@ class Warm:
             for cell in master.graded
             if cell.kind is Kind.AUTO and cell.check is not None
         }
-        checks = {
-            f"{KIT}.checks.{cell.check.module}"
-            for master in key.masters.values()
-            for cell in master.graded
-            if cell.check
-        }
+        checks = {module for master in key.masters.values() for module in master.check_modules()}
         for module in sorted(checks):
             for used in getattr(sys.modules.get(module), "ON_USE", ()):
                 with contextlib.suppress(ImportError):  # optional here, as where the check runs

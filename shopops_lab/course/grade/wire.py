@@ -656,9 +656,13 @@ class Peer(abc.ABC):
             except (TypeError, ValueError, RecursionError):
                 changed = []
             answered = ["exc", self.describe(exc), changed]
-            self.send(answered if attached is None else [*answered, self.encode(attached)], hold=self.frames.complete())
+            self.reply(answered if attached is None else [*answered, self.encode(attached)])
             return
-        self.send(reply, hold=self.frames.complete())
+        self.reply(reply)
+
+    def reply(self, frame: list[Any]) -> None:
+        """Answer the request just served: held back while the next one is already here (`send`)."""
+        self.send(frame, hold=self.frames.complete())
 
     def _changed(self, given: dict[str, Any]) -> list[Any]:
         return [[key, self.encode(value)] for key, value in given.items()]
