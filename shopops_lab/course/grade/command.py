@@ -2,7 +2,8 @@
 
 Usage errors (a missing --key, an empty folder, an unwritable --out, a bad --manual file)
 are refused before anything runs, as one line naming the fix (exit 2). Once grading starts
-every submission gets a row, whatever its code does, and the exit status is 0."""
+every submission gets a row, whatever its code does, and the exit status is 0, or 1 where
+the grader itself failed on a submission (one line says why; that row charges nothing)."""
 
 from __future__ import annotations
 
@@ -130,4 +131,13 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     for warning in report.warnings:
         print(f"warning: {warning}", file=stderr)
     print(report.summary(time.monotonic() - started), file=stdout)
+    failed = report.grader_failures()
+    if failed:
+        names = ", ".join(result.submission.name for result in failed[:5]) + (", ..." if len(failed) > 5 else "")
+        print(
+            f"error: the grader failed on {len(failed)} submission{'s' if len(failed) != 1 else ''} ({names}), "
+            f"not graded and charged nothing: {failed[0].reason}. Fix that and grade them again.",
+            file=stderr,
+        )
+        return 1
     return 0

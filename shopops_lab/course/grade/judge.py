@@ -48,6 +48,11 @@ class LearnerRaisedBase(BaseException):
     """The same, for a BaseException the learner raised (a check lets it end the check)."""
 
 
+class LearnerNotStarted(Exception):
+    """The learner's process did not get ready (it could not confine itself, or never
+    answered): the grader's failure, before any learner code ran. The message is why."""
+
+
 class LearnerDied(PeerGone):
     """The learner's process ended (a crash, `os._exit`, the memory limit): a KeyboardInterrupt,
     so the check stops and the grader scores the cell as stopped."""
@@ -251,8 +256,8 @@ class Learner:
         except (PeerGone, ProtocolError):
             ready = None
         if ready != ["ready"]:
-            detail = ready[1] if isinstance(ready, list) and len(ready) == 2 and ready[0] == "failed" else "no reply"
-            raise RuntimeError(f"the learner's process did not start ({str(detail)[:300]})")
+            failed = isinstance(ready, list) and len(ready) == 2 and ready[0] == "failed"
+            raise LearnerNotStarted(str(ready[1])[:600] if failed else "the learner's process did not start (no reply)")
         for source, name in list(self.history):
             with contextlib.suppress(LearnerDied, ProtocolError):
                 self._exec(source, name)

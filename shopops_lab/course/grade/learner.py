@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import ctypes
 import functools
 import hashlib
 import json
@@ -27,9 +26,11 @@ import random
 import signal
 import socket
 import sys
+from collections.abc import Iterator
 from types import CodeType, FunctionType
 from typing import Any
 
+from shopops_lab.course.grade import view
 from shopops_lab.course.grade.confinement import pin
 from shopops_lab.course.grade.wire import (
     Attached,
@@ -47,34 +48,9 @@ from shopops_lab.course.grade.wire import (
 
 FILE_LIMIT = 64 * 2**20  # bytes one file written by the learner's code may reach
 PROCESS_LIMIT = 64  # processes of the submission's own uid (as root)
-CLONE_NEWNS, MS_REC, MS_PRIVATE, MS_BIND, MS_RDONLY = 0x20000, 0x4000, 0x40000, 0x1000, 0x1
 
 
 # --- confinement (before any learner code) ----------------------------------------------------
-
-
-def _mount(libc: Any, source: str, target: str, kind: str | None, flags: int, data: str | None) -> None:
-    if (
-        libc.mount(
-            source.encode(), target.encode(), kind.encode() if kind else None, flags, data.encode() if data else None
-        )
-        != 0
-    ):
-        raise OSError(ctypes.get_errno(), f"mount {target}")
-
-
-def _hide(paths: list[str]) -> None:
-    """A mount namespace of this process's own, where each path is empty (a folder) or
-    /dev/null (a file). Linux, as root only."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNS) != 0:
-        raise OSError(ctypes.get_errno(), "unshare")
-    _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE, None)
-    for path in paths:
-        if os.path.isdir(path):
-            _mount(libc, "tmpfs", path, "tmpfs", 0, "size=4k,mode=000")
-        elif os.path.exists(path):
-            _mount(libc, "/dev/null", path, None, MS_BIND, None)
 
 
 def _set_limits(config: dict[str, Any]) -> None:
@@ -96,21 +72,48 @@ def _set_limits(config: dict[str, Any]) -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a too-large file fails its write, not the process
 
 
+class SetupError(Exception):
+    """The learner's process could not be made ready (the grader's failure: no learner code ran)."""
+
+
+@contextlib.contextmanager
+def _step(what: str) -> Iterator[None]:
+    try:
+        yield
+    except SetupError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - named for the instructor, with the step it broke
+        raise SetupError(f"the learner's process could not {what} ({type(exc).__name__}: {exc})") from None
+
+
 def confine(config: dict[str, Any]) -> None:
-    """Everything that must hold before the first learner cell: raises if it cannot."""
+    """Everything that must hold before the first learner cell: raises SetupError if it
+    cannot (the grader's failure, never the learner's: no learner code has run)."""
     pin(config.get("core"))
     uid = config.get("uid")
-    if uid is not None:
-        _hide(list(config.get("hide", ())))
+    needs = view.needed(config["scratch"])
+    if uid is not None and config.get("view"):
+        with _step("make its view of the file system"):
+            view.make(needs, config.get("hide", ()), uid)
     if sys.platform != "win32":
-        _set_limits(config)
+        with _step("set its limits"):
+            _set_limits(config)
     if uid is not None:
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-        if os.getuid() != uid or os.geteuid() != uid:
-            raise OSError("the uid did not change")
-    os.chdir(config["scratch"])
+        with _step(f"take uid {uid}"):
+            os.setgroups([])
+            os.setgid(uid)
+            os.setuid(uid)
+            if os.getuid() != uid or os.geteuid() != uid:
+                raise OSError("the uid did not change")
+    closed = view.unreadable(needs)
+    if closed:
+        raise SetupError(
+            f"the learner's process (uid {os.getuid()}) cannot read {', '.join(closed[:3])}: keep the kit and "
+            "Python where other users may read them (chmod o+rx on each folder above them), or let the grader "
+            "make a mount namespace of its own (root on Linux; a container needs --cap-add SYS_ADMIN)"
+        )
+    with _step(f"enter its scratch folder {config['scratch']}"):
+        os.chdir(config["scratch"])
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1) if config.get("debug") else (0, 1, 2):
         os.dup2(devnull, fd)
@@ -474,7 +477,7 @@ def serve(config: dict[str, Any]) -> None:
         confine(config)
     except BaseException as exc:  # noqa: BLE001 - before any learner code: the grader's own failure
         with contextlib.suppress(Exception):
-            send_frame(sock, ["failed", f"{type(exc).__name__}: {exc}"])
+            send_frame(sock, ["failed", str(exc) if isinstance(exc, SetupError) else f"{type(exc).__name__}: {exc}"])
         os._exit(70)
     send_frame(sock, ["ready"])
     Cells(sock).serve()

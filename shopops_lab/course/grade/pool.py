@@ -80,6 +80,7 @@ class _Run:
     done: bool = False
     out_of_time: bool = False
     failure: str = ""
+    fault: str = ""  # why the grader itself failed on this submission (then it charges nothing)
     claims: sandbox.Claims | None = None  # the test steps taken, shared with its helpers
     helping: _Run | None = None  # a helper's submission: it shares stopped, results and noted with it
 
@@ -320,7 +321,7 @@ class Pool:
         elif kind == "done":
             run.done = True
         elif kind == "failed":
-            run.failure = f"the grader failed on this submission ({str(message[1])[:300]})"
+            _grader_fault(run, str(message[1]))
         else:
             raise ValueError(kind)
 
@@ -344,7 +345,7 @@ class Pool:
         try:
             message = str(grader.summarised(found).message)
         except Exception as exc:  # noqa: BLE001 - the kit's summary failing is the grader's, not the learner's
-            run.failure = f"the grader failed on this submission ({type(exc).__name__}: {str(exc)[:300]})"
+            _grader_fault(run, f"{type(exc).__name__}: {exc}")
             return
         run.results[index] = [Mark.CORRECT.value, sandbox.truncate(message), []]
 
@@ -460,11 +461,32 @@ class Pool:
                 f"Not checked: the notebook ran past its {self.limits.notebook_seconds:g} s limit "
                 "before this exercise.",
             )
+        if run.fault:
+            return ExerciseResult(
+                grade_id,
+                Kind.AUTO,
+                Mark.NOT_GRADED,
+                None,
+                points,
+                "Not graded: the grader failed before it could check this; nothing was charged.",
+            )
         return scored(Mark.ERROR, f"Not checked: {run.failure or 'the grading process ended early'}.")
+
+
+def _grader_fault(run: _Run, cause: str) -> None:
+    """The grader failed on this submission for a reason of its own (it could not confine or
+    start the learner's process, a check of the kit's failed): the exercises it had not
+    checked are not graded, and nothing is charged for them."""
+    whole = run.helping or run
+    for one in (run, whole):
+        one.failure = f"the grader failed on this submission ({cause[:600]})"
+        one.fault = cause[:600]
 
 
 def _status(exercises: Sequence[ExerciseResult], run: _Run) -> tuple[Status, str]:
     """The row's status and the first problem behind it."""
+    if run.fault:
+        return Status.GRADER_ERROR, run.fault
     for mark, status in ((Mark.ERROR, Status.ERROR), (Mark.TIMEOUT, Status.TIMEOUT)):
         hit = next((exercise for exercise in exercises if exercise.mark is mark), None)
         if hit is not None:

@@ -375,6 +375,11 @@ def feedback_html(result: SubmissionResult, key: Key) -> str:
     if result.status is Status.INVALID:  # the problem, not the fix (the fix is the instructor's to make)
         problem = result.reason.split(" (fix: ")[0]
         parts.append(f"<p class=error>This submission could not be graded: {e(problem)}</p>")
+    if result.status is Status.GRADER_ERROR:  # the grader's own failure: nothing the learner did
+        parts.append(
+            "<p class=error>The grader itself failed on part of this submission, so that part is not graded "
+            "yet; nothing was taken off for it. Your instructor will grade it again.</p>"
+        )
     if result.exercises:
         parts.append("<table><tr><th>exercise</th><th>points</th><th>result</th></tr>")
         for exercise in result.exercises:

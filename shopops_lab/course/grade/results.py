@@ -17,6 +17,7 @@ class Status(StrEnum):
     TIMEOUT = "timeout"  # an exercise, or the whole notebook, ran past its limit
     INVALID = "invalid"  # not a notebook of a lab in the key
     ERROR = "error"  # the learner's code ended the grading process (crash, exit)
+    GRADER_ERROR = "grader error"  # the grader itself failed: nothing charged, grade it again once fixed
 
 
 class Mark(StrEnum):
@@ -27,6 +28,7 @@ class Mark(StrEnum):
     NOT_ATTEMPTED = "not attempted"
     TIMEOUT = "timeout"
     ERROR = "error"
+    NOT_GRADED = "not graded"  # the grader failed before it could check this: no points either way
     BY_HAND = "to be graded by hand"
     GRADED_BY_HAND = "graded by hand"
 
@@ -78,4 +80,4 @@ class SubmissionResult:
 
     @property
     def needs_manual(self) -> bool:
-        return any(exercise.points is None for exercise in self.exercises)
+        return any(exercise.mark is Mark.BY_HAND for exercise in self.exercises)

@@ -13,7 +13,7 @@ from shopops_lab.course.grade import confinement, report
 from shopops_lab.course.grade.key import Key, master_paths
 from shopops_lab.course.grade.pool import Pool, invalid
 from shopops_lab.course.grade.rebuild import MAX_BYTES, read, rebuild, without_outputs
-from shopops_lab.course.grade.results import SubmissionResult
+from shopops_lab.course.grade.results import Status, SubmissionResult
 from shopops_lab.course.grade.sandbox import Limits, Warm
 from shopops_lab.course.grade.submissions import Submission, find
 from shopops_lab.course.grade.zygote import Zygote
@@ -40,12 +40,19 @@ class GradeReport:
     jobs: int
     warnings: tuple[str, ...] = ()
 
+    def grader_failures(self) -> list[SubmissionResult]:
+        """The submissions the grader itself failed on (not graded, nothing charged)."""
+        return [result for result in self.results if result.status is Status.GRADER_ERROR]
+
     def summary(self, seconds: float) -> str:
         """The run in one line, e.g. `graded 38, timeout 1, invalid 1, error 0: 40 submissions
-        in 6.2 s (0.15 s each, 2 at a time) -> grades/grades.csv`"""
+        in 6.2 s (0.15 s each, 2 at a time) -> grades/grades.csv` (`grader error N` after
+        `error` where the grader itself failed on N)"""
         counts = report.summary_counts(self.results)
         each = seconds / max(len(self.results), 1)
-        parts = ", ".join(f"{status} {count}" for status, count in counts.items())
+        parts = ", ".join(
+            f"{status} {count}" for status, count in counts.items() if count or status != Status.GRADER_ERROR
+        )
         return (
             f"{parts}: {len(self.results)} submission{'s' if len(self.results) != 1 else ''} in {seconds:.1f} s "
             f"({each:.2f} s each, {self.jobs} at a time) -> {self.out / report.GRADES_CSV}"

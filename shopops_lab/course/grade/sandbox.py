@@ -42,12 +42,20 @@ from typing import Any
 from shopops_lab.checks.base import NotAttempted
 from shopops_lab.course.errors import GradingEnvironmentError
 from shopops_lab.course.grade import confinement
-from shopops_lab.course.grade.judge import CheckRun, Learner, LearnerDied
+from shopops_lab.course.grade.judge import (
+    CheckRun,
+    Learner,
+    LearnerDied,
+    LearnerNotStarted,
+    LearnerRaised,
+    LearnerRaisedBase,
+)
 from shopops_lab.course.grade.key import Key, Kind
 from shopops_lab.course.grade.learner import compile_cell
 from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
 from shopops_lab.course.grade.wire import PeerGone, ProtocolError
 from shopops_lab.course.grade.zygote import COMMON
+from shopops_lab.errors import ShopOpsError
 
 KIT = "shopops_lab"
 MESSAGE_LIMIT = 4000  # characters of one check message kept (the learner's own exception text can be long)
@@ -459,6 +467,10 @@ class _Runner:
             raise _Stopped(died.cause) from None
         except ProtocolError:
             raise _Stopped("sent something it should not have") from None
+        except (LearnerRaised, LearnerRaisedBase, ShopOpsError) as exc:  # outside any check
+            if isinstance(exc, ShopOpsError) and not hasattr(exc, "learner_where"):
+                raise  # the kit's own, raised here: the grader's failure
+            raise _Stopped(f"raised {type(exc).__name__} when the grader asked for its answer") from None
 
     def _execute(self, step: PlannedCell) -> None:
         """A cell's own error, even sys.exit(), ends that cell only, as in Jupyter: what it
@@ -587,6 +599,7 @@ def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
         "lock": job.scratch,
         "uid": job.uid,
         "hide": list(job.hide),
+        "view": job.uid is not None and confinement.can_hide(),  # a mount namespace of its own
         "memory_mb": job.limits.memory_mb,
         "cpu_seconds": job.limits.notebook_seconds,
         "imports": [*COMMON, *warm.imports.get(job.plan.lab, ())],
@@ -614,13 +627,15 @@ def child_main(job: Job, connection: Any, zygote: Any = None) -> None:
         learner.start()
     except BaseException as exc:  # before any learner code: the grader's own failure
         with contextlib.suppress(Exception):
-            send(["failed", f"{type(exc).__name__}: {exc}"])
+            send(["failed", str(exc) if isinstance(exc, LearnerNotStarted) else f"{type(exc).__name__}: {exc}"])
         if learner is not None:
             learner.stop()
         os._exit(70)  # EX_SOFTWARE
     try:
         _Runner(job, warm, send, learner).run()
-    except BaseException:
+    except BaseException as exc:  # the judge runs no learner code: what escapes it is the grader's own failure
+        with contextlib.suppress(Exception):
+            send(["failed", str(exc) if isinstance(exc, LearnerNotStarted) else f"{type(exc).__name__}: {exc}"])
         status = 70
     finally:
         learner.stop()

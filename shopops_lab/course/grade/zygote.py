@@ -42,7 +42,9 @@ BOOT = (
     "import sys, json; c = json.loads(sys.argv[1]); sys.path[:0] = c['path']; "
     "from shopops_lab.course.grade.zygote import main; main(c)"
 )
-COMMON = ["shopops_lab.checks.base"]  # what every learner process loads, whatever its lab
+# what every learner process loads, whatever its lab: the kit's side of the protocol, loaded
+# before the process gives up root (it may not read the kit's folder afterwards)
+COMMON = ["shopops_lab.checks.base", "shopops_lab.checks.fresh"]
 POLL_SECONDS = 0.01  # how often a learner process being waited for is looked at
 START_SECONDS = 60.0  # a zygote that has not loaded the kit by then is not used
 SPAWN_SECONDS = 20.0  # a zygote that has not forked a learner process by then is not used again
@@ -294,8 +296,7 @@ def _fork_learner(config: dict[str, Any], fd: int) -> int:
 
         os.environ.clear()
         os.environ.update(environment(config["scratch"], bool(config.get("debug"))))
-        tempfile.tempdir = None
-        os.chdir(config["scratch"])
+        tempfile.tempdir = None  # the learner's process enters its scratch folder as it confines itself
         from shopops_lab.course.grade.learner import serve
 
         serve({**config, "fd": fd})
