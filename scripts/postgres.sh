@@ -19,8 +19,10 @@ if [ -z "$bin" ]; then
     exit 1
 fi
 
-# The server refuses to run as root: as root, run it as the postgres user.
-as_owner() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+case $dir in /*) ;; *) dir=$(pwd)/$dir ;; esac
+# The server refuses to run as root: as root, run it as the postgres user, from / (the folder
+# this was started in may be one only root may enter, as a clone in a `mktemp -d` folder is).
+as_owner() { if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
 
 case $action in
 start)
