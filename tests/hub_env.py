@@ -34,6 +34,12 @@ READY = ".shopops-lab-ready"  # written last: the venv is complete
 INSTALL = ("-m", "pip", "install", f"jupyterhub=={HUB_VERSION}", "shopops-lab[lab] @ file://")
 
 
+# docs/hub.md's shared drop box and hand-in line (tests/test_docs_hub.py checks the doc says them)
+DROP_BOX_MODE = 0o3733  # setgid: the staff group owns what is put in; sticky: nobody removes another's folder
+START = '{shopops_lab} notebooks "$HOME/shopops-lab" && exec "$0" "$@"'  # the spawner's command: hand out, then start
+HAND_IN = 'mkdir -p -m 2750 "{submitted}/$USER" && cp {files} "{submitted}/$USER/"'
+
+
 class HubUnavailable(RuntimeError):
     """The hub's installs could not be made here; the message says what failed."""
 

@@ -45,7 +45,7 @@ if shutil.which("npm") is None:
     pytest.skip("the hub test needs npm for configurable-http-proxy: sudo apt-get install npm", allow_module_level=True)
 
 import psutil  # noqa: E402  (jupyter_server's dependency, in every setup that runs JupyterLab)
-from hub_env import HubInstall, HubUnavailable, hub_install  # noqa: E402
+from hub_env import DROP_BOX_MODE, HAND_IN, START, HubInstall, HubUnavailable, hub_install  # noqa: E402
 from test_browser import (  # noqa: E402  (skips, saying how to get them, without Chromium or Playwright)
     CHROMIUM,
     FLAGS,
@@ -147,7 +147,7 @@ def grade(instructor: Person, staff: str, shopops_lab: Path, submitted: Path, ke
 def hub_config(folder: Path, install: HubInstall, students: tuple[Person, ...], ports: dict[str, int]) -> Path:
     """docs/hub.md's configuration: PAM, the local process spawner, and the hand-out at every start."""
     config = folder / "jupyterhub_config.py"
-    handout = f'{install.bin / "shopops-lab"} notebooks "$HOME/shopops-lab" && exec "$0" "$@"'
+    handout = START.format(shopops_lab=install.bin / "shopops-lab")
     config.write_text(
         f"""
 c = get_config()  # noqa
@@ -271,7 +271,7 @@ def answer_lab_00(person: Person) -> None:
 def hand_in(person: Person, submitted: Path) -> None:
     """docs/hub.md's hand-in: a folder of the student's own in the drop box, readable by staff alone."""
     files = " ".join(f'"$HOME/shopops-lab/{lab}.ipynb"' for lab in LABS)
-    line = f'mkdir -m 2750 "{submitted}/$USER" && cp {files} "{submitted}/$USER/"'
+    line = HAND_IN.format(submitted=submitted, files=files)
     done = as_user(person, ["sh", "-c", line])
     assert done.returncode == 0, done.stderr
 
@@ -281,7 +281,7 @@ def drop_box(folder: Path, instructor: Person, staff: str) -> Path:
     submitted = folder / "submitted"
     submitted.mkdir()
     os.chown(submitted, instructor.ids[0], grp.getgrnam(staff).gr_gid)
-    submitted.chmod(0o3733)  # setgid: staff owns what is put in; sticky: nobody removes another's
+    submitted.chmod(DROP_BOX_MODE)
     return submitted
 
 

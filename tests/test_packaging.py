@@ -59,6 +59,14 @@ def test_requirements_txt_repeats_every_dependency_of_the_kit_with_the_same_rang
     assert {name: listed.get(name) for name in declared} == declared
 
 
+def test_the_lab_extra_repeats_requirements_txt_ranges_for_jupyterlab_and_the_kernel() -> None:
+    """`shopops-lab[lab]`, the hub's install, gives a server what `make lab` gives, in the same ranges."""
+    lab = {_name(r): _spec(r) for r in PROJECT["optional-dependencies"]["lab"]}
+    assert set(lab) == {"jupyterlab", "ipykernel"}
+    listed = _requirements_txt()
+    assert {name: listed.get(name) for name in lab} == lab
+
+
 def _imports(tree: ast.AST) -> set[str]:
     found = set()
     for node in ast.walk(tree):
