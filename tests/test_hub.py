@@ -29,7 +29,6 @@ import shutil
 import subprocess
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +53,7 @@ from test_browser import (  # noqa: E402  (skips, saying how to get them, withou
     command,
     free_port,
     playwright,
+    server,
     wait_for_prompt,
     watched_page,
 )
@@ -181,28 +181,8 @@ def running_hub(folder: Path, install: HubInstall, students: tuple[Person, ...])
     config = hub_config(folder, install, students, ports)
     env = dict(os.environ, PATH=f"{install.bin}:{os.environ.get('PATH', '')}")
     url = f"http://127.0.0.1:{ports['public']}"
-    with open(folder / "hub.log", "w") as log:
-        hub = subprocess.Popen(
-            [install.bin / "jupyterhub", "-f", config], cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        try:
-            deadline = time.monotonic() + 120
-            while True:  # wait for the hub to answer, bounded; not a timing assertion
-                try:
-                    urllib.request.urlopen(f"{url}/hub/api", timeout=2)
-                    break
-                except OSError:
-                    if hub.poll() is not None or time.monotonic() > deadline:
-                        pytest.fail(f"JupyterHub did not start: {(folder / 'hub.log').read_text()[-3000:]}")
-                    time.sleep(0.5)
-            yield url
-        finally:
-            hub.terminate()
-            try:
-                hub.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                hub.kill()
-                hub.wait()
+    with server([str(install.bin / "jupyterhub"), "-f", str(config)], cwd=folder, probe=f"{url}/hub/api", env=env):
+        yield url
 
 
 # ---------------------------------------------------------------------------- the students
