@@ -206,6 +206,23 @@ def _build_notebooks(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _notebooks_arguments(parser: argparse.ArgumentParser) -> None:
+    from shopops_lab.course.handout import add_arguments
+
+    add_arguments(parser)
+
+
+@register(
+    "notebooks",
+    "copy the kit's student notebooks into a learner's folder: adds what is new, never overwrites",
+    add_arguments=_notebooks_arguments,
+)
+def _notebooks(args: argparse.Namespace) -> int:
+    from shopops_lab.course.handout import run
+
+    return run(args)
+
+
 def _grade_arguments(parser: argparse.ArgumentParser) -> None:
     from shopops_lab.course.grade.command import add_arguments
 

@@ -1,5 +1,11 @@
 """`shopops-lab doctor`: check that this machine can run the course, and say how to fix it.
 
+It first works out where it runs (`where_it_runs`): a checkout of the course (`make lab`), the
+kit installed by pip without a checkout (a laptop, an instructor's machine), a JupyterHub (the
+hub sets JUPYTERHUB_API_URL / JUPYTERHUB_USER in every user's server; Binder is one too) or
+JupyterLite (Pyodide reports `sys.platform == "emscripten"`). What it checks and the next step
+it gives follow from that: the test tools only in a checkout, `make lab` only there.
+
 Every check is a pure function of injectable lookups (`which=`, `version_of=`, ...), so
 the tests can simulate a missing `dot` or package, or another OS, without touching the
 machine. Left at their defaults, the lookups read the real machine.
@@ -17,6 +23,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -37,6 +44,7 @@ REQUIRED_PACKAGES: tuple[tuple[str, str, str], ...] = (
     ("matplotlib", "matplotlib", ">=3.8,<4"),
     ("graphviz", "graphviz", ">=0.21,<0.22"),
     ("jsonschema", "jsonschema", ">=4.21,<5"),
+    # the test tools: a checkout's `make test` needs them, a learner's installed kit does not (TEST_TOOLS)
     ("pytest", "pytest", ">=9,<10"),
     ("nbval", "nbval", ">=0.11,<0.12"),
     ("hypothesis", "hypothesis", ">=6.100,<7"),
@@ -44,6 +52,29 @@ REQUIRED_PACKAGES: tuple[tuple[str, str, str], ...] = (
     ("mypy", "mypy", ">=2.4,<3"),
     ("pytest-xdist", "xdist", ">=3.8,<4"),
 )
+
+TEST_TOOLS = frozenset({"pytest", "nbval", "hypothesis", "ruff", "mypy", "pytest-xdist"})
+
+
+class Place(StrEnum):
+    """Where the doctor runs, which decides the next step it gives."""
+
+    CHECKOUT = "checkout"  # the course's folder, set up by make
+    INSTALLED = "installed"  # the kit installed by pip, no checkout (a laptop, an instructor's machine)
+    HUB = "hub"  # a user's server on a JupyterHub (Binder's too)
+    BROWSER = "browser"  # JupyterLite
+
+
+HUB_VARIABLES = ("JUPYTERHUB_API_URL", "JUPYTERHUB_USER")  # what a hub's spawner puts in every server's environment
+HAND_OUT = "shopops-lab notebooks ~/shopops-lab"
+NEXT_STEP = {
+    Place.CHECKOUT: "Start the course with: make lab",
+    Place.INSTALLED: f"Get the notebooks with: {HAND_OUT}, then open them: jupyter lab ~/shopops-lab",
+    Place.HUB: f"On a JupyterHub: get your copy of the notebooks in a terminal here with {HAND_OUT} (it adds "
+    "new labs and never overwrites yours), then open shopops-lab/00_start_here.ipynb from the file browser",
+    Place.BROWSER: "This browser site runs every lab.",
+}
+HUB_FIXES = "on a JupyterHub the environment is shared: ask the hub's admin to run them"
 
 DOT_NOTE = "the notebooks still work without it: the kit draws every diagram with its own layout"
 
@@ -164,11 +195,13 @@ def kit_checkout() -> Path | None:
 
 def kit_install_command(python: str | None = None) -> str:
     """Installs the kit with every dependency its labs need, from any folder: the checkout
-    this copy runs from, editable (a learner's edits show up at once)."""
+    this copy runs from, editable (a learner's edits show up at once); without a checkout, the
+    install for everyone that docs/hub.md gives."""
     python = python or python_command()
     checkout = kit_checkout()
-    where = _quoted(str(checkout)) if checkout else "<the shopops-lab folder>"
-    return f"{python} -m pip install -e {where}"
+    if checkout is None:
+        return f'{python} -m pip install "shopops-lab[lab] @ <the kit\'s folder or wheel>"'
+    return f"{python} -m pip install -e {_quoted(str(checkout))}"
 
 
 def package_install_command(distribution: str, spec: str = "", python: str = "python") -> str:
@@ -177,6 +210,24 @@ def package_install_command(distribution: str, spec: str = "", python: str = "py
 
 
 # --- pure logic ------------------------------------------------------------------------
+
+
+def where_it_runs(
+    *,
+    environ: Mapping[str, str] | None = None,
+    platform: str | None = None,
+    checkout: Path | None | bool = True,
+) -> Place:
+    """The browser first (nothing else applies there), then a hub (a hub's server may also hold a
+    checkout, as Binder's does: `make lab` still does not apply), then a checkout, else an install."""
+    environ = os.environ if environ is None else environ
+    if (sys.platform if platform is None else platform) == "emscripten":
+        return Place.BROWSER
+    if any(environ.get(name) for name in HUB_VARIABLES):
+        return Place.HUB
+    if checkout is True:
+        checkout = kit_checkout()
+    return Place.CHECKOUT if checkout else Place.INSTALLED
 
 
 def graphviz_install_command(system: str, os_release: Mapping[str, str]) -> str:
@@ -233,13 +284,17 @@ def check_packages(
     importable: Callable[[str], bool] = module_importable,
     python: str = "python",
     browser: bool | None = None,
+    tests: bool = True,
 ) -> list[Finding]:
-    """Each package the notebooks or tests import, present and in the supported range (in
-    the browser: what the site has of what the labs use, see `check_browser_packages`)."""
+    """Each package the notebooks (and with `tests`, the test suite) import, present and in the
+    supported range (in the browser: what the site has of what the labs use, see
+    `check_browser_packages`)."""
     if in_browser() if browser is None else browser:
         return check_browser_packages(version_of=version_of)
     findings = []
     for dist, module, spec in REQUIRED_PACKAGES:
+        if dist in TEST_TOOLS and not tests:
+            continue
         fix = package_install_command(dist, spec, python)
         version = version_of(dist)
         if version is None or not importable(module):
@@ -376,12 +431,14 @@ def run_checks(
     kernel_specs: Callable[[], Mapping[str, str]] | None = None,
     version_info: Sequence[int] | None = None,
     python: str | None = None,
-    browser: bool | None = None,
+    place: Place | None = None,
 ) -> list[Finding]:
     """All findings in report order; any lookup left as None uses the real machine. In the
-    browser: Python, the kit, the packages the labs use, and how diagrams are drawn."""
+    browser: Python, the kit, the packages the labs use, and how diagrams are drawn; the test
+    tools only in a checkout."""
     version_of = version_of or installed_version
-    if in_browser() if browser is None else browser:
+    place = where_it_runs() if place is None else place
+    if place is Place.BROWSER:
         return [
             check_python(tuple(sys.version_info[:3]) if version_info is None else version_info),
             check_kit(version_of=version_of, python="python"),
@@ -394,7 +451,13 @@ def run_checks(
         os_release = read_os_release() if system == "Linux" else {}
     return [
         check_python(tuple(sys.version_info[:3]) if version_info is None else version_info),
-        *check_packages(version_of=version_of, importable=importable or module_importable, python=python),
+        *check_packages(
+            version_of=version_of,
+            importable=importable or module_importable,
+            python=python,
+            browser=False,
+            tests=place is Place.CHECKOUT,
+        ),
         check_kit(version_of=version_of, python=python),
         check_dot(which=which or shutil.which, run=run or run_command, system=system, os_release=os_release),
         *check_widgets_frontend(version_of=version_of, python=python),
@@ -407,17 +470,17 @@ def exit_code(findings: Iterable[Finding]) -> int:
     return 0 if all(f.ok for f in findings if f.required) else 1
 
 
-def summary(findings: Sequence[Finding], *, browser: bool | None = None) -> str:
-    """The closing line: either "ready" or how many things to fix."""
+def summary(findings: Sequence[Finding], *, place: Place | None = None) -> str:
+    """The closing line: "ready" and the next step where it runs, or how many things to fix."""
+    place = where_it_runs() if place is None else place
     failed = [f for f in findings if f.required and not f.ok]
     warned = [f for f in findings if not f.required and not f.ok]
     extra = f" ({len(warned)} optional warning{'s' if len(warned) != 1 else ''})" if warned else ""
-    if not failed and (in_browser() if browser is None else browser):
-        return f"All required checks passed{extra}. This browser site runs every lab."
     if not failed:
-        return f"All required checks passed{extra}. Start the course with: make lab"
+        return f"All required checks passed{extra}. {NEXT_STEP[place]}"
+    admin = f" ({HUB_FIXES})" if place is Place.HUB else ""
     return (
-        f"{len(failed)} of {len(findings)} checks need attention{extra}: run the commands above, "
+        f"{len(failed)} of {len(findings)} checks need attention{extra}: run the commands above{admin}, "
         "then `shopops-lab doctor` again."
     )
 
@@ -425,10 +488,11 @@ def summary(findings: Sequence[Finding], *, browser: bool | None = None) -> str:
 def main(out: TextIO | None = None, **lookups: Any) -> int:
     """Print the report and return the exit status; `lookups` go to run_checks()."""
     out = out or sys.stdout
-    findings = run_checks(**lookups)
+    place = lookups.pop("place", None) or where_it_runs()
+    findings = run_checks(place=place, **lookups)
     for finding in findings:
         print(_showable(finding.line(), out), file=out)
-    print(_showable(summary(findings, browser=lookups.get("browser")), out), file=out)
+    print(_showable(summary(findings, place=place), out), file=out)
     return exit_code(findings)
 
 

@@ -32,6 +32,7 @@ os.environ.setdefault("SHOPOPS_GRADE_CACHE", tempfile.mkdtemp(prefix="shopops-gr
 # here rather than a mark in the file.
 SLOW_FILES: dict[str, str] = {
     "test_browser.py": "browser",  # every lab in JupyterLab, and the Lite site, in headless Chromium
+    "test_hub.py": "browser",  # a class on a real JupyterHub: two students in Chromium, an instructor grading
     "test_lite.py": "lite",  # builds the offline JupyterLite site (npm; PyPI the first time)
     "test_nbgrader_roundtrip.py": "nbgrader",  # real nbgrader, in its own cached venv, grades every lab
     "test_grade_explorer.py": "grading",  # the explored checks of every lab judged across the grader's processes

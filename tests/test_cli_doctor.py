@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 import re
 import subprocess
 import sys
@@ -55,6 +56,7 @@ def lookups(*, missing: tuple[str, ...] = (), versions: dict[str, str] | None = 
         kernel_specs=lambda: {"python3": "/venv/share/jupyter/kernels/python3"},
         version_info=(3, 12, 4),
         python="python",
+        place=doctor.Place.CHECKOUT,
     )
     fake.update(overrides)
     return fake
@@ -330,7 +332,7 @@ def test_in_the_browser_the_doctor_reports_the_site_without_install_advice():
     fake = lookups(
         missing=("matplotlib", "jupyterlab", "nbval", "pytest"),
         which=lambda name: None,
-        browser=True,
+        place=doctor.Place.BROWSER,
         versions={"shopops-lab": "0.1.0"},
     )
     code, out = run_doctor(**fake)
@@ -349,3 +351,72 @@ def test_in_the_browser_a_missing_ipywidgets_is_a_failure_with_a_browser_fix(mon
     assert [(f.name, f.ok, f.required) for f in findings] == [("ipywidgets", False, True), ("matplotlib", False, False)]
     assert "lite build" in findings[0].fix and "pip" not in findings[0].fix
     assert doctor.exit_code(findings) == 1
+
+
+# --- where it runs: a checkout, an installed kit, a hub, the browser ---------------------
+
+
+@pytest.mark.parametrize(
+    "environ, platform, checkout, place",
+    [
+        ({}, "linux", ROOT, doctor.Place.CHECKOUT),
+        ({}, "darwin", None, doctor.Place.INSTALLED),
+        ({"JUPYTERHUB_API_URL": "http://127.0.0.1:8081/hub/api"}, "linux", None, doctor.Place.HUB),
+        ({"JUPYTERHUB_USER": "alice"}, "linux", ROOT, doctor.Place.HUB),  # Binder: a hub's server holding a checkout
+        ({"JUPYTERHUB_USER": ""}, "linux", None, doctor.Place.INSTALLED),  # set but empty: no hub named
+        ({"JUPYTERHUB_USER": "alice"}, "emscripten", None, doctor.Place.BROWSER),
+    ],
+)
+def test_the_doctor_knows_where_it_runs(environ, platform, checkout, place):
+    assert doctor.where_it_runs(environ=environ, platform=platform, checkout=checkout) is place
+
+
+def test_this_checkout_is_a_checkout_unless_a_hub_says_otherwise(monkeypatch):
+    for name in doctor.HUB_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert doctor.where_it_runs() is doctor.Place.CHECKOUT
+    monkeypatch.setenv("JUPYTERHUB_API_URL", "http://127.0.0.1:8081/hub/api")
+    assert doctor.where_it_runs() is doctor.Place.HUB
+
+
+@pytest.mark.parametrize("place", [doctor.Place.HUB, doctor.Place.INSTALLED])
+def test_an_installed_kit_needs_no_test_tools_and_is_told_to_copy_the_notebooks(place):
+    tools = tuple(sorted(doctor.TEST_TOOLS))
+    code, out = run_doctor(**lookups(missing=tools, place=place))
+    assert code == 0, out
+    assert not any(tool in out for tool in ("pytest", "nbval", "hypothesis", "ruff", "mypy"))
+    last = out.splitlines()[-1]
+    assert last.startswith("All required checks passed.") and "shopops-lab notebooks ~/shopops-lab" in last
+    assert "make lab" not in out
+    assert ("file browser" in last) is (place is doctor.Place.HUB)
+    assert ("jupyter lab ~/shopops-lab" in last) is (place is doctor.Place.INSTALLED)
+
+
+def test_a_checkout_still_needs_its_test_tools_and_is_told_make_lab():
+    code, out = run_doctor(**lookups(missing=("pytest",)))
+    assert code == 1 and "MISSING pytest" in out
+    assert run_doctor(**lookups())[1].splitlines()[-1] == "All required checks passed. Start the course with: make lab"
+
+
+def test_on_a_hub_the_fixes_are_for_its_admin():
+    code, out = run_doctor(**lookups(which=lambda name: None, place=doctor.Place.HUB))
+    assert code == 1
+    assert "ask the hub's admin to run them" in out.splitlines()[-1]
+    assert "admin" not in run_doctor(**lookups(which=lambda name: None))[1]
+
+
+def test_the_doctor_on_a_hub_in_a_real_process_gives_the_hubs_next_step():
+    """The hub's variable, read from the real environment; ready or not, the last line is the hub's."""
+    env = {k: v for k, v in os.environ.items() if k not in doctor.HUB_VARIABLES} | {"JUPYTERHUB_USER": "alice"}
+    done = subprocess.run([sys.executable, "-m", "shopops_lab", "doctor"], capture_output=True, text=True, env=env)
+    last = done.stdout.splitlines()[-1]
+    assert "make lab" not in done.stdout
+    assert last.endswith(doctor.NEXT_STEP[doctor.Place.HUB]) if done.returncode == 0 else doctor.HUB_FIXES in last
+
+
+def test_without_a_checkout_the_kit_fix_is_the_install_for_everyone(monkeypatch):
+    monkeypatch.setattr(doctor, "kit_checkout", lambda: None)
+    assert (
+        doctor.kit_install_command("python")
+        == 'python -m pip install "shopops-lab[lab] @ <the kit\'s folder or wheel>"'
+    )

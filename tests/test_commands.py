@@ -26,6 +26,7 @@ INVOCATIONS = {
     "simulate": ["simulate", "burst_day"],
     "lite": ["lite", "serve", "--dir", "."],
     "chaos": ["chaos", "--db", "sqlite:///{tmp}/c.db"],
+    "notebooks": ["notebooks", "{tmp}/dest"],
 }
 
 

@@ -42,3 +42,7 @@ class GradingEnvironmentError(ShopOpsError):
 
 class LiteBuildError(ShopOpsError):
     """The JupyterLite site needs {what}, which could not be had from {where}; nothing was written. Fix: {fix}."""
+
+
+class KitNotebooksMissingError(ShopOpsError):
+    """This kit carries no student notebooks ({where} holds no NN_name.ipynb); nothing was copied. Fix: reinstall the kit from a wheel or a checkout that has them: {fix}."""
