@@ -25,6 +25,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--notebooks", metavar="DIR", default="notebooks", help="folder of student notebooks (default: notebooks)"
     )
     parser.add_argument(
+        "--force",
+        action="store_true",
+        help="write into --notebooks even if it holds files other than student notebooks",
+    )
+    parser.add_argument(
         "--lab",
         metavar="NN",
         action="append",
@@ -38,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
     found drift or a student notebook has no master. Errors propagate as ShopOpsError."""
     from shopops_lab.course.build import build_notebooks
 
-    report = build_notebooks(args.solutions, args.notebooks, check=args.check, execute=args.execute, labs=args.labs)
+    report = build_notebooks(
+        args.solutions, args.notebooks, check=args.check, execute=args.execute, labs=args.labs, force=args.force
+    )
     for line in report.lines():
         print(line)
     if not report.results:
