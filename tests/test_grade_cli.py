@@ -147,10 +147,13 @@ def test_an_empty_folder_or_an_unwritable_out_is_a_usage_error(tmp_path: Path, o
 
 
 def test_a_gradebook_name_taken_by_a_folder_is_a_usage_error(tmp_path: Path, one_submission: Path) -> None:
+    from shopops_lab.course.grade import gradebook
+
     (tmp_path / "out" / "grades.csv").mkdir(parents=True)
+    (tmp_path / "out" / gradebook.MANIFEST).write_text(gradebook.manifest())  # a gradebook, else it is refused whole
     code, _, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "holds grades.csv, which is a folder" in err
-    assert list((tmp_path / "out").iterdir()) == [tmp_path / "out" / "grades.csv"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["grades.csv", gradebook.MANIFEST]
 
 
 def _key_of(tmp_path: Path, notebooks: dict[str, object]) -> Path:

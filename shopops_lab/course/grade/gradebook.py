@@ -25,9 +25,10 @@ from typing import Any
 from shopops_lab import __version__
 from shopops_lab.course import outputs
 from shopops_lab.course.grade.hand import carried
-from shopops_lab.course.grade.key import Key, Kind, Master, RubricElement
+from shopops_lab.course.grade.key import Kind, Master, RubricElement
 from shopops_lab.course.grade.late import LatePolicy
 from shopops_lab.course.grade.results import ExerciseResult, Mark, Status, SubmissionResult
+from shopops_lab.course.grade.sheets import Cell, Sheet
 from shopops_lab.course.grade.submissions import Layout, Listed, Outcome, Submission, parse_time
 from shopops_lab.errors import BadArgumentError
 
@@ -35,44 +36,6 @@ FORMAT = 1
 WRITTEN_BY = "shopops-lab grade"
 MANIFEST = "shopops-gradebook.json"
 GRADES_JSON = "grades.json"
-
-
-@dataclass(frozen=True, slots=True)
-class Cell:
-    """One graded cell of a lab, as the gradebook needs it."""
-
-    grade_id: str
-    kind: Kind
-    points: float
-    rubric: tuple[RubricElement, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Sheet:
-    """What one lab grades (from its master): title, version, graded cells; and its due date."""
-
-    lab: str
-    title: str
-    version: str
-    cells: tuple[Cell, ...]
-    due: datetime | None = None
-
-    @classmethod
-    def of(cls, master: Master, due: datetime | None = None) -> Sheet:
-        cells = tuple(Cell(cell.grade_id, cell.kind, cell.points, cell.rubric) for cell in master.graded)
-        return cls(master.lab, master.title, master.version, cells, due)
-
-    @property
-    def max_points(self) -> float:
-        return sum(cell.points for cell in self.cells)
-
-    @property
-    def hand_points(self) -> float:
-        return sum(cell.points for cell in self.cells if cell.kind is Kind.MANUAL)
-
-    @property
-    def name(self) -> str:
-        return f"Lab {self.lab}: {self.title}" if self.title else f"Lab {self.lab}"
 
 
 def _is_gradebook(folder: Path) -> bool:
@@ -352,18 +315,10 @@ def _result(row: dict[str, Any], sheets: Mapping[str, Sheet]) -> SubmissionResul
     return SubmissionResult(
         submission=submission,
         lab=row.get("lab"),
-        status=_status(str(row["status"])),
+        status=Status(str(row["status"])),
         reason=str(row["reason"]),
         exercises=exercises,
         restored=tuple(str(line) for line in row["restored"]),
         notes=tuple(str(line) for line in row["notes"]),
         title=str(row["title"]),
     )
-
-
-def _status(value: str) -> Status:
-    return Status(value)
-
-
-def sheets_of(key: Key) -> dict[str, Sheet]:
-    return {lab: Sheet.of(master) for lab, master in key.masters.items()}

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from shopops_lab.course.grade.key import Kind, RubricElement
 from shopops_lab.course.grade.results import ExerciseResult, Mark, SubmissionResult
+from shopops_lab.course.grade.sheets import Sheet
 from shopops_lab.course.grade.spreadsheet import unsafe
 from shopops_lab.errors import BadArgumentError
 
@@ -123,14 +124,11 @@ class ManualScores:
         return {where: entry.score for where, entry in self.entries.items() if entry.score is not None}
 
     @classmethod
-    def read(
-        cls,
-        path: str | Path,
-        maxima: Mapping[tuple[str, str], float],
-        rubrics: Mapping[tuple[str, str], tuple[RubricElement, ...]],
-    ) -> ManualScores:
-        """Read a filled-in manual.csv (`maxima` and `rubrics` by (lab, grade_id)); refuse a
-        score that is not a number in 0..max, or a found element the rubric does not have."""
+    def read(cls, path: str | Path, sheets: Mapping[str, Sheet]) -> ManualScores:
+        """Read a filled-in manual.csv (its labs' cells in `sheets`); refuse a score that is
+        not a number in 0..max, or a found element the rubric does not have."""
+        maxima = {(lab, cell.grade_id): cell.points for lab, sheet in sheets.items() for cell in sheet.cells}
+        rubrics = {(lab, cell.grade_id): cell.rubric for lab, sheet in sheets.items() for cell in sheet.cells}
         where = f"--manual {path}"
         try:
             text = Path(path).read_text(encoding="utf-8-sig")

@@ -13,7 +13,7 @@ from typing import Any
 
 from shopops_lab.course.errors import SubmissionInvalidError
 from shopops_lab.course.grade import confinement, report
-from shopops_lab.course.grade.gradebook import Gradebook, Sheet, claim
+from shopops_lab.course.grade.gradebook import Gradebook, claim
 from shopops_lab.course.grade.hand import Applied, ManualScores
 from shopops_lab.course.grade.key import Key, master_paths
 from shopops_lab.course.grade.late import LatePolicy, due_dates
@@ -22,6 +22,7 @@ from shopops_lab.course.grade.rebuild import MAX_BYTES, read, rebuild, without_o
 from shopops_lab.course.grade.results import SubmissionResult
 from shopops_lab.course.grade.roster import Roster
 from shopops_lab.course.grade.sandbox import Limits, Warm
+from shopops_lab.course.grade.sheets import Sheet
 from shopops_lab.course.grade.submissions import Listed, Outcome, Submission, choose, find, lab_of
 from shopops_lab.course.grade.zygote import Zygote
 from shopops_lab.errors import BadArgumentError
@@ -138,12 +139,6 @@ def grade(
             owned.close()
 
 
-def _scores(manual: str | Path, sheets: dict[str, Sheet]) -> ManualScores:
-    maxima = {(lab, cell.grade_id): cell.points for lab, sheet in sheets.items() for cell in sheet.cells}
-    rubrics = {(lab, cell.grade_id): cell.rubric for lab, sheet in sheets.items() for cell in sheet.cells}
-    return ManualScores.read(manual, maxima, rubrics)
-
-
 def _warnings(applied: Applied, source: str) -> list[str]:
     return [
         f"{source}: the score for {name} {grade_id} matches no written answer in the gradebook"
@@ -168,7 +163,7 @@ def _merge_only(folder: Path, stored: Gradebook, manual: str | Path | None, poli
             problem="holds no gradebook to merge hand scores into",
             fix="pass the --out folder a grading run wrote",
         )
-    scores = _scores(manual, stored.sheets)
+    scores = ManualScores.read(manual, stored.sheets)
     applied = scores.apply(list(stored.rows.values()))
     book = stored.with_rows(applied.results)
     book = replace(book, policy=policy or book.policy)
@@ -208,7 +203,7 @@ def _grade(
     if zygote is not None:
         zygote.load({module for master in answer_key.masters.values() for module in master.learner_imports()})
     sheets = {**stored.sheets, **{lab: Sheet.of(master) for lab, master in answer_key.masters.items()}}
-    scores = _scores(manual, sheets) if manual else None
+    scores = ManualScores.read(manual, sheets) if manual else None
     warm = Warm.prepare(answer_key)  # refuses a lab whose imports fail here, before anything is written
     report.check_out(folder)
     bar = progress(len(submissions)) if progress else None
