@@ -1,5 +1,6 @@
 """The grader's pure parts: the answer key, reading a submission, rebuilding one from its
-master, and what a stopped cell costs (finding and matching submissions: test_grade_matching.py). No processes here (tests/test_grade.py runs them)."""
+master, and what a stopped cell costs (finding and matching submissions: test_grade_matching.py).
+No processes here (tests/test_grade.py runs them)."""
 
 from __future__ import annotations
 
@@ -208,8 +209,10 @@ def test_a_duplicated_answer_cell_grades_the_last_copy_that_is_not_the_stub(key:
     for nb in (stub_first, answer_first):
         plan = plan_of(nb, key)
         assert next(s for s in plan.steps if s.grade_id == "send-followup").source == fx.KEY_FROM_TOKEN.strip("\n")
-        assert plan.restored == ("answer cell under “Exercise 1 · a handler that is safe to run twice” appears 2 times: "
-            "the last one answered was graded",)
+        assert plan.restored == (
+            "answer cell under “Exercise 1 · a handler that is safe to run twice” appears 2 times: "
+            "the last one answered was graded",
+        )
 
 
 HELPER = "def key_of(lease):\n    return lease.payload['idem_key']\n"

@@ -125,7 +125,19 @@ class Gradebook:
             if lab in sheets:
                 sheets[lab] = replace(sheets[lab], due=when)
         listed = dict(self.files)
-        listed.update((item.file, item) for item in files)
+        run = list(files)
+        regraded = {
+            item.submission.key: item.file for item in run if item.outcome is Outcome.GRADED and item.submission
+        }
+        for item in listed.values():  # a key graded again from another file: the one graded before is superseded
+            if (
+                item.outcome is Outcome.GRADED
+                and item.submission
+                and regraded.get(item.submission.key, item.file) != item.file
+            ):
+                detail = f"{regraded[item.submission.key]} was graded in its place later"
+                listed[item.file] = replace(item, outcome=Outcome.SUPERSEDED, detail=detail)
+        listed.update((item.file, item) for item in run)
         return Gradebook(
             rows=rows,
             sheets=dict(sorted(sheets.items())),

@@ -56,17 +56,16 @@ class Lateness:
     seconds: float | None = None
 
     def text(self) -> str:
+        """`late by 1 d 2 h 30 min` (minutes rounded up), or `late (marked so by the LMS)`."""
         if not self.late:
             return ""
         if self.seconds is None:
             return "late (marked so by the LMS)"
-        days, rest = divmod(int(self.seconds), int(DAY))
-        hours = math.ceil(rest / 3600) if rest else 0
-        if hours == 24:
-            days, hours = days + 1, 0
-        return "late by " + " ".join(
-            part for part in (f"{days} d" if days else "", f"{hours} h" if hours or not days else "") if part
-        )
+        minutes = math.ceil(self.seconds / 60)
+        days, rest = divmod(minutes, 24 * 60)
+        hours, minutes = divmod(rest, 60)
+        parts = [f"{days} d" if days else "", f"{hours} h" if hours else "", f"{minutes} min" if minutes else ""]
+        return "late by " + " ".join(part for part in parts if part)
 
     def penalty(self, policy: LatePolicy, earned: float, most: float) -> float:
         """The points `policy` takes off `earned` (of `most`) for this lateness."""

@@ -4,8 +4,8 @@ Each notebook is matched by the first of these that fits (`Layout`), and never g
 file none of them fits is listed as unmatched, with the fix.
 
 1. `--student-pattern`: a regular expression the instructor gives, searched in the file's
-   path inside the folder given (`alice/lab01.ipynb`), with a `student` group (and
-   optionally `lab` and `time`);
+   path inside the folder given (`alice/lab01.ipynb`; a file given by itself: its name),
+   with a `student` group (and optionally `lab` and `time`);
 2. the nbgrader/JupyterHub exchange: a folder `<student>+<assignment>+<time>[+<random>]`
    (its time is the submission's);
 3. nbgrader's course folder: `submitted/<student>/<assignment>/` (its `timestamp.txt`);
@@ -14,8 +14,8 @@ file none of them fits is listed as unmatched, with the fix.
    own late mark is kept);
 6. a file named `<student>_<lab>` (`alice_lab01.ipynb`, `alice_01_leases_and_redelivery.ipynb`);
 7. a folder per student: a file named as its lab only (`01_leases_and_redelivery.ipynb`,
-   `lab01.ipynb`, as JupyterLite downloads it) in a folder inside the one given, or passed
-   by itself: the nearest folder that names no lab is the student's.
+   `lab01.ipynb`, as JupyterLite downloads it): the nearest folder above it that names no
+   lab is the student's (the folder given, or a file's own folder, counts).
 
 With `--roster`, each name found is matched against the roster's ids, names and aliases
 (`roster.py`) and the submission is the roster id's; a name the roster does not know is
@@ -155,9 +155,11 @@ def _lab_of_text(texts: Iterable[str], stems: Mapping[str, str]) -> str | None:
     return None
 
 
-def _match(path: Path, inside: str, stems: Mapping[str, str], pattern: re.Pattern[str] | None) -> _Match | None:
-    """Whose the file at `path` is (`inside`: its path inside the folder given), by the first
-    layout that fits; None if none does."""
+def _match(
+    path: Path, inside: str, given: str, stems: Mapping[str, str], pattern: re.Pattern[str] | None
+) -> _Match | None:
+    """Whose the file at `path` is (`inside`: its path inside the folder given, `given` that
+    folder's name), by the first layout that fits; None if none does."""
     stem = Path(inside).stem
     folders = inside.split("/")[:-1]
     lab = _lab_of_text([stem, *reversed(folders)], stems)
@@ -165,7 +167,8 @@ def _match(path: Path, inside: str, stems: Mapping[str, str], pattern: re.Patter
         found = pattern.search(inside)
         if found and found.group("student"):
             groups = found.groupdict()
-            named = _lab_of_text([groups["lab"]], stems) if groups.get("lab") else None
+            given_lab = groups.get("lab") or ""
+            named = given_lab.zfill(2) if given_lab.isdigit() else _lab_of_text([given_lab], stems)
             when = parse_time(groups["time"]) if groups.get("time") else None
             return _Match(found.group("student"), Layout.PATTERN, named or lab, when)
     parts = path.resolve().parts
@@ -191,7 +194,7 @@ def _match(path: Path, inside: str, stems: Mapping[str, str], pattern: re.Patter
         student = stem[: in_stem[1]].strip(SEPARATORS)
         if student:
             return _Match(student, Layout.NAME, lab)
-        owners = [folder for folder in reversed(folders) if lab_in_name(folder, stems) is None]
+        owners = [folder for folder in reversed([given, *folders]) if lab_in_name(folder, stems) is None]
         if owners:
             return _Match(owners[0], Layout.FOLDER, lab)
     return None
@@ -243,8 +246,9 @@ def find(
                 continue
             seen.add(path.resolve())
             name = path.relative_to(root).with_suffix("").as_posix() if root.is_dir() else path.stem
-            inside = path.relative_to(root).as_posix() if root.is_dir() else f"{path.parent.name}/{path.name}"
-            matched = _match(path, inside, stems, pattern)
+            inside = path.relative_to(root).as_posix() if root.is_dir() else path.name
+            given = root.resolve().name if root.is_dir() else path.resolve().parent.name
+            matched = _match(path, inside, given, stems, pattern)
             if matched is None:
                 unmatched.append(
                     Listed(path.as_posix(), Outcome.UNMATCHED, f"its path names no student ({UNMATCHED_FIX})")
