@@ -385,12 +385,20 @@ OWN_TESTS = {
 }
 
 
+REWORDED = (
+    "# graded when your notebook is graded\n### BEGIN HIDDEN TESTS\n"
+    "found = lab01.knowledge.result(what_can_happen_next)\n"
+    'assert found.correct, "In our course\'s words: " + found.message\n### END HIDDEN TESTS'
+)
+
+
 def test_an_instructors_own_tests_in_a_copy_of_the_key_grade_as_the_kits_do(tmp_path: Path) -> None:
     """Added to a copy of the key, they say "not attempted" of an untouched answer (however the
     test reaches the stub), "incorrect" of a wrong one, and pass a right one."""
     from shopops_lab.course import cells
 
     nb = fx.master("01")
+    fx.cell(nb, "what-next-test").source = REWORDED  # the kit's check, in the instructor's words
     at = nb.cells.index(fx.cell(nb, "what-next-test")) + 1
     for offset, (grade_id, source) in enumerate(OWN_TESTS.items()):
         nb.cells.insert(at + offset, cells.test(source, grade_id, 1))
@@ -401,10 +409,19 @@ def test_an_instructors_own_tests_in_a_copy_of_the_key_grade_as_the_kits_do(tmp_
     fx.write(fx.submission("01", {"what-next": wrong}), tmp_path / "in" / "wrong_lab01.ipynb")
     fx.write(fx.submission("01", {"what-next": fx.RIGHT}), tmp_path / "in" / "right_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=tmp_path / "key", out=tmp_path / "out", limits=PATIENT)
+    every = {r.submission.student: {e.grade_id: (e.mark, e.message) for e in r.exercises} for r in report.results}
     marks = {
-        r.submission.student: {e.grade_id: (e.mark, e.message) for e in r.exercises if e.grade_id in OWN_TESTS}
-        for r in report.results
+        student: {gid: found for gid, found in rows.items() if gid in OWN_TESTS} for student, rows in every.items()
     }
+    assert every["wrong"]["what-next-test"] == (
+        Mark.INCORRECT,
+        "AssertionError: In our course's words: 'w1_stopped' cannot happen: a lease is a record in the queue, "
+        "not a signal to the worker: nothing interrupts W1's code.",
+    )
+    assert (
+        every["pristine"]["what-next-test"][0] is Mark.NOT_ATTEMPTED
+        and every["right"]["what-next-test"][0] is Mark.CORRECT
+    )
     stub = "Not attempted: the answer is still the stub."
     assert marks["pristine"] == {grade_id: (Mark.NOT_ATTEMPTED, stub) for grade_id in OWN_TESTS}
     assert marks["wrong"]["my-knowledge-test"][0] is Mark.INCORRECT

@@ -33,6 +33,7 @@ from shopops_lab.course.metadata import (
     Problem,
     cell_text,
     is_test_cell,
+    nbgrader_checksum,
     validate_notebook,
 )
 from shopops_lab.errors import BadArgumentError
@@ -227,7 +228,18 @@ def _student(master: NotebookNode) -> NotebookNode:
             cell.metadata["tags"] = tags
         else:
             cell.metadata.pop("tags", None)
+        _release_metadata(cell)
     return student
+
+
+def _release_metadata(cell: NotebookNode) -> None:
+    """What nbgrader's own release adds to a graded, answer or locked cell, computed as it
+    computes them: the cell's type and its checksum (`metadata.nbgrader_checksum`), so the
+    student copy is nbgrader's release copy in its metadata too."""
+    meta = cell.metadata["nbgrader"]
+    if meta.get("grade") or meta.get("solution") or meta.get("locked"):
+        meta["checksum"] = nbgrader_checksum(cell)
+        meta["cell_type"] = cell.cell_type
 
 
 def _drop_instructor_notes(cell: NotebookNode) -> None:
