@@ -137,6 +137,12 @@ def test_a_bad_pattern_is_refused_naming_the_fix(pattern, words) -> None:
         Matching(pattern=pattern).compiled()
 
 
+def test_lab_numbers_are_two_digits() -> None:
+    assert Matching(labs=["3", "05"]).lab_ids() == {"03", "05"} and Matching().lab_ids() is None
+    with pytest.raises(BadArgumentError, match="--lab three is not a lab number"):
+        Matching(labs=["three"]).lab_ids()
+
+
 # --- the roster ---------------------------------------------------------------------------
 
 ROSTER = """id,name,aliases

@@ -76,6 +76,17 @@ class Matching:
     pattern: str | None = None
     labs: Collection[str] | None = None
 
+    def lab_ids(self) -> set[str] | None:
+        """The labs --lab names, two digits each (None: every lab)."""
+        if self.labs is None:
+            return None
+        wrong = sorted(lab for lab in self.labs if not (lab.isdigit() and len(lab) <= 2))
+        if wrong:
+            raise BadArgumentError(
+                field=f"--lab {wrong[0]}", problem="is not a lab number", fix="pass e.g. --lab 03 --lab 05"
+            )
+        return {lab.zfill(2) for lab in self.labs}
+
     def compiled(self) -> re.Pattern[str] | None:
         if self.pattern is None:
             return None
@@ -195,7 +206,7 @@ def _grade(
     roster = Roster.read(matching.roster) if matching.roster else None
     stems = {path.name[:2]: path.stem for path in master_paths(key)}
     found = find(paths, stems, roster=roster, pattern=matching.compiled())
-    labs = None if matching.labs is None else {lab.zfill(2) for lab in matching.labs}
+    labs = matching.lab_ids()
     submissions, listed = choose([lab_of(submission, _lab_of) for submission in found.submissions], labs)
     listed = [*found.unmatched, *listed]
     answer_key = Key.load(key, labs={submission.lab for submission in submissions if submission.lab})
@@ -233,7 +244,7 @@ def _grade(
     graded = [Listed(s.file, Outcome.GRADED, "", s) for s in submissions]
     book = stored.merged(
         [rows[submission.key] for submission in submissions],
-        masters=answer_key.masters.values(),
+        masters=[master for lab, master in answer_key.masters.items() if lab in {s.lab for s in submissions}],
         due=due_by_lab,
         files=[*graded, *listed],
         names={s.id: s.name for s in roster.students.values() if s.name} if roster else None,
