@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from shopops_lab.course import outputs
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare --check, --execute, --solutions and --notebooks on the subcommand parser."""
@@ -24,18 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--notebooks", metavar="DIR", default="notebooks", help="folder of student notebooks (default: notebooks)"
     )
-    parser.add_argument(
-        "--force",
-        action="store_true",
-        help="write into --notebooks even if it holds files other than student notebooks",
-    )
-    parser.add_argument(
-        "--lab",
-        metavar="NN",
-        action="append",
-        dest="labs",
-        help="only this lab (repeatable, e.g. --lab 01 --lab 05); default: all",
-    )
+    outputs.add_force(parser, "--notebooks", "a folder of student notebooks")
+    add_lab_option(parser, "only this lab (repeatable, e.g. --lab 01 --lab 05); default: all")
+
+
+def add_lab_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--lab NN`, repeatable, into `args.labs` (None: every lab): the same on every command."""
+    parser.add_argument("--lab", metavar="NN", action="append", dest="labs", help=help)
 
 
 def run(args: argparse.Namespace) -> int:

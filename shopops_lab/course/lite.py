@@ -106,11 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description="Build the course as a static JupyterLite site (Python in the browser).",
     )
     build.add_argument("--out", metavar="DIR", required=True, help="folder to write the site to (replaced)")
-    build.add_argument(
-        "--force",
-        action="store_true",
-        help="replace --out even if it holds files and is not a site this command built",
-    )
+    outputs.add_force(build, "--out (replacing it)", SITE.what)
     build.add_argument(
         "--offline", action="store_true", help="ship Pyodide and every wheel, so the site makes no request elsewhere"
     )

@@ -11,6 +11,7 @@ written, so a refusal changes nothing on disk.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,3 +93,10 @@ def masters(*, inside: bool = False) -> list[Kept]:
     """The kit's own masters folder (`solutions/` beside the package, in a checkout), if any."""
     folder = Path(__file__).resolve().parents[2] / "solutions"
     return [Kept(folder, "the kit's masters (solutions/)", inside=inside)] if folder.is_dir() else []
+
+
+def add_force(parser: argparse.ArgumentParser, option: str, what: str) -> None:
+    """`--force`, the one way past the rule's last clause, the same on every command."""
+    parser.add_argument(
+        "--force", action="store_true", help=f"write into {option} even if it holds files and is not {what}"
+    )

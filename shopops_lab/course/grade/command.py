@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
+from shopops_lab.course import outputs
+from shopops_lab.course.command import add_lab_option
 from shopops_lab.errors import BadArgumentError
 
 
@@ -32,16 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="OUTDIR",
         help="the gradebook folder: a new or empty one, or one grade wrote before (merged into)",
     )
-    parser.add_argument(
-        "--force", action="store_true", help="write into --out even if it holds files and is not a gradebook"
-    )
-    parser.add_argument(
-        "--lab",
-        metavar="NN",
-        action="append",
-        dest="labs",
-        help="grade only this lab's submissions (repeatable); the gradebook's other rows stay",
-    )
+    outputs.add_force(parser, "--out", "a gradebook")
+    add_lab_option(parser, "grade only this lab's submissions (repeatable); the gradebook's other rows stay")
     parser.add_argument("--roster", metavar="ROSTER.csv", help="the class: columns id,name,aliases (aliases: a;b)")
     parser.add_argument(
         "--student-pattern",

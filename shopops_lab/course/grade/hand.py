@@ -11,8 +11,6 @@ an older manual.csv never takes back a later score.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -21,7 +19,7 @@ from pathlib import Path
 from shopops_lab.course.grade.key import Kind, RubricElement
 from shopops_lab.course.grade.results import ExerciseResult, Mark, SubmissionResult
 from shopops_lab.course.grade.sheets import Sheet
-from shopops_lab.course.grade.spreadsheet import unsafe
+from shopops_lab.course.grade.spreadsheet import read_rows, unsafe
 from shopops_lab.errors import BadArgumentError
 
 MANUAL_FIELDS = (
@@ -130,15 +128,9 @@ class ManualScores:
         maxima = {(lab, cell.grade_id): cell.points for lab, sheet in sheets.items() for cell in sheet.cells}
         rubrics = {(lab, cell.grade_id): cell.rubric for lab, sheet in sheets.items() for cell in sheet.cells}
         where = f"--manual {path}"
-        try:
-            text = Path(path).read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadArgumentError(
-                field=where,
-                problem=f"cannot be read ({type(exc).__name__}: {exc})",
-                fix="pass the manual.csv a previous run wrote, with the score column filled in",
-            ) from None
-        rows = csv.DictReader(io.StringIO(text))
+        rows = read_rows(
+            path, field=where, fix="pass the manual.csv a previous run wrote, with the score column filled in"
+        )
         missing = [name for name in ("submission", "grade_id", "score") if name not in (rows.fieldnames or ())]
         if missing:
             raise BadArgumentError(

@@ -11,13 +11,12 @@ entry, or more than one, matches nobody: the file is listed, never guessed.
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from shopops_lab.course.grade.spreadsheet import read_rows
 from shopops_lab.errors import BadArgumentError
 
 ALIAS_SEPARATORS = re.compile(r"[;|]")
@@ -68,15 +67,7 @@ class Roster:
         """Read roster.csv (a header, then one student a line: id, name, aliases separated by ; or |);
         refuse a missing id column, an empty or repeated id, or an alias two students share."""
         where = f"--roster {path}"
-        try:
-            text = Path(path).read_text(encoding="utf-8-sig")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadArgumentError(
-                field=where,
-                problem=f"cannot be read ({type(exc).__name__}: {exc})",
-                fix="pass a CSV file with the columns id,name,aliases (UTF-8)",
-            ) from None
-        rows = csv.DictReader(io.StringIO(text))
+        rows = read_rows(path, field=where, fix="pass a CSV file with the columns id,name,aliases (UTF-8)")
         if "id" not in (rows.fieldnames or ()):
             raise BadArgumentError(
                 field=where,

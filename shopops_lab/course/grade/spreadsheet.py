@@ -8,6 +8,9 @@ import csv
 import io
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from shopops_lab.errors import BadArgumentError
 
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
@@ -32,3 +35,13 @@ def csv_text(rows: Iterable[Sequence[str]]) -> str:
     for row in rows:
         writer.writerow([safe(cell) for cell in row])
     return stream.getvalue()
+
+
+def read_rows(path: str | Path, *, field: str, fix: str) -> csv.DictReader[str]:
+    """The rows of a CSV file the instructor gives (UTF-8, a spreadsheet's BOM allowed);
+    BadArgumentError naming `field` and `fix` if it cannot be read."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadArgumentError(field=field, problem=f"cannot be read ({type(exc).__name__}: {exc})", fix=fix) from None
+    return csv.DictReader(io.StringIO(text))
