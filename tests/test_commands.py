@@ -190,9 +190,14 @@ def test_build_notebooks_writes_into_a_new_an_empty_or_its_own_folder_and_with_f
     from shopops_lab.course.build import build_notebooks
 
     solutions = ROOT / "solutions"
-    for out in (tmp_path / "new", tmp_path / "empty"):
-        (tmp_path / "empty").mkdir(exist_ok=True)
-        assert build_notebooks(solutions, out, labs=["00"]).ok
+    before = os.umask(0o022)
+    try:
+        for out in (tmp_path / "new", tmp_path / "empty"):
+            (tmp_path / "empty").mkdir(exist_ok=True)
+            assert build_notebooks(solutions, out, labs=["00"]).ok
+            assert (out / "00_start_here.ipynb").stat().st_mode & 0o777 == 0o644  # readable in a shared release folder
+    finally:
+        os.umask(before)
     own = tmp_path / "new"
     (own / ".ipynb_checkpoints").mkdir()  # what opening the folder in Jupyter leaves
     assert build_notebooks(solutions, own, labs=["00"]).ok  # its own folder: student notebooks only
