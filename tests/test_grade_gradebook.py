@@ -11,8 +11,8 @@ import io
 import json
 import os
 from dataclasses import replace
+from enum import StrEnum
 from pathlib import Path
-from types import SimpleNamespace
 
 import grade_fixtures as fx
 import pytest
@@ -26,7 +26,7 @@ from shopops_lab.course.grade.results import ExerciseResult, Mark, Status, Submi
 from shopops_lab.course.grade.run import grade
 from shopops_lab.course.grade.sheets import Sheet
 from shopops_lab.course.grade.submissions import Submission
-from shopops_lab.course.grade.term import standing
+from shopops_lab.course.grade.term import final, standing
 from shopops_lab.errors import BadArgumentError
 
 MASTER = Key.load(fx.SOLUTIONS, labs={"03"}).masters["03"]
@@ -165,8 +165,10 @@ def test_marks_are_told_apart_in_words() -> None:
 
 def test_the_term_view_shows_a_status_it_does_not_know_by_its_own_name() -> None:
     """A status added later (say, the grader itself failing) reads as itself, not as a grade."""
-    strange = replace(row("amy"), status=SimpleNamespace(value="grader failed"))  # type: ignore[arg-type]
-    assert standing(strange) == "grader failed"
+    later = StrEnum("Later", {"GRADER_FAILED": "grader failed"})  # a Status member this code never saw
+    strange = replace(row("bob", why=None), status=later.GRADER_FAILED)
+    assert standing(strange) == "grader failed" and not final(strange)  # never exported as a grade
+    assert final(row("bob", why=None)) and not final(row("amy"))  # amy's written answer waits for the instructor
     assert [standing(replace(row("amy"), status=s)) for s in (Status.INVALID, Status.TIMEOUT)] == ["invalid", "timeout"]
     assert standing(None) == "not submitted"
 

@@ -9,7 +9,9 @@ as an LMS imports them.
 * `moodle.csv`: Moodle's grade import shape (an identifier column, a column per lab).
 
 An LMS export leaves a lab's cell empty until its grade is final (no written answer waiting
-for the instructor, no stale hand score), so a partial grade is never imported as the grade.
+for the instructor, no stale hand score, and a status that charges its points: not one this
+module does not know, such as the grader itself failing), so a partial grade is never
+imported as the grade.
 """
 
 from __future__ import annotations
@@ -49,9 +51,16 @@ def standing(result: SubmissionResult | None) -> str:
     return Standing.GRADED.value
 
 
+# The statuses whose points are the grade (a timeout or a crash costs the learner what it cost);
+# any other (the grader itself failing on the submission, say) charges nothing until graded again.
+CHARGED = frozenset({Status.GRADED, Status.TIMEOUT, Status.INVALID, Status.ERROR})
+
+
 def final(result: SubmissionResult) -> bool:
-    """Is the row's grade final: nothing left for the instructor to score?"""
-    return not result.needs_manual and not any(e.stale for e in result.exercises if e.kind is Kind.MANUAL)
+    """Is the row's grade final: a status that charges its points, and nothing left for the
+    instructor to score?"""
+    stale = any(e.stale for e in result.exercises if e.kind is Kind.MANUAL)
+    return result.status in CHARGED and not result.needs_manual and not stale
 
 
 @dataclass(frozen=True)
