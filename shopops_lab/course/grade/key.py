@@ -289,6 +289,8 @@ def _checked(path: Path, key: str | Path) -> Master:
     try:
         master = _master(path)
     except NotebookInvalidError as exc:
+        if any(str(getattr(problem, "field", "")).endswith(".checksum") for problem in exc.problems):
+            raise _student_notebook(path, key) from None
         first = str(exc.problems[0]).splitlines()[0] if exc.problems else "not a master"
         raise BadArgumentError(
             field=f"--key {key}",
@@ -302,12 +304,16 @@ def _checked(path: Path, key: str | Path) -> Master:
         for line in cell_text(cell).splitlines()
     )
     if not marked:  # a master marks its solutions (and hidden tests); its student copy has none left
-        raise BadArgumentError(
-            field=f"--key {key}",
-            problem=f"holds {path.name}, a student notebook: no cell marks a solution",
-            fix="pass the kit's solutions/ folder (the masters), not notebooks/ or a learner's copy",
-        )
+        raise _student_notebook(path, key)
     return master
+
+
+def _student_notebook(path: Path, key: str | Path) -> BadArgumentError:
+    return BadArgumentError(
+        field=f"--key {key}",
+        problem=f"holds {path.name}, a student notebook: no cell marks a solution",
+        fix="pass the kit's solutions/ folder (the masters), not notebooks/ or a learner's copy",
+    )
 
 
 @dataclass(frozen=True)
