@@ -193,7 +193,7 @@ class Writer:
         write_atomic(out / MANIFEST, manifest())
         for row in self.scored:
             page = feedback_html(row, self.book.name(row.result.submission.student), self._max(row.result))
-            write_atomic(out / feedback_path(row.result), page)
+            _write_changed(out / feedback_path(row.result), page)
         names = self.book.names
         write_atomic(out / MANUAL_CSV, self.manual_csv())
         write_atomic(out / FILES_CSV, self.files_csv())
@@ -202,6 +202,17 @@ class Writer:
         write_atomic(out / MOODLE_CSV, csv_text(term.moodle_rows(self.scored, self.labs(), names)))
         write_atomic(out / GRADES_CSV, self.grades_csv())
         write_atomic(out / GRADES_JSON, self.record())
+
+
+def _write_changed(path: Path, text: str) -> None:
+    """`write_atomic`, unless the file holds `text` already: a merge rewrites only the pages
+    that changed (a term's gradebook holds hundreds)."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    write_atomic(path, text)
 
 
 def feedback_path(result: SubmissionResult) -> Path:
