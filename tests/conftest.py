@@ -45,6 +45,7 @@ GRADING_RUNS: frozenset[str] = frozenset(
     {
         "test_grade_cli.py::test_every_labs_master_earns_every_autograded_point",
         "test_grade_cli.py::test_every_labs_student_notebook_earns_nothing",
+        "test_grade_term.py::test_a_term_graded_hand_scored_regraded_and_exported_loses_nothing",
     }
 )
 # Single tests that run whole notebooks in kernels, as nbval does: the `notebooks` kind.

@@ -120,13 +120,119 @@ def test_an_open_stdout_is_not_mistaken_for_a_closed_one(capsys):
     assert capsys.readouterr().out
 
 
-# ---------------------------------------------------------------------------- lite build --out
+# ---------------------------------------------------------------------------- output folders
+# One rule for every command that writes a folder (shopops_lab/course/outputs.py): never the
+# root, home or a folder of masters; a folder holding files the command did not write only with
+# --force. Each refusal is one line, exit status 2, and nothing is written or deleted.
+SUBMISSION = ROOT / "notebooks" / "00_start_here.ipynb"
+
+
+def writing(command: str, out: str) -> list[str]:
+    """The command line of `command` writing its folder to `out`."""
+    return {
+        "grade": ["grade", str(SUBMISSION), "--key", str(ROOT / "solutions"), "--out", out],
+        "build-notebooks": ["build-notebooks", "--solutions", str(ROOT / "solutions"), "--notebooks", out],
+        "lite build": ["lite", "build", "--out", out],
+    }[command]
+
+
+COMMANDS = ("grade", "build-notebooks", "lite build")
+
+
+def refused(args: list[str], capsys) -> str:
+    assert cli.main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and one_error_line(captured.err), captured
+    return captured.err
+
+
+def listing(folder: Path) -> list[str]:
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*"))
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_no_command_writes_into_the_root_home_or_the_masters(command, tmp_path, monkeypatch, capsys):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("mine")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    masters = listing(ROOT / "solutions")
+    for out, words in (("/", "is the filesystem root"), (str(home), "is your home folder")):
+        for force in ([], ["--force"]):  # --force never makes these right
+            assert words in refused(writing(command, out) + force, capsys)
+    if command != "lite build":  # lite's --out holding solutions/ is refused as holding the masters, below
+        assert "masters" in refused(writing(command, str(ROOT / "solutions")) + ["--force"], capsys)
+    assert listing(home) == [".bashrc"] and listing(ROOT / "solutions") == masters
+
+
+def test_grade_refuses_the_key_it_grades_with(tmp_path, capsys):
+    key = tmp_path / "key"
+    key.mkdir()
+    (key / "00_start_here.ipynb").write_bytes((ROOT / "solutions" / "00_start_here.ipynb").read_bytes())
+    err = refused(["grade", str(SUBMISSION), "--key", str(key), "--out", str(key), "--force"], capsys)
+    assert "is the key (the masters --key names)" in err and listing(key) == ["00_start_here.ipynb"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_folder_with_other_files_is_refused_unless_force(command, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "thesis.tex").write_text("years")
+    err = refused(writing(command, str(work)), capsys)
+    assert "holds files and is not" in err and "--force" in err and "nothing was written" in err
+    assert listing(work) == ["thesis.tex"]
+    (tmp_path / "a-file").write_text("x")
+    assert "is a file, not a folder" in refused(writing(command, str(tmp_path / "a-file")), capsys)
+
+
+def test_build_notebooks_writes_into_a_new_an_empty_or_its_own_folder_and_with_force_into_another(tmp_path, capsys):
+    from shopops_lab.course.build import build_notebooks
+
+    solutions = ROOT / "solutions"
+    before = os.umask(0o022)
+    try:
+        for out in (tmp_path / "new", tmp_path / "empty"):
+            (tmp_path / "empty").mkdir(exist_ok=True)
+            assert build_notebooks(solutions, out, labs=["00"]).ok
+            assert (out / "00_start_here.ipynb").stat().st_mode & 0o777 == 0o644  # readable in a shared release folder
+    finally:
+        os.umask(before)
+    own = tmp_path / "new"
+    (own / ".ipynb_checkpoints").mkdir()  # what opening the folder in Jupyter leaves
+    assert build_notebooks(solutions, own, labs=["00"]).ok  # its own folder: student notebooks only
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.md").write_text("mine")
+    with pytest.raises(BadArgumentError, match="holds files and is not a folder of student notebooks"):
+        build_notebooks(solutions, work, labs=["00"])
+    assert build_notebooks(solutions, work, labs=["00"], force=True).ok
+    assert listing(work) == ["00_start_here.ipynb", "notes.md"] and (work / "notes.md").read_text() == "mine"
+    assert build_notebooks(solutions, work, labs=["00"], check=True).ok  # --check writes nothing: no rule
+
+
+def test_grade_merges_into_its_own_gradebook_and_with_force_writes_into_another_folder(tmp_path, capsys):
+    from shopops_lab.course.grade import gradebook
+
+    mine = tmp_path / "grades"
+    mine.mkdir()
+    (mine / gradebook.MANIFEST).write_text(gradebook.manifest())
+    (mine / "grades.csv").write_text("an earlier run's")
+    assert gradebook.claim(mine, force=False, key=None) == mine  # a gradebook grade wrote: merged into
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "grades.csv").write_text("not marked as this command's gradebook")
+    with pytest.raises(BadArgumentError, match="not a gradebook shopops-lab grade wrote"):
+        gradebook.claim(old, force=False, key=None)
+    assert gradebook.claim(old, force=True, key=None) == old
+
+
 def test_lite_build_out_dot_is_refused_and_nothing_is_deleted(tmp_path, monkeypatch, capsys):
     (tmp_path / "notes.txt").write_text("mine")
     monkeypatch.chdir(tmp_path)
-    assert cli.main(["lite", "build", "--out", "."]) == 2
-    err = capsys.readouterr().err
-    assert one_error_line(err) and "out '.' holds the folder you run this from" in err
+    err = refused(["lite", "build", "--out", ".", "--force"], capsys)  # --force would replace it: never
+    assert "--out . is the folder you run this from" in err
     assert (tmp_path / "notes.txt").read_text() == "mine"
 
 
@@ -148,7 +254,7 @@ def test_lite_build_refuses_every_folder_that_is_not_a_previous_site(tmp_path, m
     assert (tmp_path / "work" / "thesis.tex").read_text() == "years" and (tmp_path / "a-file").exists()
 
 
-def test_a_new_an_empty_and_a_previous_site_folder_may_be_replaced(tmp_path):
+def test_a_new_an_empty_and_a_previous_site_folder_may_be_replaced_and_another_with_force(tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     (site / "jupyter-lite.json").write_text("{}")
@@ -157,6 +263,10 @@ def test_a_new_an_empty_and_a_previous_site_folder_may_be_replaced(tmp_path):
     empty.mkdir()
     for out in (tmp_path / "new", empty, site):
         lite._replaceable(out, tmp_path / "notebooks")  # no refusal
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("x")
+    lite._replaceable(work, tmp_path / "notebooks", force=True)  # no refusal: the user said so
 
 
 # ---------------------------------------------------------------------------- lite serve --port

@@ -20,6 +20,7 @@ import pytest
 from shopops_lab.checks import lab01
 from shopops_lab.checks.base import Exercise, Result, Verdict
 from shopops_lab.course.grade import confinement
+from shopops_lab.course.grade.hand import ManualScores
 from shopops_lab.course.grade.results import Kind, Mark, Status
 from shopops_lab.course.grade.run import GradeReport, grade
 from shopops_lab.course.grade.sandbox import Limits
@@ -279,8 +280,8 @@ def test_changing_the_kit_changes_only_the_learners_own_copy(graded) -> None:
 def test_edits_to_locked_cells_are_listed_as_restored(graded) -> None:
     _, rows, _ = graded
     assert rows["edited_lab01"].restored == (
-        "restored 1 deleted cell from the master: what-next-test",
-        "restored 1 edited cell from the master: send-followup-test",
+        "restored 1 deleted cell from the master: the test of Exercise 01.3 (what an expired lease leads to)",
+        "restored 1 edited cell from the master: the test of Exercise 01.1 (a handler that is safe to run twice)",
         "ignored 1 cell the master does not have (answers belong in the answer cells)",
     )
 
@@ -363,8 +364,9 @@ def test_grades_csv_has_a_max_row_and_a_row_per_submission(graded) -> None:
     assert list(table[0])[-4:] == ["points", "max_points", "needs_manual", "notes"]
     top = table[0]
     assert top["submission"] == "max" and top["send-followup-test"] == "2" and top["explain-policy"] == "3"
-    by_name = {row["submission"]: row for row in table[1:]}
-    assert len(by_name) == len(report.results)
+    assert {row["submission"] for row in table[1:]} == {r.submission.key for r in report.results}
+    by_name = {Path(row["file"]).stem: row for row in table[1:] if "submitted" not in row["file"]}
+    assert len(by_name) == len(report.results) - 1 and by_name["onewrong_lab01"]["submission"] == "onewrong/lab01"
     assert by_name["onewrong_lab01"] | {"reason": ""} == by_name["onewrong_lab01"]
     assert (by_name["onewrong_lab01"]["send-followup-test"], by_name["onewrong_lab01"]["what-next-test"]) == ("0", "1")
     assert (by_name["onewrong_lab01"]["points"], by_name["onewrong_lab01"]["max_points"]) == ("1", "5")
@@ -378,7 +380,7 @@ def test_grades_json_holds_every_verdict_and_message(graded) -> None:
     _, rows, out = graded
     document = json.loads((out / "grades.json").read_text())
     assert document["labs"]["03"]["hand_graded_points"] == 3
-    entry = next(s for s in document["submissions"] if s["submission"] == "onewrong_lab01")
+    entry = next(s for s in document["submissions"] if s["submission"] == "onewrong/lab01")
     assert [(e["grade_id"], e["mark"], e["points"]) for e in entry["exercises"]] == [
         ("send-followup-test", "incorrect", 0),
         (EXPIRY, "not attempted", 0),
@@ -393,16 +395,16 @@ def test_feedback_shows_the_checks_words_and_no_grader_source(graded) -> None:
         path.relative_to(out / "feedback").as_posix(): path.read_text() for path in (out / "feedback").rglob("*.html")
     }
     assert len(pages) == len(rows)
-    page = pages["onewrong_lab01.html"]
+    page = pages["onewrong/lab01.html"]  # feedback/<student>/labNN.html
     assert "0 / 2" in page and "1 / 1" in page and "incorrect" in page
     import html
 
     assert html.escape(next(e.message for e in rows["onewrong_lab01"].exercises)) in page
-    written = pages["writer_lab03.html"]
+    written = pages["writer/lab03.html"]
     assert "to be graded by hand" in written and "Your answer:" in written
     assert written.lower().count("to be graded by hand") == 1  # the row says it; the summary says "so far"
     assert "Exercise 01.1 (a handler that is safe to run twice)" in page  # the exercise as the learner knows it
-    assert "Fix:" not in pages["garbage_lab01.html"] and "fix:" not in pages["garbage_lab01.html"]
+    assert "Fix:" not in pages["garbage/lab01.html"] and "fix:" not in pages["garbage/lab01.html"]
     secrets = [".grade(", "BEGIN HIDDEN", "BEGIN SOLUTION", right("send-followup").splitlines()[-1].strip()]
     leaks = [(name, secret) for name, text in pages.items() for secret in secrets if secret in text]
     assert leaks == []
@@ -413,7 +415,7 @@ def test_manual_scores_merge_on_the_next_run(graded, tmp_path: Path) -> None:
     with open(out / "manual.csv", newline="") as handle:
         table = list(csv.DictReader(handle))
     assert [(r["submission"], r["grade_id"], r["max_points"], r["score"]) for r in table] == [
-        ("writer_lab03", "explain-policy", "3", "")
+        ("writer/lab03", "explain-policy", "3", "")
     ]
     assert table[0]["answer"].startswith("I chose a 60 s lease")
     table[0]["score"] = "2.5"
@@ -439,7 +441,7 @@ def test_manual_csv_shows_the_rubric_and_found_elements_score_and_reach_the_lear
     rubric = row["rubric"].splitlines()
     assert len(rubric) == 5 and rubric[0].startswith("1. (1) the TTL explained by crash detection")
     assert rubric[1].startswith("2. (0.5) ") and row["found"] == ""
-    feedback = (out / "feedback" / "writer_lab03.html").read_text()
+    feedback = (out / "feedback" / "writer" / "lab03.html").read_text()
     hidden = ("What your instructor looked for", "✓ found", "✗ not found", rubric[0].split(") ", 1)[1])
     assert not any(words in feedback for words in hidden)  # the rubric is the answer key: not before grading
     row["found"] = "1, 2"  # no score: the found elements' points are the score
@@ -453,7 +455,7 @@ def test_manual_csv_shows_the_rubric_and_found_elements_score_and_reach_the_lear
     (result,) = report.results
     written = next(e for e in result.exercises if e.grade_id == "explain-policy")
     assert (written.mark, written.points, written.found) == (Mark.GRADED_BY_HAND, 1.5, (1, 2))
-    page = (tmp_path / "out" / "feedback" / "writer_lab03.html").read_text()
+    page = (tmp_path / "out" / "feedback" / "writer" / "lab03.html").read_text()
     assert page.count("✓ found") == 2 and page.count("✗ not found") == 3 and "What your instructor looked for" in page
     with open(tmp_path / "out" / "manual.csv", newline="") as handle:
         assert (lambda again: (again["score"], again["found"]))(next(csv.DictReader(handle))) == ("1.5", "1 2")
@@ -461,25 +463,20 @@ def test_manual_csv_shows_the_rubric_and_found_elements_score_and_reach_the_lear
 
 @pytest.mark.parametrize(("found", "score", "expected"), [("-", "", 0.0), ("1 2", "3", 3.0), ("5", "", 0.5)])
 def test_found_elements_and_a_written_score(found: str, score: str, expected: float, tmp_path: Path) -> None:
-    from shopops_lab.course.grade.key import Key
-    from shopops_lab.course.grade.report import ManualScores
-
     filled = tmp_path / "scores.csv"
     filled.write_text(f"submission,lab,grade_id,score,found\nw,03,explain-policy,{score},{found}\n")
-    scores = ManualScores.read(filled, Key.load(fx.SOLUTIONS, labs={"03"}))
+    scores = ManualScores.read(filled, lab_sheets("03"))
     assert scores.scores[("w", "explain-policy")] == expected  # a written score wins over the elements
 
 
 @pytest.mark.parametrize("found", ["6", "0", "one", "1 x"])
 def test_a_found_element_the_rubric_does_not_have_is_refused(found: str, tmp_path: Path) -> None:
-    from shopops_lab.course.grade.key import Key
-    from shopops_lab.course.grade.report import ManualScores
     from shopops_lab.errors import BadArgumentError
 
     filled = tmp_path / "scores.csv"
     filled.write_text(f"submission,lab,grade_id,score,found\nw,03,explain-policy,,{found}\n")
     with pytest.raises(BadArgumentError) as raised:
-        ManualScores.read(filled, Key.load(fx.SOLUTIONS, labs={"03"}))
+        ManualScores.read(filled, lab_sheets("03"))
     assert "line 2, found" in str(raised.value) and "from 1 to 5" in str(raised.value)
 
 
@@ -489,6 +486,13 @@ def test_written_answers_left_blank_score_zero_without_the_instructor(graded) ->
     blank = grade_one_lab("03", fx.submission("03", {"choose-policy": fx.RIGHT}))
     assert marks(blank)["explain-policy"] == (Mark.NOT_ATTEMPTED, 0) and not blank.needs_manual
     assert all(e.kind is Kind.AUTO or e.points == 0 for e in blank.exercises)
+
+
+def lab_sheets(lab: str) -> dict:
+    from shopops_lab.course.grade.key import Key
+    from shopops_lab.course.grade.sheets import Sheet
+
+    return {lab: Sheet.of(Key.load(fx.SOLUTIONS, labs={lab}).masters[lab])}
 
 
 def grade_one_lab(lab: str, nb: nbformat.NotebookNode):

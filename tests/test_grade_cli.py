@@ -147,10 +147,13 @@ def test_an_empty_folder_or_an_unwritable_out_is_a_usage_error(tmp_path: Path, o
 
 
 def test_a_gradebook_name_taken_by_a_folder_is_a_usage_error(tmp_path: Path, one_submission: Path) -> None:
+    from shopops_lab.course.grade import gradebook
+
     (tmp_path / "out" / "grades.csv").mkdir(parents=True)
+    (tmp_path / "out" / gradebook.MANIFEST).write_text(gradebook.manifest())  # a gradebook, else it is refused whole
     code, _, err = run_cli("grade", str(one_submission), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"))
     assert code == 2 and len(err.strip().splitlines()) == 1 and "holds grades.csv, which is a folder" in err
-    assert list((tmp_path / "out").iterdir()) == [tmp_path / "out" / "grades.csv"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["grades.csv", gradebook.MANIFEST]
 
 
 def _key_of(tmp_path: Path, notebooks: dict[str, object]) -> Path:
@@ -366,3 +369,61 @@ FORGED_DOUBLES = {
         "def double(x):\n    return 0"
     ),
 }
+
+
+# An instructor's own hidden tests, added to a copy of lab 01's key: the kit's check inside more
+# code, and a plain assert on the learner's function.
+OWN_TESTS = {
+    "my-knowledge-test": (
+        "# graded when your notebook is graded\n### BEGIN HIDDEN TESTS\nlab01.knowledge.grade(what_can_happen_next)\n"
+        "assert 'w1_stopped' not in what_can_happen_next()\n### END HIDDEN TESTS"
+    ),
+    "my-plain-test": (
+        "# graded when your notebook is graded\n### BEGIN HIDDEN TESTS\n"
+        "def labels():\n    return what_can_happen_next()\nassert len(labels()) >= 2\n### END HIDDEN TESTS"
+    ),
+}
+
+
+REWORDED = (
+    "# graded when your notebook is graded\n### BEGIN HIDDEN TESTS\n"
+    "found = lab01.knowledge.result(what_can_happen_next)\n"
+    'assert found.correct, "In our course\'s words: " + found.message\n### END HIDDEN TESTS'
+)
+
+
+def test_an_instructors_own_tests_in_a_copy_of_the_key_grade_as_the_kits_do(tmp_path: Path) -> None:
+    """Added to a copy of the key, they say "not attempted" of an untouched answer (however the
+    test reaches the stub), "incorrect" of a wrong one, and pass a right one."""
+    from shopops_lab.course import cells
+
+    nb = fx.master("01")
+    fx.cell(nb, "what-next-test").source = REWORDED  # the kit's check, in the instructor's words
+    at = nb.cells.index(fx.cell(nb, "what-next-test")) + 1
+    for offset, (grade_id, source) in enumerate(OWN_TESTS.items()):
+        nb.cells.insert(at + offset, cells.test(source, grade_id, 1))
+    fx.write(nb, tmp_path / "key" / fx.master_path("01").name)
+    released = fx.submission("01")  # the kit's student notebook: the instructor's tests are not in it
+    fx.write(released, tmp_path / "in" / "pristine_lab01.ipynb")
+    wrong = "def what_can_happen_next():\n    return {'w1_stopped'}"
+    fx.write(fx.submission("01", {"what-next": wrong}), tmp_path / "in" / "wrong_lab01.ipynb")
+    fx.write(fx.submission("01", {"what-next": fx.RIGHT}), tmp_path / "in" / "right_lab01.ipynb")
+    report = grade([str(tmp_path / "in")], key=tmp_path / "key", out=tmp_path / "out", limits=PATIENT)
+    every = {r.submission.student: {e.grade_id: (e.mark, e.message) for e in r.exercises} for r in report.results}
+    marks = {
+        student: {gid: found for gid, found in rows.items() if gid in OWN_TESTS} for student, rows in every.items()
+    }
+    assert every["wrong"]["what-next-test"] == (
+        Mark.INCORRECT,
+        "AssertionError: In our course's words: 'w1_stopped' cannot happen: a lease is a record in the queue, "
+        "not a signal to the worker: nothing interrupts W1's code.",
+    )
+    assert (
+        every["pristine"]["what-next-test"][0] is Mark.NOT_ATTEMPTED
+        and every["right"]["what-next-test"][0] is Mark.CORRECT
+    )
+    stub = "Not attempted: the answer is still the stub."
+    assert marks["pristine"] == {grade_id: (Mark.NOT_ATTEMPTED, stub) for grade_id in OWN_TESTS}
+    assert marks["wrong"]["my-knowledge-test"][0] is Mark.INCORRECT
+    assert marks["wrong"]["my-plain-test"][0] is Mark.INCORRECT
+    assert marks["right"] == {grade_id: (Mark.CORRECT, "") for grade_id in OWN_TESTS}

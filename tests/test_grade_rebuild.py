@@ -1,5 +1,6 @@
-"""The grader's pure parts: the answer key, finding submissions, rebuilding one from its
-master, and what a stopped cell costs. No processes here (tests/test_grade.py runs them)."""
+"""The grader's pure parts: the answer key, reading a submission, rebuilding one from its
+master, and what a stopped cell costs (finding and matching submissions: test_grade_matching.py).
+No processes here (tests/test_grade.py runs them)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from shopops_lab.course.errors import SubmissionInvalidError
 from shopops_lab.course.grade.key import CheckCall, Key, Kind
 from shopops_lab.course.grade.rebuild import Role, read, rebuild
-from shopops_lab.course.grade.submissions import find
+from shopops_lab.course.grade.submissions import Submission, lab_in_name
 from shopops_lab.errors import BadArgumentError
 
 
@@ -82,70 +83,18 @@ def test_a_missing_or_empty_key_is_refused_with_the_fix(tmp_path) -> None:
         Key.load(tmp_path)
 
 
-# --- finding submissions ------------------------------------------------------------------
-
-
-def test_nbgrader_exchange_layout_names_the_student_and_the_lab(tmp_path, key: Key) -> None:
-    fx.write(fx.submission("01"), tmp_path / "submitted" / "alice" / "lab01" / "01_leases_and_redelivery.ipynb")
-    fx.write(fx.submission("04"), tmp_path / "submitted" / "bob" / "week4" / "notebook.ipynb")
-    found = find([str(tmp_path / "submitted")], stems(key))
-    assert [(s.name, s.student, s.lab_hint) for s in found] == [
-        ("alice/lab01/01_leases_and_redelivery", "alice", "01"),
-        ("bob/week4/notebook", "bob", None),
-    ]
-
-
-@pytest.mark.parametrize(
-    "file, student, lab",
-    [
-        ("alice_lab01.ipynb", "alice", "01"),
-        ("bob-smith_01_leases_and_redelivery.ipynb", "bob-smith", "01"),
-        ("carol_123456_7890_Lab_04.ipynb", "carol_123456_7890", "04"),
-        ("dave_05_anything.ipynb", "dave", "05"),
-        ("erin.ipynb", "erin", None),
-    ],
-)
-def test_a_flat_lms_download_names_the_student_and_the_lab(tmp_path, key: Key, file: str, student: str, lab) -> None:
-    fx.write(fx.submission("01"), tmp_path / file)
-    (found,) = find([str(tmp_path)], stems(key))
-    assert (found.student, found.lab_hint) == (student, lab)
-
-
-def test_a_lite_download_named_as_its_lab_takes_its_student_from_its_folder(tmp_path, key: Key) -> None:
-    for name in ("01_leases_and_redelivery.ipynb", "lab01.ipynb"):
-        path = fx.write(fx.submission("01"), tmp_path / "frank" / name)
-        for given in (path, path.parent, tmp_path):  # the file itself, its folder, the folder above
-            (found,) = [s for s in find([str(given)], stems(key)) if s.path == path]
-            assert (found.student, found.lab_hint) == ("frank", "01"), (name, given)
-        path.unlink()
-
-
-def test_checkpoints_are_skipped_and_an_empty_folder_is_refused(tmp_path, key: Key) -> None:
-    fx.write(fx.submission("01"), tmp_path / "a" / ".ipynb_checkpoints" / "alice_lab01-checkpoint.ipynb")
-    with pytest.raises(BadArgumentError, match="hold no .ipynb file"):
-        find([str(tmp_path / "a")], stems(key))
-    with pytest.raises(BadArgumentError, match="does not exist"):
-        find([str(tmp_path / "missing")], stems(key))
-
-
-def test_the_same_name_under_two_folders_stays_two_rows(tmp_path, key: Key) -> None:
-    for folder in ("morning", "evening"):
-        fx.write(fx.submission("01"), tmp_path / folder / "alice_lab01.ipynb")
-    found = find([str(tmp_path / "morning"), str(tmp_path / "evening")], stems(key))
-    assert [s.name for s in found] == ["alice_lab01", "alice_lab01-2"]
-
-
 # --- reading one ------------------------------------------------------------------------------
 
 
-def _one(tmp_path, key: Key, name: str, content: bytes | nbformat.NotebookNode):
+def _one(tmp_path, key: Key, name: str, content: bytes | nbformat.NotebookNode) -> Submission:
+    """A submission of the file `name` (`test_grade_matching.py` tests how one is found)."""
     path = tmp_path / name
     if isinstance(content, bytes):
         path.write_bytes(content)
     else:
         fx.write(content, path)
-    (submission,) = find([str(path)], stems(key))
-    return submission
+    named = lab_in_name(path.stem, stems(key))
+    return Submission(path=path, name=path.stem, student="learner", lab_hint=named[0] if named else None)
 
 
 @pytest.mark.parametrize(
@@ -238,9 +187,9 @@ def test_edited_deleted_retyped_reordered_and_added_cells_change_nothing_and_are
     tampered, original = plan_of(nb, key), plan_of(honest, key)
     assert tampered.steps == original.steps
     assert tampered.restored == (
-        "restored 1 deleted cell from the master: what-next-test",
-        "restored 1 edited cell from the master: send-followup-test",
-        "restored 1 retyped cell from the master: cell-01-2",
+        "restored 1 deleted cell from the master: the test of Exercise 01.3 (what an expired lease leads to)",
+        "restored 1 edited cell from the master: the test of Exercise 01.1 (a handler that is safe to run twice)",
+        "restored 1 retyped cell from the master: code cell under “The morning”",  # named, not cell-01-2
         "put the cells back in the master's order",
         "ignored 1 cell the master does not have (answers belong in the answer cells)",
     )
@@ -260,7 +209,10 @@ def test_a_duplicated_answer_cell_grades_the_last_copy_that_is_not_the_stub(key:
     for nb in (stub_first, answer_first):
         plan = plan_of(nb, key)
         assert next(s for s in plan.steps if s.grade_id == "send-followup").source == fx.KEY_FROM_TOKEN.strip("\n")
-        assert plan.restored == ("cell send-followup appears 2 times: the last one answered was graded",)
+        assert plan.restored == (
+            "answer cell under “Exercise 1 · a handler that is safe to run twice” appears 2 times: "
+            "the last one answered was graded",
+        )
 
 
 HELPER = "def key_of(lease):\n    return lease.payload['idem_key']\n"
@@ -318,8 +270,8 @@ def test_a_missing_or_retyped_answer_cell_is_graded_as_unanswered(key: Key) -> N
         assert plan.step(fx_index(key, grade_id)).source == released[grade_id]
         assert "raise NotImplementedError()" in released[grade_id]
     assert plan.notes == (
-        "answer cell send-followup is missing: graded as unanswered",
-        "answer cell what-next is no longer code: graded as unanswered",
+        "answer cell under “Exercise 1 · a handler that is safe to run twice” is missing: graded as unanswered",
+        "answer cell under “Knowledge check” is no longer code: graded as unanswered",
     )
 
 

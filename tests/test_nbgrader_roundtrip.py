@@ -4,13 +4,15 @@ PYTHONPATH, no extra packages), so a missing dependency of any lab shows here.
 generate_assignment from every master, then autograde:
 
 * every master, submitted as if a student wrote it       -> every autograded point
-* our build_student copy, untouched (labs 01, 04)        -> no autograded point
+* our build_student copy, untouched (labs 01, 04)        -> no autograded point, and the same
+  warnings nbgrader's own release copy draws: one per hidden test it restores, nothing else
+* `nbgrader validate` on our copy                        -> passes; an edited locked cell is named
 
-Our copy is nbgrader's release copy, cell for cell (sources, kinds and nbgrader metadata,
-proven below for every lab), so grading nbgrader's copy as well would run the same cells
-again; and every lab's untouched copy scoring nothing is proven by `shopops-lab grade` in
-test_grade_cli.py. Two labs (a function answer, a class answer) show nbgrader restores the
-hidden tests into a student's copy and scores them 0; each kernel costs seconds.
+Our copy is nbgrader's release copy, cell for cell (sources, kinds and nbgrader metadata, the
+checksums nbgrader computes included, proven below for every lab); and every lab's untouched
+copy scoring nothing is proven by `shopops-lab grade` in test_grade_cli.py. Two labs (a
+function answer, a class answer) show nbgrader restores the hidden tests into a student's copy
+and scores them 0; each kernel costs seconds.
 
 It also proves the nbgrader behaviours the validator guards against (a trailing number is
 partial credit, stderr scores 0, 'END SOLUTION' is matched anywhere in a line) and that
@@ -24,6 +26,7 @@ install nbgrader.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import textwrap
 from collections.abc import Iterator
@@ -41,7 +44,7 @@ ROOT = nbgrader_env.ROOT
 # Every lab of the course.
 ROUNDTRIP_MASTERS: tuple[Path, ...] = tuple(sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")))
 ASSIGNMENT = "roundtrip"
-STUDENTS = ("master", "kit")
+STUDENTS = ("master", "kit", "release")  # the masters, our student copies, nbgrader's release copies
 NAMES = [path.stem for path in ROUNDTRIP_MASTERS]
 # The labs whose untouched student copy nbgrader grades (see the module docstring).
 UNTOUCHED_GRADED = ("01_leases_and_redelivery", "04_fencing_tokens")
@@ -70,6 +73,7 @@ class Graded:
     scores: dict[str, dict[str, dict[str, tuple[float | None, float, bool]]]]
     course: Path
     validator_errors: list[str]
+    logs: dict[str, str]  # per student, what `nbgrader autograde` logged grading their notebooks
 
 
 GRADEBOOK_SCRIPT = textwrap.dedent("""
@@ -134,12 +138,12 @@ def _probe_notebook() -> nbformat.NotebookNode:
     return nb
 
 
-def _run(python: Path, args: list[str], *, cwd: Path, env: dict[str, str]) -> str:
+def _run(python: Path, args: list[str], *, cwd: Path, env: dict[str, str], log: bool = False) -> str:
     done = nbgrader_env.run(python, args, cwd=cwd, env=env)
-    log = done.stdout + done.stderr
-    if done.returncode != 0 or "| ERROR]" in log:
-        pytest.fail(f"{' '.join(args[:3])} failed (exit {done.returncode}):\n{log[-4000:]}")
-    return done.stdout
+    said = done.stdout + done.stderr
+    if done.returncode != 0 or "| ERROR]" in said:
+        pytest.fail(f"{' '.join(args[:3])} failed (exit {done.returncode}):\n{said[-4000:]}")
+    return said if log else done.stdout
 
 
 @pytest.fixture(scope="module")
@@ -164,12 +168,22 @@ def graded(nbgrader_python: Path, tmp_path_factory: pytest.TempPathFactory) -> G
         shutil.copy(path, course / "submitted" / "master" / ASSIGNMENT / path.name)
         if path.stem in UNTOUCHED_GRADED:
             nbformat.write(build_student(nbformat.read(path, as_version=4), name=path.name), kit_dir / path.name)
+            shutil.copy(course / "release" / ASSIGNMENT / path.name, course / "submitted" / "release" / ASSIGNMENT)
     probe_dir = course / "submitted" / "master" / "probe"
     probe_dir.mkdir(parents=True)
     shutil.copy(course / "source" / "probe" / "probe.ipynb", probe_dir / "probe.ipynb")
 
-    for assignment in (ASSIGNMENT, "probe"):
-        _run(nbgrader_python, ["-m", "nbgrader", "autograde", assignment, "--force"], cwd=course, env=env)
+    logs = {
+        student: _run(
+            nbgrader_python,
+            ["-m", "nbgrader", "autograde", ASSIGNMENT, "--student", student, "--force"],
+            cwd=course,
+            env=env,
+            log=True,
+        )
+        for student in STUDENTS
+    }
+    _run(nbgrader_python, ["-m", "nbgrader", "autograde", "probe", "--force"], cwd=course, env=env)
 
     raw = json.loads(_run(nbgrader_python, ["-c", GRADEBOOK_SCRIPT, db_url, "shopops-lab"], cwd=course, env=env))
     scores = {
@@ -185,7 +199,7 @@ def graded(nbgrader_python: Path, tmp_path_factory: pytest.TempPathFactory) -> G
         nbformat.write(build_student(nbformat.read(path, as_version=4), name=path.name), students / path.name)
     checked = [str(p) for p in ROUNDTRIP_MASTERS] + [str(students / p.name) for p in ROUNDTRIP_MASTERS]
     errors = json.loads(_run(nbgrader_python, ["-c", VALIDATOR_SCRIPT, *checked], cwd=course, env=env))
-    return Graded(scores, course, errors)
+    return Graded(scores, course, errors, logs)
 
 
 def _autograded(graded: Graded, student: str, name: str) -> dict[str, tuple[float | None, float]]:
@@ -217,9 +231,43 @@ def test_our_student_copy_is_nbgraders_release_copy_cell_for_cell(graded: Graded
 
 
 def _ours(cell: nbformat.NotebookNode) -> dict[str, Any]:
-    """A cell's nbgrader metadata without what nbgrader adds as it releases (the cell's kind,
-    and the checksum it compares when it grades)."""
-    return {k: v for k, v in cell.metadata.get("nbgrader", {}).items() if k not in ("cell_type", "checksum")}
+    """A cell's nbgrader metadata, what nbgrader adds as it releases included (the cell's kind,
+    and the checksum it computes)."""
+    return dict(cell.metadata.get("nbgrader", {}))
+
+
+CHECKSUM_WARNING = re.compile(r"Attribute 'checksum' for cell (\S+) has changed!")
+
+
+def _hidden_tests(name: str) -> list[str]:
+    master = nbformat.read(next(p for p in ROUNDTRIP_MASTERS if p.stem == name), as_version=4)
+    return [c.metadata.nbgrader["grade_id"] for c in master.cells if "BEGIN HIDDEN TESTS" in c.source]
+
+
+def test_an_untouched_copy_draws_only_the_warnings_nbgraders_own_release_copy_draws(graded: Graded) -> None:
+    """nbgrader warns "checksum changed" for every test cell whose hidden test it puts back
+    (it keeps the master's cell, hidden test and all, and compares): its own release copy
+    draws those too. Our copy draws exactly those, and none for any other cell."""
+    ours = sorted(CHECKSUM_WARNING.findall(graded.logs["kit"]))
+    assert ours == sorted(CHECKSUM_WARNING.findall(graded.logs["release"]))
+    assert ours == sorted(gid for name in UNTOUCHED_GRADED for gid in _hidden_tests(name)) and ours
+    assert "has changed!" not in CHECKSUM_WARNING.sub("", graded.logs["kit"])  # no cell type, lock or points either
+
+
+def test_nbgrader_validate_passes_our_copy_and_names_an_edited_locked_cell(graded: Graded, nbgrader_python) -> None:
+    """Our copy carries nbgrader's checksums, so `nbgrader validate` (the learner's Validate
+    button) checks the locked cells: an untouched copy passes, an edited one is named."""
+    env = nbgrader_env.environment(nbgrader_python, graded.course.parent)
+    copy = graded.course / "validate" / f"{UNTOUCHED_GRADED[0]}.ipynb"
+    copy.parent.mkdir()
+    shutil.copy(graded.course / "submitted" / "kit" / ASSIGNMENT / copy.name, copy)
+    said = _run(nbgrader_python, ["-m", "nbgrader", "validate", str(copy)], cwd=copy.parent, env=env)
+    assert "Success! Your notebook passes all the tests." in said
+    edited = nbformat.read(copy, as_version=4)
+    edited.cells[2].source += "\nprint('edited')"
+    nbformat.write(edited, copy)
+    said = _run(nbgrader_python, ["-m", "nbgrader", "validate", str(copy)], cwd=copy.parent, env=env)
+    assert "THE CONTENTS OF 1 TEST CELL(S) HAVE CHANGED!" in said
 
 
 def test_nbgrader_accepts_our_masters_and_student_copies(graded: Graded) -> None:

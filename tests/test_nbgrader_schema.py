@@ -266,6 +266,55 @@ def test_student_role_rules() -> None:
     at(problems, 1, "metadata.editable")
 
 
+# nbgrader 0.9.6's compute_checksum (nbgrader/utils.py), as its source has it: the reference the
+# kit's own (metadata.nbgrader_checksum) must agree with. test_nbgrader_roundtrip.py compares the
+# checksums real nbgrader writes into its release copies with ours, lab by lab.
+def reference_checksum(cell) -> str:
+    import hashlib
+
+    def is_grade(c):
+        return c.metadata["nbgrader"].get("grade", False)
+
+    def is_solution(c):
+        return c.metadata["nbgrader"].get("solution", False)
+
+    def is_locked(c):
+        if is_solution(c):
+            return False
+        if is_grade(c):
+            return True
+        return c.metadata["nbgrader"].get("locked", False)
+
+    m = hashlib.md5()
+    m.update(cell.source.encode("utf-8"))
+    m.update(cell.cell_type.encode("utf-8"))
+    m.update(str(is_grade(cell)).encode("utf-8"))
+    m.update(str(is_solution(cell)).encode("utf-8"))
+    m.update(str(is_locked(cell)).encode("utf-8"))
+    m.update(cell.metadata["nbgrader"]["grade_id"].encode("utf-8"))
+    if is_grade(cell):
+        m.update(str(float(cell.metadata["nbgrader"]["points"])).encode("utf-8"))
+    return m.hexdigest()
+
+
+def test_student_copies_carry_nbgraders_checksum_and_cell_type_and_masters_none() -> None:
+    master = demo_master()
+    student = build_student(master)
+    for cell in student.cells:
+        assert cell.metadata.nbgrader["checksum"] == reference_checksum(cell)
+        assert cell.metadata.nbgrader["cell_type"] == cell.cell_type
+    assert not any("checksum" in cell.metadata.nbgrader for cell in master.cells)  # the build leaves the master be
+    edited = copy.deepcopy(student)
+    edited.cells[1].source += "\nSHELF['x'] = 1"  # a locked cell changed after the build
+    assert [p.field for p in validate_notebook(edited, "n", role="student")] == ["metadata.nbgrader.checksum"]
+    retyped = copy.deepcopy(student)
+    retyped.cells[1].metadata.nbgrader["cell_type"] = "markdown"
+    assert [p.field for p in validate_notebook(retyped, "n", role="student")] == ["metadata.nbgrader.cell_type"]
+    stamped = copy.deepcopy(master)
+    stamped.cells[1].metadata.nbgrader.update(student.cells[1].metadata.nbgrader)
+    at(validate_notebook(stamped, "solutions/01_demo.ipynb"), 1, "metadata.nbgrader.checksum")
+
+
 def test_problem_names_notebook_cell_field_and_fix() -> None:
     def change(nb):
         nb.cells[3].metadata.nbgrader.pop("points")

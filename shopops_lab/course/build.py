@@ -19,6 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shopops_lab.course import outputs
 from shopops_lab.course import source as src
 from shopops_lab.course.errors import (
     CourseToolsMissingError,
@@ -32,6 +33,7 @@ from shopops_lab.course.metadata import (
     Problem,
     cell_text,
     is_test_cell,
+    nbgrader_checksum,
     validate_notebook,
 )
 from shopops_lab.errors import BadArgumentError
@@ -226,7 +228,18 @@ def _student(master: NotebookNode) -> NotebookNode:
             cell.metadata["tags"] = tags
         else:
             cell.metadata.pop("tags", None)
+        _release_metadata(cell)
     return student
+
+
+def _release_metadata(cell: NotebookNode) -> None:
+    """What nbgrader's own release adds to a graded, answer or locked cell, computed as it
+    computes them: the cell's type and its checksum (`metadata.nbgrader_checksum`), so the
+    student copy is nbgrader's release copy in its metadata too."""
+    meta = cell.metadata["nbgrader"]
+    if meta.get("grade") or meta.get("solution") or meta.get("locked"):
+        meta["checksum"] = nbgrader_checksum(cell)
+        meta["cell_type"] = cell.cell_type
 
 
 def _drop_instructor_notes(cell: NotebookNode) -> None:
@@ -385,15 +398,25 @@ def _serialize(nb: NotebookNode) -> str:
     return nbformat_module().writes(nb) + "\n"  # nbformat.write ends files with a newline too
 
 
+def umask() -> int:
+    """The process's umask (read by setting it and putting it back: the OS offers no getter)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write via a temp file in the same directory and os.replace, so a crash or an error
-    mid-write leaves the old file, never half a notebook."""
+    mid-write leaves the old file, never half a notebook. The file gets the permissions any
+    new file gets here (0666 less the umask: 0644 as a rule, as nbgrader writes them), not
+    the temp file's private 0600, so a shared release or feedback folder can be read."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
             stream.write(text)
             stream.flush()
+            os.fchmod(stream.fileno(), 0o666 & ~umask())
             os.fsync(stream.fileno())
         os.replace(temp, path)
     except BaseException:
@@ -482,13 +505,15 @@ def build_notebooks(
     check: bool = False,
     execute: bool = False,
     labs: Iterable[str] | None = None,
+    force: bool = False,
 ) -> BuildReport:
     """Build (or with check=True only compare) the student notebook of every NN_*.ipynb
     master, or only those whose number is in `labs`. Everything is validated, built and,
     with execute=True, run before the first file is written, so a failing build changes
-    nothing on disk."""
+    nothing on disk. `notebooks_dir` follows `outputs.claim` (`force`: write into a folder
+    that holds other files too)."""
     solutions, notebooks = Path(solutions_dir), Path(notebooks_dir)
-    chosen = _check_arguments(solutions, notebooks, check=check, execute=execute, labs=labs)
+    chosen = _check_arguments(solutions, notebooks, check=check, execute=execute, labs=labs, force=force)
     planned = list(_planned(solutions, chosen))
     if execute:
         planned = [
@@ -520,8 +545,13 @@ def build_notebooks(
     return BuildReport(tuple(results), check=check, execute=execute)
 
 
+STUDENT_NOTEBOOKS = outputs.Owned(
+    outputs.only(lambda name: MASTER_NAME.match(name) is not None), "a folder of student notebooks (NN_*.ipynb)"
+)
+
+
 def _check_arguments(
-    solutions: Path, notebooks: Path, *, check: bool, execute: bool, labs: Iterable[str] | None
+    solutions: Path, notebooks: Path, *, check: bool, execute: bool, labs: Iterable[str] | None, force: bool = False
 ) -> frozenset[str] | None:
     """The labs to build (None: all), once the folders and flags make sense together."""
     chosen = None if labs is None else frozenset(labs)
@@ -543,15 +573,14 @@ def _check_arguments(
             problem=f"{solutions} is not a directory",
             fix="run from the repository root or pass --solutions DIR",
         )
-    if notebooks.exists() and not notebooks.is_dir():
+    if not check:
+        kept = [outputs.Kept(solutions, "the masters folder (--solutions)"), *outputs.masters()]
+        outputs.claim(
+            notebooks, field="--notebooks", example="notebooks/", owned=STUDENT_NOTEBOOKS, force=force, kept=kept
+        )
+    elif notebooks.exists() and not notebooks.is_dir():
         raise BadArgumentError(
             field="--notebooks", problem=f"{notebooks} is not a directory", fix="pass --notebooks DIR"
-        )
-    if notebooks.resolve() == solutions.resolve():
-        raise BadArgumentError(
-            field="--notebooks",
-            problem="is the solutions folder; student copies would overwrite the masters",
-            fix="pass two different folders",
         )
     if chosen is not None:
         found = {path.name[:2] for path in _masters(solutions)}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+from shopops_lab.course import outputs
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare --check, --execute, --solutions and --notebooks on the subcommand parser."""
@@ -24,13 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--notebooks", metavar="DIR", default="notebooks", help="folder of student notebooks (default: notebooks)"
     )
-    parser.add_argument(
-        "--lab",
-        metavar="NN",
-        action="append",
-        dest="labs",
-        help="only this lab (repeatable, e.g. --lab 01 --lab 05); default: all",
-    )
+    outputs.add_force(parser, "--notebooks", "a folder of student notebooks")
+    add_lab_option(parser, "only this lab (repeatable, e.g. --lab 01 --lab 05); default: all")
+
+
+def add_lab_option(parser: argparse.ArgumentParser, help: str) -> None:
+    """`--lab NN`, repeatable, into `args.labs` (None: every lab): the same on every command."""
+    parser.add_argument("--lab", metavar="NN", action="append", dest="labs", help=help)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
     found drift or a student notebook has no master. Errors propagate as ShopOpsError."""
     from shopops_lab.course.build import build_notebooks
 
-    report = build_notebooks(args.solutions, args.notebooks, check=args.check, execute=args.execute, labs=args.labs)
+    report = build_notebooks(
+        args.solutions, args.notebooks, check=args.check, execute=args.execute, labs=args.labs, force=args.force
+    )
     for line in report.lines():
         print(line)
     if not report.results:

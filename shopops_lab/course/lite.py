@@ -37,6 +37,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from shopops_lab.course import outputs
 from shopops_lab.course.errors import LiteBuildError
 from shopops_lab.course.home import front_page
 from shopops_lab.errors import BadArgumentError
@@ -105,6 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description="Build the course as a static JupyterLite site (Python in the browser).",
     )
     build.add_argument("--out", metavar="DIR", required=True, help="folder to write the site to (replaced)")
+    outputs.add_force(build, "--out (replacing it)", SITE.what)
     build.add_argument(
         "--offline", action="store_true", help="ship Pyodide and every wheel, so the site makes no request elsewhere"
     )
@@ -130,7 +132,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.lite_action == "serve":
         return serve(args.dir, port=args.port, host=args.host)
-    site = build_site(args.out, offline=args.offline, notebooks_dir=args.notebooks, cache_dir=args.cache)
+    site = build_site(
+        args.out, offline=args.offline, notebooks_dir=args.notebooks, cache_dir=args.cache, force=args.force
+    )
     print("\n".join(site.lines()))
     return 0
 
@@ -213,11 +217,12 @@ def build_site(
     offline: bool = False,
     notebooks_dir: str | os.PathLike[str] = "notebooks",
     cache_dir: str | os.PathLike[str] | None = None,
+    force: bool = False,
 ) -> LiteSite:
     """Build the site into `out` (replacing it). Raises LiteBuildError naming what is
     missing (a tool, a download) and the fix; `out` is only replaced once the build worked."""
     out, notebooks_dir = Path(out), Path(notebooks_dir)
-    _replaceable(out, notebooks_dir)
+    _replaceable(out, notebooks_dir, force=force)
     notebooks = (
         sorted(p for p in notebooks_dir.glob("*.ipynb") if NOTEBOOK.match(p.name)) if notebooks_dir.is_dir() else []
     )
@@ -273,34 +278,20 @@ def build_site(
     )
 
 
-def _replaceable(out: Path, notebooks_dir: Path) -> None:
-    """Refuse an `out` the build would wrongly replace: a file, the folder it is run from (or
-    one holding it or the notebooks), or a folder with files that is not a site this command
-    built. A new folder, an empty one and a previous site are fine. Checked before anything
-    is read or written."""
-    if not out.exists():
-        return
-    if not out.is_dir():
-        raise BadArgumentError(
-            field="out",
-            problem=f"{str(out)!r} is a file, not a folder",
-            fix="pass a folder for the site, e.g. --out _site; nothing was deleted",
-        )
-    where = out.resolve()
-    for inside, what in ((Path.cwd(), "the folder you run this from"), (notebooks_dir, "the notebooks")):
-        inside = inside.resolve()
-        if where == inside or where in inside.parents:
-            raise BadArgumentError(
-                field="out",
-                problem=f"{str(out)!r} holds {what}",
-                fix="pass a folder of its own for the site, e.g. --out _site; nothing was deleted",
-            )
-    if any(out.iterdir()) and not (out / "jupyter-lite.json").is_file():
-        raise BadArgumentError(
-            field="out",
-            problem=f"{str(out)!r} holds files and is not a site this command built",
-            fix="pass a new or empty folder, e.g. --out _site; nothing was deleted",
-        )
+def _replaceable(out: Path, notebooks_dir: Path, *, force: bool = False) -> None:
+    """Refuse an `out` the build would wrongly replace (`outputs.claim`): the root, home, the
+    masters, a folder holding the one it is run from or the notebooks, a file, or a folder with
+    files that is not a site this command built (that one only without `force`). A new folder,
+    an empty one and a previous site are fine. Checked before anything is read or written."""
+    kept = [
+        outputs.Kept(Path.cwd(), "the folder you run this from", inside=True),
+        outputs.Kept(notebooks_dir, "the notebooks", inside=True),
+        *outputs.masters(inside=True),
+    ]
+    outputs.claim(out, field="--out", example="_site", owned=SITE, force=force, kept=kept)
+
+
+SITE = outputs.Owned(lambda path: (path / "jupyter-lite.json").is_file(), "a site this command built")
 
 
 # ---------------------------------------------------------------------------- the kit's wheel

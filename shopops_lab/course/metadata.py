@@ -77,6 +77,43 @@ _NOT_NBGRADER = {
 }
 
 
+RELEASE_KEYS = ("checksum", "cell_type")  # what nbgrader's release adds, and the kit's student copies carry
+
+
+def nbgrader_checksum(cell: Any) -> str:
+    """The checksum nbgrader 0.9.6 gives a cell (`nbgrader.utils.compute_checksum`, read from
+    its source): MD5 of the source, the cell type, whether it is graded, a solution and locked
+    (nbgrader's own rules for each), its grade_id and, for a graded cell, its points as a float.
+    nbgrader compares it when it validates a notebook and when it grades an unanswered one."""
+    import hashlib
+
+    meta = cell["metadata"]["nbgrader"]
+    grade, solution = bool(meta.get("grade", False)), bool(meta.get("solution", False))
+    locked = False if solution else True if grade else bool(meta.get("locked", False))
+    digest = hashlib.md5(usedforsecurity=False)
+    for part in (cell_text(cell), cell["cell_type"], str(grade), str(solution), str(locked), meta["grade_id"]):
+        digest.update(part.encode("utf-8"))
+    if grade:
+        digest.update(str(float(meta["points"])).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _release_rules(cell: Any, meta: dict[str, Any]) -> Iterator[tuple[str, str, str]]:
+    """A student copy's checksum and cell_type: nbgrader's, for the cell as it is."""
+    if meta.get("cell_type") != cell.get("cell_type"):
+        yield (
+            "metadata.nbgrader.cell_type",
+            f"is {meta.get('cell_type')!r}, not the cell's type {cell.get('cell_type')!r}",
+            "rebuild the student notebooks (shopops-lab build-notebooks)",
+        )
+    elif meta.get("checksum") != nbgrader_checksum(cell):
+        yield (
+            "metadata.nbgrader.checksum",
+            "is not nbgrader's checksum of the cell (its source or metadata changed after the build)",
+            "rebuild the student notebooks (shopops-lab build-notebooks)",
+        )
+
+
 def check_cell_metadata(meta: Any) -> list[tuple[str, str, str]]:
     """Schema findings for one `metadata.nbgrader` value, as (field, message, fix)."""
     findings: list[tuple[str, str, str]] = []
@@ -413,6 +450,9 @@ def validate_notebook(nb: Any, name: str, *, role: Role = "master") -> list[Prob
             )
             meta = {}
         else:
+            if role == "student" and isinstance(meta, dict) and any(key in meta for key in RELEASE_KEYS):
+                found.extend(_release_rules(cell, meta))
+                meta = {key: value for key, value in meta.items() if key not in RELEASE_KEYS}
             found.extend(check_cell_metadata(meta))
             if isinstance(meta, dict):
                 found.extend(_cell_rules(cell, meta, role))

@@ -2,7 +2,9 @@
 
     key.py          the masters, and the kit check behind each test cell
     checked.py      masters checked before, read again without checking them (nor nbformat)
-    submissions.py  finding notebooks and telling whose they are
+    submissions.py  finding notebooks, telling whose they are (each layout), the latest of several
+    roster.py       --roster: one student for every spelling of their name
+    late.py         --due and --late-policy: how late a submission is and what that costs
     rebuild.py      a submission rebuilt from its master (answers in, everything else back)
     sandbox.py      the judge: the warm kit, the snapshot, the checks (never the learner's code)
     judge.py        the judge's side of the learner: its process, and the answers the checks call
@@ -12,8 +14,13 @@
     confinement.py  the learner's uid, hidden folders, and ending every process it started
     layout.py       one address layout for the grader and every process it starts (faster hand-overs)
     pool.py         the parent: children at once, deadlines, restarts, scores
-    report.py       grades.csv, grades.json, feedback/, manual.csv and the --manual merge
-    run.py          grade(): the whole run as one function
+    sheets.py       what a lab grades, as the gradebook keeps it (no master needed to write it)
+    hand.py         hand scores from manual.csv, tied to the answer they scored (stale when it changes)
+    gradebook.py    the gradebook kept in --out: its record (grades.json), its manifest, the merge
+    term.py         the term view (term.csv) and the Canvas and Moodle exports
+    spreadsheet.py  CSV a spreadsheet reads safely (no formulas), and the CSV files an instructor gives
+    report.py       every file of the gradebook, written from its record
+    run.py          grade(): the whole run as one function (or hand scores merged, no check run)
     command.py      the CLI options, progress bar and summary line
 
 Names are imported on first use, so `shopops-lab --help` stays fast.

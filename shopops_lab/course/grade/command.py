@@ -1,9 +1,10 @@
 """`shopops-lab grade`: the options, their checks, a progress bar and the summary line.
 
-Usage errors (a missing --key, an empty folder, an unwritable --out, a bad --manual file)
-are refused before anything runs, as one line naming the fix (exit 2). Once grading starts
-every submission gets a row, whatever its code does, and the exit status is 0, or 1 where
-the grader itself failed on a submission (one line says why; that row charges nothing)."""
+Usage errors (a missing --key, an empty folder, an --out that is not a gradebook, a bad
+--manual, --roster or --due) are refused before anything runs, as one line naming the fix
+(exit 2). Once grading starts every submission gets a row, whatever its code does, and the
+exit status is 0, or 1 where the grader itself failed on a submission (one line says why;
+that row charges nothing)."""
 
 from __future__ import annotations
 
@@ -15,18 +16,45 @@ import time
 from dataclasses import dataclass
 from typing import TextIO
 
+from shopops_lab.course import outputs
+from shopops_lab.course.command import add_lab_option
 from shopops_lab.errors import BadArgumentError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "submissions",
-        nargs="+",
+        nargs="*",
         metavar="SUBMISSION_OR_DIR",
-        help="notebooks, or folders searched recursively (nbgrader's submitted/, an LMS download)",
+        help="notebooks, or folders searched recursively (nbgrader's submitted/ or exchange, an LMS download); "
+        "none, with --manual: merge hand scores into --out's gradebook without running a check",
     )
     parser.add_argument("--key", metavar="DIR", help="the master notebooks to grade against (the kit's solutions/)")
-    parser.add_argument("--out", metavar="OUTDIR", help="where grades.csv, grades.json, manual.csv and feedback/ go")
+    parser.add_argument(
+        "--out",
+        metavar="OUTDIR",
+        help="the gradebook folder: a new or empty one, or one grade wrote before (merged into)",
+    )
+    outputs.add_force(parser, "--out", "a gradebook")
+    add_lab_option(parser, "grade only this lab's submissions (repeatable); the gradebook's other rows stay")
+    parser.add_argument("--roster", metavar="ROSTER.csv", help="the class: columns id,name,aliases (aliases: a;b)")
+    parser.add_argument(
+        "--student-pattern",
+        metavar="REGEX",
+        help="how to read a student (and lab, time) from a file's path, e.g. '^(?P<student>[^/]+)/'",
+    )
+    parser.add_argument(
+        "--due",
+        metavar="[LAB=]WHEN",
+        action="append",
+        default=[],
+        help="due date (ISO 8601; UTC unless it says), for every lab graded or one: --due 05=2026-03-10T23:59+01:00",
+    )
+    parser.add_argument(
+        "--late-policy",
+        metavar="POLICY",
+        help="none (flag only, the default), zero, or N%%/day of the lab's points per day late",
+    )
     parser.add_argument(
         "--jobs",
         metavar="N",
@@ -107,9 +135,9 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     _positive("--timeout", args.timeout, MAX_SECONDS, "60")
     _positive("--notebook-timeout", args.notebook_timeout, MAX_SECONDS, "600")
     _positive("--memory", args.memory, MAX_MEMORY_MB, "2048")
-    zygote = Zygote.start()  # the learners' kit loads on another core while the grader loads its own
+    zygote = Zygote.start() if args.submissions else None  # the learners' kit loads while the grader loads its own
     try:
-        from shopops_lab.course.grade.run import grade
+        from shopops_lab.course.grade.run import Matching, grade
         from shopops_lab.course.grade.sandbox import Limits
 
         limits = Limits(
@@ -124,6 +152,10 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             manual=args.manual,
             progress=lambda total: Progress(total, stderr),
             zygote=zygote,
+            matching=Matching(roster=args.roster, pattern=args.student_pattern, labs=args.labs),
+            due=args.due,
+            late_policy=args.late_policy,
+            force=args.force,
         )
     finally:
         if zygote is not None:

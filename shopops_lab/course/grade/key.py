@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -130,6 +131,35 @@ class Master:
             cell_names(cell_text(cell)) if cell.cell_type == "code" else (frozenset(), frozenset())
             for cell in self.notebook.cells
         )
+
+    @cached_property
+    def labels(self) -> tuple[str, ...]:
+        """What each cell is called for the learner and the instructor (never its grade_id,
+        which neither reads): a test cell by its check's name (`the test of Exercise 01.1
+        (a handler that is safe to run twice)`), any other by the heading it sits under and
+        its place there (`code cell 2 under “The crash”`)."""
+        checks = {cell.index: cell.check for cell in self.graded if cell.check is not None}
+        places: list[tuple[str, str]] = []  # (heading, kind) per cell
+        heading = ""
+        for cell in self.notebook.cells:
+            if cell.cell_type == "markdown":
+                found = next((line for line in cell_text(cell).splitlines() if line.startswith("#")), None)
+                heading = found.lstrip("#").strip() if found else heading
+            answer = cell.metadata.get("nbgrader", {}).get("solution") is True
+            places.append((heading, "answer" if answer else cell.cell_type))
+        totals = Counter(places)
+        seen: Counter[tuple[str, str]] = Counter()
+        labels = []
+        for index, place in enumerate(places):
+            seen[place] += 1
+            heading, kind = place
+            number = f" {seen[place]}" if totals[place] > 1 else ""
+            under = f"under “{heading}”" if heading else "at the top"
+            if index in checks:
+                labels.append(f"the test of {checks[index].grader().name}")
+            else:
+                labels.append(f"{kind} cell{number} {under}")
+        return tuple(labels)
 
     def imports(self) -> set[str]:
         """Modules the master's code cells import at top level (the grader loads them once)."""
@@ -259,6 +289,8 @@ def _checked(path: Path, key: str | Path) -> Master:
     try:
         master = _master(path)
     except NotebookInvalidError as exc:
+        if any(str(getattr(problem, "field", "")).endswith(".checksum") for problem in exc.problems):
+            raise _student_notebook(path, key) from None
         first = str(exc.problems[0]).splitlines()[0] if exc.problems else "not a master"
         raise BadArgumentError(
             field=f"--key {key}",
@@ -272,12 +304,16 @@ def _checked(path: Path, key: str | Path) -> Master:
         for line in cell_text(cell).splitlines()
     )
     if not marked:  # a master marks its solutions (and hidden tests); its student copy has none left
-        raise BadArgumentError(
-            field=f"--key {key}",
-            problem=f"holds {path.name}, a student notebook: no cell marks a solution",
-            fix="pass the kit's solutions/ folder (the masters), not notebooks/ or a learner's copy",
-        )
+        raise _student_notebook(path, key)
     return master
+
+
+def _student_notebook(path: Path, key: str | Path) -> BadArgumentError:
+    return BadArgumentError(
+        field=f"--key {key}",
+        problem=f"holds {path.name}, a student notebook: no cell marks a solution",
+        fix="pass the kit's solutions/ folder (the masters), not notebooks/ or a learner's copy",
+    )
 
 
 @dataclass(frozen=True)

@@ -346,10 +346,10 @@ def _text(cell: Mapping[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
-def _summarise(kind: str, grade_ids: list[str]) -> Iterator[str]:
-    if grade_ids:
-        plural = "s" if len(grade_ids) > 1 else ""
-        yield f"restored {len(grade_ids)} {kind} cell{plural} from the master: {', '.join(grade_ids)}"
+def _summarise(kind: str, labels: list[str]) -> Iterator[str]:
+    if labels:
+        plural = "s" if len(labels) > 1 else ""
+        yield f"restored {len(labels)} {kind} cell{plural} from the master: {'; '.join(labels)}"
 
 
 ADDED = 100_000  # the index of the first added cell kept (master cells count from 0)
@@ -410,6 +410,7 @@ def _restored(
     stray: int,
     counts: Counter[str],
     stubs: Mapping[str, str],
+    labels: Mapping[str, str],
 ) -> list[str]:
     """What the rebuild put back or kept, one line each, for the learner and the instructor."""
     restored = [line for kind, ids in changed.items() for line in _summarise(kind, ids)]
@@ -423,7 +424,7 @@ def _restored(
             "(answers belong in the answer cells)"
         )
     restored.extend(
-        f"cell {grade_id} appears {count} times: "
+        f"{labels.get(grade_id, grade_id)} appears {count} times: "
         + ("the last one answered was graded" if grade_id in stubs else "the master's own was run")
         for grade_id, count in sorted(counts.items())
         if count > 1
@@ -454,18 +455,18 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
             usable = theirs is not None and theirs.get("cell_type") == cell.cell_type
             if not usable:
                 answer_notes.append(
-                    f"answer cell {grade_id} is {'missing' if theirs is None else 'no longer ' + cell.cell_type}: "
+                    f"{master.labels[index]} is {'missing' if theirs is None else 'no longer ' + cell.cell_type}: "
                     "graded as unanswered"
                 )
             text = _text(theirs) if theirs is not None and usable else cell_text(given)
         else:
             text = cell_text(cell)
             if theirs is None:
-                changed["deleted"].append(grade_id)
+                changed["deleted"].append(master.labels[index])
             elif theirs.get("cell_type") != cell.cell_type:
-                changed["retyped"].append(grade_id)
+                changed["retyped"].append(master.labels[index])
             elif _text(theirs) != cell_text(given):
-                changed["edited"].append(grade_id)
+                changed["edited"].append(master.labels[index])
         if cell.cell_type == "markdown":
             if is_answer and index in graded:
                 written.append(
@@ -484,7 +485,7 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
     steps, kept = _keep_added(notebook["cells"], ids, master_ids, steps, stubs)
     stray -= kept
     reordered = order != [grade_id for grade_id in master_ids if grade_id in mine]
-    restored = _restored(changed, reordered, kept, stray, counts, stubs)
+    restored = _restored(changed, reordered, kept, stray, counts, stubs, dict(zip(master_ids, master.labels)))
     return Plan(
         lab=master.lab,
         steps=tuple(steps),

@@ -3,6 +3,7 @@ a status and the reason for it. Plain frozen data, so the gradebook writers need
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -38,7 +39,9 @@ class ExerciseResult:
     """One graded cell of one submission. `points` is None while a written answer waits for
     the instructor; `answer` is the written answer's text (empty for code); `rubric` its
     elements, and `found` the numbers (from 1) of those the instructor marked found (None
-    until the instructor scored it through manual.csv)."""
+    until the instructor scored it through manual.csv). `hand` is the instructor's score and
+    `scored_hash` the `answer_hash` of the answer it was given for: when the answer changed
+    since, the score is `stale` (kept, shown, never counted); `comment` reaches the learner."""
 
     grade_id: str
     kind: Kind
@@ -51,10 +54,28 @@ class ExerciseResult:
     title: str = ""  # what the learner knows the exercise as ("Exercise 01.1 (...)"), else empty
     rubric: tuple[RubricElement, ...] = ()
     found: tuple[int, ...] | None = None
+    hand: float | None = None
+    scored_hash: str = ""
+    comment: str = ""
 
     @property
     def label(self) -> str:
         return self.title or self.grade_id
+
+    @property
+    def answer_hash(self) -> str:
+        return answer_hash(self.answer)
+
+    @property
+    def stale(self) -> bool:
+        return self.hand is not None and self.scored_hash != self.answer_hash
+
+
+def answer_hash(text: str) -> str:
+    """What a hand score is tied to: the answer's text, its trailing spaces and blank edges
+    aside (so re-saving a notebook does not make a score stale), hashed (SHA-256, 16 hex)."""
+    lines = "\n".join(line.rstrip() for line in text.strip().splitlines())
+    return hashlib.sha256(lines.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

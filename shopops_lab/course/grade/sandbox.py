@@ -53,7 +53,7 @@ from shopops_lab.course.grade.judge import (
 from shopops_lab.course.grade.key import Key, Kind
 from shopops_lab.course.grade.learner import compile_cell
 from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
-from shopops_lab.course.grade.wire import PeerGone, ProtocolError
+from shopops_lab.course.grade.wire import Handle, PeerGone, ProtocolError
 from shopops_lab.course.grade.zygote import COMMON
 from shopops_lab.errors import ShopOpsError
 
@@ -506,11 +506,13 @@ class _Runner:
             except KeyboardInterrupt:
                 raise
             except NotAttempted:  # the learner's stub, still raising NotImplementedError
-                mark, text = "not attempted", "Not attempted: the answer is still the stub."
+                mark, text = "not attempted", NOT_ATTEMPTED
             except SystemExit as exc:
                 mark, text = "incorrect", f"raised SystemExit({exc.code!r})"
             except BaseException as exc:  # noqa: BLE001 - the cell's own verdict: it raised
                 mark, text = "incorrect", f"{type(exc).__name__}: {exc}"
+            if mark == "incorrect" and _stubbed(namespace, step.reads):
+                mark, text = "not attempted", NOT_ATTEMPTED  # a kit check the cell called said so, or a helper did
         self.send(["result", step.index, mark, truncate(text), []])
 
     @contextlib.contextmanager
@@ -554,6 +556,24 @@ class _Runner:
                     continue
                 claims.fail(step.index, part)
                 self.send(["part", step.index, part, *_reported(failed), None])
+
+
+NOT_ATTEMPTED = "Not attempted: the answer is still the stub."
+
+
+def _stubbed(namespace: dict[str, Any], reads: Iterable[str]) -> bool:
+    """Does a test cell that failed read a learner's function that is still its stub? Then it
+    failed because nothing was written (nbgrader's rule, the kit's words): "not attempted",
+    however the instructor's cell reached the stub (a kit check inside more code, a helper)."""
+    for name in sorted(reads):
+        value = namespace.get(name)
+        if isinstance(value, Handle):
+            try:
+                if value._peer.scalar(["stub", value._id], bool):
+                    return True
+            except (ProtocolError, IndexError):  # an answer that is no bool: not a stub's
+                continue
+    return False
 
 
 def _reported(result: Any) -> list[Any]:

@@ -1,41 +1,110 @@
-"""Finding submissions, and telling whose they are, in the shapes instructors get them:
+"""Finding submissions, and telling whose they are, in the shapes instructors get them.
 
-* nbgrader's exchange: `submitted/<student>/<assignment>/<notebook>.ipynb`;
-* a flat folder downloaded from an LMS: `<student>_<lab>.ipynb`, where the lab part is a
-  master's name (`alice_01_leases_and_redelivery.ipynb`) or `labNN` (`alice_lab01.ipynb`);
-* anything else: one notebook per file, the student named by its folder or its file name.
+Each notebook is matched by the first of these that fits (`Layout`), and never guessed: a
+file none of them fits is listed as unmatched, with the fix.
 
-The lab a submission belongs to comes from its metadata when it has some; the name is the
-fallback, so it is worked out here too.
+1. `--student-pattern`: a regular expression the instructor gives, searched in the file's
+   path inside the folder given (`alice/lab01.ipynb`; a file given by itself: its name),
+   with a `student` group (and optionally `lab` and `time`);
+2. the nbgrader/JupyterHub exchange: a folder `<student>+<assignment>+<time>[+<random>]`
+   (its time is the submission's);
+3. nbgrader's course folder: `submitted/<student>/<assignment>/` (its `timestamp.txt`);
+4. a Moodle export: `<Full Name>_<number>_assignsubmission_file_...`, a file or a folder;
+5. a Canvas export: `<name>_[LATE_]<user id>_[LATE_][<submission id>_]<file>` (Canvas's
+   own late mark is kept);
+6. a file named `<student>_<lab>` (`alice_lab01.ipynb`, `alice_01_leases_and_redelivery.ipynb`);
+7. a folder per student: a file named as its lab only (`01_leases_and_redelivery.ipynb`,
+   `lab01.ipynb`, as JupyterLite downloads it): the nearest folder above it that names no
+   lab is the student's (the folder given, or a file's own folder, counts).
+
+With `--roster`, each name found is matched against the roster's ids, names and aliases
+(`roster.py`) and the submission is the roster id's; a name the roster does not know is
+unmatched. Several submissions of one student and lab: the latest is graded (by the time
+the layout gives, else by name), the others are listed as superseded (`choose`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 
+from shopops_lab.course.grade.roster import Roster
 from shopops_lab.errors import BadArgumentError
 
 SKIPPED_FOLDERS = frozenset({".ipynb_checkpoints", "__MACOSX"})
-LAB_PATTERNS = (re.compile(r"lab[ _-]?(\d{2})(?!\d)"), re.compile(r"(?:^|[ _-])(\d{2})_[a-z]"))
+LAB_PATTERNS = (re.compile(r"lab[ _-]?(\d{1,2})(?!\d)"), re.compile(r"(?:^|[ _-])(\d{2})_[a-z]"))
 SEPARATORS = " _-."
+EXCHANGE = re.compile(r"^(?P<student>[^+]+)\+(?P<assignment>[^+]+)\+(?P<time>[^+]+)(?:\+[^+]*)?$")
+MOODLE = re.compile(r"^(?P<student>.+?)_(?P<number>\d+)_assignsubmission_[a-z]+_?(?P<rest>.*)$", re.I)
+CANVAS = re.compile(
+    r"^(?P<student>[^\W\d_](?:[^\W\d]|-)*?)_(?P<late>late_)?(?P<uid>\d{3,})_(?P<late2>late_)?(?:(?P<attempt>\d+)_)?(?P<rest>.+)$",
+    re.I,
+)
+
+
+class Layout(StrEnum):
+    """What told whose a file is (a column of files.csv)."""
+
+    PATTERN = "--student-pattern"
+    EXCHANGE = "nbgrader exchange"
+    COURSE = "nbgrader submitted/"
+    MOODLE = "Moodle export"
+    CANVAS = "Canvas export"
+    NAME = "<student>_<lab> file name"
+    FOLDER = "folder per student"
 
 
 @dataclass(frozen=True, slots=True)
 class Submission:
-    """One notebook to grade: where it is, its name in the gradebook, whose it is, and the
-    lab its path names (None when the path names none)."""
+    """One notebook to grade: where it is, its path inside the folder given (`name`), whose
+    it is, the lab its path names (`lab_hint`), and once read the lab it is (`lab`: its
+    metadata's, else `lab_hint`). `submitted`: when it was handed in, where the layout says;
+    `late_mark`: the LMS marked it late. The gradebook knows it by `key`, student and lab,
+    however the file was passed."""
 
     path: Path
     name: str
     student: str
     lab_hint: str | None
+    lab: str | None = None
+    layout: Layout = Layout.NAME
+    submitted: datetime | None = None
+    late_mark: bool = False
+
+    @property
+    def key(self) -> str:
+        return f"{self.student}/lab{self.lab or self.lab_hint or '??'}"
+
+    @property
+    def file(self) -> str:
+        return self.path.as_posix()
+
+
+class Outcome(StrEnum):
+    """What became of a file the search found (files.csv)."""
+
+    GRADED = "graded"
+    SUPERSEDED = "superseded"  # a later submission of the same student and lab was graded
+    UNMATCHED = "unmatched"  # no layout (or the roster) told whose it is, or no lab
+    SKIPPED = "skipped"  # not one of the labs --lab named
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """One file the search found and what became of it: graded (as `submission`), or why not."""
+
+    file: str
+    outcome: Outcome
+    detail: str = ""
+    submission: Submission | None = None
 
 
 def lab_in_name(text: str, stems: Mapping[str, str]) -> tuple[str, int, int] | None:
-    """(lab, start, end) of the lab named in `text`: a master's file name, else labNN, else NN_."""
+    """(lab, start, end) of the lab named in `text`: a master's file name, else labN(N), else NN_."""
     lowered = text.lower()
     for lab, stem in sorted(stems.items()):
         at = lowered.find(stem.lower())
@@ -44,26 +113,91 @@ def lab_in_name(text: str, stems: Mapping[str, str]) -> tuple[str, int, int] | N
     for pattern in LAB_PATTERNS:
         match = pattern.search(lowered)
         if match:
-            return match.group(1), match.start(), match.end()
+            return match.group(1).zfill(2), match.start(), match.end()
     return None
 
 
-def describe(path: Path, name: str, stems: Mapping[str, str]) -> Submission:
-    """Whose `path` is and which lab its path names; `name` is its place in the gradebook."""
-    parts = path.resolve().parts
-    student = parts[-3] if len(parts) >= 4 and parts[-4] == "submitted" else None  # nbgrader's exchange
-    folders = name.split("/")[:-1]
-    lab = None
-    for text in (path.stem, *reversed(folders)):  # the file name first, then its folders
+def parse_time(text: str) -> datetime | None:
+    """A submission time as nbgrader writes it (`2026-03-10 14:05:33.123456 UTC`) or in ISO 8601;
+    a time without a zone is UTC. None if it is neither."""
+    cleaned = text.strip()
+    for zone in (" UTC", " GMT", "Z"):
+        if cleaned.endswith(zone):
+            cleaned = cleaned[: -len(zone)] + "+00:00"
+    try:
+        when = datetime.fromisoformat(cleaned)
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class _Match:
+    student: str
+    layout: Layout
+    lab: str | None = None
+    submitted: datetime | None = None
+    late_mark: bool = False
+
+
+def _timestamp_file(folder: Path) -> datetime | None:
+    try:
+        return parse_time((folder / "timestamp.txt").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _lab_of_text(texts: Iterable[str], stems: Mapping[str, str]) -> str | None:
+    for text in texts:
         found = lab_in_name(text, stems)
         if found:
-            lab = found[0]
-            if student is None and text == path.stem:
-                student = text[: found[1]].strip(SEPARATORS) or None
-            break
-    if student is None:  # `<lab>.ipynb` as JupyterLite downloads it: the folder it was put in names its owner
-        student = folders[-1] if folders else path.resolve().parent.name if lab is not None else path.stem
-    return Submission(path=path, name=name, student=student, lab_hint=lab)
+            return found[0]
+    return None
+
+
+def _match(
+    path: Path, inside: str, given: str, stems: Mapping[str, str], pattern: re.Pattern[str] | None
+) -> _Match | None:
+    """Whose the file at `path` is (`inside`: its path inside the folder given, `given` that
+    folder's name), by the first layout that fits; None if none does."""
+    stem = Path(inside).stem
+    folders = inside.split("/")[:-1]
+    lab = _lab_of_text([stem, *reversed(folders)], stems)
+    if pattern is not None:
+        found = pattern.search(inside)
+        if found and found.group("student"):
+            groups = found.groupdict()
+            given_lab = groups.get("lab") or ""
+            named = given_lab.zfill(2) if given_lab.isdigit() else _lab_of_text([given_lab], stems)
+            when = parse_time(groups["time"]) if groups.get("time") else None
+            return _Match(found.group("student"), Layout.PATTERN, named or lab, when)
+    parts = path.resolve().parts
+    for part in reversed(parts[:-1]):
+        exchange = EXCHANGE.match(part)
+        if exchange:
+            assignment = _lab_of_text([exchange.group("assignment")], stems)
+            when = parse_time(exchange.group("time"))
+            return _Match(exchange.group("student"), Layout.EXCHANGE, lab or assignment, when)
+    if len(parts) >= 4 and parts[-4] == "submitted":
+        assignment = _lab_of_text([parts[-2]], stems)
+        return _Match(parts[-3], Layout.COURSE, lab or assignment, _timestamp_file(path.parent))
+    for text in (stem, *reversed(folders)):
+        moodle = MOODLE.match(text)
+        if moodle:
+            return _Match(moodle.group("student").strip(), Layout.MOODLE, lab)
+    canvas = CANVAS.match(stem)
+    if canvas:
+        late = bool(canvas.group("late") or canvas.group("late2"))
+        return _Match(canvas.group("student"), Layout.CANVAS, lab, late_mark=late)
+    in_stem = lab_in_name(stem, stems)
+    if in_stem is not None:
+        student = stem[: in_stem[1]].strip(SEPARATORS)
+        if student:
+            return _Match(student, Layout.NAME, lab)
+        owners = [folder for folder in reversed([given, *folders]) if lab_in_name(folder, stems) is None]
+        if owners:
+            return _Match(owners[0], Layout.FOLDER, lab)
+    return None
 
 
 def _notebooks(root: Path) -> Iterable[Path]:
@@ -75,10 +209,30 @@ def _notebooks(root: Path) -> Iterable[Path]:
             yield path
 
 
-def find(arguments: Sequence[str], stems: Mapping[str, str]) -> list[Submission]:
-    """Every notebook under `arguments` (files, or folders searched recursively), named by its
-    path inside the folder given. Refuses a path that is missing or a search that finds nothing."""
-    found: list[tuple[Path, str]] = []
+UNMATCHED_FIX = "put it in a folder named for its student, name it <student>_labNN.ipynb, or pass --student-pattern"
+
+
+@dataclass(frozen=True)
+class Found:
+    """Every notebook the search found: those matched to a student, and the others, listed."""
+
+    submissions: tuple[Submission, ...]
+    unmatched: tuple[Listed, ...]
+
+
+def find(
+    arguments: Sequence[str],
+    stems: Mapping[str, str],
+    *,
+    roster: Roster | None = None,
+    pattern: re.Pattern[str] | None = None,
+) -> Found:
+    """Every notebook under `arguments` (files, or folders searched recursively), each matched
+    to its student (and the roster's id for that student, with `roster`) or listed as
+    unmatched. Refuses a path that is missing or a search that finds nothing."""
+    submissions: list[Submission] = []
+    unmatched: list[Listed] = []
+    seen: set[Path] = set()
     for argument in arguments:
         root = Path(argument)
         if not root.exists():
@@ -88,21 +242,93 @@ def find(arguments: Sequence[str], stems: Mapping[str, str]) -> list[Submission]
                 fix="pass notebook files, or folders that hold them (searched recursively)",
             )
         for path in _notebooks(root):
-            inside = path.relative_to(root) if root.is_dir() else Path(path.name)
-            found.append((path, inside.with_suffix("").as_posix()))
-    if not found:
+            if path.resolve() in seen:  # the same file under two arguments is one file
+                continue
+            seen.add(path.resolve())
+            name = path.relative_to(root).with_suffix("").as_posix() if root.is_dir() else path.stem
+            inside = path.relative_to(root).as_posix() if root.is_dir() else path.name
+            given = root.resolve().name if root.is_dir() else path.resolve().parent.name
+            matched = _match(path, inside, given, stems, pattern)
+            if matched is None:
+                unmatched.append(
+                    Listed(path.as_posix(), Outcome.UNMATCHED, f"its path names no student ({UNMATCHED_FIX})")
+                )
+                continue
+            student = matched.student
+            if roster is not None:
+                known = roster.match(student)
+                if known.student is None:
+                    unmatched.append(Listed(path.as_posix(), Outcome.UNMATCHED, known.problem))
+                    continue
+                student = known.student
+            submissions.append(
+                Submission(
+                    path=path,
+                    name=name,
+                    student=student,
+                    lab_hint=matched.lab,
+                    layout=matched.layout,
+                    submitted=matched.submitted,
+                    late_mark=matched.late_mark,
+                )
+            )
+    if not submissions and not unmatched:
         raise BadArgumentError(
             field=f"submissions {' '.join(arguments)}",
             problem="hold no .ipynb file",
             fix="pass the folder the notebooks were collected into (e.g. nbgrader's submitted/)",
         )
-    taken: dict[str, int] = {}
-    submissions = []
-    for path, name in found:
-        unique = name
-        while unique in taken:  # the same relative name under two arguments
-            taken[name] += 1
-            unique = f"{name}-{taken[name]}"
-        taken[unique] = 1
-        submissions.append(describe(path, unique, stems))
-    return submissions
+    return Found(tuple(submissions), tuple(unmatched))
+
+
+def lab_of(submission: Submission, read_lab: Callable[[Path], str | None]) -> Submission:
+    """`submission` with its lab: what its metadata says (`read_lab`), else what its path says."""
+    return replace(submission, lab=read_lab(submission.path) or submission.lab_hint)
+
+
+def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """`lab01-10` after `lab01-9`: digits compare as numbers."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text.lower()) if part)
+
+
+def choose(
+    submissions: Sequence[Submission], labs: Collection[str] | None = None
+) -> tuple[list[Submission], list[Listed]]:
+    """The submissions to grade (one per student and lab: the latest, by the time its layout
+    gives when every one has a time, else by name) and the rest listed: superseded, without a
+    lab, or (with `labs`) of a lab not asked for. Order: as found."""
+    chosen: list[Submission] = []
+    listed: list[Listed] = []
+    groups: dict[str, list[Submission]] = {}
+    for submission in submissions:
+        if submission.lab is None:
+            listed.append(
+                Listed(
+                    submission.file,
+                    Outcome.UNMATCHED,
+                    "names no lab: it has no metadata.shopops_lab.lab and its name has no labNN "
+                    "(rename it <student>_labNN.ipynb)",
+                    submission,
+                )
+            )
+        elif labs is not None and submission.lab not in labs:
+            listed.append(
+                Listed(submission.file, Outcome.SKIPPED, f"lab {submission.lab} is not one --lab names", submission)
+            )
+        else:
+            groups.setdefault(submission.key, []).append(submission)
+    for group in groups.values():
+        timed = all(item.submitted is not None for item in group)
+        order = sorted(
+            range(len(group)),
+            key=lambda n: (group[n].submitted, _natural(group[n].name), n) if timed else (_natural(group[n].name), n),
+        )
+        latest = group[order[-1]]
+        chosen.append(latest)
+        listed.extend(
+            Listed(group[n].file, Outcome.SUPERSEDED, f"{latest.file} is a later submission of {latest.key}", group[n])
+            for n in order[:-1]
+        )
+    place = {id(submission): n for n, submission in enumerate(submissions)}
+    chosen.sort(key=lambda item: place[id(item)])
+    return chosen, listed
