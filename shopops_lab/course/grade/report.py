@@ -265,10 +265,11 @@ def grades_csv(results: Sequence[SubmissionResult], key: Key) -> str:
     return stream.getvalue()
 
 
-def grades_json(results: Sequence[SubmissionResult], key: Key) -> str:
+def grades_json(results: Sequence[SubmissionResult], key: Key, confinement: str = "") -> str:
     labs = sorted({result.lab for result in results if result.lab in key.masters})
     document = {
         "kit_version": __version__,
+        "confinement": confinement,  # how learner code was confined (`Confinement.describe`)
         "labs": {
             lab: {
                 "title": key.masters[lab].title,
@@ -420,10 +421,11 @@ def summary_counts(results: Iterable[SubmissionResult]) -> dict[str, int]:
     return {status.value: counts.get(status, 0) for status in Status}
 
 
-def write(out: Path, results: Sequence[SubmissionResult], key: Key) -> None:
-    """Every output file; grades.csv last, so its presence means the run finished."""
+def write(out: Path, results: Sequence[SubmissionResult], key: Key, confinement: str = "") -> None:
+    """Every output file; grades.csv last, so its presence means the run finished.
+    `confinement`: how learner code was confined, for grades.json."""
     for result in results:
         write_atomic(out / FEEDBACK / f"{result.submission.name}.html", feedback_html(result, key))
     write_atomic(out / MANUAL_CSV, manual_csv(results))
-    write_atomic(out / GRADES_JSON, grades_json(results, key))
+    write_atomic(out / GRADES_JSON, grades_json(results, key, confinement))
     write_atomic(out / GRADES_CSV, grades_csv(results, key))

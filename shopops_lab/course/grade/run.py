@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shopops_lab.course.errors import SubmissionInvalidError
-from shopops_lab.course.grade import confinement, report
+from shopops_lab.course.errors import SubmissionInvalidError, UnconfinedError
+from shopops_lab.course.grade import checked, confinement, report
 from shopops_lab.course.grade.key import Key, master_paths
 from shopops_lab.course.grade.pool import Pool, invalid
 from shopops_lab.course.grade.rebuild import MAX_BYTES, read, rebuild, without_outputs
@@ -39,6 +39,7 @@ class GradeReport:
     out: Path
     jobs: int
     warnings: tuple[str, ...] = ()
+    walls: confinement.Confinement = confinement.Confinement()  # how learner code was confined
 
     def grader_failures(self) -> list[SubmissionResult]:
         """The submissions the grader itself failed on (not graded, nothing charged)."""
@@ -46,8 +47,8 @@ class GradeReport:
 
     def summary(self, seconds: float) -> str:
         """The run in one line, e.g. `graded 38, timeout 1, invalid 1, error 0: 40 submissions
-        in 6.2 s (0.15 s each, 2 at a time) -> grades/grades.csv` (`grader error N` after
-        `error` where the grader itself failed on N)"""
+        in 6.2 s (0.15 s each, 2 at a time, confined: uid drop, Landlock ABI 7) ->
+        grades/grades.csv` (`grader error N` after `error` where the grader itself failed on N)"""
         counts = report.summary_counts(self.results)
         each = seconds / max(len(self.results), 1)
         parts = ", ".join(
@@ -55,7 +56,8 @@ class GradeReport:
         )
         return (
             f"{parts}: {len(self.results)} submission{'s' if len(self.results) != 1 else ''} in {seconds:.1f} s "
-            f"({each:.2f} s each, {self.jobs} at a time) -> {self.out / report.GRADES_CSV}"
+            f"({each:.2f} s each, {self.jobs} at a time, confined: {self.walls.describe()}) -> "
+            f"{self.out / report.GRADES_CSV}"
         )
 
 
@@ -69,14 +71,32 @@ def grade(
     manual: str | Path | None = None,
     progress: Callable[[int], Any] | None = None,
     zygote: Zygote | None = None,
+    unconfined: bool = False,
 ) -> GradeReport:
     """Grade every notebook under `paths` against the masters in `key`; write the gradebook
     to `out`. Bad arguments raise BadArgumentError before anything runs or is written.
-    `zygote`: one the caller started (and closes), else one is started here."""
+    `zygote`: one the caller started (and closes), else one is started here. Where nothing
+    can confine learner code (`Confinement.detect`), refuses (UnconfinedError) unless
+    `unconfined`."""
+    walls = confinement.Confinement.detect()
+    if not walls.confined and not unconfined:
+        raise UnconfinedError(
+            why=unconfined_why(),
+            fix="grade on Linux 5.13 or later with Landlock on, or as root on Linux; or pass --unconfined to "
+            "grade anyway, knowing that a learner's code could then " + "; ".join(confinement.UNCONFINED),
+        )
     owned = Zygote.start() if zygote is None else None  # loads the learners' kit while the key loads
     try:
         return _grade(
-            paths, key=key, out=out, jobs=jobs, limits=limits, manual=manual, progress=progress, zygote=zygote or owned
+            paths,
+            key=key,
+            out=out,
+            jobs=jobs,
+            limits=limits,
+            manual=manual,
+            progress=progress,
+            zygote=zygote or owned,
+            walls=walls,
         )
     finally:
         if owned is not None:
@@ -93,6 +113,7 @@ def _grade(
     manual: str | Path | None,
     progress: Callable[[int], Any] | None,
     zygote: Zygote | None,
+    walls: confinement.Confinement,
 ) -> GradeReport:
     submissions = find(paths, {path.name[:2]: path.stem for path in master_paths(key)})
     answer_key = Key.load(key, labs={lab for lab in map(_lab_of, submissions) if lab is not None})
@@ -119,8 +140,13 @@ def _grade(
             bar.advance(result)
 
     try:
-        hide = confinement.hidden(answer_key.source, folder, [submission.path for submission in submissions])
-        for result in Pool(answer_key, limits, jobs, warm=warm, on_result=done, hide=hide, zygote=zygote).run(work):
+        paths_in = [submission.path for submission in submissions]
+        hide = confinement.hidden(answer_key.source, folder, paths_in)
+        private = tuple(map(str, (answer_key.source, folder, checked.folder(), *(p.parent for p in paths_in))))
+        pool = Pool(
+            answer_key, limits, jobs, warm=warm, hide=hide, walls=walls, private=private, zygote=zygote, on_result=done
+        )
+        for result in pool.run(work):
             rows[result.submission.name] = result
     finally:
         if bar:
@@ -133,5 +159,17 @@ def _grade(
             f"{scores.source}: the score for {name} {grade_id} matches no written answer in this run"
             for name, grade_id in unmatched
         )
-    report.write(folder, results, answer_key)
-    return GradeReport(results=tuple(results), out=folder, jobs=jobs, warnings=tuple(warnings))
+    report.write(folder, results, answer_key, confinement=walls.describe())
+    return GradeReport(results=tuple(results), out=folder, jobs=jobs, warnings=tuple(warnings), walls=walls)
+
+
+def unconfined_why() -> str:
+    """Why nothing can confine learner code on this host (for the refusal)."""
+    import platform
+
+    if platform.system() != "Linux":
+        return f"{platform.system()} has neither Landlock nor the grader's uid drop (Linux only)"
+    return (
+        f"this Linux kernel ({platform.release()}) offers no Landlock (5.13 or later, with landlock among its "
+        "security modules: lsm=landlock,...), and the grader does not run as root to drop to a uid of its own"
+    )
