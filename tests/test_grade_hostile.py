@@ -84,7 +84,7 @@ for _ in range({forks}):
     except OSError:
         break
     if _pid == 0:
-        ctypes.CDLL(None).prctl(15, {mark!r}.encode(), 0, 0, 0)
+        ctypes.CDLL(None).prctl(15, {mark!r}.encode(), 0, 0, 0)  # its name, as /proc/<pid>/comm shows it
         signal.pause()
         os._exit(0)
     _done.append(_pid)
@@ -183,8 +183,8 @@ def attacks(room: Class, port: int) -> dict[str, str]:
         targets=[(str(next(room.key.glob("01_*.ipynb"))), "BEGIN SOLUTION"), (targets["classmate"][0], "nbformat")]
     )
     code["stop"] = STOP
-    code["fork"] = FORK.format(forks=FORKS, mark=MARK)
-    code["escape"] = ESCAPE.format(mark=MARK, gradebook=str(room.out / "grades.csv"))
+    code["fork"] = FORK.format(forks=FORKS, mark=MARK + "f")
+    code["escape"] = ESCAPE.format(mark=MARK + "e", gradebook=str(room.out / "grades.csv"))
     code["leftovers"] = LEFTOVERS.format(targets=[f"/dev/shm/{MARK}-shm", f"/tmp/{MARK}-tmp"])
     code["tcp"] = CONNECT.format(port=port)
     return {name: f"{source}\nsys.exit(f'{name} {{_done}}')\n{WRONG}" for name, source in code.items()}
@@ -208,8 +208,8 @@ def _snapshot(room: Class) -> dict[str, bytes | None]:
     }
 
 
-def _marked() -> list[int]:
-    """Live processes named after MARK (the forks and the escapee); zombies do not count."""
+def _marked(name: str) -> list[int]:
+    """Live processes called `name` (the forks', the escapee's); zombies do not count."""
     found = []
     for name in os.listdir("/proc"):
         try:
@@ -217,15 +217,15 @@ def _marked() -> list[int]:
             state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except (OSError, IndexError):
             continue
-        if comm == MARK and state not in ("Z", "X"):
+        if comm == name and state not in ("Z", "X"):
             found.append(int(name))
     return found
 
 
-def _wait_until_gone(deadline_seconds: float = 30.0) -> list[int]:
-    """The marked processes still alive after polling up to the deadline (none: all gone)."""
+def _wait_until_gone(name: str, deadline_seconds: float = 30.0) -> list[int]:
+    """The processes called `name` still alive after polling up to the deadline (none: all gone)."""
     deadline = time.monotonic() + deadline_seconds
-    while (left := _marked()) and time.monotonic() < deadline:
+    while (left := _marked(name)) and time.monotonic() < deadline:
         time.sleep(0.05)
     return left
 
@@ -292,11 +292,11 @@ def hostile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         start_new_session=True,
     )
     try:
-        stdout, stderr = grader.communicate(timeout=600)
+        stdout, stderr = grader.communicate(timeout=240)
     except subprocess.TimeoutExpired:  # a stopped grader: say so, and leave none of its group behind
         os.killpg(grader.pid, 9)
         grader.communicate()
-        pytest.fail("grade did not finish in 600 s: an attack stopped it")
+        pytest.fail("grade did not finish in 240 s: an attack stopped it")
     assert grader.returncode == 0, stderr
     rows = {row["submission"]: row for row in json.loads((room.out / "grades.json").read_text())["submissions"]}
     yield Graded(request.param, room, rows, before, listener, stdout)
@@ -346,13 +346,13 @@ def test_no_process_of_the_grader_can_be_stopped(hostile: Graded) -> None:
 def test_a_fork_bomb_is_bounded_and_ended(hostile: Graded) -> None:
     forked = int(managed(hostile, "fork"))
     assert 0 < forked < PROCESS_LIMIT < FORKS
-    assert _wait_until_gone() == []
+    assert _wait_until_gone(MARK + "f") == []
 
 
 def test_a_detached_process_is_ended_with_its_submission(hostile: Graded) -> None:
     escaped = int(managed(hostile, "escape"))  # it did start, in a session of its own
     assert escaped > 1
-    assert _wait_until_gone() == []
+    assert _wait_until_gone(MARK + "e") == []
     text = (hostile.room.out / "grades.csv").read_bytes()
     assert text.startswith(b"submission,student,lab,status") and b"escapee" not in text
 

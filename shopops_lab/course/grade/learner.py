@@ -33,7 +33,7 @@ from types import CodeType, FunctionType
 from typing import Any
 
 from shopops_lab.course.grade import landlock, view
-from shopops_lab.course.grade.confinement import count_from_here, pin
+from shopops_lab.course.grade.confinement import KIT_PACKAGE, count_from_here, pin
 from shopops_lab.course.grade.wire import (
     Attached,
     Handle,
@@ -132,11 +132,15 @@ def confine(config: dict[str, Any]) -> None:
 
 def _wall_in(rules: landlock.Rules, abi: int) -> None:
     """Landlock, last (the mounts and the uid are set, every file it needs to set up open);
-    then every folder it was given opens, or the walls are not what the grader meant."""
+    then Python's library, the kit's package and every folder it was given must open: a
+    module the learner's code imports later must not fail for a reason of the grader's."""
     landlock.restrict(rules, abi)
-    for path in (*rules.read, *rules.write):
+    for path in (os.path.dirname(os.__file__), str(KIT_PACKAGE), *rules.read, *rules.write):
         if os.path.isdir(path):
-            os.close(os.open(path, os.O_RDONLY | os.O_DIRECTORY))
+            try:
+                os.close(os.open(path, os.O_RDONLY | os.O_DIRECTORY))
+            except OSError as exc:
+                raise SetupError(f"the learner's process cannot read {path} within its Landlock walls: {exc}") from None
 
 
 # --- the cells --------------------------------------------------------------------------------

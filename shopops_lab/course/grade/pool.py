@@ -223,7 +223,7 @@ class Pool:
 
     def _start(self, run: _Run) -> None:
         run.scratch = tempfile.mkdtemp(prefix="shopops-grade-")  # fresh for every attempt
-        run.uid = confinement.next_uid() if confinement.can_drop() else None
+        run.uid = confinement.next_uid() if self.walls.drop else None
         learner_scratch = confinement.learner_folder(run.scratch, run.uid)
         rules = confinement.rules(learner_scratch, self.private) if self.walls.landlock else None
         job = Job(
