@@ -265,8 +265,7 @@ def count_from_here() -> None:
     import ctypes
 
     uid, gid = os.getuid(), os.getgid()
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWUSER) != 0:
+    if landlock.LIBC is None or landlock.LIBC.unshare(CLONE_NEWUSER) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"unshare(CLONE_NEWUSER): {os.strerror(errno)}")
     with contextlib.suppress(OSError):  # only what os.getuid() says inside (else 65534): nothing rests on it
@@ -280,16 +279,16 @@ def rules(scratch: str, private: Iterable[str | Path]) -> landlock.Rules:
     its search path, less an entry that holds something private (the key, --out, a
     submission, the grader's cache) and, of the kit's own folder (a checkout holds the
     masters and their history), only its package. Write: its scratch folder and /dev/null."""
+    read = _readable(tuple(map(str, private)), tuple(sys.path))
+    return landlock.Rules(read=read, write=(str(Path(scratch).resolve()), os.devnull))
+
+
+@functools.lru_cache(maxsize=4)
+def _readable(private: tuple[str, ...], search: tuple[str, ...]) -> tuple[str, ...]:
+    """`rules`' read paths, found once per run (0.4 ms), not once per learner process."""
     closed = [Path(path).resolve() for path in private]
     read = [path for path in SYSTEM_READ if os.path.exists(path)]
-    candidates = (
-        os.path.dirname(os.__file__),
-        sys.prefix,
-        sys.base_prefix,
-        sys.exec_prefix,
-        *sys.path,
-        str(KIT_PACKAGE),
-    )
+    candidates = (os.path.dirname(os.__file__), sys.prefix, sys.base_prefix, sys.exec_prefix, *search, str(KIT_PACKAGE))
     for entry in candidates:
         if not entry or not os.path.exists(entry):
             continue
@@ -298,7 +297,7 @@ def rules(scratch: str, private: Iterable[str | Path]) -> landlock.Rules:
             continue
         if str(path) not in read:
             read.append(str(path))
-    return landlock.Rules(read=tuple(read), write=(str(Path(scratch).resolve()), os.devnull))
+    return tuple(read)
 
 
 # --- orphans ----------------------------------------------------------------------------------

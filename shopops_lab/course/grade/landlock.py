@@ -68,16 +68,19 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
+# Made once, at import: the zygote imports this module, so a learner process forked from it
+# finds the handle ready (made in the learner, it cost 0.3 ms of its start).
+LIBC = _libc() if sys.platform == "linux" else None
+
+
 @functools.cache
 def abi() -> int:
     """The Landlock ABI this kernel offers; 0 where there is none (not Linux, too old, or
     Landlock not among its security modules)."""
-    if sys.platform != "linux":
+    if LIBC is None:
         return 0
     try:
-        found = int(
-            _libc().syscall(ctypes.c_long(SYS_CREATE_RULESET), None, ctypes.c_size_t(0), CREATE_RULESET_VERSION)
-        )
+        found = int(LIBC.syscall(ctypes.c_long(SYS_CREATE_RULESET), None, ctypes.c_size_t(0), CREATE_RULESET_VERSION))
     except (OSError, AttributeError):
         return 0
     return max(found, 0)
@@ -102,14 +105,17 @@ def _call(libc: ctypes.CDLL, what: str, *args: object) -> int:
 
 def restrict(rules: Rules, version: int) -> None:
     """Wall this process (and every process it starts) in: `rules`, under ABI `version`
-    (at most the kernel's). A path that does not exist is skipped. Raises LandlockError."""
-    libc = _libc()
+    (at most the kernel's). A path that does not exist is skipped. Raises LandlockError.
+    The structures go to the kernel as bytes objects (a pointer to their data): no ctypes
+    type is made per call."""
+    libc = LIBC
+    if libc is None:
+        raise LandlockError(0, "Landlock is Linux's")
     handled = fs_rights(version)
     attr = struct.pack("=QQQ", handled, TCP_BIND | TCP_CONNECT, SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL)[
         : 8 if version < 4 else 16 if version < 6 else 24
     ]
-    buffer = ctypes.create_string_buffer(attr, len(attr))
-    ruleset = _call(libc, "create_ruleset", ctypes.c_long(SYS_CREATE_RULESET), buffer, ctypes.c_size_t(len(attr)), 0)
+    ruleset = _call(libc, "create_ruleset", ctypes.c_long(SYS_CREATE_RULESET), attr, ctypes.c_size_t(len(attr)), 0)
     try:
         for paths, rights in ((rules.read, READ), (rules.write, handled)):
             _add(libc, ruleset, paths, rights & handled)
@@ -128,7 +134,7 @@ def _add(libc: ctypes.CDLL, ruleset: int, paths: Iterable[str], rights: int) -> 
             continue
         try:
             allowed = rights if stat.S_ISDIR(os.fstat(fd).st_mode) else rights & FILE_RIGHTS
-            rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, fd), 12)
+            rule = struct.pack("=Qi", allowed, fd)
             _call(libc, f"add_rule {path}", ctypes.c_long(SYS_ADD_RULE), ruleset, RULE_PATH_BENEATH, rule, 0)
         finally:
             os.close(fd)
