@@ -138,26 +138,16 @@ class Class:
     """The folders of one hostile run (`private` holds them all, owned by the grading user)."""
 
     private: Path
+    kit: Path  # a copy of the kit, graded from
+    key: Path
+    site: Path  # a folder on Python's search path that the grading user may write
+    submissions: Path
+    out: Path
 
-    @property
-    def kit(self) -> Path:
-        return self.private / "course"
-
-    @property
-    def key(self) -> Path:
-        return self.kit / "solutions"
-
-    @property
-    def site(self) -> Path:  # a folder on Python's search path that the grading user may write
-        return self.private / "packages"
-
-    @property
-    def submissions(self) -> Path:
-        return self.private / "class"
-
-    @property
-    def out(self) -> Path:
-        return self.private / "out"
+    @classmethod
+    def at(cls, private: Path) -> Class:
+        kit = private / "course"
+        return cls(private, kit, kit / "solutions", private / "packages", private / "class", private / "out")
 
     def targets(self) -> dict[str, list[str]]:
         """What each append attack writes to."""
@@ -231,7 +221,7 @@ def _wait_until_gone(name: str, deadline_seconds: float = 30.0) -> list[int]:
 
 
 def _setup(root: Path, owner: int | None, port: int) -> Class:
-    room = Class(root / "private")
+    room = Class.at(root / "private")
     room.private.mkdir(mode=0o700)
     shutil.copytree(fx.ROOT / "shopops_lab", room.kit / "shopops_lab", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(fx.SOLUTIONS, room.key)
