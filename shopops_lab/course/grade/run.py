@@ -87,17 +87,7 @@ def grade(
         )
     owned = Zygote.start() if zygote is None else None  # loads the learners' kit while the key loads
     try:
-        return _grade(
-            paths,
-            key=key,
-            out=out,
-            jobs=jobs,
-            limits=limits,
-            manual=manual,
-            progress=progress,
-            zygote=zygote or owned,
-            walls=walls,
-        )
+        return _grade(paths, key, out, jobs, limits, manual, progress, zygote or owned, walls)
     finally:
         if owned is not None:
             owned.close()
@@ -105,7 +95,6 @@ def grade(
 
 def _grade(
     paths: Sequence[str],
-    *,
     key: str | Path | None,
     out: str | Path | None,
     jobs: int,
