@@ -2,16 +2,17 @@
 while the right answer, graded in the same run, scores full.
 
 The judge (checks, kit world, verdict) runs in a process that never runs learner code; the
-answer runs in a process of its own, as another uid with the key, the gradebook folder and
-the submissions hidden. Each attack below worked, or would work, against a grader that
-runs the answer and the check in one process (a few are shown to, at the end).
+answer runs in a process of its own, confined: as root another uid with the key, the
+gradebook folder and the submissions hidden, and as any user walled in by Landlock. An
+attack that reports what it saw does so by the `sys.exit(...)` its cell ends with, which the
+grader notes (Landlock leaves it no folder to write to but its own). Each attack below
+worked, or would work, against a grader that runs the answer and the check in one process
+(a few are shown to, at the end).
 Timeouts are 2 s per cell; nothing here measures time."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
+import re
 from pathlib import Path
 
 import grade_fixtures as fx
@@ -20,13 +21,17 @@ import pytest
 
 from shopops_lab.checks import lab01, lab02
 from shopops_lab.checks.base import Verdict
-from shopops_lab.course.grade import confinement
+from shopops_lab.course.grade import confinement, landlock
 from shopops_lab.course.grade.results import Mark, Status
 from shopops_lab.course.grade.run import grade
 from shopops_lab.course.grade.sandbox import Limits
 
 LIMITS = Limits(cell_seconds=60.0, notebook_seconds=600.0, memory_mb=512)  # no attack here hangs
-ROOT_ONLY = pytest.mark.skipif(not confinement.can_drop(), reason="another uid needs root (Linux)")
+# Held by another uid (root), or by Landlock with its scoping of signals (ABI 6, Linux 6.12) as any user.
+HELD = confinement.can_drop() or landlock.abi() >= 6
+CONFINED = pytest.mark.skipif(
+    not HELD, reason="needs root on Linux, or Landlock ABI 6 (Linux 6.12 or later) to confine an ordinary user's run"
+)
 
 WRONG = fx.KEY_FROM_TOKEN.strip("\n")  # a key per delivery: the redelivery emails the customer twice
 
@@ -162,31 +167,30 @@ def _secrets_in_memory():
 """
 
 
-def memory_spy(folder: Path) -> str:
-    """Looks through its own process's memory for what only the grader holds, and notes what it saw."""
-    return f"""{SCAN}
-_seen = repr(_secrets_in_memory())
-with open({str(folder / "seen")!r}, "w") as _handle:
-    _handle.write(_seen)
-"""
+MEMORY_SPY = f"""{SCAN}
+import sys
+sys.exit(f"seen {{_secrets_in_memory()!r}}")
+"""  # looks through its own process's memory for what only the grader holds, and says what it saw
 
-
-def escapee(folder: Path) -> str:
-    """A process that leaves its group and would outlive the submission, noting its pid."""
-    return f"""
-import os
+ESCAPEE = """
+import os, sys
 _read, _write = os.pipe()
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
-        with open({str(folder / "pid")!r}, "w") as handle:
-            handle.write(str(os.getpid()))
-        os.write(_write, b"x")
+        os.write(_write, str(os.getpid()).encode().ljust(16))
         while True:
-            os.read(_read, 1) if False else __import__("time").sleep(60)
+            __import__("time").sleep(60)
     os._exit(0)
-os.read(_read, 1)
-"""
+sys.exit(f"escaped {int(os.read(_read, 16))}")
+"""  # a process that leaves its group and its parent, and would outlive the submission
+
+
+def said(result, word: str) -> str:
+    """What an attack's cell said it saw (its `sys.exit`, noted by the grader)."""
+    found = [m.group(1) for note in result.notes if (m := re.search(rf"sys\.exit\('{word} (.*?)'\)", note))]
+    assert found, result.notes  # the attack ran, and its cell ended as it says
+    return found[0]
 
 
 def scribbler(out: Path) -> str:
@@ -238,56 +242,53 @@ def attacked(attack: str) -> nbformat.NotebookNode:
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("attacks")
-    shared = Path(tempfile.mkdtemp(prefix="shopops-escapee-"))  # outside the 0700 pytest folder
-    os.chmod(shared, 0o777)  # where the escapee may note its pid
     out = root / "out"
     for name, attack in ATTACKS.items():
-        if name not in NEEDS_ROOT or confinement.can_drop():  # without root they would reach the run itself
+        if name not in NEEDS_CONFINEMENT or HELD:  # unconfined they would reach the run itself
             fx.write(attacked(attack), root / "class" / f"{name}_lab01.ipynb")
-    fx.write(attacked(escapee(shared)), root / "class" / "escapee_lab01.ipynb")
+    fx.write(attacked(ESCAPEE), root / "class" / "escapee_lab01.ipynb")
     fx.write(attacked(scribbler(out)), root / "class" / "scribbler_lab01.ipynb")
     fx.write(
         fx.submission("02", {"where-does-it-end": ALWAYS_EQUAL, "replay-and-drain": fx.RIGHT}),
         root / "class" / "alwaysequal_lab02.ipynb",
     )
     fx.write(fx.all_right("01"), root / "class" / "right_lab01.ipynb")
-    fx.write(attacked(memory_spy(shared)), root / "class" / "memoryspy_lab01.ipynb")
+    fx.write(attacked(MEMORY_SPY), root / "class" / "memoryspy_lab01.ipynb")
     marked = fx.submission("01", {"send-followup": WRONG + "\n" + ANOTHER_LEARNER, "what-next": fx.RIGHT})
     fx.write(marked, root / "class" / "marked_lab01.ipynb")
     report = grade([str(root / "class")], key=fx.SOLUTIONS, out=out, jobs=2, limits=LIMITS)
-    yield {result.submission.name: result for result in report.results}, shared, out
-    shutil.rmtree(shared, ignore_errors=True)
+    return {result.submission.name: result for result in report.results}, out
 
 
 def points(result) -> dict[str, float | None]:
     return {e.grade_id: e.points for e in result.exercises}
 
 
-# Stopped by another uid and hidden folders: as root only (the README says what stays open without).
-NEEDS_ROOT = {"read_masters", "kill_parents", "judge_memory"}
+# Stopped by another uid and hidden folders (root), or Landlock (any user).
+NEEDS_CONFINEMENT = {"read_masters", "kill_parents", "judge_memory"}
 
 
 @pytest.mark.parametrize(
     "attack",
     [
-        pytest.param(name, marks=ROOT_ONLY) if name in NEEDS_ROOT else name
+        pytest.param(name, marks=CONFINED) if name in NEEDS_CONFINEMENT else name
         for name in [*ATTACKS, "escapee", "scribbler", "memoryspy"]
     ],
 )
 def test_a_wrong_answer_that_attacks_the_grader_scores_zero(graded, attack: str) -> None:
-    rows, _, _ = graded
+    rows, _ = graded
     result = rows[f"{attack}_lab01"]
     assert points(result)["send-followup-test"] == 0, [(e.grade_id, e.mark, e.message) for e in result.exercises]
     assert points(result)["what-next-test"] == 1  # the honest exercise next to it is still graded
 
 
 def test_the_right_answer_in_the_same_run_scores_full(graded) -> None:
-    rows, _, _ = graded
+    rows, _ = graded
     assert rows["right_lab01"].points == 5 and rows["right_lab01"].status is Status.GRADED
 
 
 def test_a_value_that_equals_everything_arrives_as_the_plain_string_it_holds(graded) -> None:
-    rows, _, _ = graded
+    rows, _ = graded
     result = rows["alwaysequal_lab02"]
     assert points(result) == {"replay-and-drain-test": 2, "where-does-it-end-test": 0}
     (knowledge,) = [e for e in result.exercises if e.grade_id == "where-does-it-end-test"]
@@ -295,16 +296,16 @@ def test_a_value_that_equals_everything_arrives_as_the_plain_string_it_holds(gra
 
 
 def test_garbage_on_the_wire_stops_that_exercise_as_an_error(graded) -> None:
-    rows, _, _ = graded
+    rows, _ = graded
     result = rows["garble_wire_lab01"]
     (stopped,) = [e for e in result.exercises if e.grade_id == "send-followup-test"]
     assert stopped.mark is Mark.ERROR and "sent something it should not have" in stopped.message
 
 
-@ROOT_ONLY
+@CONFINED
 def test_no_process_of_a_submission_outlives_it(graded) -> None:
-    _, shared, _ = graded
-    pid = int((shared / "pid").read_text())  # the escapee did start, and left its process group
+    rows, _ = graded
+    pid = int(said(rows["escapee_lab01"], "escaped"))  # the escapee did start, and left its process group
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except FileNotFoundError:
@@ -316,8 +317,8 @@ def test_the_learners_process_holds_nothing_of_the_key_or_of_other_submissions(g
     """The learner's process is forked from a zygote that never read the key or a submission
     (and, where fork is missing, is a fresh interpreter): a walk of its whole heap finds
     neither another learner's answer nor a hidden test, which the grader's own memory holds."""
-    _, shared, _ = graded
-    assert (shared / "seen").read_text() == "[]"  # the spy ran, and saw nothing
+    rows, _ = graded
+    assert said(rows["memoryspy_lab01"], "seen") == "[]"  # the spy ran, and saw nothing
 
 
 def test_the_memory_spy_finds_what_a_process_holding_the_key_holds() -> None:
@@ -332,7 +333,7 @@ def test_the_memory_spy_finds_what_a_process_holding_the_key_holds() -> None:
 
 
 def test_the_gradebook_is_the_graders_own(graded) -> None:
-    rows, _, out = graded
+    rows, out = graded
     text = (out / "grades.csv").read_text()
     assert "scribbler_lab01,3" not in text and text.startswith("submission,student,lab,status")
     assert rows["scribbler_lab01"].points == 1

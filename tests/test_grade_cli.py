@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 
 from shopops_lab import cli
 from shopops_lab.course.grade import command
+from shopops_lab.course.grade.confinement import Confinement
 from shopops_lab.course.grade.results import Kind, Mark, Status
 from shopops_lab.course.grade.run import grade
 from shopops_lab.course.grade.sandbox import Limits
@@ -84,11 +86,13 @@ def test_a_run_prints_a_summary_line_and_exits_0(one_submission: Path, tmp_path:
         "grade", str(one_submission.parent), "--key", str(fx.SOLUTIONS), "--out", str(tmp_path / "out"), "--jobs", "1"
     )
     assert code == 0, err
+    walls = re.escape(Confinement.detect().describe())  # as grades.json says: "uid drop, ..., Landlock ABI 7"
     assert re.fullmatch(
         r"graded 1, timeout 0, invalid 0, error 0: 1 submission in \d+\.\d s "
-        r"\(\d+\.\d\d s each, 1 at a time\) -> \S+grades\.csv\n",
+        rf"\(\d+\.\d\d s each, 1 at a time, confined: {walls}\) -> \S+grades\.csv\n",
         out,
     ), out
+    assert json.loads((tmp_path / "out" / "grades.json").read_text())["confinement"] == Confinement.detect().describe()
     with open(tmp_path / "out" / "grades.csv", newline="") as handle:
         (row,) = [r for r in csv.DictReader(handle) if r["submission"] != "max"]
     assert (row["student"], row["points"]) == ("alice", "2")

@@ -125,20 +125,6 @@ def test_a_kit_in_a_private_folder_is_graded_as_root(tmp_path: Path) -> None:
     assert warmup["mark"] == "correct", warmup["message"]
 
 
-# Run as root: become an ordinary user (a uid of no account) who can read Python and the
-# suite's virtualenv (behind /root where pyenv puts them: opened in a mount namespace of this
-# process's own, as the grader does for its learners) and reach its own private folder, then
-# run the command given.
-AS_ORDINARY_USER = """
-import json, os, sys
-from shopops_lab.course.grade import view
-needs, uid = json.loads(sys.argv[1]), int(sys.argv[2])
-view.make(needs, [], uid)
-os.setgroups([]); os.setgid(uid); os.setuid(uid)
-os.execve(sys.argv[3], sys.argv[3:], os.environ)
-"""
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="a private folder and a uid are Linux's here")
 def test_a_kit_in_a_private_folder_is_graded_as_an_ordinary_user(tmp_path: Path) -> None:
     """As root the test becomes an ordinary user for the command; run as an ordinary user,
@@ -152,7 +138,7 @@ def test_a_kit_in_a_private_folder_is_graded_as_an_ordinary_user(tmp_path: Path)
     command, env = _grade_command(private, kit, packages)
     if root:
         needs = [*view.needed("/"), str(private)]
-        command = [sys.executable, "-c", AS_ORDINARY_USER, json.dumps(needs), str(ORDINARY_UID), *command]
+        command = [sys.executable, "-c", fx.AS_ORDINARY_USER, json.dumps(needs), str(ORDINARY_UID), *command]
     done = subprocess.run(command, cwd=kit, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     row = _graded(private)

@@ -40,6 +40,13 @@ class GradingEnvironmentError(ShopOpsError):
     """Lab {lab}'s master imports {module}, which this Python cannot import ({error}); nothing was graded. Fix: {fix}."""
 
 
+class UnconfinedError(ShopOpsError):
+    """Learner code cannot be confined here: {why}; nothing was graded. Fix: {fix}."""
+
+    why: str
+    fix: str
+
+
 class LiteBuildError(ShopOpsError):
     """The JupyterLite site needs {what}, which could not be had from {where}; nothing was written. Fix: {fix}."""
 

@@ -11,7 +11,9 @@
     learner.py      the learner's process: confined, runs the cells, forks a worker per check
     wire.py         the typed JSON wire between them (values by value, objects by handle)
     zygote.py       a warm, clean interpreter each learner process is forked from (Linux)
-    confinement.py  the learner's uid, hidden folders, and ending every process it started
+    confinement.py  how learner code is confined here: its uid, hidden folders, Landlock rules,
+                    and ending every process it started (the grader adopts their orphans)
+    landlock.py     the kernel's Landlock calls: a process walls itself in, as any user
     layout.py       one address layout for the grader and every process it starts (faster hand-overs)
     pool.py         the parent: children at once, deadlines, restarts, scores
     sheets.py       what a lab grades, as the gradebook keeps it (no master needed to write it)

@@ -84,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="memory a submission may add to the grader's own, where the OS enforces it (default: 2048)",
     )
     parser.add_argument(
+        "--unconfined",
+        action="store_true",
+        help="grade even where nothing can confine learner code (no Landlock, not root): it then runs with "
+        "your rights; where confinement is available it is used all the same",
+    )
+    parser.add_argument(
         "--manual",
         metavar="SCORES.csv",
         help="a manual.csv from an earlier run with its score column filled in: merged into the grades",
@@ -135,6 +141,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     _positive("--timeout", args.timeout, MAX_SECONDS, "60")
     _positive("--notebook-timeout", args.notebook_timeout, MAX_SECONDS, "600")
     _positive("--memory", args.memory, MAX_MEMORY_MB, "2048")
+    _say_what_stays_open(stderr, unconfined=args.unconfined)
     zygote = Zygote.start() if args.submissions else None  # the learners' kit loads while the grader loads its own
     try:
         from shopops_lab.course.grade.run import Matching, grade
@@ -156,6 +163,7 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
             due=args.due,
             late_policy=args.late_policy,
             force=args.force,
+            unconfined=args.unconfined,
         )
     finally:
         if zygote is not None:
@@ -173,3 +181,20 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
         )
         return 1
     return 0
+
+
+def _say_what_stays_open(stderr: TextIO, *, unconfined: bool) -> None:
+    """Before grading: what a learner's code could do on this host that confinement would stop
+    (a warning with --unconfined where nothing confines it; a note where the kernel's Landlock
+    is older than the grader uses). Where nothing confines it and --unconfined is not given,
+    `grade` refuses."""
+    from shopops_lab.course.grade.confinement import Confinement
+
+    walls = Confinement.detect()
+    if not walls.confined and unconfined:
+        print(f"warning: grading unconfined: a learner's code can {'; '.join(walls.left_open())}", file=stderr)
+    elif walls.confined and walls.left_open():
+        print(
+            f"note: confined by {walls.describe()}, a learner's code can still {'; '.join(walls.left_open())}",
+            file=stderr,
+        )

@@ -212,12 +212,14 @@ def row_json(result: SubmissionResult, book: Gradebook, extra: Mapping[str, Any]
     }
 
 
-def record(book: Gradebook, rows: Sequence[dict[str, Any]], summary: Mapping[str, int]) -> str:
-    """grades.json: the whole gradebook, as a later run reads it back (`load`)."""
+def record(book: Gradebook, rows: Sequence[dict[str, Any]], summary: Mapping[str, int], confinement: str = "") -> str:
+    """grades.json: the whole gradebook, as a later run reads it back (`load`). `confinement`:
+    how the last run confined learner code (`Confinement.describe`)."""
     document = {
         "written_by": WRITTEN_BY,
         "format": FORMAT,
         "kit_version": __version__,
+        "confinement": confinement,
         "late_policy": book.policy.text,
         "labs": {
             lab: {

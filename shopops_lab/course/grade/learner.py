@@ -4,14 +4,16 @@ Never a fork of the grader, which holds the masters and the other submissions in
 a fork of the zygote (`zygote.py`, a fresh interpreter that only loaded the kit), or a
 fresh interpreter, started for the judge with one socket. Before any learner code it
 confines itself (`confine`): as root, a mount namespace of its own in which the key, the
-output folder and the submissions are empty, then another uid; its limits (memory, file
-size, CPU, processes); its output silenced. It then runs the cells the judge sends, in
-one namespace (`Cells`). For each check the judge asks it to fork a worker (`Worker`)
-from that namespace as it stands: the check's calls run there, so nothing a check did
-reaches the next check. Within a check, a restart (the explorer's, at the start of every
-schedule and after every simulated crash) is a copy of the answer on fresh memory, made
-here by the kit's own `restart` from a copy taken before any call ran; each copy has its
-own namespace, so two workers of a schedule share nothing, as in the notebook.
+output folder and the submissions are empty, then another uid; as an ordinary user, a user
+namespace of its own, so its processes are counted from its start; its limits (memory, file
+size, CPU, processes); its output silenced; last, Landlock walls (`confinement.rules`).
+It then runs the cells the judge sends, in one namespace (`Cells`). For each check the
+judge asks it to fork a worker (`Worker`) from that namespace as it stands: the check's
+calls run there, so nothing a check did reaches the next check. Within a check, a restart
+(the explorer's, at the start of every schedule and after every simulated crash) is a copy
+of the answer on fresh memory, made here by the kit's own `restart` from a copy taken
+before any call ran; each copy has its own namespace, so two workers of a schedule share
+nothing, as in the notebook.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from collections.abc import Iterator
 from types import CodeType, FunctionType
 from typing import Any
 
-from shopops_lab.course.grade import view
-from shopops_lab.course.grade.confinement import pin
+from shopops_lab.course.grade import landlock, view
+from shopops_lab.course.grade.confinement import KIT_PACKAGE, count_from_here, pin
 from shopops_lab.course.grade.wire import (
     Attached,
     Handle,
@@ -47,7 +49,7 @@ from shopops_lab.course.grade.wire import (
 )
 
 FILE_LIMIT = 64 * 2**20  # bytes one file written by the learner's code may reach
-PROCESS_LIMIT = 64  # processes of the submission's own uid (as root)
+PROCESS_LIMIT = 64  # processes of the submission's own uid (as root), or of its user namespace
 
 
 # --- confinement (before any learner code) ----------------------------------------------------
@@ -57,7 +59,7 @@ def _set_limits(config: dict[str, Any]) -> None:
     import resource
 
     rules = [(resource.RLIMIT_FSIZE, FILE_LIMIT), (resource.RLIMIT_CPU, int(config["cpu_seconds"]) + 5)]
-    if config.get("uid") is not None:
+    if config.get("uid") is not None or config.get("own_count"):  # counted from its start
         rules.append((resource.RLIMIT_NPROC, PROCESS_LIMIT))
     if config.get("memory_mb") is not None and os.path.exists("/proc/self/statm"):  # Linux enforces it
         with open("/proc/self/statm") as handle:
@@ -121,7 +123,24 @@ def confine(config: dict[str, Any]) -> None:
     if not config.get("debug"):
         sys.stderr = sys.stdout
     sys.stdin = open(os.devnull)  # noqa: SIM115
+    walls = config.get("landlock")
+    if walls:
+        with _step(f"wall itself in with Landlock (ABI {walls['abi']})"):
+            _wall_in(landlock.Rules(read=tuple(walls["read"]), write=tuple(walls["write"])), int(walls["abi"]))
     random.seed(0)
+
+
+def _wall_in(rules: landlock.Rules, abi: int) -> None:
+    """Landlock, last (the mounts and the uid are set, every file it needs to set up open);
+    then Python's library, the kit's package and every folder it was given must open: a
+    module the learner's code imports later must not fail for a reason of the grader's."""
+    landlock.restrict(rules, abi)
+    for path in (os.path.dirname(os.__file__), str(KIT_PACKAGE), *rules.read, *rules.write):
+        if os.path.isdir(path):
+            try:
+                os.close(os.open(path, os.O_RDONLY | os.O_DIRECTORY))
+            except OSError as exc:
+                raise SetupError(f"the learner's process cannot read {path} within its Landlock walls: {exc}") from None
 
 
 # --- the cells --------------------------------------------------------------------------------
@@ -473,6 +492,9 @@ def serve(config: dict[str, Any]) -> None:
     """Load, confine, serve the cells on the socket `config["fd"]`; never returns."""
     sock = socket.socket(fileno=config["fd"])
     try:
+        if config.get("own_count"):  # first: a process with threads (numpy starts some) cannot
+            with _step("count its processes in a user namespace of its own"):
+                count_from_here()
         preload(config.get("imports", ()))
         confine(config)
     except BaseException as exc:  # noqa: BLE001 - before any learner code: the grader's own failure

@@ -112,11 +112,14 @@ class Pool:
     jobs: int
     warm: sandbox.Warm | None = None  # prepared already (the key's imports checked), else prepared here
     hide: tuple[str, ...] = ()  # what the learner's processes must not see (the key, --out, submissions)
+    walls: confinement.Confinement = field(default_factory=confinement.Confinement.detect)
+    private: tuple[str, ...] = ()  # what no learner may read, never granted by its Landlock rules
     zygote: Zygote | None = None  # started already (loading the kit while the key loads), else started here
     on_result: Callable[[SubmissionResult], None] = lambda result: None
     clock: Callable[[], float] = time.monotonic
     context: Any = field(default_factory=lambda: _context())  # looked up when made (tests swap it)
     running: list[_Run] = field(default_factory=list, init=False)  # the judges at work now
+    reaper: confinement.Reaper | None = field(default=None, init=False)  # adopts the learners' orphans
 
     @property
     def forks(self) -> bool:
@@ -140,6 +143,7 @@ class Pool:
         pending = deque(work)
         running = self.running = []
         allowed = confinement.cores()
+        self.reaper = confinement.Reaper()
         try:
             while pending or running:
                 while len(running) < self.jobs:
@@ -169,6 +173,8 @@ class Pool:
         finally:
             for run in running:
                 self._kill(run)
+            self.reaper.close(self._kept())
+            self.reaper = None
             gc.unfreeze()
             sandbox.INHERITED.clear()
             if owned is not None:
@@ -217,8 +223,9 @@ class Pool:
 
     def _start(self, run: _Run) -> None:
         run.scratch = tempfile.mkdtemp(prefix="shopops-grade-")  # fresh for every attempt
-        run.uid = confinement.next_uid() if confinement.can_drop() else None
+        run.uid = confinement.next_uid() if self.walls.drop else None
         learner_scratch = confinement.learner_folder(run.scratch, run.uid)
+        rules = confinement.rules(learner_scratch, self.private) if self.walls.landlock else None
         job = Job(
             plan=run.plan,
             key=str(self.key.source),
@@ -229,6 +236,8 @@ class Pool:
             learner_scratch=learner_scratch,
             uid=run.uid,
             hide=self.hide,
+            walls=self.walls,
+            rules=rules,
             core=run.core,
             claims=run.claims,
         )
@@ -248,10 +257,16 @@ class Pool:
             run.process = None
         confinement.end(run.learners, run.uid)  # every process the submission started, forks included
         run.learners.clear()
+        if self.reaper is not None:  # and any that left its group and its parent
+            self.reaper.sweep(self._kept())
         if run.connection is not None:
             run.connection.close()
             run.connection = None
         shutil.rmtree(run.scratch, ignore_errors=True)
+
+    def _kept(self) -> list[int]:
+        """The grader's own children in sessions of their own: the zygote."""
+        return [self.zygote.process.pid] if self.zygote is not None else []
 
     def _deadline(self, run: _Run) -> float:
         cell = run.since + (START_SECONDS if run.current is None else self.limits.cell_seconds + self.grace)

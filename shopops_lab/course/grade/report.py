@@ -88,8 +88,9 @@ def _stale_notes(result: SubmissionResult) -> list[str]:
 class Writer:
     """Renders every file of a gradebook; rows sorted by student, then lab."""
 
-    def __init__(self, book: Gradebook) -> None:
+    def __init__(self, book: Gradebook, confinement: str = "") -> None:
         self.book = book
+        self.confinement = confinement  # how learner code was confined, for grades.json
         self.rows = sorted(book.rows.values(), key=lambda r: (r.submission.student, r.lab or ""))
         self.scored = [self._scored(result) for result in self.rows]
 
@@ -185,7 +186,7 @@ class Writer:
             )
             for row in self.scored
         ]
-        return record(self.book, rows, summary_counts(self.rows))
+        return record(self.book, rows, summary_counts(self.rows), self.confinement)
 
     def write(self, out: Path) -> None:
         """Every file; the manifest first (the folder is a gradebook from then on) and the

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from shopops_lab.course.errors import SubmissionInvalidError
-from shopops_lab.course.grade import confinement, report
+from shopops_lab.course.errors import SubmissionInvalidError, UnconfinedError
+from shopops_lab.course.grade import checked, confinement, report
 from shopops_lab.course.grade.gradebook import Gradebook, claim
 from shopops_lab.course.grade.hand import Applied, ManualScores
 from shopops_lab.course.grade.key import Key, master_paths
@@ -51,6 +51,7 @@ class GradeReport:
     warnings: tuple[str, ...] = ()
     listed: tuple[Listed, ...] = ()
     hand_scores: int | None = None  # merged without grading: how many manual.csv rows were taken
+    walls: confinement.Confinement = confinement.Confinement()  # how learner code was confined
 
     def grader_failures(self) -> list[SubmissionResult]:
         """The submissions the grader itself failed on (not graded, nothing charged)."""
@@ -58,8 +59,8 @@ class GradeReport:
 
     def summary(self, seconds: float) -> str:
         """The run in one line, e.g. `graded 38, timeout 1, invalid 1, error 0: 40 submissions
-        in 6.2 s (0.15 s each, 2 at a time) -> grades/grades.csv` (`grader error N` after
-        `error` where the grader itself failed on N)"""
+        in 6.2 s (0.15 s each, 2 at a time, confined: uid drop, Landlock ABI 7) ->
+        grades/grades.csv` (`grader error N` after `error` where the grader itself failed on N)"""
         target = self.out / report.GRADES_CSV
         if self.hand_scores is not None:
             return f"hand scores merged ({self.hand_scores} rows taken), no check run, in {seconds:.1f} s -> {target}"
@@ -71,7 +72,8 @@ class GradeReport:
         left = f", {len(self.listed)} file{'s' if len(self.listed) != 1 else ''} not graded (files.csv)"
         return (
             f"{parts}: {len(self.results)} submission{'s' if len(self.results) != 1 else ''} in {seconds:.1f} s "
-            f"({each:.2f} s each, {self.jobs} at a time){left if self.listed else ''} -> {target}"
+            f"({each:.2f} s each, {self.jobs} at a time, confined: {self.walls.describe()})"
+            f"{left if self.listed else ''} -> {target}"
         )
 
 
@@ -126,16 +128,26 @@ def grade(
     due: Sequence[str] = (),
     late_policy: str | None = None,
     force: bool = False,
+    unconfined: bool = False,
 ) -> GradeReport:
     """Grade every notebook under `paths` against the masters in `key`, and merge the rows
     into the gradebook in `out`. Bad arguments raise BadArgumentError before anything runs
     or is written. `zygote`: one the caller started (and closes), else one is started here.
-    No `paths`: merge `manual`'s hand scores into the gradebook, running nothing."""
+    No `paths`: merge `manual`'s hand scores into the gradebook, running nothing. Where nothing
+    can confine learner code (`Confinement.detect`), refuses (UnconfinedError) unless
+    `unconfined`."""
     folder = claim(out, force=force, key=key)
     stored = Gradebook.load(folder, force=force)
     policy = LatePolicy.parse(late_policy) if late_policy is not None else None
     if not paths:
         return _merge_only(folder, stored, manual, policy)
+    walls = confinement.Confinement.detect()
+    if not walls.confined and not unconfined:
+        raise UnconfinedError(
+            why=unconfined_why(),
+            fix="grade on Linux 5.13 or later with Landlock on, or as root on Linux; or pass --unconfined to "
+            "grade anyway, knowing that a learner's code could then " + "; ".join(confinement.UNCONFINED),
+        )
     owned = Zygote.start() if zygote is None else None  # loads the learners' kit while the key loads
     try:
         return _grade(
@@ -151,6 +163,7 @@ def grade(
             matching=matching,
             due=due,
             policy=policy,
+            walls=walls,
         )
     finally:
         if owned is not None:
@@ -197,7 +210,6 @@ def _merge_only(folder: Path, stored: Gradebook, manual: str | Path | None, poli
 
 def _grade(
     paths: Sequence[str],
-    *,
     key: str | Path | None,
     folder: Path,
     stored: Gradebook,
@@ -209,6 +221,7 @@ def _grade(
     matching: Matching,
     due: Sequence[str],
     policy: LatePolicy | None,
+    walls: confinement.Confinement,
 ) -> GradeReport:
     roster = Roster.read(matching.roster) if matching.roster else None
     stems = {path.name[:2]: path.stem for path in master_paths(key)}
@@ -242,8 +255,13 @@ def _grade(
             bar.advance(result)
 
     try:
-        hide = confinement.hidden(answer_key.source, folder, [submission.path for submission in submissions])
-        for result in Pool(answer_key, limits, jobs, warm=warm, on_result=done, hide=hide, zygote=zygote).run(work):
+        paths_in = [submission.path for submission in submissions]
+        hide = confinement.hidden(answer_key.source, folder, paths_in)
+        private = tuple(map(str, (answer_key.source, folder, checked.folder(), *(p.parent for p in paths_in))))
+        pool = Pool(
+            answer_key, limits, jobs, warm=warm, hide=hide, walls=walls, private=private, zygote=zygote, on_result=done
+        )
+        for result in pool.run(work):
             rows[result.submission.key] = result
     finally:
         if bar:
@@ -262,15 +280,29 @@ def _grade(
         applied = scores.apply(list(book.rows.values()))
         book = book.with_rows(applied.results)
         warnings.extend(_warnings(applied, scores.source))
-    report.Writer(book).write(folder)
+    report.Writer(book, confinement=walls.describe()).write(folder)
     results = tuple(book.rows[submission.key] for submission in submissions)
-    return GradeReport(results=results, out=folder, jobs=jobs, warnings=tuple(warnings), listed=tuple(listed))
+    return GradeReport(
+        results=results, out=folder, jobs=jobs, warnings=tuple(warnings), listed=tuple(listed), walls=walls
+    )
 
 
 def _warn(item: Listed) -> bool:
     """Unmatched files are warned of (a student may be missing a grade); superseded and
     skipped ones only listed."""
     return item.outcome is Outcome.UNMATCHED
+
+
+def unconfined_why() -> str:
+    """Why nothing can confine learner code on this host (for the refusal)."""
+    import platform
+
+    if platform.system() != "Linux":
+        return f"{platform.system()} has neither Landlock nor the grader's uid drop (Linux only)"
+    return (
+        f"this Linux kernel ({platform.release()}) offers no Landlock (5.13 or later, with landlock among its "
+        "security modules: lsm=landlock,...), and the grader does not run as root to drop to a uid of its own"
+    )
 
 
 __all__ = ["GradeReport", "Matching", "Submission", "grade"]

@@ -41,7 +41,7 @@ from typing import Any
 
 from shopops_lab.checks.base import NotAttempted
 from shopops_lab.course.errors import GradingEnvironmentError
-from shopops_lab.course.grade import confinement
+from shopops_lab.course.grade import confinement, landlock
 from shopops_lab.course.grade.judge import (
     CheckRun,
     Learner,
@@ -341,6 +341,8 @@ class Job:
     learner_scratch: str = ""
     uid: int | None = None  # the learner's uid (as root), else None: the grader's own
     hide: tuple[str, ...] = ()  # paths the learner's process sees empty (as root)
+    walls: confinement.Confinement = confinement.Confinement()  # how this host confines learner code
+    rules: landlock.Rules | None = None  # what the learner's process keeps under Landlock (None: no Landlock)
     core: int | None = None  # the core its judge and learner processes keep (`confinement.pin`)
     claims: Claims | None = None
 
@@ -619,7 +621,11 @@ def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
         "lock": job.scratch,
         "uid": job.uid,
         "hide": list(job.hide),
-        "view": job.uid is not None and confinement.can_hide(),  # a mount namespace of its own
+        "view": job.uid is not None and job.walls.hide,  # a mount namespace of its own
+        "own_count": job.walls.own_count,  # a user namespace of its own, where processes are counted
+        "landlock": None
+        if job.rules is None
+        else {"abi": job.walls.landlock, "read": list(job.rules.read), "write": list(job.rules.write)},
         "memory_mb": job.limits.memory_mb,
         "cpu_seconds": job.limits.notebook_seconds,
         "imports": [*COMMON, *warm.imports.get(job.plan.lab, ())],
