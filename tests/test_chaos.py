@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import select
 import signal
 import socket
@@ -20,6 +21,7 @@ from store_backends import postgres_url, with_schema
 
 import shopops_lab.chaos.run as chaos_run
 import shopops_lab.chaos.supervisor as chaos_supervisor
+import shopops_lab.store.sqlite as sqlite_store
 from shopops_lab.chaos import ChaosReport, Kill, KillPoint, owner, plan_kills, run_chaos
 from shopops_lab.chaos.emails import POISON_ERROR, EmailWorkload
 from shopops_lab.checker import AnomalyName
@@ -386,32 +388,48 @@ def test_a_resume_while_a_live_supervisor_holds_the_database_is_refused_and_a_de
 
 
 # ---------------------------------------------------------------------- a run stopped halfway
-def test_a_full_disk_while_filling_is_one_line(tmp_path, monkeypatch, capsys):
-    def full(*args):
-        raise sqlite3.OperationalError("database or disk is full")
+def test_a_full_disk_while_filling_is_one_line_and_resume_finishes_the_run(tmp_path, monkeypatch, capsys):
+    real_fill = chaos_run.fill_morning
 
-    monkeypatch.setattr(chaos_run, "fill_morning", full)
-    assert main(["chaos", "--db", f"sqlite:///{tmp_path / 'f.db'}"]) == 2
-    err = capsys.readouterr().err
-    assert err == (
+    def fill_on_a_small_disk(queue, rng, items):
+        connection = queue.store._connection
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+        connection.execute(f"PRAGMA max_page_count = {pages + 15}")  # as a disk with 15 pages left
+        return real_fill(queue, rng, items)
+
+    monkeypatch.setattr(chaos_run, "fill_morning", fill_on_a_small_disk)
+    db = f"sqlite:///{tmp_path / 'f.db'}?synchronous=normal"
+    args = ["chaos", "--db", db, "--items", "500", "--workers", "2", "--kills", "4", "--seed", "3"]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
         "error: The chaos run could not finish: the disk that holds the database is full. Fix: free some "
-        "space, then start a new run on a new, empty database.\n"
+        f"space, then finish the run: shopops-lab chaos --db {db} --resume.\n"
     )
+    with open_store(db) as store:
+        enqueued = len(Queue(store=store))
+    assert 0 < enqueued < 500 and enqueued % 100 == 0  # whole batches, nothing half-written
+    monkeypatch.setattr(chaos_run, "fill_morning", real_fill)  # the space is free again
+    assert main(["chaos", "--db", db, "--resume", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["items"], report["kills"], report["lost"], report["valid"]) == (500, 4, 0, True)
+    assert report["done"] + report["dead_lettered"] == 500
 
 
 def test_a_full_disk_in_a_worker_is_one_line_that_says_how_to_finish(tmp_path, monkeypatch, capsys):
     def full(self, *args, **kwargs):
-        raise sqlite3.OperationalError("database or disk is full")
+        refused = sqlite3.OperationalError("database or disk is full")
+        refused.sqlite_errorcode, refused.sqlite_errorname = 13, "SQLITE_FULL"  # as SQLite raises it
+        raise sqlite_store._failed(self.store.target, refused, 30)  # what the store makes of it
 
     monkeypatch.setattr(Queue, "acquire", full)  # the forked workers inherit it
     db = f"sqlite:///{tmp_path / 'w.db'}"
     assert main(["chaos", "--db", db, "--items", "4", "--kills", "0"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "database or disk is full" in err
-    assert (
-        f"free some space on the disk that holds the database, then finish the run: shopops-lab chaos --db {db} "
-        "--resume" in err
-    )
+    assert re.fullmatch(
+        r"error: The chaos run could not finish: worker W\d failed: the disk that holds the database is full\. "
+        rf"Fix: free some space, then finish the run: shopops-lab chaos --db {re.escape(db)} --resume\.\n",
+        err,
+    ), err
 
 
 def test_a_run_interrupted_halfway_says_how_to_finish_and_resume_finishes_it(tmp_path, monkeypatch, capsys):
@@ -439,7 +457,7 @@ def test_a_run_interrupted_halfway_says_how_to_finish_and_resume_finishes_it(tmp
 
 def test_resume_without_a_run_is_refused(tmp_path, capsys):
     assert main(["chaos", "--db", f"sqlite:///{tmp_path / 'none.db'}", "--resume"]) == 2
-    assert "holds no chaos run that got as far as its plan" in capsys.readouterr().err
+    assert "db holds no chaos run to finish. Fix: start a new run (without --resume)" in capsys.readouterr().err
 
 
 def test_on_postgres_a_schema_claimed_by_another_run_is_refused():

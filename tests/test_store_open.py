@@ -11,7 +11,7 @@ import sys
 import pytest
 from store_backends import needs_psycopg, postgres_url, with_schema
 
-from shopops_lab.errors import BadArgumentError, ForeignStoreError, StoreOpenError
+from shopops_lab.errors import BadArgumentError, ForeignStoreError, StoreCorruptError, StoreOpenError
 from shopops_lab.store import MemoryStore, open_store, redact
 from shopops_lab.store.sqlite import SQLiteStore, _open_error
 
@@ -148,12 +148,14 @@ def test_a_corrupt_store_is_refused_and_left_alone(tmp_path):
     data = bytearray(path.read_bytes())
     data[100:4096] = b"\xff" * (4096 - 100)  # the schema page, overwritten
     path.write_bytes(bytes(data))
-    message = refused_unchanged(path)
-    assert "is damaged" in message and "restore it from a copy" in message
+    message = refused_unchanged(path, StoreCorruptError)
+    assert "is damaged" in message and "it was not changed" in message and "restore it from a copy" in message
 
 
 def test_a_read_only_database_is_named_with_its_fix():
-    error = _open_error("/srv/shopops.db", sqlite3.OperationalError("attempt to write a readonly database"))
+    refused = sqlite3.OperationalError("attempt to write a readonly database")
+    refused.sqlite_errorcode, refused.sqlite_errorname = 8, "SQLITE_READONLY"  # as SQLite raises it
+    error = _open_error("/srv/shopops.db", refused)
     assert isinstance(error, StoreOpenError)
     assert "the file or its folder is read-only" in str(error) and "chmod u+w" in str(error)
 

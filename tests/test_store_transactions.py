@@ -37,7 +37,8 @@ WRITES = (
     "_insert_event",
     "lease_next",
     "ack_live",
-)  # the last two: PostgreSQL's one-statement acquire and ack
+    "add_logged",
+)  # the last three: PostgreSQL's one-statement acquire, ack and enqueue
 COMPONENTS = (
     Queue,
     JobStore,

@@ -26,6 +26,7 @@ from shopops_lab.events import Event, EventKind, EventLog, EventRow
 from shopops_lab.payloads import frozen, is_flat
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import ItemRow, item_id, item_seq
+from shopops_lab.store.patience import Patience
 
 __all__ = ["PROGRAM", "SCHEMA_VERSION", "SQLStore", "TABLES"]
 
@@ -290,6 +291,7 @@ class SQLStore(ABC):
     back_of_dead_line = ""  # the same, behind every dead item
 
     _sql: Statements  # this dialect's statements, made once per subclass
+    patience: Patience  # how long a call the database failed for a moment is tried again (set by a dialect)
 
     def __init_subclass__(cls, **settings: Any) -> None:
         super().__init_subclass__(**settings)

@@ -194,7 +194,10 @@ class Queue:
         # A store that can lease and ack in one statement each (PostgreSQL: a round trip saved twice)
         self._lease_next = getattr(self.store, "lease_next", None)
         self._ack_live = getattr(self.store, "ack_live", None)
+        self._add_logged = getattr(self.store, "add_logged", None)
         bind_transactions(self, self.store)
+        if self._add_logged is not None:  # and the enqueue too: one statement, the long way only in a transaction
+            self._enqueue_in, self.enqueue = self.enqueue, self._enqueue_now  # type: ignore[method-assign]
         self._last_time = float("-inf")
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Queue:
@@ -226,7 +229,45 @@ class Queue:
         priority: int = Priority.NORMAL,
         now: float | None = None,
     ) -> str:
-        """Add one item for `case_id` and return its id (`item-0001`, ...)."""
+        """Add one item for `case_id` and return its id (`item-0001`, ...). One transaction:
+        on PostgreSQL, outside a transaction of the caller's, one statement (`add_logged`)."""
+        row = self._new_row(case_id, tenant_id, kind, payload, priority, now)
+        info = {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)}
+        self.store.add_item(row)
+        self._append_event(_row(EventRow, (row.enqueued_at, _ENQUEUED, row.id, case_id, None, None, None, info)))
+        return row.id
+
+    def _enqueue_now(
+        self,
+        *,
+        case_id: str | None = None,
+        tenant_id: str = "default",
+        kind: str = "task",
+        payload: Mapping[str, Any] | None = None,
+        priority: int = Priority.NORMAL,
+        now: float | None = None,
+    ) -> str:
+        """`enqueue` on a store that adds an item with its event in one statement: that
+        statement, or (inside a transaction of the caller's) the long way, in it."""
+        if self.store.atomic.open:
+            return self._enqueue_in(
+                case_id=case_id, tenant_id=tenant_id, kind=kind, payload=payload, priority=priority, now=now
+            )
+        row = self._new_row(case_id, tenant_id, kind, payload, priority, now)
+        assert self._add_logged is not None  # this method is used only on such a store
+        self._add_logged(row, {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)})
+        return row.id
+
+    def _new_row(
+        self,
+        case_id: str | None,
+        tenant_id: str,
+        kind: str,
+        payload: Mapping[str, Any] | None,
+        priority: int,
+        now: float | None,
+    ) -> ItemRow:
+        """A new ready item's row, every argument checked, stamped with the call's time."""
         if not (
             type(case_id) is str
             and type(tenant_id) is str
@@ -257,24 +298,8 @@ class Queue:
         row.state, row.attempts, row.token, row.worker_id = _READY, 0, 0, None
         row.expires_at, row.lease_seconds = None, self.lease_seconds
         row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
-        row.enqueued_at = t = self._time(now)
-        self.store.add_item(row)
-        self._append_event(
-            _row(
-                EventRow,
-                (
-                    t,
-                    _ENQUEUED,
-                    row.id,
-                    case_id,
-                    None,
-                    None,
-                    None,  # EventRow's order
-                    {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)},
-                ),
-            )
-        )
-        return row.id
+        row.enqueued_at = self._time(now)
+        return row
 
     # ------------------------------------------------------------------ consuming
     def acquire(
