@@ -251,6 +251,38 @@ def test_still_to_land_is_the_plan_minus_the_kills_in_the_history(tmp_path):
         assert chaos_run._still_to_land((one, two, other), queue) == (two, other)
 
 
+def test_a_worker_not_ended_by_its_sigkill_is_reported_and_no_reaped_pid_is_signalled_again(tmp_path, monkeypatch):
+    """Here the supervisor's first kill lands as SIGTERM: the worker ends by another signal,
+    and that is the error the run ends with. That worker was reaped already, so its pid is
+    never signalled again (by then it may be another process's), and every other worker is
+    still killed and reaped."""
+    forked, signalled = [], []
+    real_fork, real_kill = chaos_supervisor.fork_worker, chaos_supervisor.os.kill
+
+    def fork(life):
+        pid, pipe = real_fork(life)
+        forked.append(pid)
+        return pid, pipe
+
+    def kill(pid, sig):
+        signalled.append(pid)
+        real_kill(pid, signal.SIGTERM if len(signalled) == 1 else sig)
+
+    monkeypatch.setattr(chaos_supervisor, "fork_worker", fork)
+    monkeypatch.setattr(chaos_supervisor.os, "kill", kill)
+    with open_store(f"sqlite:///{tmp_path / 'term.db'}") as store:
+        queue = Queue(store=store, lease_seconds=30)
+        for n in range(1, 5):
+            queue.enqueue(case_id=f"O-{n}", payload={"idem_key": f"O-{n}:email:1", "to": f"o-{n}@example.com"})
+        plan = (Kill(item_id="item-0001", attempt=1, point=KillPoint.AFTER_SEND),)
+        with pytest.raises(chaos_supervisor.ChaosError, match=r"ended with status -15, not by the SIGKILL sent to it"):
+            chaos_supervisor.run_workers(queue, EmailWorkload("idempotent"), plan, workers=3)
+    assert signalled.count(signalled[0]) == 1
+    for pid in forked:  # every worker reaped: none is a child of this process any more
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
 # ---------------------------------------------------------------------- workers die with their supervisor
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_worker_is_set_to_die_with_its_supervisor(tmp_path):

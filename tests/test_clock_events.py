@@ -6,6 +6,7 @@ import dataclasses
 import inspect
 import json
 import math
+import pickle
 import string
 from enum import Enum
 from typing import Any
@@ -118,6 +119,14 @@ def test_each_error_formats_its_docstring_from_its_fields(cls):
     assert err.fields == fields
     assert all(getattr(err, name) == 7 for name in fields)
     assert isinstance(err, CONTROL_FLOW) or (isinstance(err, ShopOpsError) and isinstance(err, Exception))
+
+
+@pytest.mark.parametrize("cls", every_error_class(), ids=lambda c: c.__name__)
+def test_each_error_is_made_again_from_its_fields_across_a_pipe(cls):
+    """A chaos worker sends its error to the supervisor as it is (pickled)."""
+    err = cls(**{name: 7 for name in template_fields(cls)})
+    again = pickle.loads(pickle.dumps(err))
+    assert type(again) is cls and str(again) == str(err) and again.fields == err.fields
 
 
 def test_error_messages_read_as_sentences_with_the_values_in_place():

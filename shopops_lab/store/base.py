@@ -350,12 +350,14 @@ def transact(store: Store, call: Callable[[], _T], *, idempotent: bool = False) 
         except ConnectionLostError as lost:
             if not (lost.retry or (idempotent and lost.outcome is Kept.UNKNOWN)):
                 raise
+            last: StoreError = lost
         except StoreError as error:
             if not error.retry:
                 raise
+            last = error
         tries = tries or store.patience.tries()
         if next(tries, None) is None:
-            raise
+            raise last
 
 
 def _once(store: Store, call: Callable[[], _T]) -> _T:
