@@ -310,6 +310,7 @@ DELEGATES = {
     (ContactLedger, "record"): "one statement",
     (Queue, "acquire"): "_acquire, or on PostgreSQL one statement when no lease is due",
     (Queue, "ack"): "_ack, or on PostgreSQL one statement when the lease is live and none is due",
+    (Queue, "enqueue"): "_add, or on PostgreSQL one statement outside a transaction of the caller's",
 }
 
 
@@ -321,7 +322,7 @@ def test_every_method_that_writes_is_marked_where_it_is_defined():
     ]
     assert unmarked == []
     assert {"_write"} <= set(transactional_methods(CheckpointStore))
-    assert {"_acquire", "_ack"} <= set(transactional_methods(Queue))
+    assert {"_add", "_acquire", "_ack"} <= set(transactional_methods(Queue))
 
 
 @pytest.mark.parametrize(("cls", "method"), list(CALLS), ids=[f"{c.__name__}.{m}" for c, m in CALLS])

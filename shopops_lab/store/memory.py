@@ -166,7 +166,16 @@ class MemoryStore:
             self._journal(row, self._items, new=True)
         self._items[row.id] = row
         self._counts[_READY] += 1
-        self._make_ready(row, front=False)
+        case_id = row.case_id  # _make_ready(row, front=False), written out: this runs on every enqueue
+        row.behind = None
+        tail = self._tails.get(case_id)
+        self._tails[case_id] = row
+        if tail is not None:
+            tail.behind = row  # behind the case's line: its head, and its offer, are as they were
+        else:
+            self._heads[case_id] = row
+            if case_id not in self._held:
+                heapq.heappush(self._available, (row.priority, seq, case_id))
 
     def get_item(self, item_id: str) -> ItemRow | None:
         row = self._items.get(item_id)
@@ -223,9 +232,14 @@ class MemoryStore:
                 self._heads[case_id] = row.behind
                 row.behind = None
             self._held.add(case_id)
-            heapq.heappush(self._expiry, _expiry_entry(row))
-        elif target is _DONE:
-            self._release(row)
+            assert row.expires_at is not None, "only a leased row has an expiry"
+            heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))  # _expiry_entry(row)
+        elif target is _DONE:  # _release(row), written out: every ack comes here
+            case_id = row.case_id
+            self._held.discard(case_id)
+            head = self._heads.get(case_id)
+            if head is not None:
+                heapq.heappush(self._available, (head.priority, head.seq, case_id))
         elif target is _LEASED:
             self._extended(row)
             return
