@@ -38,7 +38,10 @@ WRITES = (
     "lease_next",
     "ack_live",
     "add_logged",
-)  # the last three: PostgreSQL's one-statement acquire, ack and enqueue
+)
+# The last three: the SQL stores' acquire, ack and enqueue as one decision each (on PostgreSQL
+# one statement; on SQLite two, in one transaction of the store's own).
+DECISIONS = ("lease_next", "ack_live", "add_logged")
 COMPONENTS = (
     Queue,
     JobStore,
@@ -73,15 +76,36 @@ class Noted:
             begin()
 
         store._begin = counted_begin
+        self.statements: list[bool] = []  # each writing statement sent, inside a transaction or not
+        execute = store._execute
+
+        def noted_execute(sql: str, params: Any = ()) -> Any:
+            if self.on and sql.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE", "WITH"):
+                self.statements.append(store.atomic.open)
+            return execute(sql, params)
+
+        store._execute = noted_execute
         for name in WRITES:
             if hasattr(store, name):
                 setattr(store, name, self._noting(store, name, getattr(store, name)))
 
     def _noting(self, store: Store, name: str, method: Callable) -> Callable:
         def noted(*args: Any, **kwargs: Any) -> Any:
-            if self.on:
-                self.writes.append((name, store.atomic.open))
-            return method(*args, **kwargs)
+            if not self.on:
+                return method(*args, **kwargs)
+            inside, begun, written, sent = store.atomic.open, self.begun, len(self.writes), len(self.statements)
+            try:
+                return method(*args, **kwargs)
+            finally:
+                if name in DECISIONS:  # one decision and its event: one statement, or one transaction of its own
+                    own, self.begun = self.begun - begun, begun
+                    statements = self.statements[sent:]
+                    assert (own == 1 and all(in_it for in_it in statements)) or (own == 0 and len(statements) == 1), (
+                        f"{name} began {own} transactions for {len(statements)} writing statements"
+                    )
+                    inside = inside or own == 1
+                    del self.writes[written:]  # what it wrote in its own transaction is the decision
+                self.writes.append((name, inside))
 
         return noted
 
