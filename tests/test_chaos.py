@@ -26,7 +26,15 @@ from shopops_lab.chaos import ChaosReport, Kill, KillPoint, owner, plan_kills, r
 from shopops_lab.chaos.emails import POISON_ERROR, EmailWorkload
 from shopops_lab.checker import AnomalyName
 from shopops_lab.cli import main
-from shopops_lab.errors import BadArgumentError
+from shopops_lab.errors import (
+    BadArgumentError,
+    ConnectionLostError,
+    Kept,
+    StoreCorruptError,
+    StoreFailedError,
+    StoreFullError,
+    StoreLockedError,
+)
 from shopops_lab.events import EventKind
 from shopops_lab.states import ItemState
 from shopops_lab.store import open_store
@@ -462,6 +470,49 @@ def test_a_full_disk_in_a_worker_is_one_line_that_says_how_to_finish(tmp_path, m
         rf"Fix: free some space, then finish the run: shopops-lab chaos --db {re.escape(db)} --resume\.\n",
         err,
     ), err
+
+
+@pytest.mark.parametrize(
+    "error, cause, then",
+    [
+        (
+            StoreFullError(target="t", reason="no room", fix="free some"),
+            "the disk that holds the database is full",
+            "free some space, then",
+        ),
+        (
+            ConnectionLostError(target="t", reason="refused", outcome=Kept.NOT_SENT, fix="start it"),
+            "the database went away and did not come back (refused)",
+            "when it is back,",
+        ),
+        (
+            StoreLockedError(target="t", reason="held 30 s", fix="fuser"),
+            "the database stayed locked (held 30 s)",
+            "when the process",
+        ),
+        (
+            StoreCorruptError(target="t", reason="a bad page", fix="restore"),
+            "the database is damaged (a bad page)",
+            "restore it from a copy, then",
+        ),
+        (
+            StoreFailedError(target="t", reason="read-only.", fix="chmod u+w."),
+            "the database failed halfway: read-only",
+            "chmod u+w; then",
+        ),
+        (
+            OSError("disk I/O error"),
+            "the database failed halfway: OSError: disk I/O error",
+            "when the database is back,",
+        ),
+    ],
+)
+def test_what_stopped_a_run_is_one_line_with_one_fix_that_ends_in_the_resume_command(error, cause, then):
+    stopped = chaos_supervisor.halfway("sqlite:///r.db", error, who="worker W2 failed: ")
+    message = str(stopped)
+    assert message.startswith(f"The chaos run could not finish: worker W2 failed: {cause}. Fix: {then}")
+    assert message.endswith("finish the run: shopops-lab chaos --db sqlite:///r.db --resume.")
+    assert message.count("Fix:") == 1 and ".." not in message and "\n" not in message
 
 
 def test_a_run_interrupted_halfway_says_how_to_finish_and_resume_finishes_it(tmp_path, monkeypatch, capsys):

@@ -8,11 +8,10 @@ Waits run on a fake clock: `Patience(clock=..., sleep=...)` moves it instead of 
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 
 import pytest
-from store_backends import Backend, needs_psycopg, postgres_url
+from store_backends import Backend, free_port, needs_psycopg, postgres_url
 
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import (
@@ -311,11 +310,16 @@ class DiesAround:
         return getattr(self._connection, name)
 
 
-@pytest.mark.parametrize("after", [True, False], ids=["kept", "not kept"])
-def test_an_acquire_whose_answer_was_lost_finds_out_whether_it_was_kept(pg, after):
+def patient_queue(pg: Backend) -> tuple:
+    """A store of `pg` that waits on a fake clock, and a queue on it."""
     store = pg.open()
     store.patience = Waits().patience
-    queue = Queue(store=store, clock=FakeClock())
+    return store, Queue(store=store, clock=FakeClock())
+
+
+@pytest.mark.parametrize("after", [True, False], ids=["kept", "not kept"])
+def test_an_acquire_whose_answer_was_lost_finds_out_whether_it_was_kept(pg, after):
+    store, queue = patient_queue(pg)
     queue.enqueue(case_id="O-1001")
     queue.enqueue(case_id="O-1002")
     store._connection = DiesAround(store, "WITH due AS", after=after)
@@ -328,9 +332,7 @@ def test_an_acquire_whose_answer_was_lost_finds_out_whether_it_was_kept(pg, afte
 
 @pytest.mark.parametrize("after", [True, False], ids=["kept", "not kept"])
 def test_an_ack_whose_answer_was_lost_finds_out_whether_it_was_kept(pg, after):
-    store = pg.open()
-    store.patience = Waits().patience
-    queue = Queue(store=store, clock=FakeClock())
+    store, queue = patient_queue(pg)
     queue.enqueue(case_id="O-1001")
     lease = queue.acquire("W1")
     store._connection = DiesAround(store, "WITH due AS", after=after)
@@ -340,21 +342,13 @@ def test_an_ack_whose_answer_was_lost_finds_out_whether_it_was_kept(pg, after):
 
 
 def test_an_enqueue_whose_answer_was_lost_says_it_cannot_know(pg):
-    store = pg.open()
-    store.patience = Waits().patience
-    queue = Queue(store=store, clock=FakeClock())
+    store, queue = patient_queue(pg)
     store._connection = DiesAround(store, "WITH n AS", after=True)
     with pytest.raises(ConnectionLostError) as caught:
         queue.enqueue(case_id="O-1001")
     assert caught.value.outcome is Kept.UNKNOWN and not caught.value.retry
     assert "look before you do it again" in str(caught.value)
     assert len(queue) == 1  # it was kept: a second try would have made two
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_opening_waits_for_a_server_only_when_asked_and_then_says_how_long():

@@ -4,12 +4,11 @@ does not exist or a server that does not answer named with its fix."""
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 import sys
 
 import pytest
-from store_backends import needs_psycopg, postgres_url, with_schema
+from store_backends import free_port, needs_psycopg, postgres_url, with_schema
 
 from shopops_lab.errors import BadArgumentError, ForeignStoreError, StoreCorruptError, StoreOpenError
 from shopops_lab.store import MemoryStore, open_store, redact
@@ -176,12 +175,6 @@ def test_two_stores_on_one_new_file_set_it_up_once(tmp_path):
 
 
 # ---------------------------------------------------------------------- PostgreSQL
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_a_server_that_does_not_answer_is_named_without_its_password():
     needs_psycopg()
     url = f"postgresql://class:s3cret@127.0.0.1:{free_port()}/shopops"

@@ -42,7 +42,7 @@ from shopops_lab.errors import (
 )
 from shopops_lab.store.base import item_id, item_seq
 from shopops_lab.store.patience import Patience
-from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, dumps, schema
+from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, dumps, item_values, schema
 
 __all__ = ["PostgresStore"]
 
@@ -383,29 +383,7 @@ class PostgresStore(SQLStore):
         one statement outside any transaction; sets `row.seq` and `row.id`. A connection that
         breaks on its way leaves it unknown whether the item was kept: that is said
         (`ConnectionLostError`), never guessed (a second try could enqueue it twice)."""
-        found = self._execute(
-            _ADD_LOGGED,
-            (
-                row.case_id,
-                row.tenant_id,
-                row.kind,
-                dumps(row.payload),
-                int(row.priority),
-                row.state.value,
-                row.attempts,
-                row.token,
-                row.worker_id,
-                row.expires_at,
-                row.lease_seconds,
-                row.enqueued_at,
-                row.last_error,
-                row.dead_at,
-                row.replays,
-                row.ended_by,
-                row.enqueued_at,
-                dumps(info),
-            ),
-        ).fetchone()
+        found = self._execute(_ADD_LOGGED, (*item_values(row), row.enqueued_at, dumps(info))).fetchone()
         row.seq = found[0]
         row.id = item_id(row.seq)
 

@@ -398,26 +398,7 @@ class SQLStore(ABC):
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
-        row.seq = self._insert_item(
-            (
-                row.case_id,
-                row.tenant_id,
-                row.kind,
-                dumps(row.payload),
-                int(row.priority),
-                row.state.value,
-                row.attempts,
-                row.token,
-                row.worker_id,
-                row.expires_at,
-                row.lease_seconds,
-                row.enqueued_at,
-                row.last_error,
-                row.dead_at,
-                row.replays,
-                row.ended_by,
-            )
-        )
+        row.seq = self._insert_item(item_values(row))
         row.id = item_id(row.seq)
         if self.atomic.open:
             self._rows[row.seq] = row
@@ -566,6 +547,28 @@ class SQLStore(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.target})"
+
+
+def item_values(row: ItemRow) -> tuple[Any, ...]:
+    """A new item's columns, case_id to ended_by, as `ITEM_COLUMNS` lists them after `seq`."""
+    return (
+        row.case_id,
+        row.tenant_id,
+        row.kind,
+        dumps(row.payload),
+        int(row.priority),
+        row.state.value,
+        row.attempts,
+        row.token,
+        row.worker_id,
+        row.expires_at,
+        row.lease_seconds,
+        row.enqueued_at,
+        row.last_error,
+        row.dead_at,
+        row.replays,
+        row.ended_by,
+    )
 
 
 def _info(text: str) -> dict[str, Any]:
