@@ -342,11 +342,11 @@ def transact(store: Store, call: Callable[[], _T], *, idempotent: bool = False) 
     refusal of the engine's (`ShopOpsError.refusal`) keeps its record and is raised; any
     other error rolls the call back."""
     if store.atomic.open:
-        return _once(store, call)
+        return _one_try(store, call)
     tries = None
     while True:
         try:
-            return _once(store, call)
+            return _one_try(store, call)
         except ConnectionLostError as lost:
             if not (lost.retry or (idempotent and lost.outcome is Kept.UNKNOWN)):
                 raise
@@ -360,7 +360,7 @@ def transact(store: Store, call: Callable[[], _T], *, idempotent: bool = False) 
             raise last
 
 
-def _once(store: Store, call: Callable[[], _T]) -> _T:
+def _one_try(store: Store, call: Callable[[], _T]) -> _T:
     """One run of `call` in one transaction; a refusal is raised after its record is kept."""
     refused = None
     with store.atomic:
