@@ -1,9 +1,9 @@
 """How fast is InMemoryQueue, next to a peer measured in the same run?
 
-1. Throughput: enqueue + acquire + ack cycles per second, against `queue.Queue`
-   put + get (the standard library's FIFO: no leases, log, fencing or DLQ). The ratio is
-   the price of those features; target >= 0.15. put + get + task_done (queue.Queue's own
-   acknowledgement) is printed too, for information.
+1. Throughput: enqueue + acquire + ack cycles per second, against `queue.Queue`'s cycle,
+   put + get + task_done (the standard library's FIFO with its own acknowledgement: no
+   leases, log, fencing or DLQ). The ratio is the price of those features; target >= 0.25.
+   put + get alone (no acknowledgement) is printed too, for information.
 2. Backlog: 20,000 items on 20,000 cases enqueued, then all acquired and acked, against
    queue.Queue putting all, then getting all. The morning's shape: a burst first, the
    draining after. Target >= 0.15.
@@ -35,7 +35,8 @@ BACKLOG = 20_000
 REPEATS = 15
 CASES = 1_000
 SAMPLES = 20_000
-THROUGHPUT_TARGET = 0.15
+CYCLE_TARGET = 0.25
+BACKLOG_TARGET = 0.15
 SCALING_TARGET = 3.0
 PAYLOAD = {"idem_key": "O-1001:email:3", "template": "delay_apology", "order_total": 129}
 
@@ -157,21 +158,21 @@ def verdict(ok: bool) -> str:
 def main() -> int:
     print(f"Python {sys.version.split()[0]}; best of {REPEATS} x {CYCLES:,} cycles; seed {SEED}")
     ours, full, bare = throughput()
-    ratio = ours / bare
+    ratio = ours / full
     print(f"InMemoryQueue enqueue+acquire+ack     : {ours:>12,.0f} cycles/s")
-    print(f"queue.Queue put+get (peer)            : {bare:>12,.0f} cycles/s")
+    print(f"queue.Queue put+get+task_done (peer)  : {full:>12,.0f} cycles/s")
     print(
-        f"ratio                                 : {ratio:12.3f}   target >= {THROUGHPUT_TARGET}  "
-        f"{verdict(ratio >= THROUGHPUT_TARGET)}"
+        f"ratio                                 : {ratio:12.3f}   target >= {CYCLE_TARGET}  "
+        f"{verdict(ratio >= CYCLE_TARGET)}"
     )
-    print(f"queue.Queue put+get+task_done (info)  : {full:>12,.0f} cycles/s   ratio {ours / full:.3f}")
+    print(f"queue.Queue put+get, no ack (info)    : {bare:>12,.0f} cycles/s   ratio {ours / bare:.3f}")
     ours, peer = backlog()
     ratio = ours / peer
     print(f"backlog of {BACKLOG:,} cases: enqueue all, then acquire+ack all : {ours:>10,.0f} items/s")
     print(f"queue.Queue: put all, then get all (peer)              : {peer:>10,.0f} items/s")
     print(
-        f"ratio                                                  : {ratio:10.3f}   target >= {THROUGHPUT_TARGET}  "
-        f"{verdict(ratio >= THROUGHPUT_TARGET)}"
+        f"ratio                                                  : {ratio:10.3f}   target >= {BACKLOG_TARGET}  "
+        f"{verdict(ratio >= BACKLOG_TARGET)}"
     )
     big, small = acquire_cost(100_000), acquire_cost(1_000)
     scale = big / small

@@ -6,7 +6,8 @@ type checker; `fields` has them all)."""
 
 from __future__ import annotations
 
-from typing import Any
+from enum import StrEnum
+from typing import Any, ClassVar
 
 
 class _Templated(BaseException):
@@ -18,9 +19,23 @@ class _Templated(BaseException):
             setattr(self, name, value)
         super().__init__((type(self).__doc__ or "").format(**fields))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Made again from its fields (a worker process sends its error to its supervisor)."""
+        return (_rebuilt, (type(self), self.fields))
+
+
+def _rebuilt(kind: type[_Templated], fields: dict[str, Any]) -> _Templated:
+    return kind(**fields)
+
 
 class ShopOpsError(_Templated, Exception):
     """ShopOps Lab: {detail}"""
+
+    refusal: ClassVar[bool] = False
+    # True on the engine's refusals of a well-formed request (a stale token, a lease that is
+    # over): the call's own transaction keeps what it wrote before refusing (the refusal's
+    # record, the expiries it ran into). Any other error rolls the call back
+    # (store.base.bind_transactions): decided here, class by class.
 
 
 class BadArgumentError(ShopOpsError, ValueError):
@@ -34,6 +49,8 @@ class BadArgumentError(ShopOpsError, ValueError):
 class StaleTokenError(ShopOpsError):
     """Stale fencing token for {what}: this write carries token {token}, but the store's current token is {current}. Another worker claimed it after you; stop and do not write."""
 
+    refusal = True
+
     what: str
     token: int | None
     current: int | None
@@ -42,6 +59,8 @@ class StaleTokenError(ShopOpsError):
 class LeaseExpiredError(ShopOpsError):
     """The lease on item {item_id} (token {token}) expired at t={expires_at:g}; the item went back to the queue. Stop: a redelivery will handle it."""
 
+    refusal = True
+
     item_id: str
     token: int
     expires_at: float
@@ -49,6 +68,8 @@ class LeaseExpiredError(ShopOpsError):
 
 class LeaseSettledError(ShopOpsError):
     """The lease on item {item_id} (token {token}) was already {how}; a lease can be settled once (ack or nack)."""
+
+    refusal = True
 
     item_id: str
     token: int
@@ -70,6 +91,8 @@ class UnknownItemError(ShopOpsError):
 class NotInDLQError(ShopOpsError):
     """Item {item_id} is {state}, not in the dead-letter queue; only dead items can be replayed. Fix: replay an id from dlq_items()."""
 
+    refusal = True
+
     item_id: str
     state: str
 
@@ -85,12 +108,16 @@ class TransitionError(ShopOpsError):
 class IdempotencyConflictError(ShopOpsError):
     """Idempotency key {key!r} was already used for a different request ({difference}). A key names one request: repeat it only to retry that same request, and use a new key for a different request."""
 
+    refusal = True
+
     key: str
     difference: str
 
 
 class WorkflowVersionError(ShopOpsError):
     """The checkpoint was written by workflow version {stored!r} but this runner is {current!r}. Refusing to resume under a changed plan: migrate the checkpoint explicitly."""
+
+    refusal = True
 
     stored: int
     current: int
@@ -113,6 +140,8 @@ class UnknownJobError(ShopOpsError):
 class JobLeasedError(ShopOpsError):
     """Job {job_id} is leased to worker {owner} (token {token}) until t={expires_at:g}. Wait for the lease to expire or for its owner to finish; do not start the same work twice."""
 
+    refusal = True
+
     job_id: str
     owner: str
     token: int
@@ -122,6 +151,8 @@ class JobLeasedError(ShopOpsError):
 class JobNotRunningError(ShopOpsError):
     """Job {job_id} is {state}, not running: {action} needs a running job that you have claimed."""
 
+    refusal = True
+
     job_id: str
     state: str
     action: str
@@ -129,6 +160,8 @@ class JobNotRunningError(ShopOpsError):
 
 class VersionConflictError(ShopOpsError):
     """Job {job_id} is at version {current}, not the version {expected} you read. Someone changed it since; get() the job again and decide from what it says now."""
+
+    refusal = True
 
     job_id: str
     expected: int
@@ -169,12 +202,52 @@ class UnknownScenarioError(ShopOpsError):
     known: str
 
 
-class StoreOpenError(ShopOpsError):
-    """Cannot open the store {target}: {reason}. Nothing was written. Fix: {fix}."""
+class StoreError(ShopOpsError):
+    """The store {target} failed: {reason}. Fix: {fix}."""
 
+    # The root of what a database can do to a call; each cause below is its own class with its
+    # own fix, so code tells them apart by class and a person by the one line it prints.
     target: str
     reason: str
     fix: str
+    retry: bool = False  # nothing of the call was kept and running it again may work (see bind_transactions)
+
+
+class StoreOpenError(StoreError):
+    """Cannot open the store {target}: {reason}. Nothing was written. Fix: {fix}."""
+
+
+class StoreFailedError(StoreError):
+    """The store {target} failed: {reason}. This call's changes were rolled back. Fix: {fix}."""
+
+
+class StoreLockedError(StoreFailedError):
+    """The store {target} stayed locked: {reason}. Nothing of this call was kept. Fix: {fix}."""
+
+
+class StoreFullError(StoreFailedError):
+    """The store {target} is full: {reason}. Nothing of this call was kept. Fix: {fix}."""
+
+
+class StoreCorruptError(StoreFailedError):
+    """The store {target} is damaged: {reason}. Nothing of this call was kept. Fix: {fix}."""
+
+
+class Kept(StrEnum):
+    """What became of a call whose connection to the database was lost."""
+
+    NOTHING = "This call's changes were rolled back."  # the server never saw its COMMIT
+    UNKNOWN = "Whether this call's change was kept is unknown: look before you do it again."  # COMMIT on its way
+    NOT_SENT = "Nothing of this call reached the database."  # the server did not come back in time
+
+
+class ConnectionLostError(StoreError):
+    """The connection to the store {target} was lost: {reason}. {outcome} Fix: {fix}."""
+
+    # `retry` is True only for Kept.NOTHING: the call can simply run again once the store has
+    # reconnected (the kit's own calls do). Kept.UNKNOWN: the caller looks before doing it
+    # again. Kept.NOT_SENT: the store waited its patience out; the server is still away.
+    outcome: Kept
 
 
 class ForeignStoreError(ShopOpsError):

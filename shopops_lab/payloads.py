@@ -38,12 +38,14 @@ def flat_copy(value: Any, field: str = "payload") -> tuple[Any, bool]:
         # over the types of its keys and values.
         copy = dict(value)
         types = set(map(type, copy.values()))
-        if (
-            _FAST.issuperset(types)
-            and _KEY.issuperset(map(type, copy))
-            and (int not in types or all(-_BIG < v < _BIG for v in copy.values() if v.__class__ is int))
-        ):
-            return copy, True
+        if _FAST.issuperset(types) and _KEY.issuperset(map(type, copy)):
+            if int not in types:
+                return copy, True
+            for inner in copy.values():  # a loop, not all(...): no generator on every enqueue
+                if inner.__class__ is int and not -_BIG < inner < _BIG:
+                    break
+            else:
+                return copy, True
     copy = _copy(value, field, ())
     return copy, type(copy) is dict and is_flat(copy)
 

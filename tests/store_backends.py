@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,13 @@ def needs_psycopg() -> None:
         if os.environ.get("CI"):
             pytest.fail(f"psycopg is missing, but CI must run the PostgreSQL tests. {HOW_TO_RUN_POSTGRES}")
         pytest.skip(HOW_TO_RUN_POSTGRES)
+
+
+def free_port() -> int:
+    """A local port nothing listens on (a server that does not answer)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def with_schema(url: str, schema: str) -> str:

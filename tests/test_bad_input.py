@@ -37,7 +37,7 @@ from shopops_lab.checkpoint import Checkpoint, CheckpointStore, Receipt, Step, W
 from shopops_lab.clock import FakeClock
 from shopops_lab.crash import explore
 from shopops_lab.effects import EmailAdapter, Provider
-from shopops_lab.errors import ShopOpsError
+from shopops_lab.errors import ShopOpsError, StoreCorruptError, StoreFullError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.fencing import NaiveResultStore
 from shopops_lab.jobs import JobStore
@@ -862,7 +862,7 @@ def test_a_full_disk_is_a_kit_error_naming_the_file_and_the_fix(tmp_path):
     q = sqlite_queue(tmp_path)
     pages = q.store._connection.execute("PRAGMA page_count").fetchone()[0]
     q.store._connection.execute(f"PRAGMA max_page_count = {pages}")  # as a full disk refuses to grow the file
-    with pytest.raises(ShopOpsError, match=r"shopops\.db failed: the disk .* is full.*free some space"):
+    with pytest.raises(StoreFullError, match=r"shopops\.db is full: the disk .* has no room.*free some space"):
         for n in range(500):
             q.enqueue(case_id=f"O-{n}", payload={"text": "x" * 500})
     q.store._connection.execute(f"PRAGMA max_page_count = {pages * 1000}")
@@ -883,9 +883,9 @@ def test_a_corrupt_page_is_a_kit_error_naming_the_file_and_the_fix(tmp_path):
     data[(root - 1) * page : root * page] = b"\xa5" * page  # the items table's first page, overwritten
     path.write_bytes(bytes(data))
     q = Queue(store=f"sqlite:///{path}")  # the schema and the meta table are intact: it opens
-    with pytest.raises(ShopOpsError, match=r"shopops\.db failed: the file is damaged.*restore it from a copy"):
+    with pytest.raises(StoreCorruptError, match=r"shopops\.db is damaged: SQLite read a damaged page.*restore it from"):
         q.counts()
-    with pytest.raises(ShopOpsError, match=r"shopops\.db failed: the file is damaged"):
+    with pytest.raises(StoreCorruptError, match=r"shopops\.db is damaged"):
         q.enqueue(case_id="O-1002")
 
 

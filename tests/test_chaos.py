@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import select
 import signal
 import socket
@@ -20,11 +21,20 @@ from store_backends import postgres_url, with_schema
 
 import shopops_lab.chaos.run as chaos_run
 import shopops_lab.chaos.supervisor as chaos_supervisor
+import shopops_lab.store.sqlite as sqlite_store
 from shopops_lab.chaos import ChaosReport, Kill, KillPoint, owner, plan_kills, run_chaos
 from shopops_lab.chaos.emails import POISON_ERROR, EmailWorkload
 from shopops_lab.checker import AnomalyName
 from shopops_lab.cli import main
-from shopops_lab.errors import BadArgumentError
+from shopops_lab.errors import (
+    BadArgumentError,
+    ConnectionLostError,
+    Kept,
+    StoreCorruptError,
+    StoreFailedError,
+    StoreFullError,
+    StoreLockedError,
+)
 from shopops_lab.events import EventKind
 from shopops_lab.states import ItemState
 from shopops_lab.store import open_store
@@ -249,6 +259,38 @@ def test_still_to_land_is_the_plan_minus_the_kills_in_the_history(tmp_path):
         assert chaos_run._still_to_land((one, two, other), queue) == (two, other)
 
 
+def test_a_worker_not_ended_by_its_sigkill_is_reported_and_no_reaped_pid_is_signalled_again(tmp_path, monkeypatch):
+    """Here the supervisor's first kill lands as SIGTERM: the worker ends by another signal,
+    and that is the error the run ends with. That worker was reaped already, so its pid is
+    never signalled again (by then it may be another process's), and every other worker is
+    still killed and reaped."""
+    forked, signalled = [], []
+    real_fork, real_kill = chaos_supervisor.fork_worker, chaos_supervisor.os.kill
+
+    def fork(life):
+        pid, pipe = real_fork(life)
+        forked.append(pid)
+        return pid, pipe
+
+    def kill(pid, sig):
+        signalled.append(pid)
+        real_kill(pid, signal.SIGTERM if len(signalled) == 1 else sig)
+
+    monkeypatch.setattr(chaos_supervisor, "fork_worker", fork)
+    monkeypatch.setattr(chaos_supervisor.os, "kill", kill)
+    with open_store(f"sqlite:///{tmp_path / 'term.db'}") as store:
+        queue = Queue(store=store, lease_seconds=30)
+        for n in range(1, 5):
+            queue.enqueue(case_id=f"O-{n}", payload={"idem_key": f"O-{n}:email:1", "to": f"o-{n}@example.com"})
+        plan = (Kill(item_id="item-0001", attempt=1, point=KillPoint.AFTER_SEND),)
+        with pytest.raises(chaos_supervisor.ChaosError, match=r"ended with status -15, not by the SIGKILL sent to it"):
+            chaos_supervisor.run_workers(queue, EmailWorkload("idempotent"), plan, workers=3)
+    assert signalled.count(signalled[0]) == 1
+    for pid in forked:  # every worker reaped: none is a child of this process any more
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
 # ---------------------------------------------------------------------- workers die with their supervisor
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_a_worker_is_set_to_die_with_its_supervisor(tmp_path):
@@ -386,32 +428,91 @@ def test_a_resume_while_a_live_supervisor_holds_the_database_is_refused_and_a_de
 
 
 # ---------------------------------------------------------------------- a run stopped halfway
-def test_a_full_disk_while_filling_is_one_line(tmp_path, monkeypatch, capsys):
-    def full(*args):
-        raise sqlite3.OperationalError("database or disk is full")
+def test_a_full_disk_while_filling_is_one_line_and_resume_finishes_the_run(tmp_path, monkeypatch, capsys):
+    real_fill = chaos_run.fill_morning
 
-    monkeypatch.setattr(chaos_run, "fill_morning", full)
-    assert main(["chaos", "--db", f"sqlite:///{tmp_path / 'f.db'}"]) == 2
-    err = capsys.readouterr().err
-    assert err == (
+    def fill_on_a_small_disk(queue, rng, items):
+        connection = queue.store._connection
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+        connection.execute(f"PRAGMA max_page_count = {pages + 60}")  # as a disk with 60 pages left
+        return real_fill(queue, rng, items)
+
+    monkeypatch.setattr(chaos_run, "fill_morning", fill_on_a_small_disk)
+    db = f"sqlite:///{tmp_path / 'f.db'}?synchronous=normal"
+    args = ["chaos", "--db", db, "--items", "500", "--workers", "2", "--kills", "4", "--seed", "3"]
+    assert main(args) == 2
+    assert capsys.readouterr().err == (
         "error: The chaos run could not finish: the disk that holds the database is full. Fix: free some "
-        "space, then start a new run on a new, empty database.\n"
+        f"space, then finish the run: shopops-lab chaos --db {db} --resume.\n"
     )
+    with open_store(db) as store:
+        enqueued = len(Queue(store=store))
+    assert 0 < enqueued < 500 and enqueued % 100 == 0  # whole batches, nothing half-written
+    monkeypatch.setattr(chaos_run, "fill_morning", real_fill)  # the space is free again
+    assert main(["chaos", "--db", db, "--resume", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["items"], report["kills"], report["lost"], report["valid"]) == (500, 4, 0, True)
+    assert report["done"] + report["dead_lettered"] == 500
 
 
 def test_a_full_disk_in_a_worker_is_one_line_that_says_how_to_finish(tmp_path, monkeypatch, capsys):
     def full(self, *args, **kwargs):
-        raise sqlite3.OperationalError("database or disk is full")
+        refused = sqlite3.OperationalError("database or disk is full")
+        refused.sqlite_errorcode, refused.sqlite_errorname = 13, "SQLITE_FULL"  # as SQLite raises it
+        raise sqlite_store._failed(self.store.target, refused, 30)  # what the store makes of it
 
     monkeypatch.setattr(Queue, "acquire", full)  # the forked workers inherit it
     db = f"sqlite:///{tmp_path / 'w.db'}"
     assert main(["chaos", "--db", db, "--items", "4", "--kills", "0"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "database or disk is full" in err
-    assert (
-        f"free some space on the disk that holds the database, then finish the run: shopops-lab chaos --db {db} "
-        "--resume" in err
-    )
+    assert re.fullmatch(
+        r"error: The chaos run could not finish: worker W\d failed: the disk that holds the database is full\. "
+        rf"Fix: free some space, then finish the run: shopops-lab chaos --db {re.escape(db)} --resume\.\n",
+        err,
+    ), err
+
+
+@pytest.mark.parametrize(
+    "error, cause, then",
+    [
+        (
+            StoreFullError(target="t", reason="no room", fix="free some"),
+            "the disk that holds the database is full",
+            "free some space, then",
+        ),
+        (
+            ConnectionLostError(target="t", reason="refused", outcome=Kept.NOT_SENT, fix="start it"),
+            "the database went away and did not come back (refused)",
+            "when it is back,",
+        ),
+        (
+            StoreLockedError(target="t", reason="held 30 s", fix="fuser"),
+            "the database stayed locked (held 30 s)",
+            "when the process",
+        ),
+        (
+            StoreCorruptError(target="t", reason="a bad page", fix="restore"),
+            "the database is damaged (a bad page)",
+            "restore it from a copy, then",
+        ),
+        (
+            StoreFailedError(target="t", reason="read-only.", fix="chmod u+w."),
+            "the database failed halfway: read-only",
+            "chmod u+w; then",
+        ),
+        (
+            OSError("disk I/O error"),
+            "the database failed halfway: OSError: disk I/O error",
+            "when the database is back,",
+        ),
+    ],
+)
+def test_what_stopped_a_run_is_one_line_with_one_fix_that_ends_in_the_resume_command(error, cause, then):
+    stopped = chaos_supervisor.halfway("sqlite:///r.db", error, who="worker W2 failed: ")
+    message = str(stopped)
+    assert message.startswith(f"The chaos run could not finish: worker W2 failed: {cause}. Fix: {then}")
+    assert message.endswith("finish the run: shopops-lab chaos --db sqlite:///r.db --resume.")
+    assert message.count("Fix:") == 1 and ".." not in message and "\n" not in message
 
 
 def test_a_run_interrupted_halfway_says_how_to_finish_and_resume_finishes_it(tmp_path, monkeypatch, capsys):
@@ -439,7 +540,7 @@ def test_a_run_interrupted_halfway_says_how_to_finish_and_resume_finishes_it(tmp
 
 def test_resume_without_a_run_is_refused(tmp_path, capsys):
     assert main(["chaos", "--db", f"sqlite:///{tmp_path / 'none.db'}", "--resume"]) == 2
-    assert "holds no chaos run that got as far as its plan" in capsys.readouterr().err
+    assert "db holds no chaos run to finish. Fix: start a new run (without --resume)" in capsys.readouterr().err
 
 
 def test_on_postgres_a_schema_claimed_by_another_run_is_refused():

@@ -6,7 +6,9 @@ import dataclasses
 import inspect
 import json
 import math
+import pickle
 import string
+from enum import Enum
 from typing import Any
 
 import pytest
@@ -99,6 +101,9 @@ def test_every_error_class_in_the_module_is_a_shopops_error_or_named_control_flo
         for _, obj in inspect.getmembers(errors, inspect.isclass)
         if obj.__module__ == errors.__name__ and not obj.__name__.startswith("_")
     ]
+    vocabularies = [cls for cls in defined if issubclass(cls, Enum)]  # the values a field takes (Kept)
+    assert vocabularies == [errors.Kept]
+    defined = [cls for cls in defined if cls not in vocabularies]
     assert sorted(defined, key=lambda c: c.__name__) == every_error_class()
     assert all(not issubclass(cls, Exception) for cls in CONTROL_FLOW)
 
@@ -114,6 +119,14 @@ def test_each_error_formats_its_docstring_from_its_fields(cls):
     assert err.fields == fields
     assert all(getattr(err, name) == 7 for name in fields)
     assert isinstance(err, CONTROL_FLOW) or (isinstance(err, ShopOpsError) and isinstance(err, Exception))
+
+
+@pytest.mark.parametrize("cls", every_error_class(), ids=lambda c: c.__name__)
+def test_each_error_is_made_again_from_its_fields_across_a_pipe(cls):
+    """A chaos worker sends its error to the supervisor as it is (pickled)."""
+    err = cls(**{name: 7 for name in template_fields(cls)})
+    again = pickle.loads(pickle.dumps(err))
+    assert type(again) is cls and str(again) == str(err) and again.fields == err.fields
 
 
 def test_error_messages_read_as_sentences_with_the_values_in_place():

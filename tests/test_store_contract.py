@@ -8,11 +8,14 @@ from __future__ import annotations
 import pytest
 from store_backends import Backend
 
-from shopops_lab.errors import BadArgumentError, ShopOpsError, StaleTokenError
+from shopops_lab.chaos import ChaosError
+from shopops_lab.clock import FakeClock
+from shopops_lab.errors import BadArgumentError, ShopOpsError, StaleTokenError, StoreFullError
 from shopops_lab.events import EventKind, EventRow
 from shopops_lab.jobs import JobStore
 from shopops_lab.states import ItemState
-from shopops_lab.store import ItemRow, Store
+from shopops_lab.store import ItemRow, Store, bind_transactions, transaction
+from shopops_lab.worker.queue import Queue
 
 READY, LEASED, DONE, DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
 
@@ -243,12 +246,12 @@ def test_another_store_on_the_same_database_sees_the_same_history(durable: Backe
 
 
 # ---------------------------------------------------------------------- transactions
-def test_a_crash_inside_a_transaction_keeps_nothing_of_it(durable: Backend):
-    store = durable.open()
+def test_a_crash_inside_a_transaction_keeps_nothing_of_it(backend: Backend):
+    store = backend.open()
     add(store, "O-1001")
     with pytest.raises(KeyboardInterrupt), store.atomic:
         row = store.next_ready(None)
-        row.state, row.token = LEASED, 1
+        row.state, row.token, row.attempts, row.worker_id, row.expires_at = LEASED, 1, 1, "W1", 30.0
         store.write_item(row, READY)
         add(store, "O-1002")
         store.put("job", "job-0001", {"state": "running"})
@@ -256,8 +259,9 @@ def test_a_crash_inside_a_transaction_keeps_nothing_of_it(durable: Backend):
         assert len(store.log) == 1  # visible inside, before the crash
         raise KeyboardInterrupt
     assert store.item_counts() == {READY: 1, LEASED: 0, DONE: 0, DEAD: 0}
-    assert store.get_item("item-0001").token == 0
+    assert store.get_item("item-0001").token == 0 and store.get_item("item-0002") is None
     assert store.get("job", "job-0001") is None and len(store.log) == 0
+    assert served(store) == "item-0001" and store.due_leases(100.0) == []  # offered again, and no lease to end
 
 
 def test_a_refused_write_rolls_back_the_transaction_it_ends(backend: Backend):
@@ -280,6 +284,70 @@ def test_an_engine_call_keeps_the_record_of_its_own_refusal(backend: Backend):
         jobs.complete(job, token=old.token)
     assert len(store.log.where(EventKind.STALE_REJECTED)) == 1  # your transaction rolled back, on every store
     assert jobs.get(job).state.value == "running"
+
+
+def test_a_block_of_queue_calls_that_fails_keeps_nothing_of_it_on_every_store(backend: Backend):
+    """Every item change in a failed block is undone, memory's too: the rows, their lines (a
+    case's order, who holds it), the dead-letter queue, the counts, and what the queue will
+    serve next and when a lease runs out."""
+    clock = FakeClock()
+    store = backend.open()
+    queue = Queue(store=store, clock=clock, lease_seconds=10, max_attempts=2)
+    for case in ("O-1", "O-1", "O-2", "O-3"):
+        queue.enqueue(case_id=case)
+    held = queue.acquire("W1")  # item-0001, O-1
+    dying = queue.acquire("W1")  # item-0003, O-2: its second attempt will be its last
+    queue.nack(dying, "boom")
+    before = (queue.items(), queue.counts(), [e.kind for e in store.log])
+    with pytest.raises(RuntimeError), store.atomic:
+        queue.ack(held)  # O-1's line moves on
+        lease = queue.acquire("W2")
+        assert lease.item_id == "item-0002"
+        queue.nack(queue.acquire("W2"), "boom again")  # item-0003's last attempt: dead
+        queue.replay_dlq("item-0003")
+        queue.enqueue(case_id="O-4")
+        clock.advance(11)
+        assert queue.expire_leases() == ["item-0002"]  # a lease that ran out, inside the block
+        raise RuntimeError("the block fails")
+    assert (queue.items(), queue.counts(), [e.kind for e in store.log]) == before
+    clock.advance(11)  # the held lease runs out exactly as it would have without the block
+    assert queue.expire_leases() == ["item-0001"]
+    order = []
+    while (lease := queue.acquire("W3")) is not None:
+        order.append((lease.item_id, lease.attempt))
+        queue.ack(lease)
+    assert order == [("item-0001", 2), ("item-0002", 1), ("item-0003", 2), ("item-0004", 1)]
+    assert queue.counts()[ItemState.DONE] == 4 and len(queue) == 4
+
+
+def test_only_the_engines_refusals_keep_their_record_and_any_other_error_rolls_the_call_back(backend: Backend):
+    """What an error does to its call's transaction is decided per error class: a refusal
+    (a stale token) keeps what the call wrote before refusing; bad input, a bug or a failing
+    database keeps nothing."""
+
+    class Component:
+        def __init__(self, store: Store) -> None:
+            self.store = store
+            bind_transactions(self, store)
+
+        @transaction
+        def write_then_raise(self, key: str, error: BaseException) -> None:
+            self.store.put("note", key, {"written": True})
+            raise error
+
+    store = backend.open()
+    component = Component(store)
+    raised = [
+        StaleTokenError(what="item item-0001", token=1, current=2),
+        BadArgumentError(field="x", problem="is wrong", fix="pass a right one"),
+        StoreFullError(target="t", reason="no room", fix="free some"),
+        ChaosError(reason="a bug", fix="report it"),
+        ValueError("a bug"),
+    ]
+    for n, error in enumerate(raised):
+        with pytest.raises(type(error)):
+            component.write_then_raise(f"k{n}", error)
+    assert [key for key, _ in store.scan("note")] == ["k0"]
 
 
 def test_transactions_nest_into_the_outer_one(backend: Backend):

@@ -4,14 +4,13 @@ does not exist or a server that does not answer named with its fix."""
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 import sys
 
 import pytest
-from store_backends import needs_psycopg, postgres_url, with_schema
+from store_backends import free_port, needs_psycopg, postgres_url, with_schema
 
-from shopops_lab.errors import BadArgumentError, ForeignStoreError, StoreOpenError
+from shopops_lab.errors import BadArgumentError, ForeignStoreError, StoreCorruptError, StoreOpenError
 from shopops_lab.store import MemoryStore, open_store, redact
 from shopops_lab.store.sqlite import SQLiteStore, _open_error
 
@@ -148,12 +147,14 @@ def test_a_corrupt_store_is_refused_and_left_alone(tmp_path):
     data = bytearray(path.read_bytes())
     data[100:4096] = b"\xff" * (4096 - 100)  # the schema page, overwritten
     path.write_bytes(bytes(data))
-    message = refused_unchanged(path)
-    assert "is damaged" in message and "restore it from a copy" in message
+    message = refused_unchanged(path, StoreCorruptError)
+    assert "is damaged" in message and "it was not changed" in message and "restore it from a copy" in message
 
 
 def test_a_read_only_database_is_named_with_its_fix():
-    error = _open_error("/srv/shopops.db", sqlite3.OperationalError("attempt to write a readonly database"))
+    refused = sqlite3.OperationalError("attempt to write a readonly database")
+    refused.sqlite_errorcode, refused.sqlite_errorname = 8, "SQLITE_READONLY"  # as SQLite raises it
+    error = _open_error("/srv/shopops.db", refused)
     assert isinstance(error, StoreOpenError)
     assert "the file or its folder is read-only" in str(error) and "chmod u+w" in str(error)
 
@@ -174,12 +175,6 @@ def test_two_stores_on_one_new_file_set_it_up_once(tmp_path):
 
 
 # ---------------------------------------------------------------------- PostgreSQL
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_a_server_that_does_not_answer_is_named_without_its_password():
     needs_psycopg()
     url = f"postgresql://class:s3cret@127.0.0.1:{free_port()}/shopops"

@@ -37,7 +37,11 @@ WRITES = (
     "_insert_event",
     "lease_next",
     "ack_live",
-)  # the last two: PostgreSQL's one-statement acquire and ack
+    "add_logged",
+)
+# The last three: the SQL stores' acquire, ack and enqueue as one decision each (on PostgreSQL
+# one statement; on SQLite two, in one transaction of the store's own).
+DECISIONS = ("lease_next", "ack_live", "add_logged")
 COMPONENTS = (
     Queue,
     JobStore,
@@ -72,15 +76,36 @@ class Noted:
             begin()
 
         store._begin = counted_begin
+        self.statements: list[bool] = []  # each writing statement sent, inside a transaction or not
+        execute = store._execute
+
+        def noted_execute(sql: str, params: Any = ()) -> Any:
+            if self.on and sql.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE", "WITH"):
+                self.statements.append(store.atomic.open)
+            return execute(sql, params)
+
+        store._execute = noted_execute
         for name in WRITES:
             if hasattr(store, name):
                 setattr(store, name, self._noting(store, name, getattr(store, name)))
 
     def _noting(self, store: Store, name: str, method: Callable) -> Callable:
         def noted(*args: Any, **kwargs: Any) -> Any:
-            if self.on:
-                self.writes.append((name, store.atomic.open))
-            return method(*args, **kwargs)
+            if not self.on:
+                return method(*args, **kwargs)
+            inside, begun, written, sent = store.atomic.open, self.begun, len(self.writes), len(self.statements)
+            try:
+                return method(*args, **kwargs)
+            finally:
+                if name in DECISIONS:  # one decision and its event: one statement, or one transaction of its own
+                    own, self.begun = self.begun - begun, begun
+                    statements = self.statements[sent:]
+                    assert (own == 1 and all(in_it for in_it in statements)) or (own == 0 and len(statements) == 1), (
+                        f"{name} began {own} transactions for {len(statements)} writing statements"
+                    )
+                    inside = inside or own == 1
+                    del self.writes[written:]  # what it wrote in its own transaction is the decision
+                self.writes.append((name, inside))
 
         return noted
 
@@ -309,6 +334,7 @@ DELEGATES = {
     (ContactLedger, "record"): "one statement",
     (Queue, "acquire"): "_acquire, or on PostgreSQL one statement when no lease is due",
     (Queue, "ack"): "_ack, or on PostgreSQL one statement when the lease is live and none is due",
+    (Queue, "enqueue"): "_add, or on PostgreSQL one statement outside a transaction of the caller's",
 }
 
 
@@ -320,7 +346,7 @@ def test_every_method_that_writes_is_marked_where_it_is_defined():
     ]
     assert unmarked == []
     assert {"_write"} <= set(transactional_methods(CheckpointStore))
-    assert {"_acquire", "_ack"} <= set(transactional_methods(Queue))
+    assert {"_add", "_acquire", "_ack"} <= set(transactional_methods(Queue))
 
 
 @pytest.mark.parametrize(("cls", "method"), list(CALLS), ids=[f"{c.__name__}.{m}" for c, m in CALLS])

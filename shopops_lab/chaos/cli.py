@@ -20,9 +20,9 @@ examples:
   shopops-lab chaos --db sqlite:///chaos.db --items 40 --workers 3 --kills 12 --seed 7
   shopops-lab chaos --db postgresql://class@db.example/shopops --workers 8 --kills 20 --json
 
-every run needs a new, empty database; a run stopped halfway (the database restarted, the
-disk filled up) is finished with --db URL --resume. exit status: 0 valid, 1 the checker found an anomaly,
-2 bad input or a run that could not finish."""
+every run needs a new, empty database. a database restart is ridden through; a run stopped
+anywhere (killed, the disk full) is finished with --db URL --resume (docs/operators.md).
+exit status: 0 valid, 1 the checker found an anomaly, 2 bad input or a run that could not finish."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds (default 300)")
     parser.add_argument(
-        "--resume", action="store_true", help="finish the run already on --db (stopped halfway), with its own settings"
+        "--resume",
+        action="store_true",
+        help="finish the run already on --db from wherever it stopped, with its own settings",
     )
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.epilog = EPILOG

@@ -17,11 +17,14 @@ from shopops_lab.chaos.worker import Stops
 from shopops_lab.clock import SystemClock
 from shopops_lab.effects import EmailAdapter, NaiveEmailAdapter
 from shopops_lab.store import Store
+from shopops_lab.store.base import once
 from shopops_lab.worker.queue import Lease, Queue
 
-__all__ = ["POISON_ERROR", "EmailWorkload", "fill_morning"]
+__all__ = ["FILLED", "POISON_ERROR", "EmailWorkload", "fill_morning", "morning"]
 
 POISON_ERROR = "TemplateError: the order's template cannot be rendered"
+FILLED = "chaos fill"  # the records of the batches enqueued: ("chaos fill", "0001") -> their item ids
+_BATCH = 100  # items enqueued in one transaction (a commit each: fewer waits for the disk)
 _POISON_SHARE = 0.1  # one email in ten cannot be rendered: it must end in the DLQ, not loop
 
 
@@ -56,27 +59,42 @@ class EmailWorkload:
         return handle
 
 
-def fill_morning(queue: Queue, rng: random.Random, items: int) -> tuple[list[str], set[str]]:
-    """A morning's emails: about one case in five has two, served in order; one in ten is poison."""
-    ids: list[str] = []
-    poison: set[str] = set()
+def morning(rng: random.Random, items: int) -> list[dict[str, Any]]:
+    """A morning's emails, as `enqueue` arguments: about one case in five has two, served in
+    order; one in ten is poison. Drawn from `rng` alone, so a seed always makes the same morning."""
+    emails: list[dict[str, Any]] = []
     case = 0
-    while len(ids) < items:
+    while len(emails) < items:
         case += 1
         case_id = f"O-{1000 + case}"
-        for n in range(1 if rng.random() < 0.8 or len(ids) + 1 == items else 2):
+        for n in range(1 if rng.random() < 0.8 or len(emails) + 1 == items else 2):
             bad = rng.random() < _POISON_SHARE
-            item_id = queue.enqueue(
-                case_id=case_id,
-                tenant_id="store_northline",
-                kind="contact_send",
-                payload={
-                    "idem_key": f"{case_id}:email:{n + 1}",
-                    "to": f"{case_id.lower()}@example.com",
-                    **({"poison": True} if bad else {}),
-                },
+            emails.append(
+                {
+                    "case_id": case_id,
+                    "tenant_id": "store_northline",
+                    "kind": "contact_send",
+                    "payload": {
+                        "idem_key": f"{case_id}:email:{n + 1}",
+                        "to": f"{case_id.lower()}@example.com",
+                        **({"poison": True} if bad else {}),
+                    },
+                }
             )
-            ids.append(item_id)
-            if bad:
-                poison.add(item_id)
-    return ids, poison
+    return emails
+
+
+def fill_morning(queue: Queue, rng: random.Random, items: int) -> tuple[list[str], set[str]]:
+    """Enqueue the morning `rng` draws, in batches, each batch exactly once (`once`, keyed by
+    its number): a fill stopped anywhere (a kill, a restart, a full disk) is finished by
+    calling it again with the same seed, and nothing is ever enqueued twice. Returns the ids,
+    in order, and the poison ones."""
+    emails = morning(rng, items)
+    ids: list[str] = []
+    for start in range(0, len(emails), _BATCH):
+
+        def enqueue(batch: list[dict[str, Any]] = emails[start : start + _BATCH]) -> list[str]:
+            return [queue.enqueue(**email) for email in batch]
+
+        ids += once(queue.store, FILLED, f"{start // _BATCH + 1:04d}", enqueue)
+    return ids, {item_id for item_id, email in zip(ids, emails, strict=True) if email["payload"].get("poison")}

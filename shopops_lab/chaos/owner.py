@@ -7,7 +7,8 @@ SQLite's BEGIN IMMEDIATE already shuts out every other writer), refuses if the h
 live process, and writes itself in; of two resumes started together, the second reads the
 first's committed claim and is refused. A run lets the record go when it ends, however it
 ends; a supervisor that could not (SIGKILLed, or its database went away) holds it only as
-long as its process lives, so the next `--resume` takes it over.
+long as its process lives, so the next `--resume` takes it over. A claim is made once per
+call, with one nonce: a try whose COMMIT was lost on its way finds its own nonce and is done.
 """
 
 from __future__ import annotations
@@ -21,23 +22,31 @@ from typing import Any
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.store import Store
 
-__all__ = ["OWNER", "claim", "release"]
+__all__ = ["OWNER", "claim", "claimant", "is_mine", "release"]
 
 OWNER = ("chaos", "owner")
 _calls = itertools.count(1)
 _running: set[str] = set()  # this process's runs still going (a failed one may not have let go)
 
 
-def claim(store: Store) -> str:
-    """Make this process the run's only supervisor, in the caller's transaction, and return
-    the claim's nonce (for `release`); refused if a live process holds it."""
-    me = {
+def claimant() -> dict[str, Any]:
+    """This process, as a claim names it, with a new nonce (`run`)."""
+    return {
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "started": _started(os.getpid()),
         "run": f"{os.getpid()}-{next(_calls)}",
     }
+
+
+def claim(store: Store, me: dict[str, Any] | None = None) -> str:
+    """Make this process (`me`, from `claimant()`) the run's only supervisor, in the caller's
+    transaction, and return the claim's nonce (for `release`); refused if a live process
+    holds it. Safe to run again with the same `me`: a claim already made is found and kept."""
+    me = me or claimant()
     held = store.get(*OWNER)
+    if held is not None and held.get("run") == me["run"]:
+        return _running_now(me)  # this very claim, kept by an earlier try
     if held is None and store.put_new(*OWNER, me):
         return _running_now(me)
     held = held if held is not None else store.get(*OWNER)
@@ -50,6 +59,12 @@ def claim(store: Store) -> str:
         )
     store.put(*OWNER, me)
     return _running_now(me)
+
+
+def is_mine(store: Store, me: dict[str, Any]) -> bool:
+    """Does the claim `me` already hold the run (an earlier try of it was kept)?"""
+    held = store.get(*OWNER)
+    return held is not None and held.get("run") == me["run"]
 
 
 def release(store: Store, run: str) -> None:

@@ -1,14 +1,21 @@
 """The chaos supervisor: real worker processes on a shared database, killed with SIGKILL.
 
 `run_chaos` claims an empty database for one run (atomically: a second run on it is refused),
-fills it with a morning's emails (a few of them poison), writes the settings and a seeded
-kill plan into it, and lets the supervisor (`run_workers`) fork the workers, kill them where
-the plan says and restart them until the queue is drained. Then it reads the database's
-event history, which every process wrote, and lets the checker judge it. A run stopped
-halfway (the database restarted, the disk filled up) says so in one line, and
-`run_chaos(url, resume=True)` (`--resume`) finishes it: the kills already in the history
-are not planned again. One supervisor drives a database at a time: a fresh run or a resume
-claims it atomically (`owner`), so a second `--resume` while one is running is refused.
+writing its settings; fills it with a morning's emails (a few of them poison); draws a
+seeded kill plan and writes it; and lets the supervisor (`run_workers`) fork the workers,
+kill them where the plan says and restart them until the queue is drained. Then it reads the
+database's event history, which every process wrote, and lets the checker judge it.
+
+The database going away for a moment (a restart) is ridden through: every process
+reconnects and carries on. A run stopped anywhere (killed, the disk full, the server away
+for longer than the stores wait) says so in one line, and `run_chaos(url, resume=True)`
+(`--resume`) finishes it from wherever it stopped, because every phase can be run again:
+the settings are read back from the claim, the morning is drawn again from the seed and only
+what is not enqueued yet is enqueued (each batch exactly once, `fill_morning`), the plan is
+drawn again and its kills already in the history are not planned again, the workers drain
+what is left, and the judging only reads. One supervisor drives a database at a time: a
+fresh run or a resume claims it atomically (`owner`), so a second `--resume` while one is
+running is refused.
 
 What a report says depends only on the seed and the adapter, never on process timing:
 every planned kill lands (a kill a slow worker missed moves to the item's redelivery),
@@ -18,23 +25,23 @@ stall) let a second worker send it again.
 
 from __future__ import annotations
 
-import errno
 import random
 from dataclasses import dataclass
 from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.chaos import owner
-from shopops_lab.chaos.emails import EmailWorkload, fill_morning
+from shopops_lab.chaos.emails import FILLED, EmailWorkload, fill_morning
 from shopops_lab.chaos.plan import Kill, KillPoint, plan_kills
-from shopops_lab.chaos.supervisor import ChaosError, run_workers
-from shopops_lab.chaos.worker import SETUP
+from shopops_lab.chaos.supervisor import ChaosError, halfway, run_workers
+from shopops_lab.chaos.worker import write_crash
 from shopops_lab.checker import AnomalyName, CheckResult, check
 from shopops_lab.clock import SystemClock
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import Event, EventKind
 from shopops_lab.states import ItemState
 from shopops_lab.store import MemoryStore, open_store, redact
+from shopops_lab.store.base import transact
 from shopops_lab.worker.queue import Queue
 
 __all__ = ["ADAPTERS", "ChaosError", "ChaosReport", "run_chaos", "run_workers"]
@@ -140,54 +147,59 @@ def run_chaos(
         "max_attempts": max_attempts,
     }
     with _claimed(url, settings) as (queue, run):
-        rng = random.Random(seed)
-        try:
-            ids, poison = fill_morning(queue, rng, items)
-        except (BadArgumentError, ChaosError):
-            raise
-        except Exception as error:  # noqa: BLE001 - the database failed: one line, and what to do
-            raise _halfway(url, error, resumable=False) from None
-        plan = plan_kills(rng, ids, poison, kills, max_attempts)
-        return _drive(url, queue, settings, plan, timeout, run)
+        return _carry_on(url, queue, settings, run, timeout)
 
 
 def _resume(url: str, timeout: float) -> ChaosReport:
     arguments.seconds("timeout", timeout)
     store = open_store(url)
     try:
-        settings, setup = store.get(*RUN), store.get(*SETUP)
-        if settings is None or setup is None:
+        settings = store.get(*RUN)
+        if settings is None:
             raise BadArgumentError(
                 field="db",
-                problem="holds no chaos run that got as far as its plan",
-                fix="start a new run on a new, empty database (without --resume)",
+                problem="holds no chaos run to finish",
+                fix="start a new run (without --resume); an empty database takes one",
             )
-        with store.atomic:
-            run = owner.claim(store)
+        me = owner.claimant()
+        run = transact(store, lambda: owner.claim(store, me), idempotent=True)
         queue = Queue(
             store=store,
             lease_seconds=settings["lease_seconds"],
             max_attempts=settings["max_attempts"],
             clock=SystemClock(),
         )
-        plan = _still_to_land(tuple(map(Kill.from_dict, setup["stops"])), queue)
-        return _drive(url, queue, settings, plan, timeout, run)
+        return _carry_on(url, queue, settings, run, timeout)
     finally:
         store.close()
 
 
-def _drive(
-    url: str, queue: Queue, settings: dict[str, Any], plan: tuple[Kill, ...], timeout: float, run: str
-) -> ChaosReport:
-    """Run the workers over `plan` and report; a database that fails halfway is one line saying how to resume.
-    However it ends, the run lets go of the database (`run` is its claim), so a `--resume` may follow."""
+def _carry_on(url: str, queue: Queue, settings: dict[str, Any], run: str, timeout: float) -> ChaosReport:
+    """Every phase of the run from wherever it stands: fill, plan, the workers, the report. A
+    database that fails halfway is one line saying how to resume. However it ends, the run
+    lets go of the database (`run` is its claim), so a `--resume` may follow."""
     try:
-        run_workers(queue, EmailWorkload(settings["adapter"]), plan, workers=settings["workers"], timeout=timeout)
+        if queue.store.get(FILLED, "0001") is None and len(queue):
+            raise BadArgumentError(
+                field="db",
+                problem="holds a chaos run an older ShopOps Lab started",
+                fix="finish it with the version that started it, or start a new run on a new, empty database",
+            )
+        rng = random.Random(settings["seed"])
+        ids, poison = fill_morning(queue, rng, settings["items"])
+        plan = plan_kills(rng, ids, poison, settings["kills"], settings["max_attempts"])
+        run_workers(
+            queue,
+            EmailWorkload(settings["adapter"]),
+            _still_to_land(plan, queue),
+            workers=settings["workers"],
+            timeout=timeout,
+        )
         return _report(redact(url), settings, queue)
     except (BadArgumentError, ChaosError):
         raise
     except Exception as error:  # noqa: BLE001 - the database failed: one line, and what to do
-        raise _halfway(url, error, resumable=True) from None
+        raise halfway(url, error) from None
     finally:
         owner.release(queue.store, run)
 
@@ -212,32 +224,9 @@ def _landed_at_the_interruption(queue: Queue, kill: Kill) -> None:
     """A worker passes a planned kill's point only by being killed there, so an item that ended
     with its kill not in the history ended under a worker stopped at that point (after its
     ack) when the run broke off: the supervisor SIGKILLed it there without reading its word.
-    Written now, as its restarted successor would have written it."""
+    Written now, as its restarted successor would have written it (and once: `write_crash`)."""
     last = queue.log.where(item_id=kill.item_id)[-1]
-    queue.log.append(
-        EventKind.WORKER_CRASHED,
-        last.time,
-        worker_id=last.worker_id,
-        item_id=kill.item_id,
-        case_id=last.case_id,
-        attempt=kill.attempt,
-        point=kill.point,
-        signal="SIGKILL",
-    )
-
-
-def _halfway(url: str, error: Exception, *, resumable: bool) -> ChaosError:
-    """A database error in the middle of a run, as one line: what happened and what to do."""
-    text = f"{type(error).__name__}: {error}".splitlines()[0]
-    full = "disk is full" in text or "No space left" in text or getattr(error, "errno", None) == errno.ENOSPC
-    reason = "the disk that holds the database is full" if full else f"the database failed halfway: {text}"
-    then = "free some space, then " if full else "when the database is back, "
-    fix = (
-        f"{then}finish the run: shopops-lab chaos --db {redact(url)} --resume"
-        if resumable
-        else f"{then}start a new run on a new, empty database"
-    )
-    return ChaosError(reason=reason, fix=fix)
+    write_crash(queue, last.worker_id, kill.item_id, kill.attempt, kill.point, last.time)
 
 
 class _claimed:
@@ -260,7 +249,11 @@ class _claimed:
                 max_attempts=settings["max_attempts"],
                 clock=SystemClock(),
             )
-            with self.store.atomic:
+            me = owner.claimant()
+
+            def claim() -> str:
+                if owner.is_mine(self.store, me):
+                    return me["run"]  # an earlier try of this very claim was kept (its COMMIT's answer was lost)
                 if len(self.queue):
                     raise BadArgumentError(
                         field="db",
@@ -274,7 +267,9 @@ class _claimed:
                         fix="give every chaos run a new, empty database (a new file name), "
                         "or finish that run with --resume",
                     )
-                self.run = owner.claim(self.store)
+                return owner.claim(self.store, me)
+
+            self.run = transact(self.store, claim, idempotent=True)
         except BaseException:
             self.store.close()
             raise

@@ -7,7 +7,12 @@ lease loses its delivery before its ack, so its kill moves to the redelivery rat
 being dropped), and restarts it; otherwise it says go. A kill that could still not land by
 the time the queue is drained is an error that says so, never a shorter report. Workers die
 with the supervisor (the kernel's parent-death signal on Linux, and the supervisor's own
-cleanup on any error or interrupt).
+cleanup on any error or interrupt: each worker is SIGKILLed and reaped once, and a worker
+already reaped is never signalled again, since its pid may belong to another process by then).
+
+The database may go away under a run (a restart): the workers and the supervisor reconnect
+and carry on (see `worker.py`); a cause that does not pass (a full disk, a damaged file, a
+server that stays away) ends the run with one line, its cause and how to finish it (`halfway`).
 """
 
 from __future__ import annotations
@@ -20,18 +25,47 @@ from typing import TYPE_CHECKING
 from shopops_lab.chaos.plan import Kill
 from shopops_lab.chaos.worker import SETUP, Workload, fork_worker, serve
 from shopops_lab.clock import SystemClock
-from shopops_lab.errors import ShopOpsError
+from shopops_lab.errors import (
+    ConnectionLostError,
+    ShopOpsError,
+    StoreCorruptError,
+    StoreError,
+    StoreFullError,
+    StoreLockedError,
+)
 from shopops_lab.store import redact
+from shopops_lab.store.base import transact
 from shopops_lab.worker.queue import Queue
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-__all__ = ["ChaosError", "run_workers"]
+__all__ = ["ChaosError", "halfway", "run_workers"]
 
 
 class ChaosError(ShopOpsError):
     """The chaos run could not finish: {reason}. Fix: {fix}."""
+
+
+def halfway(url: str, error: BaseException, who: str = "") -> ChaosError:
+    """What stopped a run (`who`: a worker, or the supervisor itself) as one line: the cause,
+    told by the error's class, and the one thing to do before `--resume` finishes the run."""
+    if isinstance(error, StoreFullError):
+        cause, then = "the disk that holds the database is full", "free some space, then"
+    elif isinstance(error, ConnectionLostError):
+        cause, then = f"the database went away and did not come back ({error.reason})", "when it is back,"
+    elif isinstance(error, StoreLockedError):
+        cause, then = f"the database stayed locked ({error.reason})", "when the process holding it has let go,"
+    elif isinstance(error, StoreCorruptError):
+        cause, then = f"the database is damaged ({error.reason})", "restore it from a copy, then"
+    elif isinstance(error, StoreError):
+        cause, then = f"the database failed halfway: {error.reason}", f"{error.fix.rstrip('.')}; then"
+    else:
+        text = f"{type(error).__name__}: {error}".splitlines()[0]
+        cause, then = f"the database failed halfway: {text}", "when the database is back,"
+    return ChaosError(
+        reason=f"{who}{cause}".rstrip("."), fix=f"{then} finish the run: shopops-lab chaos --db {redact(url)} --resume"
+    )
 
 
 def run_workers(
@@ -44,15 +78,12 @@ def run_workers(
             reason="real worker processes are started with fork, which this system lacks",
             fix="run it on Linux or macOS (in a browser-only notebook, read the recorded run)",
         )
-    with queue.store.atomic:
-        queue.store.put(
-            *SETUP,
-            {
-                "lease_seconds": queue.lease_seconds,
-                "max_attempts": queue.max_attempts,
-                "stops": [k.as_dict() for k in plan],
-            },
-        )
+    setup = {
+        "lease_seconds": queue.lease_seconds,
+        "max_attempts": queue.max_attempts,
+        "stops": [k.as_dict() for k in plan],
+    }
+    transact(queue.store, lambda: queue.store.put(*SETUP, setup), idempotent=True)
     return _Supervisor(queue, workload, plan, workers, timeout).run()
 
 
@@ -87,11 +118,10 @@ class _Supervisor:
                 for name, (pid, pipe) in list(self.procs.items()):
                     if pipe in ready:
                         self._read(name, pid, pipe)
-        finally:
-            for pid, pipe in self.procs.values():
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                pipe.close()
+        finally:  # every worker still in the table is alive or a zombie: never a reaped pid
+            procs, self.procs = self.procs, {}
+            for pid, pipe in procs.values():
+                _end(pid, pipe)
         left = [kill for kills in self.pending.values() for kill in kills]
         if left:
             raise ChaosError(
@@ -123,12 +153,16 @@ class _Supervisor:
         os.waitpid(pid, 0)
         pipe.close()
         if message[0] != "drained":
-            raise ChaosError(reason=f"worker {name} failed: {message[1]}", fix=f"{_fix(message[1])}: {self._resume()}")
+            failure = message[1]
+            if isinstance(failure, str):
+                raise ChaosError(reason=f"worker {name} failed: {failure}", fix=f"finish the run: {self._resume()}")
+            raise halfway(self.url, failure, who=f"worker {name} failed: ")
 
     def _resume(self) -> str:
         return f"shopops-lab chaos --db {redact(self.url)} --resume"
 
     def _kill(self, name: str, pid: int, pipe: Connection, crashed: tuple) -> None:
+        del self.procs[name]  # before it is reaped: the cleanup must never signal its pid again
         os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         pipe.close()
@@ -143,10 +177,18 @@ class _Supervisor:
         self._start(name, crashed)
 
 
-def _fix(failure: str) -> str:
-    if "disk is full" in failure or "No space left" in failure:
-        return "free some space on the disk that holds the database, then finish the run"
-    return "if the database went away, finish the run once it is back"
+def _end(pid: int, pipe: Connection) -> None:
+    """SIGKILL a worker not reaped yet and reap it; one that is already gone is only reaped, so
+    one worker's end never keeps the others from theirs."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # it ended by itself (a zombie is still signalled fine: this is only a race)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
+    pipe.close()
 
 
 def _counts(queue: Queue) -> str:

@@ -7,6 +7,13 @@ acquire, hand the lease to the workload's handler, repeat. The handler passes na
 delivery or an earlier one that never got there, e.g. because it stalled), the worker reports
 over its pipe and waits: the supervisor SIGKILLs it there, or says go when that kill has
 already landed elsewhere. On Linux the kernel kills a worker whose supervisor died.
+
+A worker rides through its database going away (a restart): its store reconnects, and a
+delivery the lost connection broke off is left to its lease, which runs out and brings the
+item back, as if the worker had been killed there (the idempotent adapter makes the second
+send the first). It opens the store waiting for a server that is restarting; it writes its
+predecessor's death exactly once (`once`). A failure that does not pass (a full disk, a
+damaged file, a server that stays away) goes to the supervisor as the error itself.
 """
 
 from __future__ import annotations
@@ -22,18 +29,28 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from shopops_lab.chaos.plan import Kill
 from shopops_lab.clock import SystemClock
-from shopops_lab.errors import LeaseExpiredError, LeaseSettledError, ShopOpsError, StaleTokenError
+from shopops_lab.errors import (
+    ConnectionLostError,
+    Kept,
+    LeaseExpiredError,
+    LeaseSettledError,
+    ShopOpsError,
+    StaleTokenError,
+    StoreError,
+)
 from shopops_lab.events import EventKind
 from shopops_lab.states import ItemState
 from shopops_lab.store import Store, open_store
+from shopops_lab.store.base import once
 from shopops_lab.worker.queue import Lease, Queue
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 
-__all__ = ["SETUP", "Stops", "Workload", "die_with_parent", "serve"]
+__all__ = ["CRASHES", "SETUP", "Stops", "Workload", "crash_key", "die_with_parent", "serve"]
 
 SETUP = ("chaos", "setup")  # the record the supervisor writes and every worker reads
+CRASHES = "chaos crash"  # one record per kill written into the history: it is written once
 _POLL_SECONDS = 0.02  # how long an idle worker waits before asking again
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _LOST = (StaleTokenError, LeaseExpiredError, LeaseSettledError)  # the lease is over: someone else owns the item
@@ -106,25 +123,19 @@ def serve(url: str, name: str, workload: Workload, conn: Connection, crashed: tu
     """The forked worker's whole life. Never returns: it ends the process."""
     sys.stdout = sys.stderr = open(os.devnull, "w")  # the parent's streams (a notebook's) are not ours
     try:
-        store = open_store(url)
+        store = open_store(url, wait=True)  # the server may be restarting right now
         setup = store.get(*SETUP)
         queue = Queue(
             store=store, lease_seconds=setup["lease_seconds"], max_attempts=setup["max_attempts"], clock=SystemClock()
         )
         if crashed is not None:  # the predecessor's SIGKILL, written by its successor (see the supervisor)
             item_id, attempt, point, at = crashed
-            queue.log.append(
-                EventKind.WORKER_CRASHED,
-                at,
-                worker_id=name,
-                item_id=item_id,
-                case_id=queue.item(item_id).case_id,
-                attempt=attempt,
-                point=point,
-                signal="SIGKILL",
-            )
+            write_crash(queue, name, item_id, attempt, point, at)
         stops = Stops(name, tuple(map(Kill.from_dict, setup["stops"])), conn)
         _drain(queue, workload.prepare(store, queue, stops, name), stops, name)
+    except ShopOpsError as error:  # the kit's own words reach the supervisor whole
+        conn.send(("failed", error))
+        os._exit(1)
     except BaseException:
         conn.send(("failed", traceback.format_exc().strip().splitlines()[-1]))
         os._exit(1)
@@ -132,9 +143,37 @@ def serve(url: str, name: str, workload: Workload, conn: Connection, crashed: tu
     os._exit(0)
 
 
+def crash_key(item_id: str, attempt: int, point: str) -> str:
+    """The key of a kill's record: an item's planned kill lands once."""
+    return f"{item_id}:{attempt}:{point}"
+
+
+def write_crash(queue: Queue, worker_id: str | None, item_id: str, attempt: int, point: str, at: float) -> None:
+    """Write a planned kill that landed into the history, exactly once whoever writes it (the
+    killed worker's successor, a resume) and however often the connection breaks meanwhile."""
+
+    def write() -> None:
+        queue.log.append(
+            EventKind.WORKER_CRASHED,
+            at,
+            worker_id=worker_id,
+            item_id=item_id,
+            case_id=queue.item(item_id).case_id,
+            attempt=attempt,
+            point=point,
+            signal="SIGKILL",
+        )
+
+    once(queue.store, CRASHES, crash_key(item_id, attempt, point), write)
+
+
 def _drain(queue: Queue, handle: Callable[[Lease], Any], stops: Stops, name: str) -> None:
     while True:
-        lease = queue.acquire(name)
+        try:
+            lease = queue.acquire(name)
+        except ConnectionLostError as lost:
+            _passing(lost)
+            continue  # a lease the broken acquire may have taken comes back when it runs out
         if lease is None:
             counts = queue.counts()
             if not counts[ItemState.READY] and not counts[ItemState.LEASED]:
@@ -146,6 +185,11 @@ def _drain(queue: Queue, handle: Callable[[Lease], Any], stops: Stops, name: str
             handle(lease)
         except _LOST:
             continue  # the lease ran out while this worker was slow: the redelivery owns the item
+        except ConnectionLostError as lost:
+            _passing(lost)
+            continue  # the database went away under this delivery: its lease brings it back
+        except StoreError:
+            raise  # the database failed for good (full, damaged, locked too long): the supervisor says so
         except ShopOpsError as error:  # the handler was refused something else: give the item back
             _nack(queue, lease, error)
         except Exception as error:  # noqa: BLE001 - the handler failed: that is data for the nack
@@ -153,8 +197,17 @@ def _drain(queue: Queue, handle: Callable[[Lease], Any], stops: Stops, name: str
         stops.at("after_handler", lease)
 
 
+def _passing(lost: ConnectionLostError) -> None:
+    """Go on after a lost connection (the store reconnects at its next statement); a server
+    that did not come back within the store's patience ends the worker."""
+    if lost.outcome is Kept.NOT_SENT:
+        raise lost
+
+
 def _nack(queue: Queue, lease: Lease, error: BaseException) -> None:
     try:
         queue.nack(lease, error)
     except _LOST:
         pass
+    except ConnectionLostError as lost:
+        _passing(lost)  # the nack is lost with it: the lease runs out instead

@@ -34,9 +34,12 @@ __all__ = [
 URL_FORMS = "memory:, sqlite:///relative/path.db, sqlite:////absolute/path.db or postgresql://user@host:5432/dbname"
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, *, wait: bool = False) -> Store:
     """The store `url` names, opened (and set up, if the database is new and empty). A
-    database of another program or schema version is refused and left as it is."""
+    database of another program or schema version is refused and left as it is. A server
+    that does not answer is an error at once, unless `wait`: then it is waited for with the
+    store's patience (a worker started while its database restarts). docs/operators.md says
+    what each backend promises across a restart."""
     if not isinstance(url, str) or not url.strip():
         raise BadArgumentError(field="url", problem=f"is {url!r}", fix=f"pass one of {URL_FORMS}")
     scheme = url.split(":", 1)[0].lower() if ":" in url else ""
@@ -49,7 +52,7 @@ def open_store(url: str) -> Store:
     if scheme in ("postgresql", "postgres"):
         from shopops_lab.store.postgres import PostgresStore
 
-        return PostgresStore(url, target=redact(url))
+        return PostgresStore(url, target=redact(url), wait=wait)
     raise BadArgumentError(
         field="url", problem=f"is {redact(url)!r}, which names no known store", fix=f"pass one of {URL_FORMS}"
     )

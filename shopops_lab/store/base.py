@@ -33,9 +33,10 @@ from functools import wraps
 from types import MethodType, TracebackType
 from typing import Any, Protocol, TypeVar, overload
 
-from shopops_lab.errors import ShopOpsError, StoreOpenError
+from shopops_lab.errors import ConnectionLostError, Kept, ShopOpsError, StoreError, StoreFailedError
 from shopops_lab.events import EventLog
 from shopops_lab.states import ItemState
+from shopops_lab.store.patience import Patience
 
 __all__ = [
     "ItemRow",
@@ -44,13 +45,11 @@ __all__ = [
     "bind_transactions",
     "item_id",
     "item_seq",
+    "once",
+    "transact",
     "transaction",
     "transactional_methods",
 ]
-
-
-class StoreFailedError(StoreOpenError):
-    """The store {target} failed: {reason}. This call's changes were rolled back. Fix: {fix}."""
 
 
 def item_id(seq: int) -> str:
@@ -166,6 +165,9 @@ class Store(Protocol):
     `open_store(url)` picks one."""
 
     url: str
+    patience: Patience
+    """How long a call the database failed for a moment (a restart, a lock, one bad read) is
+    tried again, when it is safe to (see `bind_transactions`)."""
     shared: bool
     """True when other connections (threads, processes, machines) may write the same data
     (SQL); False for memory (one thread of one process). A decision on a shared store is one
@@ -180,10 +182,9 @@ class Store(Protocol):
     def atomic(self) -> Transaction:
         """Reentrant: a block inside a block joins the outer transaction. Leaving the outer
         block normally commits everything in it; leaving it with any exception (a crash, a
-        refused write, a bug) rolls all of it back, as in any database. What memory does not
-        promise: it rolls back records, counters and events, but not a queue item's row (the
-        engine changes the row object itself before `write_item`); the queue, the items' only
-        writer, makes every check before its first write, so its calls never stop halfway."""
+        refused write, a bug) rolls all of it back, as in any database: records, counters,
+        events and queue items alike, on every backend. A block of yours is never run twice:
+        if the database fails under it, the error says whether anything was kept."""
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
@@ -251,6 +252,7 @@ class Store(Protocol):
 
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
+_T = TypeVar("_T")
 
 
 @overload
@@ -304,11 +306,18 @@ def bind_transactions(component: Any, store: Store) -> None:
     """Make each of `component`'s methods marked with `transaction` run as one transaction
     of `store`, by setting a wrapper on the instance.
 
-    A call that the engine refuses (a stale token, a lease that is over) keeps what its own
-    transaction did before refusing: the engine checks before it writes, so that is only the
-    record of the refusal and the expiries it ran into. A call made inside a transaction of
-    yours has no transaction of its own: its refusal, like any error, rolls your whole
-    transaction back."""
+    What an error does to the call's transaction is decided per error class
+    (`ShopOpsError.refusal`): a refusal of the engine's (a stale token, a lease that is over)
+    keeps what its own transaction did before refusing (the engine checks before it writes,
+    so that is only the record of the refusal and the expiries it ran into); every other
+    error (bad input, a failing database, a bug) rolls the whole call back.
+
+    A call the database failed for a moment with nothing kept (`StoreError.retry`: a lost
+    connection before the COMMIT, a lock held too long, a deadlock the server broke) is run
+    again, with the store's `patience`, unless it runs the caller's code (`calls_out`: an
+    effect cannot be taken back). A call made inside a transaction of yours has no
+    transaction of its own: its refusal, like any error, rolls your whole transaction back,
+    and it is never run again on its own (the rest of your block was rolled back with it)."""
     for name, how in transactional_methods(type(component)).items():
         if store.shared or not how.checks_first:
             wrap = _whole if how.calls_out else _in_transaction
@@ -320,17 +329,67 @@ def bind_transactions(component: Any, store: Store) -> None:
 def _in_transaction(function: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(function)
     def in_transaction(self: Any, *args: Any, **kwargs: Any) -> Any:
-        refused = None
-        with self.store.atomic:
-            try:
-                return function(self, *args, **kwargs)
-            except StoreOpenError:
-                raise
-            except ShopOpsError as refusal:  # commit the refusal's record, then raise it
-                refused = refusal
-        raise refused
+        return transact(self.store, lambda: function(self, *args, **kwargs))
 
     return in_transaction
+
+
+def transact(store: Store, call: Callable[[], _T], *, idempotent: bool = False) -> _T:
+    """`call()` as one transaction of `store` (inside a transaction of the caller's: joining
+    it, and never run again on its own). Run again, with the store's patience, when the
+    database failed it for a moment with nothing kept (`StoreError.retry`); if `idempotent`
+    (running it twice is running it once), also when its COMMIT was lost on its way. A
+    refusal of the engine's (`ShopOpsError.refusal`) keeps its record and is raised; any
+    other error rolls the call back."""
+    if store.atomic.open:
+        return _one_try(store, call)
+    tries = None
+    while True:
+        try:
+            return _one_try(store, call)
+        except ConnectionLostError as lost:
+            if not (lost.retry or (idempotent and lost.outcome is Kept.UNKNOWN)):
+                raise
+            last: StoreError = lost
+        except StoreError as error:
+            if not error.retry:
+                raise
+            last = error
+        tries = tries or store.patience.tries()
+        if next(tries, None) is None:
+            raise last
+
+
+def _one_try(store: Store, call: Callable[[], _T]) -> _T:
+    """One run of `call` in one transaction; a refusal is raised after its record is kept."""
+    refused = None
+    with store.atomic:
+        try:
+            return call()
+        except ShopOpsError as error:
+            if not error.refusal:
+                raise
+            refused = error
+    raise refused
+
+
+def once(store: Store, kind: str, key: str, write: Callable[[], _T]) -> _T:
+    """`write()` (changes to `store`) and the record (kind, key) of its result, in one
+    transaction, exactly once: a later call with the same key, or a try whose COMMIT was lost
+    on its way, finds the record and returns the first result instead of writing again. Call
+    it outside any transaction (it needs its own, to run again); the result must be JSON."""
+    if store.atomic.open:
+        raise RuntimeError("once() runs its own transaction: call it outside store.atomic")
+
+    def first() -> _T:
+        if store.put_new(kind, key, None):  # taken: this try writes (a concurrent one waits, then reads)
+            result = write()
+            store.put(kind, key, {"result": result})
+            return result
+        kept: dict[str, Any] = store.get(kind, key)
+        return kept["result"]  # type: ignore[no-any-return]
+
+    return transact(store, first, idempotent=True)
 
 
 def _whole(function: Callable[..., Any]) -> Callable[..., Any]:

@@ -20,6 +20,7 @@ from typing import Any
 from shopops_lab.events import EventLog
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import ItemRow
+from shopops_lab.store.patience import Patience
 
 __all__ = ["MemoryStore"]
 
@@ -30,17 +31,23 @@ _NONE: list[ItemRow] = []  # never appended to
 
 class _Transaction:
     """`store.atomic` for memory: reentrant; leaving the outer block with an exception undoes
-    the records, counters and events written in it (see `Store.atomic` for what it does not
-    promise). Outside a block nothing is noted (`undo` is None), so the queue's hot path pays
-    nothing. It knows the store's log, not the store: no reference cycle keeps a store alive."""
+    everything written in it: records, counters, events, and queue items (each row as it was
+    when the block first handed it out, the lines and tables that hold it). Outside a block
+    nothing is noted (`undo` is None), so the queue's hot path pays nothing. It knows the
+    store's log, not the store: no reference cycle keeps a store alive (while a block that
+    touched items is open, its undo list holds the store, and lets go when the block ends)."""
 
-    __slots__ = ("_log", "_depth", "_log_mark", "undo")
+    __slots__ = ("_log", "_depth", "_log_mark", "undo", "noted", "lines")
 
     def __init__(self, log: EventLog) -> None:
         self._log = log
         self._depth = 0
         self._log_mark = 0
-        self.undo: list[tuple[dict[str, Any], str, Any]] | None = None  # (table, key, old value) while a block is open
+        # While a block is open: (table, key, old value) for a dict; (set, member, was in it)
+        # for a set; (row, _ROW, its slots' values) for an item row.
+        self.undo: list[tuple[Any, Any, Any]] | None = None
+        self.noted: set[int] = set()  # the rows saved in `undo` in this block (by id)
+        self.lines: MemoryStore | None = None  # the store whose items the open block wrote
 
     def __enter__(self) -> None:
         if self._depth == 0:
@@ -53,12 +60,24 @@ class _Transaction:
         if self._depth:
             return
         undo, self.undo = self.undo, None
+        store, self.lines, self.noted = self.lines, None, set()
         if kind is not None:
+            restored: list[ItemRow] = []
             for table, key, old in reversed(undo or ()):
-                if old is _ABSENT:
+                if key is _ROW:
+                    _restore(table, old)
+                    restored.append(table)
+                elif isinstance(table, set):
+                    if old:
+                        table.add(key)
+                    else:
+                        table.discard(key)
+                elif old is _ABSENT:
                     table.pop(key, None)
                 else:
                     table[key] = old
+            if store is not None:
+                store._reoffer(restored)
             del self._log._rows[self._log_mark :]
             del self._log._events[self._log_mark :]
 
@@ -74,10 +93,31 @@ class _Transaction:
         twin._log = copy.deepcopy(self._log, memo)
         twin._depth, twin._log_mark = self._depth, self._log_mark
         twin.undo = None if self.undo is None else copy.deepcopy(self.undo, memo)
+        twin.noted = {id(copy.deepcopy(row, memo)) for row, key, _ in self.undo or () if key is _ROW}
+        twin.lines = copy.deepcopy(self.lines, memo)
         return twin
 
 
-_ABSENT = object()
+class _Mark:
+    """A marker in an undo list that stays itself when the list is copied."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __copy__(self) -> _Mark:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Mark:
+        return self
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+_ABSENT = _Mark("absent")  # the old value of a key that was not there
+_ROW = _Mark("row")  # the key of an undo entry that holds a row's slots
 _FLAT_TABLES = frozenset({"_held", "_available", "_expiry", "_counts", "_numbers"})  # of values that never change
 
 
@@ -86,6 +126,7 @@ class MemoryStore:
 
     url = "memory:"
     shared = False  # one thread of one process: nobody else can write between a read and a write
+    patience = Patience()  # never needed: nothing here fails for a moment
 
     def __init__(self, *, log: EventLog | None = None) -> None:
         self.log = log if log is not None else EventLog()
@@ -121,12 +162,26 @@ class MemoryStore:
     def add_item(self, row: ItemRow) -> None:
         row.seq = seq = len(self._items) + 1
         row.id = f"item-{seq:04d}"  # item_id(seq), written out: this runs on every enqueue
+        if self.atomic.undo is not None:
+            self._journal(row, self._items, new=True)
         self._items[row.id] = row
         self._counts[_READY] += 1
-        self._make_ready(row, front=False)
+        case_id = row.case_id  # _make_ready(row, front=False), written out: this runs on every enqueue
+        row.behind = None
+        tail = self._tails.get(case_id)
+        self._tails[case_id] = row
+        if tail is not None:
+            tail.behind = row  # behind the case's line: its head, and its offer, are as they were
+        else:
+            self._heads[case_id] = row
+            if case_id not in self._held:
+                heapq.heappush(self._available, (row.priority, seq, case_id))
 
     def get_item(self, item_id: str) -> ItemRow | None:
-        return self._items.get(item_id)
+        row = self._items.get(item_id)
+        if row is not None and self.atomic.undo is not None:
+            self._note(row)
+        return row
 
     def next_ready(self, max_priority: int | None) -> ItemRow | None:
         available, heads = self._available, self._heads
@@ -134,7 +189,11 @@ class MemoryStore:
             priority, seq, case_id = available[0]
             head = heads.get(case_id)
             if head is not None and head.seq == seq and case_id not in self._held:
-                return None if max_priority is not None and priority > max_priority else head
+                if max_priority is not None and priority > max_priority:
+                    return None
+                if self.atomic.undo is not None:
+                    self._note(head)
+                return head
             heapq.heappop(available)  # an old offer: the case was leased, or its line changed, since
         return None
 
@@ -151,9 +210,14 @@ class MemoryStore:
                 if not due or due[-1] is not row:  # a heartbeat that kept the deadline pushed a twin
                     due.append(row)
             # else settled, re-leased or extended since: an old entry
+        if self.atomic.undo is not None:
+            for row in due:
+                self._note(row)
         return due
 
     def write_item(self, row: ItemRow, source: ItemState) -> None:
+        if self.atomic.undo is not None:
+            self._journal(row, self._dead)
         target = row.state
         if source is _READY:  # leased: the first of its case's line; the case's offer in the heap is now old
             case_id = row.case_id
@@ -168,9 +232,14 @@ class MemoryStore:
                 self._heads[case_id] = row.behind
                 row.behind = None
             self._held.add(case_id)
-            heapq.heappush(self._expiry, _expiry_entry(row))
-        elif target is _DONE:
-            self._release(row)
+            assert row.expires_at is not None, "only a leased row has an expiry"
+            heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))  # _expiry_entry(row)
+        elif target is _DONE:  # _release(row), written out: every ack comes here
+            case_id = row.case_id
+            self._held.discard(case_id)
+            head = self._heads.get(case_id)
+            if head is not None:
+                heapq.heappush(self._available, (head.priority, head.seq, case_id))
         elif target is _LEASED:
             self._extended(row)
             return
@@ -183,10 +252,18 @@ class MemoryStore:
         counts[target] += 1
 
     def item_rows(self, state: ItemState | None = None) -> list[ItemRow]:
-        return [row for row in self._items.values() if state is None or row.state is state]
+        rows = [row for row in self._items.values() if state is None or row.state is state]
+        if self.atomic.undo is not None:
+            for row in rows:
+                self._note(row)
+        return rows
 
     def dead_rows(self) -> list[ItemRow]:
-        return list(self._dead.values())
+        rows = list(self._dead.values())
+        if self.atomic.undo is not None:
+            for row in rows:
+                self._note(row)
+        return rows
 
     def item_counts(self) -> dict[ItemState, int]:
         return dict(self._counts)
@@ -240,6 +317,47 @@ class MemoryStore:
     def __repr__(self) -> str:
         return f"MemoryStore({len(self._items)} items, {len(self.log)} events)"
 
+    # ------------------------------------------------------------------ undoing a block
+    def _note(self, row: ItemRow) -> None:
+        """Inside a block: save `row` as it is now, once per block, before the engine changes it."""
+        block = self.atomic
+        if id(row) not in block.noted and block.undo is not None:
+            block.lines = self
+            block.noted.add(id(row))
+            block.undo.append((row, _ROW, tuple(getattr(row, name, _ABSENT) for name in ItemRow.__slots__)))
+
+    def _journal(self, row: ItemRow, table: dict[str, ItemRow], *, new: bool = False) -> None:
+        """Inside a block, before an item write: save everything it may change: the row (unless
+        `new`), its case's line (its ends, the row at its back, whether the case is held), the
+        counts, and the row's entry in `table` (all items, or the dead ones)."""
+        block = self.atomic
+        undo = block.undo
+        assert undo is not None
+        block.lines = self
+        if not new:
+            self._note(row)
+        case_id = row.case_id
+        tail = self._tails.get(case_id)
+        if tail is not None:
+            self._note(tail)
+        for line in (self._heads, self._tails):
+            undo.append((line, case_id, line.get(case_id, _ABSENT)))
+        undo.append((self._held, case_id, case_id in self._held))
+        undo.append((table, row.id, table.get(row.id, _ABSENT)))
+        undo.extend((self._counts, state, n) for state, n in self._counts.items())
+
+    def _reoffer(self, restored: list[ItemRow]) -> None:
+        """After a rollback: the heaps may have dropped offers and deadlines the block made
+        old; offer each case it touched again, and each lease it gave back its deadline (an
+        offer or a deadline twice is harmless: the stale one is dropped when it reaches the top)."""
+        for row in restored:
+            if row.state is _LEASED and row.expires_at is not None:
+                heapq.heappush(self._expiry, _expiry_entry(row))
+        for case_id in {row.case_id for row in restored}:
+            head = self._heads.get(case_id)
+            if head is not None and case_id not in self._held:
+                heapq.heappush(self._available, (head.priority, head.seq, case_id))
+
     # ------------------------------------------------------------------ the lines
     def _extended(self, row: ItemRow) -> None:
         heapq.heappush(self._expiry, _expiry_entry(row))
@@ -281,6 +399,15 @@ class MemoryStore:
         head = self._heads.get(case_id)
         if head is not None:
             heapq.heappush(self._available, (head.priority, head.seq, case_id))
+
+
+def _restore(row: ItemRow, values: tuple[Any, ...]) -> None:
+    """Put back a row's slots as `_note` saved them (a slot then unset is unset again)."""
+    for name, value in zip(ItemRow.__slots__, values, strict=True):
+        if value is not _ABSENT:
+            setattr(row, name, value)
+        elif hasattr(row, name):
+            delattr(row, name)
 
 
 def _expiry_entry(row: ItemRow) -> tuple[float, int, int, str]:

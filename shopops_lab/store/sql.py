@@ -26,6 +26,7 @@ from shopops_lab.events import Event, EventKind, EventLog, EventRow
 from shopops_lab.payloads import frozen, is_flat
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import ItemRow, item_id, item_seq
+from shopops_lab.store.patience import Patience
 
 __all__ = ["PROGRAM", "SCHEMA_VERSION", "SQLStore", "TABLES"]
 
@@ -290,6 +291,7 @@ class SQLStore(ABC):
     back_of_dead_line = ""  # the same, behind every dead item
 
     _sql: Statements  # this dialect's statements, made once per subclass
+    patience: Patience  # how long a call the database failed for a moment is tried again (set by a dialect)
 
     def __init_subclass__(cls, **settings: Any) -> None:
         super().__init_subclass__(**settings)
@@ -396,26 +398,7 @@ class SQLStore(ABC):
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
-        row.seq = self._insert_item(
-            (
-                row.case_id,
-                row.tenant_id,
-                row.kind,
-                dumps(row.payload),
-                int(row.priority),
-                row.state.value,
-                row.attempts,
-                row.token,
-                row.worker_id,
-                row.expires_at,
-                row.lease_seconds,
-                row.enqueued_at,
-                row.last_error,
-                row.dead_at,
-                row.replays,
-                row.ended_by,
-            )
-        )
+        row.seq = self._insert_item(item_values(row))
         row.id = item_id(row.seq)
         if self.atomic.open:
             self._rows[row.seq] = row
@@ -564,6 +547,28 @@ class SQLStore(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.target})"
+
+
+def item_values(row: ItemRow) -> tuple[Any, ...]:
+    """A new item's columns, case_id to ended_by, as `ITEM_COLUMNS` lists them after `seq`."""
+    return (
+        row.case_id,
+        row.tenant_id,
+        row.kind,
+        dumps(row.payload),
+        int(row.priority),
+        row.state.value,
+        row.attempts,
+        row.token,
+        row.worker_id,
+        row.expires_at,
+        row.lease_seconds,
+        row.enqueued_at,
+        row.last_error,
+        row.dead_at,
+        row.replays,
+        row.ended_by,
+    )
 
 
 def _info(text: str) -> dict[str, Any]:

@@ -3,22 +3,35 @@ machine. The embedded default for real runs (`sqlite:///shopops.db`).
 
 It runs in WAL mode, so readers never wait for the writer, and every change is a
 `BEGIN IMMEDIATE` transaction, so writers take turns and a query's answer still holds when
-the transaction acts on it. `synchronous=FULL` (the default) makes each commit survive a
+the transaction acts on it. The usual enqueue, acquire and ack are each one decision and its
+event in one transaction (`add_logged`, `lease_next`, `ack_live`, as on PostgreSQL); the
+queue takes the long way, in Python, whenever a lease is due or the call is inside a
+transaction of the caller's. `synchronous=FULL` (the default) makes each commit survive a
 power cut; `?synchronous=normal` keeps it through a killed process, not a lost machine, and
 is much faster.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from shopops_lab.errors import ForeignStoreError, StoreOpenError
-from shopops_lab.store.base import StoreFailedError
-from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, schema
+from shopops_lab.errors import (
+    ForeignStoreError,
+    StoreCorruptError,
+    StoreError,
+    StoreFailedError,
+    StoreFullError,
+    StoreLockedError,
+    StoreOpenError,
+)
+from shopops_lab.store.base import item_seq, transact
+from shopops_lab.store.patience import Patience
+from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, dumps, schema
 
 __all__ = ["SQLiteStore"]
 
@@ -40,8 +53,36 @@ _INSERT_ITEM = (
     f"INSERT INTO items ({ITEM_COLUMNS}, id, position) VALUES ({_NEXT_SEQ}, {', '.join('?' * 16)},"
     f" printf('item-%04d', {_NEXT_SEQ}), {_back_of_case('?')})"
 )
+# The usual acquire and ack, each one decision (an UPDATE ... RETURNING) and its event in one
+# BEGIN IMMEDIATE transaction, as PostgreSQL's one-statement versions: a fenced write that
+# happens only if the lease is still the caller's, and only when no lease anywhere is due (an
+# expiry is the engine's business: then nothing is written and the queue takes the long way).
+DUE = "due"  # lease_next's answer when a lease is due: expire it first, the long way (the queue's DUE)
+_DUE = "SELECT 1 FROM items WHERE state = 'leased' AND expires_at <= ?"
+_LEASE_NEXT = (
+    "UPDATE items SET state = 'leased', attempts = attempts + 1, token = token + 1, worker_id = ?,"
+    " lease_seconds = ?, expires_at = ?, ended_by = NULL WHERE seq = (SELECT i.seq FROM items AS i"
+    " WHERE i.state = 'ready'{urgent}"
+    " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
+    " AND o.position < i.position)"
+    " AND NOT EXISTS (SELECT 1 FROM items AS l WHERE l.case_id = i.case_id AND l.state = 'leased')"
+    f" ORDER BY i.priority, i.seq LIMIT 1) AND NOT EXISTS ({_DUE})"
+    " RETURNING id, case_id, tenant_id, kind, payload, token, attempts"
+)
+_LEASE_NEXT_ANY = _LEASE_NEXT.format(urgent="")
+_LEASE_NEXT_URGENT = _LEASE_NEXT.format(urgent=" AND i.priority <= ?")
+_ACK_LIVE = (
+    "UPDATE items SET state = 'done', ended_by = 'acked' WHERE seq = ? AND case_id = ? AND token = ?"
+    f" AND state = 'leased' AND NOT EXISTS ({_DUE}) RETURNING attempts"
+)
 SYNCHRONOUS = ("full", "normal")
 MIN_SQLITE = (3, 35)  # UPDATE/INSERT ... RETURNING
+BUSY_SECONDS = 30.0  # how long one statement waits for another connection's lock
+PAGE_SIZE = 1024  # bytes, for a new file
+
+# SQLite's primary result codes (sqlite3.h), read from `error.sqlite_errorcode & 0xFF`: what
+# went wrong is told by its code, never by its words (they change between versions).
+_PERM, _BUSY, _LOCKED, _READONLY, _IOERR, _CORRUPT, _FULL, _CANTOPEN, _NOTADB = 3, 5, 6, 8, 10, 11, 13, 14, 26
 
 
 class SQLiteStore(SQLStore):
@@ -49,29 +90,56 @@ class SQLiteStore(SQLStore):
     back_of_case = _back_of_case("items.case_id")
     back_of_dead_line = "(SELECT coalesce(max(d.position), 0) + 1 FROM items AS d WHERE d.state = 'dead')"
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: str = "full", url: str | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "full",
+        url: str | None = None,
+        busy_seconds: float = BUSY_SECONDS,
+        patience: Patience | None = None,
+    ) -> None:
         path = Path(path)
         super().__init__(url or f"sqlite:///{path}", str(path))
         self.path = path
         self.synchronous = synchronous
+        self.busy_seconds = busy_seconds
+        self.patience = patience or Patience()
         _check_version(self.target)
         _check_file(path, self.target)
+        tries = None
+        while True:  # a file another process holds locked while it sets it up is waited for
+            try:
+                self._open()
+                return
+            except StoreError as error:
+                if not error.retry:
+                    raise
+                tries = tries or self.patience.tries()
+                if next(tries, None) is None:
+                    raise
+
+    def _open(self) -> None:
         try:
-            self._connection = sqlite3.connect(path, isolation_level=None, timeout=30)
+            self._connection = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_seconds)
         except sqlite3.Error as error:
-            raise _open_error(self.target, error) from None
+            raise _open_error(self.target, error, self.busy_seconds) from None
         try:
+            # A new file gets small pages (an existing one keeps its own): every commit writes
+            # whole pages, a queue's cycle commits three times and touches about twelve, and
+            # the kit's rows are small (bench_store.py: a third more cycles a second than 4 KB).
+            self._connection.execute(f"PRAGMA page_size = {PAGE_SIZE}")
             with self.atomic:
                 self._adopt()
             # Only now, once the file is known to be ours: WAL mode is written into the file.
             self._connection.execute("PRAGMA journal_mode = WAL")
-            self._connection.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            self._connection.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
         except sqlite3.DatabaseError as error:
             self._connection.close()
-            raise _open_error(self.target, error) from None
-        except StoreFailedError as failed:  # what SQLite refused while the file was read: named for opening
+            raise _open_error(self.target, error, self.busy_seconds) from None
+        except StoreError as failed:  # what SQLite refused while the file was read: named for opening
             self._connection.close()
-            raise _open_error(self.target, failed.__cause__) from None
+            raise _open_error(self.target, failed.__cause__, self.busy_seconds) from None
         except BaseException:
             self._connection.close()
             raise
@@ -82,7 +150,7 @@ class SQLiteStore(SQLStore):
         except sqlite3.IntegrityError:
             raise  # a broken rule of the schema is a bug of the kit's, shown as it is
         except sqlite3.Error as error:
-            raise _failed(self.target, error) from error
+            raise _failed(self.target, error, self.busy_seconds) from error
         except OverflowError as error:  # a Python int SQLite cannot bind
             raise StoreFailedError(
                 target=self.target,
@@ -101,7 +169,8 @@ class SQLiteStore(SQLStore):
         except sqlite3.Error as error:
             if self._connection.in_transaction:  # a failed COMMIT leaves it open: end it
                 self._connection.execute("ROLLBACK")
-            raise _failed(self.target, error) from error
+            # An I/O error while committing may have left the commit in the file: not run again.
+            raise _failed(self.target, error, self.busy_seconds, committing=commit) from error
 
     def _tables(self) -> set[str]:
         rows = self._connection.execute(
@@ -117,6 +186,61 @@ class SQLiteStore(SQLStore):
         seq = self._execute(_INSERT_ITEM, (*columns, case_id, case_id)).lastrowid
         assert seq is not None  # an INSERT into a rowid table always sets it
         return seq
+
+    # ------------------------------------------------------------------ one decision each
+    def lease_next(self, worker_id: str, t: float, seconds: float, max_priority: int | None) -> Any:
+        """Lease the item `next_ready` would answer, with its LEASED event, in one transaction
+        of two statements: (id, case_id, tenant_id, kind, payload, token, attempts); None if
+        none is ready; `DUE` if some lease is due (nothing was written: expire first)."""
+        if self.atomic.open:
+            return DUE  # inside a transaction of the caller's: the long way, in it
+        expires = t + seconds
+        params: tuple[Any, ...]
+        if max_priority is None:
+            statement, params = _LEASE_NEXT_ANY, (worker_id, seconds, expires, t)
+        else:
+            statement, params = _LEASE_NEXT_URGENT, (worker_id, seconds, expires, int(max_priority), t)
+
+        def lease() -> Any:
+            row = self._execute(statement, params).fetchone()
+            if row is None:
+                return DUE if self._execute(_DUE, (t,)).fetchone() else None
+            item, case_id, _, _, payload, token, attempts = row
+            info = dumps({"expires_at": expires})
+            self._execute(self._sql.insert_event, (t, "leased", item, case_id, worker_id, token, attempts, info))
+            return (*row[:4], json.loads(payload), token, attempts)
+
+        return transact(self, lease)
+
+    def ack_live(self, item_id: str, case_id: str, token: int, worker_id: str, t: float) -> bool:
+        """Settle the leased item `item_id` as acked, with its ACKED event, in one transaction
+        of two statements, if `token` is still its lease's and no lease anywhere is due; False
+        (nothing written) otherwise: the caller then takes the long way, which says why."""
+        seq = item_seq(item_id)
+        if seq is None or self.atomic.open:
+            return False
+
+        def ack() -> bool:
+            row = self._execute(_ACK_LIVE, (seq, case_id, token, t)).fetchone()
+            if row is None:
+                return False
+            self._execute(self._sql.insert_event, (t, "acked", item_id, case_id, worker_id, token, row[0], "{}"))
+            return True
+
+        return transact(self, ack)
+
+    def add_logged(self, row: Any, info: Mapping[str, Any]) -> None:
+        """Insert the new item `row` with its ENQUEUED event (`info`, at `row.enqueued_at`) in
+        one transaction of two statements; sets `row.seq` and `row.id`."""
+
+        def add() -> None:
+            self.add_item(row)
+            self._execute(
+                self._sql.insert_event,
+                (row.enqueued_at, "enqueued", row.id, row.case_id, None, None, None, dumps(info)),
+            )
+
+        transact(self, add)
 
     def close(self) -> None:
         self._connection.close()
@@ -155,56 +279,79 @@ def _check_file(path: Path, target: str) -> None:
     # losing commits. SQLite itself refuses a file that is not a database (`_open_error`).
 
 
-def _failed(target: str, error: sqlite3.Error) -> StoreFailedError:
-    """A kit error for what SQLite refused in the middle of a run, naming the file and the fix."""
-    text = str(error)
-    if "full" in text:
-        return StoreFailedError(
+def _code(error: BaseException | None) -> int | None:
+    """SQLite's primary result code for `error`, or None for an error that carries none."""
+    code = getattr(error, "sqlite_errorcode", None)
+    return None if code is None else code & 0xFF
+
+
+_READ_ONLY = "the file or its folder is read-only"
+_MAKE_WRITABLE = "make both writable (chmod u+w), or copy the file somewhere writable"
+_DAMAGED_FIX = "restore it from a copy, or start a new file (keep this one to inspect)"
+
+
+def _locked(target: str, busy_seconds: float, doing: str) -> StoreLockedError:
+    return StoreLockedError(
+        target=target,
+        reason=f"another process held it locked for more than {busy_seconds:g} s {doing}",
+        fix=f"find the process holding it (fuser {target}) and let it finish, or run this again later",
+        retry=True,
+    )
+
+
+def _failed(target: str, error: sqlite3.Error, busy_seconds: float, *, committing: bool = False) -> StoreError:
+    """A kit error for what SQLite refused in the middle of a run, by its result code: the
+    file, the cause and its fix. Locked and a failed read or write (nothing of the call kept)
+    may pass: the call is tried again (see `bind_transactions`)."""
+    code = _code(error)
+    if code in (_BUSY, _LOCKED):
+        return _locked(target, busy_seconds, "while this call waited to write")
+    if code == _FULL:
+        return StoreFullError(
             target=target,
-            reason="the disk (or the file's quota) is full",
+            reason="the disk (or the file's quota) has no room for this write",
             fix="free some space on the disk that holds the file, then run again",
         )
-    if "readonly" in text or "read-only" in text:
+    if code in (_CORRUPT, _NOTADB):
+        return StoreCorruptError(target=target, reason=f"SQLite read a damaged page ({error})", fix=_DAMAGED_FIX)
+    if code in (_READONLY, _PERM):
+        return StoreFailedError(target=target, reason=_READ_ONLY, fix=_MAKE_WRITABLE)
+    if code == _IOERR:
         return StoreFailedError(
             target=target,
-            reason="the file or its folder is read-only",
-            fix="make both writable (chmod u+w), or copy the file somewhere writable",
+            reason=f"the disk failed a read or write ({error})",
+            fix="check the disk that holds the file (the system log says more), then run again",
+            retry=not committing,
         )
-    if "not a database" in text or "malformed" in text:
-        return StoreFailedError(
-            target=target,
-            reason=f"the file is damaged ({text})",
-            fix="restore it from a copy, or start a new file (keep this one to inspect)",
-        )
-    if "locked" in text or "busy" in text:
-        return StoreFailedError(
-            target=target,
-            reason="another process held the database for too long",
-            fix="find the process holding it (fuser the file), or try again",
-        )
-    return StoreFailedError(target=target, reason=text, fix="check the file, its folder and the disk")
+    return StoreFailedError(target=target, reason=str(error), fix="check the file, its folder and the disk")
 
 
-def _open_error(target: str, error: BaseException | None) -> Exception:
-    text = str(error)
-    if "readonly" in text or "read-only" in text:
-        return StoreOpenError(
-            target=target,
-            reason="the file or its folder is read-only",
-            fix="make both writable (chmod u+w), or copy the file somewhere writable",
-        )
-    if "not a database" in text:
+def _open_error(target: str, error: BaseException | None, busy_seconds: float = BUSY_SECONDS) -> Exception:
+    """A kit error for what SQLite refused while the file was opened and read, by its code."""
+    code = _code(error)
+    if code in (_BUSY, _LOCKED):
+        return _locked(target, busy_seconds, "while it was being opened")
+    if code in (_READONLY, _PERM):
+        return StoreOpenError(target=target, reason=_READ_ONLY, fix=_MAKE_WRITABLE)
+    if code == _NOTADB:
         return ForeignStoreError(
             target=target,
             found="is not an SQLite database (a damaged file, or another kind)",
             expected=SCHEMA_VERSION,
             fix="choose another path; keep this file for whoever owns it",
         )
-    if "malformed" in text:
-        return ForeignStoreError(
-            target=target,
-            found=f"is damaged ({text})",
-            expected=SCHEMA_VERSION,
-            fix="restore it from a copy, or start a new file; this one was not changed",
+    if code == _CORRUPT:
+        return StoreCorruptError(
+            target=target, reason=f"SQLite read a damaged page ({error}); it was not changed", fix=_DAMAGED_FIX
         )
-    return StoreOpenError(target=target, reason=text, fix="check the path and its permissions")
+    if code == _FULL:
+        return StoreFullError(
+            target=target,
+            reason="the disk has no room to set the file up",
+            fix="free some space on the disk that holds the file, then run again",
+        )
+    if code == _CANTOPEN:
+        return StoreOpenError(
+            target=target, reason=f"SQLite cannot open the file ({error})", fix="check the path and its permissions"
+        )
+    return StoreOpenError(target=target, reason=str(error), fix="check the file, its folder and the disk")

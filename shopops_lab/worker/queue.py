@@ -62,7 +62,9 @@ class Priority(IntEnum):
 # The three events of every cycle are EventRows made from a tuple in EventRow's field order: with
 # keywords, EventRow(...) cost bench_queue.py's cycle ~28% more instructions than plain tuples did
 # (made so, ~7%). test_clock_events.py pins the field order, so a new field shifts none of them.
-_row = tuple.__new__  # _row(EventRow, values)
+# A Lease is made the same way (its fields in order, the queue's id last), without NamedTuple's
+# Python-level __new__.
+_row = _lease = tuple.__new__  # _row(EventRow, values), _lease(Lease, values)
 
 _PRIORITIES = {int(p): p for p in Priority}  # an int -> its Priority name, without an Enum call
 DUE = "due"  # what a store's lease_next answers when a lease is due (see Store)
@@ -194,7 +196,10 @@ class Queue:
         # A store that can lease and ack in one statement each (PostgreSQL: a round trip saved twice)
         self._lease_next = getattr(self.store, "lease_next", None)
         self._ack_live = getattr(self.store, "ack_live", None)
+        self._add_logged = getattr(self.store, "add_logged", None)  # and an enqueue in one (PostgreSQL)
         bind_transactions(self, self.store)
+        if self._ack_live is None:  # no one-statement ack: every ack takes `_ack` (one call less on each)
+            self.ack = self._ack  # type: ignore[method-assign]
         self._last_time = float("-inf")
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Queue:
@@ -215,7 +220,6 @@ class Queue:
         return cls(store=open_store(url), **settings)
 
     # ------------------------------------------------------------------ producing
-    @transaction(checks_first=True)
     def enqueue(
         self,
         *,
@@ -226,16 +230,24 @@ class Queue:
         priority: int = Priority.NORMAL,
         now: float | None = None,
     ) -> str:
-        """Add one item for `case_id` and return its id (`item-0001`, ...)."""
-        if not (
+        """Add one item for `case_id` and return its id (`item-0001`, ...). One transaction
+        (`_add`): on PostgreSQL, outside a transaction of the caller's, one statement (`add_logged`)."""
+        if not (  # the usual arguments pass in one test, allocating nothing; the checks below name the field
             type(case_id) is str
             and type(tenant_id) is str
             and type(kind) is str
-            and case_id.strip()
-            and tenant_id.strip()
-            and kind.strip()
-            and (case_id + tenant_id + kind).isascii()
-            and "\x00" not in case_id + tenant_id + kind
+            and case_id.isascii()
+            and tenant_id.isascii()
+            and kind.isascii()
+            and case_id
+            and tenant_id
+            and kind
+            and not case_id.isspace()
+            and not tenant_id.isspace()
+            and not kind.isspace()
+            and "\x00" not in case_id
+            and "\x00" not in tenant_id
+            and "\x00" not in kind
         ):
             arguments.text("case_id", case_id, "the case this work belongs to, e.g. case_id='O-1001'")
             arguments.text("tenant_id", tenant_id, "the store the case belongs to, e.g. tenant_id='store_northline'")
@@ -244,7 +256,7 @@ class Queue:
         if priority.__class__ is not Priority:  # the usual value, checked in one test
             arguments.whole("priority", priority, MIN_PRIORITY, _PRIORITY_FIX, most=MAX_PRIORITY)
         body, flat = flat_copy({} if payload is None else payload)
-        if not isinstance(body, dict):
+        if body.__class__ is not dict:
             raise BadArgumentError(
                 field="payload",
                 problem=f"is {arguments.a(type(payload).__name__)}",
@@ -257,23 +269,19 @@ class Queue:
         row.state, row.attempts, row.token, row.worker_id = _READY, 0, 0, None
         row.expires_at, row.lease_seconds = None, self.lease_seconds
         row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
-        row.enqueued_at = t = self._time(now)
+        row.enqueued_at = self._time(now)
+        info = {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)}
+        add = self._add_logged
+        if add is not None and not self.store.atomic.open:
+            add(row, info)
+            return row.id
+        return self._add(row, info)
+
+    @transaction(checks_first=True)
+    def _add(self, row: ItemRow, info: dict[str, Any]) -> str:
+        """`enqueue` after its checks, the long way: the item, then its event."""
         self.store.add_item(row)
-        self._append_event(
-            _row(
-                EventRow,
-                (
-                    t,
-                    _ENQUEUED,
-                    row.id,
-                    case_id,
-                    None,
-                    None,
-                    None,  # EventRow's order
-                    {"tenant_id": tenant_id, "kind": kind, "priority": int(priority)},
-                ),
-            )
-        )
+        self._append_event(_row(EventRow, (row.enqueued_at, _ENQUEUED, row.id, row.case_id, None, None, None, info)))
         return row.id
 
     # ------------------------------------------------------------------ consuming
@@ -291,7 +299,13 @@ class Queue:
         under backpressure); `lease_seconds` overrides the queue's lease for this claim.
         One transaction: on PostgreSQL, when no lease is due, one statement (`lease_next`).
         """
-        if type(worker_id) is not str or not worker_id.strip() or not worker_id.isascii() or "\x00" in worker_id:
+        if (
+            type(worker_id) is not str
+            or not worker_id.isascii()
+            or not worker_id
+            or worker_id.isspace()
+            or "\x00" in worker_id
+        ):
             arguments.text("worker_id", worker_id, "the worker's name, e.g. 'W1'")
         seconds = (
             self.lease_seconds
@@ -313,8 +327,9 @@ class Queue:
                 if got is None:
                     return None
                 item, case_id, tenant_id, kind, payload, token, attempts = got
-                return Lease(
-                    item, case_id, tenant_id, kind, worker_id, token, attempts, t, t + seconds, payload, self.id
+                return _lease(
+                    Lease,
+                    (item, case_id, tenant_id, kind, worker_id, token, attempts, t, t + seconds, payload, self.id),
                 )
         return self._acquire(worker_id, t, seconds, max_priority)
 
@@ -333,7 +348,8 @@ class Queue:
         row.lease_seconds = seconds
         row.expires_at = t + seconds
         row.ended_by = None
-        self._move(row, _LEASED)
+        row.state = _LEASED  # next_ready answers a ready row: the edge acquire, in the table (_HOT)
+        self.store.write_item(row, _READY)
         self._append_event(
             _row(
                 EventRow,
@@ -350,18 +366,21 @@ class Queue:
             )
         )
         payload = row.payload
-        return Lease(
-            row.id,
-            row.case_id,
-            row.tenant_id,
-            row.kind,
-            worker_id,
-            row.token,
-            row.attempts,
-            t,
-            row.expires_at,
-            dict(payload) if row.flat else json_copy(payload),
-            self.id,
+        return _lease(
+            Lease,
+            (
+                row.id,
+                row.case_id,
+                row.tenant_id,
+                row.kind,
+                worker_id,
+                row.token,
+                row.attempts,
+                t,
+                row.expires_at,
+                dict(payload) if row.flat else json_copy(payload),
+                self.id,
+            ),
         )
 
     @transaction(checks_first=True)
@@ -421,9 +440,11 @@ class Queue:
         due = self.store.due_leases(t)
         if due:
             self._expire(due, t)
-        self._live(lease, row, "ack", t)
+        if lease.token != row.token or row.state is not _LEASED:
+            self._live(lease, row, "ack", t)  # the lease is over: it raises the reason
         row.ended_by = "acked"
-        self._move(row, _DONE)
+        row.state = _DONE  # a live lease's row is leased: the edge ack, in the table (_HOT)
+        self.store.write_item(row, _LEASED)
         self._append_event(
             _row(EventRow, (t, _ACKED, row.id, row.case_id, lease.worker_id, lease.token, row.attempts, {}))
         )
@@ -704,7 +725,11 @@ class Queue:
         if row is None:
             raise UnknownLeaseError(reason=f"no item {lease.item_id} in this queue")
         token = lease.token
-        if lease.case_id != row.case_id or not arguments.is_whole(token) or not 1 <= token <= row.token:
+        if (
+            lease.case_id != row.case_id
+            or not (token.__class__ is int or arguments.is_whole(token))
+            or not 1 <= token <= row.token
+        ):
             raise UnknownLeaseError(
                 reason=f"item {lease.item_id} never granted token {lease.token} for case {lease.case_id}"
             )
@@ -740,6 +765,10 @@ class InMemoryQueue(Queue):
 
 _EARLIEST = -MAX_TIME
 _EDGES = frozenset(TRANSITIONS)  # the table's edges, for a quick membership test on every move
+# The two edges the hot paths walk without asking (acquire leases what next_ready answered, ack
+# settles a live lease): checked against the table here, once.
+_HOT = {(_READY, _LEASED), (_LEASED, _DONE)}
+assert _HOT <= _EDGES, "acquire and ack walk edges of the transition table"
 _SECONDS_FIX = "pass a positive, finite number of seconds, e.g. 30"
 
 
