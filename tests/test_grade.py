@@ -738,3 +738,31 @@ def test_a_kit_value_from_a_module_the_lab_never_loads_is_judged_not_refused(tmp
     policy_row = fx.graded_from_the_command_line("07", {"my-policy": policy}, tmp_path)["my-policy-test"]
     assert policy_row["mark"] == "incorrect", policy_row
     assert "returned the JobState" in policy_row["message"] and "return a decision" in policy_row["message"]
+
+
+def test_links_fifos_and_linked_folders_get_a_row_or_a_line_and_nothing_is_followed(tmp_path: Path) -> None:
+    """A class folder holding a link to the key named as a submission, a FIFO (which would
+    block a reader for ever) and a link to a folder outside it: the first two get an invalid
+    row saying what they are, the folder is listed as not followed, and the honest file beside
+    them is graded."""
+    import os
+
+    outside = tmp_path / "outside"
+    fx.write(fx.all_right("01"), outside / "eve_lab01.ipynb")
+    room = tmp_path / "in"
+    fx.write(fx.all_right("01"), room / "right_lab01.ipynb")
+    (room / "mallory_lab01.ipynb").symlink_to(fx.master_path("01"))
+    os.mkfifo(room / "fifo_lab01.ipynb")
+    (room / "linked").symlink_to(outside, target_is_directory=True)
+    report = grade([str(room)], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=1, limits=LIMITS)
+    rows = {r.submission.student: r for r in report.results}
+    assert set(rows) == {"right", "mallory", "fifo"}, rows
+    assert rows["right"].status is Status.GRADED and rows["right"].points == 5
+    assert rows["mallory"].status is Status.INVALID and "symbolic link" in rows["mallory"].reason
+    assert str(fx.master_path("01")) in rows["mallory"].reason and rows["mallory"].points == 0
+    assert rows["fifo"].status is Status.INVALID and "is a FIFO" in rows["fifo"].reason
+    (linked,) = [item for item in report.listed if item.file.endswith("/linked")]
+    assert "not followed" in linked.detail
+    assert any("linked" in warning and "not followed" in warning for warning in report.warnings), report.warnings
+    with open(tmp_path / "out" / "files.csv") as handle:
+        assert any(row["file"].endswith("/linked") and row["outcome"] == "refused" for row in csv.DictReader(handle))

@@ -23,7 +23,7 @@ from typing import Any
 
 from shopops_lab.course.errors import SubmissionInvalidError
 from shopops_lab.course.grade.key import CheckCall, GradedCell, Key, Master, cell_names
-from shopops_lab.course.grade.submissions import Submission
+from shopops_lab.course.grade.submissions import NotARegularFile, Submission, read_notebook
 from shopops_lab.course.metadata import LAB_ID, cell_text, is_test_cell
 
 MAX_BYTES = 256 * 1024 * 1024  # a file larger than this is refused unread (outputs included)
@@ -224,14 +224,18 @@ def read(submission: Submission, key: Key) -> tuple[dict[str, Any], Master, tupl
     reupload = "ask the learner to upload the .ipynb file again (File > Download in JupyterLab)"
     path = Path(submission.path)
     try:
-        size = path.stat().st_size
+        data = read_notebook(path, MAX_BYTES)
+        size = len(data)
         if size > MAX_BYTES:
+            size = path.stat().st_size
             raise invalid(
                 f"is {size / 2**20:.0f} MB, over the {MAX_BYTES // 2**20} MB a notebook may be",
                 "ask the learner to clear its outputs (Edit > Clear Outputs of All Cells), then upload it",
             )
         reveals = _Reveals()
-        notebook = json.loads(path.read_bytes(), object_pairs_hook=reveals)
+        notebook = json.loads(data, object_pairs_hook=reveals)
+    except NotARegularFile as exc:
+        raise invalid(str(exc), "ask the learner for the notebook file itself") from None
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise invalid(f"is not a notebook ({type(exc).__name__}: {str(exc)[:200]})", reupload) from None
     if not (isinstance(notebook, dict) and notebook.get("nbformat") == 4 and isinstance(notebook.get("cells"), list)):

@@ -23,7 +23,7 @@ from shopops_lab.course.grade.results import Status, SubmissionResult
 from shopops_lab.course.grade.roster import Roster
 from shopops_lab.course.grade.sandbox import Limits, Warm
 from shopops_lab.course.grade.sheets import Sheet
-from shopops_lab.course.grade.submissions import Listed, Outcome, Submission, choose, find, lab_of
+from shopops_lab.course.grade.submissions import Listed, Outcome, Submission, choose, find, lab_of, read_notebook
 from shopops_lab.course.grade.zygote import Zygote
 from shopops_lab.errors import BadArgumentError
 
@@ -32,8 +32,7 @@ def _lab_of(path: Path) -> str | None:
     """The lab a notebook says it is (its metadata): which masters the run needs, and half
     of its key. A file that cannot be read says nothing (its row will say why)."""
     try:
-        with open(path, "rb") as handle:
-            kit = json.loads(handle.read(MAX_BYTES + 1), object_pairs_hook=without_outputs)["metadata"]["shopops_lab"]
+        kit = json.loads(read_notebook(path, MAX_BYTES), object_pairs_hook=without_outputs)["metadata"]["shopops_lab"]
         return str(kit["lab"])
     except (OSError, ValueError, TypeError, KeyError, RecursionError):
         return None
@@ -288,9 +287,9 @@ def _grade(
 
 
 def _warn(item: Listed) -> bool:
-    """Unmatched files are warned of (a student may be missing a grade); superseded and
-    skipped ones only listed."""
-    return item.outcome is Outcome.UNMATCHED
+    """Unmatched files and links not followed are warned of (a student may be missing a
+    grade); superseded and skipped ones only listed."""
+    return item.outcome in (Outcome.UNMATCHED, Outcome.REFUSED)
 
 
 def unconfined_why() -> str:

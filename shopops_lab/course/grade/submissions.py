@@ -25,7 +25,9 @@ the layout gives, else by name), the others are listed as superseded (`choose`).
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -91,6 +93,7 @@ class Outcome(StrEnum):
     SUPERSEDED = "superseded"  # a later submission of the same student and lab was graded
     UNMATCHED = "unmatched"  # no layout (or the roster) told whose it is, or no lab
     SKIPPED = "skipped"  # not one of the labs --lab named
+    REFUSED = "refused"  # a link to a folder in the class folder: not followed
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,12 +204,52 @@ def _match(
 
 
 def _notebooks(root: Path) -> Iterable[Path]:
-    if root.is_file():
+    """Every `*.ipynb` under `root` that is not a folder: a symbolic link, a FIFO or a device
+    of that name too (`read_notebook` refuses those, so each gets a row saying why). Folders
+    reached through a link are not searched: nothing is followed out of the class folder."""
+    if not root.is_dir():
         yield root
         return
     for path in sorted(root.rglob("*.ipynb")):
-        if path.is_file() and not SKIPPED_FOLDERS & set(path.relative_to(root).parts[:-1]):
+        if not path.is_dir() and not SKIPPED_FOLDERS & set(path.relative_to(root).parts[:-1]):
             yield path
+
+
+def _linked_folders(root: Path) -> list[Listed]:
+    """The links to folders inside a class folder: listed, never searched (a link may lead to
+    the key, or anywhere else outside the class folder)."""
+    if not root.is_dir():
+        return []
+    return [
+        Listed(path.as_posix(), Outcome.REFUSED, f"a symbolic link to a folder (to {os.readlink(path)}), not followed")
+        for path in sorted(root.rglob("*"))
+        if path.is_symlink() and path.is_dir()
+    ]
+
+
+class NotARegularFile(OSError):
+    """A submission that is a symbolic link, a FIFO, a device or a socket: never opened as a
+    notebook (a link may point at the key; a FIFO would block the reader for ever)."""
+
+
+def read_notebook(path: Path, most: int) -> bytes:
+    """The bytes of the regular file at `path` (at most `most` + 1), opened without following
+    a link and without blocking; NotARegularFile names what it is instead."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        if os.path.islink(path):
+            raise NotARegularFile(f"is a symbolic link (to {os.readlink(path)}), which is not followed") from None
+        raise exc
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
+            raise NotARegularFile(f"is {kind}, not a file")
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read(most + 1)
+    finally:
+        os.close(fd)
 
 
 UNMATCHED_FIX = "put it in a folder named for its student, name it <student>_labNN.ipynb, or pass --student-pattern"
@@ -241,6 +284,7 @@ def find(
                 problem="does not exist",
                 fix="pass notebook files, or folders that hold them (searched recursively)",
             )
+        unmatched.extend(_linked_folders(root))
         for path in _notebooks(root):
             if path.resolve() in seen:  # the same file under two arguments is one file
                 continue
