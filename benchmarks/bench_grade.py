@@ -1,8 +1,8 @@
 """How fast does `shopops-lab grade` grade a class, next to nbgrader 0.9.6 `autograde`, lab by lab?
 
-Both grade the same submissions in the same run, laid out the way nbgrader collects them
-(`submitted/<student>/<assignment>/`): right, wrong (where the benchmark has a wrong answer
-for the lab) and unanswered in turn. For each lab the two commands run interleaved,
+Both grade the same class in the same run, laid out the way nbgrader collects them
+(`submitted/<student>/<assignment>/`): by default 30 submissions per lab, a class's size, the
+master's answers and the untouched student notebook in turn (15 and 15). For each lab the two commands run interleaved,
 `--rounds` times each (nbgrader with --force, ours into a fresh --out), and the medians
 are compared: wall time of the whole command, start-up included, `shopops-lab grade --jobs 2`
 (a warm judge per submission, a fresh confined learner process beside it) against
@@ -15,7 +15,7 @@ set (as in some shells and CI), every run would otherwise compile the kit from s
 
 nbgrader lives in a virtualenv of its own, built once as the README tells instructors
 (tests/nbgrader_env.py; it needs PyPI the first time). Run:
-`.venv/bin/python benchmarks/bench_grade.py [--labs 01 07] [--submissions 3] [--rounds 5]`.
+`.venv/bin/python benchmarks/bench_grade.py [--labs 01 07] [--submissions 30] [--rounds 3]`.
 Prints a line per lab and PASS/FAIL, and always exits 0: benchmarks inform, tests decide.
 """
 
@@ -41,10 +41,6 @@ import nbgrader_env  # noqa: E402
 
 TARGET = 10.0
 JOBS = 2
-WRONG = {
-    "01": {"send-followup": fx.KEY_FROM_TOKEN, "what-next": fx.EVERYTHING_STOPS},
-    "07": {"my-policy": "def my_policy(signals):\n    return acquire()"},
-}
 LABS = sorted(path.name[:2] for path in fx.SOLUTIONS.glob("[0-9][0-9]_*.ipynb"))
 
 
@@ -52,9 +48,9 @@ def build_class(course: Path, lab: str, count: int) -> str:
     """`count` submissions of `lab` under course/submitted/<student>/<assignment>/; returns the assignment."""
     assignment = f"lab{lab}"
     name = fx.master_path(lab).name
-    variants = [fx.all_right(lab), fx.submission(lab, WRONG.get(lab)), fx.submission(lab)]
+    variants = [fx.all_right(lab), fx.submission(lab)]  # right, untouched
     for number in range(count):
-        fx.write(variants[number % 3], course / "submitted" / f"s{number:05d}" / assignment / name)
+        fx.write(variants[number % 2], course / "submitted" / f"s{number:05d}" / assignment / name)
     return assignment
 
 
@@ -129,8 +125,8 @@ def compare(python: Path, lab: str, count: int, rounds: int) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--labs", nargs="*", default=LABS)
-    parser.add_argument("--submissions", type=int, default=3)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--submissions", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     compileall.compile_dir(str(ROOT / "shopops_lab"), quiet=1)  # as an install leaves it (see above)
     try:
