@@ -12,6 +12,7 @@ import grade_fixtures as fx
 import pytest
 
 from shopops_lab.course.grade import pool
+from shopops_lab.course.grade.messages import PartVerdict
 from shopops_lab.course.grade.results import Mark
 from shopops_lab.course.grade.run import grade
 from shopops_lab.course.grade.sandbox import Limits
@@ -54,8 +55,8 @@ def test_two_judges_share_a_check_of_parts_and_give_one_runs_verdict(
     handle = pool.Pool._handle
 
     def noted(self, run, message) -> None:
-        if message[0] == "part":
-            parts.append((run.helping is not None, message[2]))
+        if isinstance(message, PartVerdict):
+            parts.append((run.helping is not None, message.part))
         handle(self, run, message)
 
     monkeypatch.setattr(pool.Pool, "_handle", noted)

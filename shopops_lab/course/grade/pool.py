@@ -12,7 +12,6 @@ so a hang costs the exercise it is in once and the others are still graded.
 from __future__ import annotations
 
 import gc
-import json
 import multiprocessing
 import shutil
 import signal
@@ -26,6 +25,20 @@ from typing import Any
 
 from shopops_lab.course.grade import confinement, sandbox
 from shopops_lab.course.grade.key import Key, Kind, Master
+from shopops_lab.course.grade.messages import (
+    CellStarted,
+    CellStopped,
+    Done,
+    GraderFailed,
+    LearnerStarted,
+    Message,
+    MessageError,
+    Note,
+    PartVerdict,
+    Restarting,
+    Verdict,
+    decode,
+)
 from shopops_lab.course.grade.rebuild import Plan
 from shopops_lab.course.grade.results import ExerciseResult, Mark, Status, SubmissionResult
 from shopops_lab.course.grade.sandbox import Job, Limits
@@ -288,57 +301,53 @@ class Pool:
             if run.connection is None or not run.connection.poll():
                 return
             try:
-                message = json.loads(run.connection.recv_bytes(MESSAGE_BYTES))
-                self._handle(run, message)
+                self._handle(run, decode(run.connection.recv_bytes(MESSAGE_BYTES)))
             except EOFError:
                 self._ended(run)
                 return
-            except (OSError, ValueError, TypeError, IndexError, KeyError):  # too long, not JSON, wrong shape
+            except (OSError, MessageError):  # too long, or off its shape
                 run.failure = "the grading process sent something it should not have"
             if run.failure:
                 self._kill(run)
                 return
 
-    def _handle(self, run: _Run, message: list[Any]) -> None:
-        """Take in one message; anything off its expected shape raises (and fails the run)."""
-        kind = message[0]
-        if kind == "cell":
-            index = message[1]
-            if not any(step.index == index for step in run.plan.steps):
-                raise ValueError(index)
-            run.current, run.since = index, self.clock()
-        elif kind == "result" and run.current is not None:
-            mark, text, evidence = message[2], message[3], message[4]
-            if not (isinstance(mark, str) and isinstance(text, str) and isinstance(evidence, list)):
-                raise TypeError(message)
-            run.results[run.current] = [mark, text, [str(line) for line in evidence]]
-        elif kind == "part" and run.current is not None and message[1] == run.current:
-            part, mark, text, evidence = message[2], message[3], message[4], message[5]
+    def _handle(self, run: _Run, message: Message) -> None:
+        """Take in one message; a verdict for no cell, or for a part the check has not, raises
+        (and fails the run)."""
+        if isinstance(message, CellStarted):
+            if not any(step.index == message.index for step in run.plan.steps):
+                raise MessageError(f"a cell {message.index} the plan has not")
+            run.current, run.since = message.index, self.clock()
+        elif isinstance(message, Verdict) and run.current is not None:
+            run.results[run.current] = [message.mark, message.message, list(message.evidence)]
+        elif isinstance(message, PartVerdict) and run.current is not None and message.index == run.current:
             assert self.warm is not None  # prepared in run()
-            parts = self.warm.parts(run.plan.lab, run.current)
-            if not (
-                type(part) is int and 0 <= part < parts and isinstance(mark, str) and isinstance(text, str)
-            ) or not isinstance(evidence, list):
-                raise TypeError(message)
-            run.parts.setdefault(run.current, {})[part] = [mark, text, [str(line) for line in evidence], message[6]]
+            if not 0 <= message.part < self.warm.parts(run.plan.lab, run.current):
+                raise MessageError(f"a part {message.part} the check has not")
+            run.parts.setdefault(run.current, {})[message.part] = [
+                message.mark,
+                message.message,
+                list(message.evidence),
+                message.found,
+            ]
             self._decide(run, run.current)
-        elif kind == "stopped" and run.current is not None:
-            run.stopped[run.current] = str(message[2])
-        elif kind == "starting":
+        elif isinstance(message, CellStopped) and run.current is not None:
+            run.stopped[run.current] = message.cause
+        elif isinstance(message, Restarting):
             run.current, run.since = None, self.clock()
-        elif kind == "note":
-            if str(message[1]) not in run.noted and len(run.noted) < 20:
-                run.noted.append(str(message[1])[:500])
-        elif kind == "learner":
-            if type(message[1]) is not int or message[1] <= 1:
-                raise ValueError(message)
-            run.learners.append(message[1])
-        elif kind == "done":
+        elif isinstance(message, Note):
+            if message.text not in run.noted and len(run.noted) < 20:
+                run.noted.append(message.text[:500])
+        elif isinstance(message, LearnerStarted):
+            if message.group <= 1:
+                raise MessageError(f"a process group {message.group}")
+            run.learners.append(message.group)
+        elif isinstance(message, Done):
             run.done = True
-        elif kind == "failed":
-            _grader_fault(run, str(message[1]))
+        elif isinstance(message, GraderFailed):
+            _grader_fault(run, message.cause)
         else:
-            raise ValueError(kind)
+            raise MessageError(f"{message.KIND} out of turn")
 
     def _decide(self, run: _Run, index: int) -> None:
         """The verdict of a check made of parts, once the parts it needs are in: the first, in

@@ -15,10 +15,9 @@ The judge keeps the time (its own timer, which learner code cannot swallow): a c
 its limit, or a learner process that dies or speaks off the protocol, stops that cell,
 and a fresh learner process replays the cells that ran.
 
-The judge reports to the parent over a pipe, one JSON message per event: ["cell", i]
-before each cell, ["stopped", i, cause], ["result", i, mark, message, evidence],
-["learner", pgid] for each learner process it starts (the parent kills them all when the
-submission ends), and ["done"]. It never reports a score: the parent scores.
+The judge reports to the parent over a pipe, one typed message per event (`messages.py`:
+the cell it starts, each verdict, a cell stopped, each learner process it starts, a note
+for the instructor, its own failure, done). It never reports a score: the parent scores.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from __future__ import annotations
 import ast
 import builtins
 import contextlib
-import json
 import math
 import operator
 import os
@@ -52,6 +50,19 @@ from shopops_lab.course.grade.judge import (
 )
 from shopops_lab.course.grade.key import Key, Kind
 from shopops_lab.course.grade.learner import compile_cell
+from shopops_lab.course.grade.messages import (
+    CellStarted,
+    CellStopped,
+    Done,
+    GraderFailed,
+    LearnerStarted,
+    Message,
+    Note,
+    PartVerdict,
+    Restarting,
+    Verdict,
+    encode,
+)
 from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
 from shopops_lab.course.grade.wire import Handle, PeerGone, ProtocolError
 from shopops_lab.course.grade.zygote import COMMON
@@ -427,7 +438,7 @@ class _Runner:
 
     job: Job
     warm: Warm
-    send: Callable[[list[Any]], None]
+    send: Callable[[Message], None]
     learner: Learner
 
     def run(self) -> None:
@@ -442,16 +453,16 @@ class _Runner:
                 parted = self.warm.parts(self.job.plan.lab, step.index)
                 if not (claims.waiting(step.index) if parted else claims.take(step.index)):
                     continue  # another judge of this submission runs it (or every part of it)
-            self.send(["cell", step.index])
+            self.send(CellStarted(step.index))
             try:
                 self._step(step)
             except _Stopped as stop:
-                self.send(["stopped", step.index, stop.cause])
+                self.send(CellStopped(step.index, stop.cause))
                 stopped.add(step.index)
                 blocked = self.job.plan.blocked(stopped)
-                self.send(["starting"])  # the parent's start-up deadline, not the cell's, covers the replay
+                self.send(Restarting())  # the parent's start-up deadline, not the cell's, covers the replay
                 self.learner.restart()  # its state is unknown: a fresh one, with the cells that ran
-        self.send(["done"])
+        self.send(Done())
 
     def _step(self, step: PlannedCell) -> None:
         graded = step.role is Role.TEST and (self.job.plan.lab, step.index) in self.warm.graders
@@ -480,11 +491,10 @@ class _Runner:
         outcome = self.learner.run(step.source, f"<cell {step.grade_id}>")
         if outcome is not None and "exit" in outcome:
             self.send(
-                [
-                    "note",
+                Note(
                     f"cell {step.grade_id} {_stop_cause(outcome)}, which ends only that cell, as in "
-                    "Jupyter; the cells after it were run",
-                ]
+                    "Jupyter; the cells after it were run"
+                )
             )
 
     def _judge_cell(self, step: PlannedCell) -> None:
@@ -515,7 +525,7 @@ class _Runner:
                 mark, text = "incorrect", f"{type(exc).__name__}: {exc}"
             if mark == "incorrect" and _stubbed(namespace, step.reads):
                 mark, text = "not attempted", NOT_ATTEMPTED  # a kit check the cell called said so, or a helper did
-        self.send(["result", step.index, mark, truncate(text), []])
+        self.send(Verdict(step.index, mark, truncate(text), ()))
 
     @contextlib.contextmanager
     def _worker(self) -> Iterator[CheckRun]:
@@ -539,11 +549,11 @@ class _Runner:
             answers = [run.answer(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
             self.warm.snapshot.restore()
             result = grader.result(*answers)
-        self.send(["result", step.index, *_reported(result)])
+        self.send(Verdict(step.index, *_reported(result)))
 
     def _check_parts(self, step: PlannedCell, grader: Any, claims: Claims) -> None:
         """The parts of the step's check that nobody has taken, in order, each reported on its
-        own: ["part", index, part, mark, message, evidence, found]. The parent gives the
+        own (`PartVerdict`, with what a passing part found). The parent gives the
         verdict once the parts it needs are in (`Pool._decide`): the first that did not pass,
         else the check's summary of what each found."""
         with self._worker() as run:
@@ -554,10 +564,10 @@ class _Runner:
                 self.warm.snapshot.restore()
                 failed, found = grader.part_result(part, *answers)
                 if failed is None:
-                    self.send(["part", step.index, part, "correct", "", [], found])
+                    self.send(PartVerdict(step.index, part, "correct", "", (), found))
                     continue
                 claims.fail(step.index, part)
-                self.send(["part", step.index, part, *_reported(failed), None])
+                self.send(PartVerdict(step.index, part, *_reported(failed), None))
 
 
 NOT_ATTEMPTED = "Not attempted: the answer is still the stub."
@@ -578,10 +588,10 @@ def _stubbed(namespace: dict[str, Any], reads: Iterable[str]) -> bool:
     return False
 
 
-def _reported(result: Any) -> list[Any]:
-    """[mark, message, evidence] of a check's Result, as the parent takes them (bounded)."""
-    evidence = [truncate(line) for line in list(result.evidence)[:EVIDENCE_LIMIT]]
-    return [str(result.verdict.value), truncate(result.message), evidence]
+def _reported(result: Any) -> tuple[str, str, tuple[str, ...]]:
+    """(mark, message, evidence) of a check's Result, as the parent takes them (bounded)."""
+    evidence = tuple(truncate(line) for line in list(result.evidence)[:EVIDENCE_LIMIT])
+    return str(result.verdict.value), truncate(result.message), evidence
 
 
 def _master_imports(steps: Iterable[PlannedCell], before: int, namespace: dict[str, Any]) -> None:
@@ -608,9 +618,9 @@ def _imported(node: ast.Import | ast.ImportFrom) -> list[str]:
     return [alias.name for alias in node.names]
 
 
-def _sender(connection: Any) -> Callable[[list[Any]], None]:
-    def send(message: list[Any]) -> None:
-        connection.send_bytes(json.dumps(message).encode())
+def _sender(connection: Any) -> Callable[[Message], None]:
+    def send(message: Message) -> None:
+        connection.send_bytes(encode(message))
 
     return send
 
@@ -649,11 +659,11 @@ def child_main(job: Job, connection: Any, zygote: Any = None) -> None:
         os.chdir(job.scratch)
         random.seed(0)
         _silence()
-        learner = Learner(_learner_config(job, warm), announce=lambda pid: send(["learner", pid]), zygote=zygote)
+        learner = Learner(_learner_config(job, warm), announce=lambda pid: send(LearnerStarted(pid)), zygote=zygote)
         learner.start()
     except BaseException as exc:  # before any learner code: the grader's own failure
         with contextlib.suppress(Exception):
-            send(["failed", str(exc) if isinstance(exc, LearnerNotStarted) else f"{type(exc).__name__}: {exc}"])
+            send(GraderFailed(str(exc) if isinstance(exc, LearnerNotStarted) else f"{type(exc).__name__}: {exc}"))
         if learner is not None:
             learner.stop()
         os._exit(70)  # EX_SOFTWARE
@@ -661,7 +671,7 @@ def child_main(job: Job, connection: Any, zygote: Any = None) -> None:
         _Runner(job, warm, send, learner).run()
     except BaseException as exc:  # the judge runs no learner code: what escapes it is the grader's own failure
         with contextlib.suppress(Exception):
-            send(["failed", str(exc) if isinstance(exc, LearnerNotStarted) else f"{type(exc).__name__}: {exc}"])
+            send(GraderFailed(str(exc) if isinstance(exc, LearnerNotStarted) else f"{type(exc).__name__}: {exc}"))
         status = 70
     finally:
         learner.stop()

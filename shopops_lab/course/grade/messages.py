@@ -1,0 +1,131 @@
+"""What a judge tells the grader: one typed record per event, one JSON object per message.
+
+A judge (`judge.child_main`, one process per submission) reports over a pipe and never
+scores; the grader (`pool.Pool`) reads each message with `decode`, which refuses anything
+off its shape (a judge runs no learner code, so a malformed message is the grader's own
+bug, and the submission's run ends). The events, in the order a judge sends them:
+
+    LearnerStarted(group)      a learner process started: the grader kills its group at the end
+    CellStarted(index)         a cell of the plan begins: its deadline starts
+    Verdict(...)               a test cell's check: its mark, message and evidence
+    PartVerdict(...)           one part of a check made of parts (the grader decides the verdict)
+    CellStopped(index, cause)  the cell ran past its limit, or the learner's process died in it
+    Restarting()               a fresh learner process replays the cells that ran
+    Note(text)                 something the instructor should read (a sys.exit in a cell)
+    GraderFailed(cause)        the judge could not go on for a reason of its own: charges nothing
+    Done()                     every cell of the plan was run
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any, ClassVar
+
+
+class MessageError(ValueError):
+    """A message off its shape: not JSON, an unknown kind, or a field of the wrong type."""
+
+
+@dataclass(frozen=True, slots=True)
+class CellStarted:
+    KIND: ClassVar[str] = "cell"
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    KIND: ClassVar[str] = "result"
+    index: int
+    mark: str
+    message: str
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PartVerdict:
+    KIND: ClassVar[str] = "part"
+    index: int
+    part: int
+    mark: str
+    message: str
+    evidence: tuple[str, ...]
+    found: Any  # what a passing part found, for the check's summary (JSON); None if it failed
+
+
+@dataclass(frozen=True, slots=True)
+class CellStopped:
+    KIND: ClassVar[str] = "stopped"
+    index: int
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class Restarting:
+    KIND: ClassVar[str] = "starting"
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    KIND: ClassVar[str] = "note"
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class LearnerStarted:
+    KIND: ClassVar[str] = "learner"
+    group: int
+
+
+@dataclass(frozen=True, slots=True)
+class GraderFailed:
+    KIND: ClassVar[str] = "failed"
+    cause: str
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    KIND: ClassVar[str] = "done"
+
+
+Message = CellStarted | Verdict | PartVerdict | CellStopped | Restarting | Note | LearnerStarted | GraderFailed | Done
+KINDS: dict[str, type[Message]] = {
+    kind.KIND: kind
+    for kind in (CellStarted, Verdict, PartVerdict, CellStopped, Restarting, Note, LearnerStarted, GraderFailed, Done)
+}
+
+
+def encode(message: Message) -> bytes:
+    return json.dumps({"kind": message.KIND, **asdict(message)}).encode()
+
+
+def decode(data: bytes) -> Message:
+    """The message in `data`, each field checked against its type."""
+    try:
+        document = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise MessageError(f"not JSON ({exc})") from None
+    if not isinstance(document, dict):
+        raise MessageError("not a JSON object")
+    kind = KINDS.get(document.pop("kind", None))
+    if kind is None:
+        raise MessageError("no known kind")
+    names = [field.name for field in fields(kind)]
+    if sorted(document) != sorted(names):
+        raise MessageError(f"{kind.KIND}: fields {sorted(document)}, not {sorted(names)}")
+    values = {}
+    for field in fields(kind):
+        value = document[field.name]
+        if field.type == "int":
+            ok = type(value) is int
+        elif field.type == "str":
+            ok = type(value) is str
+        elif field.type == "tuple[str, ...]":
+            ok = type(value) is list and all(type(item) is str for item in value)
+            value = tuple(value) if ok else value
+        else:  # Any: JSON as it came
+            ok = True
+        if not ok:
+            raise MessageError(f"{kind.KIND}: {field.name} is {type(value).__name__}, not {field.type}")
+        values[field.name] = value
+    return kind(**values)
