@@ -13,8 +13,6 @@ from shopops_lab.course.grade import messages as m
 EVERY_KIND = [
     m.CellStarted(3),
     m.Verdict(4, "incorrect", "The key changes with the token.", ("schedule: W1 sends", "W2 sends")),
-    m.PartVerdict(5, 1, "correct", "", (), {"day": 3, "late": [1, 2]}),
-    m.PartVerdict(5, 2, "incorrect", "An approval waited 900 s.", ("seed 3",), None),
     m.CellStopped(6, "did not finish within 60 s"),
     m.Restarting(),
     m.Note("cell what-next called sys.exit(2)"),

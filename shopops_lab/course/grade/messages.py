@@ -8,7 +8,6 @@ bug, and the submission's run ends). The events, in the order a judge sends them
     LearnerStarted(group)      a learner process started: the grader kills its group at the end
     CellStarted(index)         a cell of the plan begins: its deadline starts
     Verdict(...)               a test cell's check: its mark, message and evidence
-    PartVerdict(...)           one part of a check made of parts (the grader decides the verdict)
     CellStopped(index, cause)  the cell ran past its limit, or the learner's process died in it
     Restarting()               a fresh learner process replays the cells that ran
     Note(text)                 something the instructor should read (a sys.exit in a cell)
@@ -20,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
-from typing import Any, ClassVar
+from typing import ClassVar
 
 
 class MessageError(ValueError):
@@ -40,17 +39,6 @@ class Verdict:
     mark: str
     message: str
     evidence: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PartVerdict:
-    KIND: ClassVar[str] = "part"
-    index: int
-    part: int
-    mark: str
-    message: str
-    evidence: tuple[str, ...]
-    found: Any  # what a passing part found, for the check's summary (JSON); None if it failed
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +76,10 @@ class Done:
     KIND: ClassVar[str] = "done"
 
 
-Message = CellStarted | Verdict | PartVerdict | CellStopped | Restarting | Note | LearnerStarted | GraderFailed | Done
+Message = CellStarted | Verdict | CellStopped | Restarting | Note | LearnerStarted | GraderFailed | Done
 KINDS: dict[str, type[Message]] = {
     kind.KIND: kind
-    for kind in (CellStarted, Verdict, PartVerdict, CellStopped, Restarting, Note, LearnerStarted, GraderFailed, Done)
+    for kind in (CellStarted, Verdict, CellStopped, Restarting, Note, LearnerStarted, GraderFailed, Done)
 }
 
 

@@ -34,7 +34,6 @@ from shopops_lab.course.grade.messages import (
     Message,
     MessageError,
     Note,
-    PartVerdict,
     Restarting,
     Verdict,
     decode,
@@ -80,8 +79,6 @@ class _Run:
     core: int | None = None  # the slot's core, kept by its judge and learner for every attempt
     stopped: dict[int, str] = field(default_factory=dict)  # step index -> why it stopped
     results: dict[int, list[Any]] = field(default_factory=dict)  # test step index -> [mark, message, evidence]
-    # test step index -> part -> [mark, message, evidence, found], for a check made of parts
-    parts: dict[int, dict[int, list[Any]]] = field(default_factory=dict)
     learners: list[int] = field(default_factory=list)  # process groups of the learner's processes
     noted: list[str] = field(default_factory=list)  # what the judge noted for the instructor
     uid: int | None = None
@@ -94,26 +91,6 @@ class _Run:
     out_of_time: bool = False
     failure: str = ""
     fault: str = ""  # why the grader itself failed on this submission (then it charges nothing)
-    claims: sandbox.Claims | None = None  # the test steps taken, shared with its helpers
-    helping: _Run | None = None  # a helper's submission: it shares stopped, results and noted with it
-
-    def helper(self, slot: int, core: int | None) -> _Run:
-        """A second judge for this submission, on a slot left idle: it runs the cells as this one
-        does and takes the test steps nobody has taken yet; what it finds is this run's."""
-        return _Run(
-            self.submission,
-            self.master,
-            self.plan,
-            self.started,
-            slot,
-            core,
-            stopped=self.stopped,
-            results=self.results,
-            parts=self.parts,
-            noted=self.noted,
-            claims=self.claims,
-            helping=self,
-        )
 
 
 @dataclass
@@ -136,7 +113,7 @@ class Pool:
 
     @property
     def forks(self) -> bool:
-        """Children are forks of this warm process (they inherit the warm key and a helper's claims)."""
+        """Children are forks of this warm process (they inherit the warm key)."""
         return bool(self.context.get_start_method() == "fork")
 
     @property
@@ -162,27 +139,18 @@ class Pool:
                 while len(running) < self.jobs:
                     slot = min(set(range(self.jobs)) - {run.slot for run in running})
                     core = confinement.core_for(slot, allowed)
-                    if pending:
-                        submission, master, plan = pending.popleft()
-                        run = _Run(submission, master, plan, self.clock(), slot, core)
-                        run.claims = sandbox.Claims(self.context, plan, self._parts(plan)) if self.forks else None
-                    else:  # nothing waits: an idle slot helps a submission with test steps nobody took
-                        helped = self._helped(running)
-                        if helped is None:
-                            break
-                        run = helped.helper(slot, core)
+                    if not pending:
+                        break
+                    submission, master, plan = pending.popleft()
+                    run = _Run(submission, master, plan, self.clock(), slot, core)
                     self._start(run)
                     running.append(run)
                 self._wait(running)
                 for run in [run for run in running if run.process is None]:
-                    if run not in running:  # a helper its submission's end took with it
-                        continue
                     running.remove(run)
-                    whole = self._ended_run(run, running)
-                    if whole is not None:
-                        result = self._result(whole)
-                        results.append(result)
-                        self.on_result(result)
+                    result = self._result(run)
+                    results.append(result)
+                    self.on_result(result)
         finally:
             for run in running:
                 self._kill(run)
@@ -194,43 +162,6 @@ class Pool:
                 owned.close()
                 self.zygote = None
         return results
-
-    def _parts(self, plan: Plan) -> dict[int, int]:
-        """Test step index -> how many parts its kit check is made of, for those made of parts."""
-        assert self.warm is not None  # prepared in run()
-        counts = {step.index: self.warm.parts(plan.lab, step.index) for step in plan.steps}
-        return {index: count for index, count in counts.items() if count}
-
-    def _helped(self, running: list[_Run]) -> _Run | None:
-        """The submission graded now with the most test steps nobody has taken (and not
-        stopped or scored), if any: a helper started for it takes them as it reaches them."""
-        best, most = None, 0
-        for run in running:
-            if run.helping is not None or run.claims is None or run.failure or run.out_of_time:
-                continue
-            blocked = run.plan.blocked(run.stopped)
-            left = [i for i in run.claims.open() if i not in run.results and i not in blocked]
-            if len(left) > most:
-                best, most = run, len(left)
-        return best
-
-    def _ended_run(self, run: _Run, running: list[_Run]) -> _Run | None:
-        """A judge has ended for good: the submission it graded, if nothing grades it any more.
-        A helper's findings are its submission's already (shared); what ends a submission's
-        grading (a failure, its time) ends its helpers too."""
-        whole = run.helping or run
-        if run is not whole:
-            whole.failure = whole.failure or run.failure
-            whole.out_of_time = whole.out_of_time or run.out_of_time
-        others = [other for other in running if (other.helping or other) is whole]
-        if whole.failure or whole.out_of_time:
-            for other in others:
-                self._kill(other)
-                running.remove(other)
-            others = []
-        if others or whole.process is not None:
-            return None
-        return whole
 
     # --- children ---------------------------------------------------------------------
 
@@ -252,7 +183,6 @@ class Pool:
             walls=self.walls,
             rules=rules,
             core=run.core,
-            claims=run.claims,
         )
         reader, writer = self.context.Pipe(duplex=False)
         channel = self.zygote.channel() if self.forks and self.zygote is not None else None
@@ -320,17 +250,6 @@ class Pool:
             run.current, run.since = message.index, self.clock()
         elif isinstance(message, Verdict) and run.current is not None:
             run.results[run.current] = [message.mark, message.message, list(message.evidence)]
-        elif isinstance(message, PartVerdict) and run.current is not None and message.index == run.current:
-            assert self.warm is not None  # prepared in run()
-            if not 0 <= message.part < self.warm.parts(run.plan.lab, run.current):
-                raise MessageError(f"a part {message.part} the check has not")
-            run.parts.setdefault(run.current, {})[message.part] = [
-                message.mark,
-                message.message,
-                list(message.evidence),
-                message.found,
-            ]
-            self._decide(run, run.current)
         elif isinstance(message, CellStopped) and run.current is not None:
             run.stopped[run.current] = message.cause
         elif isinstance(message, Restarting):
@@ -348,39 +267,6 @@ class Pool:
             _grader_fault(run, message.cause)
         else:
             raise MessageError(f"{message.KIND} out of turn")
-
-    def _decide(self, run: _Run, index: int) -> None:
-        """The verdict of a check made of parts, once the parts it needs are in: the first, in
-        order, that did not pass, else the check's summary of what each found (the verdict one
-        judge running every part in order gives, whichever judges ran them)."""
-        assert self.warm is not None  # prepared in run()
-        grader = self.warm.graders[run.plan.lab, index]
-        found, known = [], run.parts.get(index, {})
-        for part in range(len(grader.parts)):
-            if part not in known:
-                return
-            mark, text, evidence, data = known[part]
-            if mark != Mark.CORRECT.value:
-                run.results[index] = [mark, text, evidence]
-                self._release(run, index)
-                return
-            found.append(data)
-        self._release(run, index)
-        try:
-            message = str(grader.summarised(found).message)
-        except Exception as exc:  # noqa: BLE001 - the kit's summary failing is the grader's, not the learner's
-            _grader_fault(run, f"{type(exc).__name__}: {exc}")
-            return
-        run.results[index] = [Mark.CORRECT.value, sandbox.truncate(message), []]
-
-    def _release(self, run: _Run, index: int) -> None:
-        """Step `index` is decided: a helper of the same submission still judging one of its
-        parts (moot now) is ended. It holds no later step (judges take them in order), so the
-        submission's other judges take those as they reach them."""
-        whole = run.helping or run
-        for other in self.running:
-            if other is not run and other.helping is whole and other.current == index and other.process is not None:
-                self._kill(other)
 
     def _ended(self, run: _Run) -> None:
         """The child closed its end: finished, or died (then stop its cell and go again)."""
@@ -434,7 +320,7 @@ class Pool:
         stops = (
             f"cell {run.plan.step(index).grade_id} {cause}; what depends on it was skipped"
             for index, cause in sorted(run.stopped.items())
-            if index not in run.results  # a check of parts decided by an earlier part, as one judge would have
+            if index not in run.results  # its verdict was in before the judge ended
         )
         notes = (*run.plan.notes, *run.noted, *stops)
         return SubmissionResult(
@@ -465,8 +351,8 @@ class Pool:
                 grade_id, Kind.AUTO, mark, points if mark is Mark.CORRECT else 0.0, points, message, tuple(evidence)
             )
 
-        # A step an earlier stopped step blocks is never run by one judge; where a helper ran
-        # it meanwhile, its result is set aside, so the row is the same however many judged.
+        # A step an earlier stopped step blocks is scored as blocked, whatever a judge found
+        # for it before the stop was known.
         if index in run.results and blocked.get(index, index) == index:
             mark, message, evidence = run.results[index]
             return scored(Mark(mark) if mark in AUTO_MARKS else Mark.ERROR, message, evidence)
@@ -501,10 +387,8 @@ def _grader_fault(run: _Run, cause: str) -> None:
     """The grader failed on this submission for a reason of its own (it could not confine or
     start the learner's process, a check of the kit's failed): the exercises it had not
     checked are not graded, and nothing is charged for them."""
-    whole = run.helping or run
-    for one in (run, whole):
-        one.failure = f"the grader failed on this submission ({cause[:600]})"
-        one.fault = cause[:600]
+    run.failure = f"the grader failed on this submission ({cause[:600]})"
+    run.fault = cause[:600]
 
 
 def _status(exercises: Sequence[ExerciseResult], run: _Run) -> tuple[Status, str]:

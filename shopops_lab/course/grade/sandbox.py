@@ -31,7 +31,7 @@ import os
 import random
 import signal
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import import_module
 from types import CodeType, FunctionType, ModuleType
@@ -58,7 +58,6 @@ from shopops_lab.course.grade.messages import (
     LearnerStarted,
     Message,
     Note,
-    PartVerdict,
     Restarting,
     Verdict,
     encode,
@@ -242,11 +241,6 @@ class Warm:
     snapshot: KitSnapshot
     imports: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lab -> what its learners load
 
-    def parts(self, lab: str, index: int) -> int:
-        """How many parts the kit check behind test cell `index` of `lab` is made of (0: one
-        whole check, or no kit check)."""
-        return len(getattr(self.graders.get((lab, index)), "parts", ()))
-
     @classmethod
     def prepare(cls, key: Key) -> Warm:
         """Import what the masters import, take their checks (with the modules each check
@@ -287,61 +281,10 @@ class Warm:
 INHERITED: dict[str, Warm] = {}
 
 
-class Claims:
-    """Which test steps of one submission a process has taken, shared by the judges grading it
-    at once (forked from the grader, so they share this memory): each step runs in one of them.
-    A judge takes a step when it reaches it, in the notebook's order, so a judge that starts
-    later, on a core left idle, goes past the steps under way and runs the next ones. Each
-    test step's verdict is the same whichever judge runs it: it is judged in a fresh fork of
-    the learner's cells as they stood before it, and leaves nothing behind (`_Runner._check`).
-    A check made of parts (`Exercise.parts`) is taken part by part, so two judges can share
-    one long check; a part that did not pass makes the later parts of its step moot."""
-
-    def __init__(self, context: Any, plan: Plan, parts: Mapping[int, int] | None = None) -> None:
-        self.slots: dict[tuple[int, int], int] = {}  # (step index, part) -> its place in the tables
-        for step in plan.steps:
-            if step.role is Role.TEST:  # all needed (`Plan.needed`)
-                for part in range((parts or {}).get(step.index, 1)):
-                    self.slots[step.index, part] = len(self.slots)
-        self._taken = context.RawArray("b", len(self.slots))
-        self._failed = context.RawArray("b", len(self.slots))
-
-    def take(self, index: int, part: int = 0) -> bool:
-        """Take part `part` of step `index` for this process; False if another has it. Without a
-        lock (a judge killed while holding one would stall the other): two judges reaching it in
-        the same microsecond both judge it, to the same verdict, and only that work is lost."""
-        slot = self.slots[index, part]
-        if self._taken[slot]:
-            return False
-        self._taken[slot] = 1
-        return True
-
-    def fail(self, index: int, part: int) -> None:
-        """Part `part` of step `index` did not pass: the parts after it need not be judged."""
-        self._failed[self.slots[index, part]] = 1
-
-    def moot(self, index: int, part: int) -> bool:
-        """Has an earlier part of step `index` not passed (so this part cannot change its verdict)?"""
-        return any(self._failed[self.slots[index, earlier]] for earlier in range(part))
-
-    def waiting(self, index: int) -> bool:
-        """Has step `index` a part nobody has taken yet, and not moot?"""
-        return any(
-            not self._taken[slot] and not self.moot(index, part)
-            for (step, part), slot in self.slots.items()
-            if step == index
-        )
-
-    def open(self) -> list[int]:
-        """The test steps with a part waiting (the grader's hint for starting a helper)."""
-        return sorted({index for index, _ in self.slots if self.waiting(index)})
-
-
 @dataclass(frozen=True)
 class Job:
     """One run of one submission's plan: the steps stopped before (skipped, and what they
-    block), the test steps already scored (not run again), and, where several judges grade the
-    submission at once, the table of test steps they have taken."""
+    block) and the test steps already scored (not run again)."""
 
     plan: Plan
     key: str
@@ -355,7 +298,6 @@ class Job:
     walls: confinement.Confinement = confinement.Confinement()  # how this host confines learner code
     rules: landlock.Rules | None = None  # what the learner's process keeps under Landlock (None: no Landlock)
     core: int | None = None  # the core its judge and learner processes keep (`confinement.pin`)
-    claims: Claims | None = None
 
 
 # --- the judge: runs the checks, never the learner's code -------------------------------------
@@ -448,11 +390,6 @@ class _Runner:
         for step in self.job.plan.steps:
             if step.index in blocked or step.index in self.job.scored or step.index not in needed:
                 continue
-            claims = self.job.claims
-            if step.role is Role.TEST and claims is not None:
-                parted = self.warm.parts(self.job.plan.lab, step.index)
-                if not (claims.waiting(step.index) if parted else claims.take(step.index)):
-                    continue  # another judge of this submission runs it (or every part of it)
             self.send(CellStarted(step.index))
             try:
                 self._step(step)
@@ -542,32 +479,11 @@ class _Runner:
 
     def _check(self, step: PlannedCell) -> None:
         grader = self.warm.graders[(self.job.plan.lab, step.index)]
-        if self.job.claims is not None and self.warm.parts(self.job.plan.lab, step.index):
-            self._check_parts(step, grader, self.job.claims)
-            return
         with self._worker() as run:
             answers = [run.answer(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
             self.warm.snapshot.restore()
             result = grader.result(*answers)
         self.send(Verdict(step.index, *_reported(result)))
-
-    def _check_parts(self, step: PlannedCell, grader: Any, claims: Claims) -> None:
-        """The parts of the step's check that nobody has taken, in order, each reported on its
-        own (`PartVerdict`, with what a passing part found). The parent gives the
-        verdict once the parts it needs are in (`Pool._decide`): the first that did not pass,
-        else the check's summary of what each found."""
-        with self._worker() as run:
-            answers = [run.answer(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
-            for part in range(len(grader.parts)):
-                if claims.moot(step.index, part) or not claims.take(step.index, part):
-                    continue
-                self.warm.snapshot.restore()
-                failed, found = grader.part_result(part, *answers)
-                if failed is None:
-                    self.send(PartVerdict(step.index, part, "correct", "", (), found))
-                    continue
-                claims.fail(step.index, part)
-                self.send(PartVerdict(step.index, part, *_reported(failed), None))
 
 
 NOT_ATTEMPTED = "Not attempted: the answer is still the stub."
