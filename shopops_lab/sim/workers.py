@@ -10,7 +10,7 @@ is a generator that is closed. Everything the loop does, it does to its `World`.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 from shopops_lab.effects import SendStatus
 from shopops_lab.errors import LeaseExpiredError, LeaseSettledError, StaleTokenError
@@ -19,21 +19,26 @@ from shopops_lab.sim.faults import Fault, FaultKind, Point
 from shopops_lab.sim.world import Worker, World
 from shopops_lab.worker.queue import Lease
 
-__all__ = ["Worker", "worker_loop"]
+__all__ = ["Handler", "Steps", "Worker", "handle", "interrupt", "worker_loop"]
 
 Steps = Generator[float, None, bool]  # yields seconds to wait; returns True if the worker died
 
 
-def worker_loop(world: World, w: Worker) -> Generator[float, None, None]:
+Handler = Callable[[World, Worker, Lease], Steps]  # one delivery, start to end
+
+
+def worker_loop(world: World, w: Worker, handler: Handler | None = None) -> Generator[float, None, None]:
     """Poll, handle, repeat, until no work is left or can arrive. An empty poll backs off,
-    doubling the wait from `idle_poll` up to `idle_poll_max`, as real consumers do."""
+    doubling the wait from `idle_poll` up to `idle_poll_max`, as real consumers do.
+    `handler` handles each delivery (default: the kit's own `handle`)."""
+    handle_one = handle if handler is None else handler
     queue = world.queue
     first, most = world.scenario.idle_poll, world.scenario.idle_poll_max
     idle = first
     while True:
         lease = world.take_duplicate(w) if world.duplicates else None  # the broker pushed a copy
         if lease is not None:
-            if (yield from handle(world, w, lease)):
+            if (yield from handle_one(world, w, lease)):
                 return
             continue
         if world.drained():
@@ -52,7 +57,7 @@ def worker_loop(world: World, w: Worker) -> Generator[float, None, None]:
             continue
         w.held = False
         idle = first
-        if (yield from handle(world, w, lease)):
+        if (yield from handle_one(world, w, lease)):
             return
 
 

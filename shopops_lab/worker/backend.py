@@ -40,30 +40,47 @@ def is_poison(payload: Any) -> bool:
 
 
 class Drafts:
-    """The drafting model. Each delivery that asks drafts the case anew in `chunks` pieces (at
-    most three), and a case drafted again reads differently (a model rarely writes the same
-    text twice: draft 2 says so); a poison case cannot be drafted at all. What a delivery was
-    given so far lives here, per delivery; the count of draftings lives in the store, so every
-    worker process sees the same."""
+    """The drafting model. Each delivery that asks drafts the case anew, in `chunks` pieces (a
+    judge may `plan` another count for one delivery: a long model call streams more), and a
+    case drafted again reads differently (a model rarely writes the same text twice: draft 2
+    says so); a poison case cannot be drafted at all. What a delivery was given so far lives
+    here; the count of draftings lives in the store, so every worker process sees the same."""
 
     __deepcopy__ = state_copy
 
     def __init__(self, chunks: int = 2) -> None:
-        self.chunks = arguments.whole("chunks", chunks, 1, "pass 1 to 3", most=len(TEXT))
-        self._given: dict[tuple[str, int, str], tuple[int, int]] = {}  # delivery -> (drafting, chunks given)
+        self.chunks = arguments.whole("chunks", chunks, 1, "pass how many pieces a draft streams, e.g. 2")
+        self._given: dict[tuple[str, int, str], tuple[int, int, int]] = {}  # delivery -> (drafting, given, of)
+
+    def plan(self, lease: Lease, chunks: int) -> None:
+        """The delivery of `lease` has its draft streamed in `chunks` pieces (before its first)."""
+        self._given[_delivery(lease)] = (0, 0, chunks)
 
     def next_chunk(self, lease: Lease, store: Store) -> str | None:
         if is_poison(lease.payload):
             raise DraftError(case_id=lease.case_id, reason="its payload has a bad schema (no idempotency key)")
-        delivery = (lease.item_id, lease.token, lease.worker_id)
-        drafting, given = self._given.get(delivery, (0, 0))
-        if given >= self.chunks:
+        delivery = _delivery(lease)
+        drafting, given, of = self._given.get(delivery, (0, 0, self.chunks))
+        if given >= of:
             return None
         if not given:
             drafting = store.next_number(f"{_DRAFTINGS} {lease.case_id}")
-        self._given[delivery] = (drafting, given + 1)
-        text = TEXT[given].format(case=lease.case_id)
+        self._given[delivery] = (drafting, given + 1, of)
+        text = _piece(given, of).format(case=lease.case_id)
         return f"[draft {drafting}] {text}" if drafting > 1 and not given else text
+
+
+def _delivery(lease: Lease) -> tuple[str, int, str]:
+    return lease.item_id, lease.token, lease.worker_id
+
+
+def _piece(n: int, of: int) -> str:
+    """Piece `n` (from 0) of a draft in `of` pieces: the greeting first, the promise last."""
+    if n == 0:
+        return TEXT[0]
+    if n == of - 1:
+        return TEXT[2]
+    return TEXT[1] if n == 1 else "and more; "
 
 
 class KitBackend:

@@ -60,7 +60,7 @@ _REFUSALS: dict[str, type[Exception]] = {
     )
 }
 
-_unawaited: list[tuple[str, str]] = []  # (the call, where the worker made it) made but not yet awaited
+_unawaited: list[tuple[KitCall, Any]] = []  # calls made and not yet awaited, with the frame that made each
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +77,7 @@ class KitCall:
         if isinstance(sys.exc_info()[1], GeneratorExit):  # a dead worker's `finally`: nothing reaches the kit
             raise GeneratorExit
         for n, (made, _) in enumerate(_unawaited):
-            if made == self.words:
+            if made is self:
                 del _unawaited[n]
                 break
         return (yield self)
@@ -176,9 +176,10 @@ class Kit:
 
 
 def _made(call: KitCall) -> KitCall:
-    """Note `call` as made and not yet awaited, with the worker's line that made it."""
+    """Note `call` as made and not yet awaited, with where the worker made it (its frame's
+    function and line, read only if it is never awaited)."""
     frame = sys._getframe(2)
-    _unawaited.append((call.words, f"{frame.f_code.co_name}, line {frame.f_lineno}"))
+    _unawaited.append((call, (frame.f_code.co_name, frame.f_lineno)))
     return call
 
 
@@ -214,10 +215,13 @@ def step(coroutine: Any, reply: Reply) -> KitCall | Finished:
 
 def _awaited_all(coroutine: Any) -> None:
     if _unawaited:
-        words, where = _unawaited[0]
+        call, (function, line) = _unawaited[0]
         _unawaited.clear()
         coroutine.close()
-        raise KitMisuseError(problem=f"{words} ({where}) was never awaited, so it never happened", fix=f"write `await {words}`")
+        raise KitMisuseError(
+            problem=f"{call.words} (in {function}, line {line}) was never awaited, so it never happened",
+            fix=f"write `await {call.words}`",
+        )
 
 
 def _a(value: Any) -> str:
