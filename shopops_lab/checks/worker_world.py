@@ -80,10 +80,10 @@ class Setting:
 
     @property
     def bound(self) -> Bound:
+        what = "a payload with a bad schema" if self.case.poison else "a draft of 2 chunks"
         words = (
-            f"2 workers and case {self.case.case_id} ({'a payload with a bad schema' if self.case.poison else 'a draft of 2 chunks'}), "
-            f"with {self.faults}, delivered until it is done or dead-lettered (the queue allows "
-            f"{self.case.max_attempts} attempts)"
+            f"2 workers and case {self.case.case_id} ({what}), with {self.faults}, delivered until it is done or "
+            f"dead-lettered (the queue allows {self.case.max_attempts} attempts)"
         )
         return Bound(words=words, budget=self.budget, faults=(), max_steps=60)
 
@@ -95,7 +95,9 @@ JORDAN = Case(
     max_attempts=5,
     customer="Jordan",
 )
-CASEY = Case(case_id="P-2001", payload={"to": "casey@example.com", "schema": 0}, poison=True, max_attempts=3, customer="Casey")
+CASEY = Case(
+    case_id="P-2001", payload={"to": "casey@example.com", "schema": 0}, poison=True, max_attempts=3, customer="Casey"
+)
 # The bound, in four settings (every schedule of each is searched): faults that happen together
 # in one schedule multiply the states (all of them at once: about 7,800, twenty seconds), while
 # every mistake the check knows shows within one setting.

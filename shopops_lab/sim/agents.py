@@ -29,7 +29,7 @@ from shopops_lab.errors import (
     StaleTokenError,
 )
 from shopops_lab.events import EventKind
-from shopops_lab.sim.faults import FaultKind, Point
+from shopops_lab.sim.faults import Point
 from shopops_lab.sim.workers import Steps, interrupt, worker_loop
 from shopops_lab.sim.world import Program, Worker, World
 from shopops_lab.worker.backend import Drafts, KitBackend
@@ -40,7 +40,7 @@ __all__ = ["CHUNK_SECONDS", "Pool", "Running", "agent_program"]
 
 CHUNK_SECONDS = 10.0  # the longest piece of a draft: a third of the burst day's 30 s lease
 MOST_CALLS = 200  # kit calls one delivery may make before the run stops it as a worker that never ends
-_LOST = (StaleTokenError, LeaseExpiredError, LeaseSettledError)
+_LOST = frozenset(kind.__name__ for kind in (StaleTokenError, LeaseExpiredError, LeaseSettledError))
 
 
 class Running(Protocol):
@@ -52,15 +52,17 @@ class Running(Protocol):
 
 class Pool(Protocol):
     """The workers' code: `begin` starts worker `name`'s coroutine for `lease` (in that worker's
-    process, its memory kept between deliveries); `died` ends that process (the next delivery
-    starts on fresh memory)."""
+    process, its memory kept between deliveries; what it raises is the worker's, as a step's);
+    `died` ends that process (the next delivery starts on fresh memory). What a worker raises
+    is judged by its class name (`named`, where a stand-in raises it for a worker that ran
+    elsewhere): a lost lease, a misused kit, or a failure the queue hears of (a nack)."""
 
     def begin(self, name: str, lease: Lease) -> Running: ...
     def died(self, name: str) -> None: ...
 
 
 class Misused(Exception):
-    """A worker misused its kit (or never stopped): the run notes it, the delivery ends."""
+    """A worker that never ended its delivery: the run notes it, and the delivery ends."""
 
 
 def agent_program(pool: Pool, misused: Callable[[str, Exception], None] | None = None) -> Program:
@@ -106,21 +108,20 @@ def _deliver(
     world.delivered(w, lease)
     running: Running | None = None
     try:
-        running = pool.begin(w.id, lease)
         reply, calls, drafting = Reply(), 0, [0.0, 0, 0]  # the model call: seconds, pieces, pieces given
         while True:
             try:
+                if running is None:
+                    running = pool.begin(w.id, lease)
                 call = running.step(reply)
-            except _LOST as lost:
-                world.lost(w, lease, "kit", f"your worker raised {type(lost).__name__}")
-                return False
-            except KitMisuseError as misuse:
-                if misused is not None:
-                    misused(w.id, misuse)
-                world.fail(w, lease, f"KitMisuseError: {misuse}")
-                return False
-            except Exception as error:  # noqa: BLE001 - the worker raised: its delivery is given back
-                world.fail(w, lease, _said(error))
+            except Exception as error:  # noqa: BLE001 - the worker raised: how the delivery ends depends on what
+                named = _named(error)
+                if named in _LOST:
+                    world.lost(w, lease, "kit", f"your worker raised {named}")
+                    return False
+                if named == KitMisuseError.__name__ and misused is not None:
+                    misused(w.id, error)
+                world.fail(w, lease, _said(error))  # given back: the queue hands it out again, or dead-letters it
                 return False
             if isinstance(call, Finished):
                 w.lease = None
@@ -195,6 +196,12 @@ def _send(world: World, w: Worker, lease: Lease, kit: KitBackend, call: KitCall)
     return reply
 
 
+def _named(error: Exception) -> str:
+    """The class name of what the worker raised (a stand-in for it says the original's)."""
+    named = getattr(error, "named", None)
+    return named if isinstance(named, str) else type(error).__name__
+
+
 def _said(error: Exception) -> str:
     text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+    return f"{_named(error)}: {text}" if text else _named(error)

@@ -30,7 +30,15 @@ __all__ = ["CHECKPOINTS", "Drafts", "KitBackend", "is_poison"]
 
 CHECKPOINTS = "case checkpoint"  # the store's records: case id -> the dict its last save stored
 _DRAFTINGS = "drafting"  # the store's counters: draftings of a case, so a second one reads differently
-_ARITY = {"load": (0, 0), "next_chunk": (0, 0), "heartbeat": (0, 0), "save": (1, 1), "send": (1, 2), "lookup": (1, 1), "ack": (0, 0)}
+_ARITY = {
+    "load": (0, 0),
+    "next_chunk": (0, 0),
+    "heartbeat": (0, 0),
+    "save": (1, 1),
+    "send": (1, 2),
+    "lookup": (1, 1),
+    "ack": (0, 0),
+}
 TEXT = ("Dear customer, ", "we are sorry your order {case} is late; ", "your refund is on its way.")
 
 
