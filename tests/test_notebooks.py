@@ -21,6 +21,7 @@ LABS = (
     "06_outbox",
     "07_burst_day",
     "08_real_crashes",
+    "09_the_whole_worker",
 )
 NOTEBOOKS = [ROOT / folder / f"{lab}.ipynb" for folder in ("solutions", "notebooks") for lab in LABS]
 MACHINE_PATH = re.compile(r"/(tmp|root|home|work|Users)/[A-Za-z0-9_.-]+")

@@ -50,10 +50,12 @@ __all__ = [
     "KILL_QUIZ",
     "SHAPE_QUIZ",
     "Day",
+    "TheWholeWorker",
     "Verdicts",
     "at_scale",
     "counterexample",
     "day",
+    "exercise",
     "explored",
     "in_processes",
     "naive_work",
@@ -169,8 +171,8 @@ HINTS = (
     "Shape: load; if the email is confirmed, ack. If an intent is saved, look the key up before anything "
     "else. Otherwise draft, heartbeating after each chunk and returning on a no; save the intent; send; "
     "settle an unknown outcome by lookup, and raise if nothing went out; save the confirmation; ack.",
-    "Pass your worker: explored.hint(4, work) searches your own worker and tells its shortest breaking schedule, "
-    "step by step (lab09.replay(...).diagram() draws it).",
+    "Pass your worker: hint(4, work) searches your own worker and tells its shortest breaking schedule, step by "
+    "step (lab09.replay(...).diagram() draws it).",
 )
 
 
@@ -258,6 +260,45 @@ class Verdicts:
 def verdicts(work: Any) -> Verdicts:
     """The three judges on `work`, each with its evidence."""
     return Verdicts(tuple(judge.result(work) for judge in JUDGES))
+
+
+class TheWholeWorker:
+    """`lab09.exercise`: the lab's one exercise, judged three ways. `check(work)` shows the three
+    verdicts side by side (each judge alone: `lab09.explored.check(work)`, `at_scale`,
+    `in_processes`); `hint(n)` as every exercise's, and `hint(4, work)` tells the shortest
+    schedule that breaks your own worker."""
+
+    id = "09"
+    answer = "work"
+    hints = HINTS
+
+    def check(self, *answer: Any) -> None:
+        """Show the three verdicts on your worker. Never raises."""
+        shown = Verdicts(tuple(judge.result(*answer) for judge in JUDGES))
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+        except ImportError:
+            get_ipython = None
+        if get_ipython is None or get_ipython() is None:
+            print(shown)
+        else:
+            display(shown)  # type: ignore[no-untyped-call]
+
+    def hint(self, level: int = 1, *answer: Any) -> None:
+        explored.hint(level, *answer)
+
+    def answered(self, *answer: Any) -> bool:
+        return explored.answered(*answer)
+
+    def solution(self, confirm: bool = False) -> None:
+        explored.solution(confirm)
+
+    def __repr__(self) -> str:
+        return "<lab 09's exercise: check(work), hint(n), hint(4, work)>"
+
+
+exercise = TheWholeWorker()
 
 
 # ------------------------------------------------------------------ the knowledge check

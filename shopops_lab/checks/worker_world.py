@@ -147,7 +147,6 @@ class WorkerWorld:
         self.steps = 0  # kit calls answered and deliveries begun: the world's own clock of events
         self.ended: list[str] = []  # how each delivery ended, in words
         self.faults = 0  # faults of the schedule so far (each may cost a delivery)
-        self.swallowed: str | None = None  # a poison delivery that ended without raising
         self.problem: str | None = None
 
     # ------------------------------------------------------------------ the explorer's side
@@ -215,7 +214,6 @@ class WorkerWorld:
             repr(sorted(self.queue.store.scan(self.adapter.provider._operations))),
             tuple(sorted(self.queue.store._numbers.items())),  # message and draft numbers
             self.faults,
-            self.swallowed is not None,
             self.problem,
         )
 
@@ -246,7 +244,7 @@ class WorkerWorld:
     def finished(self) -> str | None:
         item = self.queue.item(self.item)
         if self.case.poison:
-            return self.swallowed
+            return None  # each of its deliveries failed (one that did not is `broken` at once)
         if item.state is ItemState.DONE:
             return None
         last = self.ended[-1]
@@ -430,8 +428,8 @@ class WorkerWorld:
         assert lease is not None
         if error is None:
             how = f"{w}'s delivery returned"
-            if self.case.poison and self.swallowed is None:
-                self.swallowed = (
+            if self.case.poison and self.problem is None:
+                self.problem = (
                     f"{w}'s delivery of {self.case.case_id} returned quietly, though the case cannot be drafted: "
                     "without an error the queue learns nothing, the lease runs out, and the case goes round until "
                     "it dies of expired leases, with no reason a person could act on."
