@@ -145,7 +145,7 @@ def test_answer_cells_carry_the_hints_that_hint_prints(lab):
             named = [
                 exercise
                 for name, exercise in exercises.items()
-                if re.search(rf"^(def|class) {name}\b|^{name} =", cell.source, re.M)
+                if re.search(rf"^((async )?def|class) {name}\b|^{name} =", cell.source, re.M)
             ]
             assert len(named) == 1, (lab, cell.source[:80])
             assert tuple(hints) == tuple(named[0].hints), (lab, named[0].id)

@@ -319,10 +319,12 @@ def model_answers(folder: str | Path) -> dict[str, str]:
     The cell is the one that defines the exercise's `answer` name."""
     import nbformat
 
+    from shopops_lab.checks.base import Exercise
+
     found: dict[str, str] = {}
     for path in master_paths(folder):
         checks = import_module(f"{CHECKS_PACKAGE}.lab{path.name[:2]}")
-        exercises = [value for value in vars(checks).values() if type(value).__name__ == "Exercise"]
+        exercises = [value for value in vars(checks).values() if isinstance(value, Exercise)]
         notebook = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
         cells = [
             cell
@@ -331,7 +333,7 @@ def model_answers(folder: str | Path) -> dict[str, str]:
         ]
         for exercise in exercises:
             name = re.escape(exercise.answer)
-            pattern = re.compile(rf"^(def|class) {name}\b|^{name}\s*=", re.M)
+            pattern = re.compile(rf"^((async )?def|class) {name}\b|^{name}\s*=", re.M)
             for cell in cells:
                 if pattern.search(cell.source):
                     found[exercise.id] = _solution_regions(cell.source)
