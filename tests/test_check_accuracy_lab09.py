@@ -364,7 +364,9 @@ EXPLORED = Spec(
         ),
         refused(key_from_the_attempt, "Jordan was emailed 2 times", "under key O-1001:email:2", "W1 send, then dies"),
         refused(key_from_the_token, "Jordan was emailed 2 times", "under key O-1001:2"),
-        refused(key_from_the_words, "Jordan was emailed 2 times", "msg-0002 by W1 under key O-1001:", "W1 send, then dies"),
+        refused(
+            key_from_the_words, "Jordan was emailed 2 times", "msg-0002 by W1 under key O-1001:", "W1 send, then dies"
+        ),
         refused(
             intent_after_the_send,
             "W1 sent under O-1001:email:1 again without looking it up first: W1's delivery of attempt 1 had sent "
@@ -432,7 +434,9 @@ IN_PROCESSES = Spec(
     right=RIGHT,
     wrong=(
         refused(lab09.naive_work, "in real worker processes on an SQLite file: order", "customer was emailed 2 times"),
-        refused(acks_before_the_email, "order O-1001 was acknowledged, but its customer was never emailed (schedule run)"),
+        refused(
+            acks_before_the_email, "order O-1001 was acknowledged, but its customer was never emailed (schedule run)"
+        ),
         refused(key_from_the_attempt, "customer was emailed 2 times (schedule kill@"),
         refused(intent_after_the_send, "ended in the dead-letter queue", "IdempotencyConflictError"),
         refused(retries_without_limit, "KitMisuseError: your worker made 30 kit calls in one delivery"),

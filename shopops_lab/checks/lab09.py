@@ -285,7 +285,7 @@ class TheWholeWorker:
         if get_ipython is None or get_ipython() is None:
             print(shown)
         else:
-            display(shown)  # type: ignore[no-untyped-call]
+            display(shown)
 
     def hint(self, level: int = 1, *answer: Any) -> None:
         explored.hint(level, *answer)

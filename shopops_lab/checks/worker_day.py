@@ -179,7 +179,8 @@ class _Recording(_Pool):
 
 class _Recorded:
     def __init__(self, pool: _Recording, name: str, start: Callable[[], Any]) -> None:
-        self.pool, self.name, self.start, self.running = pool, name, start, None
+        self.pool, self.name, self.start = pool, name, start
+        self.running: Any = None
 
     def step(self, reply: Reply) -> KitCall | Finished:
         pool = self.pool
@@ -347,10 +348,13 @@ def _measured(sim: Simulation, seed: int, items: int, stopped: bool, misused: li
     arrived: dict[str, float] = {}
     waits = []
     for row in world.log.rows():
+        item_id = row.item_id
+        if item_id is None:
+            continue
         if row.kind is EventKind.ENQUEUED and is_approval(row.info):
-            arrived[row.item_id] = row.time
-        elif row.kind is EventKind.ACKED and row.item_id in arrived:
-            waits.append(row.time - arrived.pop(row.item_id))
+            arrived[item_id] = row.time
+        elif row.kind is EventKind.ACKED and item_id in arrived:
+            waits.append(row.time - arrived.pop(item_id))
     counts = queue.counts()
     return Day(
         seed=seed,

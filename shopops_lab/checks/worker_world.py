@@ -212,7 +212,7 @@ class WorkerWorld:
             tuple((c.message_id, c.idem_key) for c in self.adapter.ledger.contacts()),
             tuple(sorted(self.sent)),  # when each send was is a worker's part (`actor_print`)
             repr(sorted(self.queue.store.scan(self.adapter.provider._operations))),
-            tuple(sorted(self.queue.store._numbers.items())),  # message and draft numbers
+            Drafts.draftings(self.queue.store, self.case.case_id),  # a new draft reads differently
             self.faults,
             self.problem,
         )

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable
-from typing import Protocol
+from collections.abc import Callable, Generator
+from typing import Any, Protocol
 
 from shopops_lab.errors import (
     KitMisuseError,
@@ -79,7 +79,7 @@ def agent_program(pool: Pool, misused: Callable[[str, Exception], None] | None =
     def deliver(world: World, w: Worker, lease: Lease) -> Steps:
         return _deliver(world, w, lease, pool, backend(world), misused)
 
-    def program(world: World, w: Worker):  # type: ignore[no-untyped-def]  # a Program
+    def program(world: World, w: Worker) -> Generator[float, None, None]:
         return worker_loop(world, w, deliver)
 
     return program
@@ -161,7 +161,9 @@ def _deliver(
             running.close()
 
 
-def _chunk(world: World, w: Worker, lease: Lease, kit: KitBackend, drafting: list):  # type: ignore[no-untyped-def]
+def _chunk(
+    world: World, w: Worker, lease: Lease, kit: KitBackend, drafting: list[Any]
+) -> Generator[float, None, Reply | None]:
     """The model's next piece. A delivery's first call starts its drafting: one gateway call,
     streamed in pieces of at most CHUNK_SECONDS, each taking its share of the call's time (a
     call that timed out fails on its last piece); once the draft is complete, None. The
@@ -182,7 +184,9 @@ def _chunk(world: World, w: Worker, lease: Lease, kit: KitBackend, drafting: lis
     return reply
 
 
-def _send(world: World, w: Worker, lease: Lease, kit: KitBackend, call: KitCall):  # type: ignore[no-untyped-def]
+def _send(
+    world: World, w: Worker, lease: Lease, kit: KitBackend, call: KitCall
+) -> Generator[float, None, Reply | None]:
     """A send, with the faults that strike around it: the reply, or None if the worker died."""
     fault = world.fault_at(Point.BEFORE_SEND, w, lease)
     if fault is not None and (yield from interrupt(world, w, fault)):

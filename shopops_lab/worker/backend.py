@@ -29,7 +29,7 @@ from shopops_lab.worker.queue import Lease, Queue
 __all__ = ["CHECKPOINTS", "Drafts", "KitBackend", "is_poison"]
 
 CHECKPOINTS = "case checkpoint"  # the store's records: case id -> the dict its last save stored
-_DRAFTINGS = "drafting"  # the store's counters: draftings of a case, so a second one reads differently
+_DRAFTINGS = "drafting"  # the store's records: case id -> its draftings so far, so a second one reads differently
 _ARITY = {
     "load": (0, 0),
     "next_chunk": (0, 0),
@@ -72,10 +72,18 @@ class Drafts:
         if given >= of:
             return None
         if not given:
-            drafting = store.next_number(f"{_DRAFTINGS} {lease.case_id}")
+            with store.atomic:  # one read and one write: two processes drafting at once get two numbers
+                drafting = self.draftings(store, lease.case_id) + 1
+                store.put(_DRAFTINGS, lease.case_id, drafting)
         self._given[delivery] = (drafting, given + 1, of)
         text = _piece(given, of).format(case=lease.case_id)
         return f"[draft {drafting}] {text}" if drafting > 1 and not given else text
+
+    @staticmethod
+    def draftings(store: Store, case_id: str) -> int:
+        """How many times case `case_id` was drafted so far (by any worker process)."""
+        found = store.get(_DRAFTINGS, case_id)
+        return found if isinstance(found, int) else 0
 
 
 def _delivery(lease: Lease) -> tuple[str, int, str]:
