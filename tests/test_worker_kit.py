@@ -263,20 +263,21 @@ def test_a_killed_worker_starts_its_next_delivery_on_fresh_memory() -> None:
 
 class _Elsewhere(ForeignAnswer):
     """An answer "in another process" that plays the day where it lives (this process), and
-    may tamper with the transcript on the way back, as a learner's process could."""
+    may tamper with the transcript on the way back, or play the day with another worker than
+    itself, as a learner's process could. Notes which kit function each step was taken by."""
 
     kind = "function"
     __name__ = "work"
 
-    def __init__(self, work, tamper=None) -> None:
-        self.work, self.tamper, self.stepped = work, tamper, 0
+    def __init__(self, work, tamper=None, plays=None) -> None:
+        self.work, self.tamper, self.plays = work, tamper, plays or work
+        self.by: list[str] = []
 
     def applied(self, function, args):
-        found = function(self.work, *args)
+        found = function(self.plays, *args)
         return self.tamper(found) if self.tamper else found
 
     def __call__(self, *args, **kwargs):
-        self.stepped += 1
         return self.work(*args, **kwargs)
 
     def restart(self):
@@ -298,6 +299,7 @@ class _Elsewhere(ForeignAnswer):
         raise NotImplementedError
 
     def in_turn(self, value, calls):
+        self.by += [name.__name__ for name, _ in calls]
         return [name(value, *args) for name, args in calls]
 
     def around(self, value, call, reads):
@@ -314,7 +316,8 @@ def test_a_day_played_where_the_answer_lives_is_replayed_here_to_the_same_day() 
     here = worker_day.day(sound, seed=5, items=200)
     elsewhere = _Elsewhere(sound)
     assert worker_day.day(elsewhere, seed=5, items=200) == here
-    assert elsewhere.stepped == 0, "the transcript fit: no step crossed one at a time"
+    assert "step" not in elsewhere.by, "the transcript fit: no step crossed one at a time"
+    assert "steps" in elsewhere.by, "two workers' deliveries were played again with the answer's own code"
 
 
 @pytest.mark.parametrize(
@@ -331,7 +334,31 @@ def test_a_transcript_that_does_not_fit_is_thrown_away_and_the_day_stepped_here(
     here = worker_day.day(sound, seed=5, items=200)
     elsewhere = _Elsewhere(sound, tamper)
     assert worker_day.day(elsewhere, seed=5, items=200) == here
-    assert elsewhere.stepped > 0
+    assert "step" in elsewhere.by
+
+
+async def one_key_per_attempt(lease, kit):
+    """Wrong: a new key for every attempt."""
+    body = ""
+    while (piece := await kit.next_chunk()) is not None:
+        body += piece
+        if not await kit.heartbeat():
+            return
+    result = await kit.send(f"{lease.case_id}:{lease.attempt}", body)
+    if result.status is not SendStatus.OK:
+        raise RuntimeError("not sent")
+    await kit.ack()
+
+
+def test_a_day_played_by_another_worker_than_the_answer_is_caught_and_the_answer_judged() -> None:
+    """The transcript of a right worker's day fits the judge's day step for step; a process that
+    sends it for a wrong answer is caught by the answer's own code, played again on a sample
+    of workers, and the wrong answer's own day is judged."""
+    here = worker_day.day(one_key_per_attempt, seed=5, items=300)
+    assert here.doubled
+    elsewhere = _Elsewhere(one_key_per_attempt, plays=sound)
+    assert worker_day.day(elsewhere, seed=5, items=300) == here
+    assert "step" in elsewhere.by
 
 
 def test_applied_runs_a_kit_function_on_the_answer_where_it_lives() -> None:

@@ -15,15 +15,11 @@ from typing import Any
 from shopops_lab.checks.base import ForeignAnswer, call_answer, in_turn
 from shopops_lab.errors import KitMisuseError
 from shopops_lab.worker import kit
-from shopops_lab.worker.kit import Finished, Kit, KitCall, Reply
+from shopops_lab.worker.kit import Finished, Kit, KitCall, Raised, Reply
 from shopops_lab.worker.queue import Lease
 
-__all__ = ["Delivery", "NOT_STARTED"]
+__all__ = ["Delivery"]
 
-NOT_STARTED = KitMisuseError(
-    problem="work(lease, kit) ran to its end when called, so it is not a coroutine: none of its kit calls happened",
-    fix="define it as `async def work(lease, kit):` and `await` every kit call",
-)
 _PLAIN = (type(None), bool, int, float, str, bytes, tuple, list, dict, set, frozenset)
 
 
@@ -38,7 +34,7 @@ class Delivery:
         self._copy = copy
         self._coroutine = call_answer(copy, lease, Kit())
         if isinstance(copy, ForeignAnswer) and isinstance(self._coroutine, _PLAIN):
-            raise NOT_STARTED  # not an object of the learner's process: nothing there can be stepped
+            raise kit.not_a_coroutine(self._coroutine)  # no object of the learner's process: nothing to step
 
     def step(self, reply: Reply) -> KitCall | Finished:
         """The worker run on with `reply` to its next kit call (or to its end)."""
@@ -49,20 +45,16 @@ class Delivery:
             return found
         return kit.step(self._coroutine, reply)
 
-    def replay(self, replies: list[Reply]) -> KitCall | Finished:
-        """`step` with each of `replies` in turn (what this delivery was told before): where
-        the worker stands after the last one. One message in all, where the code runs
-        elsewhere; what a step raises comes out, ending the rest."""
-        if not replies:
-            raise ValueError("nothing to replay")
+    def steps(self, replies: list[Reply]) -> list[KitCall | Finished | Raised]:
+        """`step` with each of `replies` in turn (what this delivery was told before): what each
+        gave back, a raise ending the list as a `Raised`. One message in all, where the code
+        runs elsewhere."""
         if not isinstance(self._copy, ForeignAnswer):
-            found: KitCall | Finished | None = None
-            for reply in replies:
-                found = kit.step(self._coroutine, reply)
-            assert found is not None
-            return found
-        steps = in_turn(self._copy, self._coroutine, *((kit.step, (reply,)) for reply in replies))
-        return steps[-1]
+            return kit.steps(self._coroutine, replies)
+        (found,) = in_turn(self._copy, self._coroutine, (kit.steps, (replies,)))
+        if not (isinstance(found, list) and all(isinstance(one, (KitCall, Finished, Raised)) for one in found)):
+            raise KitMisuseError(problem="the worker's steps came back as no kit calls", fix="await only kit calls")
+        return found
 
     def close(self) -> None:
         """The process died: nothing more of this delivery runs (a `finally` of the worker's may,

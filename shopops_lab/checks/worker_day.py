@@ -24,9 +24,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import random
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from shopops_lab import arguments
@@ -41,7 +42,7 @@ from shopops_lab.sim.agents import agent_program
 from shopops_lab.sim.faults import FaultRates
 from shopops_lab.states import ItemState
 from shopops_lab.worker.backend import is_poison
-from shopops_lab.worker.kit import Finished, KitCall, Reply
+from shopops_lab.worker.kit import Finished, KitCall, Raised, Reply
 from shopops_lab.worker.queue import Lease
 
 __all__ = ["CHAOS", "ITEMS", "MAX_STEPS", "Day", "day", "played"]
@@ -215,24 +216,41 @@ class _StandIn(Exception):
         self.named = named
 
 
+@dataclass
+class _Delivery:
+    """One delivery in the judge's day: its lease, the answers it was given and what the
+    transcript says it did after each (a step as the transcript writes it)."""
+
+    lease: Lease
+    replies: list[Reply] = field(default_factory=list)
+    did: list[Step] = field(default_factory=list)
+
+
 class _Replaying:
-    """The workers as the transcript says they behaved, step by step, in the judge's day."""
+    """The workers as the transcript says they behaved, step by step, in the judge's day; what
+    each worker process was told and did, life by life (a death starts a new life), kept for
+    `_spot_checked`."""
 
     def __init__(self, steps: list[Step]) -> None:
         self._steps: Iterator[Step] = iter(steps)
         self.digest = _Digest()
+        self.lives: dict[str, list[list[_Delivery]]] = {}
 
     def begin(self, name: str, lease: Lease) -> Any:
+        self.lives.setdefault(name, [[]])[-1].append(_Delivery(lease))
         return _Replayed(self, name)
 
     def died(self, name: str) -> None:
-        pass
+        self.lives.setdefault(name, [[]]).append([])
 
     def next(self, name: str, reply: Reply) -> KitCall | Finished:
         self.digest.given(name, reply)
         step = next(self._steps, None)
         if not (isinstance(step, list) and len(step) >= 2 and step[0] == name):
             raise _Diverged(f"the transcript's next step is not {name}'s")
+        delivery = self.lives[name][-1][-1]
+        delivery.replies.append(reply)
+        delivery.did.append(step)
         if step[1] == "done":
             return Finished()
         if step[1] == "call" and len(step) == 4 and type(step[2]) is str and type(step[3]) is list:
@@ -254,6 +272,42 @@ class _Replayed:
 
     def close(self) -> None:
         pass
+
+
+SPOT_CHECKED = 2  # workers whose every delivery is played again with the learner's own code
+
+
+def _spot_checked(work: Any, replaying: _Replaying) -> bool:
+    """Does `work` itself do what the transcript says? For SPOT_CHECKED workers picked at random
+    after the transcript came (so a process that sent another worker's calls cannot know which),
+    each life is played again on a fresh copy of the answer: every delivery told the answers the
+    judge's day gave it (one message each), each step compared with the transcript's."""
+    named = sorted(replaying.lives)
+    for name in random.SystemRandom().sample(named, min(SPOT_CHECKED, len(named))):
+        for life in replaying.lives[name]:
+            copy = restart(work)
+            for delivery in life:
+                if not _plays_alike(copy, delivery):
+                    return False
+    return True
+
+
+def _plays_alike(copy: Any, delivery: _Delivery) -> bool:
+    """Does `copy` (a worker process's copy of the answer) do in this delivery what the
+    transcript says it did, told the same answers?"""
+    try:
+        found = Delivery(copy, delivery.lease).steps(delivery.replies)
+    except Exception as error:  # noqa: BLE001 - the learner's call raised before any step
+        found = [Raised(type(error).__name__, str(error))]
+    said: list[Step] = []
+    for step, done in zip(delivery.did, found, strict=False):
+        if isinstance(done, Raised):
+            said.append([step[0], "raise", done.kind, done.text])
+        elif isinstance(done, Finished):
+            said.append([step[0], "done"])
+        else:
+            said.append([step[0], "call", done.name, json.loads(json.dumps(list(done.args), default=repr))])
+    return len(found) == len(delivery.did) and said == delivery.did
 
 
 # ------------------------------------------------------------------ a day
@@ -300,7 +354,8 @@ def day(work: Any, *, seed: int = 3, items: int = ITEMS) -> Day:
             except _Diverged:
                 pass
             else:
-                if replaying.finished() and replaying.digest.hexdigest() == transcript[1]:
+                fits = replaying.finished() and replaying.digest.hexdigest() == transcript[1]
+                if fits and _spot_checked(work, replaying):
                     return _measured(sim, seed, items, stopped, misused)
         misused.clear()  # the transcript does not fit: the day again, the learner's code stepped from here
     sim, stopped = _play(_Pool(work), seed, items, misused)

@@ -460,8 +460,8 @@ def _revived(run: Run, w: str, process: _Process) -> _Process:
     for n, (lease, replies) in enumerate(process.life):
         try:
             delivery = Delivery(answer, lease)
-            found: Any = delivery.replay([_fresh(r) for r in replies]) if replies else None
-        except Exception as error:  # noqa: BLE001 - an ended delivery that raised: as it did before
+            found: Any = delivery.steps([_fresh(r) for r in replies])[-1] if replies else None
+        except Exception as error:  # noqa: BLE001 - a delivery whose call raised: as it did before
             found = error
         last = n == len(process.life) - 1
         if last and running:

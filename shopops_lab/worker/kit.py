@@ -41,7 +41,7 @@ from shopops_lab.errors import (
 )
 from shopops_lab.payloads import itself
 
-__all__ = ["CALLS", "Finished", "Kit", "KitCall", "Refusal", "Reply", "step"]
+__all__ = ["CALLS", "Finished", "Kit", "KitCall", "Raised", "Refusal", "Reply", "step", "steps"]
 
 # The kit's calls, in the order a delivery usually makes them.
 CALLS = ("load", "next_chunk", "heartbeat", "save", "send", "lookup", "ack")
@@ -123,6 +123,14 @@ class Finished:
     """The worker's coroutine ended: it returned (whatever it returned; judges ask the kit)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """What the worker raised at a step, by class name and message (`steps` tells it as data)."""
+
+    kind: str
+    text: str
+
+
 REFUSABLE = tuple(_REFUSALS.values())  # what a judge turns into a Refusal instead of raising
 
 
@@ -188,11 +196,7 @@ def step(coroutine: Any, reply: Reply) -> KitCall | Finished:
     starts it) to its next kit call, which is returned; `Finished` once it ends. What the
     worker raises comes out of here as it was raised."""
     if not inspect.iscoroutine(coroutine):
-        raise KitMisuseError(
-            problem=f"work(lease, kit) returned {_a(coroutine)} instead of a coroutine, so no kit call of it "
-            "can be driven",
-            fix="define it as `async def work(lease, kit):` and `await` every kit call",
-        )
+        raise not_a_coroutine(coroutine)
     _unawaited.clear()
     try:
         if reply.refused is not None:
@@ -211,6 +215,27 @@ def step(coroutine: Any, reply: Reply) -> KitCall | Finished:
             fix="await only the kit's calls; to wait for the model, await kit.next_chunk()",
         )
     return call
+
+
+def steps(coroutine: Any, replies: list[Reply]) -> list[KitCall | Finished | Raised]:
+    """`step` with each of `replies` in turn (what a delivery was told before, told again): what
+    each step gave back, as data; what the worker raised ends the list, as a `Raised`."""
+    found: list[KitCall | Finished | Raised] = []
+    for reply in replies:
+        try:
+            found.append(step(coroutine, reply))
+        except Exception as error:  # noqa: BLE001 - the worker's, told as data
+            found.append(Raised(type(error).__name__, str(error)))
+            break
+    return found
+
+
+def not_a_coroutine(returned: Any) -> KitMisuseError:
+    """The refusal of a `work` whose call returned `returned`, not a coroutine."""
+    return KitMisuseError(
+        problem=f"work(lease, kit) returned {_a(returned)} instead of a coroutine, so no kit call of it can be driven",
+        fix="define it as `async def work(lease, kit):` and `await` every kit call",
+    )
 
 
 def _awaited_all(coroutine: Any) -> None:
