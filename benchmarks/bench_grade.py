@@ -44,6 +44,9 @@ JOBS = 2
 WRONG = {
     "01": {"send-followup": fx.KEY_FROM_TOKEN, "what-next": fx.EVERYTHING_STOPS},
     "07": {"my-policy": "def my_policy(signals):\n    return acquire()"},
+    "09": {  # the kit's first try: a key per attempt, no checkpoint (each judge refuses it)
+        "work": "async def work(lease, kit):\n    return await lab09.naive_work(lease, kit)",
+    },
 }
 LABS = sorted(path.name[:2] for path in fx.SOLUTIONS.glob("[0-9][0-9]_*.ipynb"))
 
