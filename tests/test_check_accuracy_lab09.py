@@ -55,6 +55,27 @@ async def _finish(kit, key, message_id):
     await kit.ack()
 
 
+async def _unsent_draft(kit):
+    """The draft, unless an earlier delivery confirmed the email (then the case is acked here)."""
+    saved = await kit.load() or {}
+    if saved.get("sent"):
+        await kit.ack()
+        return None
+    return await _draft(kit)
+
+
+async def _emailed(lease, kit, key):
+    """The whole delivery, right, under `key`: the wrong workers below differ in the key alone."""
+    message_id = await _left_by_earlier(kit, key)
+    if message_id is None:
+        body = await _draft(kit)
+        if body is None:
+            return
+        await kit.save({"intent": key})
+        message_id = await _settled(kit, key, await kit.send(key, body))
+    await _finish(kit, key, message_id)
+
+
 # ---------------------------------------------------------------------------- right, written differently
 
 
@@ -154,28 +175,12 @@ async def ignores_a_refused_heartbeat(lease, kit):
 
 async def key_from_the_attempt(lease, kit):
     """Every attempt its own key: the provider cannot tell a redelivery from new work."""
-    key = f"{lease.case_id}:email:{lease.attempt}"
-    message_id = await _left_by_earlier(kit, key)
-    if message_id is None:
-        body = await _draft(kit)
-        if body is None:
-            return
-        await kit.save({"intent": key})
-        message_id = await _settled(kit, key, await kit.send(key, body))
-    await _finish(kit, key, message_id)
+    await _emailed(lease, kit, f"{lease.case_id}:email:{lease.attempt}")
 
 
 async def key_from_the_token(lease, kit):
     """The key made from the lease's fencing token, which changes with every claim."""
-    key = f"{lease.case_id}:{lease.token}"
-    message_id = await _left_by_earlier(kit, key)
-    if message_id is None:
-        body = await _draft(kit)
-        if body is None:
-            return
-        await kit.save({"intent": key})
-        message_id = await _settled(kit, key, await kit.send(key, body))
-    await _finish(kit, key, message_id)
+    await _emailed(lease, kit, f"{lease.case_id}:{lease.token}")
 
 
 async def key_from_the_words(lease, kit):
@@ -209,11 +214,7 @@ async def intent_after_the_send(lease, kit):
 async def never_looks_up(lease, kit):
     """Records the intent, but a redelivery that finds it sends again instead of asking."""
     key = lease.payload["idem_key"]
-    saved = await kit.load() or {}
-    if saved.get("sent"):
-        await kit.ack()
-        return
-    body = await _draft(kit)
+    body = await _unsent_draft(kit)
     if body is None:
         return
     await kit.save({"intent": key})
@@ -274,11 +275,7 @@ async def swallows_every_error(lease, kit):
 async def confirms_before_the_send(lease, kit):
     """Saves the email as sent before sending it: a crash in between, and the next delivery acks."""
     key = lease.payload["idem_key"]
-    saved = await kit.load() or {}
-    if saved.get("sent"):
-        await kit.ack()
-        return
-    body = await _draft(kit)
+    body = await _unsent_draft(kit)
     if body is None:
         return
     await kit.save({"intent": key, "sent": True})
@@ -305,16 +302,8 @@ async def unknown_means_sent(lease, kit):
 async def poison_returns_quietly(lease, kit):
     """Right for every sound case; a poison payload is skipped without a word."""
     key = lease.payload.get("idem_key")
-    if key is None:
-        return
-    message_id = await _left_by_earlier(kit, key)
-    if message_id is None:
-        body = await _draft(kit)
-        if body is None:
-            return
-        await kit.save({"intent": key})
-        message_id = await _settled(kit, key, await kit.send(key, body))
-    await _finish(kit, key, message_id)
+    if key is not None:
+        await _emailed(lease, kit, key)
 
 
 def not_a_coroutine(lease, kit):

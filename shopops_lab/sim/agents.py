@@ -28,7 +28,6 @@ from shopops_lab.errors import (
     ModelTimeoutError,
     StaleTokenError,
 )
-from shopops_lab.events import EventKind
 from shopops_lab.sim.faults import Point
 from shopops_lab.sim.workers import Steps, interrupt, worker_loop
 from shopops_lab.sim.world import Program, Worker, World
@@ -94,18 +93,7 @@ def _deliver(
     misused: Callable[[str, Exception], None] | None,
 ) -> Steps:
     """One delivery, handed to the pool's worker. Returns True if the worker died on the way."""
-    w.lease = lease
-    world.log.append(
-        EventKind.HANDLER_STARTED,
-        world.now,
-        item_id=lease.item_id,
-        case_id=lease.case_id,
-        worker_id=w.id,
-        token=lease.token,
-        attempt=lease.attempt,
-        kind=lease.kind,
-    )
-    world.delivered(w, lease)
+    world.began(w, lease)
     running: Running | None = None
     try:
         reply, calls, drafting = Reply(), 0, [0.0, 0, 0]  # the model call: seconds, pieces, pieces given
@@ -137,15 +125,7 @@ def _deliver(
             elif call.name == "send":
                 answer = yield from _send(world, w, lease, kit, call)
             elif call.name == "ack" and world.fault_at(Point.ACK, w, lease):
-                world.log.append(
-                    EventKind.ACK_LOST,
-                    world.now,
-                    item_id=lease.item_id,
-                    case_id=lease.case_id,
-                    worker_id=w.id,
-                    token=lease.token,
-                    attempt=lease.attempt,
-                )
+                world.ack_lost(w, lease)
                 answer = Reply()  # the worker believes it acked
             else:
                 answer = kit.perform(call, lease)

@@ -63,19 +63,8 @@ def worker_loop(world: World, w: Worker, handler: Handler | None = None) -> Gene
 
 def handle(world: World, w: Worker, lease: Lease) -> Steps:
     """One delivery, start to ack. Returns True if the worker died on the way."""
-    log, queue, now = world.log, world.queue, world.now
-    w.lease = lease
-    log.append(
-        EventKind.HANDLER_STARTED,
-        now,
-        item_id=lease.item_id,
-        case_id=lease.case_id,
-        worker_id=w.id,
-        token=lease.token,
-        attempt=lease.attempt,
-        kind=lease.kind,
-    )
-    world.delivered(w, lease)
+    queue = world.queue
+    world.began(w, lease)
     payload = lease.payload
     idem_key = payload.get("idem_key")
     if not isinstance(idem_key, str) or not idem_key:
@@ -145,16 +134,7 @@ def send_and_ack(world: World, w: Worker, lease: Lease, idem_key: str) -> Steps:
         world.lost(w, lease, "checkpoint", "the checkpoint store refused a stale token")
         return False
     if world.fault_at(Point.ACK, w, lease):
-        log.append(
-            EventKind.ACK_LOST,
-            world.now,
-            item_id=lease.item_id,
-            case_id=lease.case_id,
-            worker_id=w.id,
-            token=lease.token,
-            attempt=lease.attempt,
-        )
-        w.lease = None
+        world.ack_lost(w, lease)
         return False
     try:
         queue.ack(lease)

@@ -357,12 +357,18 @@ def model_answers_module(folder: str | Path) -> str:
         "",
         "MODEL_ANSWERS: dict[str, str] = {",
     ]
+    first: dict[str, str] = {}  # an answer's text -> the first exercise it answers
+    same: list[str] = []  # exercises judging an answer written above (lab 09's three judges of one worker)
     for exercise, answer in model_answers(folder).items():
+        if answer in first:
+            same.append(f"MODEL_ANSWERS[{exercise!r}] = MODEL_ANSWERS[{first[answer]!r}]")
+            continue
+        first[answer] = exercise
         lines.append(f"    {exercise!r}: (")
         lines.extend(f"        {line!r}" for line in answer.splitlines(keepends=True))
         lines.append("    ),")
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *same]) + "\n"
 
 
 if __name__ == "__main__":
