@@ -4,9 +4,9 @@ The learner writes `async def work(lease, kit)`: one delivery of one case, start
 (`shopops_lab.worker.kit` documents the seven calls). The same function is then judged
 
 * by the explorer (09.1): every schedule of two workers on one case within the bound of
-  `worker_world.SETTINGS` (a crash before or after any kit call with a lost request or reply
-  of a send; a model call that outlasts the lease; a poison case), the shortest breaking
-  schedule named, with the line that replays it (`replay`);
+  `worker_world.SETTINGS` (a crash before or after any kit call; a send whose request or
+  reply is lost; a model call that outlasts the lease; a poison case with a crash), the
+  shortest breaking schedule named, with the line that replays it (`replay`);
 * by the simulator (09.2): burst days of `ITEMS` cases for 20 workers with the chapter's
   faults turned up (`day`), the kit's worker replaced by the learner's, judged from the
   event log by the anomaly checker and the provider's ledger: no customer emailed twice,
@@ -17,9 +17,10 @@ The learner writes `async def work(lease, kit)`: one delivery of one case, start
   once, a poison order dead-lettered with its reason. Where no process can be started (a
   browser's Python) this judge says so and judges nothing; the other two still run.
 
-`verdicts(work)` shows the three side by side, each with its evidence. A failure names the
-broken promise and the evidence, never what to write; `explored.hint(4, work)` (the last
-hint) runs the search on the learner's own worker and tells its shortest breaking schedule.
+`exercise.check(work)` shows the three verdicts side by side (`verdicts(work)` returns them),
+each with its evidence. A failure names the broken promise and the evidence, never what to
+write; `exercise.hint(4, work)` (the last hint) runs the search on the learner's own worker
+and tells its shortest breaking schedule.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shopops_lab.checks.base import Exercise, NotAttempted, NotJudged, Result, Verdict, Wrong, is_stub
+from shopops_lab.checks.base import Exercise, NotAttempted, NotJudged, Result, Wrong, is_stub
 from shopops_lab.checks.lab07 import LIMITS
 from shopops_lab.checks.worker_day import ITEMS, Day, day
 from shopops_lab.checks.worker_processes import NO_PROCESSES, judged, processes, processes_available, story
@@ -204,7 +205,7 @@ def counterexample(work: Any) -> str:
             )
     return (
         "no schedule of the explorer's bound breaks your worker. Read the simulator's and the real processes' "
-        "verdicts in lab09.verdicts(work): their evidence names the case."
+        "verdicts in lab09.exercise.check(work): their evidence names the case."
     )
 
 
@@ -243,15 +244,10 @@ class Verdicts:
     def _repr_html_(self) -> str:
         cells = []
         for title, result in zip(_TITLES, self.results, strict=True):
-            mark = {
-                Verdict.CORRECT: "✅",
-                Verdict.INCORRECT: "❌",
-                Verdict.NOT_ATTEMPTED: "⏳",
-                Verdict.NOT_JUDGED: "❔",
-            }
+            mark = str(result).split(" ", 1)[0]  # the verdict's mark, as the text shows it
             evidence = "".join(f"<li>{html.escape(line)}</li>" for line in result.evidence[:12])
             cells.append(
-                f"<td style='vertical-align:top;width:33%'><b>{mark[result.verdict]} {html.escape(title)}</b>: "
+                f"<td style='vertical-align:top;width:33%'><b>{mark} {html.escape(title)}</b>: "
                 f"{html.escape(result.verdict.value)}<p>{html.escape(result.message)}</p>"
                 + (f"<ol style='font-family:monospace;font-size:85%'>{evidence}</ol>" if evidence else "")
                 + "</td>"
@@ -259,9 +255,9 @@ class Verdicts:
         return f"<table><tr>{''.join(cells)}</tr></table>"
 
 
-def verdicts(work: Any) -> Verdicts:
+def verdicts(*work: Any) -> Verdicts:
     """The three judges on `work`, each with its evidence."""
-    return Verdicts(tuple(judge.result(work) for judge in JUDGES))
+    return Verdicts(tuple(judge.result(*work) for judge in JUDGES))
 
 
 class TheWholeWorker:
@@ -276,7 +272,7 @@ class TheWholeWorker:
 
     def check(self, *answer: Any) -> None:
         """Show the three verdicts on your worker. Never raises."""
-        shown = Verdicts(tuple(judge.result(*answer) for judge in JUDGES))
+        shown = verdicts(*answer)
         try:
             from IPython import get_ipython
             from IPython.display import display

@@ -135,7 +135,7 @@ class WorkerWorld:
     alike = WORKERS  # both run fresh copies of the answer on the same kit: the code cannot tell them apart
 
     def __init__(self, run: Run, case: Case) -> None:
-        self.run, self.case = run, case
+        self.case = case
         self.clock = FakeClock()
         self.queue = InMemoryQueue(lease_seconds=LEASE_SECONDS, max_attempts=case.max_attempts, clock=self.clock)
         self.queue.enqueue(case_id=case.case_id, tenant_id="store_northline", kind="contact_send", payload=case.payload)
@@ -146,7 +146,6 @@ class WorkerWorld:
         self.sent: dict[str, list[tuple[str, int, int]]] = {}  # key -> each send under it: who, at which step, attempt
         self.steps = 0  # kit calls answered and deliveries begun: the world's own clock of events
         self.ended: list[str] = []  # how each delivery ended, in words
-        self.faults = 0  # faults of the schedule so far (each may cost a delivery)
         self.problem: str | None = None
 
     # ------------------------------------------------------------------ the explorer's side
@@ -155,7 +154,6 @@ class WorkerWorld:
         by a fresh copy of the answer told again what it was told since it started."""
         run.rebuilt()
         twin = copy.copy(self)
-        twin.run = run
         twin.clock, twin.queue, twin.adapter, twin.kit = copied((self.clock, self.queue, self.adapter, self.kit))
         twin.sent = {key: list(sends) for key, sends in self.sent.items()}
         twin.ended = list(self.ended)
@@ -213,7 +211,6 @@ class WorkerWorld:
             tuple(sorted(self.sent)),  # when each send was is a worker's part (`actor_print`)
             repr(sorted(self.queue.store.scan(self.adapter.provider._operations))),
             Drafts.draftings(self.queue.store, self.case.case_id),  # a new draft reads differently
-            self.faults,
             self.problem,
         )
 
@@ -260,7 +257,6 @@ class WorkerWorld:
         process = self.processes[actor]
         if process.delivery is not None:
             process.delivery.close()
-        self.faults += 1
         self.processes[actor] = _Process()  # a fresh process: nothing of the old one's life
         if process.lease is not None:
             self.ended.append(f"{actor}'s process died (its delivery had done: {'; '.join(process.said) or 'nothing'})")
@@ -312,8 +308,6 @@ class WorkerWorld:
         assert due is not None
         self.clock.set(max(self.clock.now(), due) + 1)
         self.queue.expire_leases()
-        if self.processes[item.worker_id or ""].delivery is not None:
-            self.faults += 1
         where = "the dead-letter queue" if self.queue.item(self.item).state is ItemState.DEAD else "the queue"
         return f"{item.worker_id}'s lease on {self.case.case_id} runs out: the case goes back to {where}"
 
@@ -345,8 +339,6 @@ class WorkerWorld:
             reply = self.kit.perform(call, lease)
             if lost == "reply" and reply.refused is None:
                 reply = Reply(SendResult(status=SendStatus.UNKNOWN, op_id=str(call.args[0])))
-        if lost:
-            self.faults += 1
         value = reply.value
         if call.name in ("send", "lookup") and isinstance(value, SendResult):
             key = str(call.args[0])
