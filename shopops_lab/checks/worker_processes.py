@@ -3,11 +3,12 @@ each moved one kit call at a time, SIGKILLed or frozen on a plan (lab 08's machi
 
 A worker process (`chaos.steps.Stepper`) runs `work` on each lease it acquires, through a kit
 whose calls act on the shared database (an SQLite file; PostgreSQL where SHOPOPS_POSTGRES_URL
-names a server, in a schema of its own, dropped afterwards): after each call it reports and
-waits for the supervisor's word, so every schedule happens exactly as planned, whatever the
-machine's speed (`_plans`: the delivery whole, a SIGKILL right after each call, a freeze after
-each call while the order is still the worker's, its lease running out, a second worker taking
-the order and finishing, the first waking up stale; then a poison order). What decides is what
+names a server, in a schema of its own, dropped afterwards): after each call that changes
+something (`STOPS`) it reports and waits for the supervisor's word, so every schedule happens
+exactly as planned, whatever the machine's speed (`_plans`: the delivery whole, a SIGKILL right
+after each of those calls, a freeze there while the order is still the worker's, its lease
+running out, a second worker taking the order and finishing, the first waking up stale; then a
+poison order). What decides is what
 the database holds: each order's item and the emails its customer got. In the grader each
 forked worker gets a learner process of its own, where its copy of `work` runs.
 """
@@ -49,13 +50,17 @@ NO_PROCESSES = (
     "browser-only notebook (JupyterLite) cannot start them, so nothing was judged here; the explorer and "
     "the simulator judged your worker above."
 )
+# The calls after which a worker stops for the check's word: those that change what another worker or
+# the customer sees (a heartbeat moves the lease). A process killed or frozen right after a read
+# (load, next_chunk, lookup) leaves the database as one stopped after the call before it did.
+STOPS = ("heartbeat", "save", "send", "ack")
 LEASE_SECONDS = 30.0
 MAX_ATTEMPTS = 4
 
 
 class _Workers:
     """What each real worker process does with a lease: run `work` on it, one kit call at a
-    time, stopping after each call where the check may kill or freeze it."""
+    time, stopping after each call that changes something, where the check may kill or freeze it."""
 
     def __init__(self, work: Any) -> None:
         self.work = work
@@ -74,7 +79,8 @@ class _Workers:
                 reply = kit.perform(call, lease)
                 answer_words = f"refused: {reply.refused.kind}" if reply.refused else _value(reply.value)
                 pause.note(f"{call.words} -> {answer_words}")
-                pause.at(f"after_{call.name}")
+                if call.name in STOPS:
+                    pause.at(f"after_{call.name}")
             raise KitMisuseError(
                 problem=f"your worker made {MOST_CALLS} kit calls in one delivery and was stopped",
                 fix="end every delivery: ack, return, or raise",
@@ -220,9 +226,10 @@ _SCHEMAS = count(1)
 
 def _plans(lab: _Lab) -> Iterator[Any]:
     """Every schedule of the bound, shortest first: the delivery whole; W1 SIGKILLed right after
-    each of its kit calls; W1 frozen after each call while it still holds the order, its lease
+    it acquired and after each of its kit calls that changes something (`STOPS`); W1 frozen there
+    while it still holds the order, its lease
     running out, W2 taking the order and finishing, W1 waking up stale; then a poison order,
-    whole and with W1 killed after each of its calls. Each order a new one."""
+    whole and with W1 killed at each of its stops. Each order a new one."""
     from shopops_lab.chaos.schedules import How, Schedule
 
     base = lab.player.play(Schedule(How.RUN), lab.new_item())
@@ -286,10 +293,10 @@ def judged(work: Any) -> str:
     total = sum(counts.values())
     return (
         f"checked all {total} schedules of real worker processes on {_kind(lab.url)}: your worker run whole, "
-        f"SIGKILLed right after each of its kit calls ({counts[How.KILL.value]} kills), and frozen after each "
-        f"call while it held the order ({counts[How.FREEZE.value]} freezes: the lease ran out, a second worker "
-        "took the order over, the first woke up stale); every order emailed once and acknowledged, the poison "
-        "order dead-lettered with its reason."
+        f"SIGKILLed right after it acquired and after each heartbeat, save, send and ack "
+        f"({counts[How.KILL.value]} kills), and frozen at each of those stops while it held the order "
+        f"({counts[How.FREEZE.value]} freezes: the lease ran out, a second worker took the order over, the first "
+        "woke up stale); every order emailed once and acknowledged, the poison order dead-lettered with its reason."
     )
 
 
