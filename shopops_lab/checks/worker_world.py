@@ -277,6 +277,9 @@ class WorkerWorld:
                 process.delivery = Delivery(answer, lease)
             except NotAttempted:
                 raise
+            except KitMisuseError as misuse:  # its call gave nothing to step: said as a step would say it
+                self.problem = f"{w}'s worker misused its kit: {misuse}"
+                return f"{said}; {self._ends(w, misuse)}"
             except Exception as error:  # noqa: BLE001 - the learner's call failed: its delivery ends so
                 return f"{said}; {self._ends(w, error)}"
             return f"{said}; {self._run_on(w, Reply())}"
