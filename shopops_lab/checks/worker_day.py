@@ -32,7 +32,7 @@ from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.checker import is_approval
-from shopops_lab.checks.base import ForeignAnswer, applied, restart
+from shopops_lab.checks.base import ForeignAnswer, applied, call_answer, restart
 from shopops_lab.checks.driven import Delivery
 from shopops_lab.checks.lab07 import LIMITS, burst_day
 from shopops_lab.events import EventKind, collector_paused
@@ -42,7 +42,7 @@ from shopops_lab.sim.agents import agent_program
 from shopops_lab.sim.faults import FaultRates
 from shopops_lab.states import ItemState
 from shopops_lab.worker.backend import is_poison
-from shopops_lab.worker.kit import Finished, KitCall, Raised, Reply
+from shopops_lab.worker.kit import Finished, Kit, KitCall, Raised, Reply, steps
 from shopops_lab.worker.queue import Lease
 
 __all__ = ["CHAOS", "ITEMS", "MAX_STEPS", "Day", "day", "played"]
@@ -280,33 +280,54 @@ SPOT_CHECKED = 2  # workers whose every delivery is played again with the learne
 def _spot_checked(work: Any, replaying: _Replaying) -> bool:
     """Does `work` itself do what the transcript says? For SPOT_CHECKED workers picked at random
     after the transcript came (so a process that sent another worker's calls cannot know which),
-    each life is played again on a fresh copy of the answer: every delivery told the answers the
-    judge's day gave it (one message each), each step compared with the transcript's."""
+    each life is played again on a fresh copy of the answer, where it runs (`lived`: one message
+    a life), every delivery told the answers the judge's day gave it; each step must be what the
+    transcript says."""
     named = sorted(replaying.lives)
     for name in random.SystemRandom().sample(named, min(SPOT_CHECKED, len(named))):
         for life in replaying.lives[name]:
-            copy = restart(work)
-            for delivery in life:
-                if not _plays_alike(copy, delivery):
-                    return False
+            if not life:
+                continue
+            try:
+                found = applied(restart(work), lived, [(delivery.lease, delivery.replies) for delivery in life])
+            except Exception:  # noqa: BLE001 - a life that cannot be played again does not fit
+                return False
+            if not (isinstance(found, list) and len(found) == len(life)):
+                return False
+            if not all(_alike(steps, delivery) for steps, delivery in zip(found, life, strict=True)):
+                return False
     return True
 
 
-def _plays_alike(copy: Any, delivery: _Delivery) -> bool:
-    """Does `copy` (a worker process's copy of the answer) do in this delivery what the
-    transcript says it did, told the same answers?"""
-    try:
-        found = Delivery(copy, delivery.lease).steps(delivery.replies)
-    except Exception as error:  # noqa: BLE001 - the learner's call raised before any step
-        found = [Raised(type(error).__name__, str(error))]
+def lived(work: Any, deliveries: list[tuple[Lease, list[Reply]]]) -> list[list[KitCall | Finished | Raised]]:
+    """One worker process's life played again: each delivery started on `work` and told its
+    answers, in turn, on the same copy (its memory carries from one delivery to the next); what
+    each step gave back. A kit function, run where the answer runs by `applied`."""
+    found: list[list[KitCall | Finished | Raised]] = []
+    for lease, replies in deliveries:
+        try:
+            coroutine = call_answer(work, lease, Kit())
+        except Exception as error:  # noqa: BLE001 - the learner's call raised: told as data
+            found.append([Raised(type(error).__name__, str(error))])
+            continue
+        found.append(steps(coroutine, replies))
+    return found
+
+
+def _alike(found: Any, delivery: _Delivery) -> bool:
+    """Is what the answer's code did in one delivery (`found`) what the transcript says it did?"""
+    if not isinstance(found, list):
+        return False
     said: list[Step] = []
     for step, done in zip(delivery.did, found, strict=False):
         if isinstance(done, Raised):
             said.append([step[0], "raise", done.kind, done.text])
         elif isinstance(done, Finished):
             said.append([step[0], "done"])
-        else:
+        elif isinstance(done, KitCall):
             said.append([step[0], "call", done.name, json.loads(json.dumps(list(done.args), default=repr))])
+        else:
+            return False
     return len(found) == len(delivery.did) and said == delivery.did
 
 
