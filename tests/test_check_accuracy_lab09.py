@@ -1,5 +1,5 @@
 """The specification of lab 09's three judges of one worker: the explorer (every schedule of
-four settings), the simulator (two burst days of 3,000 cases) and real processes (SIGKILLs
+four settings), the simulator (a burst day of 3,000 cases) and real processes (SIGKILLs
 and freezes on a plan). Three right workers, written unlike the master and unlike each
 other, pass all three; each plausible wrong worker is refused, with its evidence, by every
 judge that can see its mistake, and by at least one (`test_every_wrong_worker_is_refused_by_a_judge`).

@@ -7,7 +7,7 @@ The learner writes `async def work(lease, kit)`: one delivery of one case, start
   `worker_world.SETTINGS` (a crash before or after any kit call; a send whose request or
   reply is lost; a model call that outlasts the lease; a poison case with a crash), the
   shortest breaking schedule named, with the line that replays it (`replay`);
-* by the simulator (09.2): burst days of `ITEMS` cases for 20 workers with the chapter's
+* by the simulator (09.2): a burst day of `ITEMS` cases for 20 workers with the chapter's
   faults turned up (`day`), the kit's worker replaced by the learner's, judged from the
   event log by the anomaly checker and the provider's ledger: no customer emailed twice,
   nothing lost, every dead letter a poison case with its reason, approvals within limit;
@@ -67,7 +67,10 @@ __all__ = [
     "verdicts",
 ]
 
-DAYS = (3, 9)  # the seeds of the graded days (lab 07's): spikes mid-morning (3) and from the start (9)
+# The seed of the graded day (lab 07's first: its spike comes mid-morning). One day of 3,000 cases, the
+# chaos turned up ten times, holds dozens of each fault; a second day doubled the grader's time (lab 09
+# is graded at about a third of nbgrader's time per day), so other seeds are the notebook's to show.
+DAYS = (3,)
 
 
 # ------------------------------------------------------------------ the kit's naive worker
@@ -146,8 +149,8 @@ def _days_summary(days: list[dict[str, int]]) -> str:
     done = sum(d["done"] for d in days)
     dead = sum(d["dead"] for d in days)
     return (
-        f"{len(days)} burst days of {ITEMS:,} cases (seeds {', '.join(map(str, DAYS))}), 20 workers each running "
-        f"your work among kills, pauses, dropped replies, lost acks and duplicate deliveries: {done:,} cases done "
+        f"burst day (seed {', '.join(map(str, DAYS))}): {ITEMS:,} cases, 20 workers each running your work among "
+        f"kills, pauses, dropped replies, lost acks and duplicate deliveries: {done:,} cases done "
         f"and {dead} poison cases dead-lettered with their reason, no customer emailed twice or acknowledged "
         f"without an email, nothing lost, approvals within {LIMITS.approval_p95:g} s, and the checker found nothing."
     )

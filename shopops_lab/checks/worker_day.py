@@ -35,6 +35,7 @@ from shopops_lab.checker import is_approval
 from shopops_lab.checks.base import ForeignAnswer, applied, call_answer, restart
 from shopops_lab.checks.driven import Delivery
 from shopops_lab.checks.lab07 import LIMITS, burst_day
+from shopops_lab.effects import SendResult
 from shopops_lab.events import EventKind, collector_paused
 from shopops_lab.metrics import percentile
 from shopops_lab.sim import Simulation
@@ -160,7 +161,14 @@ class _Digest:
         self._hash = hashlib.sha256()
 
     def given(self, worker: str, reply: Reply) -> None:
-        self._hash.update(f"{worker}\x00{reply!r}\x01".encode())
+        value, refused = reply.value, reply.refused
+        if refused is not None:
+            said = f"!{refused.kind}{sorted(refused.fields.items())!r}"
+        elif type(value) is SendResult:  # the most common record: its fields, without the dataclass's repr
+            said = f"={value.status.value} {value.message_id} {value.deduped}"
+        else:
+            said = repr(value)
+        self._hash.update(f"{worker}\x00{said}\x01".encode())
 
     def hexdigest(self) -> str:
         return self._hash.hexdigest()
