@@ -68,6 +68,7 @@ class Day:
     items: int
     end: float
     stopped: bool
+    cut: bool  # ended at its first broken promise (the check's day), with work left
     done: int
     dead: int
     unsettled: int
@@ -101,7 +102,7 @@ class Day:
                 f"the day was stopped at t={self.end:,.0f} s after {MAX_STEPS:,} worker wake-ups, with "
                 f"{self.unsettled:,} cases unsettled: the workers kept busy without finishing them"
             )
-        elif self.unsettled:
+        elif self.unsettled and not self.cut:
             found.append(f"{self.unsettled:,} cases were never settled (neither done nor dead-lettered)")
         if self.poison_done:
             found.append(f"a poison case was marked done: {self.poison_done[0]}")
@@ -120,8 +121,10 @@ class Day:
 
     def lines(self) -> list[str]:
         p95 = "none done" if self.approval_p95 is None else f"p95 {self.approval_p95:,.0f} s"
+        cut = "; the day was cut there, at its first broken promise" if self.cut else ""
         return [
-            f"cases: {self.done:,} done, {self.dead} dead-lettered, {self.unsettled} unsettled, by t={self.end:,.0f} s",
+            f"cases: {self.done:,} done, {self.dead} dead-lettered, {self.unsettled} unsettled, "
+            f"by t={self.end:,.0f} s{cut}",
             f"customers emailed twice: {len(self.doubled)}; acknowledged but never emailed: {len(self.never_emailed)}",
             f"dead letters not explained by a poison payload: {len(self.wrongly_dead)}",
             f"approvals: {p95} (limit {LIMITS.approval_p95:g} s)",
@@ -340,55 +343,70 @@ def _alike(found: Any, delivery: _Delivery) -> bool:
 
 
 # ------------------------------------------------------------------ a day
-def played(work: Any, seed: int, items: int) -> list[str]:
+def played(work: Any, seed: int, items: int, whole: bool) -> list[str]:
     """The day of `seed` played here, where `work` runs: [what each step did (one JSON text: a
     judge reads 30,000 steps with one call of json.loads), the digest of the answers the steps
     were given]. A kit function, run in the learner's process by `applied`."""
     pool = _Recording(work)
-    _play(pool, seed, items, [])
+    _play(pool, seed, items, [], whole)
     return [json.dumps(pool.steps, separators=(",", ":")), pool.digest.hexdigest()]
 
 
-def _play(pool: Any, seed: int, items: int, misused: list[str]) -> tuple[Simulation, bool]:
+def _play(pool: Any, seed: int, items: int, misused: list[str], whole: bool) -> tuple[Simulation, bool, bool]:
+    """The day, (its simulation, stopped for too many wake-ups, cut at its first broken promise).
+    Unless `whole`, the day ends at the first look (every `_CHUNK` simulated seconds) that finds a
+    customer emailed twice or a misused kit: a verdict needs no more, and both sides of the grader's
+    boundary cut it at the same look."""
     program = agent_program(pool, lambda worker, error: misused.append(f"{worker} {error}"))
     scenario = dataclasses.replace(burst_day(seed), rates=CHAOS)
     with collector_paused():
         sim = Simulation(scenario, seed=seed, items=items, program=program)
-        t, stopped = 0.0, False
+        t, stopped, cut = 0.0, False, False
         while not sim.done:
             t += _CHUNK
             sim.run_until(t)
             if sim.steps > MAX_STEPS and not sim.done:
                 stopped = True
                 break
-    return sim, stopped
+            if not whole and not sim.done and (misused or _emailed_twice(sim)):
+                cut = True
+                break
+    return sim, stopped, cut
 
 
-def day(work: Any, *, seed: int = 3, items: int = ITEMS) -> Day:
+def _emailed_twice(sim: Simulation) -> bool:
+    cases = [contact.case_id for contact in sim.world.adapter.ledger.contacts()]
+    return len(cases) != len(set(cases))
+
+
+def day(work: Any, *, seed: int = 3, items: int = ITEMS, whole: bool = True) -> Day:
     """Play burst day (`items` cases, 20 workers, the chapter's faults turned up; the gateway
-    spike of `seed`, as lab 07 draws it) with `work` as every worker's delivery, and measure it."""
+    spike of `seed`, as lab 07 draws it) with `work` as every worker's delivery, and measure it.
+    `whole=False` (the check) ends the day at its first look that finds a customer emailed twice
+    or a misused kit."""
+    arguments.flag("whole", whole, "pass True to play the whole day, False to stop at the first broken promise")
     arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=3")
     arguments.whole("items", items, 1, "pass how many cases arrive, e.g. items=3000", most=100_000)
     misused: list[str] = []
     if isinstance(work, ForeignAnswer):
         try:
-            transcript = applied(restart(work), played, seed, items)
+            transcript = applied(restart(work), played, seed, items, whole)
         except Exception:  # noqa: BLE001 - no transcript (a value of the worker's JSON cannot carry): stepped
             transcript = None
         steps = _steps(transcript)
         if steps is not None:
             replaying = _Replaying(steps)
             try:
-                sim, stopped = _play(replaying, seed, items, misused)
+                sim, stopped, cut = _play(replaying, seed, items, misused, whole)
             except _Diverged:
                 pass
             else:
                 fits = replaying.finished() and replaying.digest.hexdigest() == transcript[1]
                 if fits and _spot_checked(work, replaying):
-                    return _measured(sim, seed, items, stopped, misused)
+                    return _measured(sim, seed, items, stopped, cut, misused)
         misused.clear()  # the transcript does not fit: the day again, the learner's code stepped from here
-    sim, stopped = _play(_Pool(work), seed, items, misused)
-    return _measured(sim, seed, items, stopped, misused)
+    sim, stopped, cut = _play(_Pool(work), seed, items, misused, whole)
+    return _measured(sim, seed, items, stopped, cut, misused)
 
 
 def _steps(transcript: Any) -> list[Step] | None:
@@ -402,7 +420,7 @@ def _steps(transcript: Any) -> list[Step] | None:
     return steps if type(steps) is list else None
 
 
-def _measured(sim: Simulation, seed: int, items: int, stopped: bool, misused: list[str]) -> Day:
+def _measured(sim: Simulation, seed: int, items: int, stopped: bool, cut: bool, misused: list[str]) -> Day:
     world = sim.world
     queue = world.queue
     contacts = world.adapter.ledger.contacts()
@@ -445,6 +463,7 @@ def _measured(sim: Simulation, seed: int, items: int, stopped: bool, misused: li
         items=items,
         end=round(sim.now, 3),
         stopped=stopped,
+        cut=cut,
         done=counts[ItemState.DONE],
         dead=counts[ItemState.DEAD],
         unsettled=counts[ItemState.READY] + counts[ItemState.LEASED],
