@@ -150,7 +150,7 @@ def _chunk(
     reply, or None if the worker was killed mid call."""
     if not drafting[1]:  # the delivery's first call to the model: its one drafting begins
         seconds = world.call_model(w, lease)
-        drafting[:] = [seconds, max(2, math.ceil(seconds / CHUNK_SECONDS)), 0]
+        drafting[:] = [seconds, max(1, math.ceil(seconds / CHUNK_SECONDS)), 0]
         kit.model.plan(lease, drafting[1])
         fault = world.fault_at(Point.MID_CALL, w, lease)
         if fault is not None and (yield from interrupt(world, w, fault)):
