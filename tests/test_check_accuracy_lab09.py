@@ -11,9 +11,10 @@ import re
 
 import pytest
 from check_accuracy import Spec, accuracy_tests, refused, replay_tests
+from store_backends import POSTGRES_ENV, postgres_url
 
-from shopops_lab.checks import lab09
-from shopops_lab.checks.base import Verdict
+from shopops_lab.checks import lab09, worker_processes
+from shopops_lab.checks.base import Verdict, Wrong
 from shopops_lab.effects import SendStatus
 
 # ---------------------------------------------------------------------------- shared by the workers below
@@ -423,7 +424,7 @@ IN_PROCESSES = Spec(
     exercise=lab09.in_processes,
     right=RIGHT,
     wrong=(
-        refused(lab09.naive_work, "in real worker processes on an SQLite file: order", "customer was emailed 2 times"),
+        refused(lab09.naive_work, "in real worker processes on ", ": order", "customer was emailed 2 times"),
         refused(
             acks_before_the_email, "order O-1001 was acknowledged, but its customer was never emailed (schedule run)"
         ),
@@ -476,3 +477,12 @@ def test_the_last_hint_is_the_learners_own_counterexample(capsys: pytest.Capture
     assert "1. W1 takes O-1001 (attempt 1, token 1)" in said and "emailed 2 times" in said
     lab09.exercise.hint(4)
     assert "Pass your worker" in capsys.readouterr().out
+
+
+def test_on_postgres_the_processes_judge_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where SHOPOPS_POSTGRES_URL names a server, the worker processes share a schema of their own
+    there (dropped afterwards) and reach the verdicts they reach on SQLite."""
+    monkeypatch.setenv(POSTGRES_ENV, postgres_url())  # skips (or, in CI, fails) without a server
+    assert "on PostgreSQL" in worker_processes.judged(worker_keeping_its_draft)
+    with pytest.raises(Wrong, match=r"on PostgreSQL: order O-\d+'s customer was emailed 2 times \(schedule kill@"):
+        worker_processes.judged(key_from_the_attempt)

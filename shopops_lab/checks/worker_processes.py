@@ -270,12 +270,12 @@ def processes(work: Any) -> ProcessRun:
 
 
 def judged(work: Any) -> str:
-    from shopops_lab.chaos.schedules import How
-    from shopops_lab.chaos.steps import StepsError
-
     """The check's run: every schedule, stopping at the first order that went wrong (`Wrong`,
     with its schedule's story), or the summary of what was checked; a planned stop that did not
     happen voids the run (`NotJudged`)."""
+    from shopops_lab.chaos.schedules import How
+    from shopops_lab.chaos.steps import StepsError
+
     counts: Counter[str] = Counter()
     try:
         with _Lab(work) as lab:
