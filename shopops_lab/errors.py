@@ -187,6 +187,27 @@ class EffectFailedError(ShopOpsError):
     op_id: str
 
 
+class DraftError(ShopOpsError):
+    """The model cannot draft case {case_id}: {reason}."""
+
+    case_id: str
+    reason: str
+
+
+class ModelTimeoutError(ShopOpsError):
+    """The model call for case {case_id} timed out after {seconds:g} s: the draft so far is lost."""
+
+    case_id: str
+    seconds: float
+
+
+class KitMisuseError(ShopOpsError):
+    """{problem}. Fix: {fix}."""
+
+    problem: str
+    fix: str
+
+
 class BudgetExhaustedError(ShopOpsError):
     """Budget {budget!r} has {remaining} left, not enough for {wanted}. The checkpoint carries budgets across restarts, so a resumed run cannot start over with a fresh one."""
 

@@ -139,7 +139,9 @@ class Event:
 class Move:
     """A step a world offers now. `act(run)` performs it and returns the sentence that
     narrates it. `peer` is whom it talks to (a lane of the diagram); `cost` the budget it
-    spends ("expiry", "crash"); `crash=True` makes it the actor's process dying (no act)."""
+    spends ("expiry", "crash"); `crash=True` makes it the actor's process dying: right away,
+    or, with an `act`, once the act is done (a call that took effect, its reply lost with the
+    process)."""
 
     name: str
     actor: str
@@ -271,6 +273,15 @@ class Run:
         found = twins(self._answer, [*(parent._copies[a] for a in actors), *held], list((swap or {}).items()))
         self._copies = dict(zip(actors, found))
         return found[len(actors) :]
+
+    def rebuilt(self) -> None:
+        """In a world's `clone(run)`, instead of `twin`: this run's copies of the answer start
+        fresh, and the world brings each to the copied run's state itself, by playing to it
+        again what its process was told since it started (a coroutine that waits inside a
+        call cannot be copied, but it can be brought back to where it waits)."""
+        if self._parent is None:
+            raise NotCopyable("this run's copies are taken already")
+        self._parent = None
 
     def facade(self, **handed: Any) -> None:
         """A world hands the learner call about to run these facades, by name, and each
@@ -510,7 +521,9 @@ def _step(played: _Played, move: Move, event: Event) -> None:
     run._begin(move.actor, event.fault)
     crashed = move.crash
     said = f"{move.actor}'s process dies" if move.crash else ""
-    if not move.crash:
+    if move.crash and move.act is not None:
+        said = f"{move.act(run)}; then {said}"
+    elif not move.crash:
         try:
             said = move.act(run) if move.act is not None else move.name
         except _Crash:

@@ -6,7 +6,7 @@
    installed beside JupyterLab), and lab 00's live widgets respond to clicks.
 2. JupyterLite, the offline site (`shopops-lab lite build --offline`), served on 127.0.0.1
    with every request to any other host blocked and counted (any one fails the test): labs
-   00, 07 and 08 run top to bottom, `import shopops_lab` works with no step from the
+   00, 07, 08 and 09 run top to bottom, `import shopops_lab` works with no step from the
    learner, a check prints its verdict, the playground responds, a plot and a diagram are
    drawn; at a phone's 390 px the front page opens a lab alone in the single-notebook view.
 
@@ -348,6 +348,22 @@ def test_lab_08_explains_itself_offline_in_jupyterlite_and_shows_its_recorded_ru
         assert len(maps) == 1 and "<title>stop map: the naive handler, seed 4 (recorded run)</title>" in maps[0]
         assert maps[0].count('<g class="stop repeated">') == 1  # the double refund, drawn from the recording
         assert any("stop map needs real worker processes" in text for text in outputs)  # the learner's: one line
+
+
+def test_lab_09_judges_the_kits_worker_offline_in_jupyterlite_and_its_third_judge_says_it_needs_processes(
+    lite_server, lite_browser
+):
+    """No process in the browser: the explorer and the simulator judge the kit's naive worker
+    there as in JupyterLab, and the real-process judge says it needs processes, judging nothing."""
+    with lite_page(lite_browser, "jupyterlite-09") as page:
+        prompts = open_in_lite(page, lite_server, "09_the_whole_worker")
+        assert_ran_to_the_end(page, "09_the_whole_worker", prompts)
+        outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
+        assert any("real processes here: no (a browser-only notebook)" in text for text in outputs)
+        assert any("Jordan was emailed 2 times about O-1001" in text for text in outputs)  # the explorer
+        assert any("customer(s) were emailed more than once" in text for text in outputs)  # the simulator
+        assert any("not judged. this judge needs real processes" in text for text in outputs)
+        assert any("cannot start processes (JupyterLite)" in text for text in outputs)
 
 
 def test_a_phone_opens_a_lab_alone_from_the_sites_front_page(lite_server, lite_browser):

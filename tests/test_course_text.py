@@ -156,9 +156,9 @@ def written_cells():
                 yield path.name, cell
 
 
-def test_the_course_has_ten_hand_graded_points_each_with_a_rubric():
+def test_the_course_has_twelve_hand_graded_points_each_with_a_rubric():
     found = list(written_cells())
-    assert sum(cell.metadata.nbgrader.points for _, cell in found) == 10
+    assert sum(cell.metadata.nbgrader.points for _, cell in found) == 12
     for name, cell in found:
         rubric = cell.metadata.get("shopops_lab", {}).get("rubric")
         assert rubric, f"{name} {cell.id}: no rubric in metadata.shopops_lab.rubric"

@@ -24,6 +24,7 @@ SUITES = {  # accuracy module -> its specifications of explored checks
     "test_check_accuracy_lab04": ("STORE",),
     "test_check_accuracy_lab05": ("SPEC", "INTENT"),
     "test_check_accuracy_lab06": ("SPEC", "DISPATCH"),
+    "test_check_accuracy_lab09": ("EXPLORED",),
 }
 
 

@@ -256,3 +256,84 @@ def test_an_answer_that_patches_the_restart_in_its_process_is_still_refused_by_t
     found = next(e for e in result.exercises if e.grade_id == "receipt-run-test")
     assert found.points == 0
     assert "was sent again without being looked up first" in found.message, found.message
+
+
+# Lab 09 behind the process boundary: one answer, three judges, three graded cells. The explorer
+# steps the learner's coroutine across the boundary one kit call at a time; a burst day is played
+# in the learner's process and replayed in the judge from its transcript; real worker processes
+# each get a learner process of their own. A worker's mistake costs the cells of the judges that
+# see it; a process that hands the judge another worker's day is caught by the answer's own code.
+KEY_PER_ATTEMPT = """
+async def work(lease, kit):
+    draft = ""
+    while (piece := await kit.next_chunk()) is not None:
+        draft += piece
+        if not await kit.heartbeat():
+            return
+    result = await kit.send(f"{lease.case_id}:{lease.attempt}", draft)
+    if result.status is SendStatus.UNKNOWN:
+        result = await kit.lookup(f"{lease.case_id}:{lease.attempt}")
+    if result.status is not SendStatus.OK:
+        raise RuntimeError("not sent")
+    await kit.ack()
+"""
+PLAYS_ANOTHER_WORKER = """
+import shopops_lab.checks.worker_day as _day
+
+_their_day = _day.played
+
+def _played(work, seed, items):   # the day played with the master's worker, whatever `work` is
+    return _their_day(_honest, seed, items)
+
+_played.__module__, _played.__qualname__ = "shopops_lab.checks.worker_day", "played"
+_day.played = _played
+"""
+
+
+def _ignores_refusals() -> str:
+    master = fx.right_answer("09", "work")
+    obeys = (
+        "            if not await kit.heartbeat():         # the case is someone else's now: stop\n"
+        "                return\n"
+    )
+    assert obeys in master
+    return master.replace(obeys, "            await kit.heartbeat()\n")
+
+
+@pytest.fixture(scope="module")
+def lab09_graded(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("lab09")
+    honest = fx.right_answer("09", "work").replace("async def work(", "async def _honest(", 1)
+    answers = {
+        "key_per_attempt": {"work": KEY_PER_ATTEMPT},
+        "ignores_refusals": {"work": _ignores_refusals()},
+        "plays_another_worker": {"work": KEY_PER_ATTEMPT + honest + PLAYS_ANOTHER_WORKER},
+    }
+    for name, cells in answers.items():
+        fx.write(fx.submission("09", cells), root / "class" / f"{name}.ipynb")
+    report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=2, limits=PATIENT)
+    return {result.submission.name: {e.grade_id: e for e in result.exercises} for result in report.results}
+
+
+@pytest.mark.parametrize(
+    ("name", "refused_by", "whys"),
+    [
+        (
+            "key_per_attempt",
+            ("work-explored-test", "work-at-scale-test", "work-in-processes-test"),
+            ("Jordan was emailed 2 times", "customer(s) were emailed more than once", "customer was emailed 2 times"),
+        ),
+        ("ignores_refusals", ("work-explored-test",), ("W1's heartbeat was refused",)),
+        ("plays_another_worker", ("work-at-scale-test",), ("customer(s) were emailed more than once",)),
+    ],
+)
+def test_lab09s_wrong_workers_lose_the_cells_of_the_judges_that_see_their_mistake(
+    lab09_graded, name, refused_by, whys
+) -> None:
+    graded = lab09_graded[name]
+    for grade_id, why in zip(refused_by, whys, strict=True):
+        found = graded[grade_id]
+        assert (found.mark, found.points) == (Mark.INCORRECT, 0), found.message
+        assert why in found.message, found.message
+    if name == "ignores_refusals":  # a mistake only the explorer's stall shows: the other two judges pass it
+        assert [graded[g].mark for g in ("work-at-scale-test", "work-in-processes-test")] == [Mark.CORRECT] * 2

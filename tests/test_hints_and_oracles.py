@@ -44,7 +44,7 @@ def _answer_cell(lab: str, exercise: Exercise) -> str:
         for c in _master(lab).cells
         if c.cell_type == "code"
         and c.metadata.get("nbgrader", {}).get("solution")
-        and re.search(rf"^(def|class) {exercise.answer}\b", c.source, re.M)
+        and re.search(rf"^((async )?def|class) {exercise.answer}\b", c.source, re.M)
     ]
     assert len(cells) == 1, (lab, exercise.id)
     return cells[0]

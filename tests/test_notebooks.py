@@ -21,6 +21,7 @@ LABS = (
     "06_outbox",
     "07_burst_day",
     "08_real_crashes",
+    "09_the_whole_worker",
 )
 NOTEBOOKS = [ROOT / folder / f"{lab}.ipynb" for folder in ("solutions", "notebooks") for lab in LABS]
 MACHINE_PATH = re.compile(r"/(tmp|root|home|work|Users)/[A-Za-z0-9_.-]+")
@@ -144,7 +145,7 @@ def test_answer_cells_carry_the_hints_that_hint_prints(lab):
             named = [
                 exercise
                 for name, exercise in exercises.items()
-                if re.search(rf"^(def|class) {name}\b|^{name} =", cell.source, re.M)
+                if re.search(rf"^((async )?def|class) {name}\b|^{name} =", cell.source, re.M)
             ]
             assert len(named) == 1, (lab, cell.source[:80])
             assert tuple(hints) == tuple(named[0].hints), (lab, named[0].id)

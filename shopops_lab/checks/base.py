@@ -140,6 +140,11 @@ class ForeignAnswer(ABC):
     ) -> tuple[list[Any], tuple[Any, Exception | None], list[Any]]:
         """`reads` in turn, the learner's `call` of `value` attempted, `reads` again: one message."""
 
+    def applied(self, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """`function(answer, *args)`, a kit function, run in the answer's process on this copy:
+        one message, its value back by value (see `applied`)."""
+        raise NotImplementedError(f"{type(self).__name__} runs no kit function where it lives")
+
     @abstractmethod
     def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
         """From now on, note which of the kit's `functions` run in the answer's process."""
@@ -227,6 +232,16 @@ def around(
     before = in_turn(answer, value, *reads)
     outcome = attempt(getattr(value, name), *args, **kwargs)
     return before, outcome, in_turn(answer, value, *reads)
+
+
+def applied(answer: Any, function: Callable[..., Any], *args: Any) -> Any:
+    """`function(answer, *args)`: a function of the kit's, run where the answer runs. A check
+    whose work is the learner's code called thousands of times in a row (lab 09's burst day)
+    has it played there, in one message, and then checks what comes back against its own world:
+    the judge runs no learner code, and the answer's process is trusted with nothing."""
+    if isinstance(answer, ForeignAnswer):
+        return answer.applied(function, args)
+    return function(answer, *args)
 
 
 @contextlib.contextmanager

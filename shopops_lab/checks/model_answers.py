@@ -199,4 +199,37 @@ MODEL_ANSWERS: dict[str, str] = {
         '        shop.ack(lease)           # first: a stale lease is refused before anything is written\n'
         '        shop.credit(lease.payload["order"], lease.payload["amount"])'
     ),
+    '09.1': (
+        'async def work(lease, kit):\n'
+        '    """One delivery of one case, start to ack: safe to crash, stall or repeat anywhere."""\n'
+        '    key = lease.payload.get("idem_key")\n'
+        '    if not key:                                   # a poison payload: no retry can fix it, so fail loudly\n'
+        '        raise ValueError(f"case {lease.case_id} has no idempotency key in its payload")\n'
+        '    saved = await kit.load() or {}\n'
+        '    if saved.get("sent"):                         # an earlier delivery confirmed the email\n'
+        '        await kit.ack()\n'
+        '        return\n'
+        '    message_id = None\n'
+        '    if saved.get("intent") == key:                # an earlier delivery may have sent it: ask\n'
+        '        found = await kit.lookup(key)\n'
+        '        if found.status is SendStatus.OK:\n'
+        '            message_id = found.message_id\n'
+        '    if message_id is None:\n'
+        '        draft = []\n'
+        '        while (chunk := await kit.next_chunk()) is not None:\n'
+        '            draft.append(chunk)\n'
+        "            if not await kit.heartbeat():         # the case is someone else's now: stop\n"
+        '                return\n'
+        '        await kit.save({"intent": key})           # before the send, so a restart knows to ask\n'
+        '        result = await kit.send(key, "".join(draft))\n'
+        '        if result.status is SendStatus.UNKNOWN:   # sent or not? the provider knows\n'
+        '            result = await kit.lookup(key)\n'
+        '        if result.status is not SendStatus.OK:    # certainly not sent: give the delivery back\n'
+        '            raise RuntimeError(f"the email for {lease.case_id} did not go out ({result.status.value})")\n'
+        '        message_id = result.message_id\n'
+        '    await kit.save({"intent": key, "sent": message_id})   # confirmed, before the ack\n'
+        '    await kit.ack()'
+    ),
 }
+MODEL_ANSWERS['09.2'] = MODEL_ANSWERS['09.1']
+MODEL_ANSWERS['09.3'] = MODEL_ANSWERS['09.1']

@@ -34,7 +34,7 @@ from shopops_lab.sim.faults import Fault
 from shopops_lab.sim.report import Report, build_report, judge
 from shopops_lab.sim.scenarios import Scenario
 from shopops_lab.sim.workers import worker_loop
-from shopops_lab.sim.world import Action, World
+from shopops_lab.sim.world import Action, Program, World
 
 __all__ = ["ADAPTERS", "SimStep", "Simulation", "Snapshot", "run"]
 
@@ -71,6 +71,8 @@ class Simulation:
 
     `faults=None` uses the scenario's own faults and random rates; a list of `Fault`
     replaces both, so exactly those faults happen. `policy=None` uses the scenario's policy.
+    `program` is the loop every worker runs (default: the kit's `worker_loop`; lab 09 passes
+    one that hands each delivery to the learner's `work`, see `sim.agents`).
     """
 
     def __init__(
@@ -83,10 +85,12 @@ class Simulation:
         adapter: str = "idempotent",
         policy: Any = None,
         faults: Iterable[Fault] | None = None,
+        program: Program = worker_loop,
     ) -> None:
         self.config = RunConfig.of(
             scenario, seed=seed, items=items, workers=workers, adapter=adapter, policy=policy, faults=faults
         )
+        self.program = program
         self.horizon = self.config.horizon
         with collector_paused():
             self._start()
@@ -97,7 +101,7 @@ class Simulation:
         self._last_actor = ""
         self._heap: list[tuple[float, int, int, Action, Any]] = []
         self._seq = 0
-        self.world = World(self.config, self.clock, self._push, worker_loop)
+        self.world = World(self.config, self.clock, self._push, self.program)
 
     def _push(self, t: float, rank: int, action: Action, arg: Any) -> int:
         """The world's `schedule`: call `action(arg, seq)` at time `t`; returns `seq`."""

@@ -10,7 +10,7 @@ is a generator that is closed. Everything the loop does, it does to its `World`.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 
 from shopops_lab.effects import SendStatus
 from shopops_lab.errors import LeaseExpiredError, LeaseSettledError, StaleTokenError
@@ -19,21 +19,26 @@ from shopops_lab.sim.faults import Fault, FaultKind, Point
 from shopops_lab.sim.world import Worker, World
 from shopops_lab.worker.queue import Lease
 
-__all__ = ["Worker", "worker_loop"]
+__all__ = ["Handler", "Steps", "Worker", "handle", "interrupt", "worker_loop"]
 
 Steps = Generator[float, None, bool]  # yields seconds to wait; returns True if the worker died
 
 
-def worker_loop(world: World, w: Worker) -> Generator[float, None, None]:
+Handler = Callable[[World, Worker, Lease], Steps]  # one delivery, start to end
+
+
+def worker_loop(world: World, w: Worker, handler: Handler | None = None) -> Generator[float, None, None]:
     """Poll, handle, repeat, until no work is left or can arrive. An empty poll backs off,
-    doubling the wait from `idle_poll` up to `idle_poll_max`, as real consumers do."""
+    doubling the wait from `idle_poll` up to `idle_poll_max`, as real consumers do.
+    `handler` handles each delivery (default: the kit's own `handle`)."""
+    handle_one = handle if handler is None else handler
     queue = world.queue
     first, most = world.scenario.idle_poll, world.scenario.idle_poll_max
     idle = first
     while True:
         lease = world.take_duplicate(w) if world.duplicates else None  # the broker pushed a copy
         if lease is not None:
-            if (yield from handle(world, w, lease)):
+            if (yield from handle_one(world, w, lease)):
                 return
             continue
         if world.drained():
@@ -52,25 +57,14 @@ def worker_loop(world: World, w: Worker) -> Generator[float, None, None]:
             continue
         w.held = False
         idle = first
-        if (yield from handle(world, w, lease)):
+        if (yield from handle_one(world, w, lease)):
             return
 
 
 def handle(world: World, w: Worker, lease: Lease) -> Steps:
     """One delivery, start to ack. Returns True if the worker died on the way."""
-    log, queue, now = world.log, world.queue, world.now
-    w.lease = lease
-    log.append(
-        EventKind.HANDLER_STARTED,
-        now,
-        item_id=lease.item_id,
-        case_id=lease.case_id,
-        worker_id=w.id,
-        token=lease.token,
-        attempt=lease.attempt,
-        kind=lease.kind,
-    )
-    world.delivered(w, lease)
+    queue = world.queue
+    world.began(w, lease)
     payload = lease.payload
     idem_key = payload.get("idem_key")
     if not isinstance(idem_key, str) or not idem_key:
@@ -140,16 +134,7 @@ def send_and_ack(world: World, w: Worker, lease: Lease, idem_key: str) -> Steps:
         world.lost(w, lease, "checkpoint", "the checkpoint store refused a stale token")
         return False
     if world.fault_at(Point.ACK, w, lease):
-        log.append(
-            EventKind.ACK_LOST,
-            world.now,
-            item_id=lease.item_id,
-            case_id=lease.case_id,
-            worker_id=w.id,
-            token=lease.token,
-            attempt=lease.attempt,
-        )
-        w.lease = None
+        world.ack_lost(w, lease)
         return False
     try:
         queue.ack(lease)

@@ -260,6 +260,17 @@ class World:
                 return lease._replace(worker_id=w.id)
         return None
 
+    def began(self, w: Worker, lease: Lease) -> None:
+        """`w` begins handling `lease`: the log says so, and the delivery is `delivered`."""
+        w.lease = lease
+        self.log.append(EventKind.HANDLER_STARTED, self.now, **_about(w, lease), kind=lease.kind)
+        self.delivered(w, lease)
+
+    def ack_lost(self, w: Worker, lease: Lease) -> None:
+        """`w`'s ack of `lease` never reached the queue: the lease runs out, the item comes back."""
+        self.log.append(EventKind.ACK_LOST, self.now, **_about(w, lease))
+        w.lease = None
+
     def delivered(self, w: Worker, lease: Lease) -> None:
         """A delivery began: note its claim, draw its random fault, and let the broker
         duplicate it."""
@@ -321,16 +332,7 @@ class World:
 
     def fail(self, w: Worker, lease: Lease, error: str) -> None:
         """The handler failed: say why and give the item back (it may go to the DLQ)."""
-        self.log.append(
-            EventKind.HANDLER_FAILED,
-            self.now,
-            item_id=lease.item_id,
-            case_id=lease.case_id,
-            worker_id=w.id,
-            token=lease.token,
-            attempt=lease.attempt,
-            error=error,
-        )
+        self.log.append(EventKind.HANDLER_FAILED, self.now, **_about(w, lease), error=error)
         try:
             self.queue.nack(lease, error)
         except (StaleTokenError, LeaseExpiredError, LeaseSettledError) as refused:
@@ -340,17 +342,7 @@ class World:
 
     def lost(self, w: Worker, lease: Lease, op: str, reason: str) -> None:
         """The worker found out it no longer owns the item, and stops."""
-        self.log.append(
-            EventKind.LEASE_LOST,
-            self.now,
-            item_id=lease.item_id,
-            case_id=lease.case_id,
-            worker_id=w.id,
-            token=lease.token,
-            attempt=lease.attempt,
-            op=op,
-            reason=reason,
-        )
+        self.log.append(EventKind.LEASE_LOST, self.now, **_about(w, lease), op=op, reason=reason)
         w.lease = None
 
     def pause_seconds(self, fault: Fault) -> float:
@@ -374,3 +366,23 @@ class World:
             point=fault.point.value if fault.point else None,
             **where,
         )
+
+
+class _About(TypedDict):
+    """The fields of an event about one worker's delivery of one lease."""
+
+    item_id: str
+    case_id: str
+    worker_id: str
+    token: int
+    attempt: int
+
+
+def _about(w: Worker, lease: Lease) -> _About:
+    return {
+        "item_id": lease.item_id,
+        "case_id": lease.case_id,
+        "worker_id": w.id,
+        "token": lease.token,
+        "attempt": lease.attempt,
+    }

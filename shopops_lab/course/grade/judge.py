@@ -603,6 +603,11 @@ class RemoteAnswer(ForeignAnswer):
             raise ProtocolError("answers in turn of no known shape")
         return found
 
+    def applied(self, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        handle = self._current()
+        (found,) = self.in_turn(handle, [(function, args)])
+        return found
+
     def around(
         self, value: Any, call: Call, reads: Sequence[Read]
     ) -> tuple[list[Any], tuple[Any, Exception | None], list[Any]]:

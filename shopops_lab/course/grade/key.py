@@ -355,10 +355,12 @@ def model_answers(folder: str | Path) -> dict[str, str]:
     The cell is the one that defines the exercise's `answer` name."""
     import nbformat
 
+    from shopops_lab.checks.base import Exercise
+
     found: dict[str, str] = {}
     for path in master_paths(folder):
         checks = import_module(f"{CHECKS_PACKAGE}.lab{path.name[:2]}")
-        exercises = [value for value in vars(checks).values() if type(value).__name__ == "Exercise"]
+        exercises = [value for value in vars(checks).values() if isinstance(value, Exercise)]
         notebook = nbformat.read(path, as_version=4)  # type: ignore[no-untyped-call]
         cells = [
             cell
@@ -367,7 +369,7 @@ def model_answers(folder: str | Path) -> dict[str, str]:
         ]
         for exercise in exercises:
             name = re.escape(exercise.answer)
-            pattern = re.compile(rf"^(def|class) {name}\b|^{name}\s*=", re.M)
+            pattern = re.compile(rf"^((async )?def|class) {name}\b|^{name}\s*=", re.M)
             for cell in cells:
                 if pattern.search(cell.source):
                     found[exercise.id] = _solution_regions(cell.source)
@@ -391,12 +393,18 @@ def model_answers_module(folder: str | Path) -> str:
         "",
         "MODEL_ANSWERS: dict[str, str] = {",
     ]
+    first: dict[str, str] = {}  # an answer's text -> the first exercise it answers
+    same: list[str] = []  # exercises judging an answer written above (lab 09's three judges of one worker)
     for exercise, answer in model_answers(folder).items():
+        if answer in first:
+            same.append(f"MODEL_ANSWERS[{exercise!r}] = MODEL_ANSWERS[{first[answer]!r}]")
+            continue
+        first[answer] = exercise
         lines.append(f"    {exercise!r}: (")
         lines.extend(f"        {line!r}" for line in answer.splitlines(keepends=True))
         lines.append("    ),")
     lines.append("}")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *same]) + "\n"
 
 
 if __name__ == "__main__":
