@@ -310,9 +310,9 @@ def lab09_graded(tmp_path_factory: pytest.TempPathFactory):
         "plays_another_worker": {"work": KEY_PER_ATTEMPT + honest + PLAYS_ANOTHER_WORKER},
     }
     for name, cells in answers.items():
-        fx.write(fx.submission("09", cells), root / "class" / f"{name}.ipynb")
+        fx.write(fx.submission("09", cells), root / "class" / f"{name}_lab09.ipynb")
     report = grade([str(root / "class")], key=fx.SOLUTIONS, out=root / "out", jobs=2, limits=PATIENT)
-    return {result.submission.name: {e.grade_id: e for e in result.exercises} for result in report.results}
+    return {result.submission.student: {e.grade_id: e for e in result.exercises} for result in report.results}
 
 
 @pytest.mark.parametrize(
