@@ -255,7 +255,7 @@ STORE = Spec(
             NaiveResultStore,
             "the store accepted X's write with token 0, a token it never issued (nobody has claimed job-1)",
             "The shortest schedule that shows it (1 step): X write",
-            'lab04.replay(FencedResultStore, "X write")',
+            'lab04.replay(NaiveResultStore, "X write")',
             "1. X's write with token 0: accepted",
         ),
         refused(OnlyOnceAResultExists, "the store accepted X's write with token 0, a token it never issued"),
@@ -286,7 +286,7 @@ STORE = Spec(
             LocksOntoTheFirstWriter,
             "the store accepted W7's write with token 1, while token 2 (W9's claim) is the newest",
             "(4 steps): W7 claim · W7 write · W9 claim · W7 write",
-            'lab04.replay(FencedResultStore, "W7 claim · W7 write · W9 claim · W7 write")',
+            'lab04.replay(LocksOntoTheFirstWriter, "W7 claim · W7 write · W9 claim · W7 write")',
         ),
         refused(
             RemembersTheFirstToken,

@@ -322,7 +322,7 @@ SPEC = Spec(
             "with a healthy email provider: the email reached the customer 2 times "
             "(msg-0001, msg-0002). The shortest schedule that shows it (3 steps, " + SCOPE + "): W1 runs O-1001 "
             "(crash after send) · O-1001's lease expires · W1 runs O-1001.",
-            'print(lab05.replay(run, "W1 runs O-1001 (crash after send) · O-1001\'s lease expires · W1 runs O-1001"))',
+            'print(lab05.replay(one_key_per_attempt, "W1 runs O-1001 (crash after send) · O-1001\'s lease expires · W1 runs O-1001"))',
             "send publish O-1001:publish:2 -> ok msg-0002",
         ),
         refused(
@@ -349,7 +349,7 @@ SPEC = Spec(
             "finished and returned the str 'O-1001:publish:v1', but the email that reached the customer is "
             "msg-0001",
             "(1 step, ",
-            "print(lab05.replay(run, 'W1 runs O-1001', faults=['drop_reply']))",
+            "print(lab05.replay(unknown_means_sent, 'W1 runs O-1001', faults=['drop_reply']))",
         ),
         refused(
             unknown_means_sent_and_the_id_is_asked_for_later,
@@ -357,7 +357,7 @@ SPEC = Spec(
             "reaching the provider: nothing went out): the checkpoint confirms publish, but the email reached "
             "the customer 0 times",
             "treated it as sent without any proof",
-            "print(lab05.replay(run, 'W1 runs O-1001', faults=['lose_request']))",
+            "print(lab05.replay(unknown_means_sent_and_the_id_is_asked_for_later, 'W1 runs O-1001', faults=['lose_request']))",
         ),
         refused(
             ignores_the_plan_version,
@@ -487,7 +487,7 @@ INTENT = Spec(
             one_key_per_attempt,
             "with a healthy email provider: the email reached the customer 2 times",
             "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
-            'print(lab05.replay(run_with_intent, "W1 runs O-1001 (crash after send)',
+            'print(lab05.replay(one_key_per_attempt, "W1 runs O-1001 (crash after send)',
         ),
         refused(stable_key_resend, "O-1001:publish:v1 was sent again without being looked up first"),
         refused(

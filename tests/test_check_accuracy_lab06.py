@@ -180,7 +180,7 @@ SPEC = Spec(
             "out-0001 (refund 35.00 for O-1001) was applied twice, by delivery #1 and again "
             "by #2: #2 is a copy of the same message.",
             "(2 steps): C1 handle · C2 handle",
-            'Replay it: lab06.replay(handle, "C1 handle · C2 handle")',
+            'Replay it: lab06.replay(applies_everything, "C1 handle · C2 handle")',
             "2. C2 takes #2 out-0001, handle returns True: refund applied",
         ),
         refused(dedupes_on_the_delivery_number, "was applied twice, by delivery #1 and again by #2"),
@@ -326,7 +326,7 @@ DISPATCH = Spec(
             marks_before_publishing,
             "out-0001 was marked sent, but the broker never got it",
             "(1 step): D1 dispatch (crash after outbox.mark_sent)",
-            'lab06.replay_dispatch(dispatch, "D1 dispatch (crash after outbox.mark_sent)")',
+            'lab06.replay_dispatch(marks_before_publishing, "D1 dispatch (crash after outbox.mark_sent)")',
         ),
         refused(
             deletes_before_publishing,

@@ -4,6 +4,7 @@ master, and what a stopped cell costs. No processes here (tests/test_grade.py ru
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import grade_fixtures as fx
 import nbformat
@@ -210,6 +211,29 @@ def test_a_revealed_model_answer_is_noted_from_its_mark_or_its_call(tmp_path, ke
     shown.metadata = {"shopops_lab": {"revealed": "<b>x</b>"}}  # not an exercise id: not believed
     fx.cell(nb, "send-followup").outputs = [shown]
     assert read(_one(tmp_path, key, "carol_lab01.ipynb", nb), key)[2] == ()
+
+
+def test_hints_asked_for_are_noted_from_their_records_and_a_demonstrations_are_not(tmp_path, key: Key) -> None:
+    nb = fx.all_right("01")
+
+    def hinted(exercise: str, level: int) -> Any:
+        return nbformat.v4.new_output(
+            "display_data",
+            data={"text/plain": "Hint ...", "application/vnd.shopops-lab.record+json": {"exercise": exercise}},
+            metadata={"shopops_lab": {"hinted": [exercise, level]}},
+        )
+
+    asked = nbformat.v4.new_code_cell("lab01.exercise.hint(1)\nlab01.exercise.hint(3)")
+    asked.outputs = [hinted("01.1", 1), hinted("01.1", 3), hinted("01.2", 2)]
+    nb.cells.append(asked)
+    fx.cell(nb, "send-followup-check").outputs = [hinted("01.3", 1)]  # a locked cell of the master's: not asked
+    _, _, notes = read(_one(tmp_path, key, "alice_lab01.ipynb", nb), key)
+    assert notes == (
+        "hints to exercise 01.1 were asked for, up to hint(3)",
+        "hints to exercise 01.2 were asked for, up to hint(2)",
+    )
+    asked.outputs = [hinted("<b>x</b>", 1), hinted("01.1", 99)]  # not an exercise id, not a level: not believed
+    assert read(_one(tmp_path, key, "bob_lab01.ipynb", nb), key)[2] == ()
 
 
 # --- rebuilding -------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text, restart
+from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text, named, restart
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import Contact, EmailAdapter
 from shopops_lab.errors import BadArgumentError, ShopOpsError
@@ -327,7 +327,7 @@ def _run(handler) -> str:
     schedules = 0
     for morning in SEEDS:
         found = explore(scenario(morning), handler)
-        refuse(found, f'lab01.replay(send_followup, "{{schedule}}", morning="{morning}")')
+        refuse(found, f'lab01.replay({named(handler, "send_followup")}, "{{schedule}}", morning="{morning}")')
         schedules += found.schedules
     mornings = "; ".join(BOUNDS[morning] for morning in SEEDS)
     return (

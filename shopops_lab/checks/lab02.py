@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from shopops_lab.checks.base import Exercise, Wrong, _where, call_each, describe, error_text
+from shopops_lab.checks.base import Exercise, Wrong, _where, call_each, describe, error_text, named
 from shopops_lab.clock import FakeClock
 from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, copied, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
@@ -411,7 +411,7 @@ def replay(replay_and_drain, schedule: str) -> Replayed:
 
 def _run(replay_and_drain) -> str:
     found = explore(scenario(), replay_and_drain)
-    refuse(found, 'lab02.replay(replay_and_drain, "{schedule}")')
+    refuse(found, f'lab02.replay({named(replay_and_drain, "replay_and_drain")}, "{{schedule}}")')
     return (
         f"{found.summary}: every dead letter was replayed once and finished, a still-broken one went back to "
         "the DLQ instead of storming, and a crashed run finished on its next run."

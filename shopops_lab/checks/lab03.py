@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe, error_text
+from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe, error_text, named
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import EmailAdapter
 from shopops_lab.errors import ShopOpsError
@@ -388,7 +388,7 @@ def _run(choose_policy) -> str:
     policy = _values(returned)
     _load(policy)
     found = explore(policy_scenario(policy), policy)
-    refuse(found, 'lab03.replay_policy(choose_policy, "{schedule}")')
+    refuse(found, f'lab03.replay_policy({named(choose_policy, "choose_policy")}, "{{schedule}}")')
     h = policy.heartbeat_interval
     load = "no heartbeats" if h is None else f"{60 / h:g} heartbeats a minute"
     return (
@@ -779,7 +779,7 @@ def replay(draft_with_heartbeats, schedule: str) -> Replayed:
 
 def _loop_run(draft_with_heartbeats) -> str:
     found = explore(loop_scenario(), draft_with_heartbeats)
-    refuse(found, 'lab03.replay(draft_with_heartbeats, "{schedule}")')
+    refuse(found, f'lab03.replay({named(draft_with_heartbeats, "draft_with_heartbeats")}, "{{schedule}}")')
     return (
         f"{found.summary}: W1 kept its lease through every healthy draft and sent the whole draft once, and "
         "whenever a heartbeat was refused it stopped at once: no more drafting, no send, no ack."

@@ -26,6 +26,7 @@ from shopops_lab.checks.base import (
     call_answer,
     describe,
     error_text,
+    named,
     picture,
     watching,
 )
@@ -246,7 +247,7 @@ def _run(store_class) -> str:
         found = explore(scenario(), store_class)
     if fenced:  # said first, as the notebook says it at the first write
         raise Wrong(_DELEGATES)
-    refuse(found, 'lab04.replay(FencedResultStore, "{schedule}")')
+    refuse(found, f'lab04.replay({named(store_class, "FencedResultStore")}, "{{schedule}}")')
     return (
         f"{found.summary}: the store accepted exactly the writes under the newest token, refused every "
         "other with StaleTokenError naming both tokens, and changed nothing when it refused."

@@ -30,7 +30,7 @@ from typing import Any
 from shopops_lab import arguments
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
 from shopops_lab.checks import recovery_world
-from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text, restart, watching
+from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text, named, restart, watching
 from shopops_lab.clock import FakeClock
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
 from shopops_lab.effects import ProviderFault
@@ -228,6 +228,7 @@ def _searched(run, setting: str, faults, job_id: str, name: str = "run") -> int:
         f", searched within {found.bound.words.split(', with ')[0]}): {counter.words}. Replay it: "
         f"print(lab05.replay({name}, {counter.words!r}{args}))",
         counter.lines,
+        counterexample=counter,
     )
 
 
@@ -241,7 +242,7 @@ def _setting(setting: str, faults, job_id: str, name: str = "run"):
     """The part that searches one setting: what it finds is how many schedules it searched."""
 
     def searched(run) -> int:
-        return _searched(run, setting, faults, job_id, name)
+        return _searched(run, setting, faults, job_id, named(run, name))
 
     return searched
 

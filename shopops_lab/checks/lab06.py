@@ -28,7 +28,7 @@ import sys
 from typing import Any
 
 from shopops_lab.checks import outbox_world
-from shopops_lab.checks.base import Exercise, ForeignAnswer, Wrong, describe, error_text, watching
+from shopops_lab.checks.base import Exercise, ForeignAnswer, Wrong, describe, error_text, named, watching
 from shopops_lab.checks.fresh import canonical
 from shopops_lab.checks.sealed import behind, seal
 from shopops_lab.explore import Bound, FaultKind, Move, Replayed, Run, Scenario, copied, explore, refuse
@@ -320,7 +320,7 @@ def _run(handle) -> str:
         found = explore(scenario(), handle)
     if handed:  # said first, as the notebook says it at the first refund
         raise Wrong(_DELEGATES)
-    refuse(found, 'lab06.replay(handle, "{schedule}")')
+    refuse(found, f'lab06.replay({named(handle, "handle")}, "{{schedule}}")')
     return (
         f"{found.summary}: every refund took effect once (effectively once: no copy of a "
         "message refunded it again), and handle said each time whether it applied or skipped."
@@ -354,7 +354,7 @@ def replay_dispatch(dispatch, schedule: str) -> Replayed:
 
 def _run_dispatch(dispatch) -> str:
     found = explore(outbox_world.scenario(), dispatch)
-    refuse(found, 'lab06.replay_dispatch(dispatch, "{schedule}")')
+    refuse(found, f'lab06.replay_dispatch({named(dispatch, "dispatch")}, "{{schedule}}")')
     return (
         f"{found.summary}: no message was lost, each reached the broker first in the order it was committed, "
         "and a message went out again only when a crash fell between its publish and its note."

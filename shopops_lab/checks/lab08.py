@@ -38,7 +38,7 @@ from shopops_lab.chaos.plan import Kill, KillPoint
 from shopops_lab.chaos.run import run_chaos
 from shopops_lab.chaos.schedules import How, Played, Player, Schedule, explore
 from shopops_lab.chaos.steps import Pause, Stepper, StepsError
-from shopops_lab.checks.base import Exercise, NotAttempted, NotJudged, Wrong, is_stub
+from shopops_lab.checks.base import Exercise, NotAttempted, NotJudged, Wrong, is_stub, named
 from shopops_lab.checks.sealed import behind, seal
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import ShopOpsError
@@ -452,7 +452,8 @@ def _run(handle) -> str:
                 problem = lab.run.problem(lab.record(played))
                 if problem:
                     raise Wrong(
-                        f"{problem} Replay it: print(lab08.replay(handle, {played.schedule.id!r}))", played.story
+                        f"{problem} Replay it: print(lab08.replay({named(handle, 'handle')}, {played.schedule.id!r}))",
+                        played.story,
                     )
     except StepsError as void:
         raise NotJudged(f"this run is void, so nothing was judged: {void}") from None
