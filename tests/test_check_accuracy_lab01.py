@@ -5,6 +5,8 @@ breaking one shown), and what an expired lease leads to."""
 from __future__ import annotations
 
 import re
+from io import StringIO
+from itertools import cycle
 
 from check_accuracy import Spec, accuracy_tests, refused, replay_tests
 
@@ -39,6 +41,14 @@ def sends_through_a_helper_with_defaults(lease, adapter, *, body="Sorry for the 
 
 
 # ---------------------------------------------------------------------------- 01.1 wrong, as learners write them
+
+
+def builds_the_body_with_classes_written_in_c(lease, adapter):
+    """StringIO and cycle are imported by name: a restarted process imports the same ones."""
+    body = StringIO()
+    for word, _ in zip(cycle(("sorry", "for", "the", "wait")), range(4)):
+        body.write(f"{word} ")
+    return adapter.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"], body=body.getvalue())
 
 
 def key_from_the_attempt(lease, adapter):
@@ -120,7 +130,12 @@ def forges_the_ledger(lease, adapter):
 
 HANDLER = Spec(
     exercise=lab01.exercise,
-    right=(sends_and_returns_the_message_id, sends_with_keywords_only, sends_through_a_helper_with_defaults),
+    right=(
+        sends_and_returns_the_message_id,
+        sends_with_keywords_only,
+        sends_through_a_helper_with_defaults,
+        builds_the_body_with_classes_written_in_c,
+    ),
     wrong=(
         refused(
             key_from_the_attempt,

@@ -348,6 +348,19 @@ def describe(value: Any) -> str:
     return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} object"
 
 
+def plain(value: Any) -> Any:
+    """`value` as the plain data it holds: a `str` subclass becomes the `str` it holds (whatever
+    its `__eq__` claims), a set, list or tuple of them a plain one of plain strings. How a check
+    reads an answer that is a label, and how the grader's wire hands one over."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, (set, frozenset)):
+        return {plain(item) for item in value}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
+
+
 def named(answer: Any, default: str) -> str:
     """What to call the answer in a line the learner can run again (a replay): the name the
     checked function or class goes by, when it is a plain identifier; else `default`."""

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text, named, restart
+from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text, named, plain, restart
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import Contact, EmailAdapter
 from shopops_lab.errors import BadArgumentError, ShopOpsError
@@ -628,7 +628,7 @@ _WHY_NOT = {
 
 
 def _knowledge(what_can_happen_next) -> str:
-    chosen = call_answer(what_can_happen_next)
+    chosen = plain(call_answer(what_can_happen_next))  # str look-alikes: judged by the text they hold
     if isinstance(chosen, str) or not isinstance(chosen, Iterable):
         raise Wrong(
             f"the function returned {describe(chosen)}; return a set of labels, e.g. {{'label_one', 'label_two'}}."
