@@ -262,6 +262,11 @@ class Run:
             self._copies[actor] = restart(self._answer)
         return self._copies[actor]
 
+    def fresh(self) -> Any:
+        """A fresh copy of the answer for a run the world needs before its schedule starts (an
+        earlier job, say): no process of the schedule, and no fault point."""
+        return restart(self._answer)
+
     def twin(self, *held: Any, swap: Mapping[Any, Any] | None = None) -> list[Any]:
         """In a world's `clone(run)`: this run's copies of the answer become twins of the
         copied run's (their memory as it is now), taken together with `held`, the objects

@@ -305,6 +305,25 @@ def remembers_in_memory(job_id, env):
     return cp.artifacts["publish"]
 
 
+def keys_every_job_with_the_storys_id(job_id, env):
+    """Right in every way but one: the operation id is built from the story's job, O-1001,
+    so a second job on the same provider collides with the first one's email."""
+    return MASTERS_RUN(job_id, _StoryKeys(env))
+
+
+class _StoryKeys:
+    """An env whose op_id ignores the job it is asked about (as a learner's f"O-1001:{step}" does)."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def op_id(self, job_id, step_id):
+        return self._env.op_id("O-1001", step_id)
+
+
 def hands_it_to_the_kit(job_id, env):
     return ReceiptRunner()(job_id, env)
 
@@ -406,6 +425,12 @@ SPEC = Spec(
         refused(ReceiptRunner(), "hands the job to the kit's ReceiptRunner"),
         refused(resends_on_unknown, "O-1001:publish:v1 was sent again without being looked up first"),
         refused(
+            keys_every_job_with_the_storys_id,
+            "with a lost reply on a second job, A-1002, after O-1001's email went out on the same provider: your "
+            "run used the operation id 'O-1001:publish:v1' for A-1002",
+            "An operation id names the job as well as the step.",
+        ),
+        refused(
             swallows_the_crash,
             "with a lost request (the send timed out before reaching the provider: nothing "
             "went out): W1's run finished and returned the str 'carried on'",
@@ -506,7 +531,16 @@ INTENT = Spec(
         refused(acks_first, "the job was acknowledged with the checkpoint confirming only []", "(crash after ack)"),
         refused(remembers_in_memory, "O-1001:publish:v1 was sent again without being looked up first"),
         refused(returns_nothing, "W1's run finished and returned None"),
-        refused(hard_codes_the_job, "with a healthy email provider, on job A-1002:", "job_id='A-1002'"),
+        refused(
+            hard_codes_the_job,
+            "with a healthy email provider, on a second job, A-1002, after O-1001's email went out on it:",
+            "job_id='A-1002'",
+        ),
+        refused(
+            keys_every_job_with_the_storys_id,
+            "your run used the operation id 'O-1001:publish:v1' for A-1002, but O-1001's email had already gone out",
+            "(1 step, ",
+        ),
         refused(hands_it_to_the_kit, "hands the job to the kit's ReceiptRunner"),
     ),
     secrets=("cp.op_for(", ".intend(", "cp.receive("),

@@ -65,7 +65,11 @@ SETTINGS = (
         "O-1001",
     ),
     ("a refused send (the provider said no, nothing went out)", (ProviderFault.FAIL,), "O-1001"),
-    ("a lost reply on job A-1002", (ProviderFault.DROP_REPLY,), "A-1002"),
+    (
+        "a lost reply on a second job, A-1002, after O-1001's email went out on the same provider",
+        (ProviderFault.DROP_REPLY,),
+        "A-1002",
+    ),
 )
 
 
@@ -258,7 +262,7 @@ def _summary(found: list[int]) -> str:
     schedules = sum(found)
     return (
         f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, in "
-        f"{len(SETTINGS)} settings (healthy, lost reply, lost request, refused send, another job): the email "
+        f"{len(SETTINGS)} settings (healthy, lost reply, lost request, refused send, a second job on the same provider): the email "
         "reached the customer once, no step was redone, nothing was resent blind, the job was acknowledged only "
         "once done and every run returned the email's message id; and a changed workflow was refused until "
         "migrated, then finished without a second email."
@@ -271,7 +275,7 @@ def _summary(found: list[int]) -> str:
 # 05.3, on two jobs.
 INTENT_SETTINGS = (
     ("a healthy email provider", (), "O-1001"),
-    ("a healthy email provider, on job A-1002", (), "A-1002"),
+    ("a healthy email provider, on a second job, A-1002, after O-1001's email went out on it", (), "A-1002"),
 )
 
 
@@ -279,7 +283,7 @@ def _intent_summary(found: list[int]) -> str:
     schedules = sum(found)
     return (
         f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, with a "
-        "healthy provider on two jobs: the email reached the customer once, nothing was sent again without being "
+        "healthy provider on two jobs, the second after the first on the same provider: the email reached the customer once, nothing was sent again without being "
         "looked up first, no step was redone, the job was acknowledged only once done, and every run returned "
         "the email's message id."
     )
