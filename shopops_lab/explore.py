@@ -326,8 +326,9 @@ class Run:
                 value, error = None, None
             else:
                 value, error = attempt(fn, *args, **kwargs)
-        except _Crash:
+        except _Crash as crash:  # across the grader's boundary the judge counted the dead call's requests
             value, error = None, None
+            self._haunting = max(self._haunting, getattr(crash, "haunted", 0))
         finally:
             self._in_call = False
             if self._haunting > HAUNTING_LIMIT:
@@ -404,7 +405,7 @@ class Run:
             return
         self._haunting += 1
         if self._haunting == HAUNTING_LIMIT + 1:
-            _haunt(sys._getframe(2))
+            haunt(sys._getframe(2))
 
     @property
     def fault(self) -> Fault | None:
@@ -446,14 +447,22 @@ HAUNTING_LIMIT = 20  # kit calls a dead process's code may make (each refused) b
 
 def _haunting(frame: Any, event: str, arg: Any) -> Any:
     """A line tracer for the learner's frames of a call whose process died: each line raises
-    the crash again, so no `except` can keep the code going (a handler's first line raises)."""
-    if event == "line" and learners_code(frame.f_code.co_filename):
+    the crash again, so no `except` can keep the code going (a handler's first line raises).
+    Once the outermost of them returns, tracing stops: the next call runs as usual."""
+    if not learners_code(frame.f_code.co_filename):
+        return _haunting
+    if event == "line":
         raise _Crash()
+    if event == "return" and (frame.f_back is None or not learners_code(frame.f_back.f_code.co_filename)):
+        _exorcise()
     return _haunting
 
 
-def _haunt(frame: types.FrameType | None) -> None:
-    """From `frame` up: trace the learner's frames line by line (`_haunting`), and any they call."""
+def haunt(frame: types.FrameType | None = None) -> None:
+    """From `frame` (the caller's, if None) up: trace the learner's frames line by line
+    (`_haunting`), and any they call. The grader's learner process does this when the judge
+    says the call's process died and its code keeps calling (`wire.Peer.exception`)."""
+    frame = sys._getframe(1) if frame is None else frame
     sys.settrace(_haunting)
     while frame is not None:
         if learners_code(frame.f_code.co_filename):
@@ -790,7 +799,23 @@ def explore(scenario: Scenario, answer: Any) -> Exploration:
         return _search(scenario, answer)
 
 
+def _probe_crashes(scenario: Scenario, answer: Any) -> None:
+    """Before the search: the first step that calls the kit, crashed before the first of each
+    kind of kit call it makes, with the learner's own code running (the grader plays most crashed calls from the
+    kit calls they recorded, which never lets the code see its crash): code that catches the
+    crash and keeps calling the kit is told so (`Run.call`), the same way in both places."""
+    if FaultKind.LOST_REQUEST not in scenario.bound.faults or scenario.bound.budget.get("crash", 0) < 1:
+        return
+    for move in _play(scenario, answer, ()).moves:
+        first = _play(scenario, answer, (Event(move.name),))
+        if first.points:
+            for point in dict.fromkeys(point for point, _ in first.points):  # each kind of kit call, first time
+                _play(scenario, answer, (Event(move.name, Fault(FaultKind.LOST_REQUEST, point)),))
+            return
+
+
 def _search(scenario: Scenario, answer: Any) -> Exploration:
+    _probe_crashes(scenario, answer)
     root = _play(scenario, answer, ())
     frontier: list[list] = [[(), root.moves, {}, 1, root]]  # schedule, moves, budget spent, paths, its world
     states, schedules = 1, 0

@@ -341,7 +341,8 @@ SPEC = Spec(
             "with a healthy email provider: the email reached the customer 2 times "
             "(msg-0001, msg-0002). The shortest schedule that shows it (3 steps, " + SCOPE + "): W1 runs O-1001 "
             "(crash after send) · O-1001's lease expires · W1 runs O-1001.",
-            'print(lab05.replay(one_key_per_attempt, "W1 runs O-1001 (crash after send) · O-1001\'s lease expires · W1 runs O-1001"))',
+            "print(lab05.replay(one_key_per_attempt, \"W1 runs O-1001 (crash after send) · O-1001's lease expires · "
+            'W1 runs O-1001"))',
             "send publish O-1001:publish:2 -> ok msg-0002",
         ),
         refused(
@@ -376,7 +377,8 @@ SPEC = Spec(
             "reaching the provider: nothing went out): the checkpoint confirms publish, but the email reached "
             "the customer 0 times",
             "treated it as sent without any proof",
-            "print(lab05.replay(unknown_means_sent_and_the_id_is_asked_for_later, 'W1 runs O-1001', faults=['lose_request']))",
+            "print(lab05.replay(unknown_means_sent_and_the_id_is_asked_for_later, 'W1 runs O-1001', "
+            "faults=['lose_request']))",
         ),
         refused(
             ignores_the_plan_version,

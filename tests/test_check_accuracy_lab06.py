@@ -498,13 +498,15 @@ def test_a_timeout_after_the_provider_paid_is_repeated_under_the_same_key_and_pa
     replayed = lab06.replay(records_a_derived_key, "C1 handle (apply times out) · C2 handle · C2 ack")
     assert replayed.problem is None
     assert [step.said for step in replayed.steps] == [
-        "C1 takes #1 out-0001: apply timed out, handle raises ConnectionError; the broker delivers out-0001 again "
-        "as #3",
+        "C1 takes #1 out-0001: apply timed out after the provider paid, handle raises ConnectionError; the broker "
+        "delivers out-0001 again as #3",
         "C2 takes #2 out-0002, handle returns True: refund paid",
         "C2 acks #2",
     ]
     again = lab06.replay(records_a_derived_key, "C1 handle (apply times out) · C1 handle · C1 ack · C1 handle")
-    assert again.steps[-1].said == "C1 takes #3 out-0001, handle returns True: nothing paid"
+    assert again.steps[-1].said == (
+        "C1 takes #3 out-0001, handle returns True: the provider knew the key and paid nothing more"
+    )
 
 
 test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(SPEC, DISPATCH)

@@ -262,10 +262,10 @@ def _summary(found: list[int]) -> str:
     schedules = sum(found)
     return (
         f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, in "
-        f"{len(SETTINGS)} settings (healthy, lost reply, lost request, refused send, a second job on the same provider): the email "
-        "reached the customer once, no step was redone, nothing was resent blind, the job was acknowledged only "
-        "once done and every run returned the email's message id; and a changed workflow was refused until "
-        "migrated, then finished without a second email."
+        f"{len(SETTINGS)} settings (healthy, lost reply, lost request, refused send, a second job on the same "
+        f"provider): the email reached the customer once, no step was redone, nothing was resent blind, the job was "
+        f"acknowledged only once done and every run returned the email's message id; and a changed workflow was "
+        f"refused until migrated, then finished without a second email."
     )
 
 
@@ -283,9 +283,9 @@ def _intent_summary(found: list[int]) -> str:
     schedules = sum(found)
     return (
         f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, with a "
-        "healthy provider on two jobs, the second after the first on the same provider: the email reached the customer once, nothing was sent again without being "
-        "looked up first, no step was redone, the job was acknowledged only once done, and every run returned "
-        "the email's message id."
+        f"healthy provider on two jobs, the second after the first on the same provider: the email reached the "
+        f"customer once, nothing was sent again without being looked up first, no step was redone, the job was "
+        f"acknowledged only once done, and every run returned the email's message id."
     )
 
 

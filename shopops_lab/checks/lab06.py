@@ -75,6 +75,7 @@ class _Refunds:
         self.held: dict[str, Delivery] = {}
         self.history: dict[str, list[str]] = {mid: [] for mid in MESSAGES}
         self.failed = self.through = False  # in the call being played: did an apply fail? did one go through?
+        self.paid_unheard = False  # in the call being played: did a call time out after the provider paid?
         self.problem: str | None = None
         self.processed, self.apply = _facades(run, self)
 
@@ -193,7 +194,7 @@ class _Refunds:
         who = run.current_actor
         delivery = self.pending.pop(0)
         self.held[who], self.state[who] = delivery, "holding"
-        self.failed = self.through = False
+        self.failed = self.through = self.paid_unheard = False
         before = len(self.paid[delivery.message_id])
         run.facade(processed=self.processed, apply=self.apply)  # each records its writes (`Run.recorded`)
         called = run.call(run.answer(who), delivery, self.processed, self.apply)
@@ -202,7 +203,7 @@ class _Refunds:
         self.state[who] = "handled"
         paid = len(self.paid[delivery.message_id]) > before
         said = f"{who} takes #{delivery.seq} {delivery.message_id}, handle returns {called.value!r}" + (
-            ": refund paid" if paid else ": nothing paid" if self.through else ""
+            ": refund paid" if paid else ": the provider knew the key and paid nothing more" if self.through else ""
         )
         if self.failed and not self.through:
             what = "the provider had paid" if paid else "the request had never reached the provider: nothing was paid"
@@ -232,8 +233,9 @@ class _Refunds:
                 "though apply did not fail there."
             )
         self.history[delivery.message_id].append(f"its apply timed out on #{delivery.seq}")
+        when = "after the provider paid" if self.paid_unheard else "before reaching the provider"
         return (
-            f"{who} takes #{delivery.seq} {delivery.message_id}: apply timed out, handle raises "
+            f"{who} takes #{delivery.seq} {delivery.message_id}: apply timed out {when}, handle raises "
             f"{type(error).__name__}; {self._again(delivery)}"
         )
 
@@ -318,7 +320,7 @@ class Apply:
                 raise ConnectionError(FAILURE)
             world.pay(delivery)
             if world.run.leave("apply"):  # the provider paid; its reply is lost to the timeout
-                world.failed = True
+                world.failed = world.paid_unheard = True
                 raise ConnectionError(FAILURE)
             world.through = True
 
