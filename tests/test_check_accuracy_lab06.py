@@ -546,3 +546,34 @@ def forges_the_refunds(delivery, processed, apply):
 def test_an_answer_that_forges_the_record_by_introspection_is_refused():
     result = lab06.exercise.result(forges_the_refunds)
     assert result.verdict is Verdict.INCORRECT and "was paid twice: by delivery #1 and again by #3" in str(result)
+
+
+def test_a_record_kept_in_sys_modules_is_named_for_what_the_code_did():
+    """A module outlives a crash in the same process (it lives in sys.modules, not in the
+    answer's memory): the code then does something else from the same start, and the check
+    says so instead of failing on a schedule it cannot play."""
+    import sys
+    import types
+    import uuid
+
+    name = f"consumer_memory_{uuid.uuid4().hex}"  # a module no other run has filled
+
+    def handle(delivery, processed, apply):
+        memory = sys.modules.setdefault(name, types.ModuleType(name))
+        seen = memory.__dict__.setdefault("seen", set())
+        if delivery.message_id in seen:
+            return False
+        apply(delivery)
+        seen.add(delivery.message_id)
+        return True
+
+    try:
+        result = lab06.exercise.result(handle)
+    finally:
+        sys.modules.pop(name, None)
+    assert result.verdict is Verdict.INCORRECT
+    assert result.message.startswith(
+        "your code did not do the same thing twice from the same start: the check played the step 'C1 handle' "
+        "once more, to try 'crash before apply', and this time your code made no such call"
+    )
+    assert "a value kept in a module (`sys.modules`), a file" in result.message
