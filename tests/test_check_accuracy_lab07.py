@@ -95,7 +95,7 @@ def trips_over_the_afternoon(signals):
 
 def tuned_to_the_notebooks_spike(signals):
     """Sheds by signal, but only in the window where the notebook's day (seed 3) spiked."""
-    if 420 <= signals.now <= 1680 and signals.in_flight >= CAPACITY:
+    if 900 <= signals.now <= 1800 and signals.in_flight >= CAPACITY:
         return acquire(max_priority=Priority.APPROVAL)
     return acquire()
 
@@ -125,7 +125,7 @@ def remembers_its_answers(signals, _answers={}):  # noqa: B006 - a cache of its 
 
 def tuned_to_the_notebooks_day(signals):
     """Fixed thresholds tuned on the shown seed: strict during seed 3's spike, loose after."""
-    if 420 <= signals.now <= 1680:
+    if 900 <= signals.now <= 1800:
         return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= CAPACITY else acquire()
     return acquire(max_priority=Priority.APPROVAL) if signals.in_flight >= 16 else acquire()
 
@@ -154,16 +154,16 @@ POLICY = Spec(
     wrong=(
         refused(
             NoBackpressure(),
-            "the gateway melted: 36 model calls timed out (limit 15)",
-            "(seed 3, 3,000 items, gateway spike 3x slower from t=420 s for 1,260 s)",
+            "the gateway melted: 46 model calls timed out (limit 15)",
+            "(seed 3, 3,000 items, gateway spike 4x slower from t=900 s for 900 s)",
             "replay the whole run: run(lab07.burst_day(3), seed=3, items=3000, policy=NoBackpressure())",
         ),
         refused(shed_bulk_when_full, "the gateway melted", "calls in flight on a gateway that serves 10 at full speed"),
         refused(
             sheds_during_the_spike_it_saw,
             "the gateway melted",
-            "(seed 3, 3,000 items, gateway spike 3x slower from t=420 s",
-            "print(lab07.trial(sheds_during_the_spike_it_saw, seed=3))",
+            "(seed 9, 3,000 items, gateway spike 4.5x slower from t=0 s",
+            "print(lab07.trial(sheds_during_the_spike_it_saw, seed=9))",
         ),
         refused(approvals_only, "work left undone", "bulk outreach 0 of 1,228 (0%), intake 0 of 1,638 (0%)"),
         refused(
@@ -187,30 +187,30 @@ POLICY = Spec(
         ),
         refused(
             trips_over_the_afternoon,
-            "during burst day (seed 3) at t=1,000 s your policy raised KeyError: 'afternoon', on Signals(",
+            "during burst day (seed 3) at t=1,002 s your policy raised KeyError: 'afternoon', on Signals(",
             "print(lab07.trial(trips_over_the_afternoon, seed=3))",
         ),
         refused(
             tuned_to_the_notebooks_spike,
-            "the gateway melted: 28 model calls timed out (limit 15)",
-            "(seed 13, 3,000 items, gateway spike 4x slower from t=2,340 s for 1,080 s)",
+            "the gateway melted: 21 model calls timed out (limit 15)",
+            "(seed 9, 3,000 items, gateway spike 4.5x slower from t=0 s for 660 s)",
         ),
         refused(
             caps_at_one_and_a_half_times_capacity,
-            "the gateway melted: 23 model calls timed out (limit 15)",
-            "with up to 17 calls in flight on a gateway that serves 10 at full speed",
+            "the gateway melted: 21 model calls timed out (limit 15)",
+            "with up to 19 calls in flight on a gateway that serves 10 at full speed",
             "(seed 3",
         ),
         refused(
             sheds_on_the_lagging_p95,
-            "too slow: the last item was settled at t=10,506 s",
-            "only 4.6 model calls were in flight although the gateway serves 10",
+            "too slow: the last item was settled at t=10,276 s",
+            "only 4.7 model calls were in flight although the gateway serves 10",
             "(seed 3",
         ),
         refused(acquire(), "this check needs your function my_policy itself, and it got a Decision object"),
         refused(
             tuned_to_the_notebooks_day,
-            "the gateway melted: 18 model calls timed out (limit 15)",
+            "the gateway melted: 17 model calls timed out (limit 15)",
             "(seed 9, ",
             "what the check covers: the rules on 270 signals",
             "seeds 3, 9, 13",
@@ -223,7 +223,7 @@ POLICY = Spec(
         ),
         refused(
             waits_when_the_queue_is_short,
-            "during burst day (seed 3) at t=3,311 s your policy answered wait(1)",
+            "during burst day (seed 3) at t=3,138 s your policy answered wait(1)",
             "depth=39",
             "approvals are never held back",
         ),

@@ -229,25 +229,26 @@ SPEC = Spec(
         refused(
             two_commits,
             "refunded 2 times, 70.00 instead of 35.00: W1 was killed right after a shop.credit",
-            "replay(handle, 'kill@1')",
+            "replay(two_commits, 'kill@1')",
             "W1 is killed here (SIGKILL)",
             "W2 shop.credit('O-1003', 35.00)",
         ),
         refused(
             acks_before_the_commit,
-            "was never refunded, yet its delivery was acknowledged: W1 was killed right after a shop.ack",
-            "replay(handle, 'kill@1')",
+            "was never refunded, yet its delivery was acknowledged: W1 was killed right after a shop.ack, and the "
+            "order was never delivered again: its ack had committed",
+            "replay(acks_before_the_commit, 'kill@1')",
         ),
         refused(
             acks_after_the_transaction,
             "W1 was killed right after one of your transactions committed",
-            "replay(handle, 'kill@2')",
+            "replay(acks_after_the_transaction, 'kill@2')",
         ),
         refused(credits_outside_the_transaction, "W1 was killed right after a shop.credit", "'kill@1'"),
         refused(
             checks_then_acts_outside_the_transaction,
             "W2 stopped right after reading shop.refunded while W1 woke up with its stale lease",
-            "replay(handle, 'freeze@0/1')",
+            "replay(checks_then_acts_outside_the_transaction, 'freeze@0/1')",
             "W1 freezes here",
             "W1's lease (30 s) has run out",
             "W2 waits here",
@@ -284,7 +285,7 @@ SPEC = Spec(
         refused(
             acks_in_a_finally,
             "W1 was killed right after one of your transactions committed",
-            "replay(handle, 'kill@2')",
+            "replay(acks_in_a_finally, 'kill@2')",
         ),
         refused(
             only_the_ack_in_the_transaction,

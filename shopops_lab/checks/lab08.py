@@ -385,7 +385,9 @@ def _why(played: Played) -> str:
         return "with no worker stopped at all"
     first = f"W1 was {'killed' if how is How.KILL else 'frozen'} right after {_AFTER[stop.point]}"
     if how is How.KILL:
-        return f"{first}, and the order was delivered again"
+        if played.second:
+            return f"{first}, and the order was delivered again"
+        return f"{first}, and the order was never delivered again: its ack had committed"
     if played.schedule.second is None:
         return (
             f"{first}; its lease ran out, W2 took the order over and ran your handler to the end, and then "
