@@ -39,6 +39,14 @@ from shopops_lab.chaos.run import run_chaos
 from shopops_lab.chaos.schedules import How, Played, Player, Schedule, explore
 from shopops_lab.chaos.steps import Pause, Stepper, StepsError
 from shopops_lab.checks.base import Exercise, NotAttempted, NotJudged, Wrong, is_stub, named
+from shopops_lab.checks.lab08_sql import (
+    frozen_holder,
+    postgres_available,
+    postgres_claim,
+    race,
+    replay_claim,
+    sqlite_claim,
+)
 from shopops_lab.checks.sealed import behind, seal
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import ShopOpsError
@@ -52,7 +60,7 @@ from shopops_lab.worker.queue import Lease, Queue
 
 # What the checks import when first used (a browser's Python may lack sqlite3): the grader
 # loads these before any submission, so no judge imports them while it grades.
-ON_USE = ("shopops_lab.store.sqlite",)
+ON_USE = ("shopops_lab.store.sqlite", "shopops_lab.chaos.claims", "sqlite3", "psycopg")
 
 __all__ = [
     "CRASH_QUIZ",
@@ -64,10 +72,17 @@ __all__ = [
     "ShopTransaction",
     "chaos_summary",
     "exercise",
+    "frozen_holder",
+    "postgres_available",
+    "postgres_claim",
     "processes_available",
+    "race",
     "replay",
+    "replay_claim",
     "run_refunds",
     "show",
+    "show_postgres",
+    "sqlite_claim",
     "stop_map",
     "story",
     "table",
@@ -655,6 +670,15 @@ RECORDED: dict[str, str] = {  # what the live cells print (a test holds them to 
         "  dead letter item-0008: 5 attempts, TemplateError: the order's template cannot be rendered"
     ),
 }
+
+
+def show_postgres(name: str, live: Callable[[], Any]) -> None:
+    """Run `live` (which prints) where a PostgreSQL server is at hand (`SHOPOPS_POSTGRES_URL`)
+    and this notebook can start processes; elsewhere print its recorded output, saying so."""
+    if processes_available() and postgres_available():
+        live()
+        return
+    print(f"(recorded on PostgreSQL 15: set SHOPOPS_POSTGRES_URL to run it here)\n{RECORDED[name]}")
 
 
 def show(name: str, live: Callable[[], Any]) -> Any:
