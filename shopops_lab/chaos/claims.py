@@ -417,16 +417,8 @@ class Bench:
         played.steps.append(Step(name, f"is killed (SIGKILL) after {n} statement{'s' if n != 1 else ''}"))
         played.killed_after[name] = n
         played.outcomes[name] = Outcome(killed=True)
-        backend = self.procs[name][2]
-        self._kill(name)
-        actors[name].state = "done"
-        if self.dialect == "postgresql":  # the server sees the connection close, and rolls its transaction back
-            deadline = time.monotonic() + PATIENCE
-            while time.monotonic() < deadline:
-                gone = self.conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (backend,)).fetchone()
-                if not gone[0]:
-                    break
-                time.sleep(_WAIT_SLICE)
+        self._kill(name)  # on PostgreSQL the server rolls its transaction back once it sees the connection close:
+        actors[name].state = "done"  # a statement waiting for one of its locks waits until then (`_answer`)
 
     # -------------------------------------------------------------- processes and the table
     def _ensure(self, name: str, function: Callable[..., Any]) -> None:

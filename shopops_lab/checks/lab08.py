@@ -653,6 +653,27 @@ RECORDED: dict[str, str] = {  # what the live cells print (a test holds them to 
         "8    31    acked           item-0001  W2         2"
     ),
     "naive": story(RECORDED_RUNS["naive"]),
+    "claim-race": (
+        "1. P1: SELECT id, token FROM queue WHERE state = 'ready' OR (sta... -> ('item-0001', 0)\n"
+        "2. P2: SELECT id, token FROM queue WHERE state = 'ready' OR (sta... -> ('item-0001', 0)\n"
+        "3. P1: UPDATE queue SET state = 'leased', worker_id = ?, token =... -> done\n"
+        "4. P2: UPDATE queue SET state = 'leased', worker_id = ?, token =... -> done\n"
+        "   P1's claim returned ('item-0001', 1)\n"
+        "   P2's claim returned ('item-0001', 1)\n"
+        "   the table: item-0001 leased, held by P2 under token 1"
+    ),
+    "claim-race-postgres": (
+        "1. P1: SELECT id, token FROM queue WHERE state = 'ready' OR (sta... -> ('item-0001', 0)\n"
+        "2. P2: SELECT id, token FROM queue WHERE state = 'ready' OR (sta... -> ('item-0001', 0)\n"
+        "3. P1: UPDATE queue SET state = 'leased', worker_id = %s, token ... -> done\n"
+        "4. P2: UPDATE queue SET state = 'leased', worker_id = %s, token ... -> waits for a lock another worker holds\n"
+        "5. P1: COMMIT (the kit's, as the claim returns) -> committed\n"
+        "6. P2: UPDATE queue SET state = 'leased', worker_id = %s, token ... -> done\n"
+        "7. P2: COMMIT (the kit's, as the claim returns) -> committed\n"
+        "   P1's claim returned ('item-0001', 1)\n"
+        "   P2's claim returned ('item-0001', 1)\n"
+        "   the table: item-0001 leased, held by P2 under token 1"
+    ),
     "chaos": (
         "idempotent adapter: 24 emails, 3 worker processes, 12 SIGKILLs (5 after_acquire, 5 after_send, 1 in_ack, 1 "
         "after_ack)\n"
