@@ -346,9 +346,9 @@ exercise = Exercise(
         "deliveries, and what changes (worker, token, attempt)?",
         "The adapter's send(idem_key, ...) returns the first message id when it sees a key again. The "
         "payload already carries a key made for this email, and the customer's address.",
-        "Shape: adapter.send(<the payload's idem_key>, case_id=<the lease's case>, to=<the payload's address>, "
-        "body=...). Do not build the key from the token or the attempt, and always send: never skip a "
-        "redelivery.",
+        "Every delivery of this item must name the same email, so the key comes from what was planned with the item, "
+        "never from who handles it or how often it was tried; and the handler always sends, leaving the adapter to "
+        "absorb a repeat, instead of guessing whether an earlier delivery already did.",
     ),
 )
 
@@ -587,8 +587,10 @@ expiry = Exercise(
         "expiry, and the queue measures the deadline on its own clock.",
         "The clock you are handed is the only clock the queue reads. How far must it move, given what "
         "queue.lease_seconds says (and not the 30 s of the story)?",
-        "Shape: one worker acquires and runs the handler, then stalls (no ack) while the clock moves at least "
-        "the lease's length; then another worker acquires, runs the handler and acks. Return both leases.",
+        "An expiry takes three moments on the queue's own clock: a worker takes the item and gets stuck with it (it "
+        "neither acks nor gives it back), time moves past that lease's deadline, however long the lease is, and a "
+        "different worker asks again and this time finishes the delivery. Give back both leases so the check can "
+        "compare them.",
     ),
 )
 

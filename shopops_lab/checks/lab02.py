@@ -427,9 +427,9 @@ exercise = Exercise(
         "Two phases: first bring every dead item back, then let a worker work until nothing is left.",
         "queue.dlq_items() lists the dead items; queue.replay_dlq(item_id) sends one back; "
         "queue.process_one(worker_id, handler) returns 'empty' when nothing is left.",
-        "Shape: one loop over every dead item, sending each back once; then a second loop that lets one "
-        "worker process until the queue says it is empty. No number of turns written in: the DLQ may hold "
-        "none, or hundreds.",
+        "Replay is a decision about every dead letter there is (none, one or hundreds), made once for each; draining "
+        "is a worker taking turns until the queue says nothing is left, however many turns that takes. A replayed "
+        "item that is still broken fails again: let the queue's own rules send it back, and catch nothing yourself.",
     ),
 )
 
@@ -554,8 +554,8 @@ knowledge = Exercise(
         "Each entry of the list is one delivery, and every delivery starts with an acquire.",
         "Attempts are counted on acquire, so 'crash' uses one just like 'fail'. Once the item is done or "
         "dead, the queue delivers it no more, so later entries do not matter.",
-        "Shape: count deliveries as you walk the list; 'ok' means done; reaching max_attempts without an "
-        "'ok' means dead; running out of entries first means ready.",
+        "Walk the deliveries in order and count them: the first success ends the story; a count that reaches "
+        "max_attempts without one ends it in the DLQ; a list that runs out first leaves the item waiting.",
     ),
 )
 

@@ -280,9 +280,9 @@ exercise = Exercise(
         "Which part of the system knows the newest token for a job? That is where the check must live.",
         "self.current_token(job_id) gives the newest token; StaleTokenError(what=..., token=..., current=...) "
         "is the error to raise; super().complete(...) does the actual write.",
-        "Shape: compare the token you were given with the current one; refuse unless they are equal (before "
-        "anyone claims the job the current token is None, which no write's token equals), otherwise hand over "
-        "to the parent class.",
+        "Only one token may write: the newest the store has issued for that job. Anything else, older or never "
+        "issued (before any claim there is none), is refused with the error that names both tokens, before anything "
+        "is stored; the newest goes through to the store as before.",
     ),
 )
 

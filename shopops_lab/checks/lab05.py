@@ -304,11 +304,11 @@ intent = Exercise(
         "env.checkpoints.save(job_id, cp, token=token). env.op_id(job_id, step) gives an id that is the same "
         "on every run; cp.op_for(step) finds one already chosen. env.lookup(op_id) says ok (with the "
         "message id) or failed.",
-        "Shape of a customer-visible step, decided from the checkpoint: no intent stored yet, so nothing went "
-        "out: store the intent, then send. An intent without a receipt: an earlier run may have sent, so ask "
-        "the provider under that operation id, and send (under the same id) only if it says nothing was "
-        "delivered. Then store the receipt and the confirmed step in one write. Acknowledge the job only once "
-        "every step is confirmed, and return the email's message id.",
+        "For a step the customer sees, the checkpoint decides. No intent stored: nothing went out yet, so store the "
+        "intent first, then send. An intent with no receipt: an earlier run may have sent, so ask the provider under "
+        "that same operation id, and send (under the same id) only if it says nothing went out. Receipt and "
+        "confirmed step go in one write; the job is acknowledged only once every step is confirmed, and the run "
+        "returns the email's message id.",
     ),
 )
 
@@ -326,10 +326,10 @@ exercise = Exercise(
         "result.status is SendStatus.OK, FAILED or UNKNOWN. env.lookup(op_id) answers OK (with the message id) "
         "or FAILED. An exception your run raises makes the queue deliver the job again; a changed plan "
         "version is refused by env.resume with WorkflowVersionError.",
-        "Shape, after the send: an unknown outcome is looked up under the same operation id, and the lookup's "
-        "answer is the outcome. Delivered (by the reply or by the lookup): receipt and confirmation, as in "
-        "05.2. Certainly not delivered: raise, so the next delivery decides again from the checkpoint (its "
-        "intent is there: look up, then send under the same id).",
+        "After the send, an unknown outcome is not an answer: look it up under the same operation id, and take the "
+        "lookup's answer as the outcome. Delivered, by the reply or by the lookup: receipt and confirmation, as in "
+        "05.2. Certainly not delivered: raise, so the next delivery decides again from the checkpoint (its intent is "
+        "there, so it looks up, then sends under the same id).",
     ),
 )
 
@@ -550,9 +550,8 @@ states = Exercise(
         "asks for a move that is not an edge?",
         "jobs.claim(...) on a cancelled job and jobs.complete(...) raise TransitionError; jobs.confirm_step(...) "
         "on a job that is not running raises JobNotRunningError. jobs.get(job_id).state is the job's state.",
-        "Shape: claim, then for each step run it and confirm it, then complete; wrap the moves so that a "
-        "refusal ends the work at once (no further step, no further write) and the function returns the "
-        "state the store reports. Looking at the state first is not enough: the person may cancel right after "
-        "you looked.",
+        "The store's refusal is an answer, not a crash, and any of your moves can be the one refused: treat them all "
+        "alike. The first refusal ends the work (nothing more done or written), and the job's state as the store "
+        "reports it is what you return. Looking first does not help: the person can cancel right after you looked.",
     ),
 )

@@ -403,9 +403,10 @@ dispatcher = Exercise(
         "outbox.pending() lists what has not gone out yet, oldest first; broker.publish(...) returns once "
         "the broker has stored the message and raises ConnectionError when it cannot be reached; "
         "outbox.mark_sent(id) (or outbox.delete(id)) takes a message off the list for good.",
-        "Shape: one loop over what is pending, oldest first; in its body, the hand-over to the broker first and "
-        "the outbox's note second. Nothing remembered between passes, and nothing that catches the broker's "
-        "error: a pass that raises stops, and the next pass starts with what is still pending.",
+        "Each message's two writes, the broker's and the outbox's, come in the order that turns a crash between them "
+        "into a duplicate rather than a loss, and each message is noted before the next is published, so a failed "
+        "publish costs no duplicate. Keep nothing between passes, and catch nothing the broker raises: the next pass "
+        "starts from what the outbox still lists.",
     ),
 )
 

@@ -29,7 +29,9 @@ and shows every measurement against its limit, so a learner can try ideas before
 check. A failure names the limit, the numbers, the seed and the line that replays it; a
 policy that raises is told the seed, the time and the signals it raised on.
 
-Exercise 7.3, the chaos test's assertion, lives in `checks.lab07_chaos` (`lab07.chaos`).
+Exercise 7.3, the chaos test's assertion, lives in `checks.lab07_chaos` (`lab07.chaos`); 7.4, the
+vital signs from a log, in `checks.lab07_vitals` (`lab07.vitals`); 7.5, a failure and an invariant
+of the learner's own, in `checks.lab07_invent` (`lab07.invent`, `lab07.trial_fault`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from shopops_lab.checker import Anomaly, is_approval
 from shopops_lab.checker.starvation import DEFAULT_APPROVAL_WAIT_BUDGET
 from shopops_lab.checks.base import Exercise, Wrong, attempt, attempt_each, call_answer, describe, error_text
 from shopops_lab.checks.lab07_chaos import chaos
+from shopops_lab.checks.lab07_invent import invent, trial_fault
+from shopops_lab.checks.lab07_vitals import vitals
 from shopops_lab.errors import ShopOpsError
 from shopops_lab.events import EventKind, EventLog, collector_paused
 from shopops_lab.metrics import Summary, percentile
@@ -68,9 +72,12 @@ __all__ = [
     "burst_day",
     "chaos",
     "exercise",
+    "invent",
     "knowledge",
     "scope",
     "trial",
+    "trial_fault",
+    "vitals",
 ]
 
 SCENARIO = "burst_day"
@@ -681,8 +688,9 @@ exercise = Exercise(
             "every measurement for one day."
         ),
         (
-            "Shape: one if. When the gateway is already busy with as many calls as it serves at full speed, a "
-            "worker may take only work that must not wait; otherwise it takes anything."
+            "One condition decides: is the gateway already serving as many calls as it can at full speed? Then a "
+            "worker takes only the work that must not wait; otherwise, anything. A condition on what is happening "
+            "now, not on calls that finished minutes ago, and never a wait while work is queued."
         ),
     ),
 )

@@ -154,8 +154,9 @@ chaos = Exercise(
             "info['idem_key']. A run may send one customer two different messages; that is not a double contact."
         ),
         (
-            "Shape: count what went out per (case, key); assert that no count is above one, with a message that "
-            "names the first offender."
+            "Count what really went out per customer and per message (its key), not per delivery: a repeat the key "
+            "absorbed did not go out. Any count above one fails the assertion, with a message that names the first "
+            "offender."
         ),
     ),
 )

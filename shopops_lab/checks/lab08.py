@@ -499,9 +499,9 @@ exercise = Exercise(
         "shop.credit(...) and shop.ack(...) each commit on their own, unless they run in a block opened with "
         "shop.transaction() (a with-statement), where everything commits together when the block ends, or not "
         "at all. shop.ack raises StaleTokenError when another worker has taken the order over.",
-        "Shape: a single transaction block whose body is the two writes (their order inside it does not "
-        "matter), and no step of the delivery after the block. Let errors propagate: an exception inside "
-        "the block rolls the whole block back.",
+        "Two writes that must agree commit together: the delivery's ack and the credit in one transaction, so a kill "
+        "anywhere leaves both or neither, and nothing of the delivery comes after it. Let errors out of that block: "
+        "an exception inside it rolls all of it back.",
     ),
 )
 
