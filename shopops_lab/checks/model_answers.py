@@ -265,16 +265,14 @@ MODEL_ANSWERS: dict[str, str] = {
     '08.3': (
         'def claim_postgres(db, worker_id, now, lease_seconds):\n'
         '    """Take one claimable item for worker_id; return (item_id, token), or None."""\n'
-        '    found = db.execute(\n'
-        '        "SELECT id FROM queue WHERE state = \'ready\' OR (state = \'leased\' AND expires_at <= %s) "\n'
-        '        "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",     # locked till our commit; other claims pass it by\n'
-        '        (now,))\n'
+        '    claimable = ("SELECT id FROM queue WHERE state = \'ready\' OR (state = \'leased\' AND expires_at <= %s) "\n'
+        '                 "ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED")   # locked till our commit; other claims pass it by\n'
+        '    found = db.execute(claimable, (now,))\n'
         '    if not found:\n'
         '        return None\n'
-        '    (taken,) = db.execute(\n'
-        '        "UPDATE queue SET state = \'leased\', worker_id = %s, token = token + 1, expires_at = %s "\n'
-        '        "WHERE id = %s RETURNING id, token",\n'
-        '        (worker_id, now + lease_seconds, found[0][0]))\n'
+        '    lease = ("UPDATE queue SET state = \'leased\', worker_id = %s, token = token + 1, expires_at = %s "\n'
+        '             "WHERE id = %s RETURNING id, token")\n'
+        '    (taken,) = db.execute(lease, (worker_id, now + lease_seconds, found[0][0]))\n'
         '    return taken'
     ),
 }
