@@ -143,7 +143,8 @@ def _judge(answer: Any) -> str:
             "contacted once and no stale write was taken, so a test with this invariant would fail a sound system "
             "and be switched off."
         )
-    caught, missed = [], []
+    caught: list[tuple[Bug, str]] = []
+    missed: list[tuple[Bug, str]] = []
     for bug in BUGS:
         run = trial_fault(faults, adapter=bug.adapter, fenced=bug.fenced)
         broke = bug.broke(run.log, run.world.adapter.ledger)

@@ -234,13 +234,11 @@ def _judge(scope: _Scope, played: Played) -> str | None:
             )
         return None
     if scope is KILL:
-        first = played.rows["item-0001"]
-        if first.worker_id == "P1" and "P2" in claims:  # P1's claim committed before its death
-            return None  # P2 took it (judged above): cannot happen with a live lease
-        if first.state == "ready" or ("P2" not in claims and first.worker_id != "P1"):
+        left = played.rows["item-0001"]
+        if left.state == "ready" or ("P2" not in claims and left.worker_id != "P1"):
             return (
                 f"P1 was killed after {played.killed_after.get('P1', 0)} statement(s), and then P2 claimed nothing, "
-                f"though item-0001 was {first.state}: a claim that dies before it commits must leave nothing behind."
+                f"though item-0001 was {left.state}: a claim that dies before it commits must leave nothing behind."
             )
         return None
     for item in ("item-0001", "item-0004"):

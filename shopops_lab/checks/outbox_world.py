@@ -139,10 +139,10 @@ class _Outbox:
         elif mid in self.in_pass:
             self._fail(f"{mid} was published twice in one pass: publish each pending message once.")
         elif mid in self.published and mid not in self.excused:
-            first = self.first_pass[mid]
-            why = " (a publish after it failed, and the pass stopped)" if first in self.failed_passes else ""
+            earlier = self.first_pass[mid]
+            why = " (a publish after it failed, and the pass stopped)" if earlier in self.failed_passes else ""
             self._fail(
-                f"{mid} was published again in pass {self.passes}, with no crash to explain it: pass {first} "
+                f"{mid} was published again in pass {self.passes}, with no crash to explain it: pass {earlier} "
                 f"published it and ended without noting it{why}, so the outbox still listed it. Only a crash "
                 "between a message's publish and its note may cost a duplicate."
             )

@@ -108,11 +108,11 @@ class JudgePeer(Peer):
             if self.death is None:
                 raise
             died, self.death = self.death, None
-            died.haunted = self.haunted  # type: ignore[attr-defined]  # `explore.Run.call` reads it
+            died.haunted = self.haunted  # `explore.Run.call` reads it
             raise died from None
         if self.death is not None:
             died, self.death = self.death, None
-            died.haunted = self.haunted  # type: ignore[attr-defined]
+            died.haunted = self.haunted
             raise died
         return value
 
