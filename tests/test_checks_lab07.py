@@ -198,6 +198,8 @@ def test_master_answers_pass_and_student_stubs_are_not_attempted(capsys):
         (lab07.exercise, "my_policy"),
         (lab07.knowledge, "the_contract"),
         (lab07.chaos, "assert_no_double_contact"),
+        (lab07.vitals, "vital_signs"),
+        (lab07.invent, "MyChaosTest"),
     ]
     assert len(graded) == len(checks)
     solved, pristine = answers(master), answers(build_student(master))

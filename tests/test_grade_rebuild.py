@@ -71,7 +71,7 @@ def test_the_key_finds_every_graded_cell_of_every_master(key: Key) -> None:
         assert autos and all(cell.check is not None for cell in autos), master.lab
         assert all(cell.check.grader() is not None for cell in autos)
     assert [c.grade_id for c in key.masters["03"].graded if c.kind is Kind.MANUAL] == ["explain-policy"]
-    assert key.masters["03"].manual_points == 3 and key.masters["03"].max_points == 7
+    assert key.masters["03"].manual_points == 3 and key.masters["03"].max_points == 8
 
 
 def test_a_missing_or_empty_key_is_refused_with_the_fix(tmp_path) -> None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from shopops_lab.checker.verdict import check as checker_check
 from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text, watching
+from shopops_lab.checks.lab07_chaos import is_assertion
 from shopops_lab.effects import ContactLedger
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.sim import Fault, Simulation, get_scenario
@@ -114,7 +115,7 @@ def _ask(answer: Any, test: Any, log: EventLog, run: str) -> bool:
         )
     if err is None:
         return False
-    if isinstance(err, AssertionError):
+    if is_assertion(err):
         return True
     raise Wrong(
         f"your invariant raised {error_text(err)} on {run}: a test runner reads that as a broken test. Raise "
