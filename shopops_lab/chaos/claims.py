@@ -417,8 +417,20 @@ class Bench:
         played.steps.append(Step(name, f"is killed (SIGKILL) after {n} statement{'s' if n != 1 else ''}"))
         played.killed_after[name] = n
         played.outcomes[name] = Outcome(killed=True)
+        backend = self.procs[name][2]
         self._kill(name)  # on PostgreSQL the server rolls its transaction back once it sees the connection close:
         actors[name].state = "done"  # a statement waiting for one of its locks waits until then (`_answer`)
+        if self.dialect == "postgresql":  # and the next step comes after it (SKIP LOCKED would skip a dying lock)
+            self._gone(backend)
+
+    def _gone(self, backend: int) -> None:
+        deadline = time.monotonic() + PATIENCE
+        while self.conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,)).fetchone():
+            if time.monotonic() > deadline:
+                raise StepsError(
+                    reason=f"the server kept a killed worker's session for {PATIENCE:g} s", fix="run it again"
+                )
+            time.sleep(_WAIT_SLICE)
 
     # -------------------------------------------------------------- processes and the table
     def _ensure(self, name: str, function: Callable[..., Any]) -> None:
