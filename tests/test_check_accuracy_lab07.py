@@ -506,13 +506,9 @@ def reads_the_whole_log(log, now):
 def asks_the_kit(log, now):
     from shopops_lab.metrics import queue_metrics
 
-    m = queue_metrics(log, now=now)
-    return {
-        "time_in_queue_p95": m.time_in_queue.p95,
-        "attempts": dict(m.attempts),
-        "dlq_age": m.dlq_age.max,
-        "redelivery_rate": m.redelivery_rate,
-    }
+    kit = queue_metrics(log, now=now)
+    waits, dead = kit.time_in_queue, kit.dlq_age
+    return dict(zip(KEYS, (waits.p95, dict(kit.attempts), dead.max, kit.redelivery_rate)))
 
 
 def averages_instead(log, now):

@@ -518,13 +518,8 @@ def takes_any_unfinished_item(db, worker_id, now, lease_seconds):
 
 
 def never_commits(db, worker_id, now, lease_seconds):
-    db.execute("BEGIN IMMEDIATE")
-    rows = db.execute(
-        "UPDATE queue SET state = 'leased', worker_id = ?, token = token + 1, expires_at = ? "
-        f"WHERE id = ({CLAIMABLE_SQLITE} LIMIT 1) RETURNING id, token",
-        (worker_id, now + lease_seconds, now),
-    )
-    return tuple(rows[0]) if rows else None
+    db.execute("BEGIN IMMEDIATE")  # ... and no COMMIT after the claim
+    return claims_in_one_statement(db, worker_id, now, lease_seconds)
 
 
 def returns_the_old_token(db, worker_id, now, lease_seconds):
@@ -619,13 +614,26 @@ SQLITE_CLAIM = Spec(
 
 
 # ---------------------------------------------------------------------------- 08.3, on PostgreSQL
-def postgres_skips_locked_rows(db, worker_id, now, lease_seconds):
-    rows = db.execute(
-        "UPDATE queue SET state = 'leased', worker_id = %s, token = token + 1, expires_at = %s "
-        f"WHERE id = ({CLAIMABLE_POSTGRES} LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id, token",
-        (worker_id, now + lease_seconds, now),
-    )
-    return tuple(rows[0]) if rows else None
+class _Percent:
+    """A PostgreSQL connection that takes SQLite's placeholders (and, told to, locks the row its
+    subquery picks): one claim, written once, run on both."""
+
+    def __init__(self, db, lock):
+        self.db, self.lock = db, lock
+
+    def execute(self, sql, params=()):
+        return self.db.execute(sql.replace("?", "%s").replace(" LIMIT 1)", f" LIMIT 1{self.lock})"), params)
+
+
+def on_postgres(claim, lock=""):
+    def twin(db, worker_id, now, lease_seconds):
+        return claim(_Percent(db, lock), worker_id, now, lease_seconds)
+
+    twin.__name__ = twin.__qualname__ = f"postgres_{claim.__name__}"
+    return twin
+
+
+postgres_skips_locked_rows = on_postgres(claims_in_one_statement, " FOR UPDATE SKIP LOCKED")
 
 
 def postgres_waits_for_locked_rows(db, worker_id, now, lease_seconds):
@@ -641,26 +649,10 @@ def postgres_waits_for_locked_rows(db, worker_id, now, lease_seconds):
     return tuple(taken)
 
 
-def postgres_reads_then_writes(db, worker_id, now, lease_seconds):
-    found = db.execute(CLAIMABLE_POSTGRES.replace("SELECT id", "SELECT id, token") + " LIMIT 1", (now,))
-    if not found:
-        return None
-    item, token = found[0]
-    db.execute(
-        "UPDATE queue SET state = 'leased', worker_id = %s, token = %s, expires_at = %s WHERE id = %s",
-        (worker_id, token + 1, now + lease_seconds, item),
-    )
-    return item, token + 1
-
-
-def postgres_one_statement_without_a_lock(db, worker_id, now, lease_seconds):
-    """One statement is not one moment: its subquery picks before its UPDATE waits for the lock."""
-    rows = db.execute(
-        "UPDATE queue SET state = 'leased', worker_id = %s, token = token + 1, expires_at = %s "
-        f"WHERE id = ({CLAIMABLE_POSTGRES} LIMIT 1) RETURNING id, token",
-        (worker_id, now + lease_seconds, now),
-    )
-    return tuple(rows[0]) if rows else None
+postgres_reads_then_writes = on_postgres(reads_then_writes)
+# One statement is not one moment on PostgreSQL: the subquery picks before the UPDATE waits for
+# the row's lock, so the claim SQLite runs whole races here.
+postgres_one_statement_without_a_lock = on_postgres(claims_in_one_statement)
 
 
 def postgres_leaves_the_token_alone(db, worker_id, now, lease_seconds):
@@ -676,13 +668,7 @@ def postgres_leaves_the_token_alone(db, worker_id, now, lease_seconds):
     return tuple(found[0])
 
 
-def postgres_takes_ready_items_only(db, worker_id, now, lease_seconds):
-    rows = db.execute(
-        "UPDATE queue SET state = 'leased', worker_id = %s, token = token + 1, expires_at = %s WHERE id = "
-        "(SELECT id FROM queue WHERE state = 'ready' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id, token",
-        (worker_id, now + lease_seconds),
-    )
-    return tuple(rows[0]) if rows else None
+postgres_takes_ready_items_only = on_postgres(takes_ready_items_only, " FOR UPDATE SKIP LOCKED")
 
 
 POSTGRES_RIGHT = (postgres_skips_locked_rows, postgres_waits_for_locked_rows)
