@@ -529,7 +529,7 @@ VITALS = Spec(
     wrong=(
         refused(
             interpolates_the_p95,
-            "on a 400-item burst day with its chaos (seed 5), read at its end (now t=1800), your time_in_queue_p95",
+            "on a 200-item burst day with its chaos (seed 5), read at its end (now t=1800), your time_in_queue_p95",
             "the nearest-rank p95",
         ),
         refused(waits_of_every_lease, "your time_in_queue_p95 is", "each leased item's first lease minus its enqueue"),
@@ -538,7 +538,7 @@ VITALS = Spec(
         ),
         refused(
             forgets_the_items_never_leased,
-            "read at t=200, items still waiting and leased (now t=200), your attempts is",
+            "read at t=100, items still waiting and leased (now t=100), your attempts is",
             "0 for one never leased",
         ),
         refused(
@@ -546,7 +546,7 @@ VITALS = Spec(
             "a dead letter replayed after a fix and dead again, beside one left dead",
             "your dlq_age is",
         ),
-        refused(reads_the_whole_log, "read at t=200, items still waiting and leased (now t=200)"),
+        refused(reads_the_whole_log, "read at t=100, items still waiting and leased (now t=100)"),
         refused(asks_the_kit, "hands the work to the kit's queue_metrics"),
         refused(averages_instead, "your time_in_queue_p95 is"),
         refused(returns_a_tuple, "vital_signs returned the tuple", "return a dict with exactly the keys"),

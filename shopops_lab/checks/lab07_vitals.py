@@ -90,8 +90,8 @@ def _nothing_leased() -> tuple[EventLog, float]:
 
 
 RUNS = (
-    VitalsRun("a 400-item burst day with its chaos (seed 5), read at its end", lambda: _day(5, 400, None)),
-    VitalsRun("the same day read at t=200, items still waiting and leased", lambda: _day(5, 400, 200.0)),
+    VitalsRun("a 200-item burst day with its chaos (seed 5), read at its end", lambda: _day(5, 200, None)),
+    VitalsRun("the same day read at t=100, items still waiting and leased", lambda: _day(5, 200, 100.0)),
     VitalsRun("a poison day (seed 2), read an hour after its last event", _poison_read_later),
     VitalsRun("a dead letter replayed after a fix and dead again, beside one left dead", _replayed),
     VitalsRun("three items enqueued, none leased yet", _nothing_leased),
