@@ -150,7 +150,11 @@ class _Worker:
 
             self.conn = psycopg.connect(url, autocommit=False)
             self.busy = ()
-            self.backend = int(self.conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+            # A session lock on its own pid, held until the server has ended this session (after
+            # rolling back its transaction): the supervisor waits on it after a SIGKILL (`_gone`).
+            self.backend = int(
+                self.conn.execute("SELECT pg_backend_pid(), pg_advisory_lock(pg_backend_pid())").fetchone()[0]
+            )
             self.conn.rollback()
 
     def execute(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
@@ -281,6 +285,7 @@ class Bench:
             import psycopg
 
             self.conn = psycopg.connect(url, autocommit=True)
+            self.conn.execute(f"SET lock_timeout = {int(PATIENCE * 1000)}")
         self.conn.execute(SCHEMA)
 
     def close(self) -> None:
@@ -424,13 +429,12 @@ class Bench:
             self._gone(backend)
 
     def _gone(self, backend: int) -> None:
-        deadline = time.monotonic() + PATIENCE
-        while self.conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,)).fetchone():
-            if time.monotonic() > deadline:
-                raise StepsError(
-                    reason=f"the server kept a killed worker's session for {PATIENCE:g} s", fix="run it again"
-                )
-            time.sleep(_WAIT_SLICE)
+        """Wait, inside the server, until the killed worker's session is over: its session lock
+        is released only once its transaction has been rolled back and its row locks with it."""
+        try:
+            self.conn.execute("SELECT pg_advisory_lock(%s), pg_advisory_unlock(%s)", (backend, backend))
+        except Exception as error:  # lock_timeout: the server kept the session for PATIENCE seconds
+            raise StepsError(reason=f"the server kept a killed worker's session: {error}", fix="run it again") from None
 
     # -------------------------------------------------------------- processes and the table
     def _ensure(self, name: str, function: Callable[..., Any]) -> None:
