@@ -57,6 +57,7 @@ import copy
 import dataclasses
 import enum
 import re
+import sys
 import types
 from collections import Counter
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -64,7 +65,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
-from shopops_lab.checks.base import ForeignAnswer, Wrong, attempt, memory, restart, twins
+from shopops_lab.checks.base import ForeignAnswer, Wrong, attempt, learners_code, memory, restart, twins
 from shopops_lab.checks.fresh import NotCopyable
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.events import collector_paused
@@ -99,11 +100,15 @@ class FaultKind(StrEnum):
 
     LOST_REQUEST = "crash before"  # the process dies before the call: it never happens
     LOST_REPLY = "crash after"  # the call takes effect, then the process dies
-    FAIL = "fails"  # the call raises (the facade's own error); the process lives
+    FAIL = "fails"  # the call raises (the facade's own error) before it takes effect; the process lives
+    TIMEOUT = "times out"  # the call takes effect, then raises (its reply is lost to a timeout); the process lives
 
     @property
     def budget(self) -> str:
-        return "fail" if self is FaultKind.FAIL else "crash"
+        return "fail" if self in _RAISES else "crash"
+
+
+_RAISES = (FaultKind.FAIL, FaultKind.TIMEOUT)  # the faults a facade raises as its own error (where it `can_fail`)
 
 
 CRASHES = (FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY)
@@ -120,7 +125,7 @@ class Fault:
     @property
     def words(self) -> str:
         where = self.point if self.nth == 1 else f"{self.point} {self.nth}"
-        return f"{where} fails" if self.kind is FaultKind.FAIL else f"{self.kind.value} {where}"
+        return f"{where} {self.kind.value}" if self.kind in _RAISES else f"{self.kind.value} {where}"
 
 
 @dataclass(frozen=True)
@@ -243,6 +248,8 @@ class Run:
         self._in_call = False
         self.current_actor = ""  # whose step is being played
         self.fired = False  # did the step's fault happen?
+        self.replaying = False  # a schedule asked for by name (`replay`), not one the search found
+        self._haunting = 0  # kit calls the current learner call made after its process died
         # Across the process boundary: the current learner call's kit calls on the facades a
         # world handed it (`facade`, `recorded`), while each can be replayed; None otherwise.
         self._records = isinstance(answer, ForeignAnswer)
@@ -256,6 +263,11 @@ class Run:
         if actor not in self._copies:
             self._copies[actor] = restart(self._answer)
         return self._copies[actor]
+
+    def fresh(self) -> Any:
+        """A fresh copy of the answer for a run the world needs before its schedule starts (an
+        earlier job, say): no process of the schedule, and no fault point."""
+        return restart(self._answer)
 
     def twin(self, *held: Any, swap: Mapping[Any, Any] | None = None) -> list[Any]:
         """In a world's `clone(run)`: this run's copies of the answer become twins of the
@@ -318,17 +330,29 @@ class Run:
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Called:
         """Run a learner call as one step. Raises `_Crash` out of the move's act if the
         schedule crashed the process inside it (whatever the learner's code did then)."""
-        self._in_call = True
+        self._in_call, self._haunting = True, 0
         try:
             if self._stand_in is not None:  # a crashed copy of a recorded call: its kit calls, no learner
                 self._replay(self._stand_in)
                 value, error = None, None
             else:
                 value, error = attempt(fn, *args, **kwargs)
-        except _Crash:
+        except _Crash as crash:  # across the grader's boundary the judge counted the dead call's requests
             value, error = None, None
+            self._haunting = max(self._haunting, getattr(crash, "haunted", 0))
         finally:
             self._in_call = False
+            if self._haunting > HAUNTING_LIMIT:
+                _exorcise()
+        if self._haunting > HAUNTING_LIMIT:
+            fault = self._fault.words if self._fault is not None else "a crash"
+            raise Wrong(
+                f"your code kept running after its process died: in the step {self.current_actor} was playing, "
+                f"the schedule crashed the process ({fault}), and your code went on calling the kit "
+                f"({self._haunting} more calls, each refused) instead of stopping. Something caught the crash: an "
+                "`except BaseException:` or a bare `except:`, perhaps around a retry loop. A real crash runs "
+                "nothing more; catching BaseException hides a crash. Catch Exception, or the errors you expect."
+            )
         if self._dead:
             raise _Crash()
         return Called(value, error)
@@ -351,6 +375,7 @@ class Run:
         never happens) for a lost request; True when the schedule makes this call fail
         (only where `can_fail`: the facade then raises its own error)."""
         if self._dead:
+            self._haunted()
             raise _Crash()
         if not self._in_call:
             return False
@@ -359,23 +384,39 @@ class Run:
         fault = self._fault
         if fault is None or (fault.point, fault.nth) != (point, self._seen[point]):
             return False
+        if fault.kind is FaultKind.TIMEOUT:  # it takes effect first: `leave` says so
+            return False
         self.fired = True
         if fault.kind is FaultKind.LOST_REQUEST:
             self._dead = True
             raise _Crash()
         return fault.kind is FaultKind.FAIL
 
-    def leave(self, point: str) -> None:
-        """The kit call `point` took effect: for a lost reply, the process dies now."""
+    def leave(self, point: str) -> bool:
+        """The kit call `point` took effect: for a lost reply, the process dies now. True when
+        the schedule makes the call time out now that it took effect (the facade then raises
+        its own error: the caller cannot tell this from a call that never happened)."""
         fault = self._fault
-        if (
-            self._in_call
-            and fault is not None
-            and fault.kind is FaultKind.LOST_REPLY
-            and (fault.point, fault.nth) == (point, self._seen.get(point))
-        ):
+        if not (self._in_call and fault is not None and (fault.point, fault.nth) == (point, self._seen.get(point))):
+            return False
+        if fault.kind is FaultKind.LOST_REPLY:
             self._dead = True
             raise _Crash()
+        if fault.kind is FaultKind.TIMEOUT:
+            self.fired = True
+            return True
+        return False
+
+    def _haunted(self) -> None:
+        """The learner's code called the kit after its process died (it caught the crash): each
+        such call is refused; past `HAUNTING_LIMIT` of them (a retry loop that catches
+        everything), every line of the learner's code raises the crash again, so the call ends
+        and the check says what happened (`call`)."""
+        if not self._in_call:
+            return
+        self._haunting += 1
+        if self._haunting == HAUNTING_LIMIT + 1:
+            haunt(sys._getframe(2))
 
     @property
     def fault(self) -> Fault | None:
@@ -411,6 +452,43 @@ class _Inside:
 
 
 _NOT_RECORDED = contextlib.nullcontext()
+
+HAUNTING_LIMIT = 20  # kit calls a dead process's code may make (each refused) before the check ends it
+
+
+def _haunting(frame: Any, event: str, arg: Any) -> Any:
+    """A line tracer for the learner's frames of a call whose process died: each line raises
+    the crash again, so no `except` can keep the code going (a handler's first line raises).
+    Once the outermost of them returns, tracing stops: the next call runs as usual."""
+    if not learners_code(frame.f_code.co_filename):
+        return _haunting
+    if event == "line":
+        raise _Crash()
+    if event == "return" and (frame.f_back is None or not learners_code(frame.f_back.f_code.co_filename)):
+        _exorcise()
+    return _haunting
+
+
+def haunt(frame: types.FrameType | None = None) -> None:
+    """From `frame` (the caller's, if None) up: trace the learner's frames line by line
+    (`_haunting`), and any they call. The grader's learner process does this when the judge
+    says the call's process died and its code keeps calling (`wire.Peer.exception`)."""
+    frame = sys._getframe(1) if frame is None else frame
+    sys.settrace(_haunting)
+    while frame is not None:
+        if learners_code(frame.f_code.co_filename):
+            frame.f_trace, frame.f_trace_lines = _haunting, True
+        frame = frame.f_back
+
+
+def _exorcise() -> None:
+    """Stop tracing: the dead call is over."""
+    sys.settrace(None)
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_trace is _haunting:
+            frame.f_trace = None
+        frame = frame.f_back
 
 
 @dataclass(frozen=True)
@@ -478,12 +556,14 @@ def _play(
     *,
     go_on: _Played | None = None,
     stand_in: tuple[_KitCall, ...] | None = None,
+    replaying: bool = False,
 ) -> _Played:
     """Play `events` on a fresh world (or on after `go_on`, a schedule already played,
     which is used up); stop at the first broken invariant. `stand_in`: the recorded kit
     calls that play the (one, crashing) event's learner call instead of the learner."""
     if go_on is None:
         run = Run(answer)
+        run.replaying = replaying
         world = scenario.start(run)
         played = _Played(steps=[], world=world, run=run, spent={}, moves=_enabled(world, scenario.bound, {}))
     else:
@@ -532,6 +612,15 @@ def _step(played: _Played, move: Move, event: Event) -> None:
     played.points = list(run.points)
     played.script = tuple(run.script) if run.script is not None and not crashed else None
     if event.fault is not None and not run.fired:
+        if not run.replaying:  # the search planned this fault from the same step played before
+            raise Wrong(
+                f"your code did not do the same thing twice from the same start: the check played the step "
+                f"{move.name!r} once more, to try {event.fault.words!r}, and this time your code made no such call "
+                f"(the first time it did). It decided from something that is not in what the check hands it and "
+                "that a crash does not wipe: a value kept in a module (`sys.modules`), a file, an environment "
+                "variable, the clock or a random number. A restarted worker knows only what the store says: "
+                "decide from that."
+            )
         raise BadArgumentError(
             field="schedule",
             problem=f"asks for {event.words!r}, but that step made no such kit call",
@@ -708,7 +797,7 @@ def _variants(bound: Bound, spent: Mapping[str, int], move: str, points: list[tu
     for point, can_fail in points:
         seen[point] = seen.get(point, 0) + 1
         for kind in bound.faults:
-            if (kind is not FaultKind.FAIL or can_fail) and _budget_left(bound, spent, kind.budget):
+            if (kind not in _RAISES or can_fail) and _budget_left(bound, spent, kind.budget):
                 events.append(Event(move, Fault(kind, point, seen[point])))
     return events
 
@@ -723,7 +812,23 @@ def explore(scenario: Scenario, answer: Any) -> Exploration:
         return _search(scenario, answer)
 
 
+def _probe_crashes(scenario: Scenario, answer: Any) -> None:
+    """Before the search: the first step that calls the kit, crashed before the first of each
+    kind of kit call it makes, with the learner's own code running (the grader plays most crashed calls from the
+    kit calls they recorded, which never lets the code see its crash): code that catches the
+    crash and keeps calling the kit is told so (`Run.call`), the same way in both places."""
+    if FaultKind.LOST_REQUEST not in scenario.bound.faults or scenario.bound.budget.get("crash", 0) < 1:
+        return
+    for move in _play(scenario, answer, ()).moves:
+        first = _play(scenario, answer, (Event(move.name),))
+        if first.points:
+            for point in dict.fromkeys(point for point, _ in first.points):  # each kind of kit call, first time
+                _play(scenario, answer, (Event(move.name, Fault(FaultKind.LOST_REQUEST, point)),))
+            return
+
+
 def _search(scenario: Scenario, answer: Any) -> Exploration:
+    _probe_crashes(scenario, answer)
     root = _play(scenario, answer, ())
     frontier: list[list] = [[(), root.moves, {}, 1, root]]  # schedule, moves, budget spent, paths, its world
     states, schedules = 1, 0
@@ -765,7 +870,7 @@ def _search(scenario: Scenario, answer: Any) -> Exploration:
 
 _FAULT = re.compile(
     r"^(?P<move>.+?) \((?:(?P<crash>crash before|crash after) (?P<p1>\S+)(?: (?P<n1>\d+))?"
-    r"|(?P<p2>\S+)(?: (?P<n2>\d+))? fails)\)$"
+    r"|(?P<p2>\S+)(?: (?P<n2>\d+))? (?P<raises>fails|times out))\)$"
 )
 
 
@@ -785,7 +890,7 @@ def parse(words: str) -> tuple[Event, ...]:
         elif found["crash"]:
             events.append(Event(found["move"], Fault(FaultKind(found["crash"]), found["p1"], int(found["n1"] or 1))))
         else:
-            events.append(Event(found["move"], Fault(FaultKind.FAIL, found["p2"], int(found["n2"] or 1))))
+            events.append(Event(found["move"], Fault(FaultKind(found["raises"]), found["p2"], int(found["n2"] or 1))))
     return tuple(events)
 
 
@@ -817,7 +922,7 @@ class Replayed:
 def replay(scenario: Scenario, answer: Any, words: str | Sequence[Event]) -> Replayed:
     """Play one schedule (as written in a check's message) with `answer`, seed-free."""
     events = parse(words) if isinstance(words, str) else tuple(words)
-    played = _play(scenario, answer, events)
+    played = _play(scenario, answer, events, replaying=True)
     return Replayed(events, tuple(played.steps), played.problem, complete=not played.moves)
 
 
@@ -833,4 +938,5 @@ def refuse(exploration: Exploration, replay_line: str) -> None:
         f"{found.words}. Replay it: {replay_line.format(schedule=found.words)} (print it for the steps; "
         ".diagram() draws them).",
         found.lines,
+        counterexample=found,
     )

@@ -191,6 +191,7 @@ class Env:
         self._made: dict[tuple[str, str], int] = {}
         self._deliveries: dict[tuple[str, str], list[str]] = {}
         self._known: dict[str, SendStatus] = {}
+        self.asked: set[str] = set()  # every op id a send or a lookup was asked for, even one that then failed
 
     # ------------------------------------------------------------------ the explorer's side
     def arm(self, point: CrashPoint | str | None) -> None:
@@ -256,6 +257,7 @@ class Env:
 
     def send(self, job_id: str, step_id: str, op_id: str, *, body: str = "") -> SendResult:
         """Perform a customer-visible step through the adapter, `op_id` as idempotency key."""
+        self.asked.add(op_id)
         step = self._step(step_id, effect=True)
         if op_id in self._known and self._known[op_id] is not SendStatus.FAILED:
             self.blind_resends.append(op_id)
@@ -274,6 +276,7 @@ class Env:
 
     def lookup(self, op_id: str) -> SendResult:
         """Ask the provider whether `op_id` was delivered (ok with its message id, or failed)."""
+        self.asked.add(op_id)
         result = self.adapter.lookup(op_id)
         self._known[op_id] = result.status
         self.log.append(

@@ -54,6 +54,7 @@ NOTEBOOK_RUNS: frozenset[str] = frozenset(
         "test_course_build.py::test_execute_runs_both_and_errors_only_in_tagged_cells",
         "test_course_build.py::test_nbval_runs_the_pristine_student_notebooks",
         "test_notebooks.py::test_stored_diagrams_hold_under_nbval_without_graphviz",
+        "test_grade_rebuild.py::test_a_kernel_leaves_the_records_in_the_saved_notebook_and_the_grader_notes_them",
     }
 )
 # Files that share one thing run in one worker, one after the other: the session-scoped Lite

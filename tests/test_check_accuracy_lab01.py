@@ -5,6 +5,8 @@ breaking one shown), and what an expired lease leads to."""
 from __future__ import annotations
 
 import re
+from io import StringIO
+from itertools import cycle
 
 from check_accuracy import Spec, accuracy_tests, refused, replay_tests
 
@@ -39,6 +41,14 @@ def sends_through_a_helper_with_defaults(lease, adapter, *, body="Sorry for the 
 
 
 # ---------------------------------------------------------------------------- 01.1 wrong, as learners write them
+
+
+def builds_the_body_with_classes_written_in_c(lease, adapter):
+    """StringIO and cycle are imported by name: a restarted process imports the same ones."""
+    body = StringIO()
+    for word, _ in zip(cycle(("sorry", "for", "the", "wait")), range(4)):
+        body.write(f"{word} ")
+    return adapter.send(lease.payload["idem_key"], case_id=lease.case_id, to=lease.payload["to"], body=body.getvalue())
 
 
 def key_from_the_attempt(lease, adapter):
@@ -120,7 +130,12 @@ def forges_the_ledger(lease, adapter):
 
 HANDLER = Spec(
     exercise=lab01.exercise,
-    right=(sends_and_returns_the_message_id, sends_with_keywords_only, sends_through_a_helper_with_defaults),
+    right=(
+        sends_and_returns_the_message_id,
+        sends_with_keywords_only,
+        sends_through_a_helper_with_defaults,
+        builds_the_body_with_classes_written_in_c,
+    ),
     wrong=(
         refused(
             key_from_the_attempt,
@@ -474,3 +489,25 @@ def test_the_morning_with_the_learners_handler_sends_once_for_two_deliveries():
     scene, inbox, (first, second) = lab01.expiry_morning(stalls_one_lease_length, sends_and_returns_the_message_id)
     assert (first.item_id, first.attempt, second.attempt) == (second.item_id, 1, 2)
     assert len(inbox.ledger.contacts("O-1001")) == 1 and scene.item(first.item_id).state.value == "done"
+
+
+def test_a_record_kept_in_a_file_is_named_for_what_the_code_did(tmp_path):
+    """A file outlives a crash: the handler then skips a send it made the first time, and the
+    check names that, not a schedule it could not play."""
+    sent = tmp_path / "sent-keys.txt"
+
+    def send_followup(lease, adapter):
+        key = lease.payload["idem_key"]
+        if sent.exists() and key in sent.read_text().split():
+            return None
+        result = adapter.send(key, case_id=lease.case_id, to=lease.payload["to"], body="Sorry for the wait.")
+        with sent.open("a") as keys:
+            keys.write(key + "\n")
+        return result
+
+    result = lab01.exercise.result(send_followup)
+    assert not result.correct
+    assert result.message.startswith(
+        "your code did not do the same thing twice from the same start: the check played the step 'W1 handle' "
+        "once more, to try 'crash before send'"
+    )

@@ -218,7 +218,7 @@ DRAIN = Spec(
             replays_but_never_drains,
             "1 item was replayed but not processed (1 dead letter): O-2002",
             "stopped without processing anything",
-            'lab02.replay(replay_and_drain, "DLQ: fixed · R replays and drains")',
+            'lab02.replay(replays_but_never_drains, "DLQ: fixed · R replays and drains")',
         ),
         refused(
             drains_without_replaying,

@@ -113,8 +113,8 @@ def sized_from_the_calls_shown():
     return HeartbeatPolicy(ttl=round(slowest) + 10, heartbeat_interval=None, missed_tolerance=0)
 
 
-def _replay(situation):
-    return f'lab03.replay_policy(choose_policy, "{situation}")'
+def _replay(situation, name="choose_policy"):
+    return f'lab03.replay_policy({name}, "{situation}")'
 
 
 SPEC = Spec(
@@ -183,7 +183,7 @@ SPEC = Spec(
             "W1's lease ran out at t=11",
             "after 1 lost heartbeat in a row, heartbeat 2 (held up 1 s) reached the queue at t=11",
             "(2 steps): heartbeat 1 is lost · heartbeat 2 is 1 s late.",
-            _replay("heartbeat 1 is lost · heartbeat 2 is 1 s late"),
+            _replay("heartbeat 1 is lost · heartbeat 2 is 1 s late", "tuned_on_the_four_seeds"),
         ),
         refused(
             just_above_the_rule,
@@ -449,7 +449,7 @@ def sends_the_last_chunk_only(lease, queue, model, email):
 
 
 _SHORT = "(3 steps): draft: 8 s · a 40 s stall in chunk 1, W7 eager · W1 runs your loop."
-_REPLAY = 'lab03.replay(draft_with_heartbeats, "draft: 8 s · a 40 s stall in chunk 1, W7 eager · W1 runs your loop")'
+_REPLAY = 'lab03.replay(ignores_the_answer, "draft: 8 s · a 40 s stall in chunk 1, W7 eager · W1 runs your loop")'
 
 LOOP = Spec(
     exercise=lab03.loop,

@@ -72,6 +72,10 @@ OnlyOnceAResultExists = fence(
 ForgetsTheUnclaimedJob = fence(
     lambda store, job, token, worker: _claimed(store, job) and token != store.current_token(job)
 )
+RefusesOnlyTokensBelowTheCurrentOne = fence(  # "older or never issued" read as "older": 99 gets through
+    lambda store, job, token, worker: not _claimed(store, job) or token < store.current_token(job)
+)
+RefusesOnlyTokensBelowTheCurrentOne.__name__ = "RefusesOnlyTokensBelowTheCurrentOne"
 OnlyOlder.__name__, RefusesTheHolder.__name__ = "OnlyOlder", "RefusesTheHolder"
 OnlyOnceAResultExists.__name__, ForgetsTheUnclaimedJob.__name__ = "OnlyOnceAResultExists", "ForgetsTheUnclaimedJob"
 
@@ -255,11 +259,17 @@ STORE = Spec(
             NaiveResultStore,
             "the store accepted X's write with token 0, a token it never issued (nobody has claimed job-1)",
             "The shortest schedule that shows it (1 step): X write",
-            'lab04.replay(FencedResultStore, "X write")',
+            'lab04.replay(NaiveResultStore, "X write")',
             "1. X's write with token 0: accepted",
         ),
         refused(OnlyOnceAResultExists, "the store accepted X's write with token 0, a token it never issued"),
         refused(OnlyOlder, "the store accepted X's write with token 0, a token it never issued"),
+        refused(
+            RefusesOnlyTokensBelowTheCurrentOne,
+            "the store accepted Y's write with token 99, a token it never issued (the newest is 1)",
+            "(2 steps): W7 claim · Y write",
+            'lab04.replay(RefusesOnlyTokensBelowTheCurrentOne, "W7 claim · Y write")',
+        ),
         refused(
             FencesOnTheName,
             "the store accepted W9's late copy of its write with token 1, while token 2 (W9's claim) is the newest",
@@ -286,7 +296,7 @@ STORE = Spec(
             LocksOntoTheFirstWriter,
             "the store accepted W7's write with token 1, while token 2 (W9's claim) is the newest",
             "(4 steps): W7 claim · W7 write · W9 claim · W7 write",
-            'lab04.replay(FencedResultStore, "W7 claim · W7 write · W9 claim · W7 write")',
+            'lab04.replay(LocksOntoTheFirstWriter, "W7 claim · W7 write · W9 claim · W7 write")',
         ),
         refused(
             RemembersTheFirstToken,
@@ -347,6 +357,18 @@ def test_a_schedule_that_cannot_happen_is_a_bad_argument():
 # ---------------------------------------------------------------------------- 04.2
 
 
+class AlwaysEqual(str):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+def returns_a_string_that_equals_anything():
+    """A look-alike that says yes to every comparison: judged by the text it holds."""
+    return AlwaysEqual("yes")
+
+
 def names_it_by_position():
     return lab04.CONTROLS[2]
 
@@ -378,6 +400,7 @@ CONTROL = Spec(
         refused(lambda: None, "returned None", "return one of the labels"),
         refused(lambda: "store token check", "returned the str 'store token check'"),
         refused(lambda: "the store", "returned the str 'the store'"),
+        refused(returns_a_string_that_equals_anything, "returned the str 'yes'", "return one of the labels"),
     ),
 )
 

@@ -305,6 +305,25 @@ def remembers_in_memory(job_id, env):
     return cp.artifacts["publish"]
 
 
+def keys_every_job_with_the_storys_id(job_id, env):
+    """Right in every way but one: the operation id is built from the story's job, O-1001,
+    so a second job on the same provider collides with the first one's email."""
+    return MASTERS_RUN(job_id, _StoryKeys(env))
+
+
+class _StoryKeys:
+    """An env whose op_id ignores the job it is asked about (as a learner's f"O-1001:{step}" does)."""
+
+    def __init__(self, env):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def op_id(self, job_id, step_id):
+        return self._env.op_id("O-1001", step_id)
+
+
 def hands_it_to_the_kit(job_id, env):
     return ReceiptRunner()(job_id, env)
 
@@ -322,7 +341,8 @@ SPEC = Spec(
             "with a healthy email provider: the email reached the customer 2 times "
             "(msg-0001, msg-0002). The shortest schedule that shows it (3 steps, " + SCOPE + "): W1 runs O-1001 "
             "(crash after send) · O-1001's lease expires · W1 runs O-1001.",
-            'print(lab05.replay(run, "W1 runs O-1001 (crash after send) · O-1001\'s lease expires · W1 runs O-1001"))',
+            "print(lab05.replay(one_key_per_attempt, \"W1 runs O-1001 (crash after send) · O-1001's lease expires · "
+            'W1 runs O-1001"))',
             "send publish O-1001:publish:2 -> ok msg-0002",
         ),
         refused(
@@ -349,7 +369,7 @@ SPEC = Spec(
             "finished and returned the str 'O-1001:publish:v1', but the email that reached the customer is "
             "msg-0001",
             "(1 step, ",
-            "print(lab05.replay(run, 'W1 runs O-1001', faults=['drop_reply']))",
+            "print(lab05.replay(unknown_means_sent, 'W1 runs O-1001', faults=['drop_reply']))",
         ),
         refused(
             unknown_means_sent_and_the_id_is_asked_for_later,
@@ -357,7 +377,8 @@ SPEC = Spec(
             "reaching the provider: nothing went out): the checkpoint confirms publish, but the email reached "
             "the customer 0 times",
             "treated it as sent without any proof",
-            "print(lab05.replay(run, 'W1 runs O-1001', faults=['lose_request']))",
+            "print(lab05.replay(unknown_means_sent_and_the_id_is_asked_for_later, 'W1 runs O-1001', "
+            "faults=['lose_request']))",
         ),
         refused(
             ignores_the_plan_version,
@@ -405,6 +426,12 @@ SPEC = Spec(
         refused(hands_it_to_the_kit, "hands the job to the kit's ReceiptRunner", "write it yourself"),
         refused(ReceiptRunner(), "hands the job to the kit's ReceiptRunner"),
         refused(resends_on_unknown, "O-1001:publish:v1 was sent again without being looked up first"),
+        refused(
+            keys_every_job_with_the_storys_id,
+            "with a lost reply on a second job, A-1002, after O-1001's email went out on the same provider: your "
+            "run used the operation id 'O-1001:publish:v1' for A-1002",
+            "An operation id names the job as well as the step.",
+        ),
         refused(
             swallows_the_crash,
             "with a lost request (the send timed out before reaching the provider: nothing "
@@ -487,7 +514,7 @@ INTENT = Spec(
             one_key_per_attempt,
             "with a healthy email provider: the email reached the customer 2 times",
             "W1 runs O-1001 (crash after send) · O-1001's lease expires · W1 runs O-1001",
-            'print(lab05.replay(run_with_intent, "W1 runs O-1001 (crash after send)',
+            'print(lab05.replay(one_key_per_attempt, "W1 runs O-1001 (crash after send)',
         ),
         refused(stable_key_resend, "O-1001:publish:v1 was sent again without being looked up first"),
         refused(
@@ -506,7 +533,16 @@ INTENT = Spec(
         refused(acks_first, "the job was acknowledged with the checkpoint confirming only []", "(crash after ack)"),
         refused(remembers_in_memory, "O-1001:publish:v1 was sent again without being looked up first"),
         refused(returns_nothing, "W1's run finished and returned None"),
-        refused(hard_codes_the_job, "with a healthy email provider, on job A-1002:", "job_id='A-1002'"),
+        refused(
+            hard_codes_the_job,
+            "with a healthy email provider, on a second job, A-1002, after O-1001's email went out on it:",
+            "job_id='A-1002'",
+        ),
+        refused(
+            keys_every_job_with_the_storys_id,
+            "your run used the operation id 'O-1001:publish:v1' for A-1002, but O-1001's email had already gone out",
+            "(1 step, ",
+        ),
         refused(hands_it_to_the_kit, "hands the job to the kit's ReceiptRunner"),
     ),
     secrets=("cp.op_for(", ".intend(", "cp.receive("),

@@ -1,6 +1,9 @@
-"""The specification of lab 06's check: an idempotent consumer, judged on every schedule of
-two consumers, a failed payment call and a crash anywhere, by what happened to the refunds
-and what `handle` returned, never by how it spells its records in `processed`."""
+"""The specification of lab 06's checks. The dispatcher: every schedule of one dispatcher, two
+messages, a failed publish and a crash anywhere; a message goes out again only after a crash.
+The consumer: every schedule of two consumers, two refunds, a payment call that times out
+(before or after the provider paid), a crash anywhere and a copy replayed from the DLQ a day
+later, when the provider has pruned its keys; judged by what the provider paid and what
+`handle` returned, never by how it spells its records in `processed`."""
 
 from __future__ import annotations
 
@@ -44,10 +47,26 @@ def asks_then_records_with_a_guard_clause(delivery, processed, apply):
     return True
 
 
+def retries_a_timeout_under_the_same_key(delivery, processed, apply):
+    """Calls again at once after a timeout: the key the call carries makes the repeat safe."""
+    if delivery.message_id in processed:
+        return False
+    for attempt in range(3):
+        try:
+            apply(delivery)
+            break
+        except ConnectionError:
+            if attempt == 2:
+                raise
+    processed.add(delivery.message_id)
+    return True
+
+
 # ---------------------------------------------------------------------------- wrong, as learners write them
 
 
 def applies_everything(delivery, processed, apply):
+    """Trusts the provider's key alone: safe within the day the provider keeps it, not after."""
     apply(delivery)
     return True
 
@@ -94,11 +113,28 @@ def returns_nothing(delivery, processed, apply):
         processed.add(delivery.message_id)
 
 
-def applies_twice_to_be_sure(delivery, processed, apply):
+def assumes_a_timeout_paid(delivery, processed, apply):
+    """Reads a timeout as a yes: sometimes the provider had paid, sometimes nothing reached it."""
     if delivery.message_id in processed:
         return False
-    apply(delivery)
-    apply(delivery)
+    try:
+        apply(delivery)
+    except ConnectionError:
+        pass
+    processed.add(delivery.message_id)
+    return True
+
+
+def retries_until_it_goes_through(delivery, processed, apply):
+    """Retries the payment until it goes through, catching everything: a crash too."""
+    if delivery.message_id in processed:
+        return False
+    while True:
+        try:
+            apply(delivery)
+            break
+        except BaseException:  # noqa: BLE001 - the mistake under test
+            continue
     processed.add(delivery.message_id)
     return True
 
@@ -173,50 +209,70 @@ def returns_a_string_that_equals_anything(delivery, processed, apply):
 
 SPEC = Spec(
     exercise=lab06.exercise,
-    right=(records_a_derived_key, records_topic_and_id, asks_then_records_with_a_guard_clause),
+    right=(
+        records_a_derived_key,
+        records_topic_and_id,
+        asks_then_records_with_a_guard_clause,
+        retries_a_timeout_under_the_same_key,
+    ),
     wrong=(
         refused(
             applies_everything,
-            "out-0001 (refund 35.00 for O-1001) was applied twice, by delivery #1 and again "
-            "by #2: #2 is a copy of the same message.",
-            "(2 steps): C1 handle · C2 handle",
-            'Replay it: lab06.replay(handle, "C1 handle · C2 handle")',
-            "2. C2 takes #2 out-0001, handle returns True: refund applied",
+            "out-0001 (refund 35.00 for O-1001) was paid twice: by delivery #1 and again by #3, a day later, after "
+            "the provider had pruned the key",
+            "only the consumer's own record of what it applied can stop a copy the provider no longer recognises",
+            "(6 steps): C1 handle · C1 ack · C1 handle · C1 ack · a day later, the DLQ is replayed · C1 handle",
+            'Replay it: lab06.replay(applies_everything, "C1 handle · C1 ack · C1 handle · C1 ack · a day later, '
+            'the DLQ is replayed · C1 handle")',
+            "6. C1 takes #3 out-0001, handle returns True: refund paid",
         ),
-        refused(dedupes_on_the_delivery_number, "was applied twice, by delivery #1 and again by #2"),
+        refused(dedupes_on_the_delivery_number, "was paid twice: by delivery #1 and again by #3, a day later"),
         refused(
             marks_before_applying,
-            "out-0002 (refund 35.00 for O-1001) was never applied, yet every copy of it was acknowledged",
-            "the consumer died on #3 (crash after processed.add)",
-            "was skipped as a duplicate, though no refund of it had been applied",
+            "out-0002 (refund 35.00 for O-1001) was never paid, yet every copy of it was acknowledged",
+            "the consumer died on #2 (crash after processed.add)",
+            "was skipped as a duplicate, though no refund of it had been paid",
         ),
         refused(
             swallows_the_failure,
-            "on delivery #1 of out-0001, apply raised ConnectionError (payments API timed "
-            "out) but handle returned False",
+            "on delivery #1 of out-0001, apply raised ConnectionError (payments API timed out) but handle "
+            "returned False, so the consumer acknowledges the delivery",
+            "after a timeout nobody can tell which",
             "(1 step): C1 handle (apply fails)",
         ),
         refused(
             dedupes_on_the_payload,
-            "out-0002 (refund 35.00 for O-1001) was never applied",
-            "only out-0001, a different message with the same case and amount, had been applied",
+            "out-0002 (refund 35.00 for O-1001) was never paid",
+            "only out-0001, a different message with the same case and amount, had been paid",
         ),
-        refused(returns_nothing, "handle returned None for delivery #1 of out-0001, which it applied"),
-        refused(applies_twice_to_be_sure, "was applied twice by delivery #1 alone", "call apply once per message"),
+        refused(returns_nothing, "handle returned None for delivery #1 of out-0001, and its apply went through"),
         refused(
-            remembers_in_its_own_memory, "out-0001 (refund 35.00 for O-1001) was applied twice", "C1 handle · C2 handle"
+            assumes_a_timeout_paid,
+            "on delivery #1 of out-0001, apply raised ConnectionError (payments API timed out) but handle "
+            "returned True",
+            "Here the request had never reached the provider: nothing was paid",
+        ),
+        refused(
+            remembers_in_its_own_memory,
+            "out-0001 (refund 35.00 for O-1001) was paid twice",
+            "a day later, the DLQ is replayed · C2 handle",
         ),
         refused(
             records_first_and_undoes_in_except,
-            "out-0002 (refund 35.00 for O-1001) was never applied",
+            "out-0002 (refund 35.00 for O-1001) was never paid",
             "(crash after processed.add)",
         ),
         refused(
             delegates_to_the_kit_consumer,
             "handle hands the delivery to the kit's IdempotentConsumer, which already implements this exercise",
         ),
-        refused(keeps_only_the_latest_record, "out-0001 (refund 35.00 for O-1001) was applied twice"),
-        refused(returns_a_word, "handle returned the str 'applied' for delivery #1 of out-0001, which it applied"),
+        refused(keeps_only_the_latest_record, "out-0001 (refund 35.00 for O-1001) was paid twice"),
+        refused(returns_a_word, "handle returned the str 'applied' for delivery #1 of out-0001"),
+        refused(
+            retries_until_it_goes_through,
+            "your code kept running after its process died",
+            "catching BaseException hides a crash",
+        ),
         refused(returns_a_string_that_equals_anything, "handle returned the AlwaysEqual 'yes'"),
     ),
     secrets=("processed.add(", "in processed", "apply(delivery) first"),
@@ -246,6 +302,16 @@ def drains_with_an_index(outbox, broker):
         broker.publish(waiting[i])
         outbox.mark_sent(waiting[i].id)
         i += 1
+
+
+def notes_each_before_the_next(outbox, broker):
+    for message in list(outbox.pending()):
+        try:
+            broker.publish(message)
+        except ConnectionError:
+            raise  # said out loud: the pass stops here, and the next one starts from what is pending
+        else:
+            outbox.mark_sent(message.id)
 
 
 # ---------------------------------------------------------------------------- 06.1, wrong as learners write them
@@ -320,13 +386,13 @@ def newest_first(outbox, broker):
 
 DISPATCH = Spec(
     exercise=lab06.dispatcher,
-    right=(publishes_then_deletes, publishes_all_then_marks_all, drains_with_an_index),
+    right=(publishes_then_deletes, drains_with_an_index, notes_each_before_the_next),
     wrong=(
         refused(
             marks_before_publishing,
             "out-0001 was marked sent, but the broker never got it",
             "(1 step): D1 dispatch (crash after outbox.mark_sent)",
-            'lab06.replay_dispatch(dispatch, "D1 dispatch (crash after outbox.mark_sent)")',
+            'lab06.replay_dispatch(marks_before_publishing, "D1 dispatch (crash after outbox.mark_sent)")',
         ),
         refused(
             deletes_before_publishing,
@@ -354,6 +420,12 @@ DISPATCH = Spec(
             "D1 dispatch · app commits out-0002 · D1 dispatch",
         ),
         refused(publishes_twice_to_be_sure, "out-0001 was published twice in one pass"),
+        refused(
+            publishes_all_then_marks_all,
+            "out-0001 was published again in pass 2, with no crash to explain it: pass 1 published it and ended "
+            "without noting it (a publish after it failed, and the pass stopped)",
+            "(3 steps): app commits out-0002 · D1 dispatch (broker.publish 2 fails) · D1 dispatch",
+        ),
         refused(
             newest_first, "the broker got out-0002 before out-0001", "(2 steps): app commits out-0002 · D1 dispatch"
         ),
@@ -401,11 +473,10 @@ def test_the_dispatchers_outbox_and_broker_lead_nowhere():
 
 def test_the_consumer_check_states_its_bound():
     result = lab06.exercise.result(records_a_derived_key)
-    assert (
-        result.message.startswith("checked all ")
-        and ("schedules of 2 consumers, 3 deliveries of 2 refunds, 1 failed payment call, a crash anywhere")
-        in result.message
-    )
+    assert result.message.startswith("checked all ") and (
+        "schedules of 2 consumers, 2 refunds, 1 payment call timing out (paid or not), a crash anywhere, and a "
+        "copy of out-0001 replayed from the DLQ a day later"
+    ) in str(result)
 
 
 def test_a_kill_runs_no_except_but_a_failed_payment_does():
@@ -415,9 +486,27 @@ def test_a_kill_runs_no_except_but_a_failed_payment_does():
     assert failed.problem is None
     killed = lab06.replay(
         records_first_and_undoes_in_except,
-        "C1 handle (crash before apply) · C1 handle · C1 ack · C1 handle · C1 ack · C1 handle · C1 ack",
+        "C1 handle (crash before apply) · C1 handle · C1 ack · C1 handle · C1 ack · a day later, the DLQ is "
+        "replayed · C1 handle · C1 ack",
     )
-    assert killed.problem.startswith("out-0001 (refund 35.00 for O-1001) was never applied")
+    assert killed.problem.startswith("out-0001 (refund 35.00 for O-1001) was never paid")
+
+
+def test_a_timeout_after_the_provider_paid_is_repeated_under_the_same_key_and_pays_nothing_more():
+    """The unknown outcome: the provider paid, the reply was lost. The delivery comes back,
+    and the repeat carries the same key: the provider answers as before and pays nothing."""
+    replayed = lab06.replay(records_a_derived_key, "C1 handle (apply times out) · C2 handle · C2 ack")
+    assert replayed.problem is None
+    assert [step.said for step in replayed.steps] == [
+        "C1 takes #1 out-0001: apply timed out after the provider paid, handle raises ConnectionError; the broker "
+        "delivers out-0001 again as #3",
+        "C2 takes #2 out-0002, handle returns True: refund paid",
+        "C2 acks #2",
+    ]
+    again = lab06.replay(records_a_derived_key, "C1 handle (apply times out) · C1 handle · C1 ack · C1 handle")
+    assert again.steps[-1].said == (
+        "C1 takes #3 out-0001, handle returns True: the provider knew the key and paid nothing more"
+    )
 
 
 test_the_schedule_a_refusal_shows_replays_to_the_same_problem = replay_tests(SPEC, DISPATCH)
@@ -438,22 +527,53 @@ def test_handle_is_handed_the_record_and_the_refund_and_nothing_else():
         return world
 
     assert id(world) in {id(x) for x in reachable(leaky)}  # the walk does find what a closure holds
-    judged = (world, world.applied, world.records, world.staged, world.history, world.pending, world.run)
+    judged = (world, world.paid, world.keys, world.records, world.history, world.pending, world.run)
     assert not [x for x in judged if id(x) in reached]
 
 
 def forges_the_refunds(delivery, processed, apply):
-    """Applies every copy, then looks for the check's record of refunds by introspection
-    and rewrites it so each message seems applied once."""
+    """Applies every copy, then looks for the check's record of payments by introspection
+    and rewrites it so each message seems paid once."""
     apply(delivery)
     for found in reachable(processed, apply, processed.add, apply.__call__):
-        applied = getattr(found, "applied", None) if not isinstance(found, type) else None
-        if isinstance(applied, dict):
-            for seqs in applied.values():
+        paid = getattr(found, "paid", None) if not isinstance(found, type) else None
+        if isinstance(paid, dict):
+            for seqs in paid.values():
                 del seqs[1:]
     return True
 
 
 def test_an_answer_that_forges_the_record_by_introspection_is_refused():
     result = lab06.exercise.result(forges_the_refunds)
-    assert result.verdict is Verdict.INCORRECT and "was applied twice, by delivery #1 and again by #2" in str(result)
+    assert result.verdict is Verdict.INCORRECT and "was paid twice: by delivery #1 and again by #3" in str(result)
+
+
+def test_a_record_kept_in_sys_modules_is_named_for_what_the_code_did():
+    """A module outlives a crash in the same process (it lives in sys.modules, not in the
+    answer's memory): the code then does something else from the same start, and the check
+    says so instead of failing on a schedule it cannot play."""
+    import sys
+    import types
+    import uuid
+
+    name = f"consumer_memory_{uuid.uuid4().hex}"  # a module no other run has filled
+
+    def handle(delivery, processed, apply):
+        memory = sys.modules.setdefault(name, types.ModuleType(name))
+        seen = memory.__dict__.setdefault("seen", set())
+        if delivery.message_id in seen:
+            return False
+        apply(delivery)
+        seen.add(delivery.message_id)
+        return True
+
+    try:
+        result = lab06.exercise.result(handle)
+    finally:
+        sys.modules.pop(name, None)
+    assert result.verdict is Verdict.INCORRECT
+    assert result.message.startswith(
+        "your code did not do the same thing twice from the same start: the check played the step 'C1 handle' "
+        "once more, to try 'crash before apply', and this time your code made no such call"
+    )
+    assert "a value kept in a module (`sys.modules`), a file" in result.message

@@ -229,25 +229,26 @@ SPEC = Spec(
         refused(
             two_commits,
             "refunded 2 times, 70.00 instead of 35.00: W1 was killed right after a shop.credit",
-            "replay(handle, 'kill@1')",
+            "replay(two_commits, 'kill@1')",
             "W1 is killed here (SIGKILL)",
             "W2 shop.credit('O-1003', 35.00)",
         ),
         refused(
             acks_before_the_commit,
-            "was never refunded, yet its delivery was acknowledged: W1 was killed right after a shop.ack",
-            "replay(handle, 'kill@1')",
+            "was never refunded, yet its delivery was acknowledged: W1 was killed right after a shop.ack, and the "
+            "order was never delivered again: its ack had committed",
+            "replay(acks_before_the_commit, 'kill@1')",
         ),
         refused(
             acks_after_the_transaction,
             "W1 was killed right after one of your transactions committed",
-            "replay(handle, 'kill@2')",
+            "replay(acks_after_the_transaction, 'kill@2')",
         ),
         refused(credits_outside_the_transaction, "W1 was killed right after a shop.credit", "'kill@1'"),
         refused(
             checks_then_acts_outside_the_transaction,
             "W2 stopped right after reading shop.refunded while W1 woke up with its stale lease",
-            "replay(handle, 'freeze@0/1')",
+            "replay(checks_then_acts_outside_the_transaction, 'freeze@0/1')",
             "W1 freezes here",
             "W1's lease (30 s) has run out",
             "W2 waits here",
@@ -284,7 +285,7 @@ SPEC = Spec(
         refused(
             acks_in_a_finally,
             "W1 was killed right after one of your transactions committed",
-            "replay(handle, 'kill@2')",
+            "replay(acks_in_a_finally, 'kill@2')",
         ),
         refused(
             only_the_ack_in_the_transaction,
@@ -413,3 +414,321 @@ def test_the_shop_leads_nowhere_near_the_database():
     handed = (shop, shop.credit, shop.ack, shop.refunded, shop.transaction(), shop.credit.__self__)
     reached = {id(x) for x in reachable(*handed)}
     assert not [x for x in (store, queue, store.atomic) if id(x) in reached]
+
+
+# ============================================================================ 08.2 and 08.3: the claim in SQL
+CLAIMABLE_SQLITE = "SELECT id FROM queue WHERE state = 'ready' OR (state = 'leased' AND expires_at <= ?) ORDER BY id"
+CLAIMABLE_POSTGRES = CLAIMABLE_SQLITE.replace("?", "%s")
+
+
+def claims_in_one_statement(db, worker_id, now, lease_seconds):
+    """No transaction of its own: one UPDATE picks and leases the row, and SQLite runs a write whole."""
+    rows = db.execute(
+        "UPDATE queue SET state = 'leased', worker_id = ?, token = token + 1, expires_at = ? "
+        f"WHERE id = ({CLAIMABLE_SQLITE} LIMIT 1) RETURNING id, token",
+        (worker_id, now + lease_seconds, now),
+    )
+    return tuple(rows[0]) if rows else None
+
+
+def reads_then_writes_under_the_lock(db, worker_id, now, lease_seconds):
+    """Two statements, but the write lock is taken before the read."""
+    db.execute("BEGIN IMMEDIATE")
+    found = db.execute(
+        f"SELECT id, token FROM ({CLAIMABLE_SQLITE.replace('SELECT id', 'SELECT id, token')}) LIMIT 1", (now,)
+    )
+    if not found:
+        db.execute("COMMIT")
+        return None
+    item, token = found[0]
+    db.execute(
+        "UPDATE queue SET state = 'leased', worker_id = ?, token = ?, expires_at = ? WHERE id = ?",
+        (worker_id, token + 1, now + lease_seconds, item),
+    )
+    db.execute("COMMIT")
+    return item, token + 1
+
+
+def retries_a_conditional_write(db, worker_id, now, lease_seconds):
+    """No lock taken by hand: the write checks what it read (the token, and that the row is still
+    claimable: a stale owner may have finished it meanwhile), and a claim that changed no row looks again."""
+    for _ in range(3):
+        found = db.execute(CLAIMABLE_SQLITE.replace("SELECT id", "SELECT id, token") + " LIMIT 1", (now,))
+        if not found:
+            return None
+        item, token = found[0]
+        changed = db.execute(  # still claimable, and nobody claimed it since we read it
+            "UPDATE queue SET state = 'leased', worker_id = ?, token = ?, expires_at = ? WHERE id = ? AND token = ? "
+            "AND (state = 'ready' OR (state = 'leased' AND expires_at <= ?)) RETURNING id",
+            (worker_id, token + 1, now + lease_seconds, item, token, now),
+        )
+        if changed:
+            return item, token + 1
+    return None
+
+
+def reads_then_writes(db, worker_id, now, lease_seconds):
+    found = db.execute(CLAIMABLE_SQLITE.replace("SELECT id", "SELECT id, token") + " LIMIT 1", (now,))
+    if not found:
+        return None
+    item, token = found[0]
+    db.execute(
+        "UPDATE queue SET state = 'leased', worker_id = ?, token = ?, expires_at = ? WHERE id = ?",
+        (worker_id, token + 1, now + lease_seconds, item),
+    )
+    return item, token + 1
+
+
+def reads_then_writes_in_a_deferred_transaction(db, worker_id, now, lease_seconds):
+    """BEGIN, not BEGIN IMMEDIATE: the read comes before the write lock."""
+    db.execute("BEGIN")
+    result = reads_then_writes(db, worker_id, now, lease_seconds)
+    db.execute("COMMIT")
+    return result
+
+
+def leaves_the_token_alone(db, worker_id, now, lease_seconds):
+    db.execute("BEGIN IMMEDIATE")
+    rows = db.execute(
+        f"UPDATE queue SET state = 'leased', worker_id = ?, expires_at = ? WHERE id = ({CLAIMABLE_SQLITE} LIMIT 1) "
+        "RETURNING id, token",
+        (worker_id, now + lease_seconds, now),
+    )
+    db.execute("COMMIT")
+    return tuple(rows[0]) if rows else None
+
+
+def takes_ready_items_only(db, worker_id, now, lease_seconds):
+    rows = db.execute(
+        "UPDATE queue SET state = 'leased', worker_id = ?, token = token + 1, expires_at = ? "
+        "WHERE id = (SELECT id FROM queue WHERE state = 'ready' ORDER BY id LIMIT 1) RETURNING id, token",
+        (worker_id, now + lease_seconds),
+    )
+    return tuple(rows[0]) if rows else None
+
+
+def takes_any_unfinished_item(db, worker_id, now, lease_seconds):
+    rows = db.execute(
+        "UPDATE queue SET state = 'leased', worker_id = ?, token = token + 1, expires_at = ? "
+        "WHERE id = (SELECT id FROM queue WHERE state != 'done' AND coalesce(worker_id, '') != ? ORDER BY id LIMIT 1) "
+        "RETURNING id, token",
+        (worker_id, now + lease_seconds, worker_id),
+    )
+    return tuple(rows[0]) if rows else None
+
+
+def never_commits(db, worker_id, now, lease_seconds):
+    db.execute("BEGIN IMMEDIATE")  # ... and no COMMIT after the claim
+    return claims_in_one_statement(db, worker_id, now, lease_seconds)
+
+
+def returns_the_old_token(db, worker_id, now, lease_seconds):
+    db.execute("BEGIN IMMEDIATE")
+    found = db.execute(CLAIMABLE_SQLITE.replace("SELECT id", "SELECT id, token") + " LIMIT 1", (now,))
+    if found:
+        db.execute(
+            "UPDATE queue SET state = 'leased', worker_id = ?, token = token + 1, expires_at = ? WHERE id = ?",
+            (worker_id, now + lease_seconds, found[0][0]),
+        )
+    db.execute("COMMIT")
+    return tuple(found[0]) if found else None
+
+
+def gives_up_when_locked(db, worker_id, now, lease_seconds):
+    """Catches the lock error and says 'nothing to take': work is left on the table."""
+    try:
+        return reads_then_writes_in_a_deferred_transaction(db, worker_id, now, lease_seconds)
+    except Exception:  # noqa: BLE001 - the mistake under test
+        db.execute("ROLLBACK")
+        return None
+
+
+def checks_the_token_but_not_the_state(db, worker_id, now, lease_seconds):
+    """A conditional write on the token alone: a stale owner that finished the item meanwhile left its
+    token as it was, so the claim brings a finished item back."""
+    for _ in range(3):
+        found = db.execute(CLAIMABLE_SQLITE.replace("SELECT id", "SELECT id, token") + " LIMIT 1", (now,))
+        if not found:
+            return None
+        item, token = found[0]
+        changed = db.execute(
+            "UPDATE queue SET state = 'leased', worker_id = ?, token = ?, expires_at = ? WHERE id = ? AND token = ? "
+            "RETURNING id",
+            (worker_id, token + 1, now + lease_seconds, item, token),
+        )
+        if changed:
+            return item, token + 1
+    return None
+
+
+def returns_the_row_as_a_dict(db, worker_id, now, lease_seconds):
+    found = claims_in_one_statement(db, worker_id, now, lease_seconds)
+    return None if found is None else {"id": found[0], "token": found[1]}
+
+
+SQLITE_CLAIM = Spec(
+    exercise=lab08.sqlite_claim,
+    right=(claims_in_one_statement, reads_then_writes_under_the_lock, retries_a_conditional_write),
+    wrong=(
+        refused(
+            reads_then_writes,
+            "P1 and P2 both claimed item-0001 (tokens 1 and 1): P2's claim picked the row before P1's claim had "
+            "committed",
+            "two claimers: P1 P2 P1 P2",
+            "replay_claim(reads_then_writes, 'two claimers: P1 P2 P1 P2', database='sqlite')",
+            "2. P2: SELECT id, token FROM",
+        ),
+        refused(
+            reads_then_writes_in_a_deferred_transaction,
+            "claim raised OperationalError: database is locked",
+            "Take the write lock before you read",
+            "gives up: its busy timeout runs out",
+        ),
+        refused(
+            leaves_the_token_alone,
+            "P1's claim of item-0001 returned token 0, but the token was 0 before it: a claim raises the token by one",
+        ),
+        refused(takes_ready_items_only, "claimed nothing, though item-0004 could be taken (its lease (W0, token 1)"),
+        refused(
+            takes_any_unfinished_item,
+            "P2 claimed item-0001 under token 2 while P1's claim of it (token 1, until t=130) was live",
+        ),
+        refused(never_commits, "P1's claim returned with its transaction still open"),
+        refused(returns_the_old_token, "P1's claim of item-0001 returned token 0, but the token was 0 before it"),
+        refused(gives_up_when_locked, "P2 claimed nothing, though item-0004 could be taken"),
+        refused(returns_the_row_as_a_dict, "P1's claim returned the dict", "return (item_id, token), or None"),
+        refused(
+            checks_the_token_but_not_the_state,
+            "W0, whose lease had run out, completed item-0001 under token 1, and P1 claimed it too",
+            "a stale writer: P1 W0 P1",
+        ),
+    ),
+    secrets=("FOR UPDATE SKIP LOCKED", "token = token + 1"),  # the evidence shows the learner's own statements
+)
+
+(
+    test_a_right_sql_claim_written_differently_is_accepted,
+    test_a_plausible_wrong_sql_claim_is_refused_with_its_evidence,
+    test_the_sql_claim_specification_has_enough_right_and_wrong_answers,
+) = accuracy_tests(SQLITE_CLAIM)
+
+
+# ---------------------------------------------------------------------------- 08.3, on PostgreSQL
+class _Percent:
+    """A PostgreSQL connection that takes SQLite's placeholders (and, told to, locks the row its
+    subquery picks): one claim, written once, run on both."""
+
+    def __init__(self, db, lock):
+        self.db, self.lock = db, lock
+
+    def execute(self, sql, params=()):
+        return self.db.execute(sql.replace("?", "%s").replace(" LIMIT 1)", f" LIMIT 1{self.lock})"), params)
+
+
+def on_postgres(claim, lock=""):
+    def twin(db, worker_id, now, lease_seconds):
+        return claim(_Percent(db, lock), worker_id, now, lease_seconds)
+
+    twin.__name__ = twin.__qualname__ = f"postgres_{claim.__name__}"
+    return twin
+
+
+postgres_skips_locked_rows = on_postgres(claims_in_one_statement, " FOR UPDATE SKIP LOCKED")
+
+
+def postgres_waits_for_locked_rows(db, worker_id, now, lease_seconds):
+    """FOR UPDATE without SKIP LOCKED: claims queue behind each other, and still never share a row."""
+    found = db.execute(f"{CLAIMABLE_POSTGRES} LIMIT 1 FOR UPDATE", (now,))
+    if not found:
+        return None
+    (taken,) = db.execute(
+        "UPDATE queue SET state = 'leased', worker_id = %s, token = token + 1, expires_at = %s WHERE id = %s "
+        "RETURNING id, token",
+        (worker_id, now + lease_seconds, found[0][0]),
+    )
+    return tuple(taken)
+
+
+postgres_reads_then_writes = on_postgres(reads_then_writes)
+# One statement is not one moment on PostgreSQL: the subquery picks before the UPDATE waits for
+# the row's lock, so the claim SQLite runs whole races here.
+postgres_one_statement_without_a_lock = on_postgres(claims_in_one_statement)
+
+
+def postgres_leaves_the_token_alone(db, worker_id, now, lease_seconds):
+    found = db.execute(
+        CLAIMABLE_POSTGRES.replace("SELECT id", "SELECT id, token") + " LIMIT 1 FOR UPDATE SKIP LOCKED", (now,)
+    )
+    if not found:
+        return None
+    db.execute(
+        "UPDATE queue SET state = 'leased', worker_id = %s, expires_at = %s WHERE id = %s",
+        (worker_id, now + lease_seconds, found[0][0]),
+    )
+    return tuple(found[0])
+
+
+postgres_takes_ready_items_only = on_postgres(takes_ready_items_only, " FOR UPDATE SKIP LOCKED")
+
+
+POSTGRES_RIGHT = (postgres_skips_locked_rows, postgres_waits_for_locked_rows)
+POSTGRES_WRONG = (
+    (postgres_reads_then_writes, "P1 and P2 both claimed item-0001 (tokens 1 and 1)"),
+    (
+        postgres_one_statement_without_a_lock,
+        "both claimed item-0001 (tokens 1 and 2): P2's claim picked the row before",
+    ),
+    (postgres_leaves_the_token_alone, "returned token 0, but the token was 0 before it"),
+    (postgres_takes_ready_items_only, "claimed nothing, though item-0004 could be taken"),
+)
+needs_postgres = pytest.mark.skipif(
+    not lab08.postgres_available(),
+    reason="needs a PostgreSQL server: SHOPOPS_POSTGRES_URL=$(sh scripts/postgres.sh start /tmp/pg), and psycopg",
+)
+
+
+@needs_postgres
+@pytest.mark.parametrize("answer", POSTGRES_RIGHT, ids=lambda a: a.__name__)
+def test_a_right_postgres_claim_written_differently_is_accepted(answer):
+    result = lab08.postgres_claim.result(answer)
+    assert result.verdict is Verdict.CORRECT, str(result)
+    assert "on PostgreSQL (READ COMMITTED)" in result.message
+
+
+@needs_postgres
+@pytest.mark.parametrize(("answer", "evidence"), POSTGRES_WRONG, ids=lambda a: getattr(a, "__name__", "evidence"))
+def test_a_plausible_wrong_postgres_claim_is_refused_with_its_evidence(answer, evidence):
+    result = lab08.postgres_claim.result(answer)
+    assert result.verdict is Verdict.INCORRECT, str(result)
+    assert evidence in str(result) and "database='postgresql'" in result.message
+    assert not any(secret in str(result) for secret in ("FOR UPDATE", "SKIP LOCKED"))
+
+
+def test_without_a_postgres_server_08_3_is_not_judged(monkeypatch):
+    monkeypatch.delenv("SHOPOPS_POSTGRES_URL", raising=False)
+    result = lab08.postgres_claim.result(postgres_skips_locked_rows)
+    assert result.verdict is Verdict.NOT_JUDGED and "needs a PostgreSQL server" in result.message
+
+
+def test_the_sql_claims_schedule_replays_to_the_same_story():
+    message = lab08.sqlite_claim.result(reads_then_writes).message
+    story = lab08.replay_claim(reads_then_writes, "two claimers: P1 P2 P1 P2")
+    assert story.splitlines()[-1] == "broken: " + message.split(" The schedule:")[0]
+    assert story == lab08.replay_claim(reads_then_writes, "two claimers: P1 P2 P1 P2")  # the same, every time
+
+
+def test_a_killed_claimer_leaves_nothing_locked_and_the_next_one_claims():
+    story = lab08.replay_claim(reads_then_writes_under_the_lock, "a kill: P1 killed after 2")
+    assert "P1: is killed (SIGKILL) after 2 statements" in story
+    assert "P2's claim returned ('item-0001', 1)" in story and story.endswith("nothing broken.")
+
+
+def test_a_frozen_holder_keeps_its_lock_until_it_is_killed():
+    told = lab08.frozen_holder(reads_then_writes_under_the_lock).splitlines()
+    assert told[:4] == [
+        "1. P1: BEGIN IMMEDIATE -> done",
+        "2. P2: BEGIN IMMEDIATE -> waits: database is locked",
+        "3. P1: is killed (SIGKILL) after 1 statement",
+        "4. P2: BEGIN IMMEDIATE (again) -> done",
+    ]
+    assert "within one statement" in lab08.frozen_holder(claims_in_one_statement)

@@ -92,7 +92,7 @@ def test_check_prints_and_never_raises(capsys):
     lab02.exercise.check(lambda queue, handler: None)
     lab01.exercise.hint(99)
     out, err = capsys.readouterr()
-    assert out.startswith("❌ Exercise 02.1") and "Hint 3 of 3:" in out and err == ""
+    assert out.startswith("❌ Exercise 02.1") and "Hint 3 of 3, your counterexample:" in out and err == ""
 
 
 def test_the_knowledge_check_of_lab02_agrees_with_a_real_queue():

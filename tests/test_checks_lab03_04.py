@@ -128,7 +128,8 @@ def test_lab03_hints_come_in_three_levels(capsys):
     lab03.exercise.hint(9)
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("Hint 1 of 3 (hint(2) says more): Without heartbeats")
-    assert out[1].startswith("Hint 3 of 3: Shape:")
+    assert out[1].startswith("Hint 3 of 3, your counterexample: there is no choose_policy in this notebook yet.")
+    assert out[2] == f"The shape of a fix: {lab03.exercise.hints[-1]}"
 
 
 # --------------------------------------------------------------------------- lab 04
@@ -157,7 +158,8 @@ def test_lab04_not_attempted_only_for_the_stub_itself():
 def test_lab04_a_hint_asked_for_in_words_is_a_friendly_message(capsys):
     lab04.exercise.hint("two")
     assert capsys.readouterr().out == (
-        "hint() takes a number: hint(1) is a nudge, up to hint(3), the shape of the answer. It got the str 'two'.\n"
+        "hint() takes a number: hint(1) is a nudge, up to hint(3), the counterexample for your own answer. It got "
+        "the str 'two'.\n"
     )
 
 

@@ -85,11 +85,20 @@ def test_the_recorded_runs_are_what_the_masters_live_cells_printed():
     master = nbformat.read(Path(__file__).resolve().parent.parent / "solutions" / "08_real_crashes.ipynb", as_version=4)
     shown = {}
     for cell in master.cells:
-        name = re.search(r'lab08\.show\("([\w-]+)"', cell.source) if cell.cell_type == "code" else None
+        name = re.search(r'lab08\.show(?:_postgres)?\("([\w-]+)"', cell.source) if cell.cell_type == "code" else None
         if name:
             shown[name.group(1)] = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
     assert shown.keys() == lab08.RECORDED.keys()
     assert {name: text.rstrip("\n") for name, text in shown.items()} == lab08.RECORDED
+
+
+def test_without_a_postgres_server_the_race_on_postgresql_is_the_recorded_one(monkeypatch, capsys):
+    monkeypatch.delenv("SHOPOPS_POSTGRES_URL", raising=False)
+    lab08.show_postgres("claim-race-postgres", lambda: print("live"))
+    assert capsys.readouterr().out == (
+        "(recorded on PostgreSQL 15: set SHOPOPS_POSTGRES_URL to run it here)\n"
+        f"{lab08.RECORDED['claim-race-postgres']}\n"
+    )
 
 
 def test_the_chaos_summary_is_the_same_run_after_run(tmp_path):

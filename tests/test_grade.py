@@ -183,7 +183,7 @@ def test_every_submission_gets_one_row(graded) -> None:
     report, rows, _ = graded
     assert len(report.results) == len(CLASS) + 2
     assert rows["submitted/zoe/lab01/01_leases_and_redelivery"].submission.student == "zoe"
-    assert rows["submitted/zoe/lab01/01_leases_and_redelivery"].points == 5
+    assert rows["submitted/zoe/lab01/01_leases_and_redelivery"].points == 4
 
 
 def test_pristine_scores_zero_and_the_master_full(graded) -> None:
@@ -192,11 +192,11 @@ def test_pristine_scores_zero_and_the_master_full(graded) -> None:
         "send-followup-test": (Mark.NOT_ATTEMPTED, 0),
         "what-next-test": (Mark.NOT_ATTEMPTED, 0),
     }
-    assert marks(rows["right_lab01"]) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.CORRECT, 1)}
+    assert marks(rows["right_lab01"]) == {"send-followup-test": (Mark.CORRECT, 1), "what-next-test": (Mark.CORRECT, 1)}
     assert (rows["right_lab01"].status, rows["right_lab01"].points, rows["right_lab01"].max_points) == (
         Status.GRADED,
-        5,
-        5,
+        4,
+        4,
     )
 
 
@@ -289,7 +289,7 @@ def test_edits_to_locked_cells_are_listed_as_restored(graded) -> None:
 def test_rebinding_the_checks_scores_zero_on_the_exercise_it_skipped(graded) -> None:
     _, rows, _ = graded
     assert marks(rows["skipper_lab01"]) == {
-        "send-followup-test": (Mark.CORRECT, 2),
+        "send-followup-test": (Mark.CORRECT, 1),
         "what-next-test": (Mark.NOT_ATTEMPTED, 0),
     }
 
@@ -305,7 +305,7 @@ def test_a_hang_costs_only_its_exercise_and_only_once(hung) -> None:
         assert stops == [f"cell send-followup-test {STOP}; what depends on it was skipped"], name
         assert result.reason.startswith(f"send-followup-test: Your answer {STOP}")
     top = rows["tophang_lab01"]
-    assert marks(top) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.TIMEOUT, 0)}
+    assert marks(top) == {"send-followup-test": (Mark.CORRECT, 1), "what-next-test": (Mark.TIMEOUT, 0)}
 
 
 def test_a_crash_is_an_error_row_and_the_other_exercise_is_still_graded(graded) -> None:
@@ -318,11 +318,11 @@ def test_a_crash_is_an_error_row_and_the_other_exercise_is_still_graded(graded) 
 def test_sys_exit_ends_only_its_cell_as_in_jupyter_and_is_noted(graded) -> None:
     _, rows, _ = graded
     exited = rows["exit_lab01"]  # sys.exit() instead of an answer: no function to check, nothing else lost
-    assert marks(exited) == {"send-followup-test": (Mark.CORRECT, 2), "what-next-test": (Mark.INCORRECT, 0)}
+    assert marks(exited) == {"send-followup-test": (Mark.CORRECT, 1), "what-next-test": (Mark.INCORRECT, 0)}
     assert exited.status is Status.GRADED
     assert any("cell what-next called sys.exit(2), which ends only that cell" in note for note in exited.notes)
     after = rows["exitafter_lab01"]  # a right answer that ends with sys.exit(): full marks
-    assert after.points == 3 and after.status is Status.GRADED  # 01.2 left unanswered
+    assert after.points == 2 and after.status is Status.GRADED  # 01.2 left unanswered
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the memory limit is enforced where RLIMIT_AS is (Linux)")
@@ -344,13 +344,13 @@ def test_garbage_and_another_version_are_invalid_rows_with_a_reason(graded) -> N
 def test_answers_typed_into_added_cells_count(graded) -> None:
     _, rows, _ = graded
     result = rows["newcell_lab01"]
-    assert result.points == 3 and "kept 2 cells you added that your answers use" in result.restored
+    assert result.points == 2 and "kept 2 cells you added that your answers use" in result.restored
 
 
 def test_a_notebook_without_metadata_is_graded_by_its_name(graded) -> None:
     _, rows, _ = graded
     result = rows["nometa_lab01"]
-    assert result.points == 5 and "lab 01 taken from the file name" in result.notes[0]
+    assert result.points == 4 and "lab 01 taken from the file name" in result.notes[0]
 
 
 # --- the files -----------------------------------------------------------------------------
@@ -363,15 +363,15 @@ def test_grades_csv_has_a_max_row_and_a_row_per_submission(graded) -> None:
     assert list(table[0])[:5] == ["submission", "student", "lab", "status", "reason"]
     assert list(table[0])[-4:] == ["points", "max_points", "needs_manual", "notes"]
     top = table[0]
-    assert top["submission"] == "max" and top["send-followup-test"] == "2" and top["explain-policy"] == "3"
+    assert top["submission"] == "max" and top["send-followup-test"] == "1" and top["explain-policy"] == "3"
     assert {row["submission"] for row in table[1:]} == {r.submission.key for r in report.results}
     by_name = {Path(row["file"]).stem: row for row in table[1:] if "submitted" not in row["file"]}
     assert len(by_name) == len(report.results) - 1 and by_name["onewrong_lab01"]["submission"] == "onewrong/lab01"
     assert by_name["onewrong_lab01"] | {"reason": ""} == by_name["onewrong_lab01"]
     assert (by_name["onewrong_lab01"]["send-followup-test"], by_name["onewrong_lab01"]["what-next-test"]) == ("0", "1")
-    assert (by_name["onewrong_lab01"]["points"], by_name["onewrong_lab01"]["max_points"]) == ("1", "5")
+    assert (by_name["onewrong_lab01"]["points"], by_name["onewrong_lab01"]["max_points"]) == ("1", "4")
     assert by_name["writer_lab03"]["explain-policy"] == "" and by_name["writer_lab03"]["needs_manual"] == "yes"
-    assert by_name["garbage_lab01"]["status"] == "invalid" and by_name["garbage_lab01"]["max_points"] == "5"
+    assert by_name["garbage_lab01"]["status"] == "invalid" and by_name["garbage_lab01"]["max_points"] == "4"
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")], "a temp file was left behind"
     assert "cell what-next called sys.exit(2)" in by_name["exit_lab01"]["notes"]
 
@@ -428,7 +428,7 @@ def test_manual_scores_merge_on_the_next_run(graded, tmp_path: Path) -> None:
     fx.write(fx.all_right("03"), submission)
     report = grade([str(tmp_path / "class")], key=fx.SOLUTIONS, out=tmp_path / "out", limits=LIMITS, manual=filled)
     (result,) = report.results
-    assert (result.points, result.max_points, result.needs_manual) == (6.5, 7, False)
+    assert (result.points, result.max_points, result.needs_manual) == (7.5, 8, False)
     assert marks(result)["explain-policy"] == (Mark.GRADED_BY_HAND, 2.5)
     with open(tmp_path / "out" / "manual.csv", newline="") as handle:
         assert next(csv.DictReader(handle))["score"] == "2.5"
@@ -515,7 +515,7 @@ def test_without_fork_each_child_warms_itself_first(tmp_path: Path, monkeypatch:
     fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
     fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
-    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 5}
+    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 4}
 
 
 @pytest.mark.parametrize("fate", ["SIGSTOP", "SIGKILL"])
@@ -543,7 +543,7 @@ def test_a_zygote_that_stops_answering_costs_no_grade(
     fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
     fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
-    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 5}
+    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 4}
 
 
 # Lab 00's right answer, right only in a learner process that carries its own lab's modules
@@ -594,7 +594,7 @@ def test_without_root_the_learner_runs_as_the_graders_user_and_is_still_graded(
     fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
     fx.write(one_wrong(REBIND), tmp_path / "in" / "rebinder_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=2, limits=LIMITS)
-    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 5}
+    assert {r.submission.name: r.points for r in report.results} == {"rebinder_lab01": 1, "right_lab01": 4}
 
 
 # Lab 00's right answer, right only in a process that may run on one core alone.
@@ -759,7 +759,7 @@ def test_links_fifos_and_linked_folders_get_a_row_or_a_line_and_nothing_is_follo
     report = grade([str(room)], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=1, limits=LIMITS)
     rows = {r.submission.student: r for r in report.results}
     assert set(rows) == {"right", "mallory", "fifo"}, rows
-    assert rows["right"].status is Status.GRADED and rows["right"].points == 5
+    assert rows["right"].status is Status.GRADED and rows["right"].points == 4
     assert rows["mallory"].status is Status.INVALID and "symbolic link" in rows["mallory"].reason
     assert str(fx.master_path("01")) in rows["mallory"].reason and rows["mallory"].points == 0
     assert rows["fifo"].status is Status.INVALID and "is a FIFO" in rows["fifo"].reason

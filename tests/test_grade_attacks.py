@@ -284,7 +284,7 @@ def test_a_wrong_answer_that_attacks_the_grader_scores_zero(graded, attack: str)
 
 def test_the_right_answer_in_the_same_run_scores_full(graded) -> None:
     rows, _ = graded
-    assert rows["right_lab01"].points == 5 and rows["right_lab01"].status is Status.GRADED
+    assert rows["right_lab01"].points == 4 and rows["right_lab01"].status is Status.GRADED
 
 
 def test_a_value_that_equals_everything_arrives_as_the_plain_string_it_holds(graded) -> None:

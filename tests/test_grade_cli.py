@@ -95,7 +95,7 @@ def test_a_run_prints_a_summary_line_and_exits_0(one_submission: Path, tmp_path:
     assert json.loads((tmp_path / "out" / "grades.json").read_text())["confinement"] == Confinement.detect().describe()
     with open(tmp_path / "out" / "grades.csv", newline="") as handle:
         (row,) = [r for r in csv.DictReader(handle) if r["submission"] != "max"]
-    assert (row["student"], row["points"]) == ("alice", "2")
+    assert (row["student"], row["points"]) == ("alice", "1")
 
 
 def test_the_progress_bar_draws_on_a_terminal_only() -> None:
@@ -235,7 +235,7 @@ def test_a_real_command_line_ends_at_once_with_every_line_and_file_written(
     assert "warning: " in done.stderr and "bob_lab03 explain-policy matches no written answer" in done.stderr
     with open(out / "grades.csv", newline="") as handle:
         (row,) = [r for r in csv.DictReader(handle) if r["submission"] != "max"]
-    assert (row["student"], row["points"]) == ("alice", "2")
+    assert (row["student"], row["points"]) == ("alice", "1")
     refused = subprocess.run(
         [sys.executable, "-m", "shopops_lab", "grade", *args, "--jobs", "0"], capture_output=True, text=True, timeout=60
     )

@@ -5,6 +5,7 @@ No processes here (tests/test_grade.py runs them)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import grade_fixtures as fx
 import nbformat
@@ -71,7 +72,7 @@ def test_the_key_finds_every_graded_cell_of_every_master(key: Key) -> None:
         assert autos and all(cell.check is not None for cell in autos), master.lab
         assert all(cell.check.grader() is not None for cell in autos)
     assert [c.grade_id for c in key.masters["03"].graded if c.kind is Kind.MANUAL] == ["explain-policy"]
-    assert key.masters["03"].manual_points == 3 and key.masters["03"].max_points == 7
+    assert key.masters["03"].manual_points == 3 and key.masters["03"].max_points == 8
 
 
 def test_a_missing_or_empty_key_is_refused_with_the_fix(tmp_path) -> None:
@@ -159,6 +160,62 @@ def test_a_revealed_model_answer_is_noted_from_its_mark_or_its_call(tmp_path, ke
     shown.metadata = {"shopops_lab": {"revealed": "<b>x</b>"}}  # not an exercise id: not believed
     fx.cell(nb, "send-followup").outputs = [shown]
     assert read(_one(tmp_path, key, "carol_lab01.ipynb", nb), key)[2] == ()
+
+
+def test_hints_asked_for_are_noted_from_their_records_and_a_demonstrations_are_not(tmp_path, key: Key) -> None:
+    nb = fx.all_right("01")
+
+    def hinted(exercise: str, level: int) -> Any:
+        return nbformat.v4.new_output(
+            "display_data",
+            data={"text/plain": "Hint ...", "application/vnd.shopops-lab.record+json": {"exercise": exercise}},
+            metadata={"shopops_lab": {"hinted": [exercise, level]}},
+        )
+
+    asked = nbformat.v4.new_code_cell("lab01.exercise.hint(1)\nlab01.exercise.hint(3)")
+    asked.outputs = [hinted("01.1", 1), hinted("01.1", 3), hinted("01.2", 2)]
+    nb.cells.append(asked)
+    fx.cell(nb, "send-followup-check").outputs = [hinted("01.3", 1)]  # a locked cell of the master's: not asked
+    _, _, notes = read(_one(tmp_path, key, "alice_lab01.ipynb", nb), key)
+    assert notes == (
+        "hints to exercise 01.1 were asked for, up to hint(3)",
+        "hints to exercise 01.2 were asked for, up to hint(2)",
+    )
+    asked.outputs = [hinted("<b>x</b>", 1), hinted("01.1", 99)]  # not an exercise id, not a level: not believed
+    assert read(_one(tmp_path, key, "bob_lab01.ipynb", nb), key)[2] == ()
+
+
+def test_a_kernel_leaves_the_records_in_the_saved_notebook_and_the_grader_notes_them(tmp_path, key: Key) -> None:
+    """End to end: hint() and solution(confirm=True) run in a real Jupyter kernel, the notebook
+    is saved, and the grader reads from the saved file who asked for what (a printed line
+    alone would not do: the records live in the outputs' metadata)."""
+    from nbclient import NotebookClient
+
+    from shopops_lab.checks import lab01
+
+    last = len(lab01.exercise.hints)
+    calls = ["lab01.exercise.hint(1)", f"lab01.exercise.hint({last})", "lab01.exercise.solution(confirm=True)"]
+    scratch = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell("from shopops_lab.checks import lab01\n" + fx.KEY_FROM_TOKEN)]
+        + [nbformat.v4.new_code_cell(call) for call in calls]
+    )
+    NotebookClient(scratch, timeout=300, kernel_name="python3").execute()
+    saved = tmp_path / "scratch.ipynb"
+    fx.write(scratch, saved)
+    cells = nbformat.read(saved, as_version=4).cells[1:]
+    marks = [o.metadata.get("shopops_lab") for c in cells for o in c.outputs if o.output_type == "display_data"]
+    assert [m for m in marks if m] == [{"hinted": ["01.1", 1]}, {"hinted": ["01.1", last]}, {"revealed": "01.1"}]
+    counterexample = next(o.data["text/plain"] for o in cells[1].outputs if o.output_type == "display_data")
+    # the learner's own answer, run by the check: what its shortest breaking schedule did
+    assert counterexample.startswith(f"Hint {last} of {last}, your counterexample: ")
+    assert "reached the customer 2 times" in counterexample
+    nb = fx.all_right("01")
+    nb.cells.extend(cells)
+    _, _, notes = read(_one(tmp_path, key, "alice_lab01.ipynb", nb), key)
+    assert notes == (
+        f"hints to exercise 01.1 were asked for, up to hint({last})",
+        "the model answer to exercise 01.1 was revealed (solution(confirm=True))",
+    )
 
 
 # --- rebuilding -------------------------------------------------------------------------------

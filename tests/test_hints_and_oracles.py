@@ -120,7 +120,7 @@ def test_a_hint_asked_for_with_anything_but_a_number_is_a_friendly_line(level):
     with redirect_stdout(out):
         exercise.hint(level)
     assert out.getvalue().startswith(
-        "hint() takes a number: hint(1) is a nudge, up to hint(3), the shape of the answer. It got "
+        "hint() takes a number: hint(1) is a nudge, up to hint(3), the counterexample for your own answer. It got "
     )
 
 
@@ -132,10 +132,10 @@ def test_a_hint_asked_for_by_a_number_in_a_string_or_out_of_range_is_given():
         exercise.hint(0)
         exercise.hint(9)
     shown = out.getvalue().splitlines()
-    assert [line.split(":")[0] for line in shown] == [
+    assert [line.split(":")[0] for line in shown if line.startswith("Hint")] == [
         "Hint 2 of 3 (hint(3) says more)",
         "Hint 1 of 3 (hint(2) says more)",
-        "Hint 3 of 3",
+        "Hint 3 of 3, your counterexample",
     ]
 
 
@@ -181,3 +181,57 @@ def test_no_public_function_of_a_check_module_earns_an_exercise(lab):
             if callable(value) and not isinstance(value, (type, Exercise)):
                 result = exercise.result(value)
                 assert result.verdict is not Verdict.CORRECT, f"{name} earns {exercise.id}"
+
+
+# ---------------------------------------------------------------- the last hint: your own counterexample
+def _said(exercise: Exercise, *args: object) -> str:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exercise.hint(*args)
+    return out.getvalue()
+
+
+def test_the_last_hint_shows_the_shortest_schedule_that_breaks_the_learners_own_answer():
+    from shopops_lab.checks import lab04
+    from shopops_lab.errors import StaleTokenError
+    from shopops_lab.fencing import NaiveResultStore
+
+    class RefusesOnlyOlderTokens(NaiveResultStore):
+        def complete(self, job_id, result, *, token, worker_id=None):
+            current = self.current_token(job_id)
+            if current is not None and token < current:
+                raise StaleTokenError(what=job_id, token=token, current=current)
+            return super().complete(job_id, result, token=token, worker_id=worker_id)
+
+    said = _said(lab04.exercise, 3, RefusesOnlyOlderTokens)
+    head, fix = said.split("\nThe shape of a fix: ")
+    assert head.startswith("Hint 3 of 3, your counterexample: the store accepted X's write with token 0")
+    assert "The shortest schedule that shows it (1 step): X write." in head
+    assert "   1. X's write with token 0: accepted" in head
+    assert "lab04.replay(RefusesOnlyOlderTokens, " in head  # the replay line names the class that was checked
+    assert fix.strip() == lab04.exercise.hints[-1]
+
+
+def test_the_last_hint_says_so_when_the_answer_passes_is_missing_or_is_the_stub():
+    from shopops_lab.checks import lab06
+
+    solved = answers(_master("06_outbox"))
+    assert "none: the check passes your handle (checked all " in _said(lab06.exercise, 3, solved["handle"])
+    assert "there is no handle in this notebook yet" in _said(lab06.exercise, 3)  # no kernel: nothing to look up
+
+    def handle(delivery, processed, apply):
+        raise NotImplementedError()
+
+    assert "your handle is still the stub" in _said(lab06.exercise, 3, handle)
+
+
+@pytest.mark.parametrize(("lab", "exercise"), EXERCISES)
+def test_no_level_of_a_hint_quotes_a_line_of_the_master_answer_even_run_on_it(lab, exercise):
+    """The last level runs the check on the answer it is given: on the master's own answer too,
+    what it prints quotes none of the master's lines."""
+    source = _answer_cell(lab, exercise)
+    lines = _code_lines(source)
+    solved = answers(_master(lab))
+    flat = "".join(_said(exercise, len(exercise.hints), solved[exercise.answer]).split())
+    quoted = [line for line in lines if line in flat]
+    assert not quoted, f"{exercise.id}'s last hint, run on the master's answer, quotes {quoted[0]!r}"

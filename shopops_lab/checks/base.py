@@ -56,6 +56,7 @@ class Result:
     verdict: Verdict
     message: str
     evidence: tuple[str, ...] = ()
+    counterexample: Any = field(default=None, compare=False, repr=False)  # an explored check's shortest break
 
     @property
     def correct(self) -> bool:
@@ -77,11 +78,14 @@ class NotJudged(Exception):
 
 
 class Wrong(Exception):
-    """A scenario found a problem; the message is shown to the learner as is."""
+    """A scenario found a problem; the message is shown to the learner as is. An explored
+    check attaches the shortest breaking schedule (`counterexample`: its words, its steps,
+    its `.diagram()`), which the last level of a hint shows."""
 
-    def __init__(self, message: str, evidence: tuple[str, ...] | list[str] = ()) -> None:
+    def __init__(self, message: str, evidence: tuple[str, ...] | list[str] = (), *, counterexample: Any = None) -> None:
         super().__init__(message)
         self.evidence = tuple(evidence)
+        self.counterexample = counterexample
 
 
 class ForeignAnswer(ABC):
@@ -359,6 +363,26 @@ def describe(value: Any) -> str:
     return f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} object"
 
 
+def plain(value: Any) -> Any:
+    """`value` as the plain data it holds: a `str` subclass becomes the `str` it holds (whatever
+    its `__eq__` claims), a set, list or tuple of them a plain one of plain strings. How a check
+    reads an answer that is a label, and how the grader's wire hands one over."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, (set, frozenset)):
+        return {plain(item) for item in value}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
+
+
+def named(answer: Any, default: str) -> str:
+    """What to call the answer in a line the learner can run again (a replay): the name the
+    checked function or class goes by, when it is a plain identifier; else `default`."""
+    name = getattr(answer, "__name__", None)
+    return name if type(name) is str and name.isidentifier() and name != "<lambda>" else default
+
+
 def error_text(exc: BaseException) -> str:
     """'KeyError: 'order_id'', or just the type when the error carries no message."""
     text = str(exc)
@@ -432,7 +456,11 @@ class Exercise:
             ), None
         except Wrong as wrong:
             return Result(
-                exercise=self.name, verdict=Verdict.INCORRECT, message=str(wrong), evidence=wrong.evidence
+                exercise=self.name,
+                verdict=Verdict.INCORRECT,
+                message=str(wrong),
+                evidence=wrong.evidence,
+                counterexample=wrong.counterexample,
             ), None
         except NotJudged as why:
             return Result(exercise=self.name, verdict=Verdict.NOT_JUDGED, message=str(why)), None
@@ -497,9 +525,13 @@ class Exercise:
             return
         _reveal(self.id, self.name, answer)
 
-    def hint(self, level: int = 1) -> None:
-        """Print hint `level` (1 = a nudge, higher = closer to the shape of the answer).
-        Anything but a number gets a friendly line, not a traceback."""
+    def hint(self, level: int = 1, answer: Any = None) -> None:
+        """Print hint `level`: 1 is a nudge, each level says more, and the last is the
+        counterexample for your own answer as it is now: the check runs on it and shows the
+        shortest schedule that breaks it, in words and as a diagram, then the shape of a fix
+        in prose. `answer` is your function (or class); left out, the one the notebook holds
+        under the exercise's name is used. Anything but a number gets a friendly line, not a
+        traceback. The notebook records which hint you asked for (see `record`)."""
         if not self.hints:
             print("No hints for this one: re-read the cell above the exercise.")
             return
@@ -507,13 +539,42 @@ class Exercise:
             level = int(level)
         if isinstance(level, bool) or not isinstance(level, int):
             print(
-                f"hint() takes a number: hint(1) is a nudge, up to hint({len(self.hints)}), the shape of the "
-                f"answer. It got {describe(level)}."
+                f"hint() takes a number: hint(1) is a nudge, up to hint({len(self.hints)}), the counterexample "
+                f"for your own answer. It got {describe(level)}."
             )
             return
-        level = max(1, min(level, len(self.hints)))
-        more = f" (hint({level + 1}) says more)" if level < len(self.hints) else ""
-        print(f"Hint {level} of {len(self.hints)}{more}: {self.hints[level - 1]}")
+        last = len(self.hints)
+        level = max(1, min(level, last))
+        more = f" (hint({level + 1}) says more)" if level < last else ""
+        if level < last:
+            text = f"Hint {level} of {last}{more}: {self.hints[level - 1]}"
+            record(self.id, "hint", level, text)
+            return
+        mine = answer if answer is not None else _in_notebook(self.answer)
+        head, picture = self._counterexample(mine)
+        text = f"Hint {last} of {last}, your counterexample: {head}\nThe shape of a fix: {self.hints[-1]}"
+        record(self.id, "hint", last, text, picture)
+
+    def _counterexample(self, answer: Any) -> tuple[str, Any]:
+        """What the check finds on `answer` now, in words (with the steps of the shortest
+        breaking schedule), and its diagram where it has one."""
+        if answer is None:
+            return (
+                f"there is no {self.answer} in this notebook yet. Write it and run its cell; then this hint runs "
+                f"the check on it and shows where it breaks (or pass it: hint({len(self.hints)}, {self.answer})).",
+                None,
+            )
+        found = self.result(answer)
+        if found.verdict is Verdict.NOT_ATTEMPTED:
+            return f"your {self.answer} is still the stub: write a first try, then ask again.", None
+        if found.verdict is Verdict.CORRECT:
+            return f"none: the check passes your {self.answer} ({found.message})", None
+        if found.verdict is Verdict.NOT_JUDGED:
+            return f"none here: {found.message}", None
+        steps = "".join(f"\n   {line}" for line in found.evidence)
+        example = found.counterexample
+        picture = example.diagram(f"your counterexample ({self.id})") if example is not None else None
+        return f"{found.message}{steps}", picture
 
     def _misfit(self, answer: tuple[Any, ...]) -> str | None:
         """The one message, the same in every lab, for anything that is not the learner's
@@ -572,6 +633,11 @@ def _where(exc: BaseException) -> str:
     return f" (in {found.tb_frame.f_code.co_name}, line {found.tb_lineno})"
 
 
+def learners_code(filename: str) -> bool:
+    """Is code from `filename` the learner's (a notebook cell), not the kit's, Python's or a library's?"""
+    return _learners(filename)
+
+
 @functools.lru_cache(maxsize=512)
 def _learners(filename: str) -> bool:
     if filename.startswith("<"):  # exec'd code is the learner's; "<frozen ...>" is Python's
@@ -584,23 +650,51 @@ def _learners(filename: str) -> bool:
 
 
 REVEALED = "revealed"  # the key, under output metadata `shopops_lab`, that marks a shown model answer
+HINTED = "hinted"  # the key, under output metadata `shopops_lab`, that marks a hint shown: [exercise id, level]
+RECORD_TYPE = "application/vnd.shopops-lab.record+json"  # the same record, as the output's own data
 
 
-def _reveal(exercise_id: str, name: str, answer: str) -> None:
-    """The model answer as one output that carries the mark (`{"shopops_lab": {"revealed": id}}`
-    in its metadata) where Jupyter keeps it; plain text where no IPython runs."""
-    heading = f"Model answer to {name}, shown at your request (your notebook records this):"
+def record(exercise_id: str, kind: str, level: int, text: str, picture: Any = None) -> None:
+    """Show `text` (a hint, or a model answer) as one output that records it in the saved
+    notebook: its metadata carries `{"shopops_lab": {"hinted": [id, level]}}` (or `"revealed":
+    id`) and its data a `RECORD_TYPE` copy, which is where Jupyter keeps them when the notebook
+    is saved, and where the grader reads them. `picture` (a counterexample's diagram) follows
+    it. Plain text where no IPython runs (a script, a test)."""
     try:
         from IPython import get_ipython
         from IPython.display import display
     except ImportError:
         get_ipython = None
     if get_ipython is None or get_ipython() is None:
-        print(f"{heading}\n\n{answer}")
+        print(text)
         return
-    fence = "~~~~" if "```" in answer else "```"
-    display(  # type: ignore[no-untyped-call]
-        {"text/plain": f"{heading}\n\n{answer}", "text/markdown": f"{heading}\n\n{fence}python\n{answer}\n{fence}"},
-        raw=True,
-        metadata={"shopops_lab": {REVEALED: exercise_id}},
+    mark: dict[str, Any] = {REVEALED: exercise_id} if kind == "solution" else {HINTED: [exercise_id, level]}
+    bundle: dict[str, Any] = {"text/plain": text, RECORD_TYPE: {"exercise": exercise_id, "kind": kind, "level": level}}
+    if kind == "solution":
+        heading, answer = text.split("\n\n", 1)
+        fence = "~~~~" if "```" in answer else "```"
+        bundle["text/markdown"] = f"{heading}\n\n{fence}python\n{answer}\n{fence}"
+    display(bundle, raw=True, metadata={"shopops_lab": mark})  # type: ignore[no-untyped-call]
+    if picture is not None:
+        display(picture)  # type: ignore[no-untyped-call]
+
+
+def _in_notebook(name: str) -> Any:
+    """What the notebook's namespace holds under `name` (None outside a notebook, or unbound)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return None if shell is None else shell.user_ns.get(name)
+
+
+def _reveal(exercise_id: str, name: str, answer: str) -> None:
+    """The model answer as one output that carries the mark (`{"shopops_lab": {"revealed": id}}`
+    in its metadata) where Jupyter keeps it; plain text where no IPython runs."""
+    record(
+        exercise_id,
+        "solution",
+        0,
+        f"Model answer to {name}, shown at your request (your notebook records this):\n\n{answer}",
     )

@@ -30,6 +30,7 @@ _SKIP_CLASS_KEYS = frozenset({"__dict__", "__weakref__"})
 _MEMORIES: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 _LIMIT = 6
 _SCALARS = (type(None), bool, int, float, str, bytes)  # pictured by value
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made at run time (by a class statement), not a C static type
 
 
 def fresh_copy(answer: Any, learners: Any) -> Any:
@@ -157,7 +158,11 @@ class _Rebuilder:
             self._prebuild(item, depth + 1)
 
     def _own(self, cls: type) -> bool:
-        """A class the learner wrote: one of its functions is theirs, or its module is."""
+        """A class the learner wrote: one of its functions is theirs, or its module is. A class
+        written in C (`itertools.cycle`, `io.StringIO`, imported by name) never is: it is
+        importable, so a restarted process has the same one."""
+        if not cls.__flags__ & _HEAPTYPE or cls.__module__ in sys.builtin_module_names:
+            return False
         if any(
             isinstance(f, FunctionType)
             and f.__code__.co_filename != "<string>"  # a dataclass's own methods

@@ -40,8 +40,8 @@ warmup = Exercise(
     hints=(
         "The queue object has a method that adds work; it takes keyword arguments only.",
         "Look at `help(queue.enqueue)`: it needs case_id, tenant_id and kind.",
-        "Shape: one line that hands the story's case, store and kind to the queue's method that adds work, "
-        "by keyword, and returns what that method gives back.",
+        "The queue gives every item it accepts an id, and that id is the whole answer: hand it the story's case, "
+        "store and kind the way its method asks for them (by name), and give back exactly what it gave you.",
     ),
 )
 

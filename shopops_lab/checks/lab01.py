@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text, restart
+from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text, named, plain, restart
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import Contact, EmailAdapter
 from shopops_lab.errors import BadArgumentError, ShopOpsError
@@ -327,7 +327,7 @@ def _run(handler) -> str:
     schedules = 0
     for morning in SEEDS:
         found = explore(scenario(morning), handler)
-        refuse(found, f'lab01.replay(send_followup, "{{schedule}}", morning="{morning}")')
+        refuse(found, f'lab01.replay({named(handler, "send_followup")}, "{{schedule}}", morning="{morning}")')
         schedules += found.schedules
     mornings = "; ".join(BOUNDS[morning] for morning in SEEDS)
     return (
@@ -346,9 +346,9 @@ exercise = Exercise(
         "deliveries, and what changes (worker, token, attempt)?",
         "The adapter's send(idem_key, ...) returns the first message id when it sees a key again. The "
         "payload already carries a key made for this email, and the customer's address.",
-        "Shape: adapter.send(<the payload's idem_key>, case_id=<the lease's case>, to=<the payload's address>, "
-        "body=...). Do not build the key from the token or the attempt, and always send: never skip a "
-        "redelivery.",
+        "Every delivery of this item must name the same email, so the key comes from what was planned with the item, "
+        "never from who handles it or how often it was tried; and the handler always sends, leaving the adapter to "
+        "absorb a repeat, instead of guessing whether an earlier delivery already did.",
     ),
 )
 
@@ -587,8 +587,10 @@ expiry = Exercise(
         "expiry, and the queue measures the deadline on its own clock.",
         "The clock you are handed is the only clock the queue reads. How far must it move, given what "
         "queue.lease_seconds says (and not the 30 s of the story)?",
-        "Shape: one worker acquires and runs the handler, then stalls (no ack) while the clock moves at least "
-        "the lease's length; then another worker acquires, runs the handler and acks. Return both leases.",
+        "An expiry takes three moments on the queue's own clock: a worker takes the item and gets stuck with it (it "
+        "neither acks nor gives it back), time moves past that lease's deadline, however long the lease is, and a "
+        "different worker asks again and this time finishes the delivery. Give back both leases so the check can "
+        "compare them.",
     ),
 )
 
@@ -628,7 +630,7 @@ _WHY_NOT = {
 
 
 def _knowledge(what_can_happen_next) -> str:
-    chosen = call_answer(what_can_happen_next)
+    chosen = plain(call_answer(what_can_happen_next))  # str look-alikes: judged by the text they hold
     if isinstance(chosen, str) or not isinstance(chosen, Iterable):
         raise Wrong(
             f"the function returned {describe(chosen)}; return a set of labels, e.g. {{'label_one', 'label_two'}}."

@@ -18,7 +18,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from shopops_lab.checks.base import Exercise, Wrong, _where, call_each, describe, error_text
+from shopops_lab.checks.base import Exercise, Wrong, _where, call_each, describe, error_text, named
 from shopops_lab.clock import FakeClock
 from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, copied, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
@@ -411,7 +411,7 @@ def replay(replay_and_drain, schedule: str) -> Replayed:
 
 def _run(replay_and_drain) -> str:
     found = explore(scenario(), replay_and_drain)
-    refuse(found, 'lab02.replay(replay_and_drain, "{schedule}")')
+    refuse(found, f'lab02.replay({named(replay_and_drain, "replay_and_drain")}, "{{schedule}}")')
     return (
         f"{found.summary}: every dead letter was replayed once and finished, a still-broken one went back to "
         "the DLQ instead of storming, and a crashed run finished on its next run."
@@ -427,9 +427,9 @@ exercise = Exercise(
         "Two phases: first bring every dead item back, then let a worker work until nothing is left.",
         "queue.dlq_items() lists the dead items; queue.replay_dlq(item_id) sends one back; "
         "queue.process_one(worker_id, handler) returns 'empty' when nothing is left.",
-        "Shape: one loop over every dead item, sending each back once; then a second loop that lets one "
-        "worker process until the queue says it is empty. No number of turns written in: the DLQ may hold "
-        "none, or hundreds.",
+        "Replay is a decision about every dead letter there is (none, one or hundreds), made once for each; draining "
+        "is a worker taking turns until the queue says nothing is left, however many turns that takes. A replayed "
+        "item that is still broken fails again: let the queue's own rules send it back, and catch nothing yourself.",
     ),
 )
 
@@ -554,8 +554,8 @@ knowledge = Exercise(
         "Each entry of the list is one delivery, and every delivery starts with an acquire.",
         "Attempts are counted on acquire, so 'crash' uses one just like 'fail'. Once the item is done or "
         "dead, the queue delivers it no more, so later entries do not matter.",
-        "Shape: count deliveries as you walk the list; 'ok' means done; reaching max_attempts without an "
-        "'ok' means dead; running out of entries first means ready.",
+        "Walk the deliveries in order and count them: the first success ends the story; a count that reaches "
+        "max_attempts without one ends it in the DLQ; a list that runs out first leaves the item waiting.",
     ),
 )
 

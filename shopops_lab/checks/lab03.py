@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shopops_lab import arguments
-from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe, error_text
+from shopops_lab.checks.base import Exercise, Wrong, call_answer, describe, error_text, named
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import EmailAdapter
 from shopops_lab.errors import ShopOpsError
@@ -388,7 +388,7 @@ def _run(choose_policy) -> str:
     policy = _values(returned)
     _load(policy)
     found = explore(policy_scenario(policy), policy)
-    refuse(found, 'lab03.replay_policy(choose_policy, "{schedule}")')
+    refuse(found, f'lab03.replay_policy({named(choose_policy, "choose_policy")}, "{{schedule}}")')
     h = policy.heartbeat_interval
     load = "no heartbeats" if h is None else f"{60 / h:g} heartbeats a minute"
     return (
@@ -409,9 +409,10 @@ exercise = Exercise(
         "Return HeartbeatPolicy(ttl=..., heartbeat_interval=..., missed_tolerance=...). Try candidates with "
         "print(HeartbeatPolicy(...).evaluate()) or with the TTL explorer's sliders, then run the check; if it "
         "shows a situation, lab03.replay_policy(choose_policy, situation) plays it step by step.",
-        "Shape: the detection limit caps the TTL, the load limit sets the shortest interval, and k lost "
-        "heartbeats in a row are survivable only if the (k + 1)-th heartbeat, held up as long as the limits "
-        "allow, still lands before the deadline: (k + 1) x interval + the delay < ttl, with k >= 1.",
+        "Work backwards from the limits: how soon a dead worker must be noticed bounds the TTL from above, the load "
+        "budget bounds how often a worker may beat, and a promise to survive k lost heartbeats holds only if the "
+        "heartbeat after them, arriving as late as the limits allow, still beats the deadline. Check that inequality "
+        "with your own numbers before you trust it.",
     ),
 )
 
@@ -779,7 +780,7 @@ def replay(draft_with_heartbeats, schedule: str) -> Replayed:
 
 def _loop_run(draft_with_heartbeats) -> str:
     found = explore(loop_scenario(), draft_with_heartbeats)
-    refuse(found, 'lab03.replay(draft_with_heartbeats, "{schedule}")')
+    refuse(found, f'lab03.replay({named(draft_with_heartbeats, "draft_with_heartbeats")}, "{{schedule}}")')
     return (
         f"{found.summary}: W1 kept its lease through every healthy draft and sent the whole draft once, and "
         "whenever a heartbeat was refused it stopped at once: no more drafting, no send, no ack."
@@ -797,9 +798,9 @@ loop = Exercise(
         "model.next_chunk() returns a piece of text, or None when the draft is complete; queue.heartbeat(lease) "
         "returns True or False; the send and the ack are the effects. Which of these calls may still come after "
         "a False?",
-        "Shape: a loop that takes one chunk, keeps it, and asks the queue; on a no it leaves the function at "
-        "once (return, or raise); when the model says the draft is complete, send the joined chunks with the "
-        "payload's key and address, then ack. No count of chunks written in.",
+        "The lease is yours only while the queue keeps saying yes: ask between pieces of work, and treat a no as the "
+        "end, leaving at once (nothing more drafted, sent or acked). Only a draft the model says is complete is "
+        "sent, once, under the key the payload carries, and only then acknowledged.",
     ),
 )
 

@@ -26,7 +26,9 @@ from shopops_lab.checks.base import (
     call_answer,
     describe,
     error_text,
+    named,
     picture,
+    plain,
     watching,
 )
 from shopops_lab.checks.fresh import canonical
@@ -38,6 +40,8 @@ from shopops_lab.widgets.quiz import Quiz
 
 JOB = "job-1"
 PROGRAMS = {"W7": ("claim", "write", "write"), "W9": ("claim", "write", "claim", "write"), "X": ("write",)}
+STRANGERS = {"X": 0, "Y": 99}  # who writes without having claimed, with the token each makes up
+AHEAD = {"W7": ("claim", "write"), "Y": ("write",)}  # a token above every one issued, searched apart (it is small)
 STORE = "store"
 BOUND = Bound(
     words="W7 (claim, write, write), W9 (claim, write, claim, write), a stranger X writing token 0, "
@@ -45,19 +49,20 @@ BOUND = Bound(
     budget={"late copy": 1},
     faults=(),
 )
+AHEAD_BOUND = Bound(words="W7 (claim, write) and a stranger Y writing token 99, above every token issued", faults=())
 
 
 class _Fencing:
     """One schedule's world: the learner's store, and the check's own ledger of the tokens
     claims returned (the learner's code never sees it)."""
 
-    def __init__(self, run: Run) -> None:
-        self.run = run
+    def __init__(self, run: Run, programs: dict[str, tuple[str, ...]] = PROGRAMS) -> None:
+        self.run, self.programs = run, programs
         self.made = run.answer(STORE)
         self.store = self.made()  # its own FakeClock, where it lives (this world never moves time)
         self.foreign = isinstance(self.made, ForeignAnswer)  # the store lives in the learner's process
-        self.pc = dict.fromkeys(PROGRAMS, 0)
-        self.held: dict[str, int] = {"X": 0}  # the token each worker writes with
+        self.pc = dict.fromkeys(programs, 0)
+        self.held: dict[str, int] = {who: STRANGERS[who] for who in programs if who in STRANGERS}  # each one's token
         self.holder: dict[int, str] = {}  # token -> who claimed it
         self.sent: dict[str, int] = {}  # each worker's last write request (its token)
         self.newest = 0
@@ -71,7 +76,7 @@ class _Fencing:
                 self._claim if program[self.pc[who]] == "claim" else self._write,
                 peer=STORE,
             )
-            for who, program in PROGRAMS.items()
+            for who, program in self.programs.items()
             if self.pc[who] < len(program)
         ]
         moves += [
@@ -226,10 +231,17 @@ def scenario() -> Scenario:
     return Scenario(name="fenced store", bound=BOUND, start=_Fencing)
 
 
+def ahead_scenario() -> Scenario:
+    """A write under a token above every one issued (99), next to one claim."""
+    return Scenario(name="a token from nowhere", bound=AHEAD_BOUND, start=lambda run: _Fencing(run, AHEAD))
+
+
 def replay(store_class, schedule: str) -> Replayed:
     """Play one schedule (as the check's message writes it) on a fresh store of `store_class`:
-    print it for the steps, or call .diagram() for the picture."""
-    return replay_schedule(scenario(), store_class, schedule)
+    print it for the steps, or call .diagram() for the picture. A schedule with Y in it is
+    one of the small search of a token above every one issued."""
+    ahead = isinstance(schedule, str) and any(part.strip().startswith("Y ") for part in schedule.split("·"))
+    return replay_schedule(ahead_scenario() if ahead else scenario(), store_class, schedule)
 
 
 def _run(store_class) -> str:
@@ -244,12 +256,17 @@ def _run(store_class) -> str:
     )
     with watch as fenced:
         found = explore(scenario(), store_class)
+        ahead = explore(ahead_scenario(), store_class) if found.counterexample is None else None
     if fenced:  # said first, as the notebook says it at the first write
         raise Wrong(_DELEGATES)
-    refuse(found, 'lab04.replay(FencedResultStore, "{schedule}")')
+    line = f'lab04.replay({named(store_class, "FencedResultStore")}, "{{schedule}}")'
+    refuse(found, line)
+    assert ahead is not None
+    refuse(ahead, line)
     return (
-        f"{found.summary}: the store accepted exactly the writes under the newest token, refused every "
-        "other with StaleTokenError naming both tokens, and changed nothing when it refused."
+        f"{found.summary}, and all {ahead.schedules} of {AHEAD_BOUND.words}: the store accepted exactly the "
+        "writes under the newest token, refused every other with StaleTokenError naming both tokens, and "
+        "changed nothing when it refused."
     )
 
 
@@ -263,9 +280,9 @@ exercise = Exercise(
         "Which part of the system knows the newest token for a job? That is where the check must live.",
         "self.current_token(job_id) gives the newest token; StaleTokenError(what=..., token=..., current=...) "
         "is the error to raise; super().complete(...) does the actual write.",
-        "Shape: compare the token you were given with the current one; refuse unless they are equal (before "
-        "anyone claims the job the current token is None, which no write's token equals), otherwise hand over "
-        "to the parent class.",
+        "Only one token may write: the newest the store has issued for that job. Anything else, older or never "
+        "issued (before any claim there is none), is refused with the error that names both tokens, before anything "
+        "is stored; the newest goes through to the store as before.",
     ),
 )
 
@@ -293,7 +310,7 @@ _WHY_NOT = {
 
 
 def _control(rejecting_control) -> str:
-    label = call_answer(rejecting_control)
+    label = plain(call_answer(rejecting_control))  # a str look-alike is judged by the text it holds
     if not isinstance(label, str) or label not in CONTROLS:
         raise Wrong(
             f"rejecting_control() returned {describe(label)}; return one of the labels in lab04.CONTROLS: "

@@ -30,7 +30,7 @@ from typing import Any
 from shopops_lab import arguments
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
 from shopops_lab.checks import recovery_world
-from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text, restart, watching
+from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text, named, restart, watching
 from shopops_lab.clock import FakeClock
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
 from shopops_lab.effects import ProviderFault
@@ -65,7 +65,11 @@ SETTINGS = (
         "O-1001",
     ),
     ("a refused send (the provider said no, nothing went out)", (ProviderFault.FAIL,), "O-1001"),
-    ("a lost reply on job A-1002", (ProviderFault.DROP_REPLY,), "A-1002"),
+    (
+        "a lost reply on a second job, A-1002, after O-1001's email went out on the same provider",
+        (ProviderFault.DROP_REPLY,),
+        "A-1002",
+    ),
 )
 
 
@@ -228,6 +232,7 @@ def _searched(run, setting: str, faults, job_id: str, name: str = "run") -> int:
         f", searched within {found.bound.words.split(', with ')[0]}): {counter.words}. Replay it: "
         f"print(lab05.replay({name}, {counter.words!r}{args}))",
         counter.lines,
+        counterexample=counter,
     )
 
 
@@ -241,7 +246,7 @@ def _setting(setting: str, faults, job_id: str, name: str = "run"):
     """The part that searches one setting: what it finds is how many schedules it searched."""
 
     def searched(run) -> int:
-        return _searched(run, setting, faults, job_id, name)
+        return _searched(run, setting, faults, job_id, named(run, name))
 
     return searched
 
@@ -257,10 +262,10 @@ def _summary(found: list[int]) -> str:
     schedules = sum(found)
     return (
         f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, in "
-        f"{len(SETTINGS)} settings (healthy, lost reply, lost request, refused send, another job): the email "
-        "reached the customer once, no step was redone, nothing was resent blind, the job was acknowledged only "
-        "once done and every run returned the email's message id; and a changed workflow was refused until "
-        "migrated, then finished without a second email."
+        f"{len(SETTINGS)} settings (healthy, lost reply, lost request, refused send, a second job on the same "
+        f"provider): the email reached the customer once, no step was redone, nothing was resent blind, the job was "
+        f"acknowledged only once done and every run returned the email's message id; and a changed workflow was "
+        f"refused until migrated, then finished without a second email."
     )
 
 
@@ -270,7 +275,7 @@ def _summary(found: list[int]) -> str:
 # 05.3, on two jobs.
 INTENT_SETTINGS = (
     ("a healthy email provider", (), "O-1001"),
-    ("a healthy email provider, on job A-1002", (), "A-1002"),
+    ("a healthy email provider, on a second job, A-1002, after O-1001's email went out on it", (), "A-1002"),
 )
 
 
@@ -278,9 +283,9 @@ def _intent_summary(found: list[int]) -> str:
     schedules = sum(found)
     return (
         f"checked all {schedules:,} schedules of {recovery_world.bound('').words.split(', with ')[0]}, with a "
-        "healthy provider on two jobs: the email reached the customer once, nothing was sent again without being "
-        "looked up first, no step was redone, the job was acknowledged only once done, and every run returned "
-        "the email's message id."
+        f"healthy provider on two jobs, the second after the first on the same provider: the email reached the "
+        f"customer once, nothing was sent again without being looked up first, no step was redone, the job was "
+        f"acknowledged only once done, and every run returned the email's message id."
     )
 
 
@@ -299,11 +304,11 @@ intent = Exercise(
         "env.checkpoints.save(job_id, cp, token=token). env.op_id(job_id, step) gives an id that is the same "
         "on every run; cp.op_for(step) finds one already chosen. env.lookup(op_id) says ok (with the "
         "message id) or failed.",
-        "Shape of a customer-visible step, decided from the checkpoint: no intent stored yet, so nothing went "
-        "out: store the intent, then send. An intent without a receipt: an earlier run may have sent, so ask "
-        "the provider under that operation id, and send (under the same id) only if it says nothing was "
-        "delivered. Then store the receipt and the confirmed step in one write. Acknowledge the job only once "
-        "every step is confirmed, and return the email's message id.",
+        "For a step the customer sees, the checkpoint decides. No intent stored: nothing went out yet, so store the "
+        "intent first, then send. An intent with no receipt: an earlier run may have sent, so ask the provider under "
+        "that same operation id, and send (under the same id) only if it says nothing went out. Receipt and "
+        "confirmed step go in one write; the job is acknowledged only once every step is confirmed, and the run "
+        "returns the email's message id.",
     ),
 )
 
@@ -321,10 +326,10 @@ exercise = Exercise(
         "result.status is SendStatus.OK, FAILED or UNKNOWN. env.lookup(op_id) answers OK (with the message id) "
         "or FAILED. An exception your run raises makes the queue deliver the job again; a changed plan "
         "version is refused by env.resume with WorkflowVersionError.",
-        "Shape, after the send: an unknown outcome is looked up under the same operation id, and the lookup's "
-        "answer is the outcome. Delivered (by the reply or by the lookup): receipt and confirmation, as in "
-        "05.2. Certainly not delivered: raise, so the next delivery decides again from the checkpoint (its "
-        "intent is there: look up, then send under the same id).",
+        "After the send, an unknown outcome is not an answer: look it up under the same operation id, and take the "
+        "lookup's answer as the outcome. Delivered, by the reply or by the lookup: receipt and confirmation, as in "
+        "05.2. Certainly not delivered: raise, so the next delivery decides again from the checkpoint (its intent is "
+        "there, so it looks up, then sends under the same id).",
     ),
 )
 
@@ -545,9 +550,8 @@ states = Exercise(
         "asks for a move that is not an edge?",
         "jobs.claim(...) on a cancelled job and jobs.complete(...) raise TransitionError; jobs.confirm_step(...) "
         "on a job that is not running raises JobNotRunningError. jobs.get(job_id).state is the job's state.",
-        "Shape: claim, then for each step run it and confirm it, then complete; wrap the moves so that a "
-        "refusal ends the work at once (no further step, no further write) and the function returns the "
-        "state the store reports. Looking at the state first is not enough: the person may cancel right after "
-        "you looked.",
+        "The store's refusal is an answer, not a crash, and any of your moves can be the one refused: treat them all "
+        "alike. The first refusal ends the work (nothing more done or written), and the job's state as the store "
+        "reports it is what you return. Looking first does not help: the person can cancel right after you looked.",
     ),
 )

@@ -4,20 +4,22 @@ a consumer that applies each outbox message once, however often it arrives.
 
 The learner writes `handle(delivery, processed, apply)`. The check explores: two refunds
 of the same case and amount (out-0001 and out-0002, told apart only by their message ids),
-out-0001 published twice (the dispatcher crashed after publishing it, before marking it
-sent), two consumers C1 and C2 taking deliveries from one broker, one payment call that
-times out, and one consumer process that dies anywhere: before or after any call it makes
-to `processed` or `apply`, or after `handle` returned but before its ack. Every schedule of
-that is played; a delivery whose consumer died, or whose handle raised, comes back as a
-new copy, and a consumer that died starts again from a fresh process.
+two consumers C1 and C2 taking deliveries from one broker, one payment call that times out
+(before it reached the payments provider, or after the provider paid: the caller cannot
+tell which), one consumer process that dies anywhere (before or after any call it makes to
+`processed` or `apply`, or after `handle` returned but before its ack), and, once everything
+else is done, a copy of out-0001 replayed from the dead-letter queue a day later. Every
+schedule of that is played; a delivery whose consumer died, or whose handle raised, comes
+back as a new copy, and a consumer that died starts again from a fresh process.
 
-`processed` and the refunds live in one database: each write to `processed` commits the
-refunds applied before it in the same call, returning from `handle` commits the rest, and
-a death rolls back whatever was not committed (a kill runs no `except`). So a refund and
-the record written after it cannot be split by a crash, while a record written before the
-refund can outlive it. The check judges what happened to the refunds (each applied
-once) and what `handle` returned (exactly True when it applied, False when it skipped),
-never how the learner spells the records. `replay(handle, schedule)` plays any schedule.
+`processed` is the consumer's own database: each write commits at once. `apply` is a remote
+call to the payments provider, which no transaction of the consumer's can take back: it
+carries the message id as its idempotency key, and the provider, like Stripe, keeps a key
+and the answer it gave for about a day, so a repeat within the day pays nothing more; the
+day-late replay finds the key pruned, and pays again unless the consumer's own record stops
+it. The check judges what the provider paid (each refund once) and what `handle` returned
+(True when its apply went through, False when it skipped a copy), never how the learner
+spells the records. `replay(handle, schedule)` plays any schedule.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import sys
 from typing import Any
 
 from shopops_lab.checks import outbox_world
-from shopops_lab.checks.base import Exercise, ForeignAnswer, Wrong, describe, error_text, watching
+from shopops_lab.checks.base import Exercise, ForeignAnswer, Wrong, describe, error_text, named, watching
 from shopops_lab.checks.fresh import canonical
 from shopops_lab.checks.sealed import behind, seal
 from shopops_lab.explore import Bound, FaultKind, Move, Replayed, Run, Scenario, copied, explore, refuse
@@ -36,14 +38,16 @@ from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.outbox import Delivery, IdempotentConsumer
 from shopops_lab.widgets.quiz import Quiz
 
-FAILURE = "payments API timed out"
+FAILURE = "payments API timed out"  # what the consumer sees, whether or not the provider paid
 MESSAGES = {"out-0001": ("O-1001", 35.0), "out-0002": ("O-1001", 35.0)}
-PUBLISHED = ("out-0001", "out-0001", "out-0002")  # the dispatcher published out-0001 twice
+PUBLISHED = ("out-0001", "out-0002")  # what the broker holds at the start, oldest first
+LATE = "out-0001"  # the copy a DLQ replay delivers a day later, after the provider pruned its keys
 CONSUMERS = ("C1", "C2")
 BOUND = Bound(
-    words="2 consumers, 3 deliveries of 2 refunds, 1 failed payment call, a crash anywhere",
+    words="2 consumers, 2 refunds, 1 payment call timing out (paid or not), a crash anywhere, and a copy of "
+    "out-0001 replayed from the DLQ a day later",
     budget={"crash": 1, "fail": 1},
-    faults=(FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY, FaultKind.FAIL),
+    faults=(FaultKind.LOST_REQUEST, FaultKind.LOST_REPLY, FaultKind.FAIL, FaultKind.TIMEOUT),
 )
 SEEDS = ()  # no random numbers: every schedule within BOUND is played
 DISPATCH_BOUND = outbox_world.BOUND  # exercise 06.1's scope
@@ -55,21 +59,23 @@ _DELEGATES = (
 
 
 class _Refunds:
-    """One schedule's world: the broker's pending copies, the consumers, the database
-    (`processed` records and committed refunds) the learner's code reaches only through
-    its two facades."""
+    """One schedule's world: the broker's pending copies, the consumers, their `processed`
+    records and the payments provider's ledger and keys, which the learner's code reaches only
+    through its two facades."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
         self.pending = [self._copy(mid, n) for n, mid in enumerate(PUBLISHED, 1)]  # the broker's queue, oldest first
         self.seq = len(self.pending)
         self.records: set[Any] = set()  # the processed table
-        self.applied: dict[str, list[int]] = {mid: [] for mid in MESSAGES}  # committed refunds
-        self.staged: list[Delivery] = []  # applied in this call, not committed
+        self.paid: dict[str, list[int]] = {mid: [] for mid in MESSAGES}  # the provider's refunds, by delivery
+        self.keys: set[str] = set()  # the provider's idempotency keys, kept for about a day
+        self.late = False  # has the day passed and the DLQ replay come?
         self.state = dict.fromkeys(CONSUMERS, "idle")
         self.held: dict[str, Delivery] = {}
         self.history: dict[str, list[str]] = {mid: [] for mid in MESSAGES}
-        self.failed = False
+        self.failed = self.through = False  # in the call being played: did an apply fail? did one go through?
+        self.paid_unheard = False  # in the call being played: did a call time out after the provider paid?
         self.problem: str | None = None
         self.processed, self.apply = _facades(run, self)
 
@@ -87,21 +93,24 @@ class _Refunds:
         for who in CONSUMERS:
             state = self.state[who]
             if state == "idle" and self.pending:
-                moves.append(Move(f"{who} handle", who, self._handle, peer="database"))
+                moves.append(Move(f"{who} handle", who, self._handle, peer="payments"))
             elif state == "handled":
                 moves.append(Move(f"{who} ack", who, self._ack, peer="broker"))
                 moves.append(Move(f"{who} crash", who, crash=True, cost="crash"))
+        if not moves and not self.late:
+            moves.append(Move("a day later, the DLQ is replayed", "operator", self._replayed, peer="broker"))
         return moves
 
     def clone(self, run: Run) -> _Refunds:
         """This schedule's state, copied to go on from: the consumers' copies of the answer
         twinned in their process first (they hold nothing of this world's between calls),
-        then the broker, the database and the history copied here, with facades of its own."""
+        then the broker, the records, the provider and the history copied here, with facades
+        of its own."""
         run.twin()
         twin = copy.copy(self)
         twin.run = run
-        twin.pending, twin.records, twin.staged = list(self.pending), copied(self.records), list(self.staged)
-        twin.applied = {mid: list(seqs) for mid, seqs in self.applied.items()}
+        twin.pending, twin.records, twin.keys = list(self.pending), copied(self.records), set(self.keys)
+        twin.paid = {mid: list(seqs) for mid, seqs in self.paid.items()}
         twin.history = {mid: list(lines) for mid, lines in self.history.items()}
         twin.state, twin.held = dict(self.state), dict(self.held)
         twin.processed, twin.apply = _facades(run, twin)
@@ -114,12 +123,14 @@ class _Refunds:
         return self.state[who], self.held[who].seq if who in self.held else None
 
     def fingerprint(self) -> Any:
-        """The broker's queue, the database, the refunds; each consumer's part is in
+        """The broker's queue, the records, the provider; each consumer's part is in
         `actor_print` (the explorer counts C1 and C2 as alike)."""
         return (
             tuple((d.seq, d.message_id) for d in self.pending),
             canonical(self.records),
-            tuple((m, tuple(s)) for m, s in self.applied.items()),
+            tuple((m, tuple(s)) for m, s in self.paid.items()),
+            tuple(sorted(self.keys)),
+            self.late,
             self.seq,
         )
 
@@ -127,13 +138,12 @@ class _Refunds:
         return self.problem
 
     def finished(self) -> str | None:
-        for mid, seqs in self.applied.items():
+        for mid, seqs in self.paid.items():
             if not seqs:
-                return f"{_named(mid)} was never applied, yet every copy of it was acknowledged: {self._why(mid)}"
+                return f"{_named(mid)} was never paid, yet every copy of it was acknowledged: {self._why(mid)}"
         return None
 
     def crashed(self, actor: str) -> str | None:
-        self.staged.clear()  # the open transaction is rolled back
         delivery = self.held.pop(actor, None)
         self.state[actor] = "idle"
         if delivery is None:
@@ -142,21 +152,27 @@ class _Refunds:
         self.history[delivery.message_id].append(f"the consumer died on #{delivery.seq}{how}")
         return self._again(delivery)
 
-    def commit(self) -> None:
-        for delivery in self.staged:
-            seqs = self.applied[delivery.message_id]
-            seqs.append(delivery.seq)
-            if len(seqs) > 1 and seqs[0] == seqs[1]:
-                self._fail(
-                    f"{_named(delivery.message_id)} was applied twice by delivery #{seqs[0]} alone: call apply "
-                    "once per message."
-                )
-            elif len(seqs) > 1:
-                self._fail(
-                    f"{_named(delivery.message_id)} was applied twice, by delivery #{seqs[0]} and again by "
-                    f"#{seqs[1]}: #{seqs[1]} is a copy of the same message."
-                )
-        self.staged.clear()
+    def pay(self, delivery: Delivery) -> bool:
+        """The provider receives a refund request keyed by the message id: it pays unless it
+        holds that key (then it answers as it did the first time). True if it paid now."""
+        mid = delivery.message_id
+        if mid in self.keys:
+            return False
+        self.keys.add(mid)
+        seqs = self.paid[mid]
+        seqs.append(delivery.seq)
+        if len(seqs) > 1:
+            late = (
+                " a day later, after the provider had pruned the key (payments providers keep one about a day)"
+                if (self.late)
+                else ""
+            )
+            self._fail(
+                f"{_named(mid)} was paid twice: by delivery #{seqs[0]} and again by #{seqs[1]},{late}. #{seqs[1]} is "
+                "a copy of the same message: only the consumer's own record of what it applied can stop a copy the "
+                "provider no longer recognises."
+            )
+        return True
 
     def _ack(self, run: Run) -> str:
         who = run.current_actor
@@ -164,41 +180,51 @@ class _Refunds:
         self.state[who] = "idle"
         return f"{who} acks #{delivery.seq}"
 
+    def _replayed(self, run: Run) -> str:
+        self.late = True
+        self.keys.clear()  # pruned: a day has passed
+        self.seq += 1
+        self.pending.append(self._copy(LATE, self.seq))
+        return (
+            f"a day later the payments provider has pruned its keys, and a DLQ replay delivers {LATE} again as "
+            f"#{self.seq}"
+        )
+
     def _handle(self, run: Run) -> str:
         who = run.current_actor
         delivery = self.pending.pop(0)
         self.held[who], self.state[who] = delivery, "holding"
-        self.failed, self.current = False, delivery
-        before = len(self.applied[delivery.message_id])
+        self.failed = self.through = self.paid_unheard = False
+        before = len(self.paid[delivery.message_id])
         run.facade(processed=self.processed, apply=self.apply)  # each records its writes (`Run.recorded`)
         called = run.call(run.answer(who), delivery, self.processed, self.apply)
         if called.error is not None:
             return self._raised(who, delivery, called.error)
-        self.commit()
         self.state[who] = "handled"
-        applied = len(self.applied[delivery.message_id]) > before
+        paid = len(self.paid[delivery.message_id]) > before
         said = f"{who} takes #{delivery.seq} {delivery.message_id}, handle returns {called.value!r}" + (
-            ": refund applied" if applied else ""
+            ": refund paid" if paid else ": the provider knew the key and paid nothing more" if self.through else ""
         )
-        if self.failed and not applied:
+        if self.failed and not self.through:
+            what = "the provider had paid" if paid else "the request had never reached the provider: nothing was paid"
             self._fail(
-                f"on delivery #{delivery.seq} of {delivery.message_id}, apply raised ConnectionError "
-                f"({FAILURE}) but handle returned {called.value!r}, so the consumer acknowledges the delivery "
-                "and the refund never happens. Let the error propagate: an unacknowledged delivery comes back."
+                f"on delivery #{delivery.seq} of {delivery.message_id}, apply raised ConnectionError ({FAILURE}) "
+                f"but handle returned {called.value!r}, so the consumer acknowledges the delivery. Here {what}; "
+                "after a timeout nobody can tell which. Let the error propagate: the delivery comes back, and the "
+                "same key makes the repeat safe."
             )
-        elif type(called.value) is not bool or called.value != applied:
-            did = "applied" if applied else "skipped"
+        elif type(called.value) is not bool or called.value != self.through:
+            did = "its apply went through" if self.through else "it did not call apply, or apply did not go through"
             self._fail(
                 f"handle returned {describe(called.value)} for delivery #{delivery.seq} of "
-                f"{delivery.message_id}, which it {did}: return True when you apply a message and False when "
-                "you skip a duplicate."
+                f"{delivery.message_id}, and {did}: return True when you apply a message and False when you skip "
+                "a copy."
             )
-        if not applied:
+        if not self.through:
             self.history[delivery.message_id].append(f"#{delivery.seq} was skipped as a duplicate")
         return said
 
     def _raised(self, who: str, delivery: Delivery, error: Exception) -> str:
-        self.staged.clear()
         del self.held[who]
         self.state[who] = "idle"
         if not self.failed:
@@ -206,9 +232,10 @@ class _Refunds:
                 f"handle raised {error_text(error)} on delivery #{delivery.seq} of {delivery.message_id}, "
                 "though apply did not fail there."
             )
-        self.history[delivery.message_id].append(f"its apply failed on #{delivery.seq} ({FAILURE})")
+        self.history[delivery.message_id].append(f"its apply timed out on #{delivery.seq}")
+        when = "after the provider paid" if self.paid_unheard else "before reaching the provider"
         return (
-            f"{who} takes #{delivery.seq} {delivery.message_id}: apply failed, handle raises "
+            f"{who} takes #{delivery.seq} {delivery.message_id}: apply timed out {when}, handle raises "
             f"{type(error).__name__}; {self._again(delivery)}"
         )
 
@@ -217,13 +244,11 @@ class _Refunds:
             self.problem = text
 
     def _why(self, mid: str) -> str:
-        twins = [m for m in MESSAGES if m != mid and self.applied[m]]
+        twins = [m for m in MESSAGES if m != mid and self.paid[m]]
         said = "; ".join(self.history[mid])
-        if twins and not any("failed" in h or "died" in h for h in self.history[mid]):
-            return (
-                f"{said}, though only {twins[0]}, a different message with the same case and amount, had been applied."
-            )
-        return f"{said}, though no refund of it had been applied."
+        if twins and not any("timed out" in h or "died" in h for h in self.history[mid]):
+            return f"{said}, though only {twins[0]}, a different message with the same case and amount, had been paid."
+        return f"{said}, though no refund of it had been paid."
 
 
 def _named(mid: str) -> str:
@@ -238,13 +263,12 @@ def _facades(run: Run, world: _Refunds) -> tuple[Any, Any]:
 
 
 def _write(processed: Processed, name: str, change: str, key: Any) -> None:
-    """The learner's `processed.<name>(key)`, a write of the table (`change` on its set):
-    recorded (`Run.recorded`), then between the fault points `processed.<name>`."""
+    """The learner's `processed.<name>(key)`, a write of the table (`change` on its set) that
+    commits at once: recorded (`Run.recorded`), then between the fault points `processed.<name>`."""
     world = behind(processed)
     hash(key)
     with world.run.recorded(("processed", name), (key,), {}):
         world.run.enter(f"processed.{name}")
-        world.commit()  # this write commits the refunds applied before it
         getattr(world.records, change)(key)
         world.run.leave(f"processed.{name}")
 
@@ -279,8 +303,8 @@ class Processed:
 
 
 class Apply:
-    """apply(delivery): perform the refund of `delivery`; raises ConnectionError when the
-    payments API fails."""
+    """apply(delivery): ask the payments provider for the refund of `delivery`, keyed by its
+    message id; raises ConnectionError when the call times out (paid or not: nobody can tell)."""
 
     __slots__ = ("__weakref__",)
 
@@ -291,11 +315,14 @@ class Apply:
         with world.run.recorded(("apply",), (delivery,), {}):
             if not isinstance(delivery, Delivery):
                 raise TypeError(f"apply() takes the delivery itself, not {type(delivery).__name__}")
-            if world.run.enter("apply", can_fail=True):
+            if world.run.enter("apply", can_fail=True):  # the request never reached the provider
                 world.failed = True
                 raise ConnectionError(FAILURE)
-            world.staged.append(delivery)
-            world.run.leave("apply")
+            world.pay(delivery)
+            if world.run.leave("apply"):  # the provider paid; its reply is lost to the timeout
+                world.failed = world.paid_unheard = True
+                raise ConnectionError(FAILURE)
+            world.through = True
 
     def __repr__(self) -> str:
         return "<apply>"
@@ -320,10 +347,10 @@ def _run(handle) -> str:
         found = explore(scenario(), handle)
     if handed:  # said first, as the notebook says it at the first refund
         raise Wrong(_DELEGATES)
-    refuse(found, 'lab06.replay(handle, "{schedule}")')
+    refuse(found, f'lab06.replay({named(handle, "handle")}, "{{schedule}}")')
     return (
-        f"{found.summary}: every refund took effect once (effectively once: no copy of a "
-        "message refunded it again), and handle said each time whether it applied or skipped."
+        f"{found.summary}: the provider paid every refund once (effectively once: no copy of a message paid it "
+        "again, not even a day later), and handle said each time whether it applied or skipped."
     )
 
 
@@ -335,12 +362,15 @@ exercise = Exercise(
     hints=(
         "Two deliveries of one message carry the same message id; two different messages never do, "
         "even when their payloads are equal. What must a consumer remember, and when is a message "
-        "really done?",
+        "really done? And what does a timeout tell you about the refund?",
         "delivery.message_id is the outbox's id (out-0001); delivery.seq numbers the copies. processed is a "
-        "set that outlives the consumer: `in` to ask, .add() to record. apply(delivery) performs the "
-        "refund and raises if the payments API fails.",
-        "Shape: a guard that returns False for a message already recorded; then the refund; then the record; "
-        "then True. Nothing that catches the refund's error.",
+        "set that outlives the consumer: `in` to ask, .add() to record. apply(delivery) asks the payments "
+        "provider, keyed by the message id, and raises ConnectionError when it times out, paid or not.",
+        "A copy your record already names is answered without calling the provider. Anything else goes to "
+        "the provider first, and is written down only once the provider said yes: a record written before "
+        "the answer can outlive a refund that never happened. A timeout is not an answer, so it is not "
+        "caught: the delivery comes back, and the key the call carries makes the repeat safe while the "
+        "provider remembers it; after that, only your record does.",
     ),
 )
 
@@ -354,7 +384,7 @@ def replay_dispatch(dispatch, schedule: str) -> Replayed:
 
 def _run_dispatch(dispatch) -> str:
     found = explore(outbox_world.scenario(), dispatch)
-    refuse(found, 'lab06.replay_dispatch(dispatch, "{schedule}")')
+    refuse(found, f'lab06.replay_dispatch({named(dispatch, "dispatch")}, "{{schedule}}")')
     return (
         f"{found.summary}: no message was lost, each reached the broker first in the order it was committed, "
         "and a message went out again only when a crash fell between its publish and its note."
@@ -373,9 +403,10 @@ dispatcher = Exercise(
         "outbox.pending() lists what has not gone out yet, oldest first; broker.publish(...) returns once "
         "the broker has stored the message and raises ConnectionError when it cannot be reached; "
         "outbox.mark_sent(id) (or outbox.delete(id)) takes a message off the list for good.",
-        "Shape: one loop over what is pending, oldest first; in its body, the hand-over to the broker first and "
-        "the outbox's note second. Nothing remembered between passes, and nothing that catches the broker's "
-        "error: a pass that raises stops, and the next pass starts with what is still pending.",
+        "Each message's two writes, the broker's and the outbox's, come in the order that turns a crash between them "
+        "into a duplicate rather than a loss, and each message is noted before the next is published, so a failed "
+        "publish costs no duplicate. Keep nothing between passes, and catch nothing the broker raises: the next pass "
+        "starts from what the outbox still lists.",
     ),
 )
 

@@ -29,7 +29,9 @@ and shows every measurement against its limit, so a learner can try ideas before
 check. A failure names the limit, the numbers, the seed and the line that replays it; a
 policy that raises is told the seed, the time and the signals it raised on.
 
-Exercise 7.3, the chaos test's assertion, lives in `checks.lab07_chaos` (`lab07.chaos`).
+Exercise 7.3, the chaos test's assertion, lives in `checks.lab07_chaos` (`lab07.chaos`); 7.4, the
+vital signs from a log, in `checks.lab07_vitals` (`lab07.vitals`); 7.5, a failure and an invariant
+of the learner's own, in `checks.lab07_invent` (`lab07.invent`, `lab07.trial_fault`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from shopops_lab.checker import Anomaly, is_approval
 from shopops_lab.checker.starvation import DEFAULT_APPROVAL_WAIT_BUDGET
 from shopops_lab.checks.base import Exercise, Wrong, attempt, attempt_each, call_answer, describe, error_text
 from shopops_lab.checks.lab07_chaos import chaos
+from shopops_lab.checks.lab07_invent import invent, trial_fault
+from shopops_lab.checks.lab07_vitals import vitals
 from shopops_lab.errors import ShopOpsError
 from shopops_lab.events import EventKind, EventLog, collector_paused
 from shopops_lab.metrics import Summary, percentile
@@ -68,15 +72,19 @@ __all__ = [
     "burst_day",
     "chaos",
     "exercise",
+    "invent",
     "knowledge",
     "scope",
     "trial",
+    "trial_fault",
+    "vitals",
 ]
 
 SCENARIO = "burst_day"
 ITEMS = 3000  # a shorter burst than the story's 10,000, so the check takes about a second
-# The notebook plays seed 3; the check two more days, whose spikes come first thing (9: 4.5x
-# from t=0) and late (13: from t=2,340 s), so shedding by the clock meets a spike it missed.
+# The notebook plays seed 3, the story's day (its spike 4x from t=900 s); the check two more days,
+# whose spikes come first thing (9: 4.5x from t=0) and late (13: from t=2,340 s), so shedding by
+# the clock meets a spike it missed.
 SEEDS = (3, 9, 13)
 CHUNK = 300.0  # simulated seconds between looks at the wake-up count
 MAX_STEPS = 200_000  # a sound day of 3,000 items takes about 12,000 worker wake-ups
@@ -112,8 +120,12 @@ LIMITS = Limits()
 def burst_day(seed: int) -> Scenario:
     """The `burst_day` scenario with the gateway spike of `seed`: when it starts, how long
     it lasts and how much slower the gateway gets all come from the seed, so the graded
-    days differ and a policy must read its signals, not the clock."""
+    days differ and a policy must read its signals, not the clock. The notebook's seed
+    (SEEDS[0]) is the story's own day: its spike is the one the story tells (4x slower from
+    t=900 s for 900 s), so the day the lab shows and the day `trial` plays agree."""
     arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=3")
+    if seed == SEEDS[0]:
+        return get_scenario(SCENARIO)
     rng = random.Random(f"gateway spike {seed}")
     spike = Fault(
         FaultKind.GATEWAY_SPIKE,
@@ -676,8 +688,9 @@ exercise = Exercise(
             "every measurement for one day."
         ),
         (
-            "Shape: one if. When the gateway is already busy with as many calls as it serves at full speed, a "
-            "worker may take only work that must not wait; otherwise it takes anything."
+            "One condition decides: is the gateway already serving as many calls as it can at full speed? Then a "
+            "worker takes only the work that must not wait; otherwise, anything. A condition on what is happening "
+            "now, not on calls that finished minutes ago, and never a wait while work is queued."
         ),
     ),
 )

@@ -112,7 +112,7 @@ def _judge(assertion: object) -> str:
                 f"twice (case {case}: key {key} sent {len(sends)} times). In CI that is the regression "
                 "reaching customers."
             )
-        if err is not None and not _is_assertion(err):
+        if err is not None and not is_assertion(err):
             raise Wrong(
                 f"your assertion raised {error_text(err)} on a {'bad' if twice else 'good'} run ({run.name}): "
                 "a test runner reads that as a broken test. An assertion raises AssertionError (use assert), "
@@ -133,7 +133,7 @@ def _judge(assertion: object) -> str:
     )
 
 
-def _is_assertion(err: BaseException | None) -> bool:
+def is_assertion(err: BaseException | None) -> bool:
     """AssertionError, also as the grader names one raised in the learner's process."""
     return err is not None and (isinstance(err, AssertionError) or type(err).__name__ == "AssertionError")
 
@@ -154,8 +154,9 @@ chaos = Exercise(
             "info['idem_key']. A run may send one customer two different messages; that is not a double contact."
         ),
         (
-            "Shape: count what went out per (case, key); assert that no count is above one, with a message that "
-            "names the first offender."
+            "Count what really went out per customer and per message (its key), not per delivery: a repeat the key "
+            "absorbed did not go out. Any count above one fails the assertion, with a message that names the first "
+            "offender."
         ),
     ),
 )

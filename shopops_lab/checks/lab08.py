@@ -38,7 +38,15 @@ from shopops_lab.chaos.plan import Kill, KillPoint
 from shopops_lab.chaos.run import run_chaos
 from shopops_lab.chaos.schedules import How, Played, Player, Schedule, explore
 from shopops_lab.chaos.steps import Pause, Stepper, StepsError
-from shopops_lab.checks.base import Exercise, NotAttempted, NotJudged, Wrong, is_stub
+from shopops_lab.checks.base import Exercise, NotAttempted, NotJudged, Wrong, is_stub, named
+from shopops_lab.checks.lab08_sql import (
+    frozen_holder,
+    postgres_available,
+    postgres_claim,
+    race,
+    replay_claim,
+    sqlite_claim,
+)
 from shopops_lab.checks.sealed import behind, seal
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import ShopOpsError
@@ -52,7 +60,7 @@ from shopops_lab.worker.queue import Lease, Queue
 
 # What the checks import when first used (a browser's Python may lack sqlite3): the grader
 # loads these before any submission, so no judge imports them while it grades.
-ON_USE = ("shopops_lab.store.sqlite",)
+ON_USE = ("shopops_lab.store.sqlite", "shopops_lab.chaos.claims", "sqlite3", "psycopg")
 
 __all__ = [
     "CRASH_QUIZ",
@@ -64,10 +72,17 @@ __all__ = [
     "ShopTransaction",
     "chaos_summary",
     "exercise",
+    "frozen_holder",
+    "postgres_available",
+    "postgres_claim",
     "processes_available",
+    "race",
     "replay",
+    "replay_claim",
     "run_refunds",
     "show",
+    "show_postgres",
+    "sqlite_claim",
     "stop_map",
     "story",
     "table",
@@ -385,7 +400,9 @@ def _why(played: Played) -> str:
         return "with no worker stopped at all"
     first = f"W1 was {'killed' if how is How.KILL else 'frozen'} right after {_AFTER[stop.point]}"
     if how is How.KILL:
-        return f"{first}, and the order was delivered again"
+        if played.second:
+            return f"{first}, and the order was delivered again"
+        return f"{first}, and the order was never delivered again: its ack had committed"
     if played.schedule.second is None:
         return (
             f"{first}; its lease ran out, W2 took the order over and ran your handler to the end, and then "
@@ -452,7 +469,8 @@ def _run(handle) -> str:
                 problem = lab.run.problem(lab.record(played))
                 if problem:
                     raise Wrong(
-                        f"{problem} Replay it: print(lab08.replay(handle, {played.schedule.id!r}))", played.story
+                        f"{problem} Replay it: print(lab08.replay({named(handle, 'handle')}, {played.schedule.id!r}))",
+                        played.story,
                     )
     except StepsError as void:
         raise NotJudged(f"this run is void, so nothing was judged: {void}") from None
@@ -481,9 +499,9 @@ exercise = Exercise(
         "shop.credit(...) and shop.ack(...) each commit on their own, unless they run in a block opened with "
         "shop.transaction() (a with-statement), where everything commits together when the block ends, or not "
         "at all. shop.ack raises StaleTokenError when another worker has taken the order over.",
-        "Shape: a single transaction block whose body is the two writes (their order inside it does not "
-        "matter), and no step of the delivery after the block. Let errors propagate: an exception inside "
-        "the block rolls the whole block back.",
+        "Two writes that must agree commit together: the delivery's ack and the credit in one transaction, so a kill "
+        "anywhere leaves both or neither, and nothing of the delivery comes after it. Let errors out of that block: "
+        "an exception inside it rolls all of it back.",
     ),
 )
 
@@ -635,6 +653,27 @@ RECORDED: dict[str, str] = {  # what the live cells print (a test holds them to 
         "8    31    acked           item-0001  W2         2"
     ),
     "naive": story(RECORDED_RUNS["naive"]),
+    "claim-race": (
+        "1. P1: SELECT id, token FROM queue WHERE state = 'ready' OR (sta... -> ('item-0001', 0)\n"
+        "2. P2: SELECT id, token FROM queue WHERE state = 'ready' OR (sta... -> ('item-0001', 0)\n"
+        "3. P1: UPDATE queue SET state = 'leased', worker_id = ?, token =... -> done\n"
+        "4. P2: UPDATE queue SET state = 'leased', worker_id = ?, token =... -> done\n"
+        "   P1's claim returned ('item-0001', 1)\n"
+        "   P2's claim returned ('item-0001', 1)\n"
+        "   the table: item-0001 leased, held by P2 under token 1"
+    ),
+    "claim-race-postgres": (
+        "1. P1: SELECT id, token FROM queue WHERE state = 'ready' OR (sta... -> ('item-0001', 0)\n"
+        "2. P2: SELECT id, token FROM queue WHERE state = 'ready' OR (sta... -> ('item-0001', 0)\n"
+        "3. P1: UPDATE queue SET state = 'leased', worker_id = %s, token ... -> done\n"
+        "4. P2: UPDATE queue SET state = 'leased', worker_id = %s, token ... -> waits for a lock another worker holds\n"
+        "5. P1: COMMIT (the kit's, as the claim returns) -> committed\n"
+        "6. P2: UPDATE queue SET state = 'leased', worker_id = %s, token ... -> done\n"
+        "7. P2: COMMIT (the kit's, as the claim returns) -> committed\n"
+        "   P1's claim returned ('item-0001', 1)\n"
+        "   P2's claim returned ('item-0001', 1)\n"
+        "   the table: item-0001 leased, held by P2 under token 1"
+    ),
     "chaos": (
         "idempotent adapter: 24 emails, 3 worker processes, 12 SIGKILLs (5 after_acquire, 5 after_send, 1 in_ack, 1 "
         "after_ack)\n"
@@ -652,6 +691,15 @@ RECORDED: dict[str, str] = {  # what the live cells print (a test holds them to 
         "  dead letter item-0008: 5 attempts, TemplateError: the order's template cannot be rendered"
     ),
 }
+
+
+def show_postgres(name: str, live: Callable[[], Any]) -> None:
+    """Run `live` (which prints) where a PostgreSQL server is at hand (`SHOPOPS_POSTGRES_URL`)
+    and this notebook can start processes; elsewhere print its recorded output, saying so."""
+    if processes_available() and postgres_available():
+        live()
+        return
+    print(f"(recorded on PostgreSQL 15: set SHOPOPS_POSTGRES_URL to run it here)\n{RECORDED[name]}")
 
 
 def show(name: str, live: Callable[[], Any]) -> Any:

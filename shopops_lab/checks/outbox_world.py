@@ -50,6 +50,9 @@ class _Outbox:
         self.in_pass: list[str] = []  # published in the pass being played
         self.said: list[str] = []  # what the pass being played did, in order
         self.failed = False
+        self.excused: set[str] = set()  # published before a crash that kept its note from being written
+        self.first_pass: dict[str, int] = {}  # message id -> the pass that first published it
+        self.failed_passes: set[int] = set()  # the passes in which a publish failed
         self.problem: str | None = None
         self.outbox, self.broker = seal(Outbox(), self), seal(Broker(), self)
 
@@ -64,7 +67,7 @@ class _Outbox:
         return moves
 
     def fingerprint(self) -> Any:
-        return tuple(sorted(self.rows.items())), tuple(self.published), self.passes
+        return tuple(sorted(self.rows.items())), tuple(self.published), self.passes, tuple(sorted(self.excused))
 
     def broken(self) -> str | None:
         for mid, state in sorted(self.rows.items()):
@@ -96,6 +99,7 @@ class _Outbox:
         inside = self.said and self.run.fault is not None  # died inside a pass, not between two
         done = f"in pass {self.passes} it {', '.join(self.said)} before dying; " if inside else ""
         self.said = []
+        self.excused |= {mid for mid in self.published if self.rows.get(mid) == "pending"}
         return f"{done}the next pass starts a fresh process"
 
     def pending(self) -> list[str]:
@@ -134,6 +138,14 @@ class _Outbox:
             )
         elif mid in self.in_pass:
             self._fail(f"{mid} was published twice in one pass: publish each pending message once.")
+        elif mid in self.published and mid not in self.excused:
+            earlier = self.first_pass[mid]
+            why = " (a publish after it failed, and the pass stopped)" if earlier in self.failed_passes else ""
+            self._fail(
+                f"{mid} was published again in pass {self.passes}, with no crash to explain it: pass {earlier} "
+                f"published it and ended without noting it{why}, so the outbox still listed it. Only a crash "
+                "between a message's publish and its note may cost a duplicate."
+            )
         elif mid not in self.published and any(m not in self.published for m in self.pending() if m < mid):
             first = next(m for m in self.pending() if m < mid and m not in self.published)
             self._fail(
@@ -141,6 +153,8 @@ class _Outbox:
                 f"messages out of order. Publish oldest first, and stop the pass when a publish fails."
             )
         self.published.append(mid)
+        self.first_pass.setdefault(mid, self.passes)
+        self.excused.discard(mid)
         self.in_pass.append(mid)
         self.said.append(f"publishes {mid}")
 
@@ -197,6 +211,7 @@ class Broker:
             raise TypeError(f"publish() takes a message from outbox.pending(), not {type(message).__name__}")
         if world.run.enter("broker.publish", can_fail=True):
             world.failed = True
+            world.failed_passes.add(world.passes)
             raise ConnectionError(FAILURE)
         world.publish(message.id)
         world.run.leave("broker.publish")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
 from shopops_lab.checkpoint import Checkpoint
-from shopops_lab.checks.base import describe, error_text
+from shopops_lab.checks.base import attempt, describe, error_text
 from shopops_lab.effects import ProviderFault, SendResult
 from shopops_lab.explore import Bound, Move, Run, Scenario, copied
 from shopops_lab.recovery import Env, WorkerEnv, _WorkerCheckpoints
@@ -103,12 +103,25 @@ def _gated(run: Run, path: tuple[str, ...], target: Any, *args: Any, **kwargs: A
     return result
 
 
-class RecoveryWorld:
-    """One schedule's world: fresh stores, the job ready, no worker started."""
+FIRST_JOB = "O-1001"  # another job's world starts after this one's email went out on the same provider
 
-    def __init__(self, run: Run, job_id: str, faults: Sequence[ProviderFault]) -> None:
+
+class RecoveryWorld:
+    """One schedule's world: fresh stores, the job ready, no worker started. For a job other
+    than FIRST_JOB the provider has already delivered FIRST_JOB's email, sent by a clean run of
+    the learner's code (`before`), so an operation id that does not name its job collides."""
+
+    def __init__(
+        self, run: Run, job_id: str, faults: Sequence[ProviderFault], before: tuple[Env, frozenset[str]] | None = None
+    ) -> None:
         self.run, self.job_id = run, job_id
-        self.env = Env(faults=faults)
+        if before is None:
+            self.env, self.others = Env(faults=faults), frozenset[str]()
+        else:
+            self.env, self.others = copied(before[0]), before[1]
+            self.env.faults = tuple(faults)
+            for fault in faults:
+                self.env.adapter.provider.inject(fault)
         self.status = "ready"  # ready | held | acked
         self.holders: tuple[str, ...] = ()  # duplicate deliveries handed out, not yet run
         self.lease = False  # a lease outstanding that only expiry gives back
@@ -189,6 +202,13 @@ class RecoveryWorld:
 
     def broken(self) -> str | None:
         env, job = self.env, self.job_id
+        shared = sorted(self.others & env.asked)
+        if shared:
+            return (
+                f"your run used the operation id {shared[0]!r} for {job}, but {FIRST_JOB}'s email had already gone "
+                f"out under that id on this provider: the provider (and a lookup) answer for {FIRST_JOB}'s email, "
+                f"not for {job}'s. An operation id names the job as well as the step."
+            )
         sent = env.deliveries(job, "publish")
         if len(sent) > 1:
             return f"the email reached the customer {len(sent)} times ({', '.join(sent)})."
@@ -287,14 +307,31 @@ def _picture(record: Mapping[str, Any]) -> Hashable:
     )
 
 
+def _first_job_done(run: Run) -> tuple[Env, frozenset[str]]:
+    """A provider that has delivered FIRST_JOB's email: a clean run of the learner's code (a
+    fresh copy, outside any schedule), and the operation ids it used there, forgotten by the
+    env (a new job's run knows nothing of them) but kept to tell a collision."""
+    env = Env()
+    attempt(run.fresh(), FIRST_JOB, env.for_worker())
+    used = frozenset(env.asked)
+    env._known.clear()
+    env.asked.clear()
+    env.trace.clear()
+    return env, used
+
+
 def scenario(
     setting: str, faults: Sequence[ProviderFault], job_id: str, worlds: list[RecoveryWorld] | None = None
 ) -> Scenario:
     """The scenario of one setting; `worlds` (if given) collects every world started, so a
     check can show the last one's trace."""
 
+    earlier: list[tuple[Env, frozenset[str]]] = []  # FIRST_JOB done, once per search: every world starts from it
+
     def start(run: Run) -> RecoveryWorld:
-        world = RecoveryWorld(run, job_id, faults)
+        if job_id != FIRST_JOB and not earlier:
+            earlier.append(_first_job_done(run))
+        world = RecoveryWorld(run, job_id, faults, earlier[0] if earlier else None)
         if worlds is not None:
             worlds[:] = [world]
         return world

@@ -31,6 +31,7 @@ from shopops_lab.course.grade.wire import (
     send_frame,
 )
 from shopops_lab.errors import ShopOpsError
+from shopops_lab.explore import HAUNTING_LIMIT
 
 BOOT = (
     "import sys, json; c = json.loads(sys.argv[1]); sys.path[:0] = c['path']; "
@@ -92,6 +93,7 @@ class JudgePeer(Peer):
     def __init__(self, sock: socket.socket) -> None:
         super().__init__(sock, public_only=True)
         self.death: BaseException | None = None
+        self.haunted = 0  # requests the current call made after its process died
         self.pending: list[Digest] = []  # digests asked for, not yet drawn
 
     # A BaseException of the check's own raised into a learner call (the explorer's planned
@@ -102,7 +104,7 @@ class JudgePeer(Peer):
             self.draw_ahead()
         if self.depth:
             return super().request(message, mutable)
-        self.death = None
+        self.death, self.haunted = None, 0
         try:
             value = super().request(message, mutable)
         except KeyboardInterrupt:
@@ -111,9 +113,11 @@ class JudgePeer(Peer):
             if self.death is None:
                 raise
             died, self.death = self.death, None
+            died.haunted = self.haunted  # `explore.Run.call` reads it
             raise died from None
         if self.death is not None:
             died, self.death = self.death, None
+            died.haunted = self.haunted
             raise died
         return value
 
@@ -139,8 +143,12 @@ class JudgePeer(Peer):
         self.send_ahead(_digests(pending), taken)
 
     def serve(self, message: list[Any]) -> None:
-        if self.death is not None:
-            self.reply(["exc", self.describe(self.death), []])
+        if self.death is not None:  # the call's process is dead: its code caught the crash and goes on
+            self.haunted += 1
+            described = self.describe(self.death)
+            if self.haunted > HAUNTING_LIMIT:  # a loop that catches everything: stop its code where it runs
+                described["halt"] = True
+            self.reply(["exc", described, []])
             return
         super().serve(message)
 

@@ -38,40 +38,55 @@ def without_outputs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 REVEAL_CALL = re.compile(r"\.solution\(\s*confirm\s*=\s*True\b")
 EXERCISE_ID = re.compile(r"\d{2}\.\d{1,2}")
-REVEALED = "revealed"  # checks.base.REVEALED: the mark a shown model answer leaves in its output's metadata
+REVEALED, HINTED = "revealed", "hinted"  # checks.base's marks in an output's metadata: a model answer, a hint
 
 
 class _Reveals:
-    """`without_outputs`, noting on the way the model answers the outputs say were shown
-    (`Exercise.solution(confirm=True)`): the one thing grading reads from outputs."""
+    """`without_outputs`, noting on the way the records the outputs carry: model answers shown
+    (`Exercise.solution(confirm=True)`) and hints asked for (`Exercise.hint(n)`), the one thing
+    grading reads from outputs. A record in a locked cell of the master's (lab 00 shows a hint
+    as a demonstration) is not the learner's asking, and is not noted."""
 
     def __init__(self) -> None:
         self.shown: set[str] = set()
+        self.hinted: dict[str, int] = {}  # exercise id -> the highest hint level asked for
 
     def __call__(self, pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        for key, value in pairs:
-            if key == "outputs" and isinstance(value, list):
-                for output in value:
-                    meta = output.get("metadata") if isinstance(output, dict) else None
-                    kit = meta.get("shopops_lab") if isinstance(meta, dict) else None
-                    said = kit.get(REVEALED) if isinstance(kit, dict) else None
-                    if isinstance(said, str) and EXERCISE_ID.fullmatch(said):
-                        self.shown.add(said)
+        cell = dict(pairs)
+        if "cell_type" in cell and isinstance(cell.get("outputs"), list) and not _locked(cell.get("metadata")):
+            for output in cell["outputs"]:
+                meta = output.get("metadata") if isinstance(output, dict) else None
+                kit = meta.get("shopops_lab") if isinstance(meta, dict) else None
+                kit = kit if isinstance(kit, dict) else {}
+                said, hinted = kit.get(REVEALED), kit.get(HINTED)
+                if isinstance(said, str) and EXERCISE_ID.fullmatch(said):
+                    self.shown.add(said)
+                if type(hinted) is list and len(hinted) == 2 and isinstance(hinted[0], str) and type(hinted[1]) is int:
+                    if EXERCISE_ID.fullmatch(hinted[0]) and 0 < hinted[1] < 10:
+                        self.hinted[hinted[0]] = max(hinted[1], self.hinted.get(hinted[0], 0))
         return without_outputs(pairs)
 
     def notes(self, notebook: dict[str, Any]) -> list[str]:
-        """One note per model answer shown; one for a reveal whose output is gone."""
-        notes = [
+        """One note per exercise hinted (its highest level) and per model answer shown; one for a
+        reveal whose output is gone."""
+        notes = [f"hints to exercise {ex} were asked for, up to hint({n})" for ex, n in sorted(self.hinted.items())]
+        notes += [
             f"the model answer to exercise {shown} was revealed (solution(confirm=True))"
             for shown in sorted(self.shown)
         ]
-        if not notes and any(
+        if not self.shown and any(
             REVEAL_CALL.search(_joined(cell.get("source")))
             for cell in notebook["cells"]
             if isinstance(cell, dict) and cell.get("cell_type") == "code"
         ):
             notes.append("a cell calls solution(confirm=True) to reveal a model answer (its output was cleared)")
         return notes
+
+
+def _locked(metadata: Any) -> bool:
+    """A cell of the master's own: locked for the learner, and no answer."""
+    grading = metadata.get("nbgrader") if isinstance(metadata, dict) else None
+    return isinstance(grading, dict) and grading.get("locked") is True and not grading.get("solution")
 
 
 def _joined(source: Any) -> str:
