@@ -309,7 +309,7 @@ def test_every_attacker_is_graded_and_scores_only_its_honest_exercise(hostile: G
     assert set(hostile.rows) == {f"{name}_lab01" for name in [*attacks(hostile.room, 1), "right"]}
     for name, row in hostile.rows.items():
         points = {e["grade_id"]: e["points"] for e in row["exercises"]}
-        assert points["send-followup-test"] == (2 if name == "right_lab01" else 0), (name, row["reason"])
+        assert points["send-followup-test"] == (1 if name == "right_lab01" else 0), (name, row["reason"])
         if name != "fork_lab01":
             assert row["status"] == "graded" and points["what-next-test"] == 1, (name, row["reason"])
 
