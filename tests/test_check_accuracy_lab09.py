@@ -486,3 +486,14 @@ def test_on_postgres_the_processes_judge_the_same_way(monkeypatch: pytest.Monkey
     assert "on PostgreSQL" in worker_processes.judged(worker_keeping_its_draft)
     with pytest.raises(Wrong, match=r"on PostgreSQL: order O-\d+'s customer was emailed 2 times \(schedule kill@"):
         worker_processes.judged(key_from_the_attempt)
+
+
+def test_a_server_named_without_psycopg_to_reach_it_is_judged_on_sqlite(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SHOPOPS_POSTGRES_URL set where psycopg is not installed (an nbgrader venv, a learner who
+    set the variable for lab 08 only): the processes judge runs on an SQLite file, as lab 08's
+    08.3 decides, and still judges."""
+    import sys
+
+    monkeypatch.setenv(POSTGRES_ENV, "postgresql://nobody@127.0.0.1:1/none")
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg fails here
+    assert "on an SQLite file" in worker_processes.judged(worker_keeping_its_draft)

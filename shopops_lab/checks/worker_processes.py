@@ -204,11 +204,15 @@ class _Lab:
 
 def _database(folder: Path) -> tuple[str, Callable[[], None]]:
     """A new, empty database for one run, and how to remove it: an SQLite file in `folder`,
-    or, where SHOPOPS_POSTGRES_URL names a server, a schema of its own there."""
-    server = os.environ.get("SHOPOPS_POSTGRES_URL")
-    if not server:
+    or, where SHOPOPS_POSTGRES_URL names a server and psycopg can reach it (as lab 08's
+    08.3 asks), a schema of its own there."""
+    from shopops_lab.checks.lab08_sql import postgres_available
+
+    if not postgres_available():
         return f"sqlite:///{folder / 'shop.db'}?synchronous=normal", lambda: None
     import psycopg
+
+    server = os.environ["SHOPOPS_POSTGRES_URL"]
 
     schema = f"shopops_lab09_{os.getpid()}_{next(_SCHEMAS)}"
     with psycopg.connect(server, autocommit=True) as admin:
