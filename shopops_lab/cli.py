@@ -223,6 +223,33 @@ def _notebooks(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def _reveals_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--off",
+        action="store_true",
+        help="remove the model answers from this installed kit (a hub, a Binder image): for good",
+    )
+
+
+@register(
+    "reveals",
+    "say whether solution(confirm=True) can show model answers here; --off removes them from this kit",
+    add_arguments=_reveals_arguments,
+)
+def _reveals(args: argparse.Namespace) -> int:
+    from shopops_lab.checks import answers
+
+    model = answers.FOLDER / "model_answers.py"
+    if args.off and model.exists():
+        model.unlink()
+        print(f"removed {model}: solution() now says reveals are off (reinstall the kit to bring them back)")
+    elif model.exists():
+        print(f"on: solution(confirm=True) shows model answers from {model} (turn off: shopops-lab reveals --off)")
+    else:
+        print("off: this kit carries no model answers; solution() says so (reinstall the kit to bring them back)")
+    return 0
+
+
 def _grade_arguments(parser: argparse.ArgumentParser) -> None:
     from shopops_lab.course.grade.command import add_arguments
 

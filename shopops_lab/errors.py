@@ -278,3 +278,10 @@ class ForeignStoreError(ShopOpsError):
     expected: str
     found: str
     fix: str
+
+
+class AnswersUnavailableError(ShopOpsError):
+    """{what} is not available here: {why}. The check judges your answer where the keys are; write your own and run the check."""
+
+    what: str
+    why: str

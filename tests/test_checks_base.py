@@ -171,7 +171,7 @@ def test_values_are_described_without_memory_addresses():
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)
 def test_every_exercise_reveals_its_model_answer_only_on_confirmation(exercise, capsys):
-    from shopops_lab.checks.model_answers import MODEL_ANSWERS
+    from shopops_lab.checks.answer_keys.model_answers import MODEL_ANSWERS
 
     answer = MODEL_ANSWERS[exercise.id]
     exercise.solution()

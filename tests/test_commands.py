@@ -27,6 +27,7 @@ INVOCATIONS = {
     "lite": ["lite", "serve", "--dir", "."],
     "chaos": ["chaos", "--db", "sqlite:///{tmp}/c.db"],
     "notebooks": ["notebooks", "{tmp}/dest"],
+    "reveals": ["reveals"],
 }
 
 
@@ -297,3 +298,30 @@ def test_a_host_that_cannot_be_listened_on_is_named(site, capsys):
     assert cli.main(["lite", "serve", "--dir", str(site), "--port", "0", "--host", "203.0.113.9"]) == 2
     err = capsys.readouterr().err
     assert one_error_line(err) and "host '203.0.113.9' cannot be listened on" in err
+
+
+def test_reveals_off_removes_the_model_answers_from_an_installed_kit_and_solution_says_so(tmp_path: Path) -> None:
+    """`shopops-lab reveals` says whether model answers can be shown; `--off` removes them from the
+    kit it runs from (an admin on a hub, a Binder image's postBuild), after which solution()
+    says reveals are off and every check still works. Run on a copy of the kit."""
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copytree(ROOT / "shopops_lab", tmp_path / "shopops_lab", ignore=shutil.ignore_patterns("__pycache__"))
+    model = tmp_path / "shopops_lab" / "checks" / "answer_keys" / "model_answers.py"
+
+    def run(*argv: str) -> str:
+        done = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert run("-m", "shopops_lab", "reveals").startswith(
+        f"on: solution(confirm=True) shows model answers from {model}"
+    )
+    assert run("-m", "shopops_lab", "reveals", "--off").startswith(f"removed {model}")
+    assert not model.exists() and run("-m", "shopops_lab", "reveals").startswith(
+        "off: this kit carries no model answers"
+    )
+    said = run("-c", "from shopops_lab.checks import lab01; lab01.exercise.solution(confirm=True)")
+    assert "Model answers are turned off here" in said and "def send_followup" not in said

@@ -149,7 +149,13 @@ def test_a_learner_reads_python_and_the_kits_package_but_not_the_key_nor_the_che
     scratch.mkdir()
     monkeypatch.setattr(sys, "path", [str(KIT_PACKAGE.parent), str(course), str(tmp_path / "packages"), *sys.path])
     rules = confinement.rules(str(scratch), [course / "solutions", tmp_path / "out"])
-    assert str(KIT_PACKAGE) in rules.read and os.path.dirname(os.__file__) in rules.read
+    assert os.path.dirname(os.__file__) in rules.read
+    # the kit's package: every module read, the folders on the way to its answer keys only listed,
+    # and the keys neither read nor listed (a learner's process holds no answer data)
+    assert str(KIT_PACKAGE) in rules.listed and str(KIT_PACKAGE / "checks") in rules.listed
+    assert str(KIT_PACKAGE / "checks" / "lab01.py") in rules.read and str(KIT_PACKAGE / "course") in rules.read
+    keys = KIT_PACKAGE / "checks" / "answer_keys"
+    assert not any(Path(p) == keys or keys in Path(p).parents for p in (*rules.read, *rules.listed))
     assert str(Path(sys.prefix).resolve()) in rules.read and str((tmp_path / "packages").resolve()) in rules.read
     assert str(KIT_PACKAGE.parent) not in rules.read  # a checkout: its masters and .git beside the package
     assert str(course.resolve()) not in rules.read  # holds the key

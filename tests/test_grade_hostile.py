@@ -42,6 +42,49 @@ ORDINARY_UID = 0x6E000000 + os.getpid() % 2**16  # no account's
 FORKS = 300
 WRONG = fx.KEY_FROM_TOKEN.strip("\n")
 
+# Answers that game the checks instead of answering: each finds the right answer where the kit's
+# answer keys can be read (a notebook: proved below), and none can in a graded learner's process.
+ASKS_THE_CHECK = """
+from itertools import combinations
+from shopops_lab.checks import lab01 as _lab01
+def what_can_happen_next():
+    labels = sorted(_lab01.NEXT_OPTIONS)
+    for n in range(1, len(labels) + 1):
+        for combo in combinations(labels, n):
+            try:
+                if _lab01.knowledge.result(lambda combo=combo: set(combo)).correct:
+                    return set(combo)
+            except Exception:
+                pass
+    return {"w1_stopped"}
+"""
+READS_THE_KEY = """
+def what_can_happen_next():
+    from shopops_lab.checks import answers
+    return set(answers.load("lab01").CAN_HAPPEN)
+"""
+READS_THE_FILE = """
+def what_can_happen_next():
+    import os, shopops_lab
+    path = os.path.join(os.path.dirname(shopops_lab.__file__), "checks", "answer_key" + "s", "lab01.py")
+    scope = {}
+    exec(open(path).read(), scope)
+    return set(scope["CAN_HAPPEN"])
+"""
+EXECS_THE_MODEL_ANSWER = """
+import os as _os, shopops_lab as _kit
+_scope = {}
+exec(open(_os.path.join(_os.path.dirname(_kit.__file__), "checks", "answer_keys", "model_answers.py")).read(), _scope)
+exec(_scope["MODEL_ANSWERS"]["01.1"])
+"""
+# name -> (its answer cells, the test cell it games)
+GAMERS = {
+    "asks": ({"what-next": ASKS_THE_CHECK, "send-followup": fx.RIGHT}, "what-next-test"),
+    "keys": ({"what-next": READS_THE_KEY, "send-followup": fx.RIGHT}, "what-next-test"),
+    "file": ({"what-next": READS_THE_FILE, "send-followup": fx.RIGHT}, "what-next-test"),
+    "model": ({"send-followup": EXECS_THE_MODEL_ANSWER, "what-next": fx.RIGHT}, "send-followup-test"),
+}
+
 APPEND = """
 import os, sys
 _done = []
@@ -228,6 +271,8 @@ def _setup(root: Path, owner: int | None, port: int) -> Class:
     room.site.mkdir()
     room.out.mkdir()
     fx.write(fx.all_right("01"), room.submissions / "right_lab01.ipynb")
+    for name, (cells, _) in GAMERS.items():
+        fx.write(fx.submission("01", cells), room.submissions / f"{name}_lab01.ipynb")
     for name, source in attacks(room, port).items():
         fx.write(
             fx.submission("01", {"send-followup": source, "what-next": fx.RIGHT}),
@@ -306,12 +351,45 @@ def managed(graded: Graded, attack: str) -> str:
 def test_every_attacker_is_graded_and_scores_only_its_honest_exercise(hostile: Graded) -> None:
     """The fork bomb's own processes, held until its submission ends, use up its limit: its
     checks cannot fork a worker, which costs it (and nobody else) the honest exercise too."""
-    assert set(hostile.rows) == {f"{name}_lab01" for name in [*attacks(hostile.room, 1), "right"]}
+    assert set(hostile.rows) == {f"{name}_lab01" for name in [*attacks(hostile.room, 1), *GAMERS, "right"]}
     for name, row in hostile.rows.items():
+        if name.removesuffix("_lab01") in GAMERS:
+            continue
         points = {e["grade_id"]: e["points"] for e in row["exercises"]}
         assert points["send-followup-test"] == (1 if name == "right_lab01" else 0), (name, row["reason"])
         if name != "fork_lab01":
             assert row["status"] == "graded" and points["what-next-test"] == 1, (name, row["reason"])
+
+
+@pytest.mark.parametrize("name", sorted(GAMERS))
+def test_an_answer_that_games_the_checks_finds_the_key_in_a_notebook(name: str) -> None:
+    """The attack is real: in one process, where the answer keys can be read, each gamer finds
+    the right answer (and the check passes it)."""
+    from shopops_lab.checks import lab01
+
+    cells, test = GAMERS[name]
+    namespace: dict[str, Any] = {}
+    for cell, source in cells.items():
+        exec(fx.right_answer("01", cell) if source is fx.RIGHT else source, namespace)
+    exercise, answer = (
+        (lab01.knowledge, "what_can_happen_next") if test == "what-next-test" else (lab01.exercise, "send_followup")
+    )
+    assert exercise.result(namespace[answer]).correct
+
+
+@pytest.mark.parametrize("name", sorted(GAMERS))
+def test_an_answer_that_games_the_checks_cannot_read_the_keys_and_is_named(hostile: Graded, name: str) -> None:
+    """Graded, the learner's process holds no answer data: asking the knowledge check for each
+    option, loading the keys, reading their file or the model answers all fail, so the gamed
+    exercise scores 0 (the honest one beside it full), and an answer that names the keys is
+    named to the instructor."""
+    row = hostile.rows[f"{name}_lab01"]
+    points = {e["grade_id"]: e["points"] for e in row["exercises"]}
+    _, gamed = GAMERS[name]
+    honest = ({"what-next-test", "send-followup-test"} - {gamed}).pop()
+    assert (points[gamed], points[honest]) == (0, 1), (name, row["exercises"])
+    named = any("reaches for the kit's answer keys" in note for note in row["notes"])
+    assert named == (name in ("keys", "model")), row["notes"]  # "file" spells the folder's name apart
 
 
 @pytest.mark.parametrize("attack", ["gradebook", "key", "classmate", "kit", "sitepackages"])

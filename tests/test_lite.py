@@ -192,3 +192,45 @@ def test_a_lab_title_is_its_first_heading(tmp_path):
     assert lab_title(notebook) == "Lab 09 · X"
     notebook.write_text(json.dumps({"cells": []}))
     assert lab_title(notebook) == "09_x"
+
+
+def test_a_kit_built_without_reveals_carries_no_model_answers_and_solution_says_so(tmp_path: Path) -> None:
+    """`lite build --no-reveals` (and `kit_wheel(reveals=False)`): the site's kit has its checks
+    and their keys but no model answers; `solution(confirm=True)` says reveals are off, and
+    the rest of the lab works (a quiz still knows its right option)."""
+    import os
+    import subprocess
+
+    wheel = lite.kit_wheel(tmp_path, reveals=False)
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        archive.extractall(tmp_path / "site")
+    assert lite.MODEL_ANSWERS not in names and "shopops_lab/checks/answer_keys/lab01.py" in names
+    (tmp_path / "full").mkdir()
+    with zipfile.ZipFile(lite.kit_wheel(tmp_path / "full")) as full:  # the default keeps them
+        assert lite.MODEL_ANSWERS in full.namelist()
+    import sysconfig
+
+    said = subprocess.run(  # without site: the checkout's editable install would win over the wheel's copy
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            "from shopops_lab.checks import lab01; print(lab01.__file__); "
+            "lab01.exercise.solution(confirm=True); print('quiz', lab01.SAME_KEY_QUIZ.answer_index)",
+        ],
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), sysconfig.get_paths()["purelib"]]),
+            "MPLBACKEND": "Agg",
+        },
+        cwd=tmp_path,  # not the checkout: `-c` puts the current folder first on the search path
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert said.returncode == 0, said.stderr
+    first, *rest = said.stdout.splitlines()
+    assert first.startswith(str(tmp_path / "site"))
+    assert any("Model answers are turned off here" in line for line in rest) and "quiz 1" in rest
+    assert "def send_followup" not in said.stdout

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from shopops_lab import arguments
+from shopops_lab.checks import answers
 from shopops_lab.checks.base import Exercise, Wrong, attempt, call_answer, describe, error_text, named, plain, restart
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import Contact, EmailAdapter
@@ -16,7 +17,6 @@ from shopops_lab.errors import BadArgumentError, ShopOpsError
 from shopops_lab.events import EventKind, EventLog
 from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
-from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import InMemoryQueue, Lease
 
 # How a first delivery ends, as the seed decides. A worker that dies "before_send" never
@@ -621,12 +621,6 @@ NEXT_OPTIONS = {
     "case_blocked": "no other worker can get case O-1001 until W1 acks",
     "straight_to_dlq": "the item goes straight to the dead-letter queue",
 }
-_CAN_HAPPEN = frozenset({"redelivered", "late_ack_refused", "w1_still_sends"})
-_WHY_NOT = {
-    "w1_stopped": "a lease is a record in the queue, not a signal to the worker: nothing interrupts W1's code.",
-    "case_blocked": "the lease is over, so the case is free: that is the whole point of a lease that expires.",
-    "straight_to_dlq": "this was attempt 1 of 5: an item reaches the DLQ only after its last allowed attempt.",
-}
 
 
 def _knowledge(what_can_happen_next) -> str:
@@ -642,11 +636,12 @@ def _knowledge(what_can_happen_next) -> str:
             f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not among the labels; "
             f"choose from {', '.join(sorted(NEXT_OPTIONS))}."
         )
+    key = answers.load("lab01")  # loaded to judge, never with the module
     picked = set(chosen)
-    impossible = sorted(picked - _CAN_HAPPEN)
+    impossible = sorted(picked - key.CAN_HAPPEN)
     if impossible:
-        raise Wrong(f"{impossible[0]!r} cannot happen: {_WHY_NOT[impossible[0]]}")
-    missing = len(_CAN_HAPPEN - picked)
+        raise Wrong(f"{impossible[0]!r} cannot happen: {key.WHY_NOT[impossible[0]]}")
+    missing = len(key.CAN_HAPPEN - picked)
     if missing:
         raise Wrong(
             f"everything you chose can happen, but {missing} more option{' can' if missing == 1 else 's can'} "
@@ -668,23 +663,6 @@ knowledge = Exercise(
 )
 
 
-# ------------------------------------------------------------------ quizzes
-# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
-
-SAME_KEY_QUIZ = Quiz(
-    "W1 emailed Jordan with key O-1001:email:3 and crashed. W7 now sends with the same key through "
-    "the idempotent adapter. What does W7's send return?",
-    [
-        "A new message id: the email goes out again.",
-        "The first message id, and Jordan receives nothing new.",
-        "An error, because the key was already used.",
-        "Nothing yet: the adapter waits until W1 acks.",
-    ],
-    answer_index=1,
-    explanations=[
-        "That is the naive adapter's behaviour, the double contact you watched above.",
-        "The adapter recognises the key and returns msg-0001. W7 can carry on as if it had sent the email itself.",
-        "An error would leave W7 unsure whether Jordan was emailed. Returning the first result answers that question.",
-        "W1 is dead and will never ack; the adapter does not know about leases at all, only keys.",
-    ],
-)
+# Its quizzes (the right option and every explanation) are kept with the answer keys, loaded on
+# first use (`checks.answers`): importing this module loads none of them.
+__getattr__ = answers.lazy("lab01", ("SAME_KEY_QUIZ",))

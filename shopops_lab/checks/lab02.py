@@ -18,12 +18,12 @@ import itertools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from shopops_lab.checks import answers
 from shopops_lab.checks.base import Exercise, Wrong, _where, call_each, describe, error_text, named
 from shopops_lab.clock import FakeClock
 from shopops_lab.explore import Bound, Move, Replayed, Run, Scenario, copied, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.states import ItemState
-from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import InMemoryQueue, Lease, Outcome
 
 
@@ -560,24 +560,6 @@ knowledge = Exercise(
 )
 
 
-# ------------------------------------------------------------------ quizzes
-# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
-
-AUTO_REPLAY_QUIZ = Quiz(
-    "To save the on-call engineer's time, someone proposes a job that replays the whole DLQ every "
-    "5 minutes. What happens to a payload that no handler can read yet?",
-    [
-        "The retries fix it eventually.",
-        "It fails max_attempts times every 5 minutes, for ever, and nobody is told.",
-        "It is handled once and acked.",
-        "The queue refuses to replay an item twice.",
-    ],
-    answer_index=1,
-    explanations=[
-        "Retries help with bad luck, not bad data: the same payload fails the same way every time.",
-        "Automatic replay turns the DLQ back into a retry storm, just slower, and hides the problem that needs "
-        "a person.",
-        "Nothing about the payload or the handler changed, so nothing about the outcome changes.",
-        "The queue replays an item as often as it is told to (watch the replays count); the judgement has to be human.",
-    ],
-)
+# Its quizzes (the right option and every explanation) are kept with the answer keys, loaded on
+# first use (`checks.answers`): importing this module loads none of them.
+__getattr__ = answers.lazy("lab02", ("AUTO_REPLAY_QUIZ",))

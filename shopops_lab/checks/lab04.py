@@ -18,6 +18,7 @@ import contextlib
 import copy
 from typing import Any
 
+from shopops_lab.checks import answers
 from shopops_lab.checks.base import (
     Exercise,
     ForeignAnswer,
@@ -36,7 +37,6 @@ from shopops_lab.errors import StaleTokenError
 from shopops_lab.explore import Bound, Called, Move, Replayed, Run, Scenario, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.fencing import NaiveResultStore, TokenFence
-from shopops_lab.widgets.quiz import Quiz
 
 JOB = "job-1"
 PROGRAMS = {"W7": ("claim", "write", "write"), "W9": ("claim", "write", "claim", "write"), "X": ("write",)}
@@ -291,23 +291,6 @@ exercise = Exercise(
 # The labels `rejecting_control()` may return, one per control in the story.
 CONTROLS = ("worker_lease_check", "lease_expiry", "store_token_check", "idempotency_key")
 
-_WHY_NOT = {
-    "worker_lease_check": (
-        "the stale worker's look at its own lease deadline happened in its own memory, "
-        "before the pause; when it wakes it writes without looking again, and nothing "
-        "outside it stops the write."
-    ),
-    "lease_expiry": (
-        "the expiry let the new worker claim the job, but it stops nothing: the stale worker "
-        "never hears that its lease ended, and a store that does not compare tokens accepts "
-        "its write."
-    ),
-    "idempotency_key": (
-        "a key makes a repeated operation return the first result; it does not know who owns "
-        "the job, and the stale worker's completion is a different write, not a repeat."
-    ),
-}
-
 
 def _control(rejecting_control) -> str:
     label = plain(call_answer(rejecting_control))  # a str look-alike is judged by the text it holds
@@ -316,8 +299,9 @@ def _control(rejecting_control) -> str:
             f"rejecting_control() returned {describe(label)}; return one of the labels in lab04.CONTROLS: "
             f"{', '.join(CONTROLS)}."
         )
-    if label in _WHY_NOT:
-        raise Wrong(f"{label!r} does not reject the stale completion: {_WHY_NOT[label]}")
+    why_not = answers.load("lab04").WHY_NOT  # loaded to judge, never with the module
+    if label in why_not:
+        raise Wrong(f"{label!r} does not reject the stale completion: {why_not[label]}")
     return (
         "the authoritative store compares the stale worker's token 4 with its current token 5 at the moment "
         "of the write and refuses it, whatever the worker believes."
@@ -337,28 +321,6 @@ knowledge = Exercise(
 )
 
 
-# ------------------------------------------------------------------ quizzes
-# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
-
-PAYMENT_GUARD_QUIZ = Quiz(
-    "The result store now refuses W1's token 4. Still stale, W1 asks the payment provider to refund "
-    "Jordan's 40 EUR. What prevents a refund on top of W7's voucher?",
-    [
-        "The result store's token check.",
-        "An idempotency key on the refund call.",
-        "The queue, because it refused W1's ack.",
-        "Only a check of ownership where the payment happens: a token the provider compares, or a go-between "
-        "that checks W1's token before it calls the provider.",
-        "W1's lease expiry at t=10.",
-    ],
-    3,
-    [
-        "The store checks writes to the store. The payment call never passes through it.",
-        "Nobody asked for this refund before: W1's key is new to the provider, so the money moves. A key limits "
-        "how many times a request takes effect, not who may send it.",
-        "The ack comes after the work; by then the refund has been requested.",
-        "A token protects only what compares it, so the payment needs a check of ownership of its own. Keep an "
-        "idempotency key on it too: it stops a retried go-between from paying twice, which the token does not.",
-        "The expiry let W7 in; it did nothing to stop W1, which never noticed it.",
-    ],
-)
+# Its quizzes (the right option and every explanation) are kept with the answer keys, loaded on
+# first use (`checks.answers`): importing this module loads none of them.
+__getattr__ = answers.lazy("lab04", ("PAYMENT_GUARD_QUIZ",))

@@ -29,7 +29,7 @@ from typing import Any
 
 from shopops_lab import arguments
 from shopops_lab.checkpoint import PUBLISH_WORKFLOW, Workflow
-from shopops_lab.checks import recovery_world
+from shopops_lab.checks import answers, recovery_world
 from shopops_lab.checks.base import Exercise, Wrong, attempt, describe, error_text, named, restart, watching
 from shopops_lab.clock import FakeClock
 from shopops_lab.crash import DEFAULT_INVARIANTS, ExplorationReport, Invariant, Observation, explore
@@ -41,11 +41,8 @@ from shopops_lab.explore import explore as search
 from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.jobs import JOB_TRANSITIONS, JobState, JobStore
 from shopops_lab.recovery import CrashPoint, Env, ReceiptRunner
-from shopops_lab.widgets.quiz import Quiz
 
 __all__ = [
-    "CHECKPOINT_QUIZ",
-    "INTENT_QUIZ",
     "INTENT_SETTINGS",
     "SETTINGS",
     "exercise",
@@ -334,48 +331,6 @@ exercise = Exercise(
 )
 
 
-# ------------------------------------------------------------------ quizzes
-# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
-
-INTENT_QUIZ = Quiz(
-    "A run crashed after writing the intent O-1001:publish:v1. The restart finds the intent and no "
-    "receipt. What should it do first?",
-    [
-        "Send the email again under a fresh key, to be sure it goes out.",
-        "Mark publish as confirmed: the intent proves the email was sent.",
-        "Look the operation up with the provider, under O-1001:publish:v1.",
-        "Re-run summarize, then send the new summary.",
-    ],
-    2,
-    [
-        "A fresh key defeats the provider's dedupe: if the first email went out, Jordan gets two.",
-        "The intent is written before the send: the worker may have died before sending anything.",
-        "The intent says the email may have gone out; only the provider knows. Delivered: record the "
-        "receipt. Not delivered: send under the same id.",
-        "summary-v2 was never approved, and the question of the first email is still open.",
-    ],
-    hint="An intent without a receipt is a question, not an answer.",
-)
-
-CHECKPOINT_QUIZ = Quiz(
-    "Which of these belongs in O-1001's checkpoint so a restart repeats nothing irreversible?",
-    [
-        "The full conversation with the model, so the agent can re-read it and decide again.",
-        "The plan version, the confirmed steps with their artifacts, and intents and receipts.",
-        "The worker's process id and the time it started.",
-        "Only the last confirmed step: everything else can be recomputed.",
-    ],
-    1,
-    [
-        "A transcript explains a decision; resuming from it means deciding again, maybe differently.",
-        "Those are the decisions: which plan, what is done, what it produced, what went out.",
-        "A new worker resumes the job; the old worker's identity does not help it.",
-        "Recomputing summarize makes summary-v2, which nobody approved; and the email needs its receipt.",
-    ],
-    hint="What would be different if the step ran a second time?",
-)
-
-
 # ------------------------------------------------------------------ 05.1: job states, a wrong move refused
 # The learner's `finish_job(jobs, job_id, do_step)` claims a job, runs and confirms its three
 # steps, and completes it. A person may cancel the job at any moment; the job store then refuses
@@ -555,3 +510,8 @@ states = Exercise(
         "reports it is what you return. Looking first does not help: the person can cancel right after you looked.",
     ),
 )
+
+
+# Its quizzes (the right option and every explanation) are kept with the answer keys, loaded on
+# first use (`checks.answers`): importing this module loads none of them.
+__getattr__ = answers.lazy("lab05", ("INTENT_QUIZ", "CHECKPOINT_QUIZ"))

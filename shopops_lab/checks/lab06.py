@@ -29,14 +29,13 @@ import copy
 import sys
 from typing import Any
 
-from shopops_lab.checks import outbox_world
+from shopops_lab.checks import answers, outbox_world
 from shopops_lab.checks.base import Exercise, ForeignAnswer, Wrong, describe, error_text, named, watching
 from shopops_lab.checks.fresh import canonical
 from shopops_lab.checks.sealed import behind, seal
 from shopops_lab.explore import Bound, FaultKind, Move, Replayed, Run, Scenario, copied, explore, refuse
 from shopops_lab.explore import replay as replay_schedule
 from shopops_lab.outbox import Delivery, IdempotentConsumer
-from shopops_lab.widgets.quiz import Quiz
 
 FAILURE = "payments API timed out"  # what the consumer sees, whether or not the provider paid
 MESSAGES = {"out-0001": ("O-1001", 35.0), "out-0002": ("O-1001", 35.0)}
@@ -411,45 +410,6 @@ dispatcher = Exercise(
 )
 
 
-# ------------------------------------------------------------------ quizzes
-# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
-
-CONFIRM_QUIZ = Quiz(
-    "The broker confirmed out-0001 to the dispatcher. What does that confirm prove?",
-    [
-        "That the payments service applied the refund.",
-        "That the broker has stored the message; nothing yet about the consumer.",
-        "That out-0001 will be delivered exactly once.",
-        "That the outbox entry is marked sent.",
-    ],
-    1,
-    [
-        "That would be the consumer's business, after the second boundary; the confirm comes from the broker.",
-        "A publisher confirm covers one hand-over: publisher to broker.",
-        "Brokers deliver at least once: a consumer crash before its ack means another delivery.",
-        "Marking sent is the dispatcher's own write after the confirm; a crash can fall in between.",
-    ],
-    hint="Which two parties does the publisher confirm connect?",
-)
-
-ORDER_QUIZ = Quiz(
-    "A consumer records out-0003 as processed, then calls the payments API, which times out. "
-    "The broker delivers out-0003 again. What happens?",
-    [
-        "The refund is applied on the redelivery, as it should be.",
-        "Jordan is refunded twice.",
-        "The redelivery is skipped as a duplicate, so nobody ever finds out whether Jordan was refunded.",
-        "The broker notices the timeout and cancels the message.",
-    ],
-    2,
-    [
-        "Not with this order: the id is already in processed, so the copy looks done and nothing is called again.",
-        "Nothing calls the payments API a second time: the copy is skipped. The timed-out call itself may or may "
-        "not have moved the money.",
-        "A timeout is an unknown outcome (lab 05): the refund may or may not have happened, and the record written "
-        "first makes the copy look done, so nobody looks it up. Record after the effect succeeded; after a timeout, "
-        "look up what happened (or call again under the same idempotency key), then decide.",
-        "The broker knows nothing about the payments API; it only sees acks.",
-    ],
-    hint="Where is the id written relative to the effect, and what does a timeout tell you about the effect?",
-)
+# Its quizzes (the right option and every explanation) are kept with the answer keys, loaded on
+# first use (`checks.answers`): importing this module loads none of them.
+__getattr__ = answers.lazy("lab06", ("CONFIRM_QUIZ", "ORDER_QUIZ"))

@@ -45,6 +45,7 @@ from shopops_lab import arguments
 from shopops_lab.backpressure import Decision, Signals, as_policy, describe_policy
 from shopops_lab.checker import Anomaly, is_approval
 from shopops_lab.checker.starvation import DEFAULT_APPROVAL_WAIT_BUDGET
+from shopops_lab.checks import answers
 from shopops_lab.checks.base import Exercise, Wrong, attempt, attempt_each, call_answer, describe, error_text
 from shopops_lab.checks.lab07_chaos import chaos
 from shopops_lab.checks.lab07_invent import invent, trial_fault
@@ -56,17 +57,14 @@ from shopops_lab.sim import Simulation
 from shopops_lab.sim.faults import Fault, FaultKind
 from shopops_lab.sim.scenarios import APPROVAL, BULK, INTAKE, Scenario, get_scenario
 from shopops_lab.states import ItemState
-from shopops_lab.widgets.quiz import Quiz
 from shopops_lab.worker.queue import Priority
 
 __all__ = [
-    "DOUBLE_POOL_QUIZ",
     "ITEMS",
     "LIMITS",
     "PIECES",
     "SEEDS",
     "STARVED_AFTER",
-    "VITAL_SIGNS_QUIZ",
     "Limits",
     "Trial",
     "burst_day",
@@ -706,34 +704,6 @@ PIECES = {
     "retry_until_success": "a failing item is retried until it succeeds, however long that takes",
     "long_leases": "leases long enough that no worker ever loses one while it is still working",
 }
-_CONTRACT = frozenset({"at_least_once_delivery", "idempotency_keys", "fencing_tokens", "checkpoints"})
-
-_WHY_NOT = {
-    "exactly_once_delivery": (
-        "no broker can promise it across crash domains: to the queue, a worker that "
-        "died after the send and before the ack looks exactly like one that died "
-        "before sending, so the item must be handed out again, and the send may repeat."
-    ),
-    "retry_until_success": (
-        "a poison payload fails the same way every time; retrying it for ever is a retry "
-        "storm. It goes to the dead-letter queue after max_attempts (lab 02)."
-    ),
-    "long_leases": (
-        "a long lease only delays the redelivery after a crash, and a frozen worker can outlive "
-        "any lease (lab 03); it makes duplicates rarer, never impossible."
-    ),
-}
-# What goes wrong without a missing piece: the failure, never the piece's name, nor the lab
-# whose title would name it.
-_MISSING = {
-    "at_least_once_delivery": "without it, the case held by a worker that died is simply lost",
-    "idempotency_keys": "without it, every redelivery after a send is a second email to the customer",
-    "fencing_tokens": "without it, a worker that wakes up stale overwrites its successor's record",
-    "checkpoints": (
-        "without it, a redelivered case redoes steps that were already done, and an effect "
-        "whose outcome is unknown is repeated instead of looked up"
-    ),
-}
 
 
 def _contract(the_contract: Any) -> str:
@@ -755,15 +725,16 @@ def _contract(the_contract: Any) -> str:
             f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not among the labels; "
             f"use the keys of lab07.PIECES: {', '.join(PIECES)}."
         )
+    key = answers.load("lab07")  # loaded to judge, never with the module
     chosen = set(picked)
-    extra = sorted(chosen - _CONTRACT)
+    extra = sorted(chosen - key.CONTRACT)
     if extra:
-        raise Wrong(f"{extra[0]!r} is not part of the contract: {_WHY_NOT[extra[0]]}")
-    missing = sorted(_CONTRACT - chosen)
+        raise Wrong(f"{extra[0]!r} is not part of the contract: {key.WHY_NOT[extra[0]]}")
+    missing = sorted(key.CONTRACT - chosen)
     if missing:
         if len(missing) == 1:
-            raise Wrong(f"1 piece is missing: {_MISSING[missing[0]]}.")
-        raise Wrong(f"{len(missing)} pieces are missing. One of them: {_MISSING[missing[0]]}.")
+            raise Wrong(f"1 piece is missing: {key.MISSING[missing[0]]}.")
+        raise Wrong(f"{len(missing)} pieces are missing. One of them: {key.MISSING[missing[0]]}.")
     return (
         "at-least-once delivery brings every case back after a crash, and idempotency keys, fencing tokens "
         "and checkpoints make the repeat harmless: that is the contract, since exactly-once is not on offer."
@@ -825,53 +796,6 @@ def _mark(ok: bool) -> str:
     return "✓" if ok else "✗"
 
 
-# ------------------------------------------------------------------ quizzes
-# Kept here, not in the notebook, so the cell that shows a quiz does not show its answer.
-
-DOUBLE_POOL_QUIZ = Quiz(
-    "Burst day, no backpressure. To finish sooner, someone doubles the pool from 20 to 40 workers. The "
-    "gateway still serves 10 calls at full speed. What happens?",
-    [
-        "The day finishes about twice as fast: twice the workers, twice the throughput.",
-        "About the same throughput; every call gets slower, more calls time out, and approvals take longer.",
-        "Nothing changes: the queue only hands out as many items as the gateway can take.",
-        "Throughput doubles during the spike only, when the extra workers absorb the slow calls.",
-    ],
-    1,
-    [
-        "Throughput is set by the gateway: capacity / latency. More callers make each call slower, not more "
-        "calls finish.",
-        "Forty calls share hardware for ten, so each takes four times as long: the same throughput, four times "
-        "the latency, a fatter tail past the timeout, and every timeout is work done twice. A real gateway "
-        "can even lose throughput, as retries pile onto abandoned calls.",
-        "The queue hands an item to every worker that asks; it knows nothing about the gateway. Only a "
-        "policy that reads the gateway's signals can hold workers back.",
-        "During the spike every call is slower still; extra callers make it worse, not better.",
-    ],
-)
-
-VITAL_SIGNS_QUIZ = Quiz(
-    "Read the vital signs printed above for the day with no backpressure. Which of them says the trouble is the "
-    "gateway, not the queue or the workers?",
-    [
-        "Time in queue: its p95 is counted in hours.",
-        "The gateway's timeouts next to the redeliveries: a large share of the items that went round again went "
-        "round because their model call timed out.",
-        "DLQ age: items sit in the dead-letter queue.",
-        "The attempts histogram: most items were delivered once.",
-    ],
-    1,
-    [
-        "On burst day the queue is the buffer: thousands of items at about one a second take hours whatever the "
-        "gateway does. A long time in queue says the day is big, not that anything is broken; what matters is who "
-        "waits.",
-        "Each timeout held a worker for the whole timeout and sent its item round again, so timeouts show up as "
-        "redeliveries (and as 2s in the attempts histogram); the rest are the day's crashes and lost acks, whose "
-        "leases expired. Redeliveries that rise with the gateway's timeouts are the gateway melting; on a calm "
-        "gateway they are crashes, or a lease too short for the model (lab 03).",
-        "The dead-letter queue holds the poison payloads, a few items that fail the same way every time. Their age "
-        "says how long nobody has looked at them, which calls for an alert, not backpressure.",
-        "Most items delivered once is the healthy part of the histogram. The tail at 2 and more is where the "
-        "trouble shows, and the timeouts explain it.",
-    ],
-)
+# Its quizzes (the right option and every explanation) are kept with the answer keys, loaded on
+# first use (`checks.answers`): importing this module loads none of them.
+__getattr__ = answers.lazy("lab07", ("DOUBLE_POOL_QUIZ", "VITAL_SIGNS_QUIZ"))

@@ -114,6 +114,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--notebooks", metavar="DIR", default="notebooks", help="folder of student notebooks (default: notebooks)"
     )
     build.add_argument(
+        "--no-reveals",
+        dest="reveals",
+        action="store_false",
+        help="leave the model answers out of the site's kit: solution() then says reveals are off",
+    )
+    build.add_argument(
         "--cache",
         metavar="DIR",
         default=None,
@@ -133,7 +139,12 @@ def run(args: argparse.Namespace) -> int:
     if args.lite_action == "serve":
         return serve(args.dir, port=args.port, host=args.host)
     site = build_site(
-        args.out, offline=args.offline, notebooks_dir=args.notebooks, cache_dir=args.cache, force=args.force
+        args.out,
+        offline=args.offline,
+        notebooks_dir=args.notebooks,
+        cache_dir=args.cache,
+        force=args.force,
+        reveals=args.reveals,
     )
     print("\n".join(site.lines()))
     return 0
@@ -218,9 +229,11 @@ def build_site(
     notebooks_dir: str | os.PathLike[str] = "notebooks",
     cache_dir: str | os.PathLike[str] | None = None,
     force: bool = False,
+    reveals: bool = True,
 ) -> LiteSite:
     """Build the site into `out` (replacing it). Raises LiteBuildError naming what is
-    missing (a tool, a download) and the fix; `out` is only replaced once the build worked."""
+    missing (a tool, a download) and the fix; `out` is only replaced once the build worked.
+    `reveals=False`: the site's kit carries no model answers (`kit_wheel`)."""
     out, notebooks_dir = Path(out), Path(notebooks_dir)
     _replaceable(out, notebooks_dir, force=force)
     notebooks = (
@@ -251,7 +264,7 @@ def build_site(
         upstream = json.loads((pyodide / "pyodide-lock.json").read_text(encoding="utf-8"))
         python = ".".join(upstream["info"]["python"].split(".")[:2])  # Pyodide's Python, e.g. 3.14
         shipped = [
-            kit_wheel(wheels),
+            kit_wheel(wheels, reveals=reveals),
             *_kernel_wheels(kernel, wheels),
             *_pypi_wheels(_installed(FROM_PYPI), wheels, cache / "pypi", python=python),
         ]
@@ -295,9 +308,13 @@ SITE = outputs.Owned(lambda path: (path / "jupyter-lite.json").is_file(), "a sit
 
 
 # ---------------------------------------------------------------------------- the kit's wheel
-def kit_wheel(folder: Path) -> Path:
+MODEL_ANSWERS = "shopops_lab/checks/answer_keys/model_answers.py"  # what `reveals=False` leaves out
+
+
+def kit_wheel(folder: Path, *, reveals: bool = True) -> Path:
     """A wheel of the installed `shopops_lab` package, written byte for byte the same on
-    every run (sorted entries, fixed timestamps): what the site's kernel imports."""
+    every run (sorted entries, fixed timestamps): what the site's kernel imports. Without
+    `reveals`, the model answers are left out (`solution()` then says reveals are off)."""
     package = Path(__file__).resolve().parent.parent  # read as files: the course wing imports no engine code
     found = re.search(r'^__version__ = "([^"]+)"', (package / "__init__.py").read_text(), re.M)
     assert found is not None, "shopops_lab/__init__.py names no __version__"
@@ -308,6 +325,8 @@ def kit_wheel(folder: Path) -> Path:
         for p in sorted(package.rglob("*"))
         if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
     }
+    if not reveals:
+        files.pop(MODEL_ANSWERS, None)
     files[f"{dist}/METADATA"] = (
         f"Metadata-Version: 2.1\nName: shopops-lab\nVersion: {version}\n"
         "Summary: ShopOps Lab, built for JupyterLite\nRequires-Python: >=3.11\n"

@@ -44,6 +44,7 @@ UID_BASE = 0x70000000  # far above any account's uid
 CLONE_NEWUSER = 0x10000000
 PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
 KIT_PACKAGE = Path(__file__).resolve().parents[2]  # shopops_lab/: what a learner reads of the kit
+ANSWER_KEYS = KIT_PACKAGE / "checks" / "answer_keys"  # what it never reads (`checks.answers`)
 # What a learner's process may read besides Python and the kit: the system's programs and
 # libraries (/usr, /lib), its settings (/etc: ld.so.cache, localtime), /proc (libraries read
 # /proc/self; another process's memory and environment stay closed to it, Landlock refuses
@@ -148,8 +149,9 @@ def end(groups: Iterable[int], uid: int | None) -> None:
 
 
 def hidden(key: Path, out: Path, submissions: Iterable[Path]) -> tuple[str, ...]:
-    """What the learner's processes see empty: the key, the gradebook folder and the
-    submissions' folders; a folder that holds the kit or Python itself is hidden file by file."""
+    """What the learner's processes see empty: the kit's answer keys, the key, the gradebook
+    folder and the submissions' folders; a folder that holds the kit or Python itself is
+    hidden file by file."""
     if not can_hide():
         return ()
     needed = [
@@ -161,7 +163,7 @@ def hidden(key: Path, out: Path, submissions: Iterable[Path]) -> tuple[str, ...]
     def safe(folder: Path) -> bool:
         return not any(path == folder or folder in path.parents for path in needed)
 
-    found: set[str] = set()
+    found: set[str] = {str(ANSWER_KEYS)}
     key = key.resolve()
     if key.is_dir() and safe(key):
         found.add(str(key))
@@ -279,13 +281,16 @@ def rules(scratch: str, private: Iterable[str | Path]) -> landlock.Rules:
     its search path, less an entry that holds something private (the key, --out, a
     submission, the grader's cache) and, of the kit's own folder (a checkout holds the
     masters and their history), only its package. Write: its scratch folder and /dev/null."""
-    read = _readable(tuple(map(str, private)), tuple(sys.path))
-    return landlock.Rules(read=read, write=(str(Path(scratch).resolve()), os.devnull))
+    read, listed = _readable(tuple(map(str, private)), tuple(sys.path))
+    return landlock.Rules(read=read, write=(str(Path(scratch).resolve()), os.devnull), listed=listed)
 
 
 @functools.lru_cache(maxsize=4)
-def _readable(private: tuple[str, ...], search: tuple[str, ...]) -> tuple[str, ...]:
-    """`rules`' read paths, found once per run (0.4 ms), not once per learner process."""
+def _readable(private: tuple[str, ...], search: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`rules`' read paths and listed folders, found once per run (0.4 ms), not once per
+    learner process. A read path above the answer keys is opened entry by entry, all but the
+    keys (Landlock grants whole trees and takes nothing back), and the folders on the way are
+    only listed."""
     closed = [Path(path).resolve() for path in private]
     read = [path for path in SYSTEM_READ if os.path.exists(path)]
     candidates = (os.path.dirname(os.__file__), sys.prefix, sys.base_prefix, sys.exec_prefix, *search, str(KIT_PACKAGE))
@@ -297,7 +302,24 @@ def _readable(private: tuple[str, ...], search: tuple[str, ...]) -> tuple[str, .
             continue
         if str(path) not in read:
             read.append(str(path))
-    return tuple(read)
+    listed: list[str] = []
+    for entry in [path for path in read if ANSWER_KEYS == Path(path) or Path(path) in ANSWER_KEYS.parents]:
+        read.remove(entry)
+        _around(Path(entry), read, listed)
+    return tuple(read), tuple(listed)
+
+
+def _around(folder: Path, read: list[str], listed: list[str]) -> None:
+    """Grant everything under `folder` but the answer keys: each entry beside the way down to
+    them read whole, each folder on the way listed only."""
+    if folder == ANSWER_KEYS:
+        return
+    listed.append(str(folder))
+    for entry in sorted(folder.iterdir()):
+        if entry == ANSWER_KEYS or entry in ANSWER_KEYS.parents:
+            _around(entry, read, listed)
+        elif str(entry) not in read:
+            read.append(str(entry))
 
 
 # --- orphans ----------------------------------------------------------------------------------

@@ -346,7 +346,7 @@ class Key:
 
 # --- model answers, for `labNN.<exercise>.solution()` ------------------------------------------
 
-MODEL_ANSWERS_MODULE = Path(__file__).resolve().parents[2] / "checks" / "model_answers.py"
+MODEL_ANSWERS_MODULE = Path(__file__).resolve().parents[2] / "checks" / "answer_keys" / "model_answers.py"
 
 
 def model_answers(folder: str | Path) -> dict[str, str]:
@@ -382,7 +382,7 @@ def _solution_regions(text: str) -> str:
 
 
 def model_answers_module(folder: str | Path) -> str:
-    """The text of `shopops_lab/checks/model_answers.py`, made from the masters in `folder`
+    """The text of `shopops_lab/checks/answer_keys/model_answers.py`, made from the masters in `folder`
     (write it with `python -m shopops_lab.course.grade.key solutions/`)."""
     lines = [
         "# ruff: noqa: E501  (the masters' own lines, as they are)",

@@ -54,12 +54,14 @@ class LandlockError(OSError):
 
 @dataclass(frozen=True)
 class Rules:
-    """What a process keeps: `read` (read and run, folders or files) and `write` (everything
-    beneath: create, write, remove); every other path, TCP and, where the ABI scopes them,
-    signals and abstract sockets outside its own processes are refused."""
+    """What a process keeps: `read` (read and run, folders or files), `write` (everything
+    beneath: create, write, remove) and `listed` (folders it may list, and pass through,
+    reading only what `read` grants beneath them); every other path, TCP and, where the ABI
+    scopes them, signals and abstract sockets outside its own processes are refused."""
 
     read: tuple[str, ...]
     write: tuple[str, ...]
+    listed: tuple[str, ...] = ()
 
 
 def _libc() -> ctypes.CDLL:
@@ -117,7 +119,7 @@ def restrict(rules: Rules, version: int) -> None:
     ]
     ruleset = _call(libc, "create_ruleset", ctypes.c_long(SYS_CREATE_RULESET), attr, ctypes.c_size_t(len(attr)), 0)
     try:
-        for paths, rights in ((rules.read, READ), (rules.write, handled)):
+        for paths, rights in ((rules.read, READ), (rules.write, handled), (rules.listed, READ_DIR)):
             _add(libc, ruleset, paths, rights & handled)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise LandlockError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")

@@ -126,7 +126,10 @@ def confine(config: dict[str, Any]) -> None:
     walls = config.get("landlock")
     if walls:
         with _step(f"wall itself in with Landlock (ABI {walls['abi']})"):
-            _wall_in(landlock.Rules(read=tuple(walls["read"]), write=tuple(walls["write"])), int(walls["abi"]))
+            rules = landlock.Rules(
+                read=tuple(walls["read"]), write=tuple(walls["write"]), listed=tuple(walls.get("listed", ()))
+            )
+            _wall_in(rules, int(walls["abi"]))
     random.seed(0)
 
 

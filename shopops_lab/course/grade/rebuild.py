@@ -39,6 +39,9 @@ def without_outputs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 REVEAL_CALL = re.compile(r"\.solution\(\s*confirm\s*=\s*True\b")
 EXERCISE_ID = re.compile(r"\d{2}\.\d{1,2}")
 REVEALED, HINTED = "revealed", "hinted"  # checks.base's marks in an output's metadata: a model answer, a hint
+# What an answer that reaches for the answer keys names: the keys' package and loader, the model
+# answers, a folder of masters. Read from the source, in the grader: nothing the learner's process says.
+REACHING = re.compile(r"answer_keys|model_answers|MODEL_ANSWERS|checks\.answers|answers\.load\(|solutions[/\\]")
 
 
 class _Reveals:
@@ -492,6 +495,12 @@ def rebuild(notebook: Mapping[str, Any], master: Master, notes: tuple[str, ...] 
                     Written(grade_id, graded[index].points, text, answered=text.strip() != cell_text(given).strip())
                 )
             continue
+        reaching = REACHING.search(text) if is_answer and cell.cell_type == "code" else None
+        if reaching is not None:
+            answer_notes.append(
+                f"{master.labels[index]} reaches for the kit's answer keys or a folder of masters "
+                f"({reaching.group(0)!r}); a graded learner's process cannot read them"
+            )
         role = Role.ANSWER if is_answer else Role.TEST if is_test_cell(cell) else Role.CODE
         check = graded[index].check if role is Role.TEST else None
         defines, reads = master.names[index]

@@ -551,7 +551,12 @@ def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
         "own_count": job.walls.own_count,  # a user namespace of its own, where processes are counted
         "landlock": None
         if job.rules is None
-        else {"abi": job.walls.landlock, "read": list(job.rules.read), "write": list(job.rules.write)},
+        else {
+            "abi": job.walls.landlock,
+            "read": list(job.rules.read),
+            "write": list(job.rules.write),
+            "listed": list(job.rules.listed),
+        },
         "memory_mb": job.limits.memory_mb,
         "cpu_seconds": job.limits.notebook_seconds,
         "imports": [*COMMON, *warm.imports.get(job.plan.lab, ())],
