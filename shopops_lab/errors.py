@@ -168,6 +168,13 @@ class VersionConflictError(ShopOpsError):
     current: int
 
 
+class CheckStopped(BaseException):
+    """A check stopped from outside the learner's code: the grader's timer, the learner's
+    process gone, a message off the protocol. Neither a KeyboardInterrupt (it is not the
+    learner pressing *stop*) nor an Exception (no `except Exception` swallows it); like the
+    learner's *stop*, no check turns it into a verdict."""
+
+
 class SimulatedCrash(_Templated):
     """Simulated crash at {point}: the worker stopped here and lost everything it had not written to a store. Restart by running it again with the same stores."""
 

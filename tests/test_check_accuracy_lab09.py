@@ -391,8 +391,8 @@ AT_SCALE = Spec(
     wrong=(
         refused(
             lab09.naive_work,
-            "on burst day (seed 3, 3,000 cases, 20 workers running your work): 12 customer(s) were emailed more "
-            "than once: case O-1016 was emailed 2 times",
+            "on burst day (seed 3, 3,000 cases, 20 workers running your work): ",
+            "customer(s) were emailed more than once: case O-1016 was emailed 2 times",
             "under key O-1016:attempt-2",
             "by t=599 s; the day was cut there, at its first broken promise",
             "See the whole day: print(lab09.day(work, seed=3))",

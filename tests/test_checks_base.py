@@ -137,6 +137,25 @@ def test_the_learners_stop_button_still_stops():
         lab00.warmup.check(presses_stop)
 
 
+def test_the_graders_stop_goes_through_a_check_and_is_neither_ctrl_c_nor_an_exception():
+    """The grader's control exceptions (a cell's timer, the learner's process gone, a message off
+    the protocol) are CheckStopped: a check lets them through, as it does the learner's stop,
+    but neither `except Exception` nor `except KeyboardInterrupt` in anyone's code takes them."""
+    from shopops_lab.course.grade.judge import CellTimeout
+    from shopops_lab.course.grade.remote import LearnerDied
+    from shopops_lab.course.grade.wire import PeerGone, ProtocolError
+    from shopops_lab.errors import CheckStopped
+
+    for stop in (CellTimeout, PeerGone, ProtocolError, LearnerDied):
+        assert issubclass(stop, CheckStopped) and not issubclass(stop, (Exception, KeyboardInterrupt)), stop
+
+    def stopped(queue):
+        raise CellTimeout()
+
+    with pytest.raises(CellTimeout):
+        lab00.warmup.result(stopped)
+
+
 def test_a_cell_that_shows_the_answer_says_one_friendly_line_until_it_is_written(capsys):
     assert lab00.warmup.answered(stub) is False
     assert capsys.readouterr().out == (

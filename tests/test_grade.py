@@ -21,9 +21,9 @@ from shopops_lab.checks import lab01
 from shopops_lab.checks.base import Exercise, Result, Verdict
 from shopops_lab.course.grade import confinement
 from shopops_lab.course.grade.hand import ManualScores
+from shopops_lab.course.grade.judge import Limits
 from shopops_lab.course.grade.results import Kind, Mark, Status
 from shopops_lab.course.grade.run import GradeReport, grade
-from shopops_lab.course.grade.sandbox import Limits
 
 LIMITS = Limits(cell_seconds=60.0, notebook_seconds=600.0, memory_mb=512)  # no honest cell nears them
 # For the hangs alone: stopped soon, yet with room for the honest check beside a hang, which

@@ -16,7 +16,7 @@ import re
 
 import pytest
 
-from shopops_lab.course.grade.judge import CheckRun, Learner
+from shopops_lab.course.grade.remote import CheckRun, Learner
 
 SUITES = {  # accuracy module -> its specifications of explored checks
     "test_check_accuracy_lab01": ("HANDLER",),

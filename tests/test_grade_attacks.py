@@ -22,9 +22,9 @@ import pytest
 from shopops_lab.checks import lab01, lab02
 from shopops_lab.checks.base import Verdict
 from shopops_lab.course.grade import confinement, landlock
+from shopops_lab.course.grade.judge import Limits
 from shopops_lab.course.grade.results import Mark, Status
 from shopops_lab.course.grade.run import grade
-from shopops_lab.course.grade.sandbox import Limits
 
 LIMITS = Limits(cell_seconds=60.0, notebook_seconds=600.0, memory_mb=512)  # no attack here hangs
 # Held by another uid (root), or by Landlock with its scoping of signals (ABI 6, Linux 6.12) as any user.
@@ -41,10 +41,10 @@ from shopops_lab.checks.base import Verdict
 Verdict.INCORRECT._value_ = "correct"
 """
 REPLACE_CHECK = """
-import shopops_lab.course.grade.sandbox as _sandbox
+import shopops_lab.course.grade.judge as _judge
 def _always(self, step):
     self.send(["result", step.index, "correct", "fine", []])
-_sandbox._Runner._check = _always
+_judge._Runner._check = _always
 from shopops_lab.checks.base import Exercise, Result, Verdict
 Exercise.result = lambda self, *a: Result(exercise="x", verdict=Verdict.CORRECT, message="fine")
 """

@@ -20,9 +20,9 @@ import pytest
 from shopops_lab import cli
 from shopops_lab.course.grade import command
 from shopops_lab.course.grade.confinement import Confinement
+from shopops_lab.course.grade.judge import Limits
 from shopops_lab.course.grade.results import Kind, Mark, Status
 from shopops_lab.course.grade.run import grade
-from shopops_lab.course.grade.sandbox import Limits
 
 PATIENT = Limits(cell_seconds=900, notebook_seconds=3600)  # right answers are judged, not timed
 

@@ -20,11 +20,11 @@ import pytest
 
 from shopops_lab import cli
 from shopops_lab.course.errors import UnconfinedError
-from shopops_lab.course.grade import confinement, landlock, sandbox
+from shopops_lab.course.grade import confinement, judge, landlock
 from shopops_lab.course.grade.confinement import KIT_PACKAGE, Confinement, Reaper
+from shopops_lab.course.grade.judge import Limits
 from shopops_lab.course.grade.results import Mark, Status
 from shopops_lab.course.grade.run import grade
-from shopops_lab.course.grade.sandbox import Limits
 
 needs_landlock = pytest.mark.skipif(
     not landlock.abi(),
@@ -280,12 +280,12 @@ def test_a_learner_process_that_cannot_read_python_within_its_walls_is_the_grade
 ) -> None:
     """Walls that leave out Python's library would fail the learner's later imports: the
     process checks before any learner code, and the row charges nothing."""
-    real = sandbox._learner_config
+    real = judge._learner_config
 
     def narrow(job: Any, warm: Any) -> dict[str, Any]:
         return {**real(job, warm), "landlock": {"abi": landlock.abi(), "read": [], "write": [job.learner_scratch]}}
 
-    monkeypatch.setattr(sandbox, "_learner_config", narrow)
+    monkeypatch.setattr(judge, "_learner_config", narrow)
     fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=1, limits=LIMITS)
     (result,) = report.results

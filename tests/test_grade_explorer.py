@@ -10,9 +10,9 @@ from __future__ import annotations
 import grade_fixtures as fx
 import pytest
 
+from shopops_lab.course.grade.judge import Limits
 from shopops_lab.course.grade.results import Mark
 from shopops_lab.course.grade.run import grade
-from shopops_lab.course.grade.sandbox import Limits
 
 PATIENT = Limits(cell_seconds=900, notebook_seconds=3600)  # right answers are judged, not timed
 

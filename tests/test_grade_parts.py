@@ -16,9 +16,9 @@ import grade_fixtures as fx
 import pytest
 
 from shopops_lab.course.grade import pool
+from shopops_lab.course.grade.judge import Limits
 from shopops_lab.course.grade.results import Mark
 from shopops_lab.course.grade.run import grade
-from shopops_lab.course.grade.sandbox import Limits
 
 LIMITS = Limits(cell_seconds=120.0, notebook_seconds=600.0, memory_mb=1024)
 # Tuned on the notebook's day (seed 3): it sheds only in that day's spike window, so it passes

@@ -28,10 +28,10 @@ from typing import Any
 import grade_fixtures as fx
 import pytest
 
-from shopops_lab.course.grade import confinement, sandbox
+from shopops_lab.course.grade import confinement, judge
+from shopops_lab.course.grade.judge import Limits
 from shopops_lab.course.grade.results import Mark, Status
 from shopops_lab.course.grade.run import grade
-from shopops_lab.course.grade.sandbox import Limits
 
 LIMITS = Limits(cell_seconds=60.0, notebook_seconds=600.0, memory_mb=512)
 ORDINARY_UID = 0x6F000000 + os.getpid() % 2**16  # no account's: an ordinary user made for the test
@@ -175,7 +175,7 @@ def test_a_kit_the_learner_cannot_read_is_the_graders_failure_in_one_line(tmp_pa
 
 
 def _broken_config(change: dict[str, Any]) -> Any:
-    real = sandbox._learner_config
+    real = judge._learner_config
 
     def config(job: Any, warm: Any) -> dict[str, Any]:
         return {**real(job, warm), **change}
@@ -197,7 +197,7 @@ def _broken_config(change: dict[str, Any]) -> Any:
 def test_a_learner_process_that_cannot_start_is_the_graders_failure(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, Any], said: str
 ) -> None:
-    monkeypatch.setattr(sandbox, "_learner_config", _broken_config(change))
+    monkeypatch.setattr(judge, "_learner_config", _broken_config(change))
     fx.write(fx.all_right("01"), tmp_path / "in" / "right_lab01.ipynb")
     report = grade([str(tmp_path / "in")], key=fx.SOLUTIONS, out=tmp_path / "out", jobs=1, limits=LIMITS)
     (result,) = report.results

@@ -16,7 +16,7 @@ import test_check_accuracy_lab02 as lab02_answers
 
 from shopops_lab.checks import lab02, lab04, lab06, recovery_world
 from shopops_lab.checks.answer_keys.model_answers import MODEL_ANSWERS
-from shopops_lab.course.grade.judge import CheckRun, Learner
+from shopops_lab.course.grade.remote import CheckRun, Learner
 from shopops_lab.effects import ProviderFault
 from shopops_lab.explore import Run, explore
 

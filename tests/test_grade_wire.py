@@ -10,7 +10,7 @@ import pytest
 
 from shopops_lab.checks.base import NotAttempted, around, call_answer, in_turn, memory, picture, restart, watching
 from shopops_lab.checks.lab03 import HeartbeatPolicy
-from shopops_lab.course.grade.judge import CheckRun, JudgePeer, Learner, LearnerRaised, RemoteAnswer
+from shopops_lab.course.grade.remote import CheckRun, JudgePeer, Learner, LearnerRaised, RemoteAnswer
 from shopops_lab.course.grade.wire import FRAME_LIMIT, HEADER, Frames, Handle, Peer, PeerGone, ProtocolError, send_frame
 from shopops_lab.errors import BadArgumentError, StaleTokenError
 from shopops_lab.fencing import NaiveResultStore, TokenFence
@@ -475,7 +475,7 @@ def test_a_peer_must_say_how_it_raises_the_other_sides_exceptions() -> None:
         {"y": 99},  # a handle this side never gave out
         {"r": [["builtins", "object"], {}]},  # a class that is not the kit's
         {"r": [["shopops_lab.checks.lab03", "HeartbeatPolicy"], {"secret": 1}]},  # a field it does not have
-        {"e": [["shopops_lab.course.grade.sandbox", "_Runner"], 1]},  # a private class
+        {"e": [["shopops_lab.course.grade.judge", "_Runner"], 1]},  # a private class
     ],
 )
 def test_the_judge_refuses_what_is_off_the_protocol(value) -> None:
@@ -584,7 +584,7 @@ def test_a_digest_sent_ahead_without_a_usable_answer_is_unknown_and_equal_to_non
     answered as it would have been."""
     import socket
 
-    from shopops_lab.course.grade.judge import Digest
+    from shopops_lab.course.grade.remote import Digest
 
     ours, theirs = socket.socketpair()
     peer = JudgePeer(ours)

@@ -7,7 +7,8 @@ returns nothing, which is what nbgrader needs from an autograded test cell.
 
 What a check promises: it never raises, whatever the learner's code does (an error, a
 `sys.exit()`, a `BaseException` of its own), except `KeyboardInterrupt`, which is the
-learner pressing *stop* and is let through so the kernel stops as asked. "Not attempted"
+learner pressing *stop* and is let through so the kernel stops as asked, and the grader's
+own stop (`CheckStopped`: a timeout, the learner's process gone). "Not attempted"
 means the exercise's stub itself raised `NotImplementedError`; the same error raised from
 deeper code is the learner's code failing, and is reported as such. A cell that shows the
 learner's answer at work asks `Exercise.answered()` first, which prints one friendly line
@@ -27,6 +28,8 @@ from enum import StrEnum
 from pathlib import Path
 from types import FunctionType, TracebackType
 from typing import Any
+
+from shopops_lab.errors import CheckStopped
 
 
 class Verdict(StrEnum):
@@ -420,7 +423,8 @@ class Exercise:
         return f"Exercise {self.id} ({self.title})"
 
     def result(self, *answer: Any) -> Result:
-        """Judge `answer`. Never raises, except KeyboardInterrupt (the learner's *stop*)."""
+        """Judge `answer`. Never raises, except KeyboardInterrupt (the learner's *stop*) and
+        CheckStopped (the grader's)."""
         failed, message = self._attempted(answer, self._whole)
         return failed or Result(exercise=self.name, verdict=Verdict.CORRECT, message=message)
 
@@ -464,7 +468,7 @@ class Exercise:
             ), None
         except NotJudged as why:
             return Result(exercise=self.name, verdict=Verdict.NOT_JUDGED, message=str(why)), None
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, CheckStopped):
             raise
         except SystemExit as exc:
             code = "" if exc.code is None else repr(exc.code)

@@ -37,7 +37,7 @@ from shopops_lab.checks.driven import Delivery
 from shopops_lab.checks.fresh import NotCopyable
 from shopops_lab.clock import FakeClock
 from shopops_lab.effects import EmailAdapter, SendResult, SendStatus
-from shopops_lab.errors import KitMisuseError, LeaseExpiredError, LeaseSettledError, StaleTokenError
+from shopops_lab.errors import CheckStopped, KitMisuseError, LeaseExpiredError, LeaseSettledError, StaleTokenError
 from shopops_lab.explore import Bound, Move, Run, Scenario, copied
 from shopops_lab.payloads import json_copy
 from shopops_lab.states import ItemState
@@ -404,7 +404,7 @@ class WorkerWorld:
         except Exception as error:  # noqa: BLE001 - the worker raised: the delivery is given back
             return self._ends(w, error)
         except BaseException as error:  # noqa: BLE001 - sys.exit and the like: the learner's, judged as raised
-            if isinstance(error, KeyboardInterrupt):
+            if isinstance(error, (KeyboardInterrupt, CheckStopped)):
                 raise
             return self._ends(w, Exception(error_text(error)))
         if isinstance(found, Finished):

@@ -6,8 +6,9 @@
     roster.py       --roster: one student for every spelling of their name
     late.py         --due and --late-policy: how late a submission is and what that costs
     rebuild.py      a submission rebuilt from its master (answers in, everything else back)
-    sandbox.py      the judge: the warm kit, the snapshot, the checks (never the learner's code)
-    judge.py        the judge's side of the learner: its process, and the answers the checks call
+    judge.py        the judge: the warm kit, the snapshot, the checks (never the learner's code)
+    remote.py       the learner's process seen from the judge: starting it, the answers the checks call
+    messages.py     what a judge tells the grader: one typed record per event
     learner.py      the learner's process: confined, runs the cells, forks a worker per check
     wire.py         the typed JSON wire between them (values by value, objects by handle)
     zygote.py       a warm, clean interpreter each learner process is forked from (Linux)
@@ -36,7 +37,7 @@ from typing import Any
 _LAZY = {
     "grade": "run",
     "GradeReport": "run",
-    "Limits": "sandbox",
+    "Limits": "judge",
     "Status": "results",
     "Mark": "results",
     "Key": "key",

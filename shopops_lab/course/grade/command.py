@@ -144,8 +144,8 @@ def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextI
     _say_what_stays_open(stderr, unconfined=args.unconfined)
     zygote = Zygote.start() if args.submissions else None  # the learners' kit loads while the grader loads its own
     try:
+        from shopops_lab.course.grade.judge import Limits
         from shopops_lab.course.grade.run import Matching, grade
-        from shopops_lab.course.grade.sandbox import Limits
 
         limits = Limits(
             cell_seconds=args.timeout, notebook_seconds=max(args.notebook_timeout, args.timeout), memory_mb=args.memory

@@ -1,677 +1,601 @@
-"""The judge's side of one submission: the learner's process it starts (`Learner`), and the
-answers it hands the checks (`RemoteAnswer`, a `ForeignAnswer`), whose calls cross to that
-process. The judge runs the checks, the kit's world and the verdict; it never runs a line
-of the learner's code, and reads what the learner's process sends as data only.
+"""The judge: the process that grades one submission, without running any of its code.
+
+The parent loads the kit once (`Warm.prepare`): the modules the masters import, the check
+object behind every test cell, and a snapshot of the kit's state. Each submission then
+gets a judge forked from that warm parent (or, where fork is missing, a fresh interpreter
+that warms itself first). The judge starts the learner's process (`remote.Learner`: forked by the
+zygote, or a fresh interpreter, confined before any learner code, see `learner.py`) and
+walks the plan (the cells that can reach a verdict, `Plan.needed`): the master's code
+cells and the learner's answers run *there*; every test cell backed by a
+kit check runs *here*, as a call of the check object taken beforehand, with the learner's
+answers as `RemoteAnswer`s whose calls cross to a worker forked in the learner's process.
+So nothing the learner's code does to its own memory (rebinding checks, patching the kit,
+flipping enum values, walking the heap or the stack, rewriting pipes) reaches a verdict.
+The judge keeps the time (its own timer, which learner code cannot swallow): a cell past
+its limit, or a learner process that dies or speaks off the protocol, stops that cell,
+and a fresh learner process replays the cells that ran.
+
+The judge reports to the parent over a pipe, one typed message per event (`messages.py`:
+the cell it starts, each verdict, a cell stopped, each learner process it starts, a note
+for the instructor, its own failure, done). It never reports a score: the parent scores.
 """
 
 from __future__ import annotations
 
+import ast
+import builtins
 import contextlib
-import fcntl
+import math
+import operator
 import os
+import random
 import signal
-import socket
-import subprocess
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from types import FunctionType, MethodType, ModuleType
+from importlib import import_module
+from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
-from shopops_lab.checks.base import Call, ForeignAnswer, NotAttempted, Read
-from shopops_lab.course.grade import zygote
-from shopops_lab.course.grade.wire import (
-    KIT,
-    Handle,
-    Peer,
-    PeerGone,
-    ProtocolError,
-    exact,
-    kit_class,
-    recv_frame,
-    send_frame,
+from shopops_lab.checks.base import NotAttempted
+from shopops_lab.course.errors import GradingEnvironmentError
+from shopops_lab.course.grade import confinement, landlock
+from shopops_lab.course.grade.key import Key, Kind
+from shopops_lab.course.grade.learner import compile_cell
+from shopops_lab.course.grade.messages import (
+    CellStarted,
+    CellStopped,
+    Done,
+    GraderFailed,
+    LearnerStarted,
+    Message,
+    Note,
+    Restarting,
+    Verdict,
+    encode,
 )
-from shopops_lab.errors import ShopOpsError
-from shopops_lab.explore import HAUNTING_LIMIT
-
-BOOT = (
-    "import sys, json; c = json.loads(sys.argv[1]); sys.path[:0] = c['path']; "
-    "from shopops_lab.course.grade.learner import main; main(sys.argv[1])"
+from shopops_lab.course.grade.rebuild import Plan, PlannedCell, Role
+from shopops_lab.course.grade.remote import (
+    CheckRun,
+    Learner,
+    LearnerDied,
+    LearnerNotStarted,
+    LearnerRaised,
+    LearnerRaisedBase,
 )
-CONTROL_SECONDS = 30.0  # a learner process that does not answer a fork or reap by then is stuck
+from shopops_lab.course.grade.wire import Handle, PeerGone, ProtocolError
+from shopops_lab.course.grade.zygote import COMMON
+from shopops_lab.errors import CheckStopped, ShopOpsError
+
+KIT = "shopops_lab"
+MESSAGE_LIMIT = 4000  # characters of one check message kept (the learner's own exception text can be long)
+EVIDENCE_LIMIT = 20  # lines of evidence kept
+FUNCTION_PARTS = ("__code__", "__defaults__", "__kwdefaults__")
+FILE_LIMIT = 64 * 2**20  # bytes one file written by the learner's code may reach
 
 
-class LearnerRaised(Exception):
-    """The learner's code raised an exception (in its own process); named as the learner's
-    class, with its message and where it was raised."""
+class CellTimeout(CheckStopped):
+    """A cell ran past its limit: the grader pressing *stop*. A CheckStopped, the one kind of
+    exception besides the learner's own *stop* that a check lets through (it turns every
+    other one, even a BaseException, into a verdict)."""
 
 
-class LearnerRaisedBase(BaseException):
-    """The same, for a BaseException the learner raised (a check lets it end the check)."""
+@dataclass(frozen=True)
+class Limits:
+    """Per cell (so per exercise) and per notebook, in seconds; memory in MB (None: no limit)."""
+
+    cell_seconds: float = 60.0
+    notebook_seconds: float = 600.0
+    memory_mb: int | None = 2048
+
+    def __post_init__(self) -> None:
+        from shopops_lab.errors import BadArgumentError
+
+        for name, value, most in (
+            ("--timeout", self.cell_seconds, 7 * 24 * 3600.0),
+            ("--notebook-timeout", self.notebook_seconds, 7 * 24 * 3600.0),
+            ("--memory", 1 if self.memory_mb is None else self.memory_mb, 2**20),
+        ):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and 0 < value <= most):
+                raise BadArgumentError(
+                    field=name, problem=f"is {value!r}", fix=f"pass a number above 0 and at most {most:g}"
+                )
 
 
-class LearnerNotStarted(Exception):
-    """The learner's process did not get ready (it could not confine itself, or never
-    answered): the grader's failure, before any learner code ran. The message is why."""
+def _is_kit(module_name: str | None) -> bool:
+    return module_name in (KIT, "builtins") or (module_name or "").startswith(KIT + ".")
 
 
-class LearnerDied(PeerGone):
-    """The learner's process ended (a crash, `os._exit`, the memory limit): a KeyboardInterrupt,
-    so the check stops and the grader scores the cell as stopped."""
+@dataclass(frozen=True, slots=True)
+class _Saved:
+    """One namespace as it was: compared by identity, at C speed (`==` could run learner code)."""
+
+    namespace: dict[str, Any] | Any  # a module's dict, or a class's mappingproxy
+    saved: dict[str, Any]
+    keys: tuple[str, ...]
+    values: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, namespace: Any) -> _Saved:
+        saved = dict(namespace)
+        return cls(namespace, saved, tuple(saved), tuple(saved.values()))
+
+    def changed(self) -> bool:
+        return len(self.namespace) != len(self.keys) or not all(
+            map(operator.is_, map(self.namespace.get, self.keys), self.values)
+        )
+
+    def changed_keys(self) -> list[str]:
+        current, saved = self.namespace, self.saved
+        return sorted(
+            key for key in set(current) | set(saved) if current.get(key, saved) is not saved.get(key, current)
+        )
+
+
+@dataclass(frozen=True)
+class KitSnapshot:
+    """The kit's mutable surface, as it was before any learner code ran: the globals of every
+    `shopops_lab` module, of builtins and of every module the kit uses; the attributes of the
+    kit's classes and the code of its functions; the fields of the check objects; and the
+    kit's `sys.modules` entries. `restore()` puts it all back and names what it fixed in the
+    kit itself (other modules may legitimately cache things in their globals, such as
+    `tempfile.tempdir`: those are put back without a word)."""
+
+    modules: tuple[tuple[str, _Saved], ...]
+    classes: tuple[tuple[type, _Saved], ...]
+    functions: tuple[FunctionType, ...]
+    code: tuple[tuple[CodeType, Any, Any], ...]
+    objects: tuple[_Saved, ...]
+    entries: tuple[tuple[str, ModuleType], ...]
+
+    @classmethod
+    def take(cls, graders: Iterable[Any]) -> KitSnapshot:
+        kit = {
+            name: module
+            for name, module in list(sys.modules.items())
+            if isinstance(module, ModuleType) and _is_kit(name)
+        }
+        used = {
+            value.__name__: value
+            for module in kit.values()
+            for value in vars(module).values()
+            if isinstance(value, ModuleType) and value is not sys
+        }
+        modules = {**used, **kit, "builtins": builtins}
+        values = [value for module in kit.values() for value in vars(module).values()]
+        classes = {id(value): value for value in values if isinstance(value, type) and _is_kit(value.__module__)}
+        functions = {
+            id(value): value for value in values if isinstance(value, FunctionType) and _is_kit(value.__module__)
+        }
+        for klass in classes.values():  # methods are functions too
+            functions.update((id(value), value) for value in vars(klass).values() if isinstance(value, FunctionType))
+        return cls(
+            modules=tuple((name, _Saved.of(vars(module))) for name, module in sorted(modules.items())),
+            classes=tuple((klass, _Saved.of(vars(klass))) for klass in classes.values()),
+            functions=tuple(functions.values()),
+            code=tuple((f.__code__, f.__defaults__, f.__kwdefaults__) for f in functions.values()),
+            objects=tuple(_Saved.of(vars(grader)) for grader in graders),
+            entries=tuple(sorted(kit.items())),
+        )
+
+    def restore(self) -> list[str]:
+        """Undo every change since the snapshot; return the kit's changed names (dotted)."""
+        changed: list[str] = []
+        for name, module in self.entries:
+            if sys.modules.get(name) is not module:
+                sys.modules[name] = module
+                changed.append(f"sys.modules[{name!r}]")
+        for name, saved in self.modules:
+            if saved.changed():
+                namespace = saved.namespace
+                keys = saved.changed_keys()
+                imported = {
+                    key: namespace[key]
+                    for key in keys
+                    if key not in saved.saved and _submodule(namespace[key], name, key)
+                }
+                if _is_kit(name):
+                    changed.extend(f"{name}.{key}" for key in keys if key not in imported)
+                namespace.clear()
+                namespace.update(saved.saved, **imported)
+        for klass, saved in self.classes:
+            for key in saved.changed_keys() if saved.changed() else ():
+                if key == "__slotnames__":  # copyreg's cache, written by copy.deepcopy (a check's restart)
+                    continue
+                with contextlib.suppress(AttributeError, TypeError):
+                    if key in saved.saved:
+                        setattr(klass, key, saved.saved[key])
+                    else:
+                        delattr(klass, key)
+                    changed.append(f"{klass.__module__}.{klass.__qualname__}.{key}")
+        if not all(
+            all(map(operator.is_, map(operator.attrgetter(name), self.functions), saved))
+            for name, saved in zip(FUNCTION_PARTS, zip(*self.code))
+        ):
+            for function, (code, defaults, kwdefaults) in zip(self.functions, self.code):
+                if (function.__code__, function.__defaults__, function.__kwdefaults__) != (code, defaults, kwdefaults):
+                    function.__code__, function.__defaults__, function.__kwdefaults__ = code, defaults, kwdefaults
+                    changed.append(f"{function.__module__}.{function.__qualname__}")
+        for saved in self.objects:
+            if saved.changed():
+                changed.extend(f"check {saved.saved.get('id', '?')}.{key}" for key in saved.changed_keys())
+                saved.namespace.clear()
+                saved.namespace.update(saved.saved)
+        return changed
+
+
+def _submodule(value: Any, package: str, key: str) -> bool:
+    """`package.key` is a submodule imported since: Python set it as an attribute, not the learner."""
+    return (
+        isinstance(value, ModuleType)
+        and value.__name__ == f"{package}.{key}"
+        and sys.modules.get(value.__name__) is value
+    )
+
+
+@dataclass(frozen=True)
+class Warm:
+    """What every child inherits: the check object behind each test cell, and the snapshot."""
+
+    graders: dict[tuple[str, int], Any]  # (lab, cell index) -> the kit's check object
+    snapshot: KitSnapshot
+    imports: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lab -> what its learners load
+
+    @classmethod
+    def prepare(cls, key: Key) -> Warm:
+        """Import what the masters import, take their checks (with the modules each check
+        module says it imports on use, `ON_USE`), snapshot the kit. Only the key's labs: the
+        rest of the kit is never loaded here (half the grader's start-up). Refuses when a
+        lab's imports fail here: grading it would score the install, not the learner."""
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        for lab, master in sorted(key.masters.items()):
+            for module in sorted(master.imports()):
+                try:
+                    import_module(module)
+                except Exception as exc:
+                    from shopops_lab.doctor import kit_install_command
+
+                    raise GradingEnvironmentError(
+                        lab=lab,
+                        module=module,
+                        error=f"{type(exc).__name__}: {exc}",
+                        fix=f"install the kit with its dependencies: {kit_install_command()}",
+                    ) from exc
+        graders = {
+            (lab, cell.index): cell.check.grader()
+            for lab, master in key.masters.items()
+            for cell in master.graded
+            if cell.kind is Kind.AUTO and cell.check is not None
+        }
+        checks = {module for master in key.masters.values() for module in master.check_modules()}
+        for module in sorted(checks):
+            for used in getattr(sys.modules.get(module), "ON_USE", ()):
+                with contextlib.suppress(ImportError):  # optional here, as where the check runs
+                    import_module(used)
+        imports = {lab: master.learner_imports() for lab, master in key.masters.items()}
+        return cls(graders=graders, snapshot=KitSnapshot.take(graders.values()), imports=imports)
+
+
+# The parent's warm state, which a forked child inherits. A dict that stays the same object,
+# so setting it does not count as a change of the kit's globals.
+INHERITED: dict[str, Warm] = {}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run of one submission's plan: the steps stopped before (skipped, and what they
+    block) and the test steps already scored (not run again)."""
+
+    plan: Plan
+    key: str
+    limits: Limits
+    scratch: str
+    stopped: frozenset[int] = frozenset()
+    scored: frozenset[int] = frozenset()
+    learner_scratch: str = ""
+    uid: int | None = None  # the learner's uid (as root), else None: the grader's own
+    hide: tuple[str, ...] = ()  # paths the learner's process sees empty (as root)
+    walls: confinement.Confinement = confinement.Confinement()  # how this host confines learner code
+    rules: landlock.Rules | None = None  # what the learner's process keeps under Landlock (None: no Landlock)
+    core: int | None = None  # the core its judge and learner processes keep (`confinement.pin`)
+
+
+# --- the judge: runs the checks, never the learner's code -------------------------------------
+
+
+class _Discard:
+    """stdout/stderr of the judge: nothing it prints is read."""
+
+    encoding = "utf-8"
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _silence() -> None:
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(devnull, fd)
+    sys.stdout = sys.stderr = _Discard()
+    sys.stdin = open(os.devnull)  # noqa: SIM115 - lives as long as the process
+
+
+def _undumpable() -> None:
+    """No process of the same user may read or trace the judge's memory (Linux)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise CellTimeout()
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise CellTimeout in the judge after `seconds`: the judge, not the learner, keeps the
+    time, so no learner code can swallow it. Where setitimer is missing, the parent's
+    deadline (a little later) ends the process instead."""
+    if not hasattr(signal, "setitimer"):
+        yield
+        return
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _stop_cause(outcome: dict[str, Any]) -> str:
+    if "exit" in outcome:
+        return f"called sys.exit({outcome['exit']!r})"
+    return f"raised {str(outcome.get('type'))[:80]}"
+
+
+def truncate(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= MESSAGE_LIMIT else text[:MESSAGE_LIMIT] + " [...]"
+
+
+class _Stopped(Exception):
+    """A step stopped: it ran past its limit, exited, or its learner process died."""
 
     def __init__(self, cause: str) -> None:
         super().__init__(cause)
         self.cause = cause
 
 
-_RAISED: dict[tuple[str, bool], type] = {}
-
-
-def learner_error(name: str, base: bool) -> type:
-    key = (name if name.isidentifier() and len(name) <= 80 else "Exception", base)
-    if key not in _RAISED:
-        _RAISED[key] = type(key[0], (LearnerRaisedBase if base else LearnerRaised,), {"__module__": "learner"})
-    return _RAISED[key]
-
-
-def death(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        hint = " (out of memory?)" if name == "SIGKILL" else " (CPU time limit)" if name == "SIGXCPU" else ""
-        return f"ended the grading process with {name}{hint}"
-    return f"ended the grading process (exit code {exitcode})"
-
-
-class JudgePeer(Peer):
-    """The judge's end of a worker's socket: only public attributes of what it hands over
-    cross; the kit's frozen records cross by value; its own timer never crosses."""
-
-    handed = (KIT,)  # the packages whose objects may cross by handle
-
-    def __init__(self, sock: socket.socket) -> None:
-        super().__init__(sock, public_only=True)
-        self.death: BaseException | None = None
-        self.haunted = 0  # requests the current call made after its process died
-        self.pending: list[Digest] = []  # digests asked for, not yet drawn
-
-    # A BaseException of the check's own raised into a learner call (the explorer's planned
-    # crash) is the learner's process dying there: every later request of that call is
-    # refused with it, and it ends the call here, whatever the learner's code did with it.
-    def request(self, message: list[Any], mutable: dict[str, Any] | None = None) -> Any:
-        if self.pending and message[0] != "digests":  # drawn before the learner's code may run again
-            self.draw_ahead()
-        if self.depth:
-            return super().request(message, mutable)
-        self.death, self.haunted = None, 0
-        try:
-            value = super().request(message, mutable)
-        except KeyboardInterrupt:
-            raise
-        except BaseException:
-            if self.death is None:
-                raise
-            died, self.death = self.death, None
-            died.haunted = self.haunted  # `explore.Run.call` reads it
-            raise died from None
-        if self.death is not None:
-            died, self.death = self.death, None
-            died.haunted = self.haunted
-            raise died
-        return value
-
-    def draw(self) -> None:
-        """Every pending digest, in one request (a digest compared before anything else is asked)."""
-        pending, self.pending = self.pending, []
-        _fill(pending, self.request(_digests(pending)))
-
-    def draw_ahead(self) -> None:
-        """Every pending digest, asked in the same write as the request about to go, which the
-        learner's process serves after drawing them (so they are of the memory as it was):
-        the explorer compares a step's digests after playing the next step, and its round
-        trip is saved. A reply of no use (an exception, the request given up) leaves each
-        digest unknown, equal to no other: a state not merged, searched again."""
-        pending, self.pending = self.pending, []
-
-        def taken(reply: list[Any] | None) -> None:
-            if reply is not None and reply[0] == "ret" and len(reply) == 3:
-                _fill(pending, self.decode(reply[1]))
-            else:
-                _fill(pending, [None] * len(pending))
-
-        self.send_ahead(_digests(pending), taken)
-
-    def serve(self, message: list[Any]) -> None:
-        if self.death is not None:  # the call's process is dead: its code caught the crash and goes on
-            self.haunted += 1
-            described = self.describe(self.death)
-            if self.haunted > HAUNTING_LIMIT:  # a loop that catches everything: stop its code where it runs
-                described["halt"] = True
-            self.reply(["exc", described, []])
-            return
-        super().serve(message)
-
-    def describe(self, exc: BaseException) -> dict[str, Any]:
-        if not isinstance(exc, Exception):
-            self.death = exc
-        return super().describe(exc)
-
-    def sends_record(self, value: Any, base: type) -> bool:
-        return type(value) is base and bool(base.__dataclass_params__.frozen)
-
-    def export(self, value: Any) -> dict[str, Any]:
-        """Only the kit's own objects (and their bound methods) are handed over by handle: a
-        module, a file, a database connection or a function of another library never is,
-        whatever public attribute leads to it."""
-        self.check_handed(value)
-        return super().export(value)
-
-    def fixed(self, value: Any) -> dict[str, Any]:
-        """The attributes a kit class promises never change for an object's life (`_FIXED`,
-        as `WorkerEnv.workflow`): read here once and sent with the object's handle, so the
-        learner's code reads them without a round trip. One that cannot be handed over is
-        left to be asked, and refused, as before."""
-        found: dict[str, Any] = {}
-        for name in getattr(type(value), "_FIXED", ()):
-            with contextlib.suppress(Exception):  # a private name, or a value that may not cross
-                found[name] = self.encode(self.attribute(value, name))
-        return found
-
-    def check_handed(self, value: Any) -> None:
-        owner = value.__self__ if isinstance(value, MethodType) else value
-        if isinstance(owner, contextlib._GeneratorContextManager):  # `with shop.transaction():` of a kit method
-            owner = owner.func
-        module = owner.__module__ if isinstance(owner, FunctionType) else type(owner).__module__
-        if isinstance(owner, ModuleType) or not any(
-            module == p or str(module).startswith(p + ".") for p in self.handed
-        ):
-            raise TypeError(f"a {type(value).__name__} of {module} is not handed across")
-
-    def keeps(self, exc: BaseException) -> bool:
-        return isinstance(exc, KeyboardInterrupt)
-
-    def stand_in(self, name: str, message: str) -> BaseException:
-        error: BaseException = learner_error(name, False)(message[:4000])
-        return error
-
-    def rebuild(self, described: dict[str, Any]) -> BaseException:
-        if "judge" in described:  # the judge's own exception, come back unchanged: the same object
-            number = described["judge"]
-            if type(number) is not int or number not in self.thrown:
-                raise ProtocolError("an exception the judge never raised")
-            thrown = self.thrown[number]
-            if type(described.get("where")) is str:  # `checks.base._where`: the line it came through
-                thrown.learner_where = described["where"][:200]  # type: ignore[attr-defined]
-            return thrown
-        if described.get("notattempted") is True:
-            return NotAttempted()
-        if "exit" in described:
-            code = described["exit"]
-            if code is not None and type(code) not in (int, str):
-                raise ProtocolError("an exit code that is not a number or text")
-            return SystemExit(code)
-        name, message = described.get("type"), described.get("msg")
-        where, base = described.get("where", ""), described.get("base")
-        if not (type(name) is str and type(message) is str and type(where) is str and type(base) is bool):
-            raise ProtocolError("an exception of no known shape")
-        if "kit" in described and not base:
-            with contextlib.suppress(ProtocolError, Exception):
-                klass = kit_class(described["kit"][0])
-                if issubclass(klass, ShopOpsError) and type(described["kit"][1]) is dict:
-                    kit_error = klass(**{str(k): self.decode(v) for k, v in described["kit"][1].items()})
-                    kit_error.learner_where = where[:200]  # type: ignore[attr-defined]  # `checks.base._where`
-                    return kit_error
-        error: BaseException = learner_error(name, base)(f"{message[:4000]}{where[:200]}")
-        return error
-
-
 @dataclass
-class Learner:
-    """The learner's first process (it runs the cells) and how to start it again. `config`
-    is what it needs to confine itself; `announce` tells the grader a process group to kill."""
+class _Runner:
+    """Runs one job's steps: the learner's cells in the learner's process, the checks here."""
 
-    config: dict[str, Any]
-    announce: Callable[[int], None]
-    zygote: socket.socket | None = None  # a channel to the zygote, else each start is a fresh interpreter
-    process: Any = None
-    control: Any = None
-    history: list[tuple[str, str]] = field(default_factory=list)
+    job: Job
+    warm: Warm
+    send: Callable[[Message], None]
+    learner: Learner
 
-    def start(self) -> None:
-        debug = bool(os.environ.get("SHOPOPS_GRADE_DEBUG"))  # the learner's stderr shown, for the kit's developers
-        config = {**self.config, "debug": debug}
-        self.process = None
-        if self.zygote is not None and not debug:  # forked from the zygote: no interpreter start
-            ours, theirs = socket.socketpair()
+    def run(self) -> None:
+        stopped = set(self.job.stopped)
+        blocked = self.job.plan.blocked(stopped)
+        needed = self.job.plan.needed()  # a demonstration no verdict reads is not run
+        for step in self.job.plan.steps:
+            if step.index in blocked or step.index in self.job.scored or step.index not in needed:
+                continue
+            self.send(CellStarted(step.index))
             try:
-                self.process = zygote.spawn(self.zygote, {**config, "fd": theirs.fileno()}, theirs.fileno())
-            except (OSError, PeerGone, ProtocolError, RuntimeError):
-                self.zygote = None  # gone or stuck: fresh interpreters from now on, on a socket of their own
-                ours.close()
-            finally:
-                theirs.close()
-        if self.process is None:
-            ours, theirs = socket.socketpair()
+                self._step(step)
+            except _Stopped as stop:
+                self.send(CellStopped(step.index, stop.cause))
+                stopped.add(step.index)
+                blocked = self.job.plan.blocked(stopped)
+                self.send(Restarting())  # the parent's start-up deadline, not the cell's, covers the replay
+                self.learner.restart()  # its state is unknown: a fresh one, with the cells that ran
+        self.send(Done())
+
+    def _step(self, step: PlannedCell) -> None:
+        graded = step.role is Role.TEST and (self.job.plan.lab, step.index) in self.warm.graders
+        try:
+            with _time_limit(self.job.limits.cell_seconds):
+                if graded:
+                    self._check(step)
+                elif step.role is Role.TEST:
+                    self._judge_cell(step)
+                else:
+                    self._execute(step)
+        except CellTimeout:
+            raise _Stopped(f"did not finish within {self.job.limits.cell_seconds:g} s") from None
+        except LearnerDied as died:
+            raise _Stopped(died.cause) from None
+        except ProtocolError:
+            raise _Stopped("sent something it should not have") from None
+        except (LearnerRaised, LearnerRaisedBase, ShopOpsError) as exc:  # outside any check
+            if isinstance(exc, ShopOpsError) and not hasattr(exc, "learner_where"):
+                raise  # the kit's own, raised here: the grader's failure
+            raise _Stopped(f"raised {type(exc).__name__} when the grader asked for its answer") from None
+
+    def _execute(self, step: PlannedCell) -> None:
+        """A cell's own error, even sys.exit(), ends that cell only, as in Jupyter: what it
+        bound before stays, and later cells run (a sys.exit is noted for the instructor)."""
+        outcome = self.learner.run(step.source, f"<cell {step.grade_id}>")
+        if outcome is not None and "exit" in outcome:
+            self.send(
+                Note(
+                    f"cell {step.grade_id} {_stop_cause(outcome)}, which ends only that cell, as in "
+                    "Jupyter; the cells after it were run"
+                )
+            )
+
+    def _judge_cell(self, step: PlannedCell) -> None:
+        """A test cell the kit's checks do not back (an instructor's own asserts) runs here, in
+        the judge, as nbgrader's rule says (it passes unless it raises): the names it reads
+        from the learner's namespace are looked up in a worker forked for it (values by value,
+        the learner's functions and objects by handle, their calls crossing), the master's
+        imports are the judge's own modules. So the learner's process can make the cell's
+        calls return anything, but cannot decide the verdict."""
+        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+        _master_imports(self.job.plan.steps, step.index, namespace)
+        with self._worker() as run:
+            for name in sorted(step.reads - set(namespace) - set(vars(builtins))):
+                found, value = run.lookup(name)
+                if found:
+                    namespace[name] = value
+            self.warm.snapshot.restore()
+            mark, text = "correct", ""
             try:
-                self.process = self._popen({**config, "fd": theirs.fileno()}, theirs.fileno())
-            finally:
-                theirs.close()
-        self.control = ours
-        self.announce(self.process.pid)
-        try:
-            ready = recv_frame(ours)
-        except (PeerGone, ProtocolError):
-            ready = None
-        if ready != ["ready"]:
-            failed = isinstance(ready, list) and len(ready) == 2 and ready[0] == "failed"
-            raise LearnerNotStarted(str(ready[1])[:600] if failed else "the learner's process did not start (no reply)")
-        for source, name in list(self.history):
-            with contextlib.suppress(LearnerDied, ProtocolError):
-                self._exec(source, name)
-
-    def _popen(self, config: dict[str, Any], fd: int) -> subprocess.Popen[bytes]:
-        """A fresh interpreter for the learner's process."""
-        scratch, debug = self.config["scratch"], bool(config["debug"])
-        return subprocess.Popen(
-            zygote.interpreter(BOOT, config),
-            pass_fds=(fd,),
-            start_new_session=True,
-            cwd=scratch,
-            env=zygote.environment(scratch, debug),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=None if debug else subprocess.DEVNULL,
-        )
-
-    def stop(self) -> None:
-        if self.process is not None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.process.pid, signal.SIGKILL)
-            with contextlib.suppress(OSError):
-                self.process.kill()
-            self.process.wait()
-        if self.control is not None:
-            self.control.close()
-        self.process = self.control = None
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def run(self, source: str, name: str) -> dict[str, Any] | None:
-        """Run a cell in the learner's namespace: None when it ran, else how it ended
-        ({"exit": code} for SystemExit, {"type", "msg", "base"} for an exception)."""
-        outcome = self._exec(source, name)
-        self.history.append((source, name))  # a cell's own error still leaves what it bound
-        return outcome
-
-    def _exec(self, source: str, name: str) -> dict[str, Any] | None:
-        try:
-            send_frame(self.control, ["exec", source, name])
-            reply = recv_frame(self.control)
-        except PeerGone:
-            raise LearnerDied(death(self.process.wait())) from None
-        if reply == ["ret", None]:
-            return None
-        if isinstance(reply, list) and len(reply) == 2 and reply[0] == "exc" and isinstance(reply[1], dict):
-            return reply[1]
-        raise ProtocolError("a cell's outcome of no known shape")
+                exec(compile_cell(step.source, f"<cell {step.grade_id}>"), namespace)
+            except (KeyboardInterrupt, CheckStopped):
+                raise
+            except NotAttempted:  # the learner's stub, still raising NotImplementedError
+                mark, text = "not attempted", NOT_ATTEMPTED
+            except SystemExit as exc:
+                mark, text = "incorrect", f"raised SystemExit({exc.code!r})"
+            except BaseException as exc:  # noqa: BLE001 - the cell's own verdict: it raised
+                mark, text = "incorrect", f"{type(exc).__name__}: {exc}"
+            if mark == "incorrect" and _stubbed(namespace, step.reads):
+                mark, text = "not attempted", NOT_ATTEMPTED  # a kit check the cell called said so, or a helper did
+        self.send(Verdict(step.index, mark, truncate(text), ()))
 
     @contextlib.contextmanager
-    def _locked(self) -> Any:
-        """The control socket to itself: the check may fork worker processes of its own (lab 08),
-        and each asks for its partner here. A lock file opened afresh, so forks do not share it."""
-        with open(os.path.join(self.config["lock"], "control.lock"), "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            yield
-
-    def fork(self) -> JudgePeer:
-        """A worker forked from the cells' process as it stands now."""
-        ours, theirs = socket.socketpair()
+    def _worker(self) -> Iterator[CheckRun]:
+        """A worker forked from the learner's cells for one check, the kit restored before the
+        check and after it; the worker (or the cells' process) dying in it is the learner's."""
+        run = CheckRun(self.learner)
         try:
-            self.control.settimeout(CONTROL_SECONDS)
-            with self._locked():
-                send_frame(self.control, ["fork"])
-                socket.send_fds(self.control, [b"F"], [theirs.fileno()])
-                reply = recv_frame(self.control)
-        except (PeerGone, OSError):
-            raise LearnerDied(death(self.process.wait())) from None
+            yield run
+        except PeerGone as gone:
+            raise LearnerDied(run.died(gone)) from None
         finally:
-            theirs.close()
-            if self.control is not None:
-                self.control.settimeout(None)
-        if reply != ["ret", None]:
-            raise ProtocolError("a fork's reply of no known shape")
-        return JudgePeer(ours)
+            run.close()
+            self.warm.snapshot.restore()
 
-    def reap(self) -> int | None:
-        """The last worker's exit status (the cells' process kills it first if it still runs)."""
+    def _check(self, step: PlannedCell) -> None:
+        grader = self.warm.graders[(self.job.plan.lab, step.index)]
+        with self._worker() as run:
+            answers = [run.answer(name) for name in step.graded.check.answers]  # type: ignore[union-attr]
+            self.warm.snapshot.restore()
+            result = grader.result(*answers)
+        self.send(Verdict(step.index, *_reported(result)))
+
+
+NOT_ATTEMPTED = "Not attempted: the answer is still the stub."
+
+
+def _stubbed(namespace: dict[str, Any], reads: Iterable[str]) -> bool:
+    """Does a test cell that failed read a learner's function that is still its stub? Then it
+    failed because nothing was written (nbgrader's rule, the kit's words): "not attempted",
+    however the instructor's cell reached the stub (a kit check inside more code, a helper)."""
+    for name in sorted(reads):
+        value = namespace.get(name)
+        if isinstance(value, Handle):
+            try:
+                if value._peer.scalar(["stub", value._id], bool):
+                    return True
+            except (ProtocolError, IndexError):  # an answer that is no bool: not a stub's
+                continue
+    return False
+
+
+def _reported(result: Any) -> tuple[str, str, tuple[str, ...]]:
+    """(mark, message, evidence) of a check's Result, as the parent takes them (bounded)."""
+    evidence = tuple(truncate(line) for line in list(result.evidence)[:EVIDENCE_LIMIT])
+    return str(result.verdict.value), truncate(result.message), evidence
+
+
+def _master_imports(steps: Iterable[PlannedCell], before: int, namespace: dict[str, Any]) -> None:
+    """Run, here, the top-level imports of the master's own cells before `before`, of modules
+    the judge has loaded already (the kit, what the masters import): never a learner's file."""
+    for step in steps:
+        if step.index >= before or step.role is not Role.CODE:
+            continue
         try:
-            self.control.settimeout(CONTROL_SECONDS)
-            with self._locked():
-                send_frame(self.control, ["reap"])
-                reply = recv_frame(self.control)
-        except (PeerGone, OSError):
-            return None
-        finally:
-            if self.control is not None:
-                self.control.settimeout(None)
-        code = reply[1] if isinstance(reply, list) and len(reply) == 2 and reply[0] == "ret" else None
-        return code if type(code) is int else None
+            tree = ast.parse(step.source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and all(
+                (name.split(".")[0] in sys.modules) for name in _imported(node)
+            ):
+                with contextlib.suppress(Exception):
+                    exec(compile(ast.Module([node], []), "<master imports>", "exec"), namespace)
 
 
-def _asked(peer: Peer, reads: Sequence[Read]) -> list[Any]:
-    return [[_named(name), [peer.encode(a) for a in args]] for name, args in reads]
+def _imported(node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.ImportFrom):
+        return [node.module or ""] if node.level == 0 else [""]
+    return [alias.name for alias in node.names]
 
 
-def _named(name: Any) -> Any:
-    """A call in turn: a method's name, or a kit function (the kit's own method, applied to
-    the object whatever its class overrides) by its module and qualified name."""
-    if isinstance(name, FunctionType):
-        return {"kit": [name.__module__, name.__qualname__]}
-    return exact(name)
+def _sender(connection: Any) -> Callable[[Message], None]:
+    def send(message: Message) -> None:
+        connection.send_bytes(encode(message))
+
+    return send
 
 
-def _digests(pending: list[Digest]) -> list[Any]:
-    """The request that draws `pending` in the learner's process."""
-    return ["digests", [[digest.kind, digest.number] for digest in pending]]
+def _learner_config(job: Job, warm: Warm) -> dict[str, Any]:
+    return {
+        "scratch": job.learner_scratch or job.scratch,
+        "lock": job.scratch,
+        "uid": job.uid,
+        "hide": list(job.hide),
+        "view": job.uid is not None and job.walls.hide,  # a mount namespace of its own
+        "own_count": job.walls.own_count,  # a user namespace of its own, where processes are counted
+        "landlock": None
+        if job.rules is None
+        else {
+            "abi": job.walls.landlock,
+            "read": list(job.rules.read),
+            "write": list(job.rules.write),
+            "listed": list(job.rules.listed),
+        },
+        "memory_mb": job.limits.memory_mb,
+        "cpu_seconds": job.limits.notebook_seconds,
+        "imports": [*COMMON, *warm.imports.get(job.plan.lab, ())],
+        "core": job.core,
+    }
 
 
-def _fill(pending: list[Digest], drawn: Any) -> None:
-    if not (type(drawn) is list and len(drawn) == len(pending) and all(d is None or type(d) is str for d in drawn)):
-        raise ProtocolError("digests of no known shape")
-    for digest, found in zip(pending, drawn):
-        digest.value = object() if found is None else (digest.kind, found)
-
-
-class Digest:
-    """A copy's memory, or an object's picture, drawn in the learner's process when first
-    compared or hashed, together with every other digest asked for since (the explorer makes
-    a state's key of several: the world's picture of a store, each process's memory), and
-    always before the learner's code runs again. Equal to a digest of the same drawing."""
-
-    __slots__ = ("_peer", "kind", "number", "value")
-
-    def __init__(self, peer: JudgePeer, kind: str, number: int) -> None:
-        self._peer, self.kind, self.number = peer, kind, number
-        self.value: Any = None
-        peer.pending.append(self)
-
-    def _drawn(self) -> Any:
-        if self.value is None:
-            self._peer.draw()
-        return self.value
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Digest) and self._drawn() == other._drawn()
-
-    def __hash__(self) -> int:
-        return hash(self._drawn())
-
-    def __repr__(self) -> str:
-        return f"Digest({self.kind}, {self._drawn()!r})"
-
-
-@dataclass
-class CheckRun:
-    """One check's view of the learner: a worker process forked for the check (the answer's
-    restarts within it are copies made there, see `RemoteAnswer.restart`)."""
-
-    learner: Learner
-    peer: JudgePeer | None = None  # the worker forked for this check; None once closed
-    generation: int = 0
-    pid: int = 0
-
-    def __post_init__(self) -> None:
-        self.peer = self.learner.fork()
-        self.pid = os.getpid()
-
-    def channel(self) -> JudgePeer:
-        """The check's worker; a check going on after its worker was closed meets LearnerDied."""
-        if self.peer is None:
-            raise LearnerDied("the check's learner process is closed")
-        return self.peer
-
-    def own(self) -> None:
-        """In a process the check forked (lab 08's real workers), a worker of its own: calls
-        never share a socket between processes."""
-        if os.getpid() != self.pid:
-            self.peer = self.learner.fork()
-            self.pid = os.getpid()
-            self.generation += 1
-
-    def answer(self, name: str) -> Any:
-        """What the learner's namespace holds under `name`: a RemoteAnswer for a function or
-        class, else the value itself (so a check can say what it got instead; None if unbound)."""
-        found = self._lookup(name)
-        if found["kind"] in ("value", "missing") or not isinstance(found.get("value"), Handle):
-            return found.get("value")
-        return RemoteAnswer(self, name, found["kind"], found["value"], self.generation)
-
-    def lookup(self, name: str) -> tuple[bool, Any]:
-        """(bound?, what the learner's namespace holds under `name`: a value, or a handle)."""
-        found = self._lookup(name)
-        return found["kind"] != "missing", found.get("value")
-
-    def _lookup(self, name: str) -> dict[str, Any]:
-        found = self.channel().request(["lookup", name])
-        if not (isinstance(found, dict) and found.get("kind") in ("function", "class", "value", "missing")):
-            raise ProtocolError("a lookup of no known shape")
-        return found
-
-    def died(self, gone: BaseException | None = None) -> str:
-        """Why the worker is gone, once a call found it gone: its exit status, asked (once) of
-        the cells' process, else why that process is gone."""
-        if self.peer is None:
-            return gone.cause if isinstance(gone, LearnerDied) else death(None)
-        with contextlib.suppress(OSError):
-            self.peer.sock.close()
-        self.peer = None
-        return death(self.learner.reap()) if self.learner.control is not None else death(None)
-
-    def close(self) -> None:
-        if self.peer is not None:
-            with contextlib.suppress(OSError):
-                self.peer.sock.close()
-            self.peer = None
-            self.learner.reap()
-
-
-class RemoteAnswer(ForeignAnswer):
-    """The learner's function or class, living in a worker process; calls cross to it."""
-
-    def __init__(self, run: CheckRun, name: str, kind: str, handle: Handle | None, generation: int) -> None:
-        self.kind = kind
-        self.__name__ = name
-        self._run, self._handle, self._generation = run, handle, generation
-
-    def _current(self) -> Handle:
-        self._run.own()
-        if self._generation != self._run.generation:  # restarted since: the same name in the new worker
-            fresh = self._run.answer(self.__name__)
-            if not isinstance(fresh, RemoteAnswer):
-                raise LearnerDied("the answer is gone after a restart")
-            self._handle, self._generation = fresh._handle, fresh._generation
-        if self._handle is None:  # a restart not made yet: made now
-            found = self._run.channel().request(["restart", self.__name__])
-            if not isinstance(found, Handle):
-                raise ProtocolError("a restart of no known shape")
-            self._handle = found
-        return self._handle
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._run.own()
-        if self._handle is None and self._generation == self._run.generation:
-            return self._made_and_called(args, kwargs)
-        return self._current()(*args, **kwargs)
-
-    def _made_and_called(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """A restart's first call, in the same request as the restart: the copy comes back with
-        what the call returned, or attached to what it raised."""
-        peer = self._run.channel()
-        peer.attached = None
-        try:
-            made = peer.call_with(["restartcall", self.__name__], args, kwargs)
-        except BaseException:
-            found, peer.attached = peer.attached, None
-            if isinstance(found, Handle) and found._peer is peer:
-                self._handle = found
-            raise
-        if not (isinstance(made, list) and len(made) == 2 and isinstance(made[0], Handle)):
-            raise ProtocolError("a restart and call of no known shape")
-        self._handle = made[0]
-        return made[1]
-
-    def each(self, calls: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> list[tuple[Any, BaseException | None]]:
-        """The answer called on each (args, kwargs) in turn, in ONE message: (value, None) per
-        call, in order, up to the first that raised, whose (None, exception) is the last. For
-        calls whose arguments do not depend on earlier results (a grid of inputs): each call
-        is still a step of its own in the learner's process, only the round trips are saved."""
-        handle = self._current()
-        peer = handle._peer
-        batch = [
-            [[peer.encode(a) for a in args], {str(k): peer.encode(v) for k, v in kwargs.items()}]
-            for args, kwargs in calls
-        ]
-        outcomes = peer.request(["each", handle._id, batch])
-        if not (isinstance(outcomes, list) and 0 < len(outcomes) <= len(calls)):
-            raise ProtocolError("a batch's outcomes of no known shape")
-        found: list[tuple[Any, BaseException | None]] = []
-        for outcome in outcomes:
-            if not (isinstance(outcome, list) and len(outcome) == 2 and outcome[0] in ("ret", "exc")):
-                raise ProtocolError("a call's outcome of no known shape")
-            if found and found[-1][1] is not None:
-                raise ProtocolError("a batch that went on past its first exception")
-            found.append((outcome[1], None) if outcome[0] == "ret" else (None, peer.exception(outcome[1])))
-        if len(found) < len(calls) and found[-1][1] is None:
-            raise ProtocolError("a batch that stopped without an exception")
-        return found
-
-    def is_stub(self) -> bool:
-        handle = self._current()
-        return handle._peer.scalar(["stub", handle._id], bool)
-
-    def restart(self) -> RemoteAnswer:
-        """A copy of the answer as the cells left it, on fresh memory, made in the worker by the
-        kit's own `restart` (each copy its own namespace: two workers of a schedule share
-        nothing), so a schedule costs no process start. The copy is made when first used:
-        when that use is a call, copy and call are one request."""
-        if self._handle is None:
-            self._run.own()
-        else:
-            self._current()
-        return RemoteAnswer(self._run, self.__name__, self.kind, None, self._run.generation)
-
-    def memory(self) -> Any:
-        handle = self._current()
-        return Digest(self._run.channel(), "memory", handle._id)
-
-    def picture(self, value: Any) -> Any:
-        handle = self._current()
-        if not (isinstance(value, Handle) and value._peer is handle._peer):
-            return object()
-        return Digest(self._run.channel(), "picture", value._id)
-
-    def twins(self, values: Sequence[Any], swap: Sequence[tuple[Any, Any]]) -> list[Any]:
-        from shopops_lab.checks.fresh import NotCopyable
-
-        peer = self._run.channel()
-        asked: list[int] = []
-        for value in values:
-            if isinstance(value, RemoteAnswer):
-                if value._generation != self._run.generation:
-                    raise NotCopyable("the learner's process was started again since")
-                if value._handle is None:
-                    continue  # a restart not made yet: its twin is one too
-                value = value._handle
-            if not (isinstance(value, Handle) and value._peer is peer):
-                raise NotCopyable(f"{type(value).__name__} is not an object of the learner's process")
-            asked.append(value._id)
-        pairs = [[peer.encode(original), peer.encode(counterpart)] for original, counterpart in swap]
-        made = peer.request(["twins", asked, pairs]) if asked else []
-        if made is None:
-            raise NotCopyable("the learner's process could not copy them")
-        if not (isinstance(made, list) and len(made) == len(asked) and all(isinstance(h, Handle) for h in made)):
-            raise ProtocolError("twins of no known shape")
-        handles = iter(made)  # in the order asked; a copy not made yet is twinned by another not made yet
-        twins: list[Any] = []
-        for value in values:
-            if isinstance(value, RemoteAnswer):
-                handle = None if value._handle is None else next(handles)
-                twins.append(RemoteAnswer(self._run, value.__name__, value.kind, handle, value._generation))
-            else:
-                twins.append(next(handles))
-        return twins
-
-    def in_turn(self, value: Any, calls: Sequence[Read]) -> list[Any]:
-        peer = self._owner(value)
-        found = peer.request(["calls", value._id, _asked(peer, calls)])
-        if not (isinstance(found, list) and len(found) == len(calls)):
-            raise ProtocolError("answers in turn of no known shape")
-        return found
-
-    def applied(self, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-        handle = self._current()
-        (found,) = self.in_turn(handle, [(function, args)])
-        return found
-
-    def around(
-        self, value: Any, call: Call, reads: Sequence[Read]
-    ) -> tuple[list[Any], tuple[Any, Exception | None], list[Any]]:
-        peer = self._owner(value)
-        name, args, kwargs = call
-        found = peer.call_with(["around", value._id, exact(name), _asked(peer, reads)], args, dict(kwargs))
-        if not (
-            isinstance(found, list)
-            and len(found) == 3
-            and all(isinstance(read, list) and len(read) == len(reads) for read in (found[0], found[2]))
-            and isinstance(found[1], list)
-            and len(found[1]) == 2
-            and found[1][0] in ("ret", "exc")
-        ):
-            raise ProtocolError("a call's reads around it of no known shape")
-        before, (how, what), after = found
-        if how == "ret":
-            return before, (what, None), after
-        error = peer.exception(what)
-        if isinstance(error, NotAttempted) or not isinstance(error, Exception):
-            raise error  # the stub, as `attempt` lets it through (or the learner's BaseException)
-        return before, (None, error), after
-
-    def _owner(self, value: Any) -> Peer:
-        """The channel to `value`'s process: an object the answer made, in the current copy's."""
-        peer = self._current()._peer
-        if not (isinstance(value, Handle) and value._peer is peer):
-            raise ProtocolError("a read in turn of an object that is not of the answer's process")
-        return peer
-
-    def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:
-        names = []
-        for function in functions:
-            owner, _, name = function.__qualname__.rpartition(".")
-            names.append([function.__module__, owner, name])
-        handle = self._current()
-        handle._peer.request(["watch", names])
-
-    def watched(self) -> frozenset[str]:
-        handle = self._current()
-        ran = handle._peer.request(["watched"])
-        if not (isinstance(ran, list) and all(type(name) is str for name in ran)):
-            raise ProtocolError("watched kit functions of no known shape")
-        return frozenset(ran)
-
-    @property
-    def __bases__(self) -> tuple[type, ...]:
-        """The kit's classes the learner's class derives from, so `issubclass(answer, KitClass)`
-        works on the judge's side (Python walks `__bases__` of what is not a class)."""
-        handle = self._current()
-        names = handle._peer.request(["bases", handle._id])
-        found = []
-        for name in names if isinstance(names, list) else ():
-            with contextlib.suppress(ProtocolError):
-                found.append(kit_class(name))
-        return tuple(found)
-
-    def __repr__(self) -> str:
-        return f"<the learner's {self.kind} {self.__name__}>"
+def child_main(job: Job, connection: Any, zygote: Any = None) -> None:
+    """Entry point of the judge's process: never returns, always exits with os._exit.
+    `zygote`: this judge's channel to the zygote (forked), else None (a fresh interpreter
+    per learner process)."""
+    status = 0
+    send = _sender(connection)
+    learner: Learner | None = None
+    try:
+        _undumpable()
+        confinement.pin(job.core)
+        warm = INHERITED.get("warm")
+        if warm is None:  # not forked: warm up here
+            warm = Warm.prepare(Key.load(job.key))
+        os.chdir(job.scratch)
+        random.seed(0)
+        _silence()
+        learner = Learner(_learner_config(job, warm), announce=lambda pid: send(LearnerStarted(pid)), zygote=zygote)
+        learner.start()
+    except BaseException as exc:  # before any learner code: the grader's own failure
+        with contextlib.suppress(Exception):
+            send(GraderFailed(str(exc) if isinstance(exc, LearnerNotStarted) else f"{type(exc).__name__}: {exc}"))
+        if learner is not None:
+            learner.stop()
+        os._exit(70)  # EX_SOFTWARE
+    try:
+        _Runner(job, warm, send, learner).run()
+    except BaseException as exc:  # the judge runs no learner code: what escapes it is the grader's own failure
+        with contextlib.suppress(Exception):
+            send(GraderFailed(str(exc) if isinstance(exc, LearnerNotStarted) else f"{type(exc).__name__}: {exc}"))
+        status = 70
+    finally:
+        learner.stop()
+        with contextlib.suppress(Exception):
+            connection.close()
+        os._exit(status)

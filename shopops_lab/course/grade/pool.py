@@ -23,7 +23,8 @@ from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait
 from typing import Any
 
-from shopops_lab.course.grade import confinement, sandbox
+from shopops_lab.course.grade import confinement, judge
+from shopops_lab.course.grade.judge import Job, Limits
 from shopops_lab.course.grade.key import Key, Kind, Master
 from shopops_lab.course.grade.messages import (
     CellStarted,
@@ -40,7 +41,6 @@ from shopops_lab.course.grade.messages import (
 )
 from shopops_lab.course.grade.rebuild import Plan
 from shopops_lab.course.grade.results import ExerciseResult, Mark, Status, SubmissionResult
-from shopops_lab.course.grade.sandbox import Job, Limits
 from shopops_lab.course.grade.submissions import Submission
 from shopops_lab.course.grade.zygote import Zygote
 
@@ -100,7 +100,7 @@ class Pool:
     key: Key
     limits: Limits
     jobs: int
-    warm: sandbox.Warm | None = None  # prepared already (the key's imports checked), else prepared here
+    warm: judge.Warm | None = None  # prepared already (the key's imports checked), else prepared here
     hide: tuple[str, ...] = ()  # what the learner's processes must not see (the key, --out, submissions)
     walls: confinement.Confinement = field(default_factory=confinement.Confinement.detect)
     private: tuple[str, ...] = ()  # what no learner may read, never granted by its Landlock rules
@@ -121,10 +121,10 @@ class Pool:
         return max(1.0, self.limits.cell_seconds * 0.25)
 
     def run(self, work: Sequence[tuple[Submission, Master, Plan]]) -> list[SubmissionResult]:
-        self.warm = self.warm or sandbox.Warm.prepare(self.key)
+        self.warm = self.warm or judge.Warm.prepare(self.key)
         owned = None
         if self.forks:
-            sandbox.INHERITED["warm"] = self.warm  # every child inherits it
+            judge.INHERITED["warm"] = self.warm  # every child inherits it
             if self.zygote is None:
                 self.zygote = owned = Zygote.start()
         gc.collect()
@@ -157,7 +157,7 @@ class Pool:
             self.reaper.close(self._kept())
             self.reaper = None
             gc.unfreeze()
-            sandbox.INHERITED.clear()
+            judge.INHERITED.clear()
             if owned is not None:
                 owned.close()
                 self.zygote = None
@@ -186,7 +186,7 @@ class Pool:
         )
         reader, writer = self.context.Pipe(duplex=False)
         channel = self.zygote.channel() if self.forks and self.zygote is not None else None
-        run.process = self.context.Process(target=sandbox.child_main, args=(job, writer, channel), daemon=True)
+        run.process = self.context.Process(target=judge.child_main, args=(job, writer, channel), daemon=True)
         run.process.start()
         writer.close()
         if channel is not None:

@@ -15,13 +15,13 @@ from shopops_lab.course.errors import SubmissionInvalidError, UnconfinedError
 from shopops_lab.course.grade import checked, confinement, report
 from shopops_lab.course.grade.gradebook import Gradebook, claim
 from shopops_lab.course.grade.hand import Applied, ManualScores
+from shopops_lab.course.grade.judge import Limits, Warm
 from shopops_lab.course.grade.key import Key, master_paths
 from shopops_lab.course.grade.late import LatePolicy, due_dates
 from shopops_lab.course.grade.pool import Pool, invalid
 from shopops_lab.course.grade.rebuild import MAX_BYTES, read, rebuild, without_outputs
 from shopops_lab.course.grade.results import Status, SubmissionResult
 from shopops_lab.course.grade.roster import Roster
-from shopops_lab.course.grade.sandbox import Limits, Warm
 from shopops_lab.course.grade.sheets import Sheet
 from shopops_lab.course.grade.submissions import Listed, Outcome, Submission, choose, find, lab_of, read_notebook
 from shopops_lab.course.grade.zygote import Zygote

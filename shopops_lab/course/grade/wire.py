@@ -29,6 +29,8 @@ from collections.abc import Callable
 from types import FunctionType, MappingProxyType, ModuleType
 from typing import Any, TypeVar
 
+from shopops_lab.errors import CheckStopped
+
 HEADER = struct.Struct(">I")
 FRAME_LIMIT = 32 * 2**20  # bytes one frame may hold
 DEPTH_LIMIT = 40  # nesting of one value
@@ -45,7 +47,7 @@ _EXACT: dict[type, str] = {**dict(_CONTAINERS), dict: "d"}
 _Scalar = TypeVar("_Scalar", int, bool, str)
 
 
-class PeerGone(KeyboardInterrupt):
+class PeerGone(CheckStopped):
     """The other side closed its end (it died, or left): the call cannot be answered."""
 
 
@@ -58,9 +60,9 @@ class Attached(Exception):
         self.inner, self.attached = inner, attached
 
 
-class ProtocolError(KeyboardInterrupt):
-    """The other side sent something off the protocol. A KeyboardInterrupt, like a timeout:
-    no check may turn it into a verdict of its own; the grader stops the cell instead."""
+class ProtocolError(CheckStopped):
+    """The other side sent something off the protocol. A CheckStopped, like a timeout: no
+    check may turn it into a verdict of its own; the grader stops the cell instead."""
 
 
 # --- frames -----------------------------------------------------------------------------
