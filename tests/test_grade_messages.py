@@ -55,3 +55,19 @@ def test_a_message_off_its_shape_is_refused_by_name(data: bytes, said: str) -> N
 
 def test_a_message_is_one_json_object_naming_its_kind() -> None:
     assert json.loads(m.encode(m.CellStopped(2, "died"))) == {"kind": "stopped", "index": 2, "cause": "died"}
+
+
+def test_the_learner_links_vocabulary_is_the_one_the_code_speaks() -> None:
+    """Every kind `LEARNER_LINK` documents is one the code sends or handles, and every kind the
+    learner's side dispatches on is documented: the list cannot go out of date again."""
+    import re
+    from pathlib import Path
+
+    grade = Path(m.__file__).parent
+    code = "".join((grade / name).read_text() for name in ("learner.py", "remote.py", "wire.py", "judge.py"))
+    spoken = set(re.findall(r'(?:kind == |message\[0\] == |\[)"([a-z]+)"', code))
+    dispatched = set(
+        re.findall(r'kind == "([a-z]+)"', (grade / "learner.py").read_text() + (grade / "wire.py").read_text())
+    )
+    assert set(m.LEARNER_LINK) <= spoken, sorted(set(m.LEARNER_LINK) - spoken)
+    assert dispatched <= set(m.LEARNER_LINK), sorted(dispatched - set(m.LEARNER_LINK))
