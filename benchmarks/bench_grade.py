@@ -13,7 +13,7 @@ bytecode first, as `pip install` leaves an installed kit: where PYTHONDONTWRITEB
 set (as in some shells and CI), every run would otherwise compile the kit from source again
 (0.6 s for `shopops-lab grade`, and as much for each of nbgrader's kernels).
 
-nbgrader lives in a virtualenv of its own, built once as the README tells instructors
+nbgrader lives in a virtualenv of its own, built once as docs/instructors.md tells instructors
 (tests/nbgrader_env.py; it needs PyPI the first time). Run:
 `.venv/bin/python benchmarks/bench_grade.py [--labs 01 07] [--submissions 30] [--rounds 3]`.
 Prints a line per lab and PASS/FAIL, and always exits 0: benchmarks inform, tests decide.

@@ -2,7 +2,7 @@
 
 The front door holds what a first session needs: a clock, a queue, the idempotent email
 adapter, the checker and the errors a worker meets. Everything else is imported from the
-module that defines it (one idea each; the README's module table lists them): effects,
+module that defines it (one idea each; docs/internals.md's module table lists them): effects,
 fencing, jobs, checkpoint, recovery, outbox, backpressure, metrics, crash, explore, the
 simulator in `shopops_lab.sim`. The pictures and widgets live in `shopops_lab.viz` and
 `shopops_lab.widgets` (they need matplotlib and ipywidgets, so importing this package does

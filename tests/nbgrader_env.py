@@ -1,4 +1,4 @@
-"""nbgrader 0.9.6 in a virtualenv of its own, built exactly as the README tells instructors:
+"""nbgrader 0.9.6 in a virtualenv of its own, built exactly as docs/instructors.md tells instructors:
 
     python -m venv <env>
     <env>/bin/python -m pip install nbgrader==0.9.6 -e <this repository>
@@ -8,7 +8,7 @@ machine and kept between runs in ~/.cache/shopops-lab/nbgrader/ ($XDG_CACHE_HOME
 $SHOPOPS_NBGRADER_CACHE overrides the folder), keyed by what it installs: nbgrader's version,
 the Python version and the kit's declared requirements (pyproject.toml's build requirements and
 [project] dependencies), so editing the kit's code or its test config never rebuilds it (the kit
-is installed editable). Another checkout reuses the same venv: the README's command is rerun
+is installed editable). Another checkout reuses the same venv: the guide's command is rerun
 there to point the editable install at it (seconds: nbgrader is already in). A run holds a shared
 lock while it grades, so no other checkout repoints the venv under it. A new key prunes the
 venvs of old keys no run is using. Delete the folder to rebuild.
@@ -31,7 +31,7 @@ from typing import IO
 
 NBGRADER_VERSION = "0.9.6"
 ROOT = Path(__file__).resolve().parent.parent
-README_INSTALL = f"python -m pip install nbgrader=={NBGRADER_VERSION} -e"  # then the path of the checkout
+GUIDE_INSTALL = f"python -m pip install nbgrader=={NBGRADER_VERSION} -e"  # then the path; docs/instructors.md
 READY = ".shopops-lab-ready"  # written last: the venv is complete
 KIT = ".shopops-lab-kit"  # the checkout the editable install points at
 
@@ -82,8 +82,8 @@ def _flock(handle: IO[str], mode: str) -> None:
 
 
 def _pip_install(venv: Path, root: Path) -> None:
-    """The README's instructor install, run in `venv`; its log tail is in the error if it fails."""
-    command = [str(venv_python(venv)), *README_INSTALL.split()[1:], str(root)]
+    """docs/instructors.md's nbgrader install, run in `venv`; its log tail is in the error if it fails."""
+    command = [str(venv_python(venv)), *GUIDE_INSTALL.split()[1:], str(root)]
     pip = subprocess.run([*command, "--disable-pip-version-check", "-q"], capture_output=True, text=True, timeout=1200)
     if pip.returncode != 0:
         raise NbgraderUnavailable(f"{' '.join(command)} failed: {(pip.stderr or pip.stdout).strip()[-500:]}")
@@ -100,7 +100,7 @@ def _build(venv: Path, root: Path) -> None:
         shutil.rmtree(venv, ignore_errors=True)  # never leave half a venv behind
         raise
     (venv / KIT).write_text(str(root) + "\n")
-    (venv / READY).write_text(f"{README_INSTALL} {root}\n")
+    (venv / READY).write_text(f"{GUIDE_INSTALL} {root}\n")
 
 
 def _prepared(venv: Path, root: Path) -> bool:

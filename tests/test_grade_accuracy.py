@@ -154,7 +154,7 @@ def test_a_wrong_answer_that_forges_every_digest_is_still_refused(
     """The search merges states whose digests are equal, and the learner's process draws
     them: an answer that makes them all equal merges states that differ and prunes the
     search. Every wrong answer of the suites (those whose mistake lives in memory included)
-    is still refused; the README's threat model says what a purpose-built one could hide."""
+    is still refused; docs/internals.md's threat model says what a purpose-built one could hide."""
     module = importlib.import_module(module_name)
     exercise = getattr(module, spec_name).exercise
     run = CheckRun(forging_learners(module_name))

@@ -242,10 +242,12 @@ def test_a_real_command_line_ends_at_once_with_every_line_and_file_written(
     assert (refused.returncode, refused.stdout) == (2, "") and refused.stderr.startswith("error: --jobs is 0")
 
 
-def test_the_readmes_points_table_matches_the_masters() -> None:
+def test_the_instructors_points_table_matches_the_masters() -> None:
+    """docs/instructors.md's points per lab, autograded and by hand (the README's course table
+    gives the totals: `test_docs.py`)."""
     from shopops_lab.course.grade.key import Key
 
-    readme = (fx.ROOT / "README.md").read_text(encoding="utf-8")
+    readme = (fx.ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
     table = {
         lab: (auto, hand, total, share)
         for lab, auto, hand, total, share in re.findall(

@@ -242,7 +242,7 @@ _fresh.fresh_copy = lambda answer, learners: answer   # a simulated crash now ke
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a known gap (README, threat model): simulated crashes reset memory with the kit's code in the "
+    reason="a known gap (docs/internals.md, threat model): simulated crashes reset memory with the kit's code in the "
     "learner's own process, which an answer can patch; a fork per crash would still share what the cells "
     "mapped shared, so closing it takes a new interpreter running the cells again per crash",
 )

@@ -1,4 +1,4 @@
-"""Round trip through real nbgrader 0.9.6, installed exactly as the README tells instructors
+"""Round trip through real nbgrader 0.9.6, installed exactly as docs/instructors.md tells instructors
 (`pip install nbgrader==0.9.6 -e <kit>` in a virtualenv of its own, nothing else: no
 PYTHONPATH, no extra packages), so a missing dependency of any lab shows here.
 generate_assignment from every master, then autograde:
@@ -52,13 +52,13 @@ UNTOUCHED_GRADED = ("01_leases_and_redelivery", "04_fencing_tokens")
 
 @pytest.fixture(scope="session")
 def nbgrader_python() -> Iterator[Path]:
-    """Python of the cached venv made by the README's instructor install, held while the tests grade."""
+    """Python of the cached venv made by the instructors' guide's install, held while the tests grade."""
     try:
         with nbgrader_env.using_venv(ROOT) as python:
             yield python
     except nbgrader_env.NbgraderUnavailable as exc:
         pytest.skip(
-            f"the nbgrader round trip needs `{nbgrader_env.README_INSTALL} <this repository>` in a venv, "
+            f"the nbgrader round trip needs `{nbgrader_env.GUIDE_INSTALL} <this repository>` in a venv, "
             f"and that failed (no network to PyPI?): {exc}"
         )
 
@@ -285,9 +285,9 @@ def test_nbgrader_behaviours_the_validator_guards_against(graded: Graded) -> Non
     )
 
 
-def test_the_readme_tells_instructors_this_install() -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"{nbgrader_env.README_INSTALL} /path/to/shopops-lab" in readme
+def test_the_instructors_guide_tells_this_install() -> None:
+    readme = (ROOT / "docs" / "instructors.md").read_text(encoding="utf-8")
+    assert f"{nbgrader_env.GUIDE_INSTALL} /path/to/shopops-lab" in readme
 
 
 def test_the_venv_is_cached_outside_the_temp_folder_keyed_by_what_it_installs(tmp_path: Path, monkeypatch) -> None:

@@ -14,7 +14,7 @@ The record lives in the grading user's cache (`$XDG_CACHE_HOME/shopops-lab/maste
 `~/.cache/...`; SHOPOPS_GRADE_CACHE names another folder), written atomically, readable by
 that user only. It is data, never code: a
 record someone rewrote can change which master a run grades with, which is what editing the
-key could do, and as root (the README's setting for grades that matter) learner processes
+key could do, and as root (docs/instructors.md's setting for grades that matter) learner processes
 run under other uids and cannot write it. SHOPOPS_GRADE_RECHECK=1 checks every master.
 """
 

@@ -228,7 +228,7 @@ class Confinement:
         return ", ".join(f"{mode} ABI {self.landlock}" if mode is Mode.LANDLOCK else str(mode) for mode in self.modes)
 
     def left_open(self) -> tuple[str, ...]:
-        """What a learner's code can still do here that a full confinement stops (the README's
+        """What a learner's code can still do here that a full confinement stops (docs/internals.md's
         threat model lists what none stops)."""
         if not self.confined:
             return UNCONFINED

@@ -14,7 +14,7 @@ So `grade`, run from a command line, runs itself again at once with randomizatio
 (`personality(ADDR_NO_RANDOMIZE)`, what `setarch -R` does), which every process it starts
 inherits. Where the OS refuses it (a container's seccomp profile), or
 SHOPOPS_GRADE_RANDOM_LAYOUT=1 asks to keep randomization, grading goes on as it is: the
-same grades, slower. What it costs is in the README's threat model: the grader's own
+same grades, slower. What it costs is in docs/internals.md's threat model: the grader's own
 addresses become predictable, which matters only to a memory-corruption exploit of the
 grader's C code, whose input from learner processes is JSON.
 """
