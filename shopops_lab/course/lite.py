@@ -37,6 +37,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from shopops_lab.course import catalogue
 from shopops_lab.course.errors import LiteBuildError
 from shopops_lab.course.home import front_page
 from shopops_lab.errors import BadArgumentError
@@ -258,7 +259,9 @@ def build_site(
         _write_config(stage, offline=offline)
         built = Path(scratch) / "site"
         _jupyter_lite_build(stage, built, kernel)
-        (built / "index.html").write_text(front_page(notebooks), encoding="utf-8")  # not a redirect to lab/
+        course = json.loads(catalogue.MAP.read_text(encoding="utf-8")) if catalogue.MAP.is_file() else None
+        page = front_page(notebooks, course=course)  # not a redirect to lab/
+        (built / "index.html").write_text(page, encoding="utf-8")
         shutil.copytree(stage / WHEELS, built / WHEELS)  # jupyter lite copies only what it knows
         if out.exists():
             shutil.rmtree(out)

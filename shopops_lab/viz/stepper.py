@@ -145,9 +145,12 @@ _STYLE = """<style>
 .shopops-stepper .shopops-parts { display: flex; flex-wrap: wrap; gap: 0.3rem 1.5rem; }
 .shopops-stepper .shopops-part ul { margin: 0.1rem 0; padding-left: 1.2rem; }
 .shopops-stepper .shopops-wide { overflow-x: auto; max-width: 100%; }
-.shopops-stepper table { border-collapse: collapse; font-size: 0.9em; }
-.shopops-stepper caption { text-align: left; }
-.shopops-stepper th, .shopops-stepper td { border: 1px solid #bbb; padding: 0.1rem 0.4rem; text-align: left; }
+.shopops-stepper table { border-collapse: collapse; font-size: 0.9em; margin: 0; }
+.shopops-stepper table caption { text-align: left; }
+.shopops-stepper table th, .shopops-stepper table td { border: 1px solid #bbb; padding: 0.1rem 0.4rem;
+  text-align: left; }
+.shopops-stepper .shopops-stepper-live { position: absolute; width: 1px; height: 1px; overflow: hidden;
+  clip: rect(0 0 0 0); white-space: nowrap; }
 .shopops-stepper .shopops-stepper-controls { display: flex; gap: 0.5rem; align-items: center; flex-wrap: wrap; }
 .shopops-stepper .shopops-stepper-controls[hidden] { display: none; }
 .shopops-stepper button { font-size: 1.1em; min-width: 2.75rem; min-height: 2.75rem; cursor: pointer; }

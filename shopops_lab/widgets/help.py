@@ -29,8 +29,8 @@ from shopops_lab.widgets import _ui
 __all__ = ["HelpBar", "present"]
 
 _VERDICT_STYLE = (
-    "<style>.shopops-verdict pre { margin: 0; white-space: pre-wrap; font-size: var(--jp-code-font-size, 13px); }"
-    "</style>"
+    "<style>.shopops-verdict pre, .shopops-said pre { margin: 0; white-space: pre-wrap; word-break: normal; "
+    "overflow-wrap: break-word; font-size: var(--jp-code-font-size, 13px); }</style>"
 )
 
 
@@ -108,9 +108,12 @@ class HelpBar(_ui.LiveWidget):
 
         area = w.Output(layout=w.Layout(width="100%"))
         hints = max(len(self.exercise.hints), 1)
-        hint = w.Button(description=f"Hint 1 of {hints}", tooltip="show the next hint", icon="lightbulb-o")
-        answer = w.Button(description="Show the model answer", tooltip="asks you to confirm first")
-        confirm = w.Button(description="Yes, show the model answer", button_style="warning")
+        wide = w.Layout(width="auto")
+        hint = w.Button(description=f"Hint 1 of {hints}", tooltip="show the next hint", layout=wide)
+        answer = w.Button(description="Show the model answer", tooltip="asks you to confirm first", layout=wide)
+        confirm = w.Button(
+            description="Yes, show the model answer", button_style="warning", layout=w.Layout(width="auto")
+        )
         confirm.layout.display = "none"
 
         def say(text: str) -> None:
@@ -143,7 +146,9 @@ class HelpBar(_ui.LiveWidget):
         confirm.on_click(on_confirm)
         buttons = [hint]
         if self.counterexample is not None:
-            show = w.Button(description="Show the counterexample", tooltip="step through the breaking schedule")
+            show = w.Button(
+                description="Show the counterexample", tooltip="step through the breaking schedule", layout=wide
+            )
 
             def on_counterexample(_: Any) -> None:
                 area.clear_output()
@@ -178,7 +183,7 @@ _RECORDED = (
 
 
 def _said_html(text: str) -> str:
-    return live.region(f'<pre style="white-space: pre-wrap; margin: 0">{html.escape(text)}</pre>') + live.script()
+    return _VERDICT_STYLE + live.region(f"<pre>{html.escape(text)}</pre>", cls="shopops-said") + live.script()
 
 
 def _shell() -> Any:
