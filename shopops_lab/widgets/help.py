@@ -22,8 +22,7 @@ import html
 import sys
 from typing import Any
 
-from shopops_lab import progress, refusals
-from shopops_lab.viz import live
+from shopops_lab import live, progress, refusals
 from shopops_lab.widgets import _ui
 
 __all__ = ["HelpBar", "present"]

@@ -11,8 +11,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from shopops_lab import progress
-from shopops_lab.viz import live
+from shopops_lab import live, progress
 from shopops_lab.widgets import _ui
 
 __all__ = ["ProgressView"]
