@@ -25,6 +25,7 @@ import errno
 import hashlib
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -259,6 +260,8 @@ def build_site(
         _write_config(stage, offline=offline)
         built = Path(scratch) / "site"
         _jupyter_lite_build(stage, built, kernel)
+        _favicons(built)
+        _phone_menu(built / "notebooks" / "index.html")
         course = json.loads(catalogue.MAP.read_text(encoding="utf-8")) if catalogue.MAP.is_file() else None
         page = front_page(notebooks, course=course)  # not a redirect to lab/
         (built / "index.html").write_text(page, encoding="utf-8")
@@ -586,6 +589,39 @@ def _write_config(stage: Path, *, offline: bool) -> None:
     # a closed notebook's Pyodide kernel stops with it, so kernels do not pile up in one tab
     overrides = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none", "kernelShutdown": True}}
     (stage / "overrides.json").write_text(json.dumps(overrides, indent=2) + "\n", encoding="utf-8")
+
+
+PHONE_MENU = """<style>
+@media (max-width: 520px) {
+  /* the single-notebook view on a phone: the whole menu (File ... Help) gets the width, and the
+     trust and kernel badges, which otherwise push Help off the screen, step aside */
+  #menu-panel .jp-NotebookKernelStatus, #menu-panel .jp-NotebookTrustedStatus { display: none !important; }
+  #jp-MainMenu { width: calc(100% - 10px) !important; }
+}
+</style>"""
+
+
+def _phone_menu(page: Path) -> None:
+    """Add PHONE_MENU to the notebook app's page (a phone's 390 px cut its menu at "Settings")."""
+    text = page.read_text(encoding="utf-8")
+    if PHONE_MENU not in text:
+        page.write_text(text.replace("</head>", PHONE_MENU + "\n</head>", 1), encoding="utf-8")
+
+
+def _favicons(site: Path) -> None:
+    """The icons the apps ask for (the idle, busy and notebook favicons JupyterLab's server
+    serves; JupyterLite's build ships none, so each kernel state change was a 404 in the
+    console), from this environment's jupyter_server, and `favicon.ico` at the root."""
+    spec = importlib.util.find_spec("jupyter_server")
+    if spec is None or spec.origin is None:
+        return
+    icons = Path(spec.origin).parent / "static" / "favicons"
+    target = site / "static" / "favicons"
+    target.mkdir(parents=True, exist_ok=True)
+    for icon in sorted(icons.glob("*.ico")):
+        shutil.copyfile(icon, target / icon.name)
+    if (icons / "favicon.ico").is_file():
+        shutil.copyfile(icons / "favicon.ico", site / "favicon.ico")
 
 
 def _lab_extension(name: str) -> Path:
