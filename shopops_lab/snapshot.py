@@ -112,11 +112,12 @@ def _public(value: Any) -> list[tuple[str, Any]]:
 
 
 def _kit_object(value: Any) -> bool:
-    """An object of the kit's with state of its own to read (not one `take` shows itself)."""
-    shown = (FakeClock, InMemoryQueue, ChannelAdapter, ContactLedger, Lease)
+    """An object with state of its own to read, one level down: the kit's (a recovery `Env`) or
+    the learner's (a store of the learner's class), but not one `take` shows itself."""
+    shown = (FakeClock, InMemoryQueue, ChannelAdapter, ContactLedger, Lease, type)
     return (
-        type(value).__module__.startswith("shopops_lab.")
-        and hasattr(value, "__dict__")
+        type(value).__module__ != "builtins"
+        and isinstance(getattr(value, "__dict__", None), dict)
         and not isinstance(value, shown)
         and not dataclasses.is_dataclass(value)
     )
