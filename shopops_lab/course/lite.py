@@ -255,6 +255,7 @@ def build_site(
         if offline:
             shipped += _pypi_wheels(_core_closure(upstream), wheels, cache / "pypi", python=python)
             _copy_pyodide(pyodide, stage / PYODIDE)
+        _precompile(shipped, pyodide, cache / "compiled")
         lock = _lock(upstream, shipped, offline=offline, version=pyodide_version)
         (stage / LOCK).write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         _write_config(stage, offline=offline)
@@ -519,6 +520,70 @@ def _pyodide_package(version: str, cache: Path) -> Path:
     (unpacking / "package").rename(folder)
     shutil.rmtree(unpacking)
     return folder
+
+
+COMPILE = """
+import { loadPyodide } from %(pyodide)s;
+const py = await loadPyodide();
+py.FS.mkdirTree("/wheels");
+py.FS.mount(py.FS.filesystems.NODEFS, { root: %(folder)s }, "/wheels");
+py.runPython(`
+import compileall, py_compile
+unchecked = py_compile.PycInvalidationMode.UNCHECKED_HASH
+if not compileall.compile_dir("/wheels", quiet=1, invalidation_mode=unchecked, workers=1):
+    raise RuntimeError("a module did not compile (its name is above)")
+`);
+"""
+"""Compiles every module below a folder with Pyodide's own Python (run by Node), as unchecked
+hash-based .pyc files: valid whatever date the browser gives the unpacked source."""
+
+
+def _precompile(wheels: list[Path], pyodide: Path, cache: Path) -> None:
+    """Each wheel, in place, with its modules compiled to bytecode by the Python the site runs.
+    Pyodide imports a wheel's modules from source, compiling each one in the browser at every
+    start of a kernel: IPython's alone cost about 2.5 s there (benchmarks/bench_lite_start.py).
+    Compiled once here (cached by the wheel's hash), a kernel imports them ready. Without Node
+    the wheels stay as they are: a slower start, the same site otherwise."""
+    node = shutil.which("node")
+    if node is None:
+        return
+    cache.mkdir(parents=True, exist_ok=True)
+    pending = {wheel: cache / f"{_sha256(wheel)}.whl" for wheel in wheels}
+    todo = [wheel for wheel, done in pending.items() if not done.is_file()]
+    if todo:
+        with tempfile.TemporaryDirectory(prefix="shopops-pyc-") as scratch:
+            folders = {wheel: Path(scratch) / wheel.stem for wheel in todo}
+            for wheel, folder in folders.items():
+                with zipfile.ZipFile(wheel) as archive:
+                    archive.extractall(folder)
+            where = {"pyodide": json.dumps((pyodide / "pyodide.mjs").as_uri()), "folder": json.dumps(scratch)}
+            script = COMPILE % where
+            done = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True, text=True)
+            if done.returncode:
+                raise LiteBuildError(
+                    what="the wheels compiled for Pyodide",
+                    where="node with the npm pyodide package",
+                    fix=f"read its output: {done.stdout.strip()[-800:]} {done.stderr.strip().splitlines()[-1:]}",
+                )
+            for wheel, folder in folders.items():
+                _zip_folder(folder, pending[wheel].with_suffix(".partial"))
+                pending[wheel].with_suffix(".partial").rename(pending[wheel])
+    for wheel, done in pending.items():
+        shutil.copyfile(done, wheel)
+
+
+def _zip_folder(folder: Path, target: Path) -> None:
+    """`folder` as a wheel, entries sorted and dated 1980-01-01: the same bytes every time."""
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            info = zipfile.ZipInfo(path.relative_to(folder).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, path.read_bytes())
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def _copy_pyodide(package: Path, target: Path) -> None:
