@@ -28,7 +28,10 @@ explored once, while the count of schedules covered stays exact. After every ste
 world's invariants are asked (`broken`), and at the end of a schedule its final promise
 (`finished`). The first schedule found broken is a shortest one, written in words
 (`Event.words`), replayable with `replay`, and drawn as a space-time diagram
-(`shopops_lab.viz.spacetime`).
+(`shopops_lab.viz.spacetime`). Played again with a `look` at the world at every moment (before
+the first step, after each, and inside a learner call after each kit call that took effect), it
+is walked step by step (`Counterexample.stepper`: `shopops_lab.snapshot`, `viz.stepper`); each
+one found is left with `refusals`, where the face that shows the check's verdict finds it.
 
 How a check uses it (labs 01, 04, 06 are worked examples)::
 

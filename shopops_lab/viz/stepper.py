@@ -148,7 +148,7 @@ _STYLE = """<style>
 .shopops-stepper table { border-collapse: collapse; font-size: 0.9em; margin: 0; }
 .shopops-stepper table caption { text-align: left; }
 .shopops-stepper table th, .shopops-stepper table td { border: 1px solid #bbb; padding: 0.1rem 0.4rem;
-  text-align: left; }
+  text-align: left !important; }
 .shopops-stepper .shopops-stepper-live { position: absolute; width: 1px; height: 1px; overflow: hidden;
   clip: rect(0 0 0 0); white-space: nowrap; }
 .shopops-stepper .shopops-stepper-controls { display: flex; gap: 0.5rem; align-items: center; flex-wrap: wrap; }
