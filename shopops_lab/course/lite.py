@@ -568,8 +568,8 @@ def _precompile(wheels: list[Path], pyodide: Path, cache: Path) -> None:
             for wheel, folder in folders.items():
                 _zip_folder(folder, pending[wheel].with_suffix(".partial"))
                 pending[wheel].with_suffix(".partial").rename(pending[wheel])
-    for wheel, done in pending.items():
-        shutil.copyfile(done, wheel)
+    for wheel, compiled in pending.items():
+        shutil.copyfile(compiled, wheel)
 
 
 def _zip_folder(folder: Path, target: Path) -> None:
