@@ -28,7 +28,10 @@ explored once, while the count of schedules covered stays exact. After every ste
 world's invariants are asked (`broken`), and at the end of a schedule its final promise
 (`finished`). The first schedule found broken is a shortest one, written in words
 (`Event.words`), replayable with `replay`, and drawn as a space-time diagram
-(`shopops_lab.viz.spacetime`).
+(`shopops_lab.viz.spacetime`). Played again with a `look` at the world at every moment (before
+the first step, after each, and inside a learner call after each kit call that took effect), it
+is walked step by step (`Counterexample.stepper`: `shopops_lab.snapshot`, `viz.stepper`); each
+one found is left with `refusals`, where the face that shows the check's verdict finds it.
 
 How a check uses it (labs 01, 04, 06 are worked examples)::
 
@@ -56,6 +59,7 @@ import contextlib
 import copy
 import dataclasses
 import enum
+import functools
 import re
 import sys
 import types
@@ -65,6 +69,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from shopops_lab import refusals
 from shopops_lab.checks.base import ForeignAnswer, Wrong, attempt, learners_code, memory, restart, twins
 from shopops_lab.checks.fresh import NotCopyable
 from shopops_lab.errors import BadArgumentError
@@ -257,6 +262,7 @@ class Run:
         self._inside = False  # in a recorded call: what it calls in turn is the kit's
         self.script: list[_KitCall] | None = None
         self._stand_in: tuple[_KitCall, ...] | None = None
+        self.looked: Callable[[str], None] | None = None  # a walk's eye inside a learner call (`replay`'s look)
 
     def answer(self, actor: str) -> Any:
         """`actor`'s process's copy of the learner's code (fresh at its start and after a crash)."""
@@ -396,6 +402,9 @@ class Run:
         """The kit call `point` took effect: for a lost reply, the process dies now. True when
         the schedule makes the call time out now that it took effect (the facade then raises
         its own error: the caller cannot tell this from a call that never happened)."""
+        if self.looked is not None and self._in_call:
+            nth = self._seen.get(point, 1)
+            self.looked(point if nth == 1 else f"{point} {nth}")
         fault = self._fault
         if not (self._in_call and fault is not None and (fault.point, fault.nth) == (point, self._seen.get(point))):
             return False
@@ -498,10 +507,20 @@ class Counterexample:
     events: tuple[Event, ...]
     problem: str
     steps: tuple[Step, ...]
+    again: Callable[..., Replayed] | None = field(default=None, compare=False, repr=False)  # `replay`, bound
 
     @property
     def words(self) -> str:
         return SEPARATOR.join(event.words for event in self.events)
+
+    def stepper(self, title: str = "the shortest breaking schedule, step by step") -> Any:
+        """The schedule played again and walked: every worker, the store and the effects at
+        each step (`shopops_lab.viz.stepper`; display it for the ◀ ▶ viewer, print it for text)."""
+        if self.again is None:
+            raise BadArgumentError(field="counterexample", problem="has no schedule to play", fix="explore first")
+        from shopops_lab.snapshot import walked
+
+        return walked(self.again, title)
 
     @property
     def lines(self) -> tuple[str, ...]:
@@ -539,6 +558,7 @@ class _Played:
     problem: str | None = None
     points: list[tuple[str, bool]] = field(default_factory=list)
     script: tuple[_KitCall, ...] | None = None  # its last call's
+    moments: list[Any] = field(default_factory=list)  # what `look` saw, when walked
 
 
 def _budget_left(bound: Bound, spent: Mapping[str, int], kind: str | None) -> bool:
@@ -557,10 +577,12 @@ def _play(
     go_on: _Played | None = None,
     stand_in: tuple[_KitCall, ...] | None = None,
     replaying: bool = False,
+    look: Look | None = None,
 ) -> _Played:
     """Play `events` on a fresh world (or on after `go_on`, a schedule already played,
     which is used up); stop at the first broken invariant. `stand_in`: the recorded kit
-    calls that play the (one, crashing) event's learner call instead of the learner."""
+    calls that play the (one, crashing) event's learner call instead of the learner.
+    `look`: asked before the first step, inside learner calls and after every step (`Look`)."""
     if go_on is None:
         run = Run(answer)
         run.replaying = replaying
@@ -568,6 +590,8 @@ def _play(
         played = _Played(steps=[], world=world, run=run, spent={}, moves=_enabled(world, scenario.bound, {}))
     else:
         played, world = go_on, go_on.world
+    if look is not None:
+        played.moments.append(look(world, played.run, number=0, step=None, inside=None, problem=None))
     for event in events:
         move = next((m for m in played.moves if m.name == event.move), None)
         if move is None:
@@ -578,18 +602,41 @@ def _play(
                 fix="copy the schedule from the check's message",
             )
         played.run._stand_in = stand_in
+        number = len(played.steps) + 1
+        if look is not None:
+            played.run.looked = functools.partial(_inside, played, look, number)
         try:
             _step(played, move, event)
         finally:
             played.run._stand_in = None
+            played.run.looked = None
         played.problem = world.broken()
         played.moves = _enabled(world, scenario.bound, played.spent)
         if played.problem is None and not played.moves:
             played.problem = world.finished()
         if played.problem is not None:
             played.steps[-1] = dataclasses.replace(played.steps[-1], problem=played.problem)
+        if look is not None:
+            played.moments.append(
+                look(world, played.run, number=number, step=played.steps[-1], inside=None, problem=played.problem)
+            )
+        if played.problem is not None:
             break
     return played
+
+
+class Look(Protocol):
+    """What a walk asks of the world at each moment (`shopops_lab.snapshot.take`): after step
+    `number` (`step`; 0 and None before the first), or inside its learner call right after
+    the kit call `inside` took effect. What it returns is kept, in order, as the moments."""
+
+    def __call__(
+        self, world: Any, run: Run, *, number: int, step: Step | None, inside: str | None, problem: str | None
+    ) -> Any: ...
+
+
+def _inside(played: _Played, look: Look, number: int, point: str) -> None:
+    played.moments.append(look(played.world, played.run, number=number, step=None, inside=point, problem=None))
 
 
 def _step(played: _Played, move: Move, event: Event) -> None:
@@ -844,13 +891,14 @@ def _search(scenario: Scenario, answer: Any) -> Exploration:
                 children, live = _children(scenario, answer, events, move, spent, live, last=move is moves[-1])
                 for schedule, child in children:
                     if child.problem is not None:
-                        return Exploration(
-                            scenario.name,
-                            scenario.bound,
-                            schedules,
-                            states,
-                            Counterexample(schedule, child.problem, tuple(child.steps)),
+                        found = Counterexample(
+                            schedule,
+                            child.problem,
+                            tuple(child.steps),
+                            again=functools.partial(replay, scenario, answer, schedule),
                         )
+                        refusals.offer(found)
+                        return Exploration(scenario.name, scenario.bound, schedules, states, found)
                     level.append((_state(child), schedule, child, paths))
         merged: dict[Hashable, list] = {}
         for state, schedule, child, paths in level:
@@ -902,6 +950,8 @@ class Replayed:
     steps: tuple[Step, ...]
     problem: str | None
     complete: bool
+    moments: tuple[Any, ...] = ()  # what `look` saw, when played with one
+    again: Callable[..., Replayed] | None = field(default=None, compare=False, repr=False)  # `replay`, bound
 
     def __str__(self) -> str:
         lines = [f"{n}. {step.said}" for n, step in enumerate(self.steps, 1)]
@@ -918,12 +968,32 @@ class Replayed:
 
         return spacetime(self.steps, title=title, problem=self.problem)
 
+    def stepper(self, title: str = "the schedule replayed, step by step") -> Any:
+        """The schedule played again and walked (see `Counterexample.stepper`)."""
+        if self.again is None:
+            raise BadArgumentError(field="replayed", problem="has no schedule to play", fix="use replay(...)")
+        from shopops_lab.snapshot import walked
 
-def replay(scenario: Scenario, answer: Any, words: str | Sequence[Event]) -> Replayed:
-    """Play one schedule (as written in a check's message) with `answer`, seed-free."""
+        return walked(self.again, title)
+
+    def _repr_mimebundle_(self, include: object = None, exclude: object = None) -> dict[str, str]:
+        """As a cell's last expression: the step-through viewer, and these lines as its text."""
+        return {"text/plain": str(self), "text/html": self.stepper().html()}
+
+
+def replay(scenario: Scenario, answer: Any, words: str | Sequence[Event], *, look: Look | None = None) -> Replayed:
+    """Play one schedule (as written in a check's message) with `answer`, seed-free; `look`
+    at the world at every moment (`Look`) to walk it."""
     events = parse(words) if isinstance(words, str) else tuple(words)
-    played = _play(scenario, answer, events, replaying=True)
-    return Replayed(events, tuple(played.steps), played.problem, complete=not played.moves)
+    played = _play(scenario, answer, events, replaying=True, look=look)
+    return Replayed(
+        events,
+        tuple(played.steps),
+        played.problem,
+        complete=not played.moves,
+        moments=tuple(played.moments),
+        again=functools.partial(replay, scenario, answer, events),
+    )
 
 
 def refuse(exploration: Exploration, replay_line: str) -> None:

@@ -27,11 +27,16 @@ ROOT = Path(__file__).resolve().parent.parent
 # a folder of its own, never in the user's cache (every grading run of the suite, subprocesses
 # included, shares it).
 os.environ.setdefault("SHOPOPS_GRADE_CACHE", tempfile.mkdtemp(prefix="shopops-grade-cache-"))
+# Every passing check records its exercise (`shopops_lab.progress`): the suite's checks, its
+# notebooks' kernels and its browsers' JupyterLab record in a file of the run's own, never in the
+# user's ~/.config.
+os.environ.setdefault("SHOPOPS_PROGRESS", str(Path(tempfile.mkdtemp(prefix="shopops-progress-")) / "progress.jsonl"))
 
 # Whole files `make test-fast` leaves out, with the mark that says why. One list: add a file
 # here rather than a mark in the file.
 SLOW_FILES: dict[str, str] = {
     "test_browser.py": "browser",  # every lab in JupyterLab, and the Lite site, in headless Chromium
+    "test_browser_learner.py": "browser",  # a learner's keyboard walk of a counterexample, help and progress
     "test_hub.py": "browser",  # a class on a real JupyterHub: two students in Chromium, an instructor grading
     "test_lite.py": "lite",  # builds the offline JupyterLite site (npm; PyPI the first time)
     "test_nbgrader_roundtrip.py": "nbgrader",  # real nbgrader, in its own cached venv, grades every lab
@@ -63,6 +68,7 @@ NOTEBOOK_RUNS: frozenset[str] = frozenset(
 # through an attribute pytest no longer reads; hence this table and the scheduler below.)
 SHARED: dict[str, str] = {
     "test_browser.py": "offline-site",
+    "test_browser_learner.py": "offline-site",
     "test_lite.py": "offline-site",
 }
 

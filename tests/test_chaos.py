@@ -486,6 +486,13 @@ def test_a_full_disk_in_a_worker_is_one_line_that_says_how_to_finish(tmp_path, m
             "when it is back,",
         ),
         (
+            ConnectionLostError(
+                target="t", reason="closed (while committing)", outcome=Kept.UNKNOWN, fix="read what it holds"
+            ),
+            "the connection to the database broke (closed (while committing))",
+            "when the database answers,",
+        ),
+        (
             StoreLockedError(target="t", reason="held 30 s", fix="fuser"),
             "the database stayed locked (held 30 s)",
             "when the process",

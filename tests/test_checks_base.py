@@ -52,7 +52,7 @@ def test_anything_but_the_learners_answer_gets_the_one_shared_message(exercise, 
         f"name, without calling it{made}: check({exercise.answer}), not "
         f"check({exercise.answer}(...))."
     )
-    with pytest.raises(AssertionError, match="this check needs your"):
+    with pytest.raises(AssertionError, match="This check needs your"):
         exercise.grade(*given)
 
 

@@ -80,6 +80,7 @@ def test_both_clocks_satisfy_the_clock_protocol():
 # --------------------------------------------------------------------------- errors
 
 CONTROL_FLOW = (errors.SimulatedCrash,)  # templated like the errors, outside their root on purpose
+STOPS = (errors.CheckStopped,)  # a check stopped from outside: no fields, no template, neither root
 
 
 def every_error_class() -> list[type[ShopOpsError]]:
@@ -104,8 +105,9 @@ def test_every_error_class_in_the_module_is_a_shopops_error_or_named_control_flo
     vocabularies = [cls for cls in defined if issubclass(cls, Enum)]  # the values a field takes (Kept)
     assert vocabularies == [errors.Kept]
     defined = [cls for cls in defined if cls not in vocabularies]
-    assert sorted(defined, key=lambda c: c.__name__) == every_error_class()
-    assert all(not issubclass(cls, Exception) for cls in CONTROL_FLOW)
+    assert sorted(defined, key=lambda c: c.__name__) == sorted([*every_error_class(), *STOPS], key=lambda c: c.__name__)
+    assert all(not issubclass(cls, Exception) for cls in (*CONTROL_FLOW, *STOPS))
+    assert all(not issubclass(cls, (KeyboardInterrupt, ShopOpsError)) for cls in STOPS)
 
 
 @pytest.mark.parametrize("cls", every_error_class(), ids=lambda c: c.__name__)

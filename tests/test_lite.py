@@ -234,3 +234,33 @@ def test_a_kit_built_without_reveals_carries_no_model_answers_and_solution_says_
     assert first.startswith(str(tmp_path / "site"))
     assert any("Model answers are turned off here" in line for line in rest) and "quiz 1" in rest
     assert "def send_followup" not in said.stdout
+
+
+def test_the_site_answers_every_favicon_its_apps_ask_for(offline_site):
+    """JupyterLite's apps swap the page's icon as a kernel goes busy and idle; each one missing
+    was a 404 in the learner's console."""
+    for name in ("favicon.ico", "favicon-busy-1.ico", "favicon-notebook.ico"):
+        assert (offline_site / "static" / "favicons" / name).is_file(), name
+    assert (offline_site / "favicon.ico").is_file()
+
+
+def test_on_a_phone_the_notebook_views_menu_gets_the_whole_width(offline_site):
+    page = (offline_site / "notebooks" / "index.html").read_text(encoding="utf-8")
+    assert lite.PHONE_MENU in page and page.index(lite.PHONE_MENU) < page.index("</head>")
+    assert lite.PHONE_MENU not in (offline_site / "lab" / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_wheels_the_kernel_loads_carry_bytecode_for_the_sites_own_python(offline_site):
+    """Compiled at build time by Pyodide's Python (a kernel otherwise compiles IPython from source
+    at every start): unchecked hash-based .pyc beside every module, for Pyodide's Python version."""
+    upstream = json.loads((offline_site / "static" / "pyodide" / "pyodide-lock.json").read_text())
+    tag = "cpython-" + "".join(upstream["info"]["python"].split(".")[:2])
+    for name in ("ipython", "shopops_lab"):
+        wheel = next((offline_site / lite.WHEELS).glob(f"{name}-*.whl"))
+        with zipfile.ZipFile(wheel) as archive:
+            names = set(archive.namelist())
+            sources = [n for n in names if n.endswith(".py")]
+            compiled = [n for n in names if n.endswith(f".{tag}.pyc")]
+            assert sources and len(compiled) == len(sources), name
+            header = archive.read(compiled[0])[4:8]
+        assert int.from_bytes(header, "little") == 0b01, "an unchecked hash-based .pyc (PEP 552)"

@@ -9,6 +9,7 @@ Waits run on a fake clock: `Patience(clock=..., sleep=...)` moves it instead of 
 from __future__ import annotations
 
 import sqlite3
+from types import SimpleNamespace
 
 import pytest
 from store_backends import Backend, free_port, needs_psycopg, postgres_url
@@ -29,6 +30,7 @@ from shopops_lab.jobs import JobStore
 from shopops_lab.states import ItemState
 from shopops_lab.store import open_store
 from shopops_lab.store.patience import Patience
+from shopops_lab.store.postgres import PostgresStore
 from shopops_lab.store.sqlite import SQLiteStore, _failed
 from shopops_lab.worker.queue import Queue
 
@@ -286,6 +288,31 @@ def test_a_kit_call_broken_before_its_commit_runs_again_by_itself_once(pg):
     terminate(store)  # the call's BEGIN and first statement meet a dead connection
     job = jobs.submit("O-1001:refund")
     assert [j.id for j in jobs.jobs()] == [job.id] and jobs.get(job.id).state.value == "queued"
+
+
+class BreaksAtSetup(PostgresStore):
+    """A store whose first connection breaks at the COMMIT of its setup, after the server ran
+    it (the answer lost): the server restarting just as a worker opens its store."""
+
+    def _connect(self, *, wait, lost=None):
+        connection = super()._connect(wait=wait, lost=lost)
+        if not getattr(self, "broke", False):
+            self.broke, self.patience = True, Waits().patience
+            return DiesAround(SimpleNamespace(_connection=connection), "COMMIT", after=True)
+        return connection
+
+
+def test_a_store_opened_with_wait_sets_up_again_when_its_setups_commit_is_lost(pg):
+    url = pg.url()
+    pg.open(url)  # the database exists and is the kit's
+    store = BreaksAtSetup(url, wait=True)  # no error: the setup runs again on a new connection
+    assert store.broke and not isinstance(store._connection, DiesAround)
+    store.put("job", "job-0001", {"state": "queued"})
+    assert store.get("job", "job-0001") == {"state": "queued"}
+    store.close()
+    with pytest.raises(ConnectionLostError) as caught:  # without wait, said at once
+        BreaksAtSetup(url, wait=False)
+    assert caught.value.outcome is Kept.UNKNOWN
 
 
 class DiesAround:

@@ -687,18 +687,35 @@ def test_the_plots_module_imports_without_matplotlib():
 
 
 # ---------------------------------------------------------------- text alternatives a screen reader announces
+FRAMED = re.compile(
+    r'^<div class="shopops-frame" style="overflow-x: auto; max-width: 100%">(<img [^>]*>)</div>'
+    r'(?:<details class="shopops-described"><summary>The picture in words</summary><p>([^<]*)</p></details>)?$'
+)
 IMG = re.compile(
     r'^<img class="shopops-picture[^"]*" alt="([^"]*)"(?: width="([\d.]+)" height="([\d.]+)")? '
-    r'src="data:image/(svg\+xml|png);base64,([A-Za-z0-9+/=]+)">$'
+    r'src="data:image/(svg\+xml|png);base64,([A-Za-z0-9+/=]+)"(?: style="min-width: ([\d.]+)px")?>$'
 )
 
 
 def shown(page):
-    """(alt text, width, mime, bytes) of the one <img> a picture shows itself as in HTML."""
-    found = IMG.match(page)
-    assert found, page[:200]
-    alt, width, _, kind, data = found.groups()
-    return html.unescape(alt), width, kind, base64.b64decode(data)
+    """(its words, width, mime, bytes) of the one <img> a picture shows itself as in HTML: the
+    words are its alt text, or, when they are longer than an alt text may be (250 characters),
+    the full text in the collapsible description beside it, whose start the alt text is."""
+    framed = FRAMED.match(page)
+    assert framed, page[:200]
+    img, described = framed.groups()
+    found = IMG.match(img)
+    assert found, img[:200]
+    alt, width, _, kind, data, least = found.groups()
+    alt = html.unescape(alt)
+    assert len(alt) <= 250
+    if width is not None:  # shrinks with the window, but not below 80% (a phone's labels stay legible)
+        assert least is not None and float(least) == pytest.approx(0.8 * float(width), abs=0.1)
+    if described is None:
+        return alt, width, kind, base64.b64decode(data)
+    words = html.unescape(described)
+    assert alt.endswith(" … (the rest below the picture)") and words.startswith(alt.split(" … ")[0])
+    return words, width, kind, base64.b64decode(data)
 
 
 def shown_svg(page):
@@ -732,6 +749,19 @@ def test_the_alt_text_escapes_what_it_quotes():
     assert '"hi"' not in _svg.image(svg).split(" src=")[0].split("alt=", 1)[1][1:-1]
 
 
+def test_an_alt_text_says_the_title_once_and_a_long_description_goes_beside_the_picture():
+    svg = _svg.document(10, 10, [], label="crash map: NaiveCheckpointRunner", desc="NaiveCheckpointRunner: 11 points")
+    assert _svg.alt_text(svg) == "crash map: NaiveCheckpointRunner: 11 points"
+    long = "; ".join(f"W{n}: item-000{n} from t={n}, acked at t={n + 5}" for n in range(1, 12))
+    page = _svg.image(_svg.document(10, 10, [], label="deliveries per worker", desc=long))
+    words, *_ = shown(page)
+    assert words == f"deliveries per worker: {long}"
+    alt = html.unescape(re.search(r'alt="([^"]*)"', page).group(1))
+    assert len(alt) <= 250 and alt.endswith("… (the rest below the picture)")
+    kept = alt.split(" … ")[0]
+    assert words.startswith(kept) and words[len(kept)] == ";"  # cut after a whole item, not in a word
+
+
 def test_a_timelines_alt_text_names_each_worker_its_leases_crashes_and_sends():
     clock = FakeClock()
     q = InMemoryQueue(lease_seconds=30, clock=clock)
@@ -743,7 +773,7 @@ def test_a_timelines_alt_text_names_each_worker_its_leases_crashes_and_sends():
     clock.set(31)
     q.ack(q.acquire("W7"))
     alt, *_ = shown(timeline(q.log)._repr_html_())
-    assert alt.startswith("deliveries per worker: 2 leases on 2 workers; 1 redelivery arrow(s).")
+    assert alt.startswith("deliveries per worker: 2 leases on 2 workers; 1 redelivery arrow.")
     assert f"W1: {first.item_id} (O-1001) from t=0, expired at t=30" in alt and "crash from t=0" in alt
     assert "a send to O-1001 at t=0" in alt and f"W7: {first.item_id} (O-1001) from t=31, acked at t=31" in alt
 

@@ -297,18 +297,19 @@ def test_quiz_arguments_are_checked():
         Quiz("q?", "ab", 0, ["x", "y"])
 
 
-def test_quiz_widget_checks_the_selected_option():
+def test_quiz_widget_checks_the_selected_option_and_its_feedback_is_a_live_region():
     quiz = make_quiz()
     box = quiz.widget()
     _, choices, check, result = box.children
+    status = '<div role="status" aria-live="polite" data-shopops-live>'
     check.click()
-    assert result.value == "<p>Pick an option first.</p>"
+    assert result.value == f"{status}<p>Pick an option first.</p></div>"
     choices.value = 2
     check.click()
-    assert result.value.startswith("<p>❌ Not quite. Retries count deliveries")
+    assert result.value.startswith(f"{status}<p>❌ Not quite. Retries count deliveries")
     choices.value = 1
     check.click()
-    assert result.value.startswith("<p>✅ Correct.")
+    assert result.value.startswith(f"{status}<p>✅ Correct.")
 
 
 def published(monkeypatch, *, widgets: bool) -> list[dict]:
@@ -341,8 +342,11 @@ def test_without_ipywidgets_each_widget_shows_static_html(monkeypatch):
 
 def test_a_live_widget_carries_a_static_copy_and_a_stable_text(monkeypatch):
     """Saved notebooks keep no widget state: the live view travels with HTML and text that
-    read well unrun and are the same on every run (nbval compares them, not the model id)."""
+    read well unrun and are the same on every run (nbval compares them, not the model id).
+    Before each, the page's announcer (`live.js`), which says the widget's results."""
     first, second = published(monkeypatch, widgets=True), published(monkeypatch, widgets=True)
+    announcers, first, second = first[0::2], first[1::2], second[1::2]
+    assert all(a["text/plain"] == "" and "window.shopopsSay" in a["text/html"] for a in announcers)
     for one, two in zip(first, second):
         assert "application/vnd.jupyter.widget-view+json" in one
         assert one["text/plain"] == two["text/plain"] and one["text/html"] == two["text/html"]

@@ -27,6 +27,7 @@ from shopops_lab.chaos.worker import SETUP, Workload, fork_worker, serve
 from shopops_lab.clock import SystemClock
 from shopops_lab.errors import (
     ConnectionLostError,
+    Kept,
     ShopOpsError,
     StoreCorruptError,
     StoreError,
@@ -52,8 +53,10 @@ def halfway(url: str, error: BaseException, who: str = "") -> ChaosError:
     told by the error's class, and the one thing to do before `--resume` finishes the run."""
     if isinstance(error, StoreFullError):
         cause, then = "the disk that holds the database is full", "free some space, then"
-    elif isinstance(error, ConnectionLostError):
+    elif isinstance(error, ConnectionLostError) and error.outcome is Kept.NOT_SENT:
         cause, then = f"the database went away and did not come back ({error.reason})", "when it is back,"
+    elif isinstance(error, ConnectionLostError):
+        cause, then = f"the connection to the database broke ({error.reason})", "when the database answers,"
     elif isinstance(error, StoreLockedError):
         cause, then = f"the database stayed locked ({error.reason})", "when the process holding it has let go,"
     elif isinstance(error, StoreCorruptError):

@@ -66,9 +66,16 @@ class Result:
         return self.verdict is Verdict.CORRECT
 
     def __str__(self) -> str:
-        lines = [f"{_MARKS[self.verdict]} {self.exercise}: {self.verdict.value}. {self.message}"]
+        lines = [f"{_MARKS[self.verdict]} {self.exercise}: {self.verdict.value}. {_sentence(self.message)}"]
         lines.extend(f"   {line}" for line in self.evidence)
         return "\n".join(lines)
+
+
+def _sentence(text: str) -> str:
+    """`text` with a capital after the verdict's full stop, unless it starts with a name from
+    code (`send_followup`, `item-0002`, a backquote), which keeps its spelling."""
+    first = text.split(" ", 1)[0]
+    return text[:1].upper() + text[1:] if first.isalpha() and first.islower() else text
 
 
 class NotAttempted(Exception):
@@ -486,8 +493,11 @@ class Exercise:
             ), None
 
     def check(self, *answer: Any) -> None:
-        """Print how the answer does. Never raises: safe in any cell."""
-        print(self.result(*answer))
+        """Show how the answer does. Never raises: safe in any cell. In a notebook the verdict
+        is announced and comes with help buttons; a pass is recorded (`widgets.help.present`)."""
+        from shopops_lab.widgets.help import present
+
+        present(self, self.result(*answer))
 
     def grade(self, *answer: Any) -> None:
         """For graded test cells: raise AssertionError with the friendly message unless correct."""

@@ -19,7 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shopops_lab.course import outputs
+from shopops_lab.course import catalogue, outputs
 from shopops_lab.course import source as src
 from shopops_lab.course.errors import (
     CourseToolsMissingError,
@@ -542,12 +542,34 @@ def build_notebooks(
             for extra in _masters(notebooks)
             if extra.name not in built and (chosen is None or extra.name[:2] in chosen)
         ]
+    if _ships(notebooks):
+        results.append(_course_map(solutions, check=check))
     return BuildReport(tuple(results), check=check, execute=execute)
 
 
 STUDENT_NOTEBOOKS = outputs.Owned(
     outputs.only(lambda name: MASTER_NAME.match(name) is not None), "a folder of student notebooks (NN_*.ipynb)"
 )
+
+
+def _ships(notebooks: Path) -> bool:
+    """Is `notebooks` the folder of student notebooks the kit ships (the checkout's)? Then
+    the course map beside the package follows the masters too (`catalogue`)."""
+    from shopops_lab.course.handout import PACKAGED
+
+    return notebooks.resolve() == PACKAGED.resolve()
+
+
+def _course_map(solutions: Path, *, check: bool) -> NotebookResult:
+    """Write the course map from every master (or, with --check, compare it)."""
+    text = catalogue.map_text(catalogue.course_map((path.name, _read(path)) for path in _masters(solutions)))
+    shown = _display(catalogue.MAP)
+    if catalogue.MAP.exists() and catalogue.MAP.read_text(encoding="utf-8") == text:
+        return NotebookResult(shown, NotebookState.UP_TO_DATE)
+    if check:
+        return NotebookResult(shown, NotebookState.STALE, "run shopops-lab build-notebooks")
+    write_atomic(catalogue.MAP, text)
+    return NotebookResult(shown, NotebookState.WRITTEN)
 
 
 def _check_arguments(

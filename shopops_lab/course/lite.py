@@ -25,6 +25,7 @@ import errno
 import hashlib
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import re
@@ -37,7 +38,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from shopops_lab.course import outputs
+from shopops_lab.course import catalogue, outputs
 from shopops_lab.course.errors import LiteBuildError
 from shopops_lab.course.home import front_page
 from shopops_lab.errors import BadArgumentError
@@ -271,12 +272,17 @@ def build_site(
         if offline:
             shipped += _pypi_wheels(_core_closure(upstream), wheels, cache / "pypi", python=python)
             _copy_pyodide(pyodide, stage / PYODIDE)
+        _precompile(shipped, pyodide, cache / "compiled")
         lock = _lock(upstream, shipped, offline=offline, version=pyodide_version)
         (stage / LOCK).write_text(json.dumps(lock, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         _write_config(stage, offline=offline)
         built = Path(scratch) / "site"
         _jupyter_lite_build(stage, built, kernel)
-        (built / "index.html").write_text(front_page(notebooks), encoding="utf-8")  # not a redirect to lab/
+        _favicons(built)
+        _phone_menu(built / "notebooks" / "index.html")
+        course = json.loads(catalogue.MAP.read_text(encoding="utf-8")) if catalogue.MAP.is_file() else None
+        page = front_page(notebooks, course=course)  # not a redirect to lab/
+        (built / "index.html").write_text(page, encoding="utf-8")
         shutil.copytree(stage / WHEELS, built / WHEELS)  # jupyter lite copies only what it knows
         if out.exists():
             shutil.rmtree(out)
@@ -525,6 +531,70 @@ def _pyodide_package(version: str, cache: Path) -> Path:
     return folder
 
 
+COMPILE = """
+import { loadPyodide } from %(pyodide)s;
+const py = await loadPyodide();
+py.FS.mkdirTree("/wheels");
+py.FS.mount(py.FS.filesystems.NODEFS, { root: %(folder)s }, "/wheels");
+py.runPython(`
+import compileall, py_compile
+unchecked = py_compile.PycInvalidationMode.UNCHECKED_HASH
+if not compileall.compile_dir("/wheels", quiet=1, invalidation_mode=unchecked, workers=1):
+    raise RuntimeError("a module did not compile (its name is above)")
+`);
+"""
+"""Compiles every module below a folder with Pyodide's own Python (run by Node), as unchecked
+hash-based .pyc files: valid whatever date the browser gives the unpacked source."""
+
+
+def _precompile(wheels: list[Path], pyodide: Path, cache: Path) -> None:
+    """Each wheel, in place, with its modules compiled to bytecode by the Python the site runs.
+    Pyodide imports a wheel's modules from source, compiling each one in the browser at every
+    start of a kernel: IPython's alone cost about 2.5 s there (benchmarks/bench_lite_start.py).
+    Compiled once here (cached by the wheel's hash), a kernel imports them ready. Without Node
+    the wheels stay as they are: a slower start, the same site otherwise."""
+    node = shutil.which("node")
+    if node is None:
+        return
+    cache.mkdir(parents=True, exist_ok=True)
+    pending = {wheel: cache / f"{_sha256(wheel)}.whl" for wheel in wheels}
+    todo = [wheel for wheel, done in pending.items() if not done.is_file()]
+    if todo:
+        with tempfile.TemporaryDirectory(prefix="shopops-pyc-") as scratch:
+            folders = {wheel: Path(scratch) / wheel.stem for wheel in todo}
+            for wheel, folder in folders.items():
+                with zipfile.ZipFile(wheel) as archive:
+                    archive.extractall(folder)
+            where = {"pyodide": json.dumps((pyodide / "pyodide.mjs").as_uri()), "folder": json.dumps(scratch)}
+            script = COMPILE % where
+            done = subprocess.run([node, "--input-type=module", "-e", script], capture_output=True, text=True)
+            if done.returncode:
+                raise LiteBuildError(
+                    what="the wheels compiled for Pyodide",
+                    where="node with the npm pyodide package",
+                    fix=f"read its output: {done.stdout.strip()[-800:]} {done.stderr.strip().splitlines()[-1:]}",
+                )
+            for wheel, folder in folders.items():
+                _zip_folder(folder, pending[wheel].with_suffix(".partial"))
+                pending[wheel].with_suffix(".partial").rename(pending[wheel])
+    for wheel, compiled in pending.items():
+        shutil.copyfile(compiled, wheel)
+
+
+def _zip_folder(folder: Path, target: Path) -> None:
+    """`folder` as a wheel, entries sorted and dated 1980-01-01: the same bytes every time."""
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            info = zipfile.ZipInfo(path.relative_to(folder).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(info, path.read_bytes())
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def _copy_pyodide(package: Path, target: Path) -> None:
     """Pyodide's runtime only: its lock is replaced by the site's, maps and docs stay out."""
     target.mkdir(parents=True)
@@ -593,6 +663,39 @@ def _write_config(stage: Path, *, offline: bool) -> None:
     # a closed notebook's Pyodide kernel stops with it, so kernels do not pile up in one tab
     overrides = {"@jupyterlab/notebook-extension:tracker": {"windowingMode": "none", "kernelShutdown": True}}
     (stage / "overrides.json").write_text(json.dumps(overrides, indent=2) + "\n", encoding="utf-8")
+
+
+PHONE_MENU = """<style>
+@media (max-width: 520px) {
+  /* the single-notebook view on a phone: the whole menu (File ... Help) gets the width, and the
+     trust and kernel badges, which otherwise push Help off the screen, step aside */
+  #menu-panel .jp-NotebookKernelStatus, #menu-panel .jp-NotebookTrustedStatus { display: none !important; }
+  #jp-MainMenu { width: calc(100% - 10px) !important; }
+}
+</style>"""
+
+
+def _phone_menu(page: Path) -> None:
+    """Add PHONE_MENU to the notebook app's page (a phone's 390 px cut its menu at "Settings")."""
+    text = page.read_text(encoding="utf-8")
+    if PHONE_MENU not in text:
+        page.write_text(text.replace("</head>", PHONE_MENU + "\n</head>", 1), encoding="utf-8")
+
+
+def _favicons(site: Path) -> None:
+    """The icons the apps ask for (the idle, busy and notebook favicons JupyterLab's server
+    serves; JupyterLite's build ships none, so each kernel state change was a 404 in the
+    console), from this environment's jupyter_server, and `favicon.ico` at the root."""
+    spec = importlib.util.find_spec("jupyter_server")
+    if spec is None or spec.origin is None:
+        return
+    icons = Path(spec.origin).parent / "static" / "favicons"
+    target = site / "static" / "favicons"
+    target.mkdir(parents=True, exist_ok=True)
+    for icon in sorted(icons.glob("*.ico")):
+        shutil.copyfile(icon, target / icon.name)
+    if (icons / "favicon.ico").is_file():
+        shutil.copyfile(icons / "favicon.ico", site / "favicon.ico")
 
 
 def _lab_extension(name: str) -> Path:

@@ -40,7 +40,7 @@ from shopops_lab.errors import (
     StoreLockedError,
     StoreOpenError,
 )
-from shopops_lab.store.base import item_id, item_seq
+from shopops_lab.store.base import item_id, item_seq, transact
 from shopops_lab.store.patience import Patience
 from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, dumps, item_values, schema
 
@@ -137,12 +137,19 @@ class PostgresStore(SQLStore):
         self._error, self._integrity = psycopg.Error, psycopg.IntegrityError
         self._connection = self._connect(wait=wait)
         try:
-            with self.atomic:
-                self._execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
-                self._adopt()
+            if wait:  # setting up twice is setting up once: a COMMIT lost to a restart is run again
+                transact(self, self._set_up, idempotent=True)
+            else:
+                with self.atomic:
+                    self._set_up()
         except BaseException:
             self._connection.close()
             raise
+
+    def _set_up(self) -> None:
+        """Take the setup lock, then set up an empty database or accept our own (`_adopt`)."""
+        self._execute("SELECT pg_advisory_xact_lock(%s)", (_SETUP_LOCK,))
+        self._adopt()
 
     # ------------------------------------------------------------------ the connection
     def _connect(self, *, wait: bool, lost: BaseException | None = None) -> Any:

@@ -101,32 +101,75 @@ def words(svg: str) -> tuple[str, str]:
 
 
 def alt_text(svg: str, summary: str = "") -> str:
-    """What an SVG says in words: its title, then its description (or `summary` if it has none)."""
+    """What an SVG says in words: its title, then its description (or `summary` if it has none),
+    said once (a description that opens with the title's last part does not repeat it)."""
     label, desc = words(svg)
     desc = desc or summary
+    tail = label.rsplit(": ", 1)[-1]
+    if tail and desc.startswith(tail) and desc[len(tail) : len(tail) + 2] in (": ", ", ", "; "):
+        desc = desc[len(tail) + 2 :]
     return f"{label}: {desc}" if label and desc else label or desc
+
+
+ALT_MOST = 250
+"""The longest alt text, in characters: a screen reader reads an alt whole, with no way to
+skip, so a longer description goes in a collapsible text beside the picture (`framed`)."""
+
+
+def short(words: str) -> tuple[str, str]:
+    """(an alt text of at most ALT_MOST characters, the full words when they did not fit, else
+    ''): cut at the last sentence, clause or list item that fits, and saying where the rest is."""
+    if len(words) <= ALT_MOST:
+        return words, ""
+    more = " … (the rest below the picture)"
+    cut = words[: ALT_MOST - len(more)]
+    for mark in (". ", "; ", ", "):
+        at = cut.rfind(mark)
+        if at > ALT_MOST // 3:
+            cut = cut[:at]
+            break
+    return cut.rstrip(" ,;.:") + more, words
+
+
+def framed(img: str, width: float | None, full: str) -> str:
+    """`img` in a frame that scrolls sideways rather than shrinking the picture below 80% of its
+    size (a phone's 390 px would make its labels unreadable), with the full description, when
+    the alt text is a shortened one, in a collapsible text after it."""
+    if width:
+        img = f'{img[:-1]} style="min-width: {num(width * 0.8)}px">'
+    described = (
+        f'<details class="shopops-described"><summary>The picture in words</summary><p>{esc(full)}</p></details>'
+        if full
+        else ""
+    )
+    return f'<div class="shopops-frame" style="overflow-x: auto; max-width: 100%">{img}</div>{described}'
 
 
 def image(svg: str, *, summary: str = "") -> str:
     """The SVG as an <img> whose alt text a screen reader announces. A notebook shows an SVG
     output through an <img> that has no alt, and a <title> inside the image is not read out;
     an HTML output carrying this tag is. Marked DIAGRAM_CLASS too when the SVG is. `summary`
-    completes the alt text of an SVG that has no description of its own."""
+    completes the alt text of an SVG that has no description of its own (see `framed`)."""
     root = _ROOT.search(svg)
     tag = root.group(0) if root else ""
     size = "".join(f' {name}="{value}"' for name in ("width", "height") if (value := _attribute(tag, name)) is not None)
     classes = PICTURE_CLASS + (f" {DIAGRAM_CLASS}" if DIAGRAM_CLASS in (_attribute(tag, "class") or "").split() else "")
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
-    return f'<img class="{classes}" alt="{esc(alt_text(svg, summary))}"{size} src="data:image/svg+xml;base64,{data}">'
+    alt, full = short(alt_text(svg, summary))
+    width = _attribute(tag, "width")
+    img = f'<img class="{classes}" alt="{esc(alt)}"{size} src="data:image/svg+xml;base64,{data}">'
+    return framed(img, float(width) if width and width.replace(".", "", 1).isdigit() else None, full)
 
 
 def png_image(png: bytes, *, alt: str, width: float, height: float) -> str:
     """PNG bytes as an <img> with its alt text (see `image`)."""
     data = base64.b64encode(png).decode("ascii")
-    return (
-        f'<img class="{PICTURE_CLASS}" alt="{esc(alt)}" width="{num(width)}" height="{num(height)}" '
+    said, full = short(alt)
+    img = (
+        f'<img class="{PICTURE_CLASS}" alt="{esc(said)}" width="{num(width)}" height="{num(height)}" '
         f'src="data:image/png;base64,{data}">'
     )
+    return framed(img, width, full)
 
 
 def text(

@@ -417,7 +417,7 @@ def draw(data: Timeline, *, axis: str = "time") -> str:
         _svg.text(
             _LEFT,
             18,
-            f"{TITLE}: {len(data.leases)} leases on {len(data.lanes)} workers",
+            f"{TITLE}: {_count(len(data.leases), 'lease')} on {_count(len(data.lanes), 'worker')}",
             size=13,
             anchor="start",
             weight="bold",
@@ -467,13 +467,18 @@ def describe(data: Timeline) -> str:
             if refused.worker_id == worker
         ]
         lanes.append(f"{worker}: {', '.join(said)}")
-    redelivered = f"; {len(data.links)} redelivery arrow(s)" if data.links else ""
+    redelivered = f"; {_count(len(data.links), 'redelivery arrow')}" if data.links else ""
     return (
-        f"{len(data.leases)} leases on {len(data.lanes)} workers{redelivered}. "
+        f"{_count(len(data.leases), 'lease')} on {_count(len(data.lanes), 'worker')}{redelivered}. "
         + ". ".join(lanes)
         + "."
         + (f" ({data.note})" if data.note else "")
     )
+
+
+def _count(n: int, thing: str) -> str:
+    """'1 lease', '2 leases'."""
+    return f"{n} {thing}{'' if n == 1 else 's'}"
 
 
 def _span(span: LeaseSpan) -> str:

@@ -1,4 +1,5 @@
-"""Things to click: a queue playground, a TTL-and-heartbeat explorer, knowledge checks.
+"""Things to click: a queue playground, a TTL-and-heartbeat explorer, knowledge checks, the
+help under a check (`help`), the course's progress.
 
 Each widget is a plain logic class (tested without a browser) with a thin ipywidgets
 layer on top, imported only when a widget is drawn: importing this package never
@@ -15,6 +16,7 @@ __all__ = [
     "Feedback",
     "PlaygroundModel",
     "PlaygroundState",
+    "ProgressView",
     "QueuePlayground",
     "Quiz",
     "TtlExplorer",
@@ -27,6 +29,7 @@ _FROM = {
     "Feedback": "quiz",
     "PlaygroundModel": "playground",
     "PlaygroundState": "playground",
+    "ProgressView": "progress",
     "QueuePlayground": "playground",
     "Quiz": "quiz",
     "TtlExplorer": "ttl",

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+from shopops_lab import live
+
 
 def ipywidgets() -> ModuleType | None:
     """The ipywidgets module, or None when it is not installed."""
@@ -27,6 +29,8 @@ def show(widget: object | None, static_html: Callable[[str], str], label: str) -
     if widget is None:
         display({"text/html": static_html(NO_WIDGETS), "text/plain": label}, raw=True)
         return
+    # the page's announcer, before the widget: it says the widget's results and names its sliders
+    display({"text/html": live.script(), "text/plain": ""}, raw=True)
     bundle = dict(widget._repr_mimebundle_())  # type: ignore[attr-defined]
     bundle["text/html"] = static_html(RUN_ME)
     bundle["text/plain"] = label

@@ -18,7 +18,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from shopops_lab import arguments
+from shopops_lab import arguments, live
 from shopops_lab.clock import FakeClock
 from shopops_lab.errors import (
     BadArgumentError,
@@ -386,7 +386,7 @@ class QueuePlayground(_ui.LiveWidget):
 
         def refresh() -> None:
             state = model.state()
-            message.value = (
+            message.value = live.region(
                 f"<p><b>t={state.time:g}</b> · step {state.step} of {state.steps} · {html.escape(state.message)}</p>"
             )
             picture.value = (state.diagram.svg or "") + state.table_html() + state.workers_html()

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shopops_lab import arguments
+from shopops_lab import arguments, live
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.widgets import _ui
 
@@ -107,11 +107,11 @@ class Quiz(_ui.LiveWidget):
 
         def clicked(_: Any) -> None:
             if choices.value is None:
-                result.value = "<p>Pick an option first.</p>"
+                result.value = live.region("<p>Pick an option first.</p>")
                 return
             feedback = self.answer(choices.value)
             mark = "✅" if feedback.correct else "❌"
-            result.value = f"<p>{mark} {html.escape(feedback.message)}</p>"
+            result.value = live.region(f"<p>{mark} {html.escape(feedback.message)}</p>")
 
         check.on_click(clicked)
         return w.VBox([w.HTML(f"<p><b>{html.escape(self.question)}</b></p>"), choices, check, result])

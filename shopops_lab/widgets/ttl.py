@@ -36,7 +36,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from shopops_lab import arguments
+from shopops_lab import arguments, live
 from shopops_lab.errors import BadArgumentError
 from shopops_lab.latency import LatencyModel
 from shopops_lab.viz import _svg
@@ -300,7 +300,7 @@ class TtlExplorer(_ui.LiveWidget):
         return (
             policy_svg(self.latency, self.report.ttl, self.report.heartbeat_interval)
             + f"<pre>{html.escape(str(self.report))}</pre>"
-            + verdict
+            + live.region(verdict)
         )
 
     def build(self, w: Any) -> Any:
@@ -323,7 +323,7 @@ class TtlExplorer(_ui.LiveWidget):
             try:
                 self.update(**values)
             except BadArgumentError as exc:
-                out.value = f"<p>⚠️ {html.escape(str(exc))}</p>"
+                out.value = live.region(f"<p>⚠️ {html.escape(str(exc))}</p>")
                 return
             out.value = self.html()
 
