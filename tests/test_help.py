@@ -66,10 +66,10 @@ def test_the_hint_button_gives_the_hints_in_turn_then_the_last_again():
     bar = HelpBar(lab01.exercise)
     said = [bar.next_hint() for _ in range(len(lab01.exercise.hints) + 1)]
     n = len(lab01.exercise.hints)
-    assert [s.split(":")[0] for s in said] == [f"Hint {k} of {n} (hint({k + 1}) says more)" for k in range(1, n)] + [
-        f"Hint {n} of {n}",
-        f"Hint {n} of {n}",
-    ]
+    heads = [s.split(":")[0] for s in said]
+    assert heads[: n - 1] == [f"Hint {k} of {n} (hint({k + 1}) says more)" for k in range(1, n)]
+    assert heads[n - 1] == heads[n] and heads[n].startswith(f"Hint {n} of {n}")  # the last, then the last again
+    assert said[n - 1] == said[n]
 
 
 def test_the_model_answer_button_asks_first_then_shows_it_and_marks_the_next_cell(shell):
