@@ -10,8 +10,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from shopops_lab.checks import lab00, lab01
-from shopops_lab.checks.base import REVEALED
 from shopops_lab.checks.answer_keys.model_answers import MODEL_ANSWERS
+from shopops_lab.checks.base import REVEALED
 from shopops_lab.widgets.help import HelpBar, typed
 
 
