@@ -8,9 +8,10 @@ model answer, behind the same confirmation as `solution()`. The typed calls (`hi
 progress (`shopops_lab.progress`).
 
 A button's output goes to the widget, not to the cell: Jupyter routes what a callback displays
-to the widget that asked, and saves a notebook's cell outputs without it. So a model answer
-shown by its button leaves its mark (the `shopops_lab` metadata `solution(confirm=True)` writes,
-which the grader reads) in the next cell the learner runs, in a line that says so.
+to the widget that asked, and saves a notebook's cell outputs without it. So a hint or a model
+answer shown by its button leaves its record (the `shopops_lab` metadata `hint(n)` and
+`solution(confirm=True)` write, which the grader reads) in the next cell the learner runs, in a
+line that says so.
 
 This module never imports the checks (they import it): the exercise and its result are used
 by what they offer (`id`, `name`, `hint`, `solution`; `verdict`, `evidence`).
