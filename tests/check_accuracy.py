@@ -75,8 +75,9 @@ def accuracy_tests(*specs: Spec):
         result = spec.exercise.result(case.answer)
         text = str(result)
         assert result.verdict is Verdict.INCORRECT, text
-        for phrase in case.evidence:
-            assert phrase in text, f"the evidence {phrase!r} is missing from:\n{text}"
+        for phrase in case.evidence:  # a phrase that opens the verdict's sentence starts with a capital there
+            opening = phrase[:1].upper() + phrase[1:]
+            assert phrase in text or opening in text, f"the evidence {phrase!r} is missing from:\n{text}"
         for phrase in (*spec.secrets, *case.hidden):
             assert phrase not in text, f"the message gives away {phrase!r}:\n{text}"
         assert " at 0x" not in text, "a memory address in the message"

@@ -390,8 +390,13 @@ def test_lab_08_explains_itself_offline_in_jupyterlite_and_shows_its_recorded_ru
         assert_ran_to_the_end(page, "08_real_crashes", prompts)
         outputs = page.locator(".jp-OutputArea-output").all_inner_texts()
         assert any("no (a browser-only notebook)" in text for text in outputs)  # the first code cell says so
-        shown = (ROOT / "notebooks" / "08_real_crashes.ipynb").read_text(encoding="utf-8").count("lab08.show(")  # each such cell prints its recorded run
-        assert shown >= 4 and sum("(recorded run: this notebook cannot start processes)" in text for text in outputs) == shown
+        shown = (
+            (ROOT / "notebooks" / "08_real_crashes.ipynb").read_text(encoding="utf-8").count("lab08.show(")
+        )  # each such cell prints its recorded run
+        assert (
+            shown >= 4
+            and sum("(recorded run: this notebook cannot start processes)" in text for text in outputs) == shown
+        )
         assert any("refunded  40.00 in 2 credit(s)" in text for text in outputs)  # the recorded double refund
         maps = [svg for svg in svg_outputs(page) if "<title>stop map: the naive handler" in svg]
         assert len(maps) == 1 and "<title>stop map: the naive handler, seed 4 (recorded run)</title>" in maps[0]

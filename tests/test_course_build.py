@@ -532,3 +532,25 @@ def test_the_course_tools_missing_are_named_when_first_needed(missing: str) -> N
     )
     said = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "need the Python package nbformat" in said and "pip install" in said
+
+
+def test_the_course_map_is_written_before_the_masters_run_so_lab_00_shows_it(course: Path, monkeypatch) -> None:
+    """Lab 00's progress table reads the course map as it runs: a build that executes the
+    masters writes the map from their text first (else lab 00 keeps the map of the last build)."""
+    from shopops_lab.course import catalogue
+
+    shown = course / "course_map.json"
+    shown.write_text("{}", encoding="utf-8")  # the last build's map
+    monkeypatch.setattr(catalogue, "MAP", shown)
+    monkeypatch.setattr(build_module, "_ships", lambda notebooks: True)
+    seen = []
+
+    def execute(notebook, name, *, master):
+        seen.append(shown.read_text(encoding="utf-8"))
+        return notebook
+
+    monkeypatch.setattr(build_module, "execute_notebook", execute)
+    report = build_notebooks("solutions", "notebooks", execute=True)
+    assert report.ok and seen and len(set(seen)) == 1
+    assert '"labs"' in seen[0] and "01_demo.ipynb" in seen[0]  # every run saw this build's map
+    assert report.lines()[-1].endswith("course_map.json: written")

@@ -10,8 +10,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
 from shopops_lab.checks import lab00, lab01
-from shopops_lab.checks.base import REVEALED
 from shopops_lab.checks.answer_keys.model_answers import MODEL_ANSWERS
+from shopops_lab.checks.base import HINTED, REVEALED
 from shopops_lab.widgets.help import HelpBar, typed
 
 
@@ -66,10 +66,10 @@ def test_the_hint_button_gives_the_hints_in_turn_then_the_last_again():
     bar = HelpBar(lab01.exercise)
     said = [bar.next_hint() for _ in range(len(lab01.exercise.hints) + 1)]
     n = len(lab01.exercise.hints)
-    assert [s.split(":")[0] for s in said] == [f"Hint {k} of {n} (hint({k + 1}) says more)" for k in range(1, n)] + [
-        f"Hint {n} of {n}",
-        f"Hint {n} of {n}",
-    ]
+    heads = [s.split(":")[0] for s in said]
+    assert heads[: n - 1] == [f"Hint {k} of {n} (hint({k + 1}) says more)" for k in range(1, n)]
+    assert heads[n - 1] == heads[n] and heads[n].startswith(f"Hint {n} of {n}")  # the last, then the last again
+    assert said[n - 1] == said[n]
 
 
 def test_the_model_answer_button_asks_first_then_shows_it_and_marks_the_next_cell(shell):
@@ -86,6 +86,21 @@ def test_the_model_answer_button_asks_first_then_shows_it_and_marks_the_next_cel
     with capture_output(display=True) as later:
         shell.run_cell("2 + 2")
     assert not any("shopops_lab" in (o.metadata or {}) for o in later.outputs)  # once
+
+
+def test_in_a_notebook_the_hint_button_shows_the_hint_and_records_it_in_the_next_cell(shell):
+    """In a kernel hint() displays its words as a record (checks.base.record); the button says
+    those words and, as a button's output is not saved, leaves the record in the next cell."""
+    bar = HelpBar(lab01.exercise)
+    with capture_output(display=True) as pressed:
+        words, pictures = bar.show_hint()
+    assert words.startswith("Hint 1 of 3 (hint(2) says more): ") and pictures == [] and not pressed.outputs
+    with capture_output(display=True) as next_cell:
+        shell.run_cell("1 + 1")
+    marks = [o for o in next_cell.outputs if o.metadata.get("shopops_lab", {}).get(HINTED) == ["01.1", 1]]
+    assert len(marks) == 1 and marks[0].data["text/plain"].startswith("📌 Recorded here: hint 1 to Exercise 01.1")
+    last = [bar.show_hint() for _ in lab01.exercise.hints][-1]
+    assert last[0].startswith("Hint 3 of 3, your counterexample")
 
 
 def test_the_typed_name_of_an_exercise():

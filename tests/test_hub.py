@@ -318,7 +318,9 @@ def test_two_students_run_labs_00_and_08_on_a_real_jupyterhub_and_an_instructor_
             with open(out / "grades.csv", newline="") as stream:
                 rows = {(r["student"], r["lab"]): r for r in csv.DictReader(stream) if r["submission"] != "max"}
             assert sorted(rows) == sorted((p.name, lab[:2]) for p in people.students for lab in LABS)
-            assert all(r["status"] == "graded" for r in rows.values()), {k: (r["status"], r.get("problem", "")) for k, r in rows.items()}
+            assert all(r["status"] == "graded" for r in rows.values()), {
+                k: (r["status"], r.get("problem", "")) for k, r in rows.items()
+            }
             assert rows[alice.name, "00"]["warmup-test"] == "1" and rows[bob.name, "00"]["warmup-test"] == "0"
             assert rows[alice.name, "08"]["points"] == rows[bob.name, "08"]["points"] == "0"
             assert out.stat().st_uid == people.instructor.ids[0]

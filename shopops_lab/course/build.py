@@ -510,11 +510,14 @@ def build_notebooks(
     """Build (or with check=True only compare) the student notebook of every NN_*.ipynb
     master, or only those whose number is in `labs`. Everything is validated, built and,
     with execute=True, run before the first file is written, so a failing build changes
-    nothing on disk. `notebooks_dir` follows `outputs.claim` (`force`: write into a folder
-    that holds other files too)."""
+    nothing on disk but the course map: it follows the masters' text alone and is written
+    before they run, so lab 00's progress table shows it. `notebooks_dir` follows
+    `outputs.claim` (`force`: write into a folder that holds other files too)."""
     solutions, notebooks = Path(solutions_dir), Path(notebooks_dir)
     chosen = _check_arguments(solutions, notebooks, check=check, execute=execute, labs=labs, force=force)
     planned = list(_planned(solutions, chosen))
+    ships = _ships(notebooks)
+    mapped = [_course_map(solutions, check=check)] if ships and execute else []  # lab 00 shows it when run
     if execute:
         planned = [
             (
@@ -542,8 +545,8 @@ def build_notebooks(
             for extra in _masters(notebooks)
             if extra.name not in built and (chosen is None or extra.name[:2] in chosen)
         ]
-    if _ships(notebooks):
-        results.append(_course_map(solutions, check=check))
+    if ships:
+        results += mapped or [_course_map(solutions, check=check)]
     return BuildReport(tuple(results), check=check, execute=execute)
 
 

@@ -84,8 +84,18 @@ class HelpBar(_ui.LiveWidget):
     # ------------------------------------------------------------------ what the buttons do (no browser needed)
     def next_hint(self) -> str:
         """The next hint's words (the last one again once all are shown)."""
+        return self.show_hint()[0]
+
+    def show_hint(self) -> tuple[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
+        """`hint(level)` for the next level: its words, and the other outputs it displayed (the
+        last level's diagram); its record goes into the next cell that runs, as a reveal's does."""
         self.level = min(self.level + 1, max(len(self.exercise.hints), 1))
-        return _printed(self.exercise.hint, self.level)[0]
+        words, outputs = _printed(self.exercise.hint, self.level)
+        marks = [(data, metadata) for data, metadata in outputs if isinstance(metadata.get("shopops_lab"), dict)]
+        if marks:  # in a notebook, hint() displays its words as the record
+            words = "\n".join(filter(None, [words, *(str(data.get("text/plain", "")) for data, _ in marks)]))
+            _mark_next_cell(marks[-1][1], f"hint {self.level} to {self.exercise.name} was shown")
+        return words, [output for output in outputs if output not in marks]
 
     def ask_for_answer(self) -> str:
         """The confirmation `solution()` asks for."""
@@ -98,7 +108,7 @@ class HelpBar(_ui.LiveWidget):
         marks = [metadata for _, metadata in outputs if isinstance(metadata.get("shopops_lab"), dict)]
         if marks:
             self.revealed = True
-            _mark_next_cell(self.exercise, marks[-1])
+            _mark_next_cell(marks[-1], f"the model answer to {self.exercise.name} was shown")
         return words, outputs
 
     # ------------------------------------------------------------------ the widget
@@ -121,7 +131,11 @@ class HelpBar(_ui.LiveWidget):
                 display({"text/plain": text, "text/html": _said_html(text)}, raw=True)
 
         def on_hint(_: Any) -> None:
-            say(self.next_hint())
+            words, pictures = self.show_hint()
+            say(words)
+            with area:
+                for data, metadata in pictures:
+                    display(data, raw=True, metadata=metadata)
             done = self.level >= hints
             hint.description = f"Hint {self.level} of {hints} again" if done else f"Hint {self.level + 1} of {hints}"
 
@@ -203,14 +217,15 @@ def _printed(call: Any, *args: Any, **kwargs: Any) -> tuple[str, list[tuple[dict
     return captured.stdout.rstrip("\n"), [(dict(o.data), dict(o.metadata or {})) for o in captured.outputs]
 
 
-def _mark_next_cell(exercise: Any, metadata: dict[str, Any]) -> None:
-    """Leave `metadata` (the reveal's mark) in an output of the next cell the learner runs."""
+def _mark_next_cell(metadata: dict[str, Any], what: str) -> None:
+    """Leave `metadata` (a hint's or the reveal's record) in an output of the next cell the
+    learner runs: a button's own output is not saved with the notebook. `what` was shown."""
     shell = _shell()
     if shell is None:
         return
     from IPython.display import display
 
-    line = f"📌 Recorded here: the model answer to {exercise.name} was shown by its button."
+    line = f"📌 Recorded here: {what} by its button."
 
     def mark(*_: Any) -> None:
         shell.events.unregister("pre_run_cell", mark)
