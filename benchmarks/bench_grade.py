@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import compileall
 import csv
+import os
 import shutil
 import subprocess
 import sys
@@ -105,18 +106,21 @@ def time_ours(submitted: Path, out: Path) -> tuple[float, list[dict[str, str]]]:
 
 def compare(python: Path, lab: str, count: int, rounds: int) -> float:
     theirs, ours = [], []
+    loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="shopops-bench-grade-") as scratch:
         course, env = nbgrader_course(python, Path(scratch) / "nbgrader", lab, count)
         for number in range(rounds):  # interleaved: a busy moment slows both
             theirs.append(time_nbgrader(python, course, env, lab))
             seconds, rows = time_ours(course / "submitted", Path(scratch) / f"ours{number}")
             ours.append(seconds)
+            loads.append(os.getloadavg()[0])
     ratio = median(theirs) / median(ours)
     points = ", ".join(sorted({row["points"] for row in rows}))
     print(
         f"lab {lab}: {count} submissions, median of {rounds}: nbgrader {median(theirs):6.1f} s, "
         f"shopops-lab {median(ours):6.1f} s ({median(ours) / count:.2f} s each; points seen {points}): "
-        f"{ratio:4.1f}x  {'PASS' if ratio >= TARGET else 'FAIL'} (target >= {TARGET:g}x)",
+        f"{ratio:4.1f}x  {'PASS' if ratio >= TARGET else 'FAIL'} (target >= {TARGET:g}x); "
+        f"load average {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores",
         flush=True,
     )
     return ratio

@@ -183,9 +183,7 @@ class JudgePeer(Peer):
         if isinstance(owner, contextlib._GeneratorContextManager):  # `with shop.transaction():` of a kit method
             owner = owner.func
         module = owner.__module__ if isinstance(owner, FunctionType) else type(owner).__module__
-        if isinstance(owner, ModuleType) or not any(
-            module == p or str(module).startswith(p + ".") for p in self.handed
-        ):
+        if isinstance(owner, ModuleType) or not _within(module, self.handed):
             raise TypeError(f"a {type(value).__name__} of {module} is not handed across")
 
     def keeps(self, exc: BaseException) -> bool:
@@ -359,6 +357,14 @@ class Learner:
                 self.control.settimeout(None)
         code = reply[1] if isinstance(reply, list) and len(reply) == 2 and reply[0] == "ret" else None
         return code if type(code) is int else None
+
+
+def _within(module: Any, packages: Sequence[str]) -> bool:
+    """Is `module` (a module's name) one of `packages` or inside one?"""
+    for package in packages:
+        if module == package or str(module).startswith(package + "."):
+            return True
+    return False
 
 
 def _asked(peer: Peer, reads: Sequence[Read]) -> list[Any]:

@@ -23,6 +23,8 @@ import dataclasses
 import enum
 import importlib
 import json
+import json.encoder
+import json.scanner
 import struct
 import sys
 from collections.abc import Callable
@@ -35,15 +37,18 @@ HEADER = struct.Struct(">I")
 FRAME_LIMIT = 32 * 2**20  # bytes one frame may hold
 DEPTH_LIMIT = 40  # nesting of one value
 KIT = "shopops_lab"
-MUTABLE = (list, set, dict)  # containers a call may fill: copied back after it
+MUTABLE = frozenset({list, set, dict})  # containers a call may fill: copied back after it
 ITER_LIMIT = 100_000  # items an iteration across the wire may yield
 METHOD_LIMIT = 200  # method names a handle's first crossing may carry
 # The containers sent by value, with their tags; each read through its own class's __iter__,
 # never a subclass's (a learner's list subclass cannot choose what crosses).
 _CONTAINERS: tuple[tuple[Any, str], ...] = ((list, "l"), (tuple, "t"), (frozenset, "f"), (set, "s"))
 _PLAIN = frozenset({bool, int, float, str})  # sent as they are
+_AS_THEY_ARE = frozenset({type(None), *_PLAIN})  # exactly these classes cross as JSON has them, both ways
 # Exactly these classes (never a subclass), by far the most sent: encoded at once, tagged as above.
 _EXACT: dict[type, str] = {**dict(_CONTAINERS), dict: "d"}
+_COLLECTIONS: dict[str, Any] = {"t": tuple, "s": set, "f": frozenset}  # "l" is the list decoded
+_MAPPING = object()  # `Peer.known`'s route for a MappingProxyType
 _Scalar = TypeVar("_Scalar", int, bool, str)
 
 
@@ -68,9 +73,47 @@ class ProtocolError(CheckStopped):
 # --- frames -----------------------------------------------------------------------------
 
 
+def _json_writer() -> Callable[[Any], str]:
+    """What `json.dumps(message, ensure_ascii=False, separators=(",", ":"))` does, the same
+    text, with its C encoder made once (json.dumps makes one per call: a few microseconds of a
+    message's cost). No circular check: a frame is a tree `Peer.encode` just built."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # no C speed-ups in this Python
+        return json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+    def default(value: Any) -> Any:
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+    encoder = make(None, default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+    return lambda message: "".join(encoder(message, 0))
+
+
+def _json_reader() -> Callable[[str], Any]:
+    """What `json.loads` does with a frame's text, its C scanner made once: a frame as this
+    module writes it (no white space around it) is read in one call; anything else goes
+    through json.loads itself, so what is refused, and why, is json's answer as before."""
+    make = getattr(json.scanner, "c_make_scanner", None)
+    if make is None:
+        return json.loads
+    scan = make(json.JSONDecoder())
+
+    def read(text: str) -> Any:
+        try:
+            value, end = scan(text, 0)
+        except StopIteration:
+            end = -1
+        return value if end == len(text) else json.loads(text)
+
+    return read
+
+
+_write_json = _json_writer()
+_read_json = _json_reader()
+
+
 def encoded_frame(message: Any) -> bytes:
     """`message` as it goes on the wire: its length, then its JSON."""
-    data = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+    data = _write_json(message).encode("utf-8", "surrogatepass")
     if len(data) > FRAME_LIMIT:
         raise ProtocolError(f"a message of {len(data)} bytes is over the limit")
     return HEADER.pack(len(data)) + data
@@ -92,15 +135,15 @@ def _exactly(sock: Any, size: int) -> bytes:
 
 
 def _size(header: bytes | bytearray) -> int:
-    (size,) = HEADER.unpack(header)
+    (size,) = HEADER.unpack_from(header)
     if size > FRAME_LIMIT:
         raise ProtocolError(f"a message of {size} bytes is over the limit")
     return int(size)
 
 
-def _parsed(data: bytes | bytearray) -> Any:
+def _parsed(data: bytes | bytearray | memoryview) -> Any:
     try:
-        return json.loads(data.decode("utf-8", "surrogatepass"))
+        return _read_json(str(data, "utf-8", "surrogatepass"))
     except (ValueError, RecursionError) as exc:
         raise ProtocolError(f"not JSON ({type(exc).__name__})") from None
 
@@ -129,27 +172,44 @@ class Frames:
 
     def complete(self) -> bool:
         """A whole frame is here already: the next `read` will not wait."""
-        return len(self.buffer) >= HEADER.size and len(self.buffer) >= HEADER.size + _size(self.buffer[: HEADER.size])
+        return len(self.buffer) >= HEADER.size and len(self.buffer) >= HEADER.size + _size(self.buffer)
 
     def read(self) -> Any:
-        size = _size(self._holding(HEADER.size)[: HEADER.size])
-        end = HEADER.size + size
-        frame = self._holding(end)[HEADER.size : end]
-        del self.buffer[:end]
+        buffer = self.buffer
+        if not buffer:  # the usual case: one read brings one whole frame, parsed from what came
+            chunk = self._chunk(self.CHUNK)
+            if len(chunk) >= HEADER.size and len(chunk) == HEADER.size + _size(chunk):
+                return _parsed(memoryview(chunk)[HEADER.size :])
+            buffer += chunk
+        if len(buffer) < HEADER.size:
+            buffer = self._holding(HEADER.size)
+        end = HEADER.size + _size(buffer)
+        if len(buffer) < end:
+            buffer = self._holding(end)
+        if len(buffer) == end:  # the usual case: the frame alone (its text decoded without a copy)
+            frame: bytes | bytearray = buffer
+            self.buffer = bytearray()
+            return _parsed(memoryview(frame)[HEADER.size :])
+        frame = buffer[HEADER.size : end]
+        del buffer[:end]
         return _parsed(frame)
 
     def _holding(self, size: int) -> bytearray:
         while len(self.buffer) < size:
-            if self.before_waiting is not None:
-                self.before_waiting()
-            try:
-                chunk = self.sock.recv(max(self.CHUNK, size - len(self.buffer)))
-            except OSError as exc:
-                raise PeerGone() from exc
-            if not chunk:
-                raise PeerGone()
-            self.buffer += chunk
+            self.buffer += self._chunk(max(self.CHUNK, size - len(self.buffer)))
         return self.buffer
+
+    def _chunk(self, most: int) -> bytes:
+        """What the socket has (waiting for something if it has nothing yet)."""
+        if self.before_waiting is not None:
+            self.before_waiting()
+        try:
+            chunk: bytes = self.sock.recv(most)
+        except OSError as exc:
+            raise PeerGone() from exc
+        if not chunk:
+            raise PeerGone()
+        return chunk
 
 
 # --- the kit's classes, by name -----------------------------------------------------------
@@ -178,7 +238,7 @@ _KIT_NAMES: dict[tuple[str, str], list[str]] = {}  # (module, qualname) -> kit_n
 def kit_class(name: Any) -> type:
     """The class a [module, qualname] names: only a public class of a kit module already loaded.
     A name once found is kept (a check decodes thousands of records of a few classes)."""
-    if not (isinstance(name, list) and len(name) == 2 and all(type(part) is str for part in name)):
+    if not (isinstance(name, list) and len(name) == 2 and type(name[0]) is str and type(name[1]) is str):
         raise ProtocolError("a class name that is not [module, qualname]")
     known = _KIT_CLASSES.get((name[0], name[1]))
     if known is None:
@@ -239,6 +299,7 @@ class _Layout:
     base: type
     name: list[str]
     fields: tuple[str, ...]
+    names: frozenset[str]  # the fields, as a set (a record's decoding asks if it has others)
 
 
 _LAYOUTS: dict[type, _Layout | None] = {}  # the kit's classes only: a learner's class is looked at each time
@@ -252,7 +313,8 @@ def _layout(klass: type) -> _Layout | None:
     if base is not None:
         name = kit_name(base)
         assert name is not None
-        found = _Layout(base, name, tuple(field.name for field in dataclasses.fields(base) if field.init))
+        names = tuple(field.name for field in dataclasses.fields(base) if field.init)
+        found = _Layout(base, name, names, frozenset(names))
     if kit_name(klass) is not None:
         _LAYOUTS[klass] = found
     return found
@@ -421,6 +483,9 @@ class Peer(abc.ABC):
         self.thrown: dict[int, BaseException] = {}  # exceptions this side raised into the other, by number
         self.attached: Any = None  # what the other side attached to the exception it answered with last
         self.depth = 0
+        # How a value of each kit class (and MappingProxyType) was encoded the first time: the
+        # same every time (decided by its class alone), so later ones skip `encode`'s questions.
+        self.known: dict[type, Any] = {}
 
     # values ---------------------------------------------------------------------------
     def export(self, value: Any) -> dict[str, Any]:
@@ -445,17 +510,27 @@ class Peer(abc.ABC):
         if depth > DEPTH_LIMIT:
             raise ValueError("a value nested too deep to send")
         kind = type(value)
-        if value is None or kind in _PLAIN:
+        if kind in _AS_THEY_ARE:
             return value
-        if kind in _EXACT:
-            if kind is dict:
-                return {"d": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in value.items()]}
-            return {_EXACT[kind]: [self.encode(item, depth + 1) for item in value]}
+        tag = _EXACT.get(kind)
+        if tag is not None:
+            if tag == "d":
+                return {"d": self._pairs(value.items(), depth + 1)}
+            return {tag: self._items(value, depth + 1)}
+        known = self.known.get(kind)
+        if known is not None:
+            if known is _MAPPING:
+                return {"d": self._pairs(value.items(), depth + 1)}
+            if type(known) is _Layout:
+                return {"r": [known.name, self._fields(value, known, depth + 1)]}
+            return {"e": [known, self.encode(exact(value.value), depth + 1)]}
         if isinstance(value, _Method):
             value = value._resolved()
         if isinstance(value, Handle) and value._peer is self:
             return {"y": value._id}  # back to its owner
         if isinstance(value, enum.Enum) and kit_name(type(value)) is not None:
+            if kind is type(value):
+                self.known[kind] = kit_name(kind)
             return {"e": [kit_name(type(value)), self.encode(exact(value.value), depth + 1)]}
         if isinstance(value, (bool, int, float, str)):
             return exact(value)
@@ -467,10 +542,38 @@ class Peer(abc.ABC):
             if isinstance(value, kind) and not dataclasses.is_dataclass(value):
                 return {tag: [self.encode(item, depth + 1) for item in kind.__iter__(value)]}
         if isinstance(value, (dict, MappingProxyType)):
+            if type(value) is MappingProxyType:
+                self.known[MappingProxyType] = _MAPPING
             items = dict.items(value) if isinstance(value, dict) else value.items()
             return {"d": [[self.encode(k, depth + 1), self.encode(v, depth + 1)] for k, v in items]}
         record = self._record(value, depth)
         return record if record is not None else self.export(value)
+
+    # `encode`'s loops, asking nothing of a plain item (what `encode` would hand back as it is);
+    # `depth` is the items' own: past the limit, `encode` refuses the first.
+    def _items(self, values: Any, depth: int) -> list[Any]:
+        if depth > DEPTH_LIMIT:
+            return [self.encode(item, depth) for item in values]
+        plain, encode = _AS_THEY_ARE, self.encode
+        return [item if type(item) in plain else encode(item, depth) for item in values]
+
+    def _pairs(self, items: Any, depth: int) -> list[Any]:
+        if depth > DEPTH_LIMIT:
+            return [[self.encode(k, depth), self.encode(v, depth)] for k, v in items]
+        plain, encode = _AS_THEY_ARE, self.encode
+        return [
+            [k if type(k) in plain else encode(k, depth), v if type(v) in plain else encode(v, depth)] for k, v in items
+        ]
+
+    def _fields(self, value: Any, layout: _Layout, depth: int) -> dict[str, Any]:
+        if depth > DEPTH_LIMIT:
+            return {name: self.encode(object.__getattribute__(value, name), depth) for name in layout.fields}
+        plain, encode, read = _AS_THEY_ARE, self.encode, object.__getattribute__
+        fields = {}
+        for name in layout.fields:
+            item = read(value, name)
+            fields[name] = item if type(item) in plain else encode(item, depth)
+        return fields
 
     def _record(self, value: Any, depth: int) -> dict[str, Any] | None:
         if isinstance(value, type) or not dataclasses.is_dataclass(value):
@@ -478,16 +581,20 @@ class Peer(abc.ABC):
         layout = _layout(type(value))
         if layout is None or not self.sends_record(value, layout.base):
             return None
-        fields = {name: self.encode(object.__getattribute__(value, name), depth + 1) for name in layout.fields}
+        fields = self._fields(value, layout, depth + 1)
+        if kit_name(type(value)) is not None:  # a kit class: its values cross the same way (`sends_record`)
+            self.known[type(value)] = layout
         return {"r": [layout.name, fields]}
 
     def sends_record(self, value: Any, base: type) -> bool:
+        """Is `value`, of the kit record class `base` or a subclass, sent by value? Decided by
+        its class alone (`encode` keeps the answer for each kit class)."""
         return True
 
     def decode(self, value: Any, depth: int = 0) -> Any:
         if depth > DEPTH_LIMIT:
             raise ProtocolError("a value nested too deep")
-        if value is None or type(value) in (bool, int, float, str):
+        if type(value) in _AS_THEY_ARE:
             return value
         if type(value) is not dict or len(value) != 1:
             raise ProtocolError("a value of no known shape")
@@ -500,13 +607,34 @@ class Peer(abc.ABC):
             raise ProtocolError(f"a value that does not decode ({type(exc).__name__})") from None
 
     def _decode(self, tag: str, body: Any, depth: int) -> Any:
-        if tag in ("l", "t", "s", "f"):
+        # A plain item (None, bool, int, float, str) is what `decode` would hand back: taken as
+        # it is, unless past the depth limit, where `decode` refuses it.
+        plain, decode, inner = _AS_THEY_ARE, self.decode, depth + 1
+        if tag == "l" or tag in _COLLECTIONS:
             if type(body) is not list:
                 raise ProtocolError("a collection that is not a list")
-            items = [self.decode(item, depth + 1) for item in body]
-            return {"l": list, "t": tuple, "s": set, "f": frozenset}[tag](items)
+            if inner > DEPTH_LIMIT:
+                items = [decode(item, inner) for item in body]
+            else:
+                items = [item if type(item) in plain else decode(item, inner) for item in body]
+            return items if tag == "l" else _COLLECTIONS[tag](items)
         if tag == "d":
-            return {self.decode(k, depth + 1): self.decode(v, depth + 1) for k, v in body}
+            if inner > DEPTH_LIMIT:
+                return {decode(k, inner): decode(v, inner) for k, v in body}
+            return {
+                (k if type(k) in plain else decode(k, inner)): (v if type(v) in plain else decode(v, inner))
+                for k, v in body
+            }
+        if tag == "r":
+            klass = kit_class(body[0])
+            layout = _layout(klass)
+            if layout is None or layout.base is not klass or type(body[1]) is not dict:
+                raise ProtocolError("a record that is not one of the kit's")
+            if not layout.names.issuperset(body[1]):
+                raise ProtocolError("a record with fields its class does not have")
+            if inner > DEPTH_LIMIT:
+                return klass(**{name: decode(v, inner) for name, v in body[1].items()})
+            return klass(**{name: v if type(v) in plain else decode(v, inner) for name, v in body[1].items()})
         if tag == "y":
             if type(body) is not int or body not in self.exports:
                 raise ProtocolError("a handle this side never gave out")
@@ -535,14 +663,6 @@ class Peer(abc.ABC):
             if not (issubclass(klass, tuple) and hasattr(klass, "_fields")) or type(body[1]) is not list:
                 raise ProtocolError("a named tuple that is not one of the kit's")
             return klass(*[self.decode(v, depth + 1) for v in body[1]])
-        if tag == "r":
-            klass = kit_class(body[0])
-            layout = _layout(klass)
-            if layout is None or layout.base is not klass or type(body[1]) is not dict:
-                raise ProtocolError("a record that is not one of the kit's")
-            if not set(body[1]) <= set(layout.fields):
-                raise ProtocolError("a record with fields its class does not have")
-            return klass(**{name: self.decode(v, depth + 1) for name, v in body[1].items()})
         raise ProtocolError(f"a value tagged {tag!r}")
 
     def handle(
@@ -563,9 +683,12 @@ class Peer(abc.ABC):
 
     def call_with(self, head: list[Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """A request `head` + [args, kwargs], the container arguments copied back (see `call`)."""
-        mutable = {str(n): a for n, a in enumerate(args) if type(a) in MUTABLE}
-        mutable.update((f"={k}", v) for k, v in kwargs.items() if type(v) in MUTABLE)
-        arguments = [[self.encode(a) for a in args], {str(k): self.encode(v) for k, v in kwargs.items()}]
+        mutable = _containers(args, kwargs)
+        plain, encode = _AS_THEY_ARE, self.encode
+        arguments = [
+            [a if type(a) in plain else encode(a) for a in args],
+            {str(k): v if type(v) in plain else encode(v) for k, v in kwargs.items()},
+        ]
         return self.request([*head, *arguments], mutable)
 
     def scalar(self, message: list[Any], kind: type[_Scalar]) -> _Scalar:
@@ -610,9 +733,12 @@ class Peer(abc.ABC):
                     self.ahead.pop(0)(reply)
                     continue
                 if reply[0] in ("ret", "exc") and len(reply) in (2, 3, 4):
-                    self._copy_back(mutable or {}, reply[2] if len(reply) >= 3 else [])
+                    changed = reply[2] if len(reply) >= 3 else []
+                    if changed or type(changed) is not list:
+                        self._copy_back(mutable or {}, changed)
                     if reply[0] == "ret":
-                        return self.decode(reply[1])
+                        value = reply[1]
+                        return value if type(value) in _AS_THEY_ARE else self.decode(value)
                     self.attached = self.decode(reply[3]) if len(reply) == 4 else None
                     raise self.exception(reply[1])
                 self.serve(reply)
@@ -644,7 +770,7 @@ class Peer(abc.ABC):
         given: dict[str, Any] = {}
         try:
             value = self.answer(message, given)
-            reply = ["ret", self.encode(value), self._changed(given)]
+            reply = ["ret", value if type(value) in _AS_THEY_ARE else self.encode(value), self._changed(given)]
         except (PeerGone, ProtocolError):
             raise
         except BaseException as exc:  # noqa: BLE001 - the other side gets it, as its exception
@@ -667,7 +793,7 @@ class Peer(abc.ABC):
         self.send(frame, hold=self.frames.complete())
 
     def _changed(self, given: dict[str, Any]) -> list[Any]:
-        return [[key, self.encode(value)] for key, value in given.items()]
+        return [[key, self.encode(value)] for key, value in given.items()] if given else []
 
     def keeps(self, exc: BaseException) -> bool:
         """An exception this side does not send across (its own timer, say)."""
@@ -700,10 +826,10 @@ class Peer(abc.ABC):
     def _invoke(self, target: Any, args: Any, kwargs: Any, given: dict[str, Any]) -> Any:
         if type(args) is not list or type(kwargs) is not dict:
             raise ProtocolError("a call's arguments of no known shape")
-        args = [self.decode(a) for a in args]
-        kwargs = {str(k): self.decode(v) for k, v in kwargs.items()}
-        given.update((str(n), a) for n, a in enumerate(args) if type(a) in MUTABLE)
-        given.update((f"={k}", v) for k, v in kwargs.items() if type(v) in MUTABLE)
+        plain, decode = _AS_THEY_ARE, self.decode
+        args = [a if type(a) in plain else decode(a) for a in args]
+        kwargs = {str(k): v if type(v) in plain else decode(v) for k, v in kwargs.items()}
+        given.update(_containers(args, kwargs))
         return self.invoke(target, args, kwargs)
 
     def invoke(self, target: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -783,6 +909,19 @@ class Peer(abc.ABC):
     def stand_in(self, name: str, message: str) -> BaseException:
         """The other side's exception leaving a `with` block of this side's object."""
         return RuntimeError(f"{name}: {message}")
+
+
+def _containers(args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The list, set and dict arguments of a call, by position ("0") or name ("=name"): what
+    crosses back after it (`Peer.call`)."""
+    found: dict[str, Any] = {}
+    for n, a in enumerate(args):
+        if type(a) in MUTABLE:
+            found[str(n)] = a
+    for k, v in kwargs.items():
+        if type(v) in MUTABLE:
+            found[f"={k}"] = v
+    return found
 
 
 def _text(exc: BaseException) -> str:
