@@ -269,7 +269,13 @@ class CheckpointStore:
     memory does not survive a crash; what is here does.
     """
 
-    __deepcopy__ = state_copy  # the explorer copies one for each schedule it goes on from
+    def __deepcopy__(self, memo: dict[int, Any]) -> CheckpointStore:
+        """The explorer copies one for each schedule it goes on from (`state_copy`), sharing
+        the last record of each job and the checkpoint built from it (`_latest`): a record
+        never changes once stored (the memory store's copy shares it too), nor does a
+        Checkpoint."""
+        memo.setdefault(id(self._latest), dict(self._latest))
+        return state_copy(self, memo)
 
     def __init__(
         self,

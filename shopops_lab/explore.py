@@ -21,7 +21,9 @@ process boundary, where the wire keeps the check's objects and the learner's apa
 too, a crash inside a learner call needs no learner: the process's memory dies with it, so
 what the crashed call left behind is the clean call's kit calls up to the crash point, and a
 world whose facades record them (`Run.facade`, `Run.recorded`) has them replayed on the copy
-instead of running the learner's code again. Two
+instead of running the learner's code again; where each recorded call is nothing but one kit
+call between its fault points (`recorded(..., gate=True)`), a crash after one and a crash before
+the next replay the same calls, so that world is played once and counted for both. Two
 schedules that reach the same state (the world's fingerprint, every process's memory, the
 budget spent, the step count) are merged: steps of different workers that commute are
 explored once, while the count of schedules covered stays exact. After every step the
@@ -249,6 +251,10 @@ class Run:
         self._fault: Fault | None = None
         self._seen: dict[str, int] = {}
         self.points: list[tuple[str, bool]] = []  # the kit calls of the current learner call, in order
+        # For each of `points`: the index in `script` of the recorded call that is nothing but
+        # that kit call (`recorded(..., gate=True)`), else None.
+        self.marks: list[int | None] = []
+        self._gate = False  # the recorded call being made is nothing but one kit call
         self._dead = False
         self._in_call = False
         self.current_actor = ""  # whose step is being played
@@ -307,9 +313,10 @@ class Run:
         a copy of this step that crashes then replays them instead of the learner's code."""
         self._facades = handed
         self.script = [] if self._records else None
+        self.marks = [None] * len(self.marks)  # what was recorded before is not in this script
 
     def recorded(
-        self, path: tuple[str, ...], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self, path: tuple[str, ...], args: tuple[Any, ...], kwargs: Mapping[str, Any], *, gate: bool = False
     ) -> contextlib.AbstractContextManager[None]:
         """Around a facade's method: the learner called `<facade>.<attribute>...(*args,
         **kwargs)`, `path` naming the facade, then the attributes. What the method itself
@@ -317,7 +324,10 @@ class Run:
         is not recorded again. Where a value is not plain data (an object of the learner's,
         or of the check's other than a facade), the call cannot be replayed without the
         learner, and this step's crashes are played by running the learner again. (A plain
-        context object, not a generator: a search records thousands of kit calls.)"""
+        context object, not a generator: a search records thousands of kit calls.) `gate`: the
+        method is nothing but one kit call between its two fault points (`enter` first,
+        `leave` last, nothing with an effect before or after), so a crash after it and a crash
+        before the next such call leave the same world (`_children` plays that world once)."""
         if self.script is None or not self._in_call or self._inside:
             return _NOT_RECORDED
         handed = {id(facade): _Handed(name) for name, facade in self._facades.items()}
@@ -331,6 +341,7 @@ class Run:
             )
         except _NotData:
             self.script = None
+        self._gate = gate
         return _Inside(self)
 
     def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Called:
@@ -386,6 +397,13 @@ class Run:
         if not self._in_call:
             return False
         self.points.append((point, can_fail))
+        if self._gate and self.script is not None and self._inside:
+            self.marks.append(len(self.script) - 1)
+            self._gate = False  # a second fault point in the same call is no gate's
+        else:
+            if self._inside and self.marks and self.script is not None and self.marks[-1] == len(self.script) - 1:
+                self.marks[-1] = None  # the call had more than one: neither is a gate
+            self.marks.append(None)
         self._seen[point] = self._seen.get(point, 0) + 1
         fault = self._fault
         if fault is None or (fault.point, fault.nth) != (point, self._seen[point]):
@@ -435,6 +453,7 @@ class Run:
     def _begin(self, actor: str, fault: Fault | None) -> None:
         self.current_actor = actor
         self._fault, self._seen, self.points, self._dead, self.fired = fault, {}, [], False, False
+        self.marks, self._gate = [], False
         self._facades, self.script = {}, None
 
     def _died(self, actor: str) -> None:
@@ -457,7 +476,7 @@ class _Inside:
         self._run._inside = True
 
     def __exit__(self, *exc: object) -> None:
-        self._run._inside = False
+        self._run._inside = self._run._gate = False
 
 
 _NOT_RECORDED = contextlib.nullcontext()
@@ -557,6 +576,7 @@ class _Played:
     moves: list[Move]
     problem: str | None = None
     points: list[tuple[str, bool]] = field(default_factory=list)
+    marks: list[int | None] = field(default_factory=list)  # its last call's (`Run.marks`)
     script: tuple[_KitCall, ...] | None = None  # its last call's
     moments: list[Any] = field(default_factory=list)  # what `look` saw, when walked
 
@@ -656,7 +676,7 @@ def _step(played: _Played, move: Move, event: Event) -> None:
         except _Crash:
             crashed = True
             said = f"{move.name}: {move.actor}'s process dies ({event.fault.words if event.fault else 'crash'})"
-    played.points = list(run.points)
+    played.points, played.marks = list(run.points), list(run.marks)
     played.script = tuple(run.script) if run.script is not None and not crashed else None
     if event.fault is not None and not run.fired:
         if not run.replaying:  # the search planned this fault from the same step played before
@@ -799,16 +819,54 @@ def _children(
         base, live = live, None
     played = _play(scenario, answer, first[-1:], go_on=base) if base else _play(scenario, answer, first)
     children = [(first, played)]
+    gates = _gates(played.points)
+    after: tuple[int, _Played] | None = None  # the last child crashed after a gate, and that gate
     for event in _variants(scenario.bound, spent, move.name, played.points):
-        fork = _fork(live, scenario.bound)
         schedule = events + (event,)
+        fault = event.fault
+        at = gates[fault.point, fault.nth] if fault is not None else -1
+        if (
+            after is not None
+            and fault is not None
+            and fault.kind is FaultKind.LOST_REQUEST
+            and after[0] == at - 1
+            and _adjacent(played.marks, at - 1)
+        ):  # the same kit calls replayed, nothing between them: the world the crash after the gate left
+            children.append((schedule, after[1]))
+            after = None
+            continue
+        after = None
+        fork = _fork(live, scenario.bound)
         if fork is None:
             children.append((schedule, _play(scenario, answer, schedule)))
             continue
-        crashes = event.fault is not None and event.fault.kind in CRASHES
+        crashes = fault is not None and fault.kind in CRASHES
         stand_in = played.script if crashes else None
-        children.append((schedule, _play(scenario, answer, (event,), go_on=fork, stand_in=stand_in)))
+        child = _play(scenario, answer, (event,), go_on=fork, stand_in=stand_in)
+        children.append((schedule, child))
+        if stand_in is not None and fault is not None and fault.kind is FaultKind.LOST_REPLY:
+            after = (at, child)
     return children, live
+
+
+def _gates(points: list[tuple[str, bool]]) -> dict[tuple[str, int], int]:
+    """(kit call, its nth) -> its place among a learner call's `points`, as `_variants` names them."""
+    seen: dict[str, int] = {}
+    places = {}
+    for place, (point, _) in enumerate(points):
+        seen[point] = seen.get(point, 0) + 1
+        places[point, seen[point]] = place
+    return places
+
+
+def _adjacent(marks: list[int | None], at: int) -> bool:
+    """Are the kit calls at `at` and `at + 1` gates (`Run.recorded`) recorded one right after
+    the other? Then a crash after the first (its reply lost) and one before the second (its
+    request lost) replay the same recorded calls, whole, and nothing else: one world."""
+    if at + 1 >= len(marks):
+        return False
+    first, second = marks[at], marks[at + 1]
+    return first is not None and second is not None and second == first + 1
 
 
 def _state(played: _Played) -> Callable[[], tuple[Hashable, ...]]:
@@ -889,6 +947,7 @@ def _search(scenario: Scenario, answer: Any) -> Exploration:
                 continue
             for move in moves:
                 children, live = _children(scenario, answer, events, move, spent, live, last=move is moves[-1])
+                shared: tuple[_Played, Callable[[], tuple[Hashable, ...]]] | None = None
                 for schedule, child in children:
                     if child.problem is not None:
                         found = Counterexample(
@@ -899,7 +958,9 @@ def _search(scenario: Scenario, answer: Any) -> Exploration:
                         )
                         refusals.offer(found)
                         return Exploration(scenario.name, scenario.bound, schedules, states, found)
-                    level.append((_state(child), schedule, child, paths))
+                    if shared is None or shared[0] is not child:  # a world two crashes left is one state
+                        shared = (child, _state(child))
+                    level.append((shared[1], schedule, child, paths))
         merged: dict[Hashable, list] = {}
         for state, schedule, child, paths in level:
             key = (depth, *state(), tuple(sorted(child.spent.items())))

@@ -5,6 +5,7 @@ a stored message behind its store's back. What a store hands out is a copy
 from __future__ import annotations
 
 import copy
+import enum
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -104,11 +105,41 @@ def state_copy(component: Any, memo: dict[int, Any]) -> Any:
     memo[id(component)] = twin
     twin.__dict__.update(
         {
-            name: value if type(value) in _PLAIN_VALUES else copy.deepcopy(value, memo)
+            name: value if type(value) in _PLAIN_VALUES else _flat_copy(value, memo)
             for name, value in component.__dict__.items()
         }
     )
     return twin
+
+
+def _atom(value: Any) -> bool:
+    """A value `copy.deepcopy` hands back as itself: a plain value, an enum member, a kit
+    record that says so (`itself`), or a tuple of those."""
+    return _single(value) or (type(value) is tuple and all(_single(item) for item in value))
+
+
+def _single(value: Any) -> bool:
+    kind = type(value)
+    return kind in _PLAIN_VALUES or getattr(kind, "__deepcopy__", None) is itself or isinstance(value, enum.Enum)
+
+
+def _flat_copy(value: Any, memo: dict[int, Any]) -> Any:
+    """`copy.deepcopy(value, memo)`, made one level deep where that is the same thing: a list,
+    set or dict whose every item (and key) is an `_atom` (a trace of strings, a counter by
+    step). Entered in `memo` as deepcopy would, so what else holds it holds the copy."""
+    kind = type(value)
+    twin: Any
+    if kind is list or kind is set:
+        if id(value) not in memo and all(_atom(item) for item in value):
+            twin = memo[id(value)] = kind(value)
+            copy._keep_alive(value, memo)  # type: ignore[attr-defined]  # as deepcopy keeps what it copied
+            return twin
+    elif kind is dict:
+        if id(value) not in memo and all(_atom(key) and _atom(item) for key, item in value.items()):
+            twin = memo[id(value)] = dict(value)
+            copy._keep_alive(value, memo)  # type: ignore[attr-defined]
+            return twin
+    return copy.deepcopy(value, memo)
 
 
 def itself(record: Any, memo: dict[int, Any]) -> Any:

@@ -96,7 +96,7 @@ def _gated(run: Run, path: tuple[str, ...], target: Any, *args: Any, **kwargs: A
     behind the facade) by the same name: recorded, then between the schedule's two fault
     points of that name."""
     point = path[-1]
-    with run.recorded(path, args, kwargs):
+    with run.recorded(path, args, kwargs, gate=True):
         run.enter(point)
         result = getattr(target, point)(*args, **kwargs)
         run.leave(point)
