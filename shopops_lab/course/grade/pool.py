@@ -14,7 +14,6 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import shutil
-import signal
 import tempfile
 import time
 from collections import deque
@@ -40,6 +39,7 @@ from shopops_lab.course.grade.messages import (
     decode,
 )
 from shopops_lab.course.grade.rebuild import Plan
+from shopops_lab.course.grade.remote import death
 from shopops_lab.course.grade.results import ExerciseResult, Mark, Status, SubmissionResult
 from shopops_lab.course.grade.submissions import Submission
 from shopops_lab.course.grade.zygote import Zygote
@@ -54,17 +54,6 @@ def _context() -> Any:
     """Fork where the platform has it (each child starts warm), else spawn (each child warms itself)."""
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-
-
-def _death(exitcode: int | None) -> str:
-    if exitcode is not None and exitcode < 0:
-        try:
-            name = signal.Signals(-exitcode).name
-        except ValueError:
-            name = f"signal {-exitcode}"
-        hint = " (out of memory?)" if name == "SIGKILL" else " (CPU time limit)" if name == "SIGXCPU" else ""
-        return f"ended the grading process with {name}{hint}"
-    return f"ended the grading process (exit code {exitcode})"
 
 
 @dataclass
@@ -276,9 +265,9 @@ class Pool:
         if run.done or run.failure:
             return
         if run.current is None or run.current in run.stopped:
-            run.failure = _death(process.exitcode)
+            run.failure = death(process.exitcode)
             return
-        run.stopped[run.current] = _death(process.exitcode)
+        run.stopped[run.current] = death(process.exitcode)
         self._start(run)
 
     def _overdue(self, run: _Run, now: float) -> None:

@@ -74,6 +74,7 @@ def learner_error(name: str, base: bool) -> type:
 
 
 def death(exitcode: int | None) -> str:
+    """What a learner process that ended with `exitcode` did, in the words a stopped cell shows."""
     if exitcode is not None and exitcode < 0:
         try:
             name = signal.Signals(-exitcode).name
