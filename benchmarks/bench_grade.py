@@ -16,6 +16,10 @@ set (as in some shells and CI), every run would otherwise compile the kit from s
 nbgrader lives in a virtualenv of its own, built once as docs/instructors.md tells instructors
 (tests/nbgrader_env.py; it needs PyPI the first time). Run:
 `.venv/bin/python benchmarks/bench_grade.py [--labs 01 07] [--submissions 30] [--rounds 3]`.
+Each lab's line is followed by the least time any grader could take: the CPU seconds of one
+right submission's checks, run once in one process (no boundary, nothing looked at twice),
+times the right submissions, over the cores. Where nbgrader's time is under 10x that, no grader
+that runs each check once can reach the target.
 Prints a line per lab and PASS/FAIL, and always exits 0: benchmarks inform, tests decide.
 """
 
@@ -104,6 +108,45 @@ def time_ours(submitted: Path, out: Path) -> tuple[float, list[dict[str, str]]]:
     return seconds, rows
 
 
+FLOOR = """
+import contextlib, io, os, sys
+from pathlib import Path
+from IPython.display import display
+from shopops_lab.course.grade import rebuild
+from shopops_lab.course.grade.key import Key
+from shopops_lab.course.grade.submissions import Submission
+
+lab, path = sys.argv[1], Path(sys.argv[2])
+notebook, master, notes = rebuild.read(Submission(path, path.name, "floor", lab), Key.load(ROOT + "/solutions", [lab]))
+plan = rebuild.rebuild(notebook, master, notes)
+needed, namespace, spent = plan.needed(), {"display": display}, 0.0
+for step in plan.steps:
+    if step.index not in needed:
+        continue
+    source = "\\n".join(line for line in step.source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    before = os.times()
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(compile(source, step.grade_id or "cell", "exec"), namespace)
+    after = os.times()
+    if step.role is rebuild.Role.TEST:
+        spent += sum(after[:4]) - sum(before[:4])
+print(spent)
+"""
+
+
+def checks_once(lab: str, scratch: Path) -> float:
+    """Processor seconds (its own and its children's) of a right submission's test cells run once
+    in one process, after the cells they need: what any grader that runs each check once pays at
+    the least per right submission (no process boundary, no second look at anything)."""
+    path = scratch / "floor" / fx.master_path(lab).name
+    fx.write(fx.all_right(lab), path)
+    code = FLOOR.replace("ROOT", repr(str(ROOT)), 1)
+    done = subprocess.run([sys.executable, "-c", code, lab, str(path)], capture_output=True, text=True, cwd=scratch)
+    if done.returncode:
+        raise SystemExit(f"the checks of lab {lab} failed in one process:\n{done.stderr[-3000:]}")
+    return float(done.stdout.split()[-1])
+
+
 def compare(python: Path, lab: str, count: int, rounds: int) -> float:
     theirs, ours = [], []
     loads = [os.getloadavg()[0]]
@@ -114,13 +157,21 @@ def compare(python: Path, lab: str, count: int, rounds: int) -> float:
             seconds, rows = time_ours(course / "submitted", Path(scratch) / f"ours{number}")
             ours.append(seconds)
             loads.append(os.getloadavg()[0])
+        floor = median(checks_once(lab, Path(scratch)) for _ in range(rounds))
     ratio = median(theirs) / median(ours)
     points = ", ".join(sorted({row["points"] for row in rows}))
+    least = (count + 1) // 2 * floor / JOBS  # the right submissions' checks, each run once, on JOBS cores
     print(
         f"lab {lab}: {count} submissions, median of {rounds}: nbgrader {median(theirs):6.1f} s, "
         f"shopops-lab {median(ours):6.1f} s ({median(ours) / count:.2f} s each; points seen {points}): "
         f"{ratio:4.1f}x  {'PASS' if ratio >= TARGET else 'FAIL'} (target >= {TARGET:g}x); "
         f"load average {min(loads):.1f} to {max(loads):.1f} on {os.cpu_count()} cores",
+        flush=True,
+    )
+    print(
+        f"  the checks of one right submission, once, in one process: {floor:.2f} CPU s, so its "
+        f"{(count + 1) // 2} right submissions take at least {least:.1f} s on {JOBS} cores for any grader "
+        f"that runs each check once: nbgrader's time is {median(theirs) / least:.1f}x that",
         flush=True,
     )
     return ratio
