@@ -197,9 +197,10 @@ class Queue:
         self._lease_next = getattr(self.store, "lease_next", None)
         self._ack_live = getattr(self.store, "ack_live", None)
         self._add_logged = getattr(self.store, "add_logged", None)  # and an enqueue in one (PostgreSQL)
+        # On memory no bound method is kept on the instance (`self.ack = self._ack` once saved a
+        # call per ack): one is a reference cycle, and a dropped queue, with all its rows and
+        # events, then waited for the cyclic collector, whose full passes walked it (bench_queue.py).
         bind_transactions(self, self.store)
-        if self._ack_live is None:  # no one-statement ack: every ack takes `_ack` (one call less on each)
-            self.ack = self._ack  # type: ignore[method-assign]
         self._last_time = float("-inf")
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Queue:
