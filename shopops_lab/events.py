@@ -159,7 +159,8 @@ def _event(seq: int, row: EventRow) -> Event:
     _set(event, "worker_id", row.worker_id)
     _set(event, "token", row.token)
     _set(event, "attempt", row.attempt)
-    _set(event, "info", MappingProxyType(row.info) if row.info else _EMPTY)
+    info = row.info  # kept as it is when already read-only (the queue shares one among events)
+    _set(event, "info", info if info.__class__ is MappingProxyType else MappingProxyType(info) if info else _EMPTY)
     return event
 
 

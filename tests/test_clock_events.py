@@ -414,3 +414,28 @@ def test_the_queues_hot_rows_hold_each_value_under_its_name():
             "info": {},
         },
     ]
+
+
+def test_an_enqueued_events_details_are_read_only_and_read_as_before(monkeypatch):
+    """The queue shares one read-only mapping among enqueued events with the same tenant, kind
+    and priority: a reader sees the same details, cannot change them (for itself or for the
+    other events), and an Event shows them as one read-only mapping, as for any other event;
+    past the table's bound an item gets its own."""
+    import shopops_lab.worker.queue as queue_module
+
+    q = InMemoryQueue(clock=FakeClock())
+    q.enqueue(case_id="O-1", tenant_id="store_a", kind="contact_send")
+    q.enqueue(case_id="O-2", tenant_id="store_a", kind="contact_send", priority=1)
+    monkeypatch.setattr(queue_module, "_SHARED_INFOS", 0)
+    q.enqueue(case_id="O-3", tenant_id="store_b", kind="refund")
+    rows = list(q.log.rows())
+    assert [dict(row.info) for row in rows] == [
+        {"tenant_id": "store_a", "kind": "contact_send", "priority": 1},
+        {"tenant_id": "store_a", "kind": "contact_send", "priority": 1},
+        {"tenant_id": "store_b", "kind": "refund", "priority": 1},
+    ]
+    for row in rows:
+        with pytest.raises(TypeError):
+            row.info["kind"] = "changed"  # type: ignore[index]
+    assert repr(q.log[0].info) == "mappingproxy({'tenant_id': 'store_a', 'kind': 'contact_send', 'priority': 1})"
+    assert q.log.to_dicts()[2]["info"] == {"tenant_id": "store_b", "kind": "refund", "priority": 1}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import gc
 import tracemalloc
+import weakref
 
 import pytest
 from hypothesis import given, settings
@@ -167,3 +168,24 @@ def test_a_copy_of_a_store_and_the_store_go_on_apart() -> None:
     assert twin.get("fence", "job-1")["token"] == 2 and twin.get("new", "k") is None
     assert store.get("fence", "job-1")["token"] == 1
     assert (len(store.log), len(twin.log)) == (1, 0)  # the copy's transaction undid the copy's log alone
+
+
+def test_a_dropped_queue_is_freed_at_once_not_by_the_cyclic_collector() -> None:
+    """A memory queue holds no reference to itself: dropped, it and its rows and events go
+    at once, so a run that makes many queues (the explorer's worlds, a lab's reruns) does not
+    leave them for the collector's full passes to walk."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        q = InMemoryQueue(clock=FakeClock())
+        for case in ("O-1", "O-2"):
+            q.enqueue(case_id=case, payload={"n": 1})
+        q.ack(q.acquire("W1"))
+        twin = copy.deepcopy(q)  # a world the explorer goes on from
+        twin.ack(twin.acquire("W1"))
+        gone = [weakref.ref(q), weakref.ref(q.store), weakref.ref(twin)]
+        del q, twin
+        assert [ref() for ref in gone] == [None, None, None]
+    finally:
+        if was_enabled:
+            gc.enable()

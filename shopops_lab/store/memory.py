@@ -161,7 +161,7 @@ class MemoryStore:
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
         row.seq = seq = len(self._items) + 1
-        row.id = f"item-{seq:04d}"  # item_id(seq), written out: this runs on every enqueue
+        row.id = f"item-{str(seq).zfill(4)}"  # item_id(seq), written out: this runs on every enqueue
         if self.atomic.undo is not None:
             self._journal(row, self._items, new=True)
         self._items[row.id] = row
