@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from shopops_lab.events import Event, EventKind, EventLog, EventRow
 from shopops_lab.payloads import frozen, is_flat
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import ItemRow, item_id, item_seq
+from shopops_lab.store.json_text import dumps
 from shopops_lab.store.patience import Patience
 
 __all__ = ["PROGRAM", "SCHEMA_VERSION", "SQLStore", "TABLES"]
@@ -159,18 +160,6 @@ def statements(
         ),
     }
     return Statements(**{name: text.replace("?", placeholder) for name, text in texts.items()})
-
-
-def _plain(value: Any) -> Any:
-    """A read-only mapping (the log freezes nested values) as the dict JSON wants."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON text, NaN refused, read-only mappings written as dicts."""
-    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_plain)
 
 
 class _Transaction:

@@ -30,8 +30,9 @@ from shopops_lab.errors import (
     StoreOpenError,
 )
 from shopops_lab.store.base import item_seq, transact
+from shopops_lab.store.json_text import dumps
 from shopops_lab.store.patience import Patience
-from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, dumps, schema
+from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, schema
 
 __all__ = ["SQLiteStore"]
 
