@@ -72,9 +72,15 @@ _LEASE_NEXT = (
 )
 _LEASE_NEXT_ANY = _LEASE_NEXT.format(urgent="")
 _LEASE_NEXT_URGENT = _LEASE_NEXT.format(urgent=" AND i.priority <= ?")
+# No RETURNING here: SQLite gathers returned rows in a temporary table, opened on every call
+# (about 2 us). The event reads the attempt from the row the UPDATE just settled instead.
 _ACK_LIVE = (
     "UPDATE items SET state = 'done', ended_by = 'acked' WHERE seq = ? AND case_id = ? AND token = ?"
-    f" AND state = 'leased' AND NOT EXISTS ({_DUE}) RETURNING attempts"
+    f" AND state = 'leased' AND NOT EXISTS ({_DUE})"
+)
+_INSERT_ACKED = (
+    "INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
+    " SELECT ?, 'acked', ?, case_id, ?, token, attempts, '{}' FROM items WHERE seq = ?"
 )
 SYNCHRONOUS = ("full", "normal")
 MIN_SQLITE = (3, 35)  # UPDATE/INSERT ... RETURNING
@@ -222,10 +228,9 @@ class SQLiteStore(SQLStore):
             return False
 
         def ack() -> bool:
-            row = self._execute(_ACK_LIVE, (seq, case_id, token, t)).fetchone()
-            if row is None:
+            if self._execute(_ACK_LIVE, (seq, case_id, token, t)).rowcount != 1:
                 return False
-            self._execute(self._sql.insert_event, (t, "acked", item_id, case_id, worker_id, token, row[0], "{}"))
+            self._execute(_INSERT_ACKED, (t, item_id, worker_id, seq))
             return True
 
         return transact(self, ack)
