@@ -54,26 +54,29 @@ _INSERT_ITEM = (
     f"INSERT INTO items ({ITEM_COLUMNS}, id, position) VALUES ({_NEXT_SEQ}, {', '.join('?' * 16)},"
     f" printf('item-%04d', {_NEXT_SEQ}), {_back_of_case('?')})"
 )
-# The usual acquire and ack, each one decision (an UPDATE ... RETURNING) and its event in one
-# BEGIN IMMEDIATE transaction, as PostgreSQL's one-statement versions: a fenced write that
-# happens only if the lease is still the caller's, and only when no lease anywhere is due (an
-# expiry is the engine's business: then nothing is written and the queue takes the long way).
+# The usual acquire and ack, each one decision and its event in one BEGIN IMMEDIATE
+# transaction, as PostgreSQL's one-statement versions: a fenced write that happens only if the
+# lease is still the caller's, and only when no lease anywhere is due (an expiry is the
+# engine's business: then nothing is written and the queue takes the long way). No RETURNING:
+# SQLite gathers returned rows in a temporary table it opens on every call (about 2 us), so an
+# acquire reads the item it will lease, then leases it by number (writers take turns: the
+# answer still holds), and an ack's event reads the attempt from the row it just settled.
 DUE = "due"  # lease_next's answer when a lease is due: expire it first, the long way (the queue's DUE)
 _DUE = "SELECT 1 FROM items WHERE state = 'leased' AND expires_at <= ?"
-_LEASE_NEXT = (
-    "UPDATE items SET state = 'leased', attempts = attempts + 1, token = token + 1, worker_id = ?,"
-    " lease_seconds = ?, expires_at = ?, ended_by = NULL WHERE seq = (SELECT i.seq FROM items AS i"
+_NEXT_FREE = (
+    "SELECT i.seq, i.id, i.case_id, i.tenant_id, i.kind, i.payload, i.token, i.attempts FROM items AS i"
     " WHERE i.state = 'ready'{urgent}"
     " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
     " AND o.position < i.position)"
     " AND NOT EXISTS (SELECT 1 FROM items AS l WHERE l.case_id = i.case_id AND l.state = 'leased')"
-    f" ORDER BY i.priority, i.seq LIMIT 1) AND NOT EXISTS ({_DUE})"
-    " RETURNING id, case_id, tenant_id, kind, payload, token, attempts"
+    f" AND NOT EXISTS ({_DUE}) ORDER BY i.priority, i.seq LIMIT 1"
 )
-_LEASE_NEXT_ANY = _LEASE_NEXT.format(urgent="")
-_LEASE_NEXT_URGENT = _LEASE_NEXT.format(urgent=" AND i.priority <= ?")
-# No RETURNING here: SQLite gathers returned rows in a temporary table, opened on every call
-# (about 2 us). The event reads the attempt from the row the UPDATE just settled instead.
+_LEASE = (
+    "UPDATE items SET state = 'leased', attempts = attempts + 1, token = token + 1, worker_id = ?,"
+    " lease_seconds = ?, expires_at = ?, ended_by = NULL WHERE seq = ?"
+)
+_LEASE_NEXT_ANY = _NEXT_FREE.format(urgent="")
+_LEASE_NEXT_URGENT = _NEXT_FREE.format(urgent=" AND i.priority <= ?")
 _ACK_LIVE = (
     "UPDATE items SET state = 'done', ended_by = 'acked' WHERE seq = ? AND case_id = ? AND token = ?"
     f" AND state = 'leased' AND NOT EXISTS ({_DUE})"
@@ -197,25 +200,28 @@ class SQLiteStore(SQLStore):
     # ------------------------------------------------------------------ one decision each
     def lease_next(self, worker_id: str, t: float, seconds: float, max_priority: int | None) -> Any:
         """Lease the item `next_ready` would answer, with its LEASED event, in one transaction
-        of two statements: (id, case_id, tenant_id, kind, payload, token, attempts); None if
+        of three statements: (id, case_id, tenant_id, kind, payload, token, attempts); None if
         none is ready; `DUE` if some lease is due (nothing was written: expire first)."""
         if self.atomic.open:
             return DUE  # inside a transaction of the caller's: the long way, in it
         expires = t + seconds
         params: tuple[Any, ...]
         if max_priority is None:
-            statement, params = _LEASE_NEXT_ANY, (worker_id, seconds, expires, t)
+            statement, params = _LEASE_NEXT_ANY, (t,)
         else:
-            statement, params = _LEASE_NEXT_URGENT, (worker_id, seconds, expires, int(max_priority), t)
+            statement, params = _LEASE_NEXT_URGENT, (int(max_priority), t)
 
         def lease() -> Any:
             row = self._execute(statement, params).fetchone()
             if row is None:
                 return DUE if self._execute(_DUE, (t,)).fetchone() else None
-            item, case_id, _, _, payload, token, attempts = row
+            seq, item, case_id, tenant_id, kind, payload, token, attempts = row
+            token += 1
+            attempts += 1
+            self._execute(_LEASE, (worker_id, seconds, expires, seq))
             info = dumps({"expires_at": expires})
             self._execute(self._sql.insert_event, (t, "leased", item, case_id, worker_id, token, attempts, info))
-            return (*row[:4], json.loads(payload), token, attempts)
+            return (item, case_id, tenant_id, kind, json.loads(payload), token, attempts)
 
         return transact(self, lease)
 
