@@ -32,15 +32,33 @@ from shopops_lab.errors import (
 from shopops_lab.store.base import item_seq, transact
 from shopops_lab.store.json_text import dumps
 from shopops_lab.store.patience import Patience
-from shopops_lab.store.sql import ITEM_COLUMNS, SCHEMA_VERSION, SQLStore, schema
+from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, schema
 
 __all__ = ["SQLiteStore"]
 
 
+# Schema version 2 (a new file): one index is each case's line, the one-lease-per-case guard
+# and the list of leases. A leased item holds place 0 of its case's line, the front, where it
+# stays if its lease ends; so the ready items of a case are in their order under ('ready',
+# case), its lease is ('leased', case, 0) and a second one could not be written beside it, and
+# all the leases come together under 'leased' (the look for expired ones reads only those).
+# Version 1's two indexes (`CASE_LINES`) are written at every acquire; this one once, when the
+# line is small (a queue that keeps up): a page fewer per cycle. A version-1 file keeps its
+# own indexes: every statement here reads either layout, and place 0 fits both.
+LIVE_LINE = (
+    "CREATE UNIQUE INDEX items_live_line ON items (state, case_id, position) WHERE state = 'ready' OR state = 'leased'",
+)
+LEASED_PLACE = "0"
+# The next ready item is read in serving order, never through the live line (its `state`
+# prefix looks as good to a planner without statistics, and would read and sort every ready item).
+IN_SERVING_ORDER = " INDEXED BY items_serve_order"
+
+
 def _back_of_case(case: str) -> str:
     """A place behind the ready items of `case` and its leased one (which comes back to the
-    front if its lease ends): two lookups on the schema's partial indexes. Writers take turns
-    (BEGIN IMMEDIATE), so no other writer can take the same place meanwhile."""
+    front if its lease ends): two lookups on the schema's partial indexes. The leased one is
+    at place 0, unless it was leased by a kit that kept its place (a version-1 file). Writers
+    take turns (BEGIN IMMEDIATE), so no other writer can take the same place meanwhile."""
     return (
         f"max(coalesce((SELECT max(o.position) FROM items AS o WHERE o.case_id = {case} AND o.state = 'ready'), 0),"
         f" coalesce((SELECT l.position FROM items AS l WHERE l.case_id = {case} AND l.state = 'leased'), 0)) + 1"
@@ -64,7 +82,8 @@ _INSERT_ITEM = (
 DUE = "due"  # lease_next's answer when a lease is due: expire it first, the long way (the queue's DUE)
 _DUE = "SELECT 1 FROM items WHERE state = 'leased' AND expires_at <= ?"
 _NEXT_FREE = (
-    "SELECT i.seq, i.id, i.case_id, i.tenant_id, i.kind, i.payload, i.token, i.attempts FROM items AS i"
+    "SELECT i.seq, i.id, i.case_id, i.tenant_id, i.kind, i.payload, i.token, i.attempts"
+    f" FROM items AS i{IN_SERVING_ORDER}"
     " WHERE i.state = 'ready'{urgent}"
     " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
     " AND o.position < i.position)"
@@ -73,7 +92,7 @@ _NEXT_FREE = (
 )
 _LEASE = (
     "UPDATE items SET state = 'leased', attempts = attempts + 1, token = token + 1, worker_id = ?,"
-    " lease_seconds = ?, expires_at = ?, ended_by = NULL WHERE seq = ?"
+    f" lease_seconds = ?, expires_at = ?, ended_by = NULL, position = {LEASED_PLACE} WHERE seq = ?"
 )
 _LEASE_NEXT_ANY = _NEXT_FREE.format(urgent="")
 _LEASE_NEXT_URGENT = _NEXT_FREE.format(urgent=" AND i.priority <= ?")
@@ -99,6 +118,10 @@ class SQLiteStore(SQLStore):
     dialect = "sqlite"
     back_of_case = _back_of_case("items.case_id")
     back_of_dead_line = "(SELECT coalesce(max(d.position), 0) + 1 FROM items AS d WHERE d.state = 'dead')"
+    leased_place = LEASED_PLACE
+    in_serving_order = IN_SERVING_ORDER
+    schema_version = 2  # LIVE_LINE
+    schema_versions = (1, 2)
 
     def __init__(
         self,
@@ -189,7 +212,7 @@ class SQLiteStore(SQLStore):
         return {name for (name,) in rows}
 
     def _schema(self) -> list[str]:
-        return schema(auto_key="INTEGER PRIMARY KEY", item_key="INTEGER PRIMARY KEY", real="REAL")
+        return schema(auto_key="INTEGER PRIMARY KEY", item_key="INTEGER PRIMARY KEY", real="REAL", case_lines=LIVE_LINE)
 
     def _insert_item(self, columns: tuple[Any, ...]) -> int:
         case_id = columns[0]
@@ -349,7 +372,7 @@ def _open_error(target: str, error: BaseException | None, busy_seconds: float = 
         return ForeignStoreError(
             target=target,
             found="is not an SQLite database (a damaged file, or another kind)",
-            expected=SCHEMA_VERSION,
+            expected=SQLiteStore.versions_read(),
             fix="choose another path; keep this file for whoever owns it",
         )
     if code == _CORRUPT:
