@@ -20,13 +20,19 @@ from shopops_lab.worker.queue import Queue
 READY, LEASED, DONE, DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
 
 
-def add(store: Store, case_id: str, priority: int = 1, payload: dict | None = None) -> ItemRow:
+def new_row(case_id: str, priority: int = 1, payload: dict | None = None) -> ItemRow:
+    """A row as `Queue.enqueue` makes it."""
     row = ItemRow()
     row.case_id, row.tenant_id, row.kind = case_id, "store_northline", "contact_send"
     row.payload, row.flat = payload or {}, not payload
     row.priority, row.state, row.attempts, row.token, row.worker_id = priority, READY, 0, 0, None
     row.expires_at, row.lease_seconds, row.enqueued_at = None, 30.0, 0.0
     row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
+    return row
+
+
+def add(store: Store, case_id: str, priority: int = 1, payload: dict | None = None) -> ItemRow:
+    row = new_row(case_id, priority, payload)
     with store.atomic:
         store.add_item(row)
     return row
@@ -94,6 +100,25 @@ def test_a_returned_item_goes_to_the_front_and_a_replayed_one_to_the_back(backen
     move(store, second, LEASED)
     move(store, second, DONE)
     assert served(store) == first.id
+
+
+def test_an_item_added_with_its_event_in_one_decision_keeps_every_column_it_was_given(durable: Backend):
+    """`add_logged` (the usual enqueue) writes a new item's empty columns as literals on
+    SQLite; a row that is not new takes the statement that binds every column."""
+    store = durable.open()
+    fresh, worn = new_row("O-1001", payload={"idem_key": "O-1001:email:3"}), new_row("O-1002", priority=0)
+    worn.attempts, worn.token, worn.replays, worn.last_error, worn.ended_by = 3, 4, 2, "smtp 421", "expired"
+    worn.expires_at, worn.enqueued_at = 12.5, 2.0
+    for row in (fresh, worn):
+        store.add_logged(row, {"tenant_id": row.tenant_id, "kind": row.kind, "priority": row.priority})
+    columns = ("case_id", "priority", "payload", "state", "attempts", "token", "replays", "last_error", "ended_by")
+    columns += ("expires_at", "enqueued_at", "lease_seconds", "worker_id", "dead_at")
+    for row in (fresh, worn):
+        with store.atomic:
+            stored = store.get_item(row.id)
+        assert [getattr(stored, name) for name in columns] == [getattr(row, name) for name in columns]
+    logged = [(event.kind, event.item_id, event.time) for event in store.log]
+    assert logged == [(EventKind.ENQUEUED, fresh.id, 0.0), (EventKind.ENQUEUED, worn.id, 2.0)]
 
 
 def test_the_schema_itself_refuses_a_second_lease_on_one_case(durable: Backend):

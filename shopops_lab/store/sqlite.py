@@ -29,7 +29,8 @@ from shopops_lab.errors import (
     StoreLockedError,
     StoreOpenError,
 )
-from shopops_lab.store.base import item_seq, transact
+from shopops_lab.states import ItemState
+from shopops_lab.store.base import item_id, item_seq, transact
 from shopops_lab.store.json_text import dumps
 from shopops_lab.store.patience import Patience
 from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, schema
@@ -68,9 +69,24 @@ def _back_of_case(case: str) -> str:
 # One statement numbers, places and inserts a new item: no counter row written per enqueue,
 # and no RETURNING (SQLite collects returned rows in a temporary table); the number is the rowid.
 _NEXT_SEQ = "(SELECT coalesce(max(seq), 0) + 1 FROM items)"  # the table's last row: one step down its b-tree
-_INSERT_ITEM = (
-    f"INSERT INTO items ({ITEM_COLUMNS}, id, position) VALUES ({_NEXT_SEQ}, {', '.join('?' * 16)},"
-    f" printf('item-%04d', {_NEXT_SEQ}), {_back_of_case('?')})"
+
+
+def _insert_item(values: str) -> str:
+    """The INSERT of an item with `values` for case_id to ended_by (ITEM_COLUMNS after seq)."""
+    return (
+        f"INSERT INTO items ({ITEM_COLUMNS}, id, position) VALUES ({_NEXT_SEQ}, {values},"
+        f" printf('item-%04d', {_NEXT_SEQ}), {_back_of_case('?')})"
+    )
+
+
+_INSERT_ITEM = _insert_item(", ".join("?" * 16))
+# A new item as `enqueue` makes it (ready, never leased, nothing gone wrong) and its ENQUEUED
+# event, their empty columns written as literals: the driver binds each None through its
+# adapter lookup, about a quarter of a microsecond apiece (`add_logged`).
+_INSERT_NEW_ITEM = _insert_item("?, ?, ?, ?, ?, 'ready', 0, 0, NULL, NULL, ?, ?, NULL, NULL, 0, NULL")
+_INSERT_ENQUEUED = (
+    "INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
+    " VALUES (?, 'enqueued', ?, ?, NULL, NULL, NULL, ?)"
 )
 # The usual acquire and ack, each one decision and its event in one BEGIN IMMEDIATE
 # transaction, as PostgreSQL's one-statement versions: a fenced write that happens only if the
@@ -267,18 +283,44 @@ class SQLiteStore(SQLStore):
     def add_logged(self, row: Any, info: Mapping[str, Any]) -> None:
         """Insert the new item `row` with its ENQUEUED event (`info`, at `row.enqueued_at`) in
         one transaction of two statements; sets `row.seq` and `row.id`."""
+        if not _is_new(row):  # not as enqueue makes one: every column bound, the long way's INSERT
+            transact(self, lambda: self._add_logged(row, info))
+            return
+        columns = (row.case_id, row.tenant_id, row.kind, dumps(row.payload), int(row.priority))
+        times = (row.lease_seconds, row.enqueued_at)
+        text = dumps(info)
 
         def add() -> None:
-            self.add_item(row)
-            self._execute(
-                self._sql.insert_event,
-                (row.enqueued_at, "enqueued", row.id, row.case_id, None, None, None, dumps(info)),
-            )
+            seq = self._execute(_INSERT_NEW_ITEM, (*columns, *times, row.case_id, row.case_id)).lastrowid
+            assert seq is not None  # an INSERT into a rowid table always sets it
+            row.seq, row.id = seq, item_id(seq)
+            self._execute(_INSERT_ENQUEUED, (row.enqueued_at, row.id, row.case_id, text))
 
         transact(self, add)
 
+    def _add_logged(self, row: Any, info: Mapping[str, Any]) -> None:
+        self.add_item(row)
+        self._execute(
+            self._sql.insert_event, (row.enqueued_at, "enqueued", row.id, row.case_id, None, None, None, dumps(info))
+        )
+
     def close(self) -> None:
         self._connection.close()
+
+
+def _is_new(row: Any) -> bool:
+    """Whether `row` is an item as `enqueue` makes it: the empty columns `_INSERT_NEW_ITEM` writes."""
+    return (
+        row.state is ItemState.READY
+        and row.attempts == 0
+        and row.token == 0
+        and row.replays == 0
+        and row.worker_id is None
+        and row.expires_at is None
+        and row.last_error is None
+        and row.dead_at is None
+        and row.ended_by is None
+    )
 
 
 def _check_version(target: str) -> None:
