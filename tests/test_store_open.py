@@ -216,6 +216,31 @@ def test_a_version_1_file_is_used_as_it_is_and_keeps_every_rule(tmp_path):
     q.store.close()
 
 
+def test_a_store_at_rest_holds_no_read_of_its_file(tmp_path):
+    """Between calls the store's one cursor holds no statement open: another process can
+    checkpoint the whole log and empty it (a read left open would pin it, and the log
+    would grow for as long as the worker sits idle)."""
+    from shopops_lab.clock import FakeClock
+    from shopops_lab.worker.queue import Queue
+
+    path = tmp_path / "rest.db"
+    q = Queue(store=f"sqlite:///{path}?synchronous=normal", clock=FakeClock(), lease_seconds=1)
+    for case in ("O-1", "O-2", "O-1"):
+        q.enqueue(case_id=case, now=0.0)
+    q.acquire("W1", now=0.0), q.acquire("W2", now=0.0)
+    assert q.acquire("W3", now=5.0) is not None  # two leases were due: expired on the way
+    q.store.put("job", "job-1", {"state": "queued"})
+    assert q.store.get("job", "job-1") == {"state": "queued"} and len(q.log) > 5 and q.store.item_counts()
+    other = sqlite3.connect(path)
+    try:
+        busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        assert busy == 0
+    finally:
+        other.close()
+    assert (tmp_path / "rest.db-wal").stat().st_size == 0
+    q.store.close()
+
+
 # ---------------------------------------------------------------------- PostgreSQL
 def test_a_server_that_does_not_answer_is_named_without_its_password():
     needs_psycopg()

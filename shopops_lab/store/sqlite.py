@@ -171,6 +171,9 @@ class SQLiteStore(SQLStore):
     def _open(self) -> None:
         try:
             self._connection = sqlite3.connect(self.path, isolation_level=None, timeout=self.busy_seconds)
+            # One cursor runs every statement (Connection.execute makes a new one per call); each
+            # caller reads its answer before the next statement.
+            self._cursor = self._connection.cursor()
         except sqlite3.Error as error:
             raise _open_error(self.target, error, self.busy_seconds) from None
         try:
@@ -195,7 +198,7 @@ class SQLiteStore(SQLStore):
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         try:
-            return self._connection.execute(sql, params)
+            return self._cursor.execute(sql, params)
         except sqlite3.IntegrityError:
             raise  # a broken rule of the schema is a bug of the kit's, shown as it is
         except sqlite3.Error as error:
@@ -214,7 +217,7 @@ class SQLiteStore(SQLStore):
         if not self._connection.in_transaction:
             return  # SQLite already ended it (a full disk or an I/O error rolls back by itself)
         try:
-            self._connection.execute("COMMIT" if commit else "ROLLBACK")
+            self._cursor.execute("COMMIT" if commit else "ROLLBACK")
         except sqlite3.Error as error:
             if self._connection.in_transaction:  # a failed COMMIT leaves it open: end it
                 self._connection.execute("ROLLBACK")
