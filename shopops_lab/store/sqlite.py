@@ -8,7 +8,8 @@ event in one transaction (`add_logged`, `lease_next`, `ack_live`, as on PostgreS
 queue takes the long way, in Python, whenever a lease is due or the call is inside a
 transaction of the caller's. `synchronous=FULL` (the default) makes each commit survive a
 power cut; `?synchronous=normal` keeps it through a killed process, not a lost machine, and
-is much faster.
+is much faster. A new file gets schema version 2 (`LIVE_LINE`); a version-1 file is used as
+it is.
 """
 
 from __future__ import annotations
@@ -302,6 +303,7 @@ class SQLiteStore(SQLStore):
         transact(self, add)
 
     def _add_logged(self, row: Any, info: Mapping[str, Any]) -> None:
+        """`add_logged`'s two statements for any row: every column bound."""
         self.add_item(row)
         self._execute(
             self._sql.insert_event, (row.enqueued_at, "enqueued", row.id, row.case_id, None, None, None, dumps(info))
