@@ -127,9 +127,10 @@ def test_a_busy_database_is_waited_out_and_the_call_happens_once(tmp_path):
 
 
 class FailsOnce:
-    """The store's connection, failing one statement (the first that starts with `prefix`) with `error`."""
+    """The store's cursor (every statement runs on it), failing one statement (the first that
+    starts with `prefix`) with `error`."""
 
-    def __init__(self, connection: sqlite3.Connection, prefix: str, error: sqlite3.Error) -> None:
+    def __init__(self, connection: sqlite3.Cursor, prefix: str, error: sqlite3.Error) -> None:
         self._connection, self._prefix, self._error = connection, prefix, error
 
     def execute(self, sql, params=()):
@@ -146,7 +147,7 @@ def test_a_read_or_write_the_disk_failed_once_is_run_again_and_happens_once(tmp_
     waits = Waits()
     store = SQLiteStore(tmp_path / "io.db", patience=waits.patience)
     queue = Queue(store=store, clock=FakeClock())
-    store._connection = FailsOnce(store._connection, "INSERT INTO events", coded(10, "SQLITE_IOERR", "disk I/O error"))
+    store._cursor = FailsOnce(store._cursor, "INSERT INTO events", coded(10, "SQLITE_IOERR", "disk I/O error"))
     assert queue.enqueue(case_id="O-1001") == "item-0001"  # its item was written, then the event failed
     assert waits.slept == [0.05]
     assert [row.id for row in store.item_rows()] == ["item-0001"] and len(store.log) == 1
@@ -157,7 +158,7 @@ def test_a_commit_the_disk_failed_is_not_run_again(tmp_path):
     waits = Waits()
     store = SQLiteStore(tmp_path / "io.db", patience=waits.patience)
     queue = Queue(store=store, clock=FakeClock())
-    store._connection = FailsOnce(store._connection, "COMMIT", coded(10, "SQLITE_IOERR", "disk I/O error"))
+    store._cursor = FailsOnce(store._cursor, "COMMIT", coded(10, "SQLITE_IOERR", "disk I/O error"))
     with pytest.raises(StoreFailedError, match="the disk failed a read or write") as caught:
         queue.enqueue(case_id="O-1001")
     assert not caught.value.retry and waits.slept == []

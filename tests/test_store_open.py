@@ -12,6 +12,7 @@ from store_backends import free_port, needs_psycopg, postgres_url, with_schema
 
 from shopops_lab.errors import BadArgumentError, ForeignStoreError, StoreCorruptError, StoreOpenError
 from shopops_lab.store import MemoryStore, open_store, redact
+from shopops_lab.store.sql import CASE_LINES
 from shopops_lab.store.sqlite import SQLiteStore, _open_error
 
 
@@ -122,7 +123,7 @@ def test_another_schema_version_is_refused_not_migrated(tmp_path):
     path = tmp_path / "old.db"
     make_ours(path, schema_version="0")
     message = refused_unchanged(path)
-    assert "has schema version 0" in message and "reads schema version 1" in message
+    assert "has schema version 0" in message and "reads schema version 1 or 2" in message
     assert "the ShopOps Lab version that wrote it" in message
 
 
@@ -168,10 +169,76 @@ def test_two_stores_on_one_new_file_set_it_up_once(tmp_path):
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT key, value FROM shopops_meta ORDER BY key").fetchall() == [
             ("program", "shopops-lab"),
-            ("schema_version", "1"),
+            ("schema_version", "2"),
         ]
         assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     db.close()
+
+
+def test_a_version_1_file_is_used_as_it_is_and_keeps_every_rule(tmp_path):
+    """A file set up before the live line (schema version 1: a case line and the lease guard,
+    two indexes) opens as it is and stays version 1; a lease an older kit took, which kept
+    the item's own place, still has every later item of its case behind it."""
+    from shopops_lab.clock import FakeClock
+    from shopops_lab.worker.queue import Queue
+
+    path = tmp_path / "v1.db"
+    SQLiteStore(path).close()
+    with sqlite3.connect(path) as db:
+        db.execute("DROP INDEX items_live_line")
+        for statement in CASE_LINES:
+            db.execute(statement)
+        db.execute("UPDATE shopops_meta SET value = '1' WHERE key = 'schema_version'")
+    db.close()
+    clock = FakeClock()
+    q = Queue(store=f"sqlite:///{path}", clock=clock, lease_seconds=10)
+    ids = [q.enqueue(case_id="O-1001", now=0.0) for _ in range(3)]
+    q.ack(q.acquire("W1", now=0.0), now=0.0)
+    q.ack(q.acquire("W1", now=0.0), now=0.0)
+    with sqlite3.connect(path) as db:  # the third, leased by an older kit: at its own place, 3
+        db.execute(
+            "UPDATE items SET state = 'leased', attempts = 1, token = 1, worker_id = 'W0', expires_at = 5.0"
+            " WHERE id = ? AND position = 3",
+            (ids[2],),
+        )
+    db.close()
+    later = q.enqueue(case_id="O-1001", now=1.0)  # behind the held item, not at the empty line's front
+    served = []
+    while (lease := q.acquire("W1", now=20.0)) is not None:  # the old lease has expired by then
+        served.append(lease.item_id)
+        q.ack(lease, now=20.0)
+    assert served == [ids[2], later]
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM shopops_meta WHERE key = 'schema_version'").fetchone() == ("1",)
+        indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert {"items_one_lease_per_case", "items_case_line"} <= indexes and "items_live_line" not in indexes
+    db.close()
+    q.store.close()
+
+
+def test_a_store_at_rest_holds_no_read_of_its_file(tmp_path):
+    """Between calls the store's one cursor holds no statement open: another process can
+    checkpoint the whole log and empty it (a read left open would pin it, and the log
+    would grow for as long as the worker sits idle)."""
+    from shopops_lab.clock import FakeClock
+    from shopops_lab.worker.queue import Queue
+
+    path = tmp_path / "rest.db"
+    q = Queue(store=f"sqlite:///{path}?synchronous=normal", clock=FakeClock(), lease_seconds=1)
+    for case in ("O-1", "O-2", "O-1"):
+        q.enqueue(case_id=case, now=0.0)
+    q.acquire("W1", now=0.0), q.acquire("W2", now=0.0)
+    assert q.acquire("W3", now=5.0) is not None  # two leases were due: expired on the way
+    q.store.put("job", "job-1", {"state": "queued"})
+    assert q.store.get("job", "job-1") == {"state": "queued"} and len(q.log) > 5 and q.store.item_counts()
+    other = sqlite3.connect(path)
+    try:
+        busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        assert busy == 0
+    finally:
+        other.close()
+    assert (tmp_path / "rest.db-wal").stat().st_size == 0
+    q.store.close()
 
 
 # ---------------------------------------------------------------------- PostgreSQL

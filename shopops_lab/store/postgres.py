@@ -41,8 +41,9 @@ from shopops_lab.errors import (
     StoreOpenError,
 )
 from shopops_lab.store.base import item_id, item_seq, transact
+from shopops_lab.store.json_text import dumps
 from shopops_lab.store.patience import Patience
-from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, dumps, item_values, schema
+from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, item_values, schema
 
 __all__ = ["PostgresStore"]
 

@@ -4,7 +4,9 @@ database that might not be ours.
 The schema is versioned in a table of its own (`shopops_meta`: program and schema version).
 An empty database is set up; a database this kit wrote with the same schema is used; any
 other database (another program's tables, another schema version, a damaged set of tables)
-is refused by name and left exactly as it was: nothing is migrated silently.
+is refused by name and left exactly as it was: nothing is migrated silently. A dialect may
+read more than one version (SQLite reads 1 and 2: the same tables, its lines indexed two ways,
+and statements that serve both), and always sets a new database up with its newest.
 
 Per-case exclusivity has a second guard in the schema itself: a unique index on the case of
 every leased item, so even a bug in a query could not hand out two live leases on one case.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +28,7 @@ from shopops_lab.events import Event, EventKind, EventLog, EventRow
 from shopops_lab.payloads import frozen, is_flat
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import ItemRow, item_id, item_seq
+from shopops_lab.store.json_text import dumps
 from shopops_lab.store.patience import Patience
 
 __all__ = ["PROGRAM", "SCHEMA_VERSION", "SQLStore", "TABLES"]
@@ -45,10 +48,19 @@ ITEM_COLUMNS = (
 )
 
 
-def schema(*, auto_key: str, item_key: str, real: str) -> list[str]:
+# Schema version 1's case lines: the ready items of each case in their order and, apart, the
+# one-lease-per-case guard (which also lists the leases, for the look for expired ones).
+CASE_LINES = (
+    "CREATE UNIQUE INDEX items_one_lease_per_case ON items (case_id) WHERE state = 'leased'",
+    "CREATE INDEX items_case_line ON items (case_id, position) WHERE state = 'ready'",
+)
+
+
+def schema(*, auto_key: str, item_key: str, real: str, case_lines: Sequence[str] = CASE_LINES) -> list[str]:
     """The tables and indexes, in a dialect's words for an auto-numbered key, the items' key
-    (numbered by the store) and a double. The state check is spelled with OR: SQLite checks an
-    IN list of more than two values through a temporary index built on every write."""
+    (numbered by the store) and a double, with the indexes of the case lines (`CASE_LINES`, or
+    a dialect's own). The state check is spelled with OR: SQLite checks an IN list of more than
+    two values through a temporary index built on every write."""
     return [
         "CREATE TABLE shopops_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
         f"""CREATE TABLE items (
@@ -60,8 +72,7 @@ def schema(*, auto_key: str, item_key: str, real: str) -> list[str]:
             expires_at {real}, lease_seconds {real} NOT NULL, enqueued_at {real} NOT NULL,
             last_error TEXT, dead_at {real}, replays INTEGER NOT NULL, ended_by TEXT,
             position BIGINT NOT NULL)""",
-        "CREATE UNIQUE INDEX items_one_lease_per_case ON items (case_id) WHERE state = 'leased'",
-        "CREATE INDEX items_case_line ON items (case_id, position) WHERE state = 'ready'",
+        *case_lines,
         "CREATE INDEX items_serve_order ON items (priority, seq) WHERE state = 'ready'",
         "CREATE INDEX items_dead_line ON items (position) WHERE state = 'dead'",
         f"""CREATE TABLE events (
@@ -87,6 +98,7 @@ class Statements:
     due_leases: str
     write_item: str
     to_back_of_case: str
+    to_leased: str
     to_dead_line: str
     all_items: str
     items_in_state: str
@@ -104,10 +116,19 @@ class Statements:
 
 
 def statements(
-    *, placeholder: str, lock: str, skip_locked: str, back_of_case: str, back_of_dead_line: str
+    *,
+    placeholder: str,
+    lock: str,
+    skip_locked: str,
+    back_of_case: str,
+    back_of_dead_line: str,
+    leased_place: str,
+    in_serving_order: str,
 ) -> Statements:
     """The statements with a dialect's placeholder and locking clauses, and its expressions for
-    a place behind every other item of the updated row's case line or of the dead-letter line."""
+    a place behind every other item of the updated row's case line or of the dead-letter line,
+    and for the place a leased item takes in its case's line ("": it keeps its own), and its
+    words for reading the ready items by the serving-order index ("": the planner's choice)."""
     # The driver describes every column of a query on every execute, rows or none: a query that
     # is usually empty (due leases) asks for the least it can, and sorts nothing (SQLite would
     # open a sorter for it on every call).
@@ -117,7 +138,7 @@ def statements(
         " lease_seconds = ?, last_error = ?, dead_at = ?, replays = ?, ended_by = ?{} WHERE seq = ?"
     )
     ready = (
-        f"{select} AS i WHERE i.state = 'ready'{{urgent}}"
+        f"{select} AS i{in_serving_order} WHERE i.state = 'ready'{{urgent}}"
         " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
         " AND o.position < i.position)"
         " AND NOT EXISTS (SELECT 1 FROM items AS l WHERE l.case_id = i.case_id AND l.state = 'leased')"
@@ -131,6 +152,7 @@ def statements(
         "due_leases": f"SELECT expires_at, seq FROM items WHERE state = 'leased' AND expires_at <= ?{skip_locked}",
         "write_item": write.format(""),
         "to_back_of_case": write.format(f", position = {back_of_case}"),
+        "to_leased": write.format(f", position = {leased_place}" if leased_place else ""),
         "to_dead_line": write.format(f", position = {back_of_dead_line}"),
         "all_items": f"{select} ORDER BY seq",
         "items_in_state": f"{select} WHERE state = ? ORDER BY seq",
@@ -159,18 +181,6 @@ def statements(
         ),
     }
     return Statements(**{name: text.replace("?", placeholder) for name, text in texts.items()})
-
-
-def _plain(value: Any) -> Any:
-    """A read-only mapping (the log freezes nested values) as the dict JSON wants."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON")
-
-
-def dumps(value: Any) -> str:
-    """Compact JSON text, NaN refused, read-only mappings written as dicts."""
-    return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_plain)
 
 
 class _Transaction:
@@ -289,6 +299,10 @@ class SQLStore(ABC):
     placeholder = "?"
     back_of_case = ""  # an expression: a place behind every item in the updated row's case line
     back_of_dead_line = ""  # the same, behind every dead item
+    leased_place = ""  # an expression: the place a leased item takes in its case's line ("": its own)
+    in_serving_order = ""  # after the next ready item's table: read it through the serving-order index
+    schema_version = SCHEMA_VERSION  # what a new database is set up with
+    schema_versions: tuple[int, ...] = (SCHEMA_VERSION,)  # what an existing one may have, oldest first
 
     _sql: Statements  # this dialect's statements, made once per subclass
     patience: Patience  # how long a call the database failed for a moment is tried again (set by a dialect)
@@ -301,6 +315,8 @@ class SQLStore(ABC):
             skip_locked=cls.skip_locked,
             back_of_case=cls.back_of_case,
             back_of_dead_line=cls.back_of_dead_line,
+            leased_place=cls.leased_place,
+            in_serving_order=cls.in_serving_order,
         )
 
     def __init__(self, url: str, target: str) -> None:
@@ -367,24 +383,25 @@ class SQLStore(ABC):
         if not tables:
             for statement in self._schema():
                 self._execute(statement)
-            self._execute(self._sql.insert_meta, ("program", PROGRAM, "schema_version", str(SCHEMA_VERSION)))
+            self._execute(self._sql.insert_meta, ("program", PROGRAM, "schema_version", str(self.schema_version)))
             return
+        reads = self.versions_read()
         fix = "point the URL at a new file or an empty database; this one was not changed"
         if "shopops_meta" not in tables:
             shown = ", ".join(sorted(tables)[:6]) + (", ..." if len(tables) > 6 else "")
             raise ForeignStoreError(
-                target=self.target, found=f"holds another program's tables ({shown})", expected=SCHEMA_VERSION, fix=fix
+                target=self.target, found=f"holds another program's tables ({shown})", expected=reads, fix=fix
             )
         meta = dict(self._execute("SELECT key, value FROM shopops_meta").fetchall())
         if meta.get("program") != PROGRAM:
             raise ForeignStoreError(
-                target=self.target, found=f"was written by {meta.get('program')!r}", expected=SCHEMA_VERSION, fix=fix
+                target=self.target, found=f"was written by {meta.get('program')!r}", expected=reads, fix=fix
             )
-        if meta.get("schema_version") != str(SCHEMA_VERSION):
+        if meta.get("schema_version") not in {str(version) for version in self.schema_versions}:
             raise ForeignStoreError(
                 target=self.target,
                 found=f"has schema version {meta.get('schema_version')}",
-                expected=SCHEMA_VERSION,
+                expected=reads,
                 fix="open it with the ShopOps Lab version that wrote it, or start a new database",
             )
         missing = [name for name in TABLES if name not in tables]
@@ -392,9 +409,14 @@ class SQLStore(ABC):
             raise ForeignStoreError(
                 target=self.target,
                 found=f"is damaged: table {', '.join(missing)} is missing",
-                expected=SCHEMA_VERSION,
+                expected=reads,
                 fix=fix,
             )
+
+    @classmethod
+    def versions_read(cls) -> str:
+        """The schema versions this dialect opens, for a message: "1", "1 or 2"."""
+        return " or ".join(map(str, cls.schema_versions))
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
@@ -426,6 +448,8 @@ class SQLStore(ABC):
             statement = self._sql.to_dead_line
         elif state is ItemState.READY and source is ItemState.DEAD:  # a replay: to the back of its case
             statement = self._sql.to_back_of_case
+        elif state is ItemState.LEASED and source is ItemState.READY:  # the dialect's place for a lease
+            statement = self._sql.to_leased
         else:  # any other change keeps the item's place (back from a lease: the front of its case)
             statement = self._sql.write_item
         self._send(
