@@ -453,10 +453,11 @@ def test_a_write_the_database_refuses_leaves_the_store_usable(durable: Backend):
     assert add(store, "O-1002").case_id == "O-1002" and store.item_count(READY) == 1
 
 
-def test_the_sql_stores_write_the_json_text_json_dumps_writes() -> None:
-    """The flat dicts of the hot path take a C encoder made once; the text is the same as
-    `json.dumps` with the stores' settings (compact, ASCII, NaN refused), and anything that
-    is not a flat dict is still checked as json.dumps checks it."""
+def test_the_sql_stores_write_the_json_text_json_dumps_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The flat dicts of the hot path, and read-only views of them (the queue's shared event
+    details), take a C encoder made once; the text is the same as `json.dumps` with the
+    stores' settings (compact, ASCII, NaN refused), and anything that is not flat is still
+    checked as json.dumps checks it."""
     import json
     from types import MappingProxyType
 
@@ -467,13 +468,18 @@ def test_the_sql_stores_write_the_json_text_json_dumps_writes() -> None:
 
     flat = {"idem_key": "O-1001:é✓", "total": 129, "rate": 0.1, "ok": True, "none": None, "big": 10**30}
     nested = {"lines": [1, {"sku": "A"}], "frozen": MappingProxyType({"b": 2})}
-    for value in (flat, {}, nested, [flat], "text", 3):
+    for value in (flat, {}, nested, [flat], "text", 3, MappingProxyType(flat), MappingProxyType({})):
         assert dumps(value) == json.dumps(value, separators=(",", ":"), allow_nan=False, default=plain)
-    with pytest.raises(ValueError):
-        dumps({"total": float("nan")})
+    for value in ({"total": float("nan")}, MappingProxyType({"total": float("inf")})):
+        with pytest.raises(ValueError):
+            dumps(value)
     loop: dict = {"lines": []}
     loop["lines"].append(loop)
     with pytest.raises(ValueError, match="Circular"):
         dumps(loop)
     with pytest.raises(TypeError):
         dumps({"when": object()})
+    views = [MappingProxyType(flat), MappingProxyType({"kind": "task"})]
+    expected = [dumps(view) for view in views]
+    monkeypatch.setattr(json, "dumps", None)  # the flat ones, read-only views of them too, never reach json.dumps
+    assert [dumps(view) for view in views] == expected
