@@ -434,7 +434,8 @@ def test_a_full_disk_while_filling_is_one_line_and_resume_finishes_the_run(tmp_p
     def fill_on_a_small_disk(queue, rng, items):
         connection = queue.store._connection
         pages = connection.execute("PRAGMA page_count").fetchone()[0]
-        connection.execute(f"PRAGMA max_page_count = {pages + 60}")  # as a disk with 60 pages left
+        room = 60 * 1024 // connection.execute("PRAGMA page_size").fetchone()[0]
+        connection.execute(f"PRAGMA max_page_count = {pages + room}")  # as a disk with 60 KB left
         return real_fill(queue, rng, items)
 
     monkeypatch.setattr(chaos_run, "fill_morning", fill_on_a_small_disk)
