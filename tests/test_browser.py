@@ -24,6 +24,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import socket
@@ -70,8 +71,31 @@ ERRORS = ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']
 SVG_IMAGES = ".jp-OutputArea-output img[src^='data:image/svg+xml']"
 
 
+_PICKED: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A local port nothing listens on, for a server a test starts, chosen below the kernel's
+    ephemeral range: a port `bind(0)` handed out is free again once released, and any socket
+    of the machine (a notebook kernel's, a client's outgoing one) can take it before the server
+    listens there (a hub's proxy once lost its port so: EADDRINUSE). Outside that range only
+    another test's choice could collide, and each is checked by binding it."""
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    choices = list(range(20000, low)) if low > 21000 else []
+    random.SystemRandom().shuffle(choices)
+    for port in choices[:200]:
+        if port in _PICKED:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _PICKED.add(port)
+        return port
+    with socket.socket() as s:  # no room below the ephemeral range: the kernel's choice
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
@@ -270,6 +294,16 @@ def lab_server(tmp_path_factory):
     """JupyterLab on loopback, serving copies of the student notebooks."""
     with jupyterlab(tmp_path_factory.mktemp("lab")) as url:
         yield url
+
+
+def test_a_servers_port_is_free_and_outside_the_range_any_other_socket_may_be_handed():
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")  # Linux's; elsewhere free_port assumes 32768 up
+    low = int(ephemeral.read_text().split()[0]) if ephemeral.exists() else 32768
+    ports = [free_port() for _ in range(20)]
+    assert len(set(ports)) == 20 and all(1024 < port < low for port in ports)
+    with contextlib.ExitStack() as stack:  # each is free: a server can listen on it at once
+        for port in ports:
+            stack.enter_context(socket.create_server(("127.0.0.1", port)))
 
 
 @pytest.mark.parametrize("lab", LABS)
