@@ -116,8 +116,8 @@ from shopops_lab.course.grade import rebuild
 from shopops_lab.course.grade.key import Key
 from shopops_lab.course.grade.submissions import Submission
 
-lab, path = sys.argv[1], Path(sys.argv[2])
-notebook, master, notes = rebuild.read(Submission(path, path.name, "floor", lab), Key.load(ROOT + "/solutions", [lab]))
+lab, path, key = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
+notebook, master, notes = rebuild.read(Submission(path, path.name, "floor", lab), Key.load(key, [lab]))
 plan = rebuild.rebuild(notebook, master, notes)
 needed, namespace, spent = plan.needed(), {"display": display}, 0.0
 for step in plan.steps:
@@ -140,8 +140,8 @@ def checks_once(lab: str, scratch: Path) -> float:
     the least per right submission (no process boundary, no second look at anything)."""
     path = scratch / "floor" / fx.master_path(lab).name
     fx.write(fx.all_right(lab), path)
-    code = FLOOR.replace("ROOT", repr(str(ROOT)), 1)
-    done = subprocess.run([sys.executable, "-c", code, lab, str(path)], capture_output=True, text=True, cwd=scratch)
+    command = [sys.executable, "-c", FLOOR, lab, str(path), str(ROOT / "solutions")]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=scratch)
     if done.returncode:
         raise SystemExit(f"the checks of lab {lab} failed in one process:\n{done.stderr[-3000:]}")
     return float(done.stdout.split()[-1])

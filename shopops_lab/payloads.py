@@ -107,7 +107,7 @@ def state_copy(component: Any, memo: dict[int, Any]) -> Any:
     memo[id(component)] = twin
     twin.__dict__.update(
         {
-            name: value if type(value) in _PLAIN_VALUES else _flat_copy(value, memo)
+            name: value if type(value) in _PLAIN_VALUES else _deepcopied(value, memo)
             for name, value in component.__dict__.items()
         }
     )
@@ -125,7 +125,7 @@ def _single(value: Any) -> bool:
     return kind in _PLAIN_VALUES or getattr(kind, "__deepcopy__", None) is itself or isinstance(value, enum.Enum)
 
 
-def _flat_copy(value: Any, memo: dict[int, Any]) -> Any:
+def _deepcopied(value: Any, memo: dict[int, Any]) -> Any:
     """`copy.deepcopy(value, memo)`, made one level deep where that is the same thing: a list,
     set or dict whose every item (and key) is an `_atom` (a trace of strings, a counter by
     step). Entered in `memo` as deepcopy would, so what else holds it holds the copy."""

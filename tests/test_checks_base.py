@@ -249,7 +249,7 @@ class _Batched(ForeignAnswer):
     def __call__(self, *args, **kwargs):
         raise AssertionError("call_each sends a batch, never one call per input")
 
-    is_stub = restart = memory = picture = twins = in_turn = around = watch = watched = __call__
+    is_stub = restart = memory = picture = twins = in_turn = around = applied = watch = watched = __call__
 
 
 def test_call_each_calls_a_grid_in_order_and_raises_the_first_failure_as_one_call_would():

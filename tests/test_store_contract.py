@@ -453,6 +453,30 @@ def test_a_write_the_database_refuses_leaves_the_store_usable(durable: Backend):
     assert add(store, "O-1002").case_id == "O-1002" and store.item_count(READY) == 1
 
 
+@pytest.mark.parametrize("ensure_ascii", [True, False])
+def test_a_json_writer_writes_what_json_dumps_writes_with_or_without_the_c_encoder(monkeypatch, ensure_ascii):
+    """`json_text.writer` (the stores' flat payloads, the grader's wire) makes json's C encoder
+    once; in a Python without it, json's own encoder writes the same text."""
+    import json
+
+    from shopops_lab.json_text import writer
+
+    def refuse(value):
+        raise TypeError(f"{type(value).__name__} is not JSON")
+
+    values = [{"idem_key": "O-1001:é✓", "n": 129, "rate": 0.5, "ok": True, "none": None}, ["a", [1, {"b": 2}]], "é", 3]
+    made = [writer(ensure_ascii=ensure_ascii, allow_nan=False, default=refuse)]
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    made.append(writer(ensure_ascii=ensure_ascii, allow_nan=False, default=refuse))
+    for write in made:
+        for value in values:
+            assert write(value) == json.dumps(value, ensure_ascii=ensure_ascii, separators=(",", ":"))
+        with pytest.raises(ValueError):
+            write({"x": float("nan")})
+        with pytest.raises(TypeError, match="object is not JSON"):
+            write({"x": object()})
+
+
 def test_the_sql_stores_write_the_json_text_json_dumps_writes(monkeypatch: pytest.MonkeyPatch) -> None:
     """The flat dicts of the hot path, and read-only views of them (the queue's shared event
     details), take a C encoder made once; the text is the same as `json.dumps` with the
@@ -461,7 +485,7 @@ def test_the_sql_stores_write_the_json_text_json_dumps_writes(monkeypatch: pytes
     import json
     from types import MappingProxyType
 
-    from shopops_lab.store.json_text import dumps
+    from shopops_lab.json_text import dumps
 
     def plain(value):
         return dict(value)

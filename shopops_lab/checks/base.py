@@ -154,10 +154,10 @@ class ForeignAnswer(ABC):
     ) -> tuple[list[Any], tuple[Any, Exception | None], list[Any]]:
         """`reads` in turn, the learner's `call` of `value` attempted, `reads` again: one message."""
 
+    @abstractmethod
     def applied(self, function: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """`function(answer, *args)`, a kit function, run in the answer's process on this copy:
         one message, its value back by value (see `applied`)."""
-        raise NotImplementedError(f"{type(self).__name__} runs no kit function where it lives")
 
     @abstractmethod
     def watch(self, functions: tuple[Callable[..., Any], ...]) -> None:

@@ -516,8 +516,7 @@ def build_notebooks(
     solutions, notebooks = Path(solutions_dir), Path(notebooks_dir)
     chosen = _check_arguments(solutions, notebooks, check=check, execute=execute, labs=labs, force=force)
     planned = list(_planned(solutions, chosen))
-    ships = _ships(notebooks)
-    mapped = [_course_map(solutions, check=check)] if ships and execute else []  # lab 00 shows it when run
+    mapped = _course_map(solutions, check=check) if _ships(notebooks) else None  # before lab 00 runs: it shows it
     if execute:
         planned = [
             (
@@ -545,8 +544,8 @@ def build_notebooks(
             for extra in _masters(notebooks)
             if extra.name not in built and (chosen is None or extra.name[:2] in chosen)
         ]
-    if ships:
-        results += mapped or [_course_map(solutions, check=check)]
+    if mapped is not None:
+        results.append(mapped)
     return BuildReport(tuple(results), check=check, execute=execute)
 
 

@@ -54,7 +54,7 @@ __all__ = [
 
 def item_id(seq: int) -> str:
     """The readable id of the `seq`-th item: item-0001, ..., item-12345. Padded by `zfill`, at
-    half the cost of a `:04d` format (the memory store writes it out on every enqueue)."""
+    half the cost of a `:04d` format (every enqueue names its item)."""
     return f"item-{str(seq).zfill(4)}"
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from shopops_lab.events import EventLog
 from shopops_lab.states import ItemState
-from shopops_lab.store.base import ItemRow
+from shopops_lab.store.base import ItemRow, item_id
 from shopops_lab.store.patience import Patience
 
 __all__ = ["MemoryStore"]
@@ -161,7 +161,7 @@ class MemoryStore:
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
         row.seq = seq = len(self._items) + 1
-        row.id = f"item-{str(seq).zfill(4)}"  # item_id(seq), written out: this runs on every enqueue
+        row.id = item_id(seq)
         if self.atomic.undo is not None:
             self._journal(row, self._items, new=True)
         self._items[row.id] = row

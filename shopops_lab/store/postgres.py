@@ -40,8 +40,8 @@ from shopops_lab.errors import (
     StoreLockedError,
     StoreOpenError,
 )
+from shopops_lab.json_text import dumps
 from shopops_lab.store.base import item_id, item_seq, transact
-from shopops_lab.store.json_text import dumps
 from shopops_lab.store.patience import Patience
 from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, item_values, schema
 

@@ -25,10 +25,10 @@ from typing import Any
 from shopops_lab.arguments import storable
 from shopops_lab.errors import ForeignStoreError
 from shopops_lab.events import Event, EventKind, EventLog, EventRow
+from shopops_lab.json_text import dumps
 from shopops_lab.payloads import frozen, is_flat
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import ItemRow, item_id, item_seq
-from shopops_lab.store.json_text import dumps
 from shopops_lab.store.patience import Patience
 
 __all__ = ["PROGRAM", "SCHEMA_VERSION", "SQLStore", "TABLES"]

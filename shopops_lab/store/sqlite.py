@@ -30,9 +30,9 @@ from shopops_lab.errors import (
     StoreLockedError,
     StoreOpenError,
 )
+from shopops_lab.json_text import dumps
 from shopops_lab.states import ItemState
 from shopops_lab.store.base import item_id, item_seq, transact
-from shopops_lab.store.json_text import dumps
 from shopops_lab.store.patience import Patience
 from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, schema
 

@@ -23,7 +23,6 @@ import dataclasses
 import enum
 import importlib
 import json
-import json.encoder
 import json.scanner
 import struct
 import sys
@@ -32,6 +31,7 @@ from types import FunctionType, MappingProxyType, ModuleType
 from typing import Any, TypeVar
 
 from shopops_lab.errors import CheckStopped
+from shopops_lab.json_text import writer
 
 HEADER = struct.Struct(">I")
 FRAME_LIMIT = 32 * 2**20  # bytes one frame may hold
@@ -73,19 +73,8 @@ class ProtocolError(CheckStopped):
 # --- frames -----------------------------------------------------------------------------
 
 
-def _json_writer() -> Callable[[Any], str]:
-    """What `json.dumps(message, ensure_ascii=False, separators=(",", ":"))` does, the same
-    text, with its C encoder made once (json.dumps makes one per call: a few microseconds of a
-    message's cost). No circular check: a frame is a tree `Peer.encode` just built."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # no C speed-ups in this Python
-        return json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-    def default(value: Any) -> Any:
-        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-    encoder = make(None, default, json.encoder.encode_basestring, None, ":", ",", False, False, True)
-    return lambda message: "".join(encoder(message, 0))
+def _unserializable(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def _json_reader() -> Callable[[str], Any]:
@@ -107,7 +96,9 @@ def _json_reader() -> Callable[[str], Any]:
     return read
 
 
-_write_json = _json_writer()
+# What `json.dumps(message, ensure_ascii=False, separators=(",", ":"))` writes, its encoder made
+# once. No circular check: a frame is a tree `Peer.encode` just built.
+_write_json = writer(ensure_ascii=False, allow_nan=True, default=_unserializable)
 _read_json = _json_reader()
 
 
