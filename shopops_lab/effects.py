@@ -127,6 +127,12 @@ class ContactLedger:
     def contacts(self, case_id: str | None = None) -> list[Contact]:
         return [Contact(**row) for _, row in self.store.scan(_CONTACTS) if case_id is None or row["case_id"] == case_id]
 
+    def any_case_twice(self) -> bool:
+        """Did any case's customer get more than one message? Read from the rows, no `Contact`
+        built: a judge asks after every stretch of a long day."""
+        cases = [row["case_id"] for _, row in self.store.scan(_CONTACTS)]
+        return len(cases) != len(set(cases))
+
     def duplicates(self) -> dict[tuple[str, str], list[Contact]]:
         """(case_id, idem_key) -> contacts, for every intent the customer got more than once."""
         by_intent: dict[tuple[str, str], list[dict[str, Any]]] = {}

@@ -364,6 +364,47 @@ def test_a_plain_assert_test_cell_is_graded_as_nbgrader_grades_it(tmp_path: Path
     assert rows["intequal"].message == "AssertionError: double(21) should be 42"  # it arrived as the int 0
 
 
+def test_the_judge_runs_with_the_cyclic_collector_off_and_collects_past_its_bound(tmp_path: Path, monkeypatch) -> None:
+    """An instructor's own test cell runs in the judge, so it sees the judge's collector: off
+    (see judge._collect_if_large); past COLLECT_ABOVE_MB the judge collects after each cell."""
+    import gc
+
+    from shopops_lab.course import cells
+    from shopops_lab.course.grade import judge
+
+    student = _instructors_lab(
+        tmp_path,
+        "43_collector",
+        [
+            cells.md("# The judge's collector"),
+            cells.answer("def one():\n    ### BEGIN SOLUTION\n    return 1\n    ### END SOLUTION", "one"),
+            cells.test("import gc\nassert one() == 1 and not gc.isenabled(), 'the collector is on'", "one-test", 1),
+        ],
+    )
+    right = fx.twin(student)
+    right.cells[1].source = "def one():\n    return 1"
+    fx.write(right, tmp_path / "in" / "right_lab43.ipynb")
+    report = grade([str(tmp_path / "in")], key=tmp_path / "key", out=tmp_path / "out", limits=Limits(cell_seconds=10))
+    (result,) = report.results
+    assert (result.exercises[0].mark, result.exercises[0].message) == (Mark.CORRECT, "")
+
+    starts: list[str] = []
+    was_enabled = gc.isenabled()
+    gc.disable()
+    gc.callbacks.append(watch := lambda phase, info: starts.append(phase) if phase == "start" else None)
+    try:
+        monkeypatch.setattr(judge, "COLLECT_ABOVE_MB", 10**9)
+        judge._collect_if_large()
+        assert starts == []
+        monkeypatch.setattr(judge, "COLLECT_ABOVE_MB", 0)
+        judge._collect_if_large()
+        assert starts == ["start"]
+    finally:
+        gc.callbacks.remove(watch)
+        if was_enabled:
+            gc.enable()
+
+
 FORGED_DOUBLES = {
     "alwaysequal": "class Yes:\n    def __eq__(self, other):\n        return True\n\ndef double(x):\n    return Yes()",
     "intequal": (

@@ -23,7 +23,7 @@ from shopops_lab.sim.agents import agent_program
 from shopops_lab.states import ItemState
 from shopops_lab.worker.backend import CHECKPOINTS, Drafts, KitBackend
 from shopops_lab.worker.kit import Finished, Kit, KitCall, Refusal, Reply, step
-from shopops_lab.worker.queue import InMemoryQueue
+from shopops_lab.worker.queue import InMemoryQueue, Queue
 
 PAYLOAD = {"idem_key": "O-1001:email:1", "to": "jordan@example.com", "schema": 1}
 
@@ -150,6 +150,30 @@ def test_a_save_is_fenced_by_the_items_token_and_a_load_is_a_copy() -> None:
     assert queue.store.get(CHECKPOINTS, "O-1001") == {"intent": "k"}
     assert [e.kind for e in queue.log if e.kind is EventKind.STALE_REJECTED]
     assert kit.perform(KitCall("save", ({"sent": "msg-1"},)), second) == Reply(None)
+
+
+def test_a_save_is_one_transaction_on_every_store(backend, monkeypatch) -> None:
+    """The checkpoint, its fence and its event are written together or not at all: a save
+    whose event cannot be written keeps no checkpoint (each call is looked up as it is made,
+    so the save that `bind_transactions` wrapped is the one that runs)."""
+    queue = Queue(store=backend.open(), lease_seconds=30, clock=FakeClock())
+    queue.enqueue(case_id="O-1001", tenant_id="t", kind="contact_send", payload=PAYLOAD)
+    kit = KitBackend(queue=queue, adapter=EmailAdapter(clock=queue.clock, store=queue.store), model=Drafts(2))
+    lease = queue.acquire("W1")
+    append = type(kit.store.log).append
+
+    def failing(log, kind, *args, **kwargs):
+        if kind is EventKind.CHECKPOINT_WRITTEN:
+            raise RuntimeError("the disk filled up")
+        return append(log, kind, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(type(kit.store.log), "append", failing)
+        with pytest.raises(RuntimeError, match="disk"):
+            kit.perform(KitCall("save", ({"intent": "O-1001:email:1"},)), lease)
+    assert kit.checkpoint("O-1001") is None
+    assert kit.perform(KitCall("save", ({"intent": "O-1001:email:1"},)), lease) == Reply(None)
+    assert kit.checkpoint("O-1001") == {"intent": "O-1001:email:1"}
 
 
 @pytest.mark.parametrize(

@@ -158,10 +158,11 @@ Step = list[Any]  # [worker, "call", name, args] | [worker, "done"] | [worker, "
 
 
 class _Digest:
-    """A running digest of the answers the workers' steps were given, in the day's order."""
+    """A digest of the answers the workers' steps were given, in the day's order: each answer
+    written down as it is given, hashed once at the end."""
 
     def __init__(self) -> None:
-        self._hash = hashlib.sha256()
+        self._said: list[str] = []
 
     def given(self, worker: str, reply: Reply) -> None:
         value, refused = reply.value, reply.refused
@@ -171,10 +172,10 @@ class _Digest:
             said = f"={value.status.value} {value.message_id} {value.deduped}"
         else:
             said = repr(value)
-        self._hash.update(f"{worker}\x00{said}\x01".encode())
+        self._said += (worker, "\x00", said, "\x01")
 
     def hexdigest(self) -> str:
-        return self._hash.hexdigest()
+        return hashlib.sha256("".join(self._said).encode()).hexdigest()
 
 
 class _Recording(_Pool):
@@ -237,6 +238,9 @@ class _Delivery:
     did: list[Step] = field(default_factory=list)
 
 
+_FINISHED = Finished()
+
+
 class _Replaying:
     """The workers as the transcript says they behaved, step by step, in the judge's day; what
     each worker process was told and did, life by life (a death starts a new life), kept for
@@ -248,22 +252,22 @@ class _Replaying:
         self.lives: dict[str, list[list[_Delivery]]] = {}
 
     def begin(self, name: str, lease: Lease) -> Any:
-        self.lives.setdefault(name, [[]])[-1].append(_Delivery(lease))
-        return _Replayed(self, name)
+        delivery = _Delivery(lease)
+        self.lives.setdefault(name, [[]])[-1].append(delivery)
+        return _Replayed(self, name, delivery)
 
     def died(self, name: str) -> None:
         self.lives.setdefault(name, [[]]).append([])
 
-    def next(self, name: str, reply: Reply) -> KitCall | Finished:
+    def next(self, name: str, delivery: _Delivery, reply: Reply) -> KitCall | Finished:
         self.digest.given(name, reply)
         step = next(self._steps, None)
-        if not (isinstance(step, list) and len(step) >= 2 and step[0] == name):
+        if not (type(step) is list and len(step) >= 2 and step[0] == name):
             raise _Diverged(f"the transcript's next step is not {name}'s")
-        delivery = self.lives[name][-1][-1]
         delivery.replies.append(reply)
         delivery.did.append(step)
         if step[1] == "done":
-            return Finished()
+            return _FINISHED
         if step[1] == "call" and len(step) == 4 and type(step[2]) is str and type(step[3]) is list:
             return KitCall(step[2], tuple(step[3]))
         if step[1] == "raise" and len(step) == 4 and type(step[2]) is str and type(step[3]) is str:
@@ -275,11 +279,11 @@ class _Replaying:
 
 
 class _Replayed:
-    def __init__(self, pool: _Replaying, name: str) -> None:
-        self.pool, self.name = pool, name
+    def __init__(self, pool: _Replaying, name: str, delivery: _Delivery) -> None:
+        self.pool, self.name, self.delivery = pool, name, delivery
 
     def step(self, reply: Reply) -> KitCall | Finished:
-        return self.pool.next(self.name, reply)
+        return self.pool.next(self.name, self.delivery, reply)
 
     def close(self) -> None:
         pass
@@ -368,15 +372,10 @@ def _play(pool: Any, seed: int, items: int, misused: list[str], whole: bool) -> 
             if sim.steps > MAX_STEPS and not sim.done:
                 stopped = True
                 break
-            if not whole and not sim.done and (misused or _emailed_twice(sim)):
+            if not whole and not sim.done and (misused or sim.world.adapter.ledger.any_case_twice()):
                 cut = True
                 break
     return sim, stopped, cut
-
-
-def _emailed_twice(sim: Simulation) -> bool:
-    cases = [contact.case_id for contact in sim.world.adapter.ledger.contacts()]
-    return len(cases) != len(set(cases))
 
 
 def day(work: Any, *, seed: int = 3, items: int = ITEMS, whole: bool = True) -> Day:
@@ -387,6 +386,11 @@ def day(work: Any, *, seed: int = 3, items: int = ITEMS, whole: bool = True) -> 
     arguments.flag("whole", whole, "pass True to play the whole day, False to stop at the first broken promise")
     arguments.whole("seed", seed, None, "pass a whole number, e.g. seed=3")
     arguments.whole("items", items, 1, "pass how many cases arrive, e.g. items=3000", most=100_000)
+    with collector_paused():  # the transcript read, the day played and measured: one pause (see events)
+        return _day(work, seed, items, whole)
+
+
+def _day(work: Any, seed: int, items: int, whole: bool) -> Day:
     misused: list[str] = []
     if isinstance(work, ForeignAnswer):
         try:

@@ -12,7 +12,6 @@ which the worker's `await` raises.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from shopops_lab import arguments
@@ -30,14 +29,16 @@ __all__ = ["CHECKPOINTS", "Drafts", "KitBackend", "is_poison"]
 
 CHECKPOINTS = "case checkpoint"  # the store's records: case id -> the dict its last save stored
 _DRAFTINGS = "drafting"  # the store's records: case id -> its draftings so far, so a second one reads differently
-_ARITY = {
-    "load": (0, 0),
-    "next_chunk": (0, 0),
-    "heartbeat": (0, 0),
-    "save": (1, 1),
-    "send": (1, 2),
-    "lookup": (1, 1),
-    "ack": (0, 0),
+# Each call: the method that does it, and how many arguments it takes (least, most). Looked up
+# by name when called, so a method `bind_transactions` wrapped runs as its transaction.
+_CALLS = {
+    "load": ("_load", 0, 0),
+    "next_chunk": ("_next_chunk", 0, 0),
+    "heartbeat": ("_heartbeat", 0, 0),
+    "save": ("_save", 1, 1),
+    "send": ("_send", 1, 2),
+    "lookup": ("_lookup", 1, 1),
+    "ack": ("_ack", 0, 0),
 }
 TEXT = ("Dear customer, ", "we are sorry your order {case} is late; ", "your refund is on its way.")
 
@@ -113,29 +114,20 @@ class KitBackend:
         self.model = Drafts() if model is None else model
         self.store: Store = queue.store if store is None else store
         self.fence = TokenFence("checkpoint", what="the checkpoint of {key}", store=self.store)
-        self._calls: dict[str, Callable[..., Any]] = {
-            "load": self._load,
-            "next_chunk": self._next_chunk,
-            "heartbeat": self.queue.heartbeat,
-            "save": self._save,
-            "send": self._send,
-            "lookup": self._lookup,
-            "ack": self.queue.ack,
-        }
         bind_transactions(self, self.store)
 
     def perform(self, call: KitCall, lease: Lease) -> Reply:
         """Do `call` for the worker holding `lease`: its value, or the kit's refusal of it."""
         name, args = call.name, call.args
-        arity = _ARITY.get(name) if type(name) is str else None
+        known = _CALLS.get(name) if type(name) is str else None
         try:
-            if arity is None or type(args) is not tuple or not arity[0] <= len(args) <= arity[1]:
+            if known is None or type(args) is not tuple or not known[1] <= len(args) <= known[2]:
                 raise BadArgumentError(
                     field="kit call",
-                    problem=f"is {call.words if arity is None else name + ' with ' + str(len(args)) + ' arguments'}",
+                    problem=f"is {call.words if known is None else name + ' with ' + str(len(args)) + ' arguments'}",
                     fix="call the kit as its docstring says: load, next_chunk, heartbeat, save, send, lookup, ack",
                 )
-            return Reply(self._calls[name](lease, *args))
+            return Reply(getattr(self, known[0])(lease, *args))
         except REFUSABLE as refused:
             return Reply(refused=Refusal.of(refused))
 
@@ -150,6 +142,12 @@ class KitBackend:
 
     def _next_chunk(self, lease: Lease) -> str | None:
         return self.model.next_chunk(lease, self.store)
+
+    def _heartbeat(self, lease: Lease) -> bool:
+        return self.queue.heartbeat(lease)
+
+    def _ack(self, lease: Lease) -> None:
+        self.queue.ack(lease)
 
     @transaction
     def _save(self, lease: Lease, checkpoint: Any) -> None:
