@@ -500,7 +500,8 @@ def _collect_if_large() -> None:
     they are alive (10 to 15% of a judge's time on labs 05 and 07) to free what the exit frees
     anyway. A right submission's judge peaks under 100 MB without it on every lab; should one
     pass COLLECT_ABOVE_MB, it collects after each cell from then on."""
-    if resource.getrusage(resource.RUSAGE_SELF).ru_maxrss > COLLECT_ABOVE_MB * 1024:
+    unit = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, kilobytes on Linux
+    if resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * unit > COLLECT_ABOVE_MB * 2**20:
         gc.collect()
 
 
