@@ -56,7 +56,9 @@ _write_flat = writer(ensure_ascii=True, allow_nan=False, default=_plain)
 
 
 def dumps(value: Any) -> str:
-    """Compact JSON text, NaN refused, read-only mappings written as dicts."""
-    if value.__class__ in _FLAT_MAPPINGS and _FLAT.issuperset(map(type, value.values())):
-        return _write_flat(value)
+    """Compact JSON text, NaN refused, read-only mappings written as dicts. A flat read-only
+    view is handed over as its copy: the encoder would call back into Python (`_plain`) for it."""
+    kind = value.__class__
+    if kind in _FLAT_MAPPINGS and _FLAT.issuperset(map(type, value.values())):
+        return _write_flat(value if kind is dict else value.copy())
     return json.dumps(value, separators=(",", ":"), allow_nan=False, default=_plain)

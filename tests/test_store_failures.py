@@ -147,10 +147,12 @@ def test_a_read_or_write_the_disk_failed_once_is_run_again_and_happens_once(tmp_
     waits = Waits()
     store = SQLiteStore(tmp_path / "io.db", patience=waits.patience)
     queue = Queue(store=store, clock=FakeClock())
+    queue.enqueue(case_id="O-1001")
+    lease = queue.acquire("W1")
     store._cursor = FailsOnce(store._cursor, "INSERT INTO events", coded(10, "SQLITE_IOERR", "disk I/O error"))
-    assert queue.enqueue(case_id="O-1001") == "item-0001"  # its item was written, then the event failed
+    assert queue.nack(lease, "boom") is ItemState.READY  # the item went back, then its event failed
     assert waits.slept == [0.05]
-    assert [row.id for row in store.item_rows()] == ["item-0001"] and len(store.log) == 1
+    assert [event.kind for event in store.log][2:] == [EventKind.NACKED]
 
 
 def test_a_commit_the_disk_failed_is_not_run_again(tmp_path):
@@ -158,11 +160,37 @@ def test_a_commit_the_disk_failed_is_not_run_again(tmp_path):
     waits = Waits()
     store = SQLiteStore(tmp_path / "io.db", patience=waits.patience)
     queue = Queue(store=store, clock=FakeClock())
+    queue.enqueue(case_id="O-1001")
+    lease = queue.acquire("W1")
     store._cursor = FailsOnce(store._cursor, "COMMIT", coded(10, "SQLITE_IOERR", "disk I/O error"))
     with pytest.raises(StoreFailedError, match="the disk failed a read or write") as caught:
-        queue.enqueue(case_id="O-1001")
+        queue.nack(lease, "boom")
     assert not caught.value.retry and waits.slept == []
-    assert queue.enqueue(case_id="O-1002") == "item-0001"  # rolled back; the store goes on
+    assert queue.nack(lease, "boom") is ItemState.READY  # rolled back; the store goes on
+
+
+@pytest.mark.parametrize("decision", ["add_logged", "lease_next", "ack_live"])
+def test_a_statement_that_is_its_own_transaction_is_not_run_again_when_the_disk_failed_it(tmp_path, decision):
+    """The usual enqueue, acquire and ack are one statement each, their own COMMIT: a failed
+    read or write in it may have been that COMMIT's, so it is reported, never run twice."""
+    waits = Waits()
+    store = SQLiteStore(tmp_path / "io.db", patience=waits.patience)
+    queue = Queue(store=store, clock=FakeClock())
+    queue.enqueue(case_id="O-1001")
+    queue.enqueue(case_id="O-1002")
+    lease = queue.acquire("W1")
+    calls = {
+        "add_logged": (lambda: queue.enqueue(case_id="O-1003"), EventKind.ENQUEUED),
+        "lease_next": (lambda: queue.acquire("W2"), EventKind.LEASED),
+        "ack_live": (lambda: queue.ack(lease), EventKind.ACKED),
+    }
+    call, logged = calls[decision]
+    store._cursor = FailsOnce(store._cursor, f"INSERT INTO temp.{decision}", coded(10, "SQLITE_IOERR", "disk I/O"))
+    with pytest.raises(StoreFailedError, match="the disk failed a read or write") as caught:
+        call()
+    assert not caught.value.retry and waits.slept == []
+    call()  # this one failed before SQLite ran it: nothing was kept, and the store goes on
+    assert [event.kind for event in store.log][3:] == [logged]
 
 
 def sqlite_failures(tmp_path) -> dict[str, StoreError]:

@@ -212,6 +212,8 @@ def test_a_version_1_file_is_used_as_it_is_and_keeps_every_rule(tmp_path):
         assert db.execute("SELECT value FROM shopops_meta WHERE key = 'schema_version'").fetchone() == ("1",)
         indexes = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert {"items_one_lease_per_case", "items_case_line"} <= indexes and "items_live_line" not in indexes
+        # the one-statement enqueue, acquire and ack are the connection's own (TEMP), not the file's
+        assert db.execute("SELECT name FROM sqlite_master WHERE type IN ('view', 'trigger')").fetchall() == []
     db.close()
     q.store.close()
 

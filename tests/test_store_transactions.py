@@ -39,8 +39,8 @@ WRITES = (
     "ack_live",
     "add_logged",
 )
-# The last three: the SQL stores' acquire, ack and enqueue as one decision each (on PostgreSQL
-# one statement; on SQLite two, in one transaction of the store's own).
+# The last three: the SQL stores' acquire, ack and enqueue as one decision each: one statement
+# (SQLite's runs a trigger of its connection's own), or one transaction of the store's own.
 DECISIONS = ("lease_next", "ack_live", "add_logged")
 COMPONENTS = (
     Queue,
@@ -79,10 +79,10 @@ class Noted:
         self.statements: list[bool] = []  # each writing statement sent, inside a transaction or not
         execute = store._execute
 
-        def noted_execute(sql: str, params: Any = ()) -> Any:
+        def noted_execute(sql: str, params: Any = (), **how: Any) -> Any:
             if self.on and sql.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE", "WITH"):
                 self.statements.append(store.atomic.open)
-            return execute(sql, params)
+            return execute(sql, params, **how)
 
         store._execute = noted_execute
         for name in WRITES:

@@ -19,9 +19,10 @@ Three kinds of state sit behind the interface:
 * the event log (`store.log`), which every component appends to and the checker reads.
 
 A store is used by one thread at a time; processes and machines share a database by each
-opening their own store on the same URL. A store that pays a round trip per statement
-(PostgreSQL) may also offer `lease_next` and `ack_live`, the queue's usual acquire and ack as
-one statement each; the queue uses them when they are there and takes the long way otherwise.
+opening their own store on the same URL. A store that pays for each statement (a round trip
+on PostgreSQL, a trip through the driver on SQLite) may also offer `lease_next`, `ack_live` and
+`add_logged`, the queue's usual acquire, ack and enqueue as one statement each; the queue uses
+them when they are there and takes the long way otherwise.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "item_id",
     "item_seq",
     "once",
+    "retried",
     "transact",
     "transaction",
     "transactional_methods",
@@ -344,10 +346,16 @@ def transact(store: Store, call: Callable[[], _T], *, idempotent: bool = False) 
     other error rolls the call back."""
     if store.atomic.open:
         return _one_try(store, call)
+    return retried(store, lambda: _one_try(store, call), idempotent=idempotent)
+
+
+def retried(store: Store, call: Callable[[], _T], *, idempotent: bool = False) -> _T:
+    """`call()`, run again with the store's patience while the database fails it for a moment
+    with nothing kept (`StoreError.retry`; if `idempotent`, also a COMMIT lost on its way)."""
     tries = None
     while True:
         try:
-            return _one_try(store, call)
+            return call()
         except ConnectionLostError as lost:
             if not (lost.retry or (idempotent and lost.outcome is Kept.UNKNOWN)):
                 raise

@@ -2,14 +2,15 @@
 machine. The embedded default for real runs (`sqlite:///shopops.db`).
 
 It runs in WAL mode, so readers never wait for the writer, and every change is a
-`BEGIN IMMEDIATE` transaction, so writers take turns and a query's answer still holds when
-the transaction acts on it. The usual enqueue, acquire and ack are each one decision and its
-event in one transaction (`add_logged`, `lease_next`, `ack_live`, as on PostgreSQL); the
-queue takes the long way, in Python, whenever a lease is due or the call is inside a
-transaction of the caller's. `synchronous=FULL` (the default) makes each commit survive a
-power cut; `?synchronous=normal` keeps it through a killed process, not a lost machine, and
-is much faster. A new file gets schema version 2 (`LIVE_LINE`); a version-1 file is used as
-it is.
+`BEGIN IMMEDIATE` transaction or one statement (a transaction of its own, which also takes the
+write lock before it reads), so writers take turns and a query's answer still holds when the
+transaction acts on it. The usual enqueue, acquire and ack are each one decision and its
+event in one statement (`add_logged`, `lease_next`, `ack_live`, as on PostgreSQL); the queue
+takes the long way, in Python, whenever a lease is due or the call is inside a transaction of
+the caller's. `synchronous=FULL` (the
+default) makes each commit survive a power cut; `?synchronous=normal` keeps it through a
+killed process, not a lost machine, and is much faster. A new file gets schema version 2
+(`LIVE_LINE`); a version-1 file is used as it is.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ from shopops_lab.errors import (
 )
 from shopops_lab.json_text import dumps
 from shopops_lab.states import ItemState
-from shopops_lab.store.base import item_id, item_seq, transact
+from shopops_lab.store.base import item_id, item_seq, retried, transact
 from shopops_lab.store.patience import Patience
 from shopops_lab.store.sql import ITEM_COLUMNS, SQLStore, schema
 
@@ -81,46 +83,78 @@ def _insert_item(values: str) -> str:
 
 
 _INSERT_ITEM = _insert_item(", ".join("?" * 16))
-# A new item as `enqueue` makes it (ready, never leased, nothing gone wrong) and its ENQUEUED
-# event, their empty columns written as literals: the driver binds each None through its
-# adapter lookup, about a quarter of a microsecond apiece (`add_logged`).
-_INSERT_NEW_ITEM = _insert_item("?, ?, ?, ?, ?, 'ready', 0, 0, NULL, NULL, ?, ?, NULL, NULL, 0, NULL")
-_INSERT_ENQUEUED = (
-    "INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
-    " VALUES (?, 'enqueued', ?, ?, NULL, NULL, NULL, ?)"
-)
-# The usual acquire and ack, each one decision and its event in one BEGIN IMMEDIATE
-# transaction, as PostgreSQL's one-statement versions: a fenced write that happens only if the
-# lease is still the caller's, and only when no lease anywhere is due (an expiry is the
-# engine's business: then nothing is written and the queue takes the long way). No RETURNING:
-# SQLite gathers returned rows in a temporary table it opens on every call (about 2 us), so an
-# acquire reads the item it will lease, then leases it by number (writers take turns: the
-# answer still holds), and an ack's event reads the attempt from the row it just settled.
-DUE = "due"  # lease_next's answer when a lease is due: expire it first, the long way (the queue's DUE)
 _DUE = "SELECT 1 FROM items WHERE state = 'leased' AND expires_at <= ?"
-_NEXT_FREE = (
-    "SELECT i.seq, i.id, i.case_id, i.tenant_id, i.kind, i.payload, i.token, i.attempts"
-    f" FROM items AS i{IN_SERVING_ORDER}"
-    " WHERE i.state = 'ready'{urgent}"
+_EVENT = "INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
+# The usual enqueue, acquire and ack are each one decision and its event in one statement, as
+# on PostgreSQL: an INSERT into a view of this connection's own (TEMP: never written into the
+# file, and no other connection sees it) whose INSTEAD OF trigger writes both. A statement
+# outside BEGIN is a transaction of its own, which takes the write lock before it reads (as
+# BEGIN IMMEDIATE does), so the decision still holds when it is written; and it is one trip
+# through the driver where BEGIN, the statements and COMMIT were four or five (each trip drops
+# and retakes the GIL and SQLite's mutexes). A fenced write happens only if the lease is still
+# the caller's, and only when no lease anywhere is due (an expiry is the engine's business:
+# then nothing is written and the queue takes the long way). An INSERT into a view leaves no
+# rowid and no rows behind: what the caller reads back (a new item's number, the item leased)
+# the trigger hands to `shopops_answer` (`_open`). Not RETURNING: SQLite gathers returned rows
+# in a temporary table it opens on every call; nor a TEMP table: writing one costs more still.
+
+
+def _decision(name: str, columns: str, body: str) -> tuple[list[str], str]:
+    """The TEMP view `name` with `columns` and its INSTEAD OF trigger running `body`
+    (statements that read the inserted values as NEW.column), and the INSERT that runs it."""
+    count = len(columns.split(","))
+    view = f"CREATE TEMP VIEW {name} ({columns}) AS SELECT {', '.join(['NULL'] * count)}"
+    trigger = f"CREATE TEMP TRIGGER {name} INSTEAD OF INSERT ON {name} BEGIN {body}; END"
+    return [view, trigger], f"INSERT INTO temp.{name} VALUES ({', '.join('?' * count)})"
+
+
+# A new item as `enqueue` makes it (ready, never leased, nothing gone wrong) and its ENQUEUED
+# event, their empty columns written as literals (the driver binds each None through its
+# adapter lookup, about a quarter of a microsecond apiece); the answer is its number.
+_ADD_LOGGED_VIEW, _ADD_LOGGED = _decision(
+    "add_logged",
+    "case_id, tenant_id, kind, payload, priority, lease_seconds, enqueued_at, info",
+    _insert_item(
+        "NEW.case_id, NEW.tenant_id, NEW.kind, NEW.payload, NEW.priority, 'ready', 0, 0, NULL, NULL,"
+        " NEW.lease_seconds, NEW.enqueued_at, NULL, NULL, 0, NULL"
+    ).replace("?", "NEW.case_id")
+    + "; SELECT shopops_answer(last_insert_rowid());"
+    f" {_EVENT} VALUES (NEW.enqueued_at, 'enqueued', printf('item-%04d', last_insert_rowid()), NEW.case_id,"
+    " NULL, NULL, NULL, NEW.info)",
+)
+# The item `next_ready` would answer, leased, and its LEASED event. The event goes first,
+# written from the item as it is (token and attempt one on): an UPDATE leaves no trace of the
+# row it changed, an INSERT does (last_insert_rowid), so the item is then found by the id its
+# event names (`printf('item-%04d', seq)` read back as its number). The answer is the item as
+# leased; (NULL) if none is free and a lease is due; nothing if none is free.
+_LEASE_NEXT_VIEW, _LEASE_NEXT = _decision(
+    "lease_next",
+    "worker_id, t, seconds, expires_at, max_priority, info",
+    f"{_EVENT} SELECT NEW.t, 'leased', i.id, i.case_id, NEW.worker_id, i.token + 1, i.attempts + 1, NEW.info"
+    f" FROM items AS i{IN_SERVING_ORDER} WHERE i.state = 'ready' AND i.priority <= NEW.max_priority"
     " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
     " AND o.position < i.position)"
     " AND NOT EXISTS (SELECT 1 FROM items AS l WHERE l.case_id = i.case_id AND l.state = 'leased')"
-    f" AND NOT EXISTS ({_DUE}) ORDER BY i.priority, i.seq LIMIT 1"
+    f" AND NOT EXISTS ({_DUE.replace('?', 'NEW.t')}) ORDER BY i.priority, i.seq LIMIT 1;"
+    " UPDATE items SET state = 'leased', attempts = attempts + 1, token = token + 1, worker_id = NEW.worker_id,"
+    f" lease_seconds = NEW.seconds, expires_at = NEW.expires_at, ended_by = NULL, position = {LEASED_PLACE}"
+    " WHERE seq = (SELECT shopops_answer(i.seq, i.id, i.case_id, i.tenant_id, i.kind, i.payload, e.token, e.attempt)"
+    " FROM events AS e JOIN items AS i ON i.seq = CAST(substr(e.item_id, 6) AS INTEGER)"
+    " WHERE e.seq = last_insert_rowid() AND changes() = 1);"
+    f" SELECT shopops_answer(NULL) WHERE changes() = 0 AND EXISTS ({_DUE.replace('?', 'NEW.t')})",
 )
-_LEASE = (
-    "UPDATE items SET state = 'leased', attempts = attempts + 1, token = token + 1, worker_id = ?,"
-    f" lease_seconds = ?, expires_at = ?, ended_by = NULL, position = {LEASED_PLACE} WHERE seq = ?"
+_ANY_PRIORITY = 2**63 - 1  # SQLite's largest integer: every priority is at most it
+# The leased item settled as acked, and its ACKED event, its attempt read from the row.
+_ACK_LIVE_VIEW, _ACK_LIVE = _decision(
+    "ack_live",
+    "seq, item_id, case_id, token, worker_id, t",
+    "UPDATE items SET state = 'done', ended_by = 'acked' WHERE seq = NEW.seq AND case_id = NEW.case_id"
+    f" AND token = NEW.token AND state = 'leased' AND NOT EXISTS ({_DUE.replace('?', 'NEW.t')});"
+    f" {_EVENT} SELECT NEW.t, 'acked', NEW.item_id, case_id, NEW.worker_id, token, attempts, '{{}}' FROM items"
+    " WHERE seq = NEW.seq AND changes() = 1",
 )
-_LEASE_NEXT_ANY = _NEXT_FREE.format(urgent="")
-_LEASE_NEXT_URGENT = _NEXT_FREE.format(urgent=" AND i.priority <= ?")
-_ACK_LIVE = (
-    "UPDATE items SET state = 'done', ended_by = 'acked' WHERE seq = ? AND case_id = ? AND token = ?"
-    f" AND state = 'leased' AND NOT EXISTS ({_DUE})"
-)
-_INSERT_ACKED = (
-    "INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
-    " SELECT ?, 'acked', ?, case_id, ?, token, attempts, '{}' FROM items WHERE seq = ?"
-)
+DECISIONS = (*_ADD_LOGGED_VIEW, *_LEASE_NEXT_VIEW, *_ACK_LIVE_VIEW)
+DUE = "due"  # lease_next's answer when a lease is due: expire it first, the long way (the queue's DUE)
 SYNCHRONOUS = ("full", "normal")
 MIN_SQLITE = (3, 35)  # UPDATE/INSERT ... RETURNING
 BUSY_SECONDS = 30.0  # how long one statement waits for another connection's lock
@@ -190,6 +224,10 @@ class SQLiteStore(SQLStore):
             # Only now, once the file is known to be ours: WAL mode is written into the file.
             self._connection.execute("PRAGMA journal_mode = WAL")
             self._connection.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+            self._answers: deque[tuple[Any, ...]] = deque(maxlen=1)  # a decision's answer (`DECISIONS`)
+            self._connection.create_function("shopops_answer", -1, _answer(self._answers))
+            for statement in DECISIONS:
+                self._connection.execute(statement)
         except sqlite3.DatabaseError as error:
             self._connection.close()
             raise _open_error(self.target, error, self.busy_seconds) from None
@@ -200,13 +238,14 @@ class SQLiteStore(SQLStore):
             self._connection.close()
             raise
 
-    def _execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+    def _execute(self, sql: str, params: Sequence[Any] = (), *, committing: bool = False) -> sqlite3.Cursor:
+        """Run one statement (`committing`: a statement that is its own transaction)."""
         try:
             return self._cursor.execute(sql, params)
         except sqlite3.IntegrityError:
             raise  # a broken rule of the schema is a bug of the kit's, shown as it is
         except sqlite3.Error as error:
-            raise _failed(self.target, error, self.busy_seconds) from error
+            raise _failed(self.target, error, self.busy_seconds, committing=committing) from error
         except OverflowError as error:  # a Python int SQLite cannot bind
             raise StoreFailedError(
                 target=self.target,
@@ -244,66 +283,47 @@ class SQLiteStore(SQLStore):
         return seq
 
     # ------------------------------------------------------------------ one decision each
+    def _decide(self, sql: str, params: Sequence[Any]) -> int:
+        """Run `sql`, a `_decision` and a transaction of its own: the rows it changed. A lock
+        held too long is waited for again with the store's patience; a failed read or write is
+        not (it may have been the commit's)."""
+        before = self._connection.total_changes
+        retried(self, lambda: self._execute(sql, params, committing=True))
+        return self._connection.total_changes - before
+
     def lease_next(self, worker_id: str, t: float, seconds: float, max_priority: int | None) -> Any:
-        """Lease the item `next_ready` would answer, with its LEASED event, in one transaction
-        of three statements: (id, case_id, tenant_id, kind, payload, token, attempts); None if
-        none is ready; `DUE` if some lease is due (nothing was written: expire first)."""
+        """Lease the item `next_ready` would answer, with its LEASED event, in one statement:
+        (id, case_id, tenant_id, kind, payload, token, attempts); None if none is ready; `DUE`
+        if some lease is due (nothing was written: expire first)."""
         if self.atomic.open:
             return DUE  # inside a transaction of the caller's: the long way, in it
         expires = t + seconds
-        params: tuple[Any, ...]
-        if max_priority is None:
-            statement, params = _LEASE_NEXT_ANY, (t,)
-        else:
-            statement, params = _LEASE_NEXT_URGENT, (int(max_priority), t)
-
-        def lease() -> Any:
-            row = self._execute(statement, params).fetchone()
-            if row is None:
-                return DUE if self._execute(_DUE, (t,)).fetchone() else None
-            seq, item, case_id, tenant_id, kind, payload, token, attempts = row
-            token += 1
-            attempts += 1
-            self._execute(_LEASE, (worker_id, seconds, expires, seq))
-            info = dumps({"expires_at": expires})
-            self._execute(self._sql.insert_event, (t, "leased", item, case_id, worker_id, token, attempts, info))
+        priority = _ANY_PRIORITY if max_priority is None else int(max_priority)
+        self._answers.clear()
+        if self._decide(_LEASE_NEXT, (worker_id, t, seconds, expires, priority, dumps({"expires_at": expires}))) == 2:
+            _, item, case_id, tenant_id, kind, payload, token, attempts = self._answers[0]
             return (item, case_id, tenant_id, kind, json.loads(payload), token, attempts)
-
-        return transact(self, lease)
+        return DUE if self._answers else None
 
     def ack_live(self, item_id: str, case_id: str, token: int, worker_id: str, t: float) -> bool:
-        """Settle the leased item `item_id` as acked, with its ACKED event, in one transaction
-        of two statements, if `token` is still its lease's and no lease anywhere is due; False
-        (nothing written) otherwise: the caller then takes the long way, which says why."""
+        """Settle the leased item `item_id` as acked, with its ACKED event, in one statement,
+        if `token` is still its lease's and no lease anywhere is due; False (nothing written)
+        otherwise: the caller then takes the long way, which says why."""
         seq = item_seq(item_id)
         if seq is None or self.atomic.open:
             return False
-
-        def ack() -> bool:
-            if self._execute(_ACK_LIVE, (seq, case_id, token, t)).rowcount != 1:
-                return False
-            self._execute(_INSERT_ACKED, (t, item_id, worker_id, seq))
-            return True
-
-        return transact(self, ack)
+        return self._decide(_ACK_LIVE, (seq, item_id, case_id, token, worker_id, t)) == 2
 
     def add_logged(self, row: Any, info: Mapping[str, Any]) -> None:
         """Insert the new item `row` with its ENQUEUED event (`info`, at `row.enqueued_at`) in
-        one transaction of two statements; sets `row.seq` and `row.id`."""
+        one statement; sets `row.seq` and `row.id`."""
         if not _is_new(row):  # not as enqueue makes one: every column bound, the long way's INSERT
             transact(self, lambda: self._add_logged(row, info))
             return
         columns = (row.case_id, row.tenant_id, row.kind, dumps(row.payload), int(row.priority))
-        times = (row.lease_seconds, row.enqueued_at)
-        text = dumps(info)
-
-        def add() -> None:
-            seq = self._execute(_INSERT_NEW_ITEM, (*columns, *times, row.case_id, row.case_id)).lastrowid
-            assert seq is not None  # an INSERT into a rowid table always sets it
-            row.seq, row.id = seq, item_id(seq)
-            self._execute(_INSERT_ENQUEUED, (row.enqueued_at, row.id, row.case_id, text))
-
-        transact(self, add)
+        self._decide(_ADD_LOGGED, (*columns, row.lease_seconds, row.enqueued_at, dumps(info)))
+        seq = self._answers[0][0]
+        row.seq, row.id = seq, item_id(seq)
 
     def _add_logged(self, row: Any, info: Mapping[str, Any]) -> None:
         """`add_logged`'s two statements for any row: every column bound."""
@@ -316,8 +336,19 @@ class SQLiteStore(SQLStore):
         self._connection.close()
 
 
+def _answer(answers: deque[tuple[Any, ...]]) -> Callable[..., Any]:
+    """`shopops_answer(...)`: keeps its arguments in `answers` (the last call's only) and
+    returns the first. A function apart, so the connection holds no reference to its store."""
+
+    def answer(*values: Any) -> Any:
+        answers.append(values)
+        return values[0]
+
+    return answer
+
+
 def _is_new(row: Any) -> bool:
-    """Whether `row` is an item as `enqueue` makes it: the empty columns `_INSERT_NEW_ITEM` writes."""
+    """Whether `row` is an item as `enqueue` makes it: the empty columns `_ADD_LOGGED` writes."""
     return (
         row.state is ItemState.READY
         and row.attempts == 0

@@ -204,10 +204,10 @@ class Queue:
         self._fence = TokenFence("item", store=self.store)
         self.log = self.store.log
         self._append_event = self.log.appender()  # hot events as EventRows, unchecked (bench_queue.py)
-        # A store that can lease and ack in one statement each (PostgreSQL: a round trip saved twice)
+        # A store that can lease and ack in one statement each (round trips saved on PostgreSQL, driver trips on SQLite)
         self._lease_next = getattr(self.store, "lease_next", None)
         self._ack_live = getattr(self.store, "ack_live", None)
-        self._add_logged = getattr(self.store, "add_logged", None)  # and an enqueue in one (PostgreSQL)
+        self._add_logged = getattr(self.store, "add_logged", None)  # and an enqueue in one
         # On memory no bound method is kept on the instance (`self.ack = self._ack` once saved a
         # call per ack): one is a reference cycle, and a dropped queue, with all its rows and
         # events, then waited for the cyclic collector, whose full passes walked it (bench_queue.py).
@@ -243,7 +243,7 @@ class Queue:
         now: float | None = None,
     ) -> str:
         """Add one item for `case_id` and return its id (`item-0001`, ...). One transaction
-        (`_add`): on PostgreSQL, outside a transaction of the caller's, one statement (`add_logged`)."""
+        (`_add`): on the SQL stores, outside a transaction of the caller's, one statement (`add_logged`)."""
         if not (  # the usual arguments pass in one test, allocating nothing; the checks below name the field
             type(case_id) is str
             and type(tenant_id) is str
@@ -314,7 +314,7 @@ class Queue:
 
         `max_priority` serves only items at least that urgent (used to shed bulk work
         under backpressure); `lease_seconds` overrides the queue's lease for this claim.
-        One transaction: on PostgreSQL, when no lease is due, one statement (`lease_next`).
+        One transaction: on the SQL stores, when no lease is due, one statement (`lease_next`).
         """
         if (
             type(worker_id) is not str
@@ -432,8 +432,8 @@ class Queue:
 
     def ack(self, lease: Lease, *, now: float | None = None) -> None:
         """Mark the item done. Raises StaleTokenError if a newer claim exists, and
-        LeaseExpiredError / LeaseSettledError if this lease is over. One transaction: on
-        PostgreSQL, when the lease is live and none is due, one statement (`ack_live`)."""
+        LeaseExpiredError / LeaseSettledError if this lease is over. One transaction: on the
+        SQL stores, when the lease is live and none is due, one statement (`ack_live`)."""
         if (
             self._ack_live is not None
             and lease.__class__ is Lease
