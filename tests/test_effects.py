@@ -162,6 +162,17 @@ def test_ledger_filters_by_case_and_lists_duplicates_sorted_by_intent():
     assert repr(email) == "NaiveEmailAdapter(5 contacts)"
 
 
+def test_the_ledger_says_when_any_case_was_contacted_twice_under_any_key():
+    ledger = ContactLedger()
+    email = NaiveEmailAdapter(ledger=ledger)
+    assert not ledger.any_case_twice()
+    for case_id, key in [("O-1", "a"), ("O-2", "b"), ("O-3", "c")]:
+        email.send(key, case_id=case_id)
+    assert not ledger.any_case_twice()
+    email.send("another key", case_id="O-2")  # the same customer, a second message
+    assert ledger.any_case_twice()
+
+
 def test_results_and_contacts_are_frozen():
     result = EmailAdapter().send(KEY, case_id="O-1001")
     with pytest.raises(dataclasses.FrozenInstanceError):

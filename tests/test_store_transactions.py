@@ -257,6 +257,7 @@ def _effects(cls: type, method: str) -> Setup:
             "inject": lambda: target.inject("fail"),
             "contacts": target.contacts if cls is ContactLedger else None,
             "duplicates": target.duplicates if cls is ContactLedger else None,
+            "any_case_twice": target.any_case_twice if cls is ContactLedger else None,
             "record": lambda: target.record(target.contacts()[0]),
         }
         return calls[method]
@@ -299,7 +300,7 @@ CALLS: dict[tuple[type, str], tuple[Setup, bool]] = {
     (Provider, "deliver"): (_effects(Provider, "deliver"), True),
     **{(Provider, m): (_effects(Provider, m), False) for m in ("lookup", "inject")},
     (ContactLedger, "record"): (_effects(ContactLedger, "record"), True),
-    **{(ContactLedger, m): (_effects(ContactLedger, m), False) for m in ("contacts", "duplicates")},
+    **{(ContactLedger, m): (_effects(ContactLedger, m), False) for m in ("contacts", "duplicates", "any_case_twice")},
 }
 # Calls made of several of the calls above, one transaction each, by design.
 COMPOSED = {
