@@ -469,8 +469,12 @@ class _Runner:
 
     @contextlib.contextmanager
     def _worker(self) -> Iterator[CheckRun]:
-        """A worker forked from the learner's cells for one check, the kit restored before the
-        check and after it; the worker (or the cells' process) dying in it is the learner's."""
+        """A worker forked from the learner's cells for one check; the worker (or the cells'
+        process) dying in it is the learner's. The kit is restored once per check, just before
+        it runs (after the answers are looked up), not again after it: whatever the check's
+        calls changed is undone before the next check, and the verdict is reported by code
+        that the learner's requests reach no more than the check's own (each restore walks
+        the whole kit, about a tenth of an untouched submission's judge)."""
         run = CheckRun(self.learner)
         try:
             yield run
@@ -478,7 +482,6 @@ class _Runner:
             raise LearnerDied(run.died(gone)) from None
         finally:
             run.close()
-            self.warm.snapshot.restore()
 
     def _check(self, step: PlannedCell) -> None:
         grader = self.warm.graders[(self.job.plan.lab, step.index)]

@@ -206,16 +206,18 @@ class _Server:
     owned: dict[int, set[int]] = field(default_factory=dict)  # channel fd -> learner pids it spawned
     waiting: dict[int, tuple[socket.socket, int]] = field(default_factory=dict)  # pid -> who waits
     orphans: set[int] = field(default_factory=set)  # pids whose judge is gone: reaped when they end
+    ends: dict[int, int] = field(default_factory=dict)  # pid waited for -> a pidfd readable once it ended
 
     def serve(self) -> None:
         self.selector.register(self.control, selectors.EVENT_READ)
         while True:
-            busy = self.waiting or self.orphans
+            busy = self.orphans or not self.ends.keys() >= self.waiting.keys()
             for key, _ in self.selector.select(POLL_SECONDS if busy else None):
                 if key.fileobj is self.control:
                     self._control()
-                else:
-                    self._request(key.fileobj)  # type: ignore[arg-type]
+                elif isinstance(key.fileobj, socket.socket):
+                    self._request(key.fileobj)
+                # else a pidfd: a learner waited for has ended, and is reaped below
             self._reap()
 
     def _control(self) -> None:
@@ -249,6 +251,7 @@ class _Server:
                 if message[1] not in self.owned[channel.fileno()]:
                     raise ProtocolError("a wait for a process this judge did not start")
                 self.waiting[message[1]] = (channel, message[1])
+                self._watch(message[1])
             else:
                 raise ProtocolError("a request of no known shape")
         except (OSError, PeerGone, ProtocolError):
@@ -260,6 +263,19 @@ class _Server:
         self.selector.unregister(channel)
         channel.close()
 
+    def _watch(self, pid: int) -> None:
+        """A judge waits for `pid` (its learner, killed as the judge ends): its end wakes the
+        zygote at once (Linux's pidfd), not at the next look every POLL_SECONDS, which held
+        each submission's end back by about 6 ms. Without pidfds, the looks go on."""
+        opened = getattr(os, "pidfd_open", None)
+        if opened is None or pid in self.ends:
+            return
+        try:
+            self.ends[pid] = opened(pid)
+        except OSError:  # no pidfds here, or none left: looked at every POLL_SECONDS
+            return
+        self.selector.register(self.ends[pid], selectors.EVENT_READ)
+
     def _reap(self) -> None:
         for pid in [*self.waiting, *self.orphans]:
             try:
@@ -269,6 +285,10 @@ class _Server:
             if not done:
                 continue
             self.orphans.discard(pid)
+            end = self.ends.pop(pid, None)
+            if end is not None:
+                self.selector.unregister(end)
+                os.close(end)
             waiter = self.waiting.pop(pid, None)
             if waiter is not None:
                 channel = waiter[0]
