@@ -7,10 +7,9 @@ write lock before it reads), so writers take turns and a query's answer still ho
 transaction acts on it. The usual enqueue, acquire and ack are each one decision and its
 event in one statement (`add_logged`, `lease_next`, `ack_live`, as on PostgreSQL); the queue
 takes the long way, in Python, whenever a lease is due or the call is inside a transaction of
-the caller's. `synchronous=FULL` (the
-default) makes each commit survive a power cut; `?synchronous=normal` keeps it through a
-killed process, not a lost machine, and is much faster. A new file gets schema version 2
-(`LIVE_LINE`); a version-1 file is used as it is.
+the caller's. `synchronous=FULL` (the default) makes each commit survive a power cut;
+`?synchronous=normal` keeps it through a killed process, not a lost machine, and is much
+faster. A new file gets schema version 2 (`LIVE_LINE`); a version-1 file is used as it is.
 """
 
 from __future__ import annotations
