@@ -160,22 +160,33 @@ def hints_for_wrong() -> list[str]:
     return said
 
 
+def said(cell, words: str):
+    """The help area's status region saying `words`. Only the help area's: the verdict above it
+    says the counterexample too (and Playwright's text match ignores case), so a wait on the
+    whole cell would end at once, before the kernel answered the button."""
+    return cell.locator(".shopops-help").get_by_role("status").filter(has_text=words).first
+
+
 def asks_for_help(page) -> None:
-    """The hint button gives the hints in turn; the model answer button asks, then shows it."""
+    """The hint button gives the hints in turn; the model answer button asks, then shows it.
+    Each press waits for the kernel's answer to the one before (the button's new name and the
+    help area's words), as a learner reads a hint before asking for the next."""
     cell = check_cell(page)
     hints = hints_for_wrong()
     for n, hint in enumerate(hints, 1):
-        cell.get_by_role("button", name=f"Hint {n} of {len(hints)}").focus()
+        cell.get_by_role("button", name=f"Hint {n} of {len(hints)}", exact=True).focus()
         page.keyboard.press("Enter")
-        cell.get_by_role("status").filter(has_text=hint.split(": ", 1)[1][:60]).first.wait_for()
+        said(cell, hint.split(": ", 1)[1][:60]).wait_for()
+        after = f"Hint {n + 1} of {len(hints)}" if n < len(hints) else f"Hint {n} of {n} again"
+        cell.get_by_role("button", name=after, exact=True).wait_for()
     cell.get_by_role("button", name="Show the model answer").focus()
     page.keyboard.press("Enter")
-    cell.get_by_role("status").filter(has_text="To see it, call solution(confirm=True)").first.wait_for()
+    said(cell, "To see it, call solution(confirm=True)").wait_for()
     cell.get_by_role("button", name="Yes, show the model answer").focus()
     page.keyboard.press("Enter")
     first_line = MODEL_ANSWERS["01.1"].strip().splitlines()[0]
     cell.locator(".shopops-help .jp-OutputArea-output", has_text=first_line).first.wait_for()
-    cell.get_by_role("status").filter(has_text="Your notebook records that you saw it").first.wait_for()
+    said(cell, "Your notebook records that you saw it").wait_for()
 
 
 # ---------------------------------------------------------------------------- JupyterLab
