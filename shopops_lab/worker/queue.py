@@ -212,7 +212,7 @@ class Queue:
         # call per ack): one is a reference cycle, and a dropped queue, with all its rows and
         # events, then waited for the cyclic collector, whose full passes walked it (bench_queue.py).
         bind_transactions(self, self.store)
-        self._last_time = float("-inf")
+        self._last_time = _EARLIEST  # no time seen yet: the earliest any call may have (see _time)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Queue:
         """A copy on a copy of its store (the schedule explorer forks worlds holding a memory
@@ -447,11 +447,11 @@ class Queue:
             if self._ack_live(lease.item_id, lease.case_id, lease.token, lease.worker_id, self._time(now)):
                 return
             self._last_time = last  # nothing was written: the long way checks the lease before taking the time
-        self._ack(lease, now=now)
+        self._ack(lease, now)
 
     @transaction(checks_first=True)
-    def _ack(self, lease: Lease, *, now: float | None = None) -> None:
-        """`ack`, the long way."""
+    def _ack(self, lease: Lease, now: float | None) -> None:
+        """`ack`, the long way (`now` passed by position: a call with a keyword costs more)."""
         row = self._granted(lease)
         t = self._time(now)
         due = self.store.due_leases(t)
@@ -656,7 +656,10 @@ class Queue:
         with `now=` works with a frozen clock), and an explicit `now=` in the past is refused."""
         if now is None:
             t = self.clock.now()
-            if t.__class__ is not float or not _EARLIEST <= t <= MAX_TIME:  # one cheap test for the usual reading
+            if t.__class__ is float and self._last_time <= t <= MAX_TIME:  # the usual reading, in one test
+                self._last_time = t
+                return t
+            if t.__class__ is not float or not _EARLIEST <= t <= MAX_TIME:
                 t = resolve(self.clock)
             if t < self._last_time:
                 t = self._last_time
