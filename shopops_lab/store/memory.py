@@ -121,6 +121,38 @@ _ROW = _Mark("row")  # the key of an undo entry that holds a row's slots
 _FLAT_TABLES = frozenset({"_held", "_available", "_expiry", "_counts", "_numbers"})  # of values that never change
 
 
+class _Counts:
+    """How many items are in each state: one slot per state, named by its value. Every item
+    write moves one item between two of them. The hot edges (an enqueue, acquire's and ack's
+    edges) change their two by name: a slot costs about half a dict entry keyed by an enum
+    member, and a cycle made five such changes (bench_queue.py). Other edges, and the undo
+    journal, go by state: `counts[state]`."""
+
+    __slots__ = ("ready", "leased", "done", "dead")
+
+    def __init__(self) -> None:
+        self.ready = self.leased = self.done = self.dead = 0
+
+    def __getitem__(self, state: ItemState) -> int:
+        count: int = getattr(self, state)  # a state is a str: its value names its slot
+        return count
+
+    def __setitem__(self, state: ItemState, count: int) -> None:
+        setattr(self, state, count)
+
+    def __copy__(self) -> _Counts:
+        twin = _Counts.__new__(_Counts)
+        twin.ready, twin.leased, twin.done, twin.dead = self.ready, self.leased, self.done, self.dead
+        return twin
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Counts:
+        return self.__copy__()  # numbers only
+
+
+assert _Counts.__slots__ == tuple(state.value for state in ItemState), "a slot per state, named by its value"
+_STATES = tuple(ItemState)
+
+
 class MemoryStore:
     """Every piece of state in plain Python structures, for one thread of one process."""
 
@@ -138,7 +170,7 @@ class MemoryStore:
         self._available: list[tuple[int, int, str]] = []  # (priority, seq, case_id)
         self._expiry: list[tuple[float, int, int, str]] = []  # (expires_at, seq, token, item_id)
         self._dead: dict[str, ItemRow] = {}
-        self._counts = {state: 0 for state in ItemState}
+        self._counts = _Counts()
         self._records: dict[str, dict[str, Any]] = {}
         self._numbers: dict[str, int] = {}
 
@@ -165,7 +197,7 @@ class MemoryStore:
         if self.atomic.undo is not None:
             self._journal(row, self._items, new=True)
         self._items[row.id] = row
-        self._counts[_READY] += 1
+        self._counts.ready += 1
         case_id = row.case_id  # _make_ready(row, front=False), written out: this runs on every enqueue
         row.behind = None
         tail = self._tails.get(case_id)
@@ -232,18 +264,30 @@ class MemoryStore:
                 self._heads[case_id] = row.behind
                 row.behind = None
             self._held.add(case_id)
-            assert row.expires_at is not None, "only a leased row has an expiry"
+            available = self._available
+            if available and available[0][1] == row.seq:  # its offer, where next_ready found it: dropped now, not
+                heapq.heappop(available)  # by the next call, which would look it up first (bench_queue.py)
+            assert target is _LEASED and row.expires_at is not None, "from ready, only to leased, with an expiry"
             heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))  # _expiry_entry(row)
-        elif target is _DONE:  # _release(row), written out: every ack comes here
+            counts = self._counts
+            counts.ready -= 1
+            counts.leased += 1
+            return
+        if target is _DONE:  # _release(row), written out: every ack comes here
+            assert source is _LEASED, "to done, only from leased"
             case_id = row.case_id
             self._held.discard(case_id)
             head = self._heads.get(case_id)
             if head is not None:
                 heapq.heappush(self._available, (head.priority, head.seq, case_id))
-        elif target is _LEASED:
+            counts = self._counts
+            counts.leased -= 1
+            counts.done += 1
+            return
+        if target is _LEASED:
             self._extended(row)
             return
-        elif target is _READY:
+        if target is _READY:
             self._returned(row) if source is _LEASED else self._replayed(row)
         else:
             self._buried(row)
@@ -266,7 +310,8 @@ class MemoryStore:
         return rows
 
     def item_counts(self) -> dict[ItemState, int]:
-        return dict(self._counts)
+        counts = self._counts
+        return {_READY: counts.ready, _LEASED: counts.leased, _DONE: counts.done, _DEAD: counts.dead}
 
     def item_count(self, state: ItemState) -> int:
         return self._counts[state]
@@ -344,7 +389,8 @@ class MemoryStore:
             undo.append((line, case_id, line.get(case_id, _ABSENT)))
         undo.append((self._held, case_id, case_id in self._held))
         undo.append((table, row.id, table.get(row.id, _ABSENT)))
-        undo.extend((self._counts, state, n) for state, n in self._counts.items())
+        counts = self._counts
+        undo.extend((counts, state, counts[state]) for state in _STATES)
 
     def _reoffer(self, restored: list[ItemRow]) -> None:
         """After a rollback: the heaps may have dropped offers and deadlines the block made
