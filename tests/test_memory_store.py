@@ -70,6 +70,26 @@ def test_any_case_can_be_leased_and_the_heap_top_is_never_assumed():
     assert store.next_ready(None).id == b2
 
 
+def test_a_deadline_left_by_a_rolled_back_block_is_dropped_when_it_comes_due():
+    """A block that added and leased an item, then rolled back, leaves the lease's deadline in
+    the expiry heap (entries are never removed early): when it comes due it names no item, and
+    is dropped like any old entry (it once raised KeyError from every later call)."""
+    clock = FakeClock()
+    q = InMemoryQueue(clock=clock, lease_seconds=30)
+    with pytest.raises(RuntimeError):
+        with q.store.atomic:
+            q.enqueue(case_id="O-1")
+            q.acquire("W1")
+            raise RuntimeError("undo the block")
+    clock.advance(31)
+    assert q.expire_leases() == [] and len(q) == 0
+    item = q.enqueue(case_id="O-1")  # the same id again: the rolled-back one never was
+    lease = q.acquire("W1")
+    assert lease is not None and lease.item_id == item
+    clock.advance(31)
+    assert q.expire_leases() == [item]
+
+
 class _Driver:
     """A queue, its clock, and the leases it granted: `play` applies ops, `copied` forks all three."""
 

@@ -237,8 +237,8 @@ class MemoryStore:
         items = self._items
         while heap and heap[0][0] <= t:
             expires_at, _, token, key = heapq.heappop(heap)
-            row = items[key]
-            if row.state is _LEASED and row.token == token and row.expires_at == expires_at:
+            row = items.get(key)  # None: the item of a block rolled back after it leased it
+            if row is not None and row.state is _LEASED and row.token == token and row.expires_at == expires_at:
                 if not due or due[-1] is not row:  # a heartbeat that kept the deadline pushed a twin
                     due.append(row)
             # else settled, re-leased or extended since: an old entry
