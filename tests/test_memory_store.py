@@ -9,7 +9,7 @@ import tracemalloc
 import weakref
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from shopops_lab.clock import FakeClock
@@ -209,3 +209,69 @@ def test_a_dropped_queue_is_freed_at_once_not_by_the_cyclic_collector() -> None:
     finally:
         if was_enabled:
             gc.enable()
+
+
+class _Ticking(_Driver):
+    """`_Driver` with more ways for a deadline to move: time passing a little, heartbeats, and
+    a block of calls rolled back. `asks_always` takes the long way: the queue asks the store
+    for due leases on every call, as it does of a store that keeps no `due_from`."""
+
+    def __init__(self, *, asks_always: bool = False) -> None:
+        super().__init__()
+        if asks_always:
+            self.queue._due = None
+
+    def play(self, ops: list[tuple[str, int]]) -> list[object]:
+        seen: list[object] = []
+        for op, n in ops:
+            if op == "tick":
+                self.clock.advance(n * 4)  # 0 to 36 s: some leases of 30 s run out, some not
+            elif op == "heartbeat" and self.leases:
+                seen.append(self.queue.heartbeat(self.leases[n % len(self.leases)]))
+            elif op == "rollback":
+                try:
+                    with self.queue.store.atomic:
+                        self.queue.enqueue(case_id=f"O-{n % 3}")
+                        # every deadline popped and its lease ended, then all of it put back
+                        seen.append(super().play([("acquire", n), ("expire", n), ("ack", n)]))
+                        raise RuntimeError("undo the block")
+                except RuntimeError:
+                    self.leases = [lease for lease in self.leases if lease.item_id in self.known()]
+            else:
+                seen.extend(super().play([(op, n)]))
+            self.check_store()
+        return seen
+
+    def known(self) -> set[str]:
+        return {item.id for item in self.queue.items()}
+
+    def check_store(self) -> None:
+        """`due_from` is the expiry heap's first deadline (so never later than a live lease's),
+        and the counts are the rows' states, after every step, a rolled-back block too."""
+        store: MemoryStore = self.queue.store  # type: ignore[assignment]
+        assert store.due_from == min((entry[0] for entry in store._expiry), default=float("inf"))
+        assert all(store.due_from <= row.expires_at for row in store.item_rows(ItemState.LEASED))
+        rows = store.item_rows()
+        assert store.item_counts() == {state: sum(row.state is state for row in rows) for state in ItemState}
+
+
+TICKING = st.lists(
+    st.tuples(
+        st.sampled_from(["enqueue", "acquire", "ack", "nack", "expire", "replay", "tick", "heartbeat", "rollback"]),
+        st.integers(0, 9),
+    ),
+    max_size=60,
+)
+
+
+@given(ops=TICKING)
+@example(ops=[("enqueue", 0), ("acquire", 0), ("rollback", 0)])  # a lease expired in a block, then given back
+@example(ops=[("enqueue", 0), ("acquire", 0), ("tick", 5), ("heartbeat", 0), ("tick", 5), ("acquire", 0)])
+@settings(max_examples=100, deadline=None)
+def test_the_queue_skips_asking_for_due_leases_only_while_none_can_be_due(ops) -> None:
+    """The memory store keeps `due_from`, its expiry heap's first deadline, and the queue's
+    acquire and ack ask it for due leases only from then on: every answer, row and event is
+    what asking on every call gives, whatever the clock, heartbeats and rollbacks did."""
+    quick, always = _Ticking(), _Ticking(asks_always=True)
+    assert quick.play(ops) == always.play(ops)
+    assert quick.state() == always.state()

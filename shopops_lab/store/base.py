@@ -203,7 +203,9 @@ class Store(Protocol):
 
     def due_leases(self, t: float) -> list[ItemRow]:
         """Leased items whose lease ends at or before `t`, by (expires_at, seq). The caller
-        ends each of them in the same transaction (a store may forget it answered them)."""
+        ends each of them in the same transaction (a store may forget it answered them).
+        A store may also keep `due_from`, a time before which this answers nothing (it may
+        be early, never late); the queue then asks only from that time on (the memory store)."""
 
     def write_item(self, row: ItemRow, source: ItemState) -> None:
         """Keep the engine's change to `row`, which moved from `source` to `row.state` (or

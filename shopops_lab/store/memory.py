@@ -8,7 +8,8 @@ Lookups are O(log n): cases that can be served sit in a heap keyed by their head
 matches its row (the case was leased, or its head changed) is dropped when it reaches the
 top. A case's line of ready items is a chain through the rows themselves (`row.behind`), so
 a burst of one-item cases allocates no container per case (a deque each cost ~700 bytes)
-and a drained case leaves nothing behind.
+and a drained case leaves nothing behind. `due_from`, the first deadline in the heap, tells
+the queue when no lease can be due without a call (see `Store.due_leases`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = ["MemoryStore"]
 # Members looked up once: reading one off the Enum class costs ~20x a global (bench_queue.py).
 _READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
 _NONE: list[ItemRow] = []  # never appended to
+_INF = float("inf")
 
 
 class _Transaction:
@@ -169,6 +171,9 @@ class MemoryStore:
         self._held: set[str] = set()  # cases with a live lease
         self._available: list[tuple[int, int, str]] = []  # (priority, seq, case_id)
         self._expiry: list[tuple[float, int, int, str]] = []  # (expires_at, seq, token, item_id)
+        # The first deadline in _expiry (inf while it is empty), kept as it changes: no lease is due
+        # before it. Stale entries count too, so it may be early, never late.
+        self.due_from = _INF
         self._dead: dict[str, ItemRow] = {}
         self._counts = _Counts()
         self._records: dict[str, dict[str, Any]] = {}
@@ -230,9 +235,9 @@ class MemoryStore:
         return None
 
     def due_leases(self, t: float) -> list[ItemRow]:
+        if t < self.due_from:
+            return _NONE  # the usual answer: made once
         heap = self._expiry
-        if not heap or heap[0][0] > t:
-            return _NONE  # the usual answer, on every call of the queue: made once
         due: list[ItemRow] = []
         items = self._items
         while heap and heap[0][0] <= t:
@@ -242,6 +247,7 @@ class MemoryStore:
                 if not due or due[-1] is not row:  # a heartbeat that kept the deadline pushed a twin
                     due.append(row)
             # else settled, re-leased or extended since: an old entry
+        self.due_from = heap[0][0] if heap else _INF
         if self.atomic.undo is not None:
             for row in due:
                 self._note(row)
@@ -268,7 +274,9 @@ class MemoryStore:
             if available and available[0][1] == row.seq:  # its offer, where next_ready found it: dropped now, not
                 heapq.heappop(available)  # by the next call, which would look it up first (bench_queue.py)
             assert target is _LEASED and row.expires_at is not None, "from ready, only to leased, with an expiry"
-            heapq.heappush(self._expiry, (row.expires_at, row.seq, row.token, row.id))  # _expiry_entry(row)
+            expiry = self._expiry
+            heapq.heappush(expiry, (row.expires_at, row.seq, row.token, row.id))  # _expiry_entry(row)
+            self.due_from = expiry[0][0]
             counts = self._counts
             counts.ready -= 1
             counts.leased += 1
@@ -403,10 +411,12 @@ class MemoryStore:
             head = self._heads.get(case_id)
             if head is not None and case_id not in self._held:
                 heapq.heappush(self._available, (head.priority, head.seq, case_id))
+        self.due_from = self._expiry[0][0] if self._expiry else _INF
 
     # ------------------------------------------------------------------ the lines
     def _extended(self, row: ItemRow) -> None:
         heapq.heappush(self._expiry, _expiry_entry(row))
+        self.due_from = self._expiry[0][0]
 
     def _returned(self, row: ItemRow) -> None:
         self._held.discard(row.case_id)
