@@ -283,13 +283,17 @@ class Queue:
                 problem=f"is {arguments.a(type(payload).__name__)}",
                 fix="pass a dict, e.g. payload={'idem_key': 'O-1001:email:3'}",
             )
-        row = ItemRow()
-        row.case_id, row.tenant_id, row.kind, row.payload = case_id, tenant_id, kind, body
+        row = ItemRow()  # one field a statement: a tuple assignment builds and unpacks a tuple
+        row.case_id = case_id
+        row.tenant_id = tenant_id
+        row.kind = kind
+        row.payload = body
         row.flat = flat
         row.priority = _PRIORITIES.get(priority, priority)
-        row.state, row.attempts, row.token, row.worker_id = _READY, 0, 0, None
-        row.expires_at, row.lease_seconds = None, self.lease_seconds
-        row.last_error, row.dead_at, row.replays, row.ended_by = None, None, 0, None
+        row.state = _READY
+        row.attempts = row.token = row.replays = 0
+        row.worker_id = row.expires_at = row.last_error = row.dead_at = row.ended_by = None
+        row.lease_seconds = self.lease_seconds
         row.enqueued_at = self._time(now)
         key = (tenant_id, kind, priority)
         info = _ENQUEUED_INFOS.get(key)
