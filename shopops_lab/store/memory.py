@@ -197,11 +197,12 @@ class MemoryStore:
 
     # ------------------------------------------------------------------ queue items
     def add_item(self, row: ItemRow) -> None:
-        row.seq = seq = len(self._items) + 1
-        row.id = item_id(seq)
+        items = self._items
+        row.seq = seq = len(items) + 1
+        row.id = key = item_id(seq)
         if self.atomic.undo is not None:
-            self._journal(row, self._items, new=True)
-        self._items[row.id] = row
+            self._journal(row, items, new=True)
+        items[key] = row
         self._counts.ready += 1
         case_id = row.case_id  # _make_ready(row, front=False), written out: this runs on every enqueue
         row.behind = None

@@ -276,6 +276,7 @@ class Queue:
         assert case_id is not None  # checked just above
         if priority.__class__ is not Priority:  # the usual value, checked in one test
             arguments.whole("priority", priority, MIN_PRIORITY, _PRIORITY_FIX, most=MAX_PRIORITY)
+            priority = _PRIORITIES.get(priority, priority)  # an int kept as its Priority's name, if it has one
         body, flat = flat_copy({} if payload is None else payload)
         if body.__class__ is not dict:
             raise BadArgumentError(
@@ -289,7 +290,7 @@ class Queue:
         row.kind = kind
         row.payload = body
         row.flat = flat
-        row.priority = _PRIORITIES.get(priority, priority)
+        row.priority = priority
         row.state = _READY
         row.attempts = row.token = row.replays = 0
         row.worker_id = row.expires_at = row.last_error = row.dead_at = row.ended_by = None
