@@ -148,7 +148,8 @@ class _Counts:
         return twin
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _Counts:
-        return self.__copy__()  # numbers only
+        twin = memo[id(self)] = self.__copy__()  # numbers only; entered in memo, as a dict's copy was
+        return twin
 
 
 assert _Counts.__slots__ == tuple(state.value for state in ItemState), "a slot per state, named by its value"
