@@ -275,3 +275,31 @@ def test_the_queue_skips_asking_for_due_leases_only_while_none_can_be_due(ops) -
     quick, always = _Ticking(), _Ticking(asks_always=True)
     assert quick.play(ops) == always.play(ops)
     assert quick.state() == always.state()
+
+
+def test_a_store_copied_inside_an_open_block_rolls_its_own_tables_back():
+    """A queue copied while a block is open carries the block into the copy: rolling the copy
+    back restores the copy's counts, held cases and records, not tables nobody holds (the
+    copy once kept the block's lease in its counts and held cases, and its record)."""
+    q = InMemoryQueue(clock=FakeClock())
+    item = q.enqueue(case_id="O-1")
+    with pytest.raises(RuntimeError):
+        with q.store.atomic:
+            q.acquire("W1")
+            q.store.put("notes", "O-1", {"seen": 1})
+            twin = copy.deepcopy(q)
+            raise RuntimeError("undo the block")
+    twin.store.atomic.__exit__(RuntimeError, RuntimeError("undo the copy's block"), None)
+    assert (
+        twin.store.item_counts()
+        == q.store.item_counts()
+        == {
+            ItemState.READY: 1,
+            ItemState.LEASED: 0,
+            ItemState.DONE: 0,
+            ItemState.DEAD: 0,
+        }
+    )
+    assert twin.store.get("notes", "O-1") is None
+    lease = twin.acquire("W2")
+    assert lease is not None and lease.item_id == item

@@ -186,14 +186,22 @@ class MemoryStore:
         cases) are copied one level deep, and the records' tables two, sharing the documents
         (a `put` replaces a document, never changes it: see `get`); everything else as
         `copy.deepcopy` copies it, rows through `memo`, so a row in two tables is one row in
-        the copy too."""
+        the copy too. The tables copied by hand are entered in `memo` before anything else is
+        copied: a store copied inside an open block has an undo list that names them, and the
+        copy's list must name the copy's own (or rolling the copy back would miss them)."""
         twin = MemoryStore.__new__(MemoryStore)
         memo[id(self)] = twin
-        for name, value in vars(self).items():
-            if name == "_records":
-                setattr(twin, name, {kind: dict(rows) for kind, rows in value.items()})
-            else:
-                setattr(twin, name, copy.copy(value) if name in _FLAT_TABLES else copy.deepcopy(value, memo))
+        state = vars(self)
+        by_hand: dict[str, Any] = {}
+        for name in _FLAT_TABLES:
+            value = state[name]
+            memo[id(value)] = by_hand[name] = copy.copy(value)
+        records = state["_records"]
+        memo[id(records)] = by_hand["_records"] = {}
+        for kind, rows in records.items():
+            memo[id(rows)] = by_hand["_records"][kind] = dict(rows)
+        for name, value in state.items():
+            setattr(twin, name, by_hand[name] if name in by_hand else copy.deepcopy(value, memo))
         return twin
 
     # ------------------------------------------------------------------ queue items
