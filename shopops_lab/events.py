@@ -361,10 +361,10 @@ def collector_paused() -> Iterator[None]:
     restore it after. A big run keeps hundreds of thousands of rows alive, and each full
     collection would walk every row again, so the collector's share grows faster than the
     run (a 100,000-item day took 14x a 10,000-item one instead of 10x; the checker's pass
-    ran about 2x slower). Nothing leaks: what is
-    dropped meanwhile is freed by reference counting, except a finished world, which its own
-    cycles keep (its parts hold each other's bound methods: the engine's scheduler, the
-    wrappers `bind_transactions` sets): the collector frees it, with its rows, once it is back."""
+    ran about 2x slower). Nothing leaks: what is dropped meanwhile is freed by reference
+    counting, except a finished world, which its own cycles keep (its parts hold each other's
+    bound methods: the engine's scheduler, the wrappers `bind_transactions` sets): the
+    collector frees it, with its rows, once it is back."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:

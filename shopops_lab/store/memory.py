@@ -26,7 +26,7 @@ from shopops_lab.store.patience import Patience
 __all__ = ["MemoryStore"]
 
 # Members looked up once: reading one off the Enum class costs ~20x a global (bench_queue.py).
-_READY, _LEASED, _DONE, _DEAD = ItemState.READY, ItemState.LEASED, ItemState.DONE, ItemState.DEAD
+_READY, _LEASED, _DONE = ItemState.READY, ItemState.LEASED, ItemState.DONE
 _NONE: list[ItemRow] = []  # never appended to
 _INF = float("inf")
 
@@ -329,7 +329,7 @@ class MemoryStore:
 
     def item_counts(self) -> dict[ItemState, int]:
         counts = self._counts
-        return {_READY: counts.ready, _LEASED: counts.leased, _DONE: counts.done, _DEAD: counts.dead}
+        return {state: counts[state] for state in _STATES}
 
     def item_count(self, state: ItemState) -> int:
         return self._counts[state]

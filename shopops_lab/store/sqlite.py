@@ -82,7 +82,7 @@ def _insert_item(values: str) -> str:
 
 
 _INSERT_ITEM = _insert_item(", ".join("?" * 16))
-_DUE = "SELECT 1 FROM items WHERE state = 'leased' AND expires_at <= ?"
+_DUE = "SELECT 1 FROM items WHERE state = 'leased' AND expires_at <= NEW.t"  # in a decision: is a lease due?
 _EVENT = "INSERT INTO events (time, kind, item_id, case_id, worker_id, token, attempt, info)"
 # The usual enqueue, acquire and ack are each one decision and its event in one statement, as
 # on PostgreSQL: an INSERT into a view of this connection's own (TEMP: never written into the
@@ -134,13 +134,13 @@ _LEASE_NEXT_VIEW, _LEASE_NEXT = _decision(
     " AND NOT EXISTS (SELECT 1 FROM items AS o WHERE o.case_id = i.case_id AND o.state = 'ready'"
     " AND o.position < i.position)"
     " AND NOT EXISTS (SELECT 1 FROM items AS l WHERE l.case_id = i.case_id AND l.state = 'leased')"
-    f" AND NOT EXISTS ({_DUE.replace('?', 'NEW.t')}) ORDER BY i.priority, i.seq LIMIT 1;"
+    f" AND NOT EXISTS ({_DUE}) ORDER BY i.priority, i.seq LIMIT 1;"
     " UPDATE items SET state = 'leased', attempts = attempts + 1, token = token + 1, worker_id = NEW.worker_id,"
     f" lease_seconds = NEW.seconds, expires_at = NEW.expires_at, ended_by = NULL, position = {LEASED_PLACE}"
     " WHERE seq = (SELECT shopops_answer(i.seq, i.id, i.case_id, i.tenant_id, i.kind, i.payload, e.token, e.attempt)"
     " FROM events AS e JOIN items AS i ON i.seq = CAST(substr(e.item_id, 6) AS INTEGER)"
     " WHERE e.seq = last_insert_rowid() AND changes() = 1);"
-    f" SELECT shopops_answer(NULL) WHERE changes() = 0 AND EXISTS ({_DUE.replace('?', 'NEW.t')})",
+    f" SELECT shopops_answer(NULL) WHERE changes() = 0 AND EXISTS ({_DUE})",
 )
 _ANY_PRIORITY = 2**63 - 1  # SQLite's largest integer: every priority is at most it
 # The leased item settled as acked, and its ACKED event, its attempt read from the row.
@@ -148,7 +148,7 @@ _ACK_LIVE_VIEW, _ACK_LIVE = _decision(
     "ack_live",
     "seq, item_id, case_id, token, worker_id, t",
     "UPDATE items SET state = 'done', ended_by = 'acked' WHERE seq = NEW.seq AND case_id = NEW.case_id"
-    f" AND token = NEW.token AND state = 'leased' AND NOT EXISTS ({_DUE.replace('?', 'NEW.t')});"
+    f" AND token = NEW.token AND state = 'leased' AND NOT EXISTS ({_DUE});"
     f" {_EVENT} SELECT NEW.t, 'acked', NEW.item_id, case_id, NEW.worker_id, token, attempts, '{{}}' FROM items"
     " WHERE seq = NEW.seq AND changes() = 1",
 )
